@@ -1,0 +1,314 @@
+"""Vulkan instance, physical-device discovery (with the reasons a device is unusable) and logical devices."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+from vkep.gpu.vk import check, cstr, ffi, lib, new, version_string
+
+VALIDATION_LAYER = b"VK_LAYER_KHRONOS_validation"
+DEVICE_TYPES = {
+    lib.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other",
+    lib.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated",
+    lib.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete",
+    lib.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual",
+    lib.VK_PHYSICAL_DEVICE_TYPE_CPU: "cpu",
+}
+VENDORS = {0x1002: "AMD", 0x10DE: "NVIDIA", 0x8086: "Intel", 0x106B: "Apple", 0x13B5: "ARM",
+           0x5143: "Qualcomm", 0x10005: "Mesa", 0x1010: "ImgTec"}
+
+
+def validation_wanted() -> bool:
+    return os.environ.get("VKEP_VALIDATION", "0") not in ("", "0", "false", "no")
+
+
+@dataclass
+class PhysicalDeviceInfo:
+    """What vkep needs to know about one Vulkan physical device, read once."""
+
+    index: int
+    handle: object
+    name: str
+    vendor_id: int
+    device_id: int
+    device_type: str
+    api_version: str
+    driver_name: str
+    driver_info: str
+    driver_version: int
+    pipeline_cache_uuid: bytes
+    subgroup_size: int
+    max_push_constants: int
+    max_shared_memory: int
+    max_workgroup_invocations: int
+    max_workgroup_count: tuple[int, int, int]
+    unified_memory: bool
+    memory_types: list[tuple[int, int]]  # (property flags, heap index)
+    heap_sizes: list[int]
+    features: dict[str, bool]
+    compute_queue_family: int | None
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        return not self.missing
+
+    @property
+    def vendor(self) -> str:
+        return VENDORS.get(self.vendor_id, f"0x{self.vendor_id:04x}")
+
+    def summary(self) -> dict:
+        return {
+            "index": self.index, "name": self.name, "vendor": self.vendor, "vendor_id": self.vendor_id,
+            "device_id": self.device_id, "type": self.device_type, "api_version": self.api_version,
+            "driver": self.driver_name, "driver_info": self.driver_info, "unified_memory": self.unified_memory,
+            "subgroup_size": self.subgroup_size, "fp16": self.features.get("fp16", False),
+            "usable": self.usable, "missing": self.missing,
+        }
+
+
+class Instance:
+    """The process-wide VkInstance (with the validation layer when VKEP_VALIDATION is set)."""
+
+    _lock = threading.Lock()
+    _instance: Instance | None = None
+
+    @classmethod
+    def get(cls) -> Instance:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = Instance(validation_wanted())
+            return cls._instance
+
+    def __init__(self, validation: bool):
+        layers, extensions = [], []
+        self.validation = validation and self._has_layer(VALIDATION_LAYER)
+        if validation and not self.validation:
+            raise RuntimeError("VKEP_VALIDATION is set but VK_LAYER_KHRONOS_validation is not installed "
+                               "(Debian: apt-get install vulkan-validationlayers)")
+        if self.validation:
+            layers.append(VALIDATION_LAYER)
+            extensions.append(b"VK_EXT_debug_utils")
+        self._keep = [ffi.new("char[]", s) for s in layers + extensions]
+        layer_ptrs = ffi.new("const char*[]", self._keep[: len(layers)]) if layers else ffi.NULL
+        ext_ptrs = ffi.new("const char*[]", self._keep[len(layers):]) if extensions else ffi.NULL
+        self._app_name = ffi.new("char[]", b"vkep")
+        app = new("VkApplicationInfo", sType=lib.VK_STRUCTURE_TYPE_APPLICATION_INFO, pApplicationName=self._app_name,
+                  pEngineName=self._app_name, apiVersion=lib.VK_API_VERSION_1_3)
+        info = new("VkInstanceCreateInfo", sType=lib.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, pApplicationInfo=app,
+                   enabledLayerCount=len(layers), ppEnabledLayerNames=layer_ptrs,
+                   enabledExtensionCount=len(extensions), ppEnabledExtensionNames=ext_ptrs)
+        out = ffi.new("VkInstance*")
+        check(lib.vkCreateInstance(info, ffi.NULL, out), "vkCreateInstance")
+        self.handle = out[0]
+        self.messenger = None
+        if self.validation:
+            messenger = ffi.new("VkDebugUtilsMessengerEXT*")
+            check(lib.vkep_install_messenger(self.handle, messenger), "vkCreateDebugUtilsMessengerEXT")
+            self.messenger = messenger[0]
+        self._physical: list[PhysicalDeviceInfo] | None = None
+
+    @staticmethod
+    def _has_layer(name: bytes) -> bool:
+        count = ffi.new("uint32_t*")
+        lib.vkEnumerateInstanceLayerProperties(count, ffi.NULL)
+        props = ffi.new("VkLayerProperties[]", count[0])
+        lib.vkEnumerateInstanceLayerProperties(count, props)
+        return any(ffi.string(props[i].layerName) == name for i in range(count[0]))
+
+    def physical_devices(self) -> list[PhysicalDeviceInfo]:
+        if self._physical is None:
+            count = ffi.new("uint32_t*")
+            check(lib.vkEnumeratePhysicalDevices(self.handle, count, ffi.NULL), "vkEnumeratePhysicalDevices")
+            handles = ffi.new("VkPhysicalDevice[]", count[0])
+            check(lib.vkEnumeratePhysicalDevices(self.handle, count, handles), "vkEnumeratePhysicalDevices")
+            self._physical = [_describe(i, handles[i]) for i in range(count[0])]
+        return self._physical
+
+
+def _device_extensions(handle) -> set[str]:
+    count = ffi.new("uint32_t*")
+    lib.vkEnumerateDeviceExtensionProperties(handle, ffi.NULL, count, ffi.NULL)
+    props = ffi.new("VkExtensionProperties[]", count[0])
+    lib.vkEnumerateDeviceExtensionProperties(handle, ffi.NULL, count, props)
+    return {cstr(props[i].extensionName) for i in range(count[0])}
+
+
+def _describe(index: int, handle) -> PhysicalDeviceInfo:
+    driver = new("VkPhysicalDeviceDriverProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES)
+    subgroup = new("VkPhysicalDeviceSubgroupProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+                   pNext=driver)
+    props2 = new("VkPhysicalDeviceProperties2", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=subgroup)
+    lib.vkGetPhysicalDeviceProperties2(handle, props2)
+    p = props2.properties
+    f12 = new("VkPhysicalDeviceVulkan12Features", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
+    f11 = new("VkPhysicalDeviceVulkan11Features", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+              pNext=f12)
+    feats = new("VkPhysicalDeviceFeatures2", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=f11)
+    api_ok = p.apiVersion >= lib.VK_API_VERSION_1_2
+    if api_ok:
+        lib.vkGetPhysicalDeviceFeatures2(handle, feats)
+    features = {
+        "bufferDeviceAddress": bool(f12.bufferDeviceAddress),
+        "timelineSemaphore": bool(f12.timelineSemaphore),
+        "shaderInt64": bool(feats.features.shaderInt64),
+        "storageBuffer16BitAccess": bool(f11.storageBuffer16BitAccess),
+        "shaderFloat16": bool(f12.shaderFloat16),
+        "storageBuffer8BitAccess": bool(f12.storageBuffer8BitAccess),
+        "shaderInt8": bool(f12.shaderInt8),
+        "shaderInt16": bool(feats.features.shaderInt16),
+    }
+    features["fp16"] = features["storageBuffer16BitAccess"]
+    mem = ffi.new("VkPhysicalDeviceMemoryProperties*")
+    lib.vkGetPhysicalDeviceMemoryProperties(handle, mem)
+    types = [(mem.memoryTypes[i].propertyFlags, mem.memoryTypes[i].heapIndex) for i in range(mem.memoryTypeCount)]
+    heaps = [mem.memoryHeaps[i].size for i in range(mem.memoryHeapCount)]
+    local = lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+    visible = lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+    unified = all(flags & visible for flags, _ in types if flags & local)
+    qcount = ffi.new("uint32_t*")
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(handle, qcount, ffi.NULL)
+    qprops = ffi.new("VkQueueFamilyProperties[]", qcount[0])
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(handle, qcount, qprops)
+    compute = [i for i in range(qcount[0]) if qprops[i].queueFlags & lib.VK_QUEUE_COMPUTE_BIT]
+    # prefer a compute queue without graphics (async compute), else any compute queue
+    dedicated = [i for i in compute if not qprops[i].queueFlags & lib.VK_QUEUE_GRAPHICS_BIT]
+    family = (dedicated or compute or [None])[0]
+    info = PhysicalDeviceInfo(
+        index=index, handle=handle, name=cstr(p.deviceName), vendor_id=p.vendorID, device_id=p.deviceID,
+        device_type=DEVICE_TYPES.get(p.deviceType, "other"), api_version=version_string(p.apiVersion),
+        driver_name=cstr(driver.driverName), driver_info=cstr(driver.driverInfo), driver_version=p.driverVersion,
+        pipeline_cache_uuid=bytes(ffi.buffer(p.pipelineCacheUUID, 16)), subgroup_size=subgroup.subgroupSize,
+        max_push_constants=p.limits.maxPushConstantsSize, max_shared_memory=p.limits.maxComputeSharedMemorySize,
+        max_workgroup_invocations=p.limits.maxComputeWorkGroupInvocations,
+        max_workgroup_count=tuple(p.limits.maxComputeWorkGroupCount), unified_memory=unified,
+        memory_types=types, heap_sizes=heaps, features=features, compute_queue_family=family,
+    )
+    if not api_ok:
+        info.missing.append(f"Vulkan 1.2 (device has {info.api_version})")
+    for need in ("bufferDeviceAddress", "timelineSemaphore", "shaderInt64"):
+        if api_ok and not features[need]:
+            info.missing.append(need)
+    if family is None:
+        info.missing.append("a compute queue")
+    if info.max_push_constants < 128:
+        info.missing.append("128 bytes of push constants")
+    return info
+
+
+def physical_devices() -> list[PhysicalDeviceInfo]:
+    return Instance.get().physical_devices()
+
+
+class Device:
+    """A logical device on one physical device: one compute queue, the memory pools, pipelines, streams."""
+
+    def __init__(self, info: PhysicalDeviceInfo):
+        if not info.usable:
+            raise RuntimeError(f"{info.name} cannot run vkep: lacks {', '.join(info.missing)}")
+        self.info = info
+        self.instance = Instance.get()
+        f = info.features
+        f12 = new("VkPhysicalDeviceVulkan12Features", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                  bufferDeviceAddress=1, timelineSemaphore=1, storageBuffer8BitAccess=f["storageBuffer8BitAccess"],
+                  shaderInt8=f["shaderInt8"], shaderFloat16=f["shaderFloat16"])
+        f11 = new("VkPhysicalDeviceVulkan11Features", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                  pNext=f12, storageBuffer16BitAccess=f["storageBuffer16BitAccess"])
+        feats = new("VkPhysicalDeviceFeatures2", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=f11)
+        feats.features.shaderInt64 = 1
+        feats.features.shaderInt16 = f["shaderInt16"]
+        priority = ffi.new("float*", 1.0)
+        queue_info = new("VkDeviceQueueCreateInfo", sType=lib.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                         queueFamilyIndex=info.compute_queue_family, queueCount=1, pQueuePriorities=priority)
+        self._ext_names = [ffi.new("char[]", e.encode()) for e in self._wanted_extensions(info)]
+        ext_ptrs = ffi.new("const char*[]", self._ext_names) if self._ext_names else ffi.NULL
+        create = new("VkDeviceCreateInfo", sType=lib.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, pNext=feats,
+                     queueCreateInfoCount=1, pQueueCreateInfos=queue_info,
+                     enabledExtensionCount=len(self._ext_names), ppEnabledExtensionNames=ext_ptrs)
+        out = ffi.new("VkDevice*")
+        check(lib.vkCreateDevice(info.handle, create, ffi.NULL, out), "vkCreateDevice")
+        self.handle = out[0]
+        queue = ffi.new("VkQueue*")
+        lib.vkGetDeviceQueue(self.handle, info.compute_queue_family, 0, queue)
+        self.queue = queue[0]
+        self.queue_lock = threading.Lock()  # vkQueueSubmit needs external synchronisation
+
+        from vkep.gpu.memory import MemoryManager
+        from vkep.gpu.pipeline import PipelineCache
+
+        self.memory = MemoryManager(self)
+        self.pipelines = PipelineCache(self)
+        self.streams: set = set()
+        self.streams_lock = threading.Lock()
+        self._default_stream = None
+        from vkep.gpu.transfer import TransferStats
+
+        self.transfer_stats = TransferStats()
+
+    @staticmethod
+    def _wanted_extensions(info: PhysicalDeviceInfo) -> list[str]:
+        available = _device_extensions(info.handle)
+        wanted = ["VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd"]
+        return [e for e in wanted if e in available]
+
+    def new_stream(self):
+        from vkep.gpu.stream import Stream
+
+        stream = Stream(self)
+        with self.streams_lock:
+            self.streams.add(stream)
+        return stream
+
+    def default_stream(self):
+        """A stream for work outside any ORT stream (staging copies, tests)."""
+        with self.streams_lock:
+            if self._default_stream is None:
+                from vkep.gpu.stream import Stream
+
+                self._default_stream = Stream(self)
+                self.streams.add(self._default_stream)
+            return self._default_stream
+
+    def forget_stream(self, stream) -> None:
+        with self.streams_lock:
+            self.streams.discard(stream)
+            if stream is self._default_stream:
+                self._default_stream = None
+
+    def synchronize(self) -> None:
+        """Submit and wait for everything recorded on every stream of this device."""
+        with self.streams_lock:
+            streams = list(self.streams)
+        for stream in streams:
+            if stream.busy():
+                stream.finish()
+
+    def close(self) -> None:
+        lib.vkDeviceWaitIdle(self.handle)
+        for stream in list(self.streams):
+            stream.destroy()
+        self.pipelines.destroy()
+        self.memory.destroy()
+        lib.vkDestroyDevice(self.handle, ffi.NULL)
+        self.handle = None
+
+
+_devices: dict[int, Device] = {}
+_devices_lock = threading.Lock()
+
+
+def open_device(index: int) -> Device:
+    """The process-wide logical device for physical device `index` (created on first use)."""
+    with _devices_lock:
+        if index not in _devices:
+            _devices[index] = Device(physical_devices()[index])
+        return _devices[index]
+
+
+def validation_messages() -> tuple[int, str]:
+    """(count, text) of validation-layer messages since the last call; clears them."""
+    buf = ffi.new("char[]", 65536)
+    count = lib.vkep_validation_take(buf, 65536)
+    return count, ffi.string(buf).decode(errors="replace")

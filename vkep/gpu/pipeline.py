@@ -1,0 +1,111 @@
+"""Compute pipelines: built lazily, once per (SPIR-V, specialization constants), with an on-disk cache.
+
+All pipelines share one layout: no descriptor sets, only push constants (tensors are passed as
+64-bit buffer device addresses), so recording a dispatch never allocates or binds descriptors.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+
+from vkep.gpu.shaders import cache_dir, compile_shader
+from vkep.gpu.vk import check, ffi, lib, new
+
+PUSH_CONSTANT_BYTES = 128
+
+
+class PipelineCache:
+    def __init__(self, device):
+        self.device = device
+        self._lock = threading.Lock()
+        self._pipelines: dict[tuple, object] = {}
+        self._modules: dict[str, object] = {}
+        self._keep = []
+        dev = device.handle
+        rng = ffi.new("VkPushConstantRange*", {"stageFlags": lib.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0,
+                                               "size": PUSH_CONSTANT_BYTES})
+        info = new("VkPipelineLayoutCreateInfo", sType=lib.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                   pushConstantRangeCount=1, pPushConstantRanges=rng)
+        out = ffi.new("VkPipelineLayout*")
+        check(lib.vkCreatePipelineLayout(dev, info, ffi.NULL, out), "vkCreatePipelineLayout")
+        self.layout = out[0]
+        pi = device.info
+        self._file = cache_dir() / f"pipelines-{pi.vendor_id:x}-{pi.device_id:x}-{pi.pipeline_cache_uuid.hex()}.bin"
+        initial = self._file.read_bytes() if self._file.exists() else b""
+        data = ffi.from_buffer(initial) if initial else ffi.NULL
+        cinfo = new("VkPipelineCacheCreateInfo", sType=lib.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                    initialDataSize=len(initial), pInitialData=data)
+        cache = ffi.new("VkPipelineCache*")
+        check(lib.vkCreatePipelineCache(dev, cinfo, ffi.NULL, cache), "vkCreatePipelineCache")
+        self.cache = cache[0]
+        self._dirty = False
+
+    def get(self, shader: str, defines: dict | None = None, constants: tuple[int, ...] = ()):
+        """The VkPipeline for shader + defines (compile-time variant) + uint32 specialization constants."""
+        key = (shader, tuple(sorted((defines or {}).items())), constants)
+        pipeline = self._pipelines.get(key)
+        if pipeline is not None:
+            return pipeline
+        with self._lock:
+            pipeline = self._pipelines.get(key)
+            if pipeline is None:
+                pipeline = self._build(shader, defines or {}, constants)
+                self._pipelines[key] = pipeline
+        return pipeline
+
+    def _build(self, shader: str, defines: dict, constants: tuple[int, ...]):
+        dev = self.device.handle
+        spv_key, code = compile_shader(shader, defines)
+        module = self._modules.get(spv_key)
+        if module is None:
+            words = ffi.new("uint32_t[]", len(code) // 4)
+            ffi.memmove(words, code, len(code))
+            minfo = new("VkShaderModuleCreateInfo", sType=lib.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                        codeSize=len(code), pCode=words)
+            out = ffi.new("VkShaderModule*")
+            check(lib.vkCreateShaderModule(dev, minfo, ffi.NULL, out), "vkCreateShaderModule")
+            module = self._modules[spv_key] = out[0]
+        entry = ffi.new("char[]", b"main")
+        spec = ffi.NULL
+        if constants:
+            entries = ffi.new("VkSpecializationMapEntry[]", [(i, 4 * i, 4) for i in range(len(constants))])
+            data = ffi.new("char[]", struct.pack(f"<{len(constants)}I", *constants))
+            spec = ffi.new("VkSpecializationInfo*", {"mapEntryCount": len(constants), "pMapEntries": entries,
+                                                     "dataSize": 4 * len(constants), "pData": data})
+            self._keep.append((entries, data))
+        info = new("VkComputePipelineCreateInfo", sType=lib.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                   layout=self.layout, basePipelineIndex=-1)
+        info.stage.sType = lib.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO
+        info.stage.stage = lib.VK_SHADER_STAGE_COMPUTE_BIT
+        info.stage.module = module
+        info.stage.pName = entry
+        info.stage.pSpecializationInfo = spec
+        out = ffi.new("VkPipeline*")
+        check(lib.vkCreateComputePipelines(dev, self.cache, 1, info, ffi.NULL, out), f"pipeline for {shader}")
+        self._dirty = True
+        return out[0]
+
+    def save(self) -> None:
+        if not self._dirty:
+            return
+        size = ffi.new("size_t*")
+        lib.vkGetPipelineCacheData(self.device.handle, self.cache, size, ffi.NULL)
+        buf = ffi.new("char[]", size[0])
+        lib.vkGetPipelineCacheData(self.device.handle, self.cache, size, buf)
+        tmp = self._file.with_suffix(".tmp")
+        tmp.write_bytes(ffi.buffer(buf, size[0])[:])
+        tmp.replace(self._file)
+        self._dirty = False
+
+    def destroy(self) -> None:
+        dev = self.device.handle
+        self.save()
+        for pipeline in self._pipelines.values():
+            lib.vkDestroyPipeline(dev, pipeline, ffi.NULL)
+        for module in self._modules.values():
+            lib.vkDestroyShaderModule(dev, module, ffi.NULL)
+        lib.vkDestroyPipelineCache(dev, self.cache, ffi.NULL)
+        lib.vkDestroyPipelineLayout(dev, self.layout, ffi.NULL)
+        self._pipelines.clear()
+        self._modules.clear()

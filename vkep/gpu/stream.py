@@ -1,0 +1,134 @@
+"""A stream: dispatches recorded into one open command buffer, submitted only at sync points.
+
+Each submit signals the stream's timeline semaphore with the next value; waiting for work means
+waiting for a value. Command buffers are recycled once the semaphore has passed their value.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections import deque
+
+from vkep.gpu.vk import check, ffi, lib, new
+
+WAIT_TIMEOUT_NS = 120 * 10**9
+
+
+class Stream:
+    def __init__(self, device):
+        self.device = device
+        dev = device.handle
+        pinfo = new("VkCommandPoolCreateInfo", sType=lib.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                    flags=lib.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                    queueFamilyIndex=device.info.compute_queue_family)
+        pool = ffi.new("VkCommandPool*")
+        check(lib.vkCreateCommandPool(dev, pinfo, ffi.NULL, pool), "vkCreateCommandPool")
+        self.pool = pool[0]
+        tinfo = new("VkSemaphoreTypeCreateInfo", sType=lib.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                    semaphoreType=lib.VK_SEMAPHORE_TYPE_TIMELINE, initialValue=0)
+        sinfo = new("VkSemaphoreCreateInfo", sType=lib.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, pNext=tinfo)
+        sem = ffi.new("VkSemaphore*")
+        check(lib.vkCreateSemaphore(dev, sinfo, ffi.NULL, sem), "vkCreateSemaphore")
+        self.timeline = sem[0]
+        rec = ffi.new("vkep_recorder*")
+        rec.device = dev
+        rec.queue = device.queue
+        rec.layout = device.pipelines.layout
+        rec.timeline = self.timeline
+        self.rec = rec
+        self._idle: list = []
+        self._in_flight: deque = deque()  # (value, command buffer)
+        self.lock = threading.RLock()
+        self.dispatches = 0
+        self.submits = 0
+
+    # -- recording --------------------------------------------------------------------------------
+    def _open(self) -> None:
+        if self.rec.recording:
+            return
+        cmd = self._idle.pop() if self._idle else self._reclaim_or_allocate()
+        check(lib.vkep_begin(self.rec, cmd), "vkBeginCommandBuffer")
+
+    def _reclaim_or_allocate(self):
+        if self._in_flight:
+            done = self.completed_value()
+            while self._in_flight and self._in_flight[0][0] <= done:
+                self._idle.append(self._in_flight.popleft()[1])
+            if self._idle:
+                return self._idle.pop()
+        info = new("VkCommandBufferAllocateInfo", sType=lib.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                   commandPool=self.pool, level=lib.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
+        out = ffi.new("VkCommandBuffer*")
+        check(lib.vkAllocateCommandBuffers(self.device.handle, info, out), "vkAllocateCommandBuffers")
+        return out[0]
+
+    def dispatch(self, pipeline, push: bytes, groups: tuple[int, int, int], spans: bytes, nreads: int,
+                 nwrites: int) -> None:
+        """Record one dispatch. `spans` packs (lo, hi) address ranges: the reads, then the writes."""
+        with self.lock:
+            if not self.rec.recording:
+                self._open()
+            lib.vkep_dispatch(self.rec, pipeline, push, len(push), groups[0], groups[1], groups[2], spans,
+                              nreads, nwrites)
+            self.dispatches += 1
+
+    def copy(self, src: int, dst: int, nbytes: int) -> None:
+        """Record a device copy between two vkep addresses."""
+        memory = self.device.memory
+        sblock, soff = memory.resolve(src)
+        dblock, doff = memory.resolve(dst)
+        with self.lock:
+            self._open()
+            lib.vkep_copy(self.rec, sblock.buffer, soff, dblock.buffer, doff, nbytes,
+                          sblock.device_address + soff, dblock.device_address + doff)
+
+    # -- synchronisation --------------------------------------------------------------------------
+    def flush(self) -> int:
+        """Submit what was recorded; returns the timeline value that marks its completion."""
+        with self.lock:
+            rec = self.rec
+            if rec.recording and rec.commands:
+                value = rec.submitted + 1
+                cmd = rec.cmd
+                with self.device.queue_lock:
+                    result = lib.vkep_submit(rec, value)
+                check(result, "vkQueueSubmit")
+                self._in_flight.append((value, cmd))
+                self.submits += 1
+            return rec.submitted
+
+    def busy(self) -> bool:
+        """True while something is recorded or submitted and not yet known to be complete."""
+        rec = self.rec
+        if rec.recording and rec.commands:
+            return True
+        return bool(self._in_flight) and self._in_flight[-1][0] > self.completed_value()
+
+    def completed_value(self) -> int:
+        out = ffi.new("uint64_t*")
+        check(lib.vkGetSemaphoreCounterValue(self.device.handle, self.timeline, out), "vkGetSemaphoreCounterValue")
+        return out[0]
+
+    def wait(self, value: int) -> None:
+        if value:
+            check(lib.vkep_wait(self.device.handle, self.timeline, value, WAIT_TIMEOUT_NS), "vkWaitSemaphores")
+
+    def finish(self) -> None:
+        """Submit and wait: everything recorded so far has completed when this returns."""
+        self.wait(self.flush())
+
+    def destroy(self) -> None:
+        with self.lock:
+            if self.rec.recording:
+                self.flush()
+            self.wait(self.rec.submitted)
+            dev = self.device.handle
+            lib.vkDestroyCommandPool(dev, self.pool, ffi.NULL)
+            lib.vkDestroySemaphore(dev, self.timeline, ffi.NULL)
+            self.device.forget_stream(self)
+
+
+def pack_spans(reads: list[tuple[int, int]], writes: list[tuple[int, int]]) -> bytes:
+    flat = [x for span in reads + writes for x in span]
+    return struct.pack(f"<{len(flat)}Q", *flat)

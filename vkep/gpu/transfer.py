@@ -1,0 +1,101 @@
+"""Moving bytes between host memory and a device: the copy plan, decided from the memory's kind.
+
+- Host-visible device memory (unified devices, ReBAR): the host reads and writes it directly, after
+  the GPU work that may touch it has completed.
+- Device-only memory: through a staging buffer in host memory and a recorded buffer copy.
+Every transfer is counted in the device's `stats`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass
+
+from vkep.gpu.vk import ffi
+
+
+@dataclass
+class TransferStats:
+    uploads: int = 0
+    upload_bytes: int = 0
+    downloads: int = 0
+    download_bytes: int = 0
+    device_copies: int = 0
+    device_copy_bytes: int = 0
+    staging_copies: int = 0
+    staging_bytes: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+_lock = threading.Lock()
+
+
+def _memmove(dst: int, src: int, n: int) -> None:
+    ffi.memmove(ffi.cast("void*", dst), ffi.cast("void*", src), n)
+
+
+def _count(device, count: str, nbytes: str, n: int) -> None:
+    with _lock:
+        stats = device.transfer_stats
+        setattr(stats, count, getattr(stats, count) + 1)
+        setattr(stats, nbytes, getattr(stats, nbytes) + n)
+
+
+def upload(device, host_src: int, dst: int, n: int) -> None:
+    """Host memory → vkep memory at `dst`."""
+    if n == 0:
+        return
+    _count(device, "uploads", "upload_bytes", n)
+    host = device.memory.host_pointer(dst)
+    device.synchronize()  # the GPU may still read this memory from before it was reused
+    if host:
+        _memmove(host, host_src, n)
+        return
+    _through_staging(device, n, lambda staging: _memmove(staging, host_src, n), staging_to=dst)
+
+
+def download(device, src: int, host_dst: int, n: int) -> None:
+    """vkep memory at `src` → host memory."""
+    if n == 0:
+        return
+    _count(device, "downloads", "download_bytes", n)
+    device.synchronize()
+    host = device.memory.host_pointer(src)
+    if host:
+        _memmove(host_dst, host, n)
+        return
+    _through_staging(device, n, None, staging_from=src, after=lambda staging: _memmove(host_dst, staging, n))
+
+
+def device_copy(device, src: int, dst: int, n: int, stream=None) -> None:
+    """vkep memory → vkep memory, recorded on `stream` (or done now on a private stream)."""
+    if n == 0 or src == dst:
+        return
+    _count(device, "device_copies", "device_copy_bytes", n)
+    if stream is not None:
+        stream.copy(src, dst, n)
+        return
+    own = device.default_stream()
+    own.copy(src, dst, n)
+    own.finish()
+
+
+def _through_staging(device, n: int, before, staging_to: int = 0, staging_from: int = 0, after=None) -> None:
+    _count(device, "staging_copies", "staging_bytes", n)
+    pool = device.memory.host_pool
+    staging = pool.alloc(n)
+    try:
+        if before:
+            before(staging)
+        stream = device.default_stream()
+        if staging_to:
+            stream.copy(staging, staging_to, n)
+        else:
+            stream.copy(staging_from, staging, n)
+        stream.finish()
+        if after:
+            after(staging)
+    finally:
+        pool.free(staging)

@@ -1,0 +1,94 @@
+"""What a kernel sees: tensors as (address, shape, dtype) and a `Call` to get outputs and record work.
+
+The ORT layer builds one `Call` per node execution; kernels never see ORT types.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import struct
+from typing import Protocol
+
+from vkep.kernels.manifest import KernelSpec
+
+ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
+            "uint32": 4, "int64": 8, "uint64": 8, "bool": 1, "bfloat16": 2}
+# the shader variant (DTYPE define) for each element type the shaders compute in
+SHADER_DTYPE = {"float32": 0, "float16": 1}
+
+
+class UnsupportedError(ValueError):
+    """The kernel cannot run this input (shape, rank, type); ORT reports it as a failed status."""
+
+
+class Tensor:
+    __slots__ = ("addr", "shape", "dtype")
+
+    def __init__(self, addr: int, shape: tuple[int, ...], dtype: str):
+        self.addr = addr
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * ITEMSIZE[self.dtype]
+
+    def __repr__(self) -> str:
+        return f"Tensor(0x{self.addr:x}, {self.shape}, {self.dtype})"
+
+
+class Call(Protocol):
+    """One execution of one node (implemented by vkep.ort.kernel)."""
+
+    inputs: list[Tensor | None]
+
+    def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor: ...
+
+    def dispatch(self, shader: str, dtype: str, constants: tuple[int, ...], push: bytes,
+                 groups: tuple[int, int, int], reads: list[Tensor], writes: list[Tensor]) -> None: ...
+
+    def copy(self, src: Tensor, dst: Tensor) -> None: ...
+
+    def read_host(self, tensor: Tensor) -> bytes: ...
+
+
+class Kernel:
+    """Base of every op implementation: created once per node at session creation."""
+
+    def __init__(self, spec: KernelSpec, attrs: dict, since_version: int, input_types: list[str]):
+        self.spec = spec
+        self.attrs = attrs
+        self.since_version = since_version
+        self.input_types = input_types
+        self.constants = tuple(spec.constants.values())
+
+    def compute(self, call: Call) -> None:
+        raise NotImplementedError
+
+    def dispatch_1d(self, call: Call, n: int, wg: int, dtype: str, push: bytes, reads, writes,
+                    constants: tuple[int, ...] | None = None) -> None:
+        """Dispatch ceil(n / wg) workgroups, folded into a 2-D grid past the 65535 limit."""
+        groups = max(1, -(-n // wg))
+        gx, gy = (groups, 1) if groups <= 65535 else (65535, -(-groups // 65535))
+        call.dispatch(self.spec.shader, dtype, self.constants if constants is None else constants, push,
+                      (gx, gy, 1), reads, writes)
+
+
+def shader_dtype(t: Tensor) -> str:
+    if t.dtype not in SHADER_DTYPE:
+        raise UnsupportedError(f"element type {t.dtype} has no shader variant")
+    return t.dtype
+
+
+def pack(fmt: str, *values) -> bytes:
+    return struct.pack("<" + fmt, *values)
+
+
+def implementation(spec: KernelSpec) -> type[Kernel]:
+    module, cls = spec.impl.rsplit(".", 1)
+    return getattr(importlib.import_module(f"vkep.kernels.{module}"), cls)

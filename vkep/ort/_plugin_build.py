@@ -1,0 +1,585 @@
+"""The plugin library ORT loads: a cffi *embedding* module whose callbacks are Python.
+
+vkep writes its own declarations of the parts of ORT's C ABI it uses (ORT ships no headers in its
+wheel). The C here is only what must be C: the exported entry points with their start-up guard, the
+ORT function-table slots vkep calls, and the per-node Compute trampoline that gathers input
+addresses and shapes so Python is entered once per node.
+"""
+
+from __future__ import annotations
+
+import sys
+import sysconfig
+from pathlib import Path
+
+import cffi
+
+# Lowest ORT API version whose members vkep's structs implement / whose functions it calls.
+ORT_API_VERSION = 24
+
+TYPES = r"""
+typedef struct OrtStatus OrtStatus;
+typedef struct OrtApi OrtApi;
+typedef struct OrtEpApi OrtEpApi;
+typedef struct OrtLogger OrtLogger;
+typedef struct OrtHardwareDevice OrtHardwareDevice;
+typedef struct OrtEpDevice OrtEpDevice;
+typedef struct OrtKeyValuePairs OrtKeyValuePairs;
+typedef struct OrtSessionOptions OrtSessionOptions;
+typedef struct OrtMemoryInfo OrtMemoryInfo;
+typedef struct OrtMemoryDevice OrtMemoryDevice;
+typedef struct OrtGraph OrtGraph;
+typedef struct OrtNode OrtNode;
+typedef struct OrtEpGraphSupportInfo OrtEpGraphSupportInfo;
+typedef struct OrtKernelRegistry OrtKernelRegistry;
+typedef struct OrtKernelDefBuilder OrtKernelDefBuilder;
+typedef struct OrtKernelDef OrtKernelDef;
+typedef struct OrtKernelInfo OrtKernelInfo;
+typedef struct OrtKernelContext OrtKernelContext;
+typedef struct OrtDataType OrtDataType;
+typedef struct OrtValue OrtValue;
+typedef struct OrtTypeInfo OrtTypeInfo;
+typedef struct OrtTensorTypeAndShapeInfo OrtTensorTypeAndShapeInfo;
+typedef struct OrtSyncStream OrtSyncStream;
+typedef struct OrtRunOptions OrtRunOptions;
+typedef struct OrtSharedPrePackedWeightCache OrtSharedPrePackedWeightCache;
+
+typedef struct OrtApiBase {
+    const OrtApi* (*GetApi)(uint32_t version);
+    const char* (*GetVersionString)(void);
+} OrtApiBase;
+
+typedef struct OrtAllocator {
+    uint32_t version;
+    void* (*Alloc)(struct OrtAllocator* self, size_t size);
+    void (*Free)(struct OrtAllocator* self, void* p);
+    const OrtMemoryInfo* (*Info)(const struct OrtAllocator* self);
+    void* (*Reserve)(struct OrtAllocator* self, size_t size);
+} OrtAllocator;
+
+typedef struct OrtSyncNotificationImpl {
+    uint32_t ort_version_supported;
+    void (*Release)(struct OrtSyncNotificationImpl* self);
+    OrtStatus* (*Activate)(struct OrtSyncNotificationImpl* self);
+    OrtStatus* (*WaitOnDevice)(struct OrtSyncNotificationImpl* self, OrtSyncStream* consumer);
+    OrtStatus* (*WaitOnHost)(struct OrtSyncNotificationImpl* self);
+} OrtSyncNotificationImpl;
+
+typedef struct OrtSyncStreamImpl {
+    uint32_t ort_version_supported;
+    void (*Release)(struct OrtSyncStreamImpl* self);
+    void* (*GetHandle)(struct OrtSyncStreamImpl* self);
+    OrtStatus* (*CreateNotification)(struct OrtSyncStreamImpl* self, OrtSyncNotificationImpl** out);
+    OrtStatus* (*Flush)(struct OrtSyncStreamImpl* self);
+    OrtStatus* (*OnSessionRunEnd)(struct OrtSyncStreamImpl* self);
+} OrtSyncStreamImpl;
+
+typedef struct OrtDataTransferImpl {
+    uint32_t ort_version_supported;
+    void (*Release)(struct OrtDataTransferImpl* self);
+    bool (*CanCopy)(const struct OrtDataTransferImpl* self, const OrtMemoryDevice* src, const OrtMemoryDevice* dst);
+    OrtStatus* (*CopyTensors)(struct OrtDataTransferImpl* self, const OrtValue** src, OrtValue** dst,
+                              OrtSyncStream** streams, size_t n);
+} OrtDataTransferImpl;
+
+typedef struct OrtKernelImpl {
+    uint32_t ort_version_supported;
+    uint32_t flags;
+    OrtStatus* (*Compute)(struct OrtKernelImpl* self, OrtKernelContext* context);
+    void (*Release)(struct OrtKernelImpl* self);
+    OrtStatus* (*PrePackWeight)(struct OrtKernelImpl* self, const OrtValue* tensor, int input_index,
+                                OrtAllocator* allocator, OrtSharedPrePackedWeightCache* cache, bool* is_packed);
+    OrtStatus* (*SetSharedPrePackedWeight)(struct OrtKernelImpl* self, const void* const* data, const size_t* sizes,
+                                           size_t n, int input_index);
+} OrtKernelImpl;
+
+typedef OrtStatus* (*OrtKernelCreateFunc)(void* state, const OrtKernelInfo* info, OrtKernelImpl** out);
+
+typedef struct OrtEp {
+    uint32_t ort_version_supported;
+    const char* (*GetName)(const struct OrtEp* self);
+    OrtStatus* (*GetCapability)(struct OrtEp* self, const OrtGraph* graph, OrtEpGraphSupportInfo* info);
+    void* Compile;
+    void* ReleaseNodeComputeInfos;
+    void* GetPreferredDataLayout;
+    void* ShouldConvertDataLayoutForOp;
+    void* SetDynamicOptions;
+    void* OnRunStart;
+    void* OnRunEnd;
+    void* CreateAllocator;
+    void* CreateSyncStreamForDevice;
+    void* GetCompiledModelCompatibilityInfo;
+    OrtStatus* (*GetKernelRegistry)(struct OrtEp* self, const OrtKernelRegistry** out);
+    OrtStatus* (*IsConcurrentRunSupported)(struct OrtEp* self, bool* out);
+} OrtEp;
+
+typedef struct OrtEpFactory {
+    uint32_t ort_version_supported;
+    const char* (*GetName)(const struct OrtEpFactory* self);
+    const char* (*GetVendor)(const struct OrtEpFactory* self);
+    OrtStatus* (*GetSupportedDevices)(struct OrtEpFactory* self, const OrtHardwareDevice* const* devices,
+                                      size_t num_devices, OrtEpDevice** ep_devices, size_t max_ep_devices,
+                                      size_t* num_ep_devices);
+    OrtStatus* (*CreateEp)(struct OrtEpFactory* self, const OrtHardwareDevice* const* devices,
+                           const OrtKeyValuePairs* const* ep_metadata, size_t num_devices,
+                           const OrtSessionOptions* session_options, const OrtLogger* logger, OrtEp** ep);
+    void (*ReleaseEp)(struct OrtEpFactory* self, OrtEp* ep);
+    uint32_t (*GetVendorId)(const struct OrtEpFactory* self);
+    const char* (*GetVersion)(const struct OrtEpFactory* self);
+    void* ValidateCompiledModelCompatibilityInfo;
+    OrtStatus* (*CreateAllocator)(struct OrtEpFactory* self, const OrtMemoryInfo* info,
+                                  const OrtKeyValuePairs* options, OrtAllocator** out);
+    void (*ReleaseAllocator)(struct OrtEpFactory* self, OrtAllocator* allocator);
+    OrtStatus* (*CreateDataTransfer)(struct OrtEpFactory* self, OrtDataTransferImpl** out);
+    bool (*IsStreamAware)(const struct OrtEpFactory* self);
+    OrtStatus* (*CreateSyncStreamForDevice)(struct OrtEpFactory* self, const OrtMemoryDevice* device,
+                                            const OrtKeyValuePairs* options, OrtSyncStreamImpl** out);
+    void* GetHardwareDeviceIncompatibilityDetails;
+    void* CreateExternalResourceImporterForDevice;
+    void* GetNumCustomOpDomains;
+    void* GetCustomOpDomains;
+} OrtEpFactory;
+
+/* vkep's wrappers: ORT structs followed by the id Python knows them by */
+typedef struct vkep_kernel { OrtKernelImpl base; int64_t id; } vkep_kernel;
+typedef struct vkep_allocator { OrtAllocator base; int64_t id; const OrtMemoryInfo* info; } vkep_allocator;
+typedef struct vkep_stream { OrtSyncStreamImpl base; int64_t id; } vkep_stream;
+typedef struct vkep_notification { OrtSyncNotificationImpl base; int64_t id; } vkep_notification;
+
+#define VKEP_MAX_IO 16
+#define VKEP_MAX_RANK 8
+/* what the Compute trampoline gathers for Python: one entry per input */
+typedef struct vkep_io {
+    int32_t n_inputs, n_outputs;
+    int32_t types[VKEP_MAX_IO];   /* ONNX element type; 0 = absent optional input */
+    int32_t ranks[VKEP_MAX_IO];
+    uint64_t ptrs[VKEP_MAX_IO];
+    int64_t dims[VKEP_MAX_IO * VKEP_MAX_RANK];
+    void* stream;                 /* our stream impl handle, or NULL */
+} vkep_io;
+"""
+
+CALLS = r"""
+/* OrtApi */
+OrtStatus* ort_CreateStatus(int code, const char* msg);
+int ort_GetErrorCode(const OrtStatus* s);
+const char* ort_GetErrorMessage(const OrtStatus* s);
+void ort_ReleaseStatus(OrtStatus* s);
+OrtStatus* ort_CreateMemoryInfo_V2(const char* name, int device_type, uint32_t vendor_id, int32_t device_id,
+                                   int mem_type, size_t alignment, int allocator_type, OrtMemoryInfo** out);
+void ort_ReleaseMemoryInfo(OrtMemoryInfo* info);
+void ort_CreateKeyValuePairs(OrtKeyValuePairs** out);
+void ort_AddKeyValuePair(OrtKeyValuePairs* kvp, const char* key, const char* value);
+const char* ort_GetKeyValue(const OrtKeyValuePairs* kvp, const char* key);
+void ort_ReleaseKeyValuePairs(OrtKeyValuePairs* kvp);
+int ort_HardwareDevice_Type(const OrtHardwareDevice* d);
+uint32_t ort_HardwareDevice_VendorId(const OrtHardwareDevice* d);
+uint32_t ort_HardwareDevice_DeviceId(const OrtHardwareDevice* d);
+const char* ort_HardwareDevice_Vendor(const OrtHardwareDevice* d);
+OrtStatus* ort_Graph_GetNumNodes(const OrtGraph* g, size_t* n);
+OrtStatus* ort_Graph_GetNodes(const OrtGraph* g, const OrtNode** nodes, size_t n);
+OrtStatus* ort_Node_GetOperatorType(const OrtNode* node, const char** out);
+OrtStatus* ort_GetTensorMutableData(OrtValue* v, void** out);
+OrtStatus* ort_GetTensorSizeInBytes(const OrtValue* v, size_t* out);
+OrtStatus* ort_KernelInfoGetAttribute_float(const OrtKernelInfo* info, const char* name, float* out);
+OrtStatus* ort_KernelInfoGetAttribute_int64(const OrtKernelInfo* info, const char* name, int64_t* out);
+OrtStatus* ort_KernelInfoGetAttribute_string(const OrtKernelInfo* info, const char* name, char* out, size_t* size);
+OrtStatus* ort_KernelInfoGetAttributeArray_float(const OrtKernelInfo* info, const char* name, float* out,
+                                                 size_t* size);
+OrtStatus* ort_KernelInfoGetAttributeArray_int64(const OrtKernelInfo* info, const char* name, int64_t* out,
+                                                 size_t* size);
+OrtStatus* ort_KernelInfo_GetInputCount(const OrtKernelInfo* info, size_t* out);
+OrtStatus* ort_KernelInfo_GetOutputCount(const OrtKernelInfo* info, size_t* out);
+OrtStatus* ort_KernelInfo_GetNodeName(const OrtKernelInfo* info, char* out, size_t* size);
+OrtStatus* ort_KernelInfo_GetOperatorSinceVersion(const OrtKernelInfo* info, int* out);
+int ort_KernelInfo_InputElementType(const OrtKernelInfo* info, size_t index);
+OrtStatus* ort_GetSessionConfigEntry(const OrtSessionOptions* o, const char* key, char* out, size_t* size);
+OrtStatus* ort_HasSessionConfigEntry(const OrtSessionOptions* o, const char* key, int* out);
+/* OrtEpApi */
+OrtStatus* ep_CreateEpDevice(OrtEpFactory* f, const OrtHardwareDevice* hw, const OrtKeyValuePairs* metadata,
+                             const OrtKeyValuePairs* options, OrtEpDevice** out);
+OrtStatus* ep_EpGraphSupportInfo_AddSingleNode(OrtEpGraphSupportInfo* info, const OrtNode* node);
+OrtStatus* ep_EpDevice_AddAllocatorInfo(OrtEpDevice* d, const OrtMemoryInfo* info);
+const OrtMemoryDevice* ep_MemoryInfo_GetMemoryDevice(const OrtMemoryInfo* info);
+const OrtMemoryDevice* ep_Value_GetMemoryDevice(const OrtValue* v);
+int ep_MemoryDevice_GetDeviceType(const OrtMemoryDevice* d);
+int ep_MemoryDevice_GetMemoryType(const OrtMemoryDevice* d);
+uint32_t ep_MemoryDevice_GetVendorId(const OrtMemoryDevice* d);
+uint32_t ep_MemoryDevice_GetDeviceId(const OrtMemoryDevice* d);
+const OrtSyncStreamImpl* ep_SyncStream_GetImpl(const OrtSyncStream* s);
+OrtStatus* ep_CreateKernelRegistry(OrtKernelRegistry** out);
+OrtStatus* ep_KernelRegistry_AddKernel_py(OrtKernelRegistry* r, const OrtKernelDef* def, void* state);
+void ep_ReleaseKernelRegistry(OrtKernelRegistry* r);
+OrtStatus* ep_CreateKernelDefBuilder(OrtKernelDefBuilder** out);
+void ep_ReleaseKernelDefBuilder(OrtKernelDefBuilder* b);
+OrtStatus* ep_KernelDefBuilder_SetOperatorType(OrtKernelDefBuilder* b, const char* op);
+OrtStatus* ep_KernelDefBuilder_SetDomain(OrtKernelDefBuilder* b, const char* domain);
+OrtStatus* ep_KernelDefBuilder_SetSinceVersion(OrtKernelDefBuilder* b, int start, int end);
+OrtStatus* ep_KernelDefBuilder_SetExecutionProvider(OrtKernelDefBuilder* b, const char* ep);
+OrtStatus* ep_KernelDefBuilder_SetInputMemType(OrtKernelDefBuilder* b, size_t index, int mem_type);
+OrtStatus* ep_KernelDefBuilder_SetOutputMemType(OrtKernelDefBuilder* b, size_t index, int mem_type);
+OrtStatus* ep_KernelDefBuilder_AddTypeConstraint_types(OrtKernelDefBuilder* b, const char* name,
+                                                       const int* elem_types, size_t n);
+OrtStatus* ep_KernelDefBuilder_AddInputOutputAliases(OrtKernelDefBuilder* b, const int* inputs, const int* outputs,
+                                                     size_t n);
+OrtStatus* ep_KernelDefBuilder_Build(OrtKernelDefBuilder* b, OrtKernelDef** out);
+void ep_ReleaseKernelDef(OrtKernelDef* d);
+OrtStatus* ep_EpGraphSupportInfo_LookUpKernel(OrtEpGraphSupportInfo* info, const OrtNode* node,
+                                              const OrtKernelDef** out);
+
+/* vkep helpers */
+OrtStatus* vkep_output(OrtKernelContext* ctx, size_t index, const char* dims, size_t rank, uint64_t* ptr);
+OrtStatus* vkep_tensor_info(const OrtValue* v, int* type, int64_t* dims, int* rank, uint64_t* ptr);
+extern void* vkep_compute_fn;
+extern int vkep_py_ready;
+int vkep_api_version(void);
+const char* vkep_ort_version(void);
+"""
+
+PY_CALLBACKS = r"""
+extern "Python" const char* py_factory_get_name(const OrtEpFactory*);
+extern "Python" const char* py_factory_get_vendor(const OrtEpFactory*);
+extern "Python" uint32_t py_factory_get_vendor_id(const OrtEpFactory*);
+extern "Python" const char* py_factory_get_version(const OrtEpFactory*);
+extern "Python" OrtStatus* py_factory_get_supported_devices(OrtEpFactory*, const OrtHardwareDevice* const*, size_t,
+                                                            OrtEpDevice**, size_t, size_t*);
+extern "Python" OrtStatus* py_factory_create_ep(OrtEpFactory*, const OrtHardwareDevice* const*,
+                                                const OrtKeyValuePairs* const*, size_t, const OrtSessionOptions*,
+                                                const OrtLogger*, OrtEp**);
+extern "Python" void py_factory_release_ep(OrtEpFactory*, OrtEp*);
+extern "Python" OrtStatus* py_factory_create_allocator(OrtEpFactory*, const OrtMemoryInfo*, const OrtKeyValuePairs*,
+                                                       OrtAllocator**);
+extern "Python" void py_factory_release_allocator(OrtEpFactory*, OrtAllocator*);
+extern "Python" OrtStatus* py_factory_create_data_transfer(OrtEpFactory*, OrtDataTransferImpl**);
+extern "Python" bool py_factory_is_stream_aware(const OrtEpFactory*);
+extern "Python" OrtStatus* py_factory_create_stream(OrtEpFactory*, const OrtMemoryDevice*, const OrtKeyValuePairs*,
+                                                    OrtSyncStreamImpl**);
+
+extern "Python" const char* py_ep_get_name(const OrtEp*);
+extern "Python" OrtStatus* py_ep_get_capability(OrtEp*, const OrtGraph*, OrtEpGraphSupportInfo*);
+extern "Python" OrtStatus* py_ep_get_kernel_registry(OrtEp*, const OrtKernelRegistry**);
+extern "Python" OrtStatus* py_ep_is_concurrent_run_supported(OrtEp*, bool*);
+
+extern "Python+C" OrtStatus* py_kernel_create(void*, const OrtKernelInfo*, OrtKernelImpl**);
+extern "Python+C" OrtStatus* py_kernel_compute(int64_t, OrtKernelContext*, vkep_io*);
+extern "Python" void py_kernel_release(OrtKernelImpl*);
+extern "Python" OrtStatus* py_kernel_prepack(OrtKernelImpl*, const OrtValue*, int, OrtAllocator*,
+                                             OrtSharedPrePackedWeightCache*, bool*);
+extern "Python" OrtStatus* py_kernel_set_shared(OrtKernelImpl*, const void* const*, const size_t*, size_t, int);
+
+extern "Python" void* py_alloc(OrtAllocator*, size_t);
+extern "Python" void py_free(OrtAllocator*, void*);
+extern "Python" const OrtMemoryInfo* py_alloc_info(const OrtAllocator*);
+
+extern "Python" void py_transfer_release(OrtDataTransferImpl*);
+extern "Python" bool py_transfer_can_copy(const OrtDataTransferImpl*, const OrtMemoryDevice*, const OrtMemoryDevice*);
+extern "Python" OrtStatus* py_transfer_copy(OrtDataTransferImpl*, const OrtValue**, OrtValue**, OrtSyncStream**,
+                                            size_t);
+
+extern "Python" void py_stream_release(OrtSyncStreamImpl*);
+extern "Python" void* py_stream_get_handle(OrtSyncStreamImpl*);
+extern "Python" OrtStatus* py_stream_create_notification(OrtSyncStreamImpl*, OrtSyncNotificationImpl**);
+extern "Python" OrtStatus* py_stream_flush(OrtSyncStreamImpl*);
+extern "Python" OrtStatus* py_stream_on_run_end(OrtSyncStreamImpl*);
+extern "Python" void py_notification_release(OrtSyncNotificationImpl*);
+extern "Python" OrtStatus* py_notification_activate(OrtSyncNotificationImpl*);
+extern "Python" OrtStatus* py_notification_wait_on_device(OrtSyncNotificationImpl*, OrtSyncStream*);
+extern "Python" OrtStatus* py_notification_wait_on_host(OrtSyncNotificationImpl*);
+"""
+
+EMBEDDING_API = r"""
+OrtStatus* vkep_py_create_factories(const char* registered_name, const OrtApiBase* base, const OrtLogger* logger,
+                                    OrtEpFactory** factories, size_t max_factories, size_t* num_factories);
+OrtStatus* vkep_py_release_factory(OrtEpFactory* factory);
+"""
+
+# (slot in OrtApi, wrapper name, return type, parameters, argument names)
+ORT_SLOTS = [
+    (0, "CreateStatus", "OrtStatus*", "int code, const char* msg", "code, msg"),
+    (1, "GetErrorCode", "int", "const OrtStatus* s", "s"),
+    (2, "GetErrorMessage", "const char*", "const OrtStatus* s", "s"),
+    (93, "ReleaseStatus", "void", "OrtStatus* s", "s"),
+    (320, "CreateMemoryInfo_V2", "OrtStatus*", "const char* name, int device_type, uint32_t vendor_id, "
+     "int32_t device_id, int mem_type, size_t alignment, int allocator_type, OrtMemoryInfo** out",
+     "name, device_type, vendor_id, device_id, mem_type, alignment, allocator_type, out"),
+    (94, "ReleaseMemoryInfo", "void", "OrtMemoryInfo* info", "info"),
+    (295, "CreateKeyValuePairs", "void", "OrtKeyValuePairs** out", "out"),
+    (296, "AddKeyValuePair", "void", "OrtKeyValuePairs* kvp, const char* key, const char* value", "kvp, key, value"),
+    (297, "GetKeyValue", "const char*", "const OrtKeyValuePairs* kvp, const char* key", "kvp, key"),
+    (300, "ReleaseKeyValuePairs", "void", "OrtKeyValuePairs* kvp", "kvp"),
+    (307, "HardwareDevice_Type", "int", "const OrtHardwareDevice* d", "d"),
+    (308, "HardwareDevice_VendorId", "uint32_t", "const OrtHardwareDevice* d", "d"),
+    (309, "HardwareDevice_Vendor", "const char*", "const OrtHardwareDevice* d", "d"),
+    (310, "HardwareDevice_DeviceId", "uint32_t", "const OrtHardwareDevice* d", "d"),
+    (344, "Graph_GetNumNodes", "OrtStatus*", "const OrtGraph* g, size_t* n", "g, n"),
+    (345, "Graph_GetNodes", "OrtStatus*", "const OrtGraph* g, const OrtNode** nodes, size_t n", "g, nodes, n"),
+    (350, "Node_GetOperatorType", "OrtStatus*", "const OrtNode* node, const char** out", "node, out"),
+    (51, "GetTensorMutableData", "OrtStatus*", "OrtValue* v, void** out", "v, out"),
+    (318, "GetTensorSizeInBytes", "OrtStatus*", "const OrtValue* v, size_t* out", "v, out"),
+    (85, "KernelInfoGetAttribute_float", "OrtStatus*", "const OrtKernelInfo* info, const char* name, float* out",
+     "info, name, out"),
+    (86, "KernelInfoGetAttribute_int64", "OrtStatus*", "const OrtKernelInfo* info, const char* name, int64_t* out",
+     "info, name, out"),
+    (87, "KernelInfoGetAttribute_string", "OrtStatus*",
+     "const OrtKernelInfo* info, const char* name, char* out, size_t* size", "info, name, out, size"),
+    (162, "KernelInfoGetAttributeArray_float", "OrtStatus*",
+     "const OrtKernelInfo* info, const char* name, float* out, size_t* size", "info, name, out, size"),
+    (163, "KernelInfoGetAttributeArray_int64", "OrtStatus*",
+     "const OrtKernelInfo* info, const char* name, int64_t* out, size_t* size", "info, name, out, size"),
+    (230, "KernelInfo_GetInputCount", "OrtStatus*", "const OrtKernelInfo* info, size_t* out", "info, out"),
+    (231, "KernelInfo_GetOutputCount", "OrtStatus*", "const OrtKernelInfo* info, size_t* out", "info, out"),
+    (244, "KernelInfo_GetNodeName", "OrtStatus*", "const OrtKernelInfo* info, char* out, size_t* size",
+     "info, out, size"),
+    (394, "KernelInfo_GetOperatorSinceVersion", "OrtStatus*", "const OrtKernelInfo* info, int* out", "info, out"),
+    (238, "GetSessionConfigEntry", "OrtStatus*",
+     "const OrtSessionOptions* o, const char* key, char* out, size_t* size", "o, key, out, size"),
+    (237, "HasSessionConfigEntry", "OrtStatus*", "const OrtSessionOptions* o, const char* key, int* out",
+     "o, key, out"),
+    # used only inside the C helpers below
+    (88, "KernelContext_GetInputCount", "OrtStatus*", "const OrtKernelContext* c, size_t* out", "c, out"),
+    (89, "KernelContext_GetOutputCount", "OrtStatus*", "const OrtKernelContext* c, size_t* out", "c, out"),
+    (90, "KernelContext_GetInput", "OrtStatus*", "const OrtKernelContext* c, size_t i, const OrtValue** out",
+     "c, i, out"),
+    (91, "KernelContext_GetOutput", "OrtStatus*",
+     "OrtKernelContext* c, size_t i, const int64_t* dims, size_t n, OrtValue** out", "c, i, dims, n, out"),
+    (193, "KernelContext_GetGPUComputeStream", "OrtStatus*", "const OrtKernelContext* c, void** out", "c, out"),
+    (65, "GetTensorTypeAndShape", "OrtStatus*", "const OrtValue* v, OrtTensorTypeAndShapeInfo** out", "v, out"),
+    (60, "GetTensorElementType", "OrtStatus*", "const OrtTensorTypeAndShapeInfo* i, int* out", "i, out"),
+    (61, "GetDimensionsCount", "OrtStatus*", "const OrtTensorTypeAndShapeInfo* i, size_t* out", "i, out"),
+    (62, "GetDimensions", "OrtStatus*", "const OrtTensorTypeAndShapeInfo* i, int64_t* out, size_t n", "i, out, n"),
+    (99, "ReleaseTensorTypeAndShapeInfo", "void", "OrtTensorTypeAndShapeInfo* i", "i"),
+    (234, "KernelInfo_GetInputTypeInfo", "OrtStatus*", "const OrtKernelInfo* info, size_t i, OrtTypeInfo** out",
+     "info, i, out"),
+    (55, "CastTypeInfoToTensorInfo", "OrtStatus*", "const OrtTypeInfo* t, const OrtTensorTypeAndShapeInfo** out",
+     "t, out"),
+    (98, "ReleaseTypeInfo", "void", "OrtTypeInfo* t", "t"),
+]
+
+# (slot in OrtEpApi, wrapper name, return type, parameters, argument names)
+EP_SLOTS = [
+    (0, "CreateEpDevice", "OrtStatus*", "OrtEpFactory* f, const OrtHardwareDevice* hw, "
+     "const OrtKeyValuePairs* metadata, const OrtKeyValuePairs* options, OrtEpDevice** out",
+     "f, hw, metadata, options, out"),
+    (3, "EpGraphSupportInfo_AddSingleNode", "OrtStatus*", "OrtEpGraphSupportInfo* info, const OrtNode* node",
+     "info, node"),
+    (5, "EpDevice_AddAllocatorInfo", "OrtStatus*", "OrtEpDevice* d, const OrtMemoryInfo* info", "d, info"),
+    (6, "MemoryInfo_GetMemoryDevice", "const OrtMemoryDevice*", "const OrtMemoryInfo* info", "info"),
+    (7, "Value_GetMemoryDevice", "const OrtMemoryDevice*", "const OrtValue* v", "v"),
+    (9, "MemoryDevice_GetDeviceType", "int", "const OrtMemoryDevice* d", "d"),
+    (10, "MemoryDevice_GetMemoryType", "int", "const OrtMemoryDevice* d", "d"),
+    (11, "MemoryDevice_GetVendorId", "uint32_t", "const OrtMemoryDevice* d", "d"),
+    (12, "MemoryDevice_GetDeviceId", "uint32_t", "const OrtMemoryDevice* d", "d"),
+    (13, "SyncStream_GetImpl", "const OrtSyncStreamImpl*", "const OrtSyncStream* s", "s"),
+    (18, "CreateKernelRegistry", "OrtStatus*", "OrtKernelRegistry** out", "out"),
+    (19, "ReleaseKernelRegistry", "void", "OrtKernelRegistry* r", "r"),
+    (21, "CreateKernelDefBuilder", "OrtStatus*", "OrtKernelDefBuilder** out", "out"),
+    (22, "ReleaseKernelDefBuilder", "void", "OrtKernelDefBuilder* b", "b"),
+    (23, "KernelDefBuilder_SetOperatorType", "OrtStatus*", "OrtKernelDefBuilder* b, const char* op", "b, op"),
+    (24, "KernelDefBuilder_SetDomain", "OrtStatus*", "OrtKernelDefBuilder* b, const char* domain", "b, domain"),
+    (25, "KernelDefBuilder_SetSinceVersion", "OrtStatus*", "OrtKernelDefBuilder* b, int start, int end",
+     "b, start, end"),
+    (26, "KernelDefBuilder_SetExecutionProvider", "OrtStatus*", "OrtKernelDefBuilder* b, const char* ep", "b, ep"),
+    (27, "KernelDefBuilder_SetInputMemType", "OrtStatus*", "OrtKernelDefBuilder* b, size_t index, int mem_type",
+     "b, index, mem_type"),
+    (28, "KernelDefBuilder_SetOutputMemType", "OrtStatus*", "OrtKernelDefBuilder* b, size_t index, int mem_type",
+     "b, index, mem_type"),
+    (30, "KernelDefBuilder_AddInputOutputAliases", "OrtStatus*",
+     "OrtKernelDefBuilder* b, const int* inputs, const int* outputs, size_t n", "b, inputs, outputs, n"),
+    (32, "KernelDefBuilder_Build", "OrtStatus*", "OrtKernelDefBuilder* b, OrtKernelDef** out", "b, out"),
+    (33, "ReleaseKernelDef", "void", "OrtKernelDef* d", "d"),
+    (41, "EpGraphSupportInfo_LookUpKernel", "OrtStatus*",
+     "OrtEpGraphSupportInfo* info, const OrtNode* node, const OrtKernelDef** out", "info, node, out"),
+    # used only inside the C helpers below
+    (20, "KernelRegistry_AddKernel", "OrtStatus*",
+     "OrtKernelRegistry* r, const OrtKernelDef* def, OrtKernelCreateFunc fn, void* state", "r, def, fn, state"),
+    (29, "KernelDefBuilder_AddTypeConstraint", "OrtStatus*",
+     "OrtKernelDefBuilder* b, const char* name, const OrtDataType* const* types, size_t n", "b, name, types, n"),
+    (40, "GetTensorDataType", "OrtStatus*", "int elem_type, const OrtDataType** out", "elem_type, out"),
+]
+
+
+def _wrappers(prefix: str, table: str, slots) -> str:
+    out = []
+    for slot, name, ret, params, args in slots:
+        ret_kw = "" if ret == "void" else "return "
+        out.append(f"{ret} {prefix}_{name}({params}) {{\n"
+                   f"    typedef {ret} (*fn_t)({params});\n"
+                   f"    {ret_kw}((fn_t)((void* const*){table})[{slot}])({args});\n}}")
+    return "\n".join(out)
+
+
+SOURCE = r"""
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <dlfcn.h>
+#include <Python.h>
+""" + TYPES + r"""
+static const OrtApi* g_api = NULL;
+static const OrtEpApi* g_ep_api = NULL;
+static const char* g_ort_version = "";
+int vkep_py_ready = 0;   /* set by the embedded Python once vkep.ort.plugin is attached */
+OrtStatus* py_kernel_compute(int64_t id, OrtKernelContext* ctx, vkep_io* io);
+OrtStatus* py_kernel_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out);
+OrtStatus* vkep_py_create_factories(const char* registered_name, const OrtApiBase* base, const OrtLogger* logger,
+                                    OrtEpFactory** factories, size_t max_factories, size_t* num_factories);
+OrtStatus* vkep_py_release_factory(OrtEpFactory* factory);
+
+int vkep_api_version(void) { return VKEP_ORT_API_VERSION; }
+const char* vkep_ort_version(void) { return g_ort_version; }
+""" + "@@WRAPPERS@@" + r"""
+
+/* ---- helpers for Python ------------------------------------------------------------------- */
+OrtStatus* vkep_output(OrtKernelContext* ctx, size_t index, const char* dims, size_t rank, uint64_t* ptr) {
+    int64_t d[VKEP_MAX_RANK];
+    if (rank > VKEP_MAX_RANK) return ort_CreateStatus(2, "vkep: output rank above 8");
+    memcpy(d, dims, rank * sizeof(int64_t));
+    OrtValue* v = NULL;
+    OrtStatus* s = ort_KernelContext_GetOutput(ctx, index, d, rank, &v);
+    if (s) return s;
+    void* p = NULL;
+    s = ort_GetTensorMutableData(v, &p);
+    *ptr = (uint64_t)(uintptr_t)p;
+    return s;
+}
+
+OrtStatus* vkep_tensor_info(const OrtValue* v, int* type, int64_t* dims, int* rank, uint64_t* ptr) {
+    OrtTensorTypeAndShapeInfo* info = NULL;
+    OrtStatus* s = ort_GetTensorTypeAndShape(v, &info);
+    if (s) return s;
+    size_t r = 0;
+    ort_GetTensorElementType(info, type);
+    ort_GetDimensionsCount(info, &r);
+    if (r > VKEP_MAX_RANK) { ort_ReleaseTensorTypeAndShapeInfo(info); return ort_CreateStatus(2, "vkep: rank above 8"); }
+    ort_GetDimensions(info, dims, r);
+    ort_ReleaseTensorTypeAndShapeInfo(info);
+    *rank = (int)r;
+    void* p = NULL;
+    s = ort_GetTensorMutableData((OrtValue*)v, &p);
+    *ptr = (uint64_t)(uintptr_t)p;
+    return s;
+}
+
+int ort_KernelInfo_InputElementType(const OrtKernelInfo* info, size_t index) {
+    OrtTypeInfo* t = NULL;
+    const OrtTensorTypeAndShapeInfo* ti = NULL;
+    int type = 0;
+    OrtStatus* s = ort_KernelInfo_GetInputTypeInfo(info, index, &t);
+    if (s) { ort_ReleaseStatus(s); return 0; }
+    s = ort_CastTypeInfoToTensorInfo(t, &ti);
+    if (!s && ti) { OrtStatus* s2 = ort_GetTensorElementType(ti, &type); if (s2) ort_ReleaseStatus(s2); }
+    if (s) ort_ReleaseStatus(s);
+    ort_ReleaseTypeInfo(t);
+    return type;
+}
+
+OrtStatus* ep_KernelDefBuilder_AddTypeConstraint_types(OrtKernelDefBuilder* b, const char* name,
+                                                       const int* elem_types, size_t n) {
+    const OrtDataType* types[32];
+    if (n > 32) n = 32;
+    for (size_t i = 0; i < n; i++) {
+        OrtStatus* s = ep_GetTensorDataType(elem_types[i], &types[i]);
+        if (s) return s;
+    }
+    return ep_KernelDefBuilder_AddTypeConstraint(b, name, types, n);
+}
+
+/* ---- the per-node Compute trampoline ---------------------------------------------------------- */
+static OrtStatus* vkep_compute(OrtKernelImpl* self, OrtKernelContext* ctx) {
+    vkep_io io;
+    size_t n = 0, nout = 0;
+    OrtStatus* s = ort_KernelContext_GetInputCount(ctx, &n);
+    if (s) return s;
+    if (n > VKEP_MAX_IO) return ort_CreateStatus(2, "vkep: more than 16 inputs");
+    ort_KernelContext_GetOutputCount(ctx, &nout);
+    io.n_inputs = (int32_t)n;
+    io.n_outputs = (int32_t)nout;
+    for (size_t i = 0; i < n; i++) {
+        const OrtValue* v = NULL;
+        s = ort_KernelContext_GetInput(ctx, i, &v);
+        if (s) return s;
+        if (!v) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }
+        int rank = 0;
+        s = vkep_tensor_info(v, &io.types[i], io.dims + i * VKEP_MAX_RANK, &rank, &io.ptrs[i]);
+        if (s) return s;
+        io.ranks[i] = rank;
+    }
+    io.stream = NULL;
+    s = ort_KernelContext_GetGPUComputeStream(ctx, &io.stream);
+    if (s) { ort_ReleaseStatus(s); io.stream = NULL; }
+    return py_kernel_compute(((vkep_kernel*)self)->id, ctx, &io);
+}
+
+void* vkep_compute_fn = (void*)vkep_compute;
+
+/* ---- exported entry points -------------------------------------------------------------------- */
+static OrtStatus* fail(const OrtApiBase* base, const char* msg) {
+    const OrtApi* api = base ? base->GetApi(VKEP_ORT_API_VERSION) : NULL;
+    if (!api) return NULL;
+    typedef OrtStatus* (*create_t)(int, const char*);
+    return ((create_t)((void* const*)api)[0])(1, msg);
+}
+
+__attribute__((visibility("default")))
+OrtStatus* CreateEpFactories(const char* registered_name, const OrtApiBase* base, const OrtLogger* logger,
+                             OrtEpFactory** factories, size_t max_factories, size_t* num_factories) {
+    *num_factories = 0;
+    if (!base) return NULL;
+    g_api = base->GetApi(VKEP_ORT_API_VERSION);
+    if (!g_api) return NULL;  /* an ORT older than vkep needs: nothing to return a status with */
+    typedef const OrtEpApi* (*get_ep_api_t)(void);
+    g_ep_api = ((get_ep_api_t)((void* const*)g_api)[317])();
+    g_ort_version = base->GetVersionString();
+    /* a C host dlopens us RTLD_LOCAL: make libpython's symbols global before extension modules load */
+    if (!Py_IsInitialized()) dlopen(VKEP_LIBPYTHON, RTLD_NOW | RTLD_GLOBAL);
+    OrtStatus* s = vkep_py_create_factories(registered_name, base, logger, factories, max_factories,
+                                            num_factories);
+    if (!vkep_py_ready) {
+        *num_factories = 0;
+        return fail(base, "vkep: the embedded Python failed to start (its traceback is on stderr)");
+    }
+    return s;
+}
+
+__attribute__((visibility("default")))
+OrtStatus* ReleaseEpFactory(OrtEpFactory* factory) {
+    if (!vkep_py_ready) return NULL;
+    return vkep_py_release_factory(factory);
+}
+"""
+
+
+def _init_code() -> str:
+    # The embedded interpreter of a C host knows nothing of this environment: give it our paths.
+    paths = [str(Path(__file__).resolve().parents[2])] + [p for p in sys.path if p.endswith("site-packages")]
+    return f"""
+import sys
+for _p in {paths!r}:
+    if _p not in sys.path:
+        sys.path.append(_p)
+from _vkep_plugin import ffi, lib
+import vkep.ort.plugin
+vkep.ort.plugin.attach(ffi, lib)
+"""
+
+
+def builder(module_name: str) -> cffi.FFI:
+    ffi = cffi.FFI()
+    ffi.cdef(TYPES + CALLS + PY_CALLBACKS)
+    ffi.embedding_api(EMBEDDING_API)
+    wrappers = _wrappers("ort", "g_api", ORT_SLOTS) + "\n" + _wrappers("ep", "g_ep_api", EP_SLOTS)
+    wrappers += """
+OrtStatus* ep_KernelRegistry_AddKernel_py(OrtKernelRegistry* r, const OrtKernelDef* def, void* state) {
+    return ep_KernelRegistry_AddKernel(r, def, py_kernel_create, state);
+}"""
+    source = SOURCE.replace("@@WRAPPERS@@", wrappers)
+    libpython = sysconfig.get_config_var("INSTSONAME") or sysconfig.get_config_var("LDLIBRARY") or ""
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    ffi.embedding_init_code(_init_code())
+    ffi.set_source(
+        module_name, source,
+        define_macros=[("VKEP_ORT_API_VERSION", str(ORT_API_VERSION)),
+                       ("VKEP_LIBPYTHON", f'"{Path(libdir) / libpython}"')],
+        extra_compile_args=["-O2"], libraries=["dl"],
+    )
+    return ffi

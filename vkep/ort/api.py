@@ -1,0 +1,105 @@
+"""Access to the plugin module's ffi/lib, OrtStatus handling and the callback decorators.
+
+`attach()` (called by the embedded interpreter when ORT loads the plugin) sets `ffi` and `lib`;
+every other module in vkep.ort uses them from here.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import traceback
+
+ffi = None
+lib = None
+
+ORT_FAIL = 1
+ORT_INVALID_ARGUMENT = 2
+ORT_NOT_IMPLEMENTED = 9
+ORT_EP_FAIL = 11
+
+EP_NAME = "VulkanExecutionProvider"
+EP_VENDOR = "vkep"
+
+# ONNXTensorElementDataType ↔ numpy-style names
+ELEMENT_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
+                 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}
+ELEMENT_CODES = {name: code for code, name in ELEMENT_TYPES.items()}
+
+# OrtDeviceMemoryType / OrtMemoryInfoDeviceType / OrtMemType
+MEM_DEFAULT = 0
+MEM_HOST_ACCESSIBLE = 5
+DEVICE_CPU = 0
+DEVICE_GPU = 1
+MEMTYPE_CPU_INPUT = -2
+MEMTYPE_CPU_OUTPUT = -1
+
+
+class OrtError(RuntimeError):
+    def __init__(self, message: str, code: int = ORT_FAIL):
+        super().__init__(message)
+        self.code = code
+
+
+def bind(ffi_, lib_) -> None:
+    global ffi, lib
+    ffi, lib = ffi_, lib_
+
+
+def check(status) -> None:
+    """Raise OrtError for a non-NULL OrtStatus* (and release it)."""
+    if status != ffi.NULL:
+        code = lib.ort_GetErrorCode(status)
+        message = ffi.string(lib.ort_GetErrorMessage(status)).decode(errors="replace")
+        lib.ort_ReleaseStatus(status)
+        raise OrtError(message, code)
+
+
+def make_status(exc: BaseException):
+    code = getattr(exc, "code", ORT_EP_FAIL)
+    message = f"vkep: {exc}" if not str(exc).startswith("vkep") else str(exc)
+    return lib.ort_CreateStatus(code, message.encode(errors="replace"))
+
+
+def _report(exc_type, exc, tb) -> None:
+    sys.stderr.write("vkep: error in an ORT callback:\n")
+    traceback.print_exception(exc_type, exc, tb)
+
+
+def status_callback(name: str):
+    """Define an `extern "Python"` callback that returns OrtStatus*: exceptions become a status."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args):
+            try:
+                fn(*args)
+                return ffi.NULL
+            except BaseException as exc:  # noqa: BLE001 — nothing may cross into ORT
+                return make_status(exc)
+
+        ffi.def_extern(name=name)(inner)
+        return fn
+
+    return wrap
+
+
+def callback(name: str):
+    """Define an `extern "Python"` callback with a plain return value (0/NULL if it raises)."""
+
+    def wrap(fn):
+        ffi.def_extern(name=name, onerror=_report)(fn)
+        return fn
+
+    return wrap
+
+
+def address(ptr) -> int:
+    return int(ffi.cast("uintptr_t", ptr))
+
+
+def cstring(text: str, keep: list):
+    """A char[] that lives as long as `keep` does (ORT keeps raw pointers to our strings)."""
+    buf = ffi.new("char[]", text.encode())
+    keep.append(buf)
+    return buf

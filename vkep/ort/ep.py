@@ -1,0 +1,129 @@
+"""OrtEp: claims the nodes vkep has kernels for; serves the kernel registry generated from kernels.yaml."""
+
+from __future__ import annotations
+
+import itertools
+
+from vkep.kernels import manifest
+from vkep.ort import api
+from vkep.ort.api import callback, status_callback
+
+EPS: dict[int, Ep] = {}
+# kernel-create state → (device, spec): what py_kernel_create needs to build a node's kernel
+KERNEL_STATES: dict[int, tuple] = {}
+_state_ids = itertools.count(1)
+_registries: dict[int, tuple] = {}  # device index → (OrtKernelRegistry*, specs)
+
+
+def registry_for(device):
+    """The OrtKernelRegistry of one device: every manifest entry × opset range, built once."""
+    found = _registries.get(device.info.index)
+    if found is None:
+        found = _registries[device.info.index] = _build_registry(device)
+    return found[0]
+
+
+def _build_registry(device):
+    lib, ffi = api.lib, api.ffi
+    specs = manifest.load()
+    out = ffi.new("OrtKernelRegistry**")
+    api.check(lib.ep_CreateKernelRegistry(out))
+    registry = out[0]
+    fp16 = device.info.features.get("fp16", False)
+    for spec in specs:
+        types = {name: [t for t in allowed if fp16 or t != "float16"] for name, allowed in spec.types.items()}
+        if not all(types.values()):
+            continue
+        state = next(_state_ids)
+        KERNEL_STATES[state] = (device, spec)
+        for start, end in spec.version_ranges():
+            _add_kernel_def(registry, spec, types, start, end, state)
+    return registry, specs
+
+
+def _add_kernel_def(registry, spec, types, start: int, end: int, state: int) -> None:
+    lib, ffi = api.lib, api.ffi
+    out = ffi.new("OrtKernelDefBuilder**")
+    api.check(lib.ep_CreateKernelDefBuilder(out))
+    builder = out[0]
+    try:
+        api.check(lib.ep_KernelDefBuilder_SetOperatorType(builder, spec.op.encode()))
+        api.check(lib.ep_KernelDefBuilder_SetDomain(builder, spec.domain.encode()))
+        api.check(lib.ep_KernelDefBuilder_SetSinceVersion(builder, start, end))
+        api.check(lib.ep_KernelDefBuilder_SetExecutionProvider(builder, api.EP_NAME.encode()))
+        for index in spec.cpu_inputs:
+            api.check(lib.ep_KernelDefBuilder_SetInputMemType(builder, index, api.MEMTYPE_CPU_INPUT))
+        for name, allowed in types.items():
+            codes = ffi.new("int[]", [api.ELEMENT_CODES[t] for t in allowed])
+            api.check(lib.ep_KernelDefBuilder_AddTypeConstraint_types(builder, name.encode(), codes, len(allowed)))
+        if spec.aliases:
+            ins = ffi.new("int[]", [a for a, _ in spec.aliases])
+            outs = ffi.new("int[]", [b for _, b in spec.aliases])
+            api.check(lib.ep_KernelDefBuilder_AddInputOutputAliases(builder, ins, outs, len(spec.aliases)))
+        kdef = ffi.new("OrtKernelDef**")
+        api.check(lib.ep_KernelDefBuilder_Build(builder, kdef))
+        try:
+            api.check(lib.ep_KernelRegistry_AddKernel_py(registry, kdef[0], ffi.cast("void*", state)))
+        finally:
+            lib.ep_ReleaseKernelDef(kdef[0])
+    finally:
+        lib.ep_ReleaseKernelDefBuilder(builder)
+
+
+class Ep:
+    def __init__(self, factory, device, session_options):
+        lib, ffi = api.lib, api.ffi
+        self.factory = factory
+        self.device = device
+        self._keep: list = []
+        self.name = api.cstring(api.EP_NAME, self._keep)
+        self.struct = ffi.new("OrtEp*")
+        s = self.struct
+        s.ort_version_supported = lib.vkep_api_version()
+        s.GetName = lib.py_ep_get_name
+        s.GetCapability = lib.py_ep_get_capability
+        s.GetKernelRegistry = lib.py_ep_get_kernel_registry
+        s.IsConcurrentRunSupported = lib.py_ep_is_concurrent_run_supported
+        self.registry = registry_for(device)
+        device.gpu  # open the logical device now, not inside the first run
+        EPS[api.address(s)] = self
+
+    def release(self) -> None:
+        EPS.pop(api.address(self.struct), None)
+        self.device.gpu.pipelines.save()
+
+
+def ep_of(ptr) -> Ep:
+    return EPS[api.address(ptr)]
+
+
+@callback("py_ep_get_name")
+def _get_name(this):
+    return ep_of(this).name
+
+
+@status_callback("py_ep_get_capability")
+def _get_capability(this, graph, support_info):
+    lib, ffi = api.lib, api.ffi
+    count = ffi.new("size_t*")
+    api.check(lib.ort_Graph_GetNumNodes(graph, count))
+    if count[0] == 0:
+        return
+    nodes = ffi.new("const OrtNode*[]", count[0])
+    api.check(lib.ort_Graph_GetNodes(graph, nodes, count[0]))
+    kdef = ffi.new("const OrtKernelDef**")
+    for i in range(count[0]):
+        kdef[0] = ffi.NULL
+        api.check(lib.ep_EpGraphSupportInfo_LookUpKernel(support_info, nodes[i], kdef))
+        if kdef[0] != ffi.NULL:
+            api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, nodes[i]))
+
+
+@status_callback("py_ep_get_kernel_registry")
+def _get_kernel_registry(this, out):
+    out[0] = ep_of(this).registry
+
+
+@status_callback("py_ep_is_concurrent_run_supported")
+def _is_concurrent_run_supported(this, out):
+    out[0] = True

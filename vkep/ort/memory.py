@@ -1,0 +1,220 @@
+"""ORT memory plumbing: allocators, the data transfer for every direction, and sync streams."""
+
+from __future__ import annotations
+
+import threading
+
+from vkep.gpu import transfer
+from vkep.gpu.stream import Stream
+from vkep.ort import api
+from vkep.ort.api import callback, status_callback
+
+ALLOCATORS: dict[int, Allocator] = {}
+STREAMS: dict[int, SyncStream] = {}
+NOTIFICATIONS: dict[int, Notification] = {}
+TRANSFERS: dict[int, DataTransfer] = {}
+
+
+class Allocator:
+    """OrtAllocator over one of the device's pools (DEFAULT → device addresses, HOST_ACCESSIBLE → host pointers)."""
+
+    def __init__(self, device, mem_type: int):
+        lib = api.lib
+        self.device = device
+        self.mem_type = mem_type
+        self.struct = api.ffi.new("vkep_allocator*")
+        s = self.struct
+        s.base.version = 14  # Alloc/Free/Info only: ORT reads nothing past what we fill in
+        s.base.Alloc = lib.py_alloc
+        s.base.Free = lib.py_free
+        s.base.Info = lib.py_alloc_info
+        s.info = device.memory_infos[mem_type]
+        memory = device.gpu.memory
+        self.pool = memory.host_pool if mem_type == api.MEM_HOST_ACCESSIBLE else memory.device_pool
+        ALLOCATORS[api.address(self.struct)] = self
+
+    def __del__(self):
+        ALLOCATORS.pop(api.address(self.struct), None)
+
+
+@callback("py_alloc")
+def _alloc(this, size):
+    return api.ffi.cast("void*", ALLOCATORS[api.address(this)].pool.alloc(size))
+
+
+@callback("py_free")
+def _free(this, ptr):
+    if ptr != api.ffi.NULL:
+        ALLOCATORS[api.address(this)].pool.free(api.address(ptr))
+
+
+@callback("py_alloc_info")
+def _alloc_info(this):
+    return api.ffi.cast("vkep_allocator*", this).info
+
+
+class SyncStream:
+    """OrtSyncStreamImpl over a gpu Stream; its handle is what kernels get as their compute stream."""
+
+    def __init__(self, device):
+        lib = api.lib
+        self.device = device
+        self.stream: Stream = device.gpu.new_stream()
+        self.struct = api.ffi.new("vkep_stream*")
+        s = self.struct.base
+        s.ort_version_supported = lib.vkep_api_version()
+        s.Release = lib.py_stream_release
+        s.GetHandle = lib.py_stream_get_handle
+        s.CreateNotification = lib.py_stream_create_notification
+        s.Flush = lib.py_stream_flush
+        s.OnSessionRunEnd = lib.py_stream_on_run_end
+        STREAMS[api.address(self.struct)] = self
+
+
+def stream_of(handle) -> Stream | None:
+    found = STREAMS.get(api.address(handle))
+    return found.stream if found else None
+
+
+@callback("py_stream_release")
+def _stream_release(this):
+    sync = STREAMS.pop(api.address(this), None)
+    if sync is not None:
+        sync.stream.destroy()
+
+
+@callback("py_stream_get_handle")
+def _stream_get_handle(this):
+    return api.ffi.cast("void*", this)
+
+
+@status_callback("py_stream_flush")
+def _stream_flush(this):
+    STREAMS[api.address(this)].stream.flush()
+
+
+@status_callback("py_stream_on_run_end")
+def _stream_on_run_end(this):
+    STREAMS[api.address(this)].stream.finish()
+
+
+class Notification:
+    """Activate submits the producer's work; waiting means waiting for its timeline value."""
+
+    def __init__(self, sync: SyncStream):
+        lib = api.lib
+        self.stream = sync.stream
+        self.value = 0
+        self.struct = api.ffi.new("vkep_notification*")
+        s = self.struct.base
+        s.ort_version_supported = lib.vkep_api_version()
+        s.Release = lib.py_notification_release
+        s.Activate = lib.py_notification_activate
+        s.WaitOnDevice = lib.py_notification_wait_on_device
+        s.WaitOnHost = lib.py_notification_wait_on_host
+        NOTIFICATIONS[api.address(self.struct)] = self
+
+
+@status_callback("py_stream_create_notification")
+def _create_notification(this, out):
+    note = Notification(STREAMS[api.address(this)])
+    out[0] = api.ffi.cast("OrtSyncNotificationImpl*", note.struct)
+
+
+@callback("py_notification_release")
+def _notification_release(this):
+    NOTIFICATIONS.pop(api.address(this), None)
+
+
+@status_callback("py_notification_activate")
+def _notification_activate(this):
+    note = NOTIFICATIONS[api.address(this)]
+    note.value = note.stream.flush()
+
+
+@status_callback("py_notification_wait_on_device")
+def _notification_wait_on_device(this, consumer):
+    # Every vkep stream of a device shares one queue, and each command buffer starts with a full
+    # barrier, so work submitted after Activate is ordered after the producer's: no wait needed there.
+    note = NOTIFICATIONS[api.address(this)]
+    impl = api.lib.ep_SyncStream_GetImpl(consumer) if consumer != api.ffi.NULL else api.ffi.NULL
+    consumer_stream = stream_of(impl) if impl != api.ffi.NULL else None
+    if consumer_stream is None or consumer_stream.device is not note.stream.device:
+        note.stream.wait(note.value)
+
+
+@status_callback("py_notification_wait_on_host")
+def _notification_wait_on_host(this):
+    note = NOTIFICATIONS[api.address(this)]
+    note.stream.wait(note.value)
+
+
+class DataTransfer:
+    """Copies between CPU memory and a vkep device's DEFAULT / HOST_ACCESSIBLE memory, in every direction."""
+
+    def __init__(self, factory):
+        lib = api.lib
+        self.factory = factory
+        self.struct = api.ffi.new("OrtDataTransferImpl*")
+        s = self.struct
+        s.ort_version_supported = lib.vkep_api_version()
+        s.Release = lib.py_transfer_release
+        s.CanCopy = lib.py_transfer_can_copy
+        s.CopyTensors = lib.py_transfer_copy
+        self.lock = threading.Lock()
+        TRANSFERS[api.address(self.struct)] = self
+
+    def side(self, memory_device):
+        """(VulkanDevice, memory type) for vkep memory, None for the CPU; raises for anything else."""
+        found = self.factory.device_for_memory(memory_device)
+        if found is not None:
+            return found
+        if api.lib.ep_MemoryDevice_GetDeviceType(memory_device) == api.DEVICE_CPU:
+            return None
+        raise api.OrtError("vkep cannot copy to or from that device", api.ORT_INVALID_ARGUMENT)
+
+    def copy(self, src_value, dst_value, sync_stream) -> None:
+        lib, ffi = api.lib, api.ffi
+        src_side = self.side(lib.ep_Value_GetMemoryDevice(src_value))
+        dst_side = self.side(lib.ep_Value_GetMemoryDevice(dst_value))
+        size = ffi.new("size_t*")
+        api.check(lib.ort_GetTensorSizeInBytes(src_value, size))
+        src_ptr, dst_ptr = ffi.new("void**"), ffi.new("void**")
+        api.check(lib.ort_GetTensorMutableData(ffi.cast("OrtValue*", src_value), src_ptr))
+        api.check(lib.ort_GetTensorMutableData(dst_value, dst_ptr))
+        stream = None
+        if sync_stream != ffi.NULL:
+            impl = lib.ep_SyncStream_GetImpl(sync_stream)
+            stream = stream_of(impl) if impl != ffi.NULL else None
+        src, dst, n = api.address(src_ptr[0]), api.address(dst_ptr[0]), size[0]
+        if src_side is None and dst_side is None:
+            raise api.OrtError("CPU to CPU copy asked of vkep", api.ORT_INVALID_ARGUMENT)
+        if src_side is None:
+            transfer.upload(dst_side[0].gpu, src, dst, n)
+        elif dst_side is None:
+            transfer.download(src_side[0].gpu, src, dst, n)
+        elif src_side[0] is dst_side[0]:
+            transfer.device_copy(src_side[0].gpu, src, dst, n, stream)
+        else:
+            raise api.OrtError("copies between two Vulkan devices are not supported yet", api.ORT_NOT_IMPLEMENTED)
+
+
+@callback("py_transfer_release")
+def _transfer_release(this):
+    pass  # the factory owns its one data transfer
+
+
+@callback("py_transfer_can_copy")
+def _transfer_can_copy(this, src, dst):
+    transfer = TRANSFERS[api.address(this)]
+    try:
+        return (transfer.side(src) is not None) or (transfer.side(dst) is not None)
+    except api.OrtError:
+        return False
+
+
+@status_callback("py_transfer_copy")
+def _transfer_copy(this, src, dst, streams, n):
+    transfer = TRANSFERS[api.address(this)]
+    for i in range(n):
+        transfer.copy(src[i], dst[i], streams[i] if streams != api.ffi.NULL else api.ffi.NULL)
