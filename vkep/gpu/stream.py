@@ -13,6 +13,9 @@ from collections import deque
 from vkep.gpu.vk import check, ffi, lib, new
 
 WAIT_TIMEOUT_NS = 120 * 10**9
+# Submit after this many recorded commands so the device starts while the host records the rest:
+# still one submit per batch, never one per node.
+BATCH_COMMANDS = 64
 
 
 class Stream:
@@ -72,6 +75,8 @@ class Stream:
             lib.vkep_dispatch(self.rec, pipeline, push, len(push), groups[0], groups[1], groups[2], spans,
                               nreads, nwrites)
             self.dispatches += 1
+            if self.rec.commands >= BATCH_COMMANDS:
+                self.flush()
 
     def copy(self, src: int, dst: int, nbytes: int) -> None:
         """Record a device copy between two vkep addresses."""

@@ -143,6 +143,10 @@ typedef struct OrtEpFactory {
 /* vkep's wrappers: ORT structs followed by the id Python knows them by */
 typedef struct vkep_kernel { OrtKernelImpl base; int64_t id; } vkep_kernel;
 typedef struct vkep_allocator { OrtAllocator base; int64_t id; const OrtMemoryInfo* info; } vkep_allocator;
+/* factory and EP with their strings: the getters ORT calls (also during teardown) are plain C */
+typedef struct vkep_factory { OrtEpFactory base; const char* name; const char* vendor; const char* version; }
+    vkep_factory;
+typedef struct vkep_ep { OrtEp base; const char* name; } vkep_ep;
 typedef struct vkep_stream { OrtSyncStreamImpl base; int64_t id; } vkep_stream;
 typedef struct vkep_notification { OrtSyncNotificationImpl base; int64_t id; } vkep_notification;
 
@@ -231,16 +235,20 @@ OrtStatus* ep_EpGraphSupportInfo_LookUpKernel(OrtEpGraphSupportInfo* info, const
 OrtStatus* vkep_output(OrtKernelContext* ctx, size_t index, const char* dims, size_t rank, uint64_t* ptr);
 OrtStatus* vkep_tensor_info(const OrtValue* v, int* type, int64_t* dims, int* rank, uint64_t* ptr);
 extern void* vkep_compute_fn;
+extern void* vkep_alloc_info_fn;
+extern void* vkep_factory_name_fn;
+extern void* vkep_factory_vendor_fn;
+extern void* vkep_factory_version_fn;
+extern void* vkep_ep_name_fn;
 extern int vkep_py_ready;
 int vkep_api_version(void);
+void* calloc(size_t n, size_t size);
+void free(void* p);
 const char* vkep_ort_version(void);
 """
 
 PY_CALLBACKS = r"""
-extern "Python" const char* py_factory_get_name(const OrtEpFactory*);
-extern "Python" const char* py_factory_get_vendor(const OrtEpFactory*);
 extern "Python" uint32_t py_factory_get_vendor_id(const OrtEpFactory*);
-extern "Python" const char* py_factory_get_version(const OrtEpFactory*);
 extern "Python" OrtStatus* py_factory_get_supported_devices(OrtEpFactory*, const OrtHardwareDevice* const*, size_t,
                                                             OrtEpDevice**, size_t, size_t*);
 extern "Python" OrtStatus* py_factory_create_ep(OrtEpFactory*, const OrtHardwareDevice* const*,
@@ -255,7 +263,6 @@ extern "Python" bool py_factory_is_stream_aware(const OrtEpFactory*);
 extern "Python" OrtStatus* py_factory_create_stream(OrtEpFactory*, const OrtMemoryDevice*, const OrtKeyValuePairs*,
                                                     OrtSyncStreamImpl**);
 
-extern "Python" const char* py_ep_get_name(const OrtEp*);
 extern "Python" OrtStatus* py_ep_get_capability(OrtEp*, const OrtGraph*, OrtEpGraphSupportInfo*);
 extern "Python" OrtStatus* py_ep_get_kernel_registry(OrtEp*, const OrtKernelRegistry**);
 extern "Python" OrtStatus* py_ep_is_concurrent_run_supported(OrtEp*, bool*);
@@ -269,7 +276,6 @@ extern "Python" OrtStatus* py_kernel_set_shared(OrtKernelImpl*, const void* cons
 
 extern "Python" void* py_alloc(OrtAllocator*, size_t);
 extern "Python" void py_free(OrtAllocator*, void*);
-extern "Python" const OrtMemoryInfo* py_alloc_info(const OrtAllocator*);
 
 extern "Python" void py_transfer_release(OrtDataTransferImpl*);
 extern "Python" bool py_transfer_can_copy(const OrtDataTransferImpl*, const OrtMemoryDevice*, const OrtMemoryDevice*);
@@ -511,6 +517,17 @@ static OrtStatus* vkep_compute(OrtKernelImpl* self, OrtKernelContext* ctx) {
 }
 
 void* vkep_compute_fn = (void*)vkep_compute;
+
+static const OrtMemoryInfo* vkep_alloc_info(const OrtAllocator* a) { return ((const vkep_allocator*)a)->info; }
+static const char* vkep_factory_name(const OrtEpFactory* f) { return ((const vkep_factory*)f)->name; }
+static const char* vkep_factory_vendor(const OrtEpFactory* f) { return ((const vkep_factory*)f)->vendor; }
+static const char* vkep_factory_version(const OrtEpFactory* f) { return ((const vkep_factory*)f)->version; }
+static const char* vkep_ep_name(const OrtEp* e) { return ((const vkep_ep*)e)->name; }
+void* vkep_alloc_info_fn = (void*)vkep_alloc_info;
+void* vkep_factory_name_fn = (void*)vkep_factory_name;
+void* vkep_factory_vendor_fn = (void*)vkep_factory_vendor;
+void* vkep_factory_version_fn = (void*)vkep_factory_version;
+void* vkep_ep_name_fn = (void*)vkep_ep_name;
 
 /* ---- exported entry points -------------------------------------------------------------------- */
 static OrtStatus* fail(const OrtApiBase* base, const char* msg) {

@@ -7,11 +7,13 @@ every other module in vkep.ort uses them from here.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import traceback
 
 ffi = None
 lib = None
+_TRACE = bool(os.environ.get("VKEP_TRACE_CALLBACKS"))
 
 ORT_FAIL = 1
 ORT_INVALID_ARGUMENT = 2
@@ -72,6 +74,8 @@ def status_callback(name: str):
     def wrap(fn):
         @functools.wraps(fn)
         def inner(*args):
+            if _TRACE:
+                sys.stderr.write(f"vkep: {name}\n")
             try:
                 fn(*args)
                 return ffi.NULL
@@ -88,7 +92,11 @@ def callback(name: str):
     """Define an `extern "Python"` callback with a plain return value (0/NULL if it raises)."""
 
     def wrap(fn):
-        ffi.def_extern(name=name, onerror=_report)(fn)
+        def traced(*args):
+            sys.stderr.write(f"vkep: {name}\n")
+            return fn(*args)
+
+        ffi.def_extern(name=name, onerror=_report)(traced if _TRACE else fn)
         return fn
 
     return wrap
@@ -98,8 +106,19 @@ def address(ptr) -> int:
     return int(ffi.cast("uintptr_t", ptr))
 
 
-def cstring(text: str, keep: list):
-    """A char[] that lives as long as `keep` does (ORT keeps raw pointers to our strings)."""
-    buf = ffi.new("char[]", text.encode())
-    keep.append(buf)
+def new_struct(ctype: str):
+    """A zeroed C struct that Python's GC never frees: ORT may use it until its Release, even while
+    the interpreter is finalizing. Free it with `free_struct` from that Release."""
+    return ffi.cast(ctype + "*", lib.calloc(1, ffi.sizeof(ctype)))
+
+
+def free_struct(ptr) -> None:
+    lib.free(ffi.cast("void*", ptr))
+
+
+def cstring(text: str):
+    """A C string that lives for the whole process (ORT keeps raw pointers to the names we return)."""
+    data = text.encode()
+    buf = ffi.cast("char*", lib.calloc(1, len(data) + 1))
+    ffi.memmove(buf, data, len(data))
     return buf

@@ -6,7 +6,7 @@ import itertools
 
 from vkep.kernels import manifest
 from vkep.ort import api
-from vkep.ort.api import callback, status_callback
+from vkep.ort.api import status_callback
 
 EPS: dict[int, Ep] = {}
 # kernel-create state → (device, spec): what py_kernel_create needs to build a node's kernel
@@ -75,12 +75,12 @@ class Ep:
         lib, ffi = api.lib, api.ffi
         self.factory = factory
         self.device = device
-        self._keep: list = []
-        self.name = api.cstring(api.EP_NAME, self._keep)
-        self.struct = ffi.new("OrtEp*")
-        s = self.struct
+        self.name = api.cstring(api.EP_NAME)
+        self.wrapper = api.new_struct("vkep_ep")
+        self.wrapper.name = self.name
+        self.struct = s = ffi.cast("OrtEp*", self.wrapper)
         s.ort_version_supported = lib.vkep_api_version()
-        s.GetName = lib.py_ep_get_name
+        s.GetName = ffi.cast("const char*(*)(const OrtEp*)", lib.vkep_ep_name_fn)
         s.GetCapability = lib.py_ep_get_capability
         s.GetKernelRegistry = lib.py_ep_get_kernel_registry
         s.IsConcurrentRunSupported = lib.py_ep_is_concurrent_run_supported
@@ -91,15 +91,11 @@ class Ep:
     def release(self) -> None:
         EPS.pop(api.address(self.struct), None)
         self.device.gpu.pipelines.save()
+        api.free_struct(self.struct)
 
 
 def ep_of(ptr) -> Ep:
     return EPS[api.address(ptr)]
-
-
-@callback("py_ep_get_name")
-def _get_name(this):
-    return ep_of(this).name
 
 
 @status_callback("py_ep_get_capability")

@@ -17,11 +17,10 @@ class VulkanDevice:
 
     def __init__(self, info: gpu_device.PhysicalDeviceInfo):
         self.info = info
-        self._keep: list = []
         self.memory_infos = {}
         for mem_type, suffix in ((api.MEM_DEFAULT, ""), (api.MEM_HOST_ACCESSIBLE, "_HostAccessible")):
             out = api.ffi.new("OrtMemoryInfo**")
-            name = api.cstring(f"Vulkan{info.index}{suffix}", self._keep)
+            name = api.cstring(f"Vulkan{info.index}{suffix}")
             api.check(api.lib.ort_CreateMemoryInfo_V2(name, api.DEVICE_GPU, info.vendor_id, info.index, mem_type,
                                                       256, 0, out))
             self.memory_infos[mem_type] = out[0]
@@ -57,20 +56,20 @@ class Factory:
     def __init__(self, registered_name: str):
         ffi, lib = api.ffi, api.lib
         self.registered_name = registered_name
-        self._keep: list = []
-        self.name = api.cstring(api.EP_NAME, self._keep)
-        self.vendor = api.cstring(api.EP_VENDOR, self._keep)
-        self.version = api.cstring(__version__, self._keep)
-        self.struct = ffi.new("OrtEpFactory*")
-        s = self.struct
+        self.name = api.cstring(api.EP_NAME)
+        self.vendor = api.cstring(api.EP_VENDOR)
+        self.version = api.cstring(__version__)
+        self.wrapper = api.new_struct("vkep_factory")
+        self.wrapper.name, self.wrapper.vendor, self.wrapper.version = self.name, self.vendor, self.version
+        self.struct = s = ffi.cast("OrtEpFactory*", self.wrapper)
         s.ort_version_supported = lib.vkep_api_version()
-        s.GetName = lib.py_factory_get_name
-        s.GetVendor = lib.py_factory_get_vendor
+        s.GetName = ffi.cast("const char*(*)(const OrtEpFactory*)", lib.vkep_factory_name_fn)
+        s.GetVendor = ffi.cast("const char*(*)(const OrtEpFactory*)", lib.vkep_factory_vendor_fn)
         s.GetSupportedDevices = lib.py_factory_get_supported_devices
         s.CreateEp = lib.py_factory_create_ep
         s.ReleaseEp = lib.py_factory_release_ep
         s.GetVendorId = lib.py_factory_get_vendor_id
-        s.GetVersion = lib.py_factory_get_version
+        s.GetVersion = ffi.cast("const char*(*)(const OrtEpFactory*)", lib.vkep_factory_version_fn)
         s.CreateAllocator = lib.py_factory_create_allocator
         s.ReleaseAllocator = lib.py_factory_release_allocator
         s.CreateDataTransfer = lib.py_factory_create_data_transfer
@@ -150,24 +149,9 @@ def define_entry_points() -> None:
 define_entry_points()
 
 
-@callback("py_factory_get_name")
-def _get_name(this):
-    return factory_of(this).name
-
-
-@callback("py_factory_get_vendor")
-def _get_vendor(this):
-    return factory_of(this).vendor
-
-
 @callback("py_factory_get_vendor_id")
 def _get_vendor_id(this):
     return 0
-
-
-@callback("py_factory_get_version")
-def _get_version(this):
-    return factory_of(this).version
 
 
 @status_callback("py_factory_get_supported_devices")
@@ -230,7 +214,9 @@ def _create_allocator(this, memory_info, options, out):
 
 @callback("py_factory_release_allocator")
 def _release_allocator(this, allocator):
-    factory_of(this).allocators.pop(api.address(allocator), None)
+    found = factory_of(this).allocators.pop(api.address(allocator), None)
+    if found is not None:
+        found.release()
 
 
 @status_callback("py_factory_create_data_transfer")

@@ -33,7 +33,7 @@ class KernelInstance:
         self.pipelines: dict[tuple, object] = {}
         with _ids_lock:
             self.id = next(_ids)
-        self.struct = ffi.new("vkep_kernel*")
+        self.struct = api.new_struct("vkep_kernel")
         s = self.struct
         s.base.ort_version_supported = lib.vkep_api_version()
         s.base.flags = 0
@@ -174,6 +174,7 @@ def _kernel_compute(kernel_id, ctx, io):
 @callback("py_kernel_release")
 def _kernel_release(this):
     KERNELS.pop(api.ffi.cast("vkep_kernel*", this).id, None)
+    api.free_struct(this)
 
 
 @status_callback("py_kernel_prepack")

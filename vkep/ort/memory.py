@@ -22,19 +22,20 @@ class Allocator:
         lib = api.lib
         self.device = device
         self.mem_type = mem_type
-        self.struct = api.ffi.new("vkep_allocator*")
+        self.struct = api.new_struct("vkep_allocator")
         s = self.struct
         s.base.version = 14  # Alloc/Free/Info only: ORT reads nothing past what we fill in
         s.base.Alloc = lib.py_alloc
         s.base.Free = lib.py_free
-        s.base.Info = lib.py_alloc_info
+        s.base.Info = api.ffi.cast("const OrtMemoryInfo*(*)(const OrtAllocator*)", lib.vkep_alloc_info_fn)
         s.info = device.memory_infos[mem_type]
         memory = device.gpu.memory
         self.pool = memory.host_pool if mem_type == api.MEM_HOST_ACCESSIBLE else memory.device_pool
         ALLOCATORS[api.address(self.struct)] = self
 
-    def __del__(self):
+    def release(self) -> None:
         ALLOCATORS.pop(api.address(self.struct), None)
+        api.free_struct(self.struct)
 
 
 @callback("py_alloc")
@@ -48,11 +49,6 @@ def _free(this, ptr):
         ALLOCATORS[api.address(this)].pool.free(api.address(ptr))
 
 
-@callback("py_alloc_info")
-def _alloc_info(this):
-    return api.ffi.cast("vkep_allocator*", this).info
-
-
 class SyncStream:
     """OrtSyncStreamImpl over a gpu Stream; its handle is what kernels get as their compute stream."""
 
@@ -60,7 +56,7 @@ class SyncStream:
         lib = api.lib
         self.device = device
         self.stream: Stream = device.gpu.new_stream()
-        self.struct = api.ffi.new("vkep_stream*")
+        self.struct = api.new_struct("vkep_stream")
         s = self.struct.base
         s.ort_version_supported = lib.vkep_api_version()
         s.Release = lib.py_stream_release
@@ -81,6 +77,7 @@ def _stream_release(this):
     sync = STREAMS.pop(api.address(this), None)
     if sync is not None:
         sync.stream.destroy()
+        api.free_struct(this)
 
 
 @callback("py_stream_get_handle")
@@ -105,7 +102,7 @@ class Notification:
         lib = api.lib
         self.stream = sync.stream
         self.value = 0
-        self.struct = api.ffi.new("vkep_notification*")
+        self.struct = api.new_struct("vkep_notification")
         s = self.struct.base
         s.ort_version_supported = lib.vkep_api_version()
         s.Release = lib.py_notification_release
@@ -123,7 +120,8 @@ def _create_notification(this, out):
 
 @callback("py_notification_release")
 def _notification_release(this):
-    NOTIFICATIONS.pop(api.address(this), None)
+    if NOTIFICATIONS.pop(api.address(this), None) is not None:
+        api.free_struct(this)
 
 
 @status_callback("py_notification_activate")
@@ -155,7 +153,7 @@ class DataTransfer:
     def __init__(self, factory):
         lib = api.lib
         self.factory = factory
-        self.struct = api.ffi.new("OrtDataTransferImpl*")
+        self.struct = api.new_struct("OrtDataTransferImpl")
         s = self.struct
         s.ort_version_supported = lib.vkep_api_version()
         s.Release = lib.py_transfer_release
