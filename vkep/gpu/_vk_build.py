@@ -227,6 +227,7 @@ VkResult vkGetSemaphoreCounterValue(VkDevice, VkSemaphore, uint64_t*);
 typedef struct vkep_recorder {
     VkDevice device; VkQueue queue; VkCommandBuffer cmd; VkPipelineLayout layout;
     VkSemaphore timeline; uint64_t submitted; uint32_t recording; uint32_t commands; uint32_t barriers;
+    uint32_t batch_limit; uint64_t total_commands;
     ...;
 } vkep_recorder;
 int vkep_begin(vkep_recorder* r, VkCommandBuffer cmd);
@@ -236,6 +237,13 @@ int vkep_copy(vkep_recorder* r, VkBuffer src, uint64_t src_off, VkBuffer dst, ui
     uint64_t src_addr, uint64_t dst_addr);
 int vkep_submit(vkep_recorder* r, uint64_t signal_value);
 int vkep_wait(VkDevice device, VkSemaphore timeline, uint64_t value, uint64_t timeout_ns);
+int vkep_ready(vkep_recorder* r, int n);
+uint64_t vkep_translate(uint64_t address);
+void vkep_set_translations(const uint64_t* lo, const uint64_t* hi, const int64_t* delta, int n);
+/* function pointers for other native modules (the plugin's per-node fast path) */
+extern void* vkep_dispatch_fn;
+extern void* vkep_ready_fn;
+extern void* vkep_translate_fn;
 
 /* debug-utils messenger whose callback stays in C: messages are kept for Python to poll */
 int vkep_install_messenger(VkInstance instance, VkDebugUtilsMessengerEXT* out);
@@ -249,12 +257,14 @@ SOURCE = r"""
 #include <string.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <stdlib.h>
 
 #define VKEP_MAX_SPANS 64
 
 typedef struct vkep_recorder {
     VkDevice device; VkQueue queue; VkCommandBuffer cmd; VkPipelineLayout layout;
     VkSemaphore timeline; uint64_t submitted; uint32_t recording; uint32_t commands; uint32_t barriers;
+    uint32_t batch_limit; uint64_t total_commands;
     VkPipeline bound;
     /* address ranges read / written since the last barrier: a new command waits only on a real hazard */
     int nr, nw;
@@ -315,7 +325,7 @@ int vkep_dispatch(vkep_recorder* r, VkPipeline pipeline, const char* push, uint3
     }
     if (push_size) vkCmdPushConstants(r->cmd, r->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
     vkCmdDispatch(r->cmd, gx, gy, gz);
-    r->commands++;
+    r->commands++; r->total_commands++;
     return VK_SUCCESS;
 }
 
@@ -325,7 +335,7 @@ int vkep_copy(vkep_recorder* r, VkBuffer src, uint64_t src_off, VkBuffer dst, ui
     vkep_track(r, rd, 1, wr, 1);
     VkBufferCopy region = {src_off, dst_off, size};
     vkCmdCopyBuffer(r->cmd, src, dst, 1, &region);
-    r->commands++;
+    r->commands++; r->total_commands++;
     return VK_SUCCESS;
 }
 
@@ -349,6 +359,35 @@ int vkep_wait(VkDevice device, VkSemaphore timeline, uint64_t value, uint64_t ti
     VkSemaphoreWaitInfo wi = {VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, NULL, 0, 1, &timeline, &value};
     return vkWaitSemaphores(device, &wi, timeout_ns);
 }
+
+/* can `n` more commands go into the open command buffer without a submit? (the native fast path asks) */
+int vkep_ready(vkep_recorder* r, int n) {
+    return r->recording && r->commands + (uint32_t)n <= r->batch_limit;
+}
+
+/* ---- host pointer -> device address, for memory whose mapping differs from its device address ----
+ * An immutable snapshot swapped atomically: readers never lock; old snapshots are kept (rare, tiny). */
+typedef struct { int n; uint64_t* lo; uint64_t* hi; int64_t* delta; } vkep_translation;
+static vkep_translation* volatile g_translation = NULL;
+
+void vkep_set_translations(const uint64_t* lo, const uint64_t* hi, const int64_t* delta, int n) {
+    vkep_translation* t = calloc(1, sizeof(*t));
+    t->n = n;
+    t->lo = calloc((size_t)n + 1, 8); t->hi = calloc((size_t)n + 1, 8); t->delta = calloc((size_t)n + 1, 8);
+    memcpy(t->lo, lo, 8 * (size_t)n); memcpy(t->hi, hi, 8 * (size_t)n); memcpy(t->delta, delta, 8 * (size_t)n);
+    __atomic_store_n(&g_translation, t, __ATOMIC_RELEASE);
+}
+
+uint64_t vkep_translate(uint64_t address) {
+    vkep_translation* t = __atomic_load_n(&g_translation, __ATOMIC_ACQUIRE);
+    if (t) for (int i = 0; i < t->n; i++)
+        if (address >= t->lo[i] && address < t->hi[i]) return (uint64_t)((int64_t)address + t->delta[i]);
+    return address;
+}
+
+void* vkep_dispatch_fn = (void*)vkep_dispatch;
+void* vkep_ready_fn = (void*)vkep_ready;
+void* vkep_translate_fn = (void*)vkep_translate;
 
 /* ---- validation messages ---- */
 static pthread_mutex_t msg_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -38,6 +38,10 @@ class Block:
         return (self.host_address if self.pool.host_pointers else self.device_address) + offset
 
 
+_tables: list[SpanTable] = []
+_tables_lock = threading.Lock()
+
+
 class SpanTable:
     """Sorted address ranges → block, for both device addresses and host pointers."""
 
@@ -45,6 +49,8 @@ class SpanTable:
         self._starts: list[int] = []
         self._entries: list[tuple[int, int, Block]] = []
         self._lock = threading.Lock()
+        with _tables_lock:
+            _tables.append(self)
 
     def add(self, block: Block) -> None:
         with self._lock:
@@ -52,12 +58,23 @@ class SpanTable:
                 i = bisect.bisect(self._starts, base)
                 self._starts.insert(i, base)
                 self._entries.insert(i, (base, base + block.size, block))
+            self._publish()
 
     def remove(self, block: Block) -> None:
         with self._lock:
-            keep = [(s, e) for s, e in zip(self._starts, self._entries) if e[2] is not block]
+            keep = [(s, e) for s, e in zip(self._starts, self._entries, strict=True) if e[2] is not block]
             self._starts = [s for s, _ in keep]
             self._entries = [e for _, e in keep]
+            self._publish()
+
+    def _publish(self) -> None:
+        """Give native code the host ranges whose device address differs (none on unified devices)."""
+        with _tables_lock:
+            entries = [e for table in _tables for e in table._entries]
+        moved = [(b.host_address, b.host_address + b.size, b.device_address - b.host_address)
+                 for _, _, b in entries if b.host_address and b.host_address != b.device_address]
+        moved = list(dict.fromkeys(moved))
+        lib.vkep_set_translations([m[0] for m in moved], [m[1] for m in moved], [m[2] for m in moved], len(moved))
 
     def find(self, address: int) -> tuple[Block, int] | None:
         i = bisect.bisect(self._starts, address) - 1

@@ -39,11 +39,11 @@ class Stream:
         rec.queue = device.queue
         rec.layout = device.pipelines.layout
         rec.timeline = self.timeline
+        rec.batch_limit = BATCH_COMMANDS
         self.rec = rec
         self._idle: list = []
         self._in_flight: deque = deque()  # (value, command buffer)
         self.lock = threading.RLock()
-        self.dispatches = 0
         self.submits = 0
 
     # -- recording --------------------------------------------------------------------------------
@@ -74,7 +74,6 @@ class Stream:
                 self._open()
             lib.vkep_dispatch(self.rec, pipeline, push, len(push), groups[0], groups[1], groups[2], spans,
                               nreads, nwrites)
-            self.dispatches += 1
             if self.rec.commands >= BATCH_COMMANDS:
                 self.flush()
 
@@ -102,6 +101,15 @@ class Stream:
                 self._in_flight.append((value, cmd))
                 self.submits += 1
             return rec.submitted
+
+    @property
+    def recorder_address(self) -> int:
+        """Address of the C recorder, for native code that records on this stream (see vkep_ready)."""
+        return int(ffi.cast("uintptr_t", self.rec))
+
+    @property
+    def commands(self) -> int:
+        return self.rec.total_commands
 
     def busy(self) -> bool:
         """True while something is recorded or submitted and not yet known to be complete."""

@@ -22,7 +22,7 @@ class VulkanError(RuntimeError):
         super().__init__(f"{what} failed: {_NAMES.get(result, f'VkResult {result}')}")
 
 
-class OutOfDeviceMemory(VulkanError):
+class OutOfDeviceMemory(VulkanError, MemoryError):
     pass
 
 

@@ -23,12 +23,17 @@ class UnsupportedError(ValueError):
 
 
 class Tensor:
-    __slots__ = ("addr", "shape", "dtype")
+    """A tensor as kernels see it. `io` says where it came from, so a call can be replayed with new
+    addresses: input i → i, output j → -1-j, memory that outlives the call (weights) → PERSISTENT."""
 
-    def __init__(self, addr: int, shape: tuple[int, ...], dtype: str):
+    __slots__ = ("addr", "shape", "dtype", "io")
+    PERSISTENT = 1000
+
+    def __init__(self, addr: int, shape: tuple[int, ...], dtype: str, io: int | None = None):
         self.addr = addr
         self.shape = shape
         self.dtype = dtype
+        self.io = io
 
     @property
     def size(self) -> int:
@@ -49,8 +54,9 @@ class Call(Protocol):
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor: ...
 
-    def dispatch(self, shader: str, dtype: str, constants: tuple[int, ...], push: bytes,
-                 groups: tuple[int, int, int], reads: list[Tensor], writes: list[Tensor]) -> None: ...
+    def dispatch(self, shader: str, dtype: str, constants: tuple[int, ...], addresses: list[Tensor], tail: bytes,
+                 groups: tuple[int, int, int], reads: list[Tensor], writes: list[Tensor]) -> None:
+        """Record a dispatch whose push constants are the tensors' 64-bit addresses followed by `tail`."""
 
     def copy(self, src: Tensor, dst: Tensor) -> None: ...
 
@@ -70,13 +76,16 @@ class Kernel:
     def compute(self, call: Call) -> None:
         raise NotImplementedError
 
-    def dispatch_1d(self, call: Call, n: int, wg: int, dtype: str, push: bytes, reads, writes,
-                    constants: tuple[int, ...] | None = None) -> None:
+    def dispatch_1d(self, call: Call, n: int, wg: int, dtype: str, addresses: list[Tensor], tail: bytes,
+                    reads, writes, constants: tuple[int, ...] | None = None) -> None:
         """Dispatch ceil(n / wg) workgroups, folded into a 2-D grid past the 65535 limit."""
-        groups = max(1, -(-n // wg))
-        gx, gy = (groups, 1) if groups <= 65535 else (65535, -(-groups // 65535))
-        call.dispatch(self.spec.shader, dtype, self.constants if constants is None else constants, push,
-                      (gx, gy, 1), reads, writes)
+        call.dispatch(self.spec.shader, dtype, self.constants if constants is None else constants, addresses, tail,
+                      grid_1d(n, wg), reads, writes)
+
+
+def grid_1d(n: int, wg: int) -> tuple[int, int, int]:
+    groups = max(1, -(-n // wg))
+    return (groups, 1, 1) if groups <= 65535 else (65535, -(-groups // 65535), 1)
 
 
 def shader_dtype(t: Tensor) -> str:

@@ -76,8 +76,7 @@ class Binary(Kernel):
         out, n, tail = plan
         y = call.output(0, out)
         if n:
-            self.dispatch_1d(call, n, WORKGROUP, shader_dtype(a), pack("3Q", a.addr, b.addr, y.addr) + tail,
-                             [a, b], [y])
+            self.dispatch_1d(call, n, WORKGROUP, shader_dtype(a), [a, b, y], tail, [a, b], [y])
 
 
 class Unary(Kernel):
@@ -93,5 +92,4 @@ class Unary(Kernel):
         if n:
             alpha = float(self.attrs.get(self.alpha_attr, 0.0))
             beta = float(self.attrs.get(self.beta_attr, 0.0))
-            self.dispatch_1d(call, n, WORKGROUP, shader_dtype(x), pack("2QIff", x.addr, y.addr, n, alpha, beta),
-                             [x], [y])
+            self.dispatch_1d(call, n, WORKGROUP, shader_dtype(x), [x, y], pack("Iff", n, alpha, beta), [x], [y])

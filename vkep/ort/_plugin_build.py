@@ -141,15 +141,6 @@ typedef struct OrtEpFactory {
 } OrtEpFactory;
 
 /* vkep's wrappers: ORT structs followed by the id Python knows them by */
-typedef struct vkep_kernel { OrtKernelImpl base; int64_t id; } vkep_kernel;
-typedef struct vkep_allocator { OrtAllocator base; int64_t id; const OrtMemoryInfo* info; } vkep_allocator;
-/* factory and EP with their strings: the getters ORT calls (also during teardown) are plain C */
-typedef struct vkep_factory { OrtEpFactory base; const char* name; const char* vendor; const char* version; }
-    vkep_factory;
-typedef struct vkep_ep { OrtEp base; const char* name; } vkep_ep;
-typedef struct vkep_stream { OrtSyncStreamImpl base; int64_t id; } vkep_stream;
-typedef struct vkep_notification { OrtSyncNotificationImpl base; int64_t id; } vkep_notification;
-
 #define VKEP_MAX_IO 16
 #define VKEP_MAX_RANK 8
 /* what the Compute trampoline gathers for Python: one entry per input */
@@ -161,6 +152,48 @@ typedef struct vkep_io {
     int64_t dims[VKEP_MAX_IO * VKEP_MAX_RANK];
     void* stream;                 /* our stream impl handle, or NULL */
 } vkep_io;
+
+#define VKEP_PLAN_OPS 4
+#define VKEP_PLAN_SLOTS 8
+#define VKEP_PLAN_OUTPUTS 4
+#define VKEP_IO_CONST 1000
+/* One recorded dispatch of a plan: push constants start with n_addr 64-bit addresses, each an io tensor's
+ * address (code i >= 0: input i, -1-j: output j, VKEP_IO_CONST: the absolute address in addr_offset)
+ * plus an offset; spans (reads, then writes) are addressed the same way. */
+typedef struct vkep_plan_op {
+    uint64_t pipeline;
+    uint32_t push_size, n_addr, n_reads, n_writes;
+    uint32_t groups[3];
+    int32_t addr_io[VKEP_PLAN_SLOTS];
+    uint64_t addr_offset[VKEP_PLAN_SLOTS];
+    int32_t span_io[VKEP_PLAN_SLOTS];
+    uint64_t span_offset[VKEP_PLAN_SLOTS];
+    uint64_t span_len[VKEP_PLAN_SLOTS];
+    uint8_t push[128];
+} vkep_plan_op;
+/* What a node did for one input signature, replayed in C while the signature holds. */
+typedef struct vkep_plan {
+    int32_t valid, n_inputs, n_outputs, n_ops, n_alias;
+    int32_t types[VKEP_MAX_IO];
+    int32_t ranks[VKEP_MAX_IO];
+    int64_t dims[VKEP_MAX_IO * VKEP_MAX_RANK];
+    int32_t out_rank[VKEP_PLAN_OUTPUTS];
+    int64_t out_dims[VKEP_PLAN_OUTPUTS * VKEP_MAX_RANK];
+    int32_t alias_out[VKEP_PLAN_OUTPUTS];
+    int32_t alias_in[VKEP_PLAN_OUTPUTS];
+    vkep_plan_op ops[VKEP_PLAN_OPS];
+} vkep_plan;
+typedef struct vkep_kernel { OrtKernelImpl base; int64_t id; uint32_t plan_seq; vkep_plan plan; } vkep_kernel;
+typedef struct vkep_alloc_cache vkep_alloc_cache;
+typedef struct vkep_allocator { OrtAllocator base; int64_t id; const OrtMemoryInfo* info; vkep_alloc_cache* cache; }
+    vkep_allocator;
+/* factory and EP with their strings: the getters ORT calls (also during teardown) are plain C */
+typedef struct vkep_factory { OrtEpFactory base; const char* name; const char* vendor; const char* version; }
+    vkep_factory;
+typedef struct vkep_ep { OrtEp base; const char* name; } vkep_ep;
+typedef struct vkep_stream { OrtSyncStreamImpl base; int64_t id; void* recorder; } vkep_stream;
+typedef struct vkep_notification { OrtSyncNotificationImpl base; int64_t id; } vkep_notification;
+
 """
 
 CALLS = r"""
@@ -236,12 +269,20 @@ OrtStatus* vkep_output(OrtKernelContext* ctx, size_t index, const char* dims, si
 OrtStatus* vkep_tensor_info(const OrtValue* v, int* type, int64_t* dims, int* rank, uint64_t* ptr);
 extern void* vkep_compute_fn;
 extern void* vkep_alloc_info_fn;
+extern void* vkep_alloc_fn;
+extern void* vkep_free_fn;
+vkep_alloc_cache* vkep_alloc_cache_new(void);
+void vkep_alloc_cache_delete(vkep_alloc_cache* c);
+size_t vkep_alloc_cache_drain(vkep_alloc_cache* c, uint64_t* ptrs, uint64_t* sizes, size_t max);
+void vkep_alloc_cache_stats(vkep_alloc_cache* c, uint64_t* out);
 extern void* vkep_factory_name_fn;
 extern void* vkep_factory_vendor_fn;
 extern void* vkep_factory_version_fn;
 extern void* vkep_ep_name_fn;
 extern int vkep_py_ready;
 int vkep_api_version(void);
+void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate);
+uint64_t vkep_fast_path_hits(void);
 void* calloc(size_t n, size_t size);
 void free(void* p);
 const char* vkep_ort_version(void);
@@ -274,8 +315,7 @@ extern "Python" OrtStatus* py_kernel_prepack(OrtKernelImpl*, const OrtValue*, in
                                              OrtSharedPrePackedWeightCache*, bool*);
 extern "Python" OrtStatus* py_kernel_set_shared(OrtKernelImpl*, const void* const*, const size_t*, size_t, int);
 
-extern "Python" void* py_alloc(OrtAllocator*, size_t);
-extern "Python" void py_free(OrtAllocator*, void*);
+extern "Python+C" void* py_alloc(OrtAllocator*, size_t);
 
 extern "Python" void py_transfer_release(OrtDataTransferImpl*);
 extern "Python" bool py_transfer_can_copy(const OrtDataTransferImpl*, const OrtMemoryDevice*, const OrtMemoryDevice*);
@@ -419,6 +459,8 @@ SOURCE = r"""
 #include <stdint.h>
 #include <string.h>
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <Python.h>
 """ + TYPES + r"""
 static const OrtApi* g_api = NULL;
@@ -490,6 +532,76 @@ OrtStatus* ep_KernelDefBuilder_AddTypeConstraint_types(OrtKernelDefBuilder* b, c
     return ep_KernelDefBuilder_AddTypeConstraint(b, name, types, n);
 }
 
+/* ---- replaying a node's plan without Python -------------------------------------------------------- */
+typedef int (*gpu_ready_t)(void* recorder, int n);
+typedef int (*gpu_dispatch_t)(void* recorder, uint64_t pipeline, const char* push, uint32_t push_size, uint32_t gx,
+                              uint32_t gy, uint32_t gz, const char* spans, int nreads, int nwrites);
+typedef uint64_t (*gpu_translate_t)(uint64_t address);
+static gpu_ready_t g_ready = NULL;
+static gpu_dispatch_t g_dispatch = NULL;
+static gpu_translate_t g_translate = NULL;
+static uint64_t g_fast_hits = 0;
+
+void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate) {
+    g_ready = (gpu_ready_t)(uintptr_t)ready;
+    g_dispatch = (gpu_dispatch_t)(uintptr_t)dispatch;
+    g_translate = (gpu_translate_t)(uintptr_t)translate;
+}
+
+uint64_t vkep_fast_path_hits(void) { return __atomic_load_n(&g_fast_hits, __ATOMIC_RELAXED); }
+
+static uint64_t io_address(const vkep_io* io, const uint64_t* outs, int32_t code, uint64_t offset) {
+    if (code == VKEP_IO_CONST) return offset;
+    uint64_t base = code >= 0 ? io->ptrs[code] : outs[-1 - code];
+    return g_translate(base) + offset;
+}
+
+/* 1 = handled (with *status set on an ORT error), 0 = let Python do it */
+static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io, OrtStatus** status) {
+    static __thread vkep_plan p;
+    if (!g_dispatch || !io->stream) return 0;
+    uint32_t seq = __atomic_load_n(&k->plan_seq, __ATOMIC_ACQUIRE);
+    if ((seq & 1) || !k->plan.valid) return 0;
+    memcpy(&p, &k->plan, sizeof p);
+    if (__atomic_load_n(&k->plan_seq, __ATOMIC_ACQUIRE) != seq) return 0;  /* being rewritten */
+    if (p.n_inputs != io->n_inputs) return 0;
+    for (int i = 0; i < io->n_inputs; i++) {
+        if (p.types[i] != io->types[i] || p.ranks[i] != io->ranks[i]) return 0;
+        if (memcmp(p.dims + i * VKEP_MAX_RANK, io->dims + i * VKEP_MAX_RANK, sizeof(int64_t) * (size_t)io->ranks[i]))
+            return 0;
+    }
+    void* rec = ((vkep_stream*)io->stream)->recorder;
+    if (!rec || !g_ready(rec, p.n_ops)) return 0;
+    uint64_t outs[VKEP_PLAN_OUTPUTS];
+    for (int j = 0; j < p.n_outputs; j++) {
+        OrtValue* v = NULL;
+        void* ptr = NULL;
+        OrtStatus* s = ort_KernelContext_GetOutput(ctx, (size_t)j, p.out_dims + j * VKEP_MAX_RANK,
+                                                   (size_t)p.out_rank[j], &v);
+        if (!s) s = ort_GetTensorMutableData(v, &ptr);
+        if (s) { *status = s; return 1; }
+        outs[j] = (uint64_t)(uintptr_t)ptr;
+    }
+    for (int a = 0; a < p.n_alias; a++)
+        if (outs[p.alias_out[a]] != io->ptrs[p.alias_in[a]]) return 0;  /* ORT did not alias: Python copies */
+    for (int o = 0; o < p.n_ops; o++) {
+        vkep_plan_op* op = &p.ops[o];
+        uint64_t spans[2 * VKEP_PLAN_SLOTS];
+        for (uint32_t a = 0; a < op->n_addr; a++) {
+            uint64_t addr = io_address(io, outs, op->addr_io[a], op->addr_offset[a]);
+            memcpy(op->push + 8 * a, &addr, 8);
+        }
+        for (uint32_t sp = 0; sp < op->n_reads + op->n_writes; sp++) {
+            spans[2 * sp] = io_address(io, outs, op->span_io[sp], op->span_offset[sp]);
+            spans[2 * sp + 1] = spans[2 * sp] + op->span_len[sp];
+        }
+        g_dispatch(rec, op->pipeline, (const char*)op->push, op->push_size, op->groups[0], op->groups[1],
+                   op->groups[2], (const char*)spans, (int)op->n_reads, (int)op->n_writes);
+    }
+    __atomic_fetch_add(&g_fast_hits, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
 /* ---- the per-node Compute trampoline ---------------------------------------------------------- */
 static OrtStatus* vkep_compute(OrtKernelImpl* self, OrtKernelContext* ctx) {
     vkep_io io;
@@ -513,10 +625,150 @@ static OrtStatus* vkep_compute(OrtKernelImpl* self, OrtKernelContext* ctx) {
     io.stream = NULL;
     s = ort_KernelContext_GetGPUComputeStream(ctx, &io.stream);
     if (s) { ort_ReleaseStatus(s); io.stream = NULL; }
+    OrtStatus* status = NULL;
+    if (vkep_replay((vkep_kernel*)self, ctx, &io, &status)) return status;
     return py_kernel_compute(((vkep_kernel*)self)->id, ctx, &io);
 }
 
 void* vkep_compute_fn = (void*)vkep_compute;
+
+/* ---- allocator front: freed chunks are kept per size and handed out again without entering Python ---- */
+#define ALLOC_ALIGN 256
+typedef struct { uint64_t size; uint64_t* ptrs; size_t n, cap; } alloc_bucket;
+struct vkep_alloc_cache {
+    pthread_mutex_t lock;
+    uint64_t* keys; uint64_t* vals; size_t cap, count;   /* live chunks: pointer -> size (linear probing) */
+    alloc_bucket* buckets; size_t nbuckets, bcap;
+    uint64_t live, peak, cached, python_allocs;
+};
+
+void* py_alloc(OrtAllocator* self, size_t size);
+
+vkep_alloc_cache* vkep_alloc_cache_new(void) {
+    vkep_alloc_cache* c = calloc(1, sizeof(*c));
+    pthread_mutex_init(&c->lock, NULL);
+    c->cap = 1024;
+    c->keys = calloc(c->cap, sizeof(uint64_t));
+    c->vals = calloc(c->cap, sizeof(uint64_t));
+    return c;
+}
+
+void vkep_alloc_cache_delete(vkep_alloc_cache* c) {
+    for (size_t i = 0; i < c->nbuckets; i++) free(c->buckets[i].ptrs);
+    free(c->buckets); free(c->keys); free(c->vals);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+static size_t slot_of(uint64_t key, size_t cap) { return (size_t)((key >> 8) * 0x9E3779B97F4A7C15ull) & (cap - 1); }
+
+static void live_put(vkep_alloc_cache* c, uint64_t key, uint64_t val);
+
+static void live_grow(vkep_alloc_cache* c) {
+    uint64_t* keys = c->keys; uint64_t* vals = c->vals; size_t cap = c->cap;
+    c->cap *= 2; c->count = 0;
+    c->keys = calloc(c->cap, sizeof(uint64_t)); c->vals = calloc(c->cap, sizeof(uint64_t));
+    for (size_t i = 0; i < cap; i++) if (keys[i]) live_put(c, keys[i], vals[i]);
+    free(keys); free(vals);
+}
+
+static void live_put(vkep_alloc_cache* c, uint64_t key, uint64_t val) {
+    if (2 * (c->count + 1) > c->cap) live_grow(c);
+    size_t i = slot_of(key, c->cap);
+    while (c->keys[i]) i = (i + 1) & (c->cap - 1);
+    c->keys[i] = key; c->vals[i] = val; c->count++;
+}
+
+static uint64_t live_take(vkep_alloc_cache* c, uint64_t key) {
+    size_t i = slot_of(key, c->cap);
+    while (c->keys[i] && c->keys[i] != key) i = (i + 1) & (c->cap - 1);
+    if (!c->keys[i]) return 0;
+    uint64_t val = c->vals[i];
+    c->keys[i] = 0; c->count--;
+    /* backward-shift deletion keeps every probe chain unbroken */
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & (c->cap - 1);
+        if (!c->keys[j]) break;
+        size_t home = slot_of(c->keys[j], c->cap);
+        if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
+            c->keys[i] = c->keys[j]; c->vals[i] = c->vals[j]; c->keys[j] = 0; i = j;
+        }
+    }
+    return val;
+}
+
+static alloc_bucket* bucket_of(vkep_alloc_cache* c, uint64_t size, int create) {
+    for (size_t i = 0; i < c->nbuckets; i++) if (c->buckets[i].size == size) return &c->buckets[i];
+    if (!create) return NULL;
+    if (c->nbuckets == c->bcap) {
+        c->bcap = c->bcap ? 2 * c->bcap : 16;
+        c->buckets = realloc(c->buckets, c->bcap * sizeof(alloc_bucket));
+    }
+    alloc_bucket* b = &c->buckets[c->nbuckets++];
+    memset(b, 0, sizeof(*b));
+    b->size = size;
+    return b;
+}
+
+static void* vkep_alloc(OrtAllocator* self, size_t size) {
+    vkep_alloc_cache* c = ((vkep_allocator*)self)->cache;
+    uint64_t aligned = size ? (size + ALLOC_ALIGN - 1) / ALLOC_ALIGN * ALLOC_ALIGN : ALLOC_ALIGN;
+    uint64_t p = 0;
+    pthread_mutex_lock(&c->lock);
+    alloc_bucket* b = bucket_of(c, aligned, 0);
+    if (b && b->n) { p = b->ptrs[--b->n]; c->cached -= aligned; }
+    pthread_mutex_unlock(&c->lock);
+    if (!p) {
+        p = (uint64_t)(uintptr_t)py_alloc(self, aligned);
+        if (!p) return NULL;
+        pthread_mutex_lock(&c->lock);
+        c->python_allocs++;
+        pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_lock(&c->lock);
+    live_put(c, p, aligned);
+    c->live += aligned;
+    if (c->live > c->peak) c->peak = c->live;
+    pthread_mutex_unlock(&c->lock);
+    return (void*)(uintptr_t)p;
+}
+
+static void vkep_free(OrtAllocator* self, void* ptr) {
+    if (!ptr) return;
+    vkep_alloc_cache* c = ((vkep_allocator*)self)->cache;
+    pthread_mutex_lock(&c->lock);
+    uint64_t size = live_take(c, (uint64_t)(uintptr_t)ptr);
+    if (size) {
+        alloc_bucket* b = bucket_of(c, size, 1);
+        if (b->n == b->cap) { b->cap = b->cap ? 2 * b->cap : 8; b->ptrs = realloc(b->ptrs, b->cap * sizeof(uint64_t)); }
+        b->ptrs[b->n++] = (uint64_t)(uintptr_t)ptr;
+        c->live -= size; c->cached += size;
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* hands cached chunks back (to return them to the device pool); returns how many were written */
+size_t vkep_alloc_cache_drain(vkep_alloc_cache* c, uint64_t* ptrs, uint64_t* sizes, size_t max) {
+    size_t k = 0;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->nbuckets && k < max; i++) {
+        alloc_bucket* b = &c->buckets[i];
+        while (b->n && k < max) { ptrs[k] = b->ptrs[--b->n]; sizes[k++] = b->size; c->cached -= b->size; }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return k;
+}
+
+/* live, peak, cached bytes, allocations that went to Python, live chunk count */
+void vkep_alloc_cache_stats(vkep_alloc_cache* c, uint64_t* out) {
+    pthread_mutex_lock(&c->lock);
+    out[0] = c->live; out[1] = c->peak; out[2] = c->cached; out[3] = c->python_allocs; out[4] = c->count;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void* vkep_alloc_fn = (void*)vkep_alloc;
+void* vkep_free_fn = (void*)vkep_free;
 
 static const OrtMemoryInfo* vkep_alloc_info(const OrtAllocator* a) { return ((const vkep_allocator*)a)->info; }
 static const char* vkep_factory_name(const OrtEpFactory* f) { return ((const vkep_factory*)f)->name; }

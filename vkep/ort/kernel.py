@@ -6,7 +6,6 @@ import itertools
 import struct
 import threading
 
-from vkep.gpu.stream import pack_spans
 from vkep.kernels.base import SHADER_DTYPE, Tensor, implementation
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
@@ -31,6 +30,7 @@ class KernelInstance:
         self.node_name = node_name
         self.cpu_inputs = frozenset(spec.cpu_inputs)
         self.pipelines: dict[tuple, object] = {}
+        self.plan_lock = threading.Lock()
         with _ids_lock:
             self.id = next(_ids)
         self.struct = api.new_struct("vkep_kernel")
@@ -53,37 +53,114 @@ class KernelInstance:
 
 
 class KernelCall:
-    """One execution of a node: what `vkep.kernels` sees as `Call`."""
+    """One execution of a node: what `vkep.kernels` sees as `Call`.
 
-    __slots__ = ("kernel", "ctx", "inputs", "stream")
+    It also writes down what the kernel did (outputs, dispatches, aliases). When that is expressible
+    in terms of the node's inputs and outputs, it becomes the node's plan, which the C trampoline
+    replays for later calls with the same input shapes without entering Python.
+    """
 
-    def __init__(self, kernel: KernelInstance, ctx, inputs, stream):
+    __slots__ = ("kernel", "ctx", "inputs", "stream", "outputs", "ops", "aliases", "replayable")
+
+    def __init__(self, kernel: KernelInstance, ctx, inputs, stream, replayable: bool):
         self.kernel = kernel
         self.ctx = ctx
         self.inputs = inputs
         self.stream = stream
+        self.outputs: list[tuple[tuple[int, ...], str]] = []
+        self.ops: list[tuple] = []
+        self.aliases: list[tuple[int, int]] = []
+        self.replayable = replayable
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
-        ffi = api.ffi
-        ptr = ffi.new("uint64_t*")
+        ptr = api.ffi.new("uint64_t*")
         dims = struct.pack(f"<{len(shape)}q", *shape)
         api.check(api.lib.vkep_output(self.ctx, index, dims, len(shape), ptr))
         dtype = dtype or self.inputs[0].dtype
+        if index != len(self.outputs):
+            self.replayable = False  # plans create outputs in index order
+        self.outputs.append(tuple(shape))
         addr = self.kernel.gpu.memory.device_address(ptr[0]) if ptr[0] else 0
-        return Tensor(addr, tuple(shape), dtype)
+        return Tensor(addr, tuple(shape), dtype, -1 - index)
 
-    def dispatch(self, shader, dtype, constants, push, groups, reads, writes) -> None:
+    def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
         pipeline = self.kernel.pipeline(shader, dtype, constants)
-        spans = pack_spans([(t.addr, t.addr + t.nbytes) for t in reads], [(t.addr, t.addr + t.nbytes) for t in writes])
+        push = struct.pack(f"<{len(addresses)}Q", *[t.addr for t in addresses]) + tail
+        spans = struct.pack(f"<{2 * (len(reads) + len(writes))}Q",
+                            *[x for t in reads + writes for x in (t.addr, t.addr + t.nbytes)])
         self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))
+        if self.replayable:
+            self.ops.append((pipeline, addresses, push, groups, reads, writes))
 
     def copy(self, src: Tensor, dst: Tensor) -> None:
-        if src.addr != dst.addr and src.nbytes:
+        if src.addr == dst.addr:
+            if src.io is not None and dst.io is not None and src.io >= 0 > dst.io:
+                self.aliases.append((-1 - dst.io, src.io))
+            return
+        self.replayable = False
+        if src.nbytes:
             self.stream.copy(src.addr, dst.addr, src.nbytes)
 
     def read_host(self, tensor: Tensor) -> bytes:
         """The bytes of a CPU input (declared in `cpu_inputs`)."""
         return api.ffi.buffer(api.ffi.cast("char*", tensor.addr), tensor.nbytes)[:]
+
+    def save_plan(self, io) -> None:
+        """Write what this call did into the kernel's C plan (see vkep_replay in the trampoline)."""
+        ffi = api.ffi
+        kernel = self.kernel
+        if (not self.replayable or len(self.ops) > lib_const("VKEP_PLAN_OPS")
+                or len(self.outputs) > lib_const("VKEP_PLAN_OUTPUTS") or len(self.aliases) > len(self.outputs)):
+            return
+        slots = lib_const("VKEP_PLAN_SLOTS")
+        for _, addresses, push, _, reads, writes in self.ops:
+            tensors = addresses + reads + writes
+            if (len(addresses) > slots or len(reads) + len(writes) > slots or len(push) > 128
+                    or any(t.io is None for t in tensors)):
+                return
+        with kernel.plan_lock:
+            s = kernel.struct
+            s.plan_seq += 1  # odd: being written
+            plan = s.plan
+            plan.valid = 0
+            plan.n_inputs = io.n_inputs
+            ffi.memmove(plan.types, io.types, 4 * io.n_inputs)
+            ffi.memmove(plan.ranks, io.ranks, 4 * io.n_inputs)
+            ffi.memmove(plan.dims, io.dims, ffi.sizeof(plan.dims))
+            plan.n_outputs = len(self.outputs)
+            for j, shape in enumerate(self.outputs):
+                plan.out_rank[j] = len(shape)
+                for d, size in enumerate(shape):
+                    plan.out_dims[j * RANK + d] = size
+            plan.n_alias = len(self.aliases)
+            for a, (out, inp) in enumerate(self.aliases):
+                plan.alias_out[a] = out
+                plan.alias_in[a] = inp
+            plan.n_ops = len(self.ops)
+            for o, (pipeline, addresses, push, groups, reads, writes) in enumerate(self.ops):
+                op = plan.ops[o]
+                op.pipeline = int(ffi.cast("uintptr_t", pipeline))
+                op.push_size = len(push)
+                ffi.memmove(op.push, push, len(push))
+                op.n_addr = len(addresses)
+                op.n_reads, op.n_writes = len(reads), len(writes)
+                op.groups = list(groups)
+                for k, t in enumerate(addresses):
+                    op.addr_io[k], op.addr_offset[k] = _slot(t)
+                for k, t in enumerate(reads + writes):
+                    op.span_io[k], op.span_offset[k] = _slot(t)
+                    op.span_len[k] = t.nbytes
+            plan.valid = 1
+            s.plan_seq += 1
+
+
+def _slot(t: Tensor) -> tuple[int, int]:
+    """(io code, offset) for a plan: io tensors are re-addressed on replay, persistent ones are absolute."""
+    return (t.io, t.addr) if t.io == Tensor.PERSISTENT else (t.io, 0)
+
+
+def lib_const(name: str) -> int:
+    return getattr(api.lib, name)
 
 
 def _read_attributes(info, spec) -> dict:
@@ -164,11 +241,16 @@ def _kernel_compute(kernel_id, ctx, io):
         shape = tuple(ffi.unpack(dims + i * RANK, ranks[i]))
         if ptr and i not in kernel.cpu_inputs:
             ptr = memory.device_address(ptr)
-        inputs.append(Tensor(ptr, shape, element_types.get(code, "?")))
+        inputs.append(Tensor(ptr, shape, element_types.get(code, "?"), i))
     stream = stream_of(io.stream) if io.stream != ffi.NULL else None
+    # replay needs an ORT stream (a recorder only this run uses) and no input read on the host
+    replayable = stream is not None and not kernel.cpu_inputs and not kernel.struct.plan.valid
     if stream is None:
         stream = kernel.gpu.default_stream()
-    kernel.impl.compute(KernelCall(kernel, ctx, inputs, stream))
+    call = KernelCall(kernel, ctx, inputs, stream, replayable)
+    kernel.impl.compute(call)
+    if call.replayable:
+        call.save_plan(io)
 
 
 @callback("py_kernel_release")

@@ -25,28 +25,46 @@ class Allocator:
         self.struct = api.new_struct("vkep_allocator")
         s = self.struct
         s.base.version = 14  # Alloc/Free/Info only: ORT reads nothing past what we fill in
-        s.base.Alloc = lib.py_alloc
-        s.base.Free = lib.py_free
+        # the C front keeps freed chunks per size; only a miss enters Python (py_alloc below)
+        s.base.Alloc = api.ffi.cast("void*(*)(OrtAllocator*, size_t)", lib.vkep_alloc_fn)
+        s.base.Free = api.ffi.cast("void(*)(OrtAllocator*, void*)", lib.vkep_free_fn)
+        s.cache = lib.vkep_alloc_cache_new()
         s.base.Info = api.ffi.cast("const OrtMemoryInfo*(*)(const OrtAllocator*)", lib.vkep_alloc_info_fn)
         s.info = device.memory_infos[mem_type]
         memory = device.gpu.memory
         self.pool = memory.host_pool if mem_type == api.MEM_HOST_ACCESSIBLE else memory.device_pool
         ALLOCATORS[api.address(self.struct)] = self
 
+    def drain(self) -> None:
+        """Give the chunks the C front keeps back to the device pool."""
+        ffi, lib = api.ffi, api.lib
+        ptrs, sizes = ffi.new("uint64_t[256]"), ffi.new("uint64_t[256]")
+        while n := lib.vkep_alloc_cache_drain(self.struct.cache, ptrs, sizes, 256):
+            for i in range(n):
+                self.pool.free(ptrs[i])
+
+    def stats(self) -> dict:
+        out = api.ffi.new("uint64_t[5]")
+        api.lib.vkep_alloc_cache_stats(self.struct.cache, out)
+        return {"live_bytes": out[0], "peak_bytes": out[1], "cached_bytes": out[2], "pool_allocations": out[3],
+                "live_chunks": out[4]}
+
     def release(self) -> None:
+        self.drain()
         ALLOCATORS.pop(api.address(self.struct), None)
+        api.lib.vkep_alloc_cache_delete(self.struct.cache)
         api.free_struct(self.struct)
 
 
 @callback("py_alloc")
 def _alloc(this, size):
-    return api.ffi.cast("void*", ALLOCATORS[api.address(this)].pool.alloc(size))
-
-
-@callback("py_free")
-def _free(this, ptr):
-    if ptr != api.ffi.NULL:
-        ALLOCATORS[api.address(this)].pool.free(api.address(ptr))
+    allocator = ALLOCATORS[api.address(this)]
+    try:
+        return api.ffi.cast("void*", allocator.pool.alloc(size))
+    except MemoryError:
+        allocator.drain()
+        allocator.pool.trim()
+        return api.ffi.cast("void*", allocator.pool.alloc(size))
 
 
 class SyncStream:
@@ -57,6 +75,7 @@ class SyncStream:
         self.device = device
         self.stream: Stream = device.gpu.new_stream()
         self.struct = api.new_struct("vkep_stream")
+        self.struct.recorder = api.ffi.cast("void*", self.stream.recorder_address)
         s = self.struct.base
         s.ort_version_supported = lib.vkep_api_version()
         s.Release = lib.py_stream_release

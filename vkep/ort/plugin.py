@@ -10,4 +10,12 @@ def attach(ffi, lib) -> None:
     # importing these defines their extern "Python" callbacks
     from vkep.ort import ep, factory, kernel, memory  # noqa: F401
 
+    # the per-node replay records straight into vkep's gpu recorder
+    from vkep.gpu.vk import ffi as vk_ffi
+    from vkep.gpu.vk import lib as vk_lib
+
+    def fn(name: str) -> int:
+        return int(vk_ffi.cast("uintptr_t", getattr(vk_lib, name)))
+
+    lib.vkep_set_gpu_fns(fn("vkep_ready_fn"), fn("vkep_dispatch_fn"), fn("vkep_translate_fn"))
     lib.vkep_py_ready = 1
