@@ -20,7 +20,7 @@ MAX_VERSION = 2**31 - 1
 DTYPES = {"float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
           "uint64", "bool", "bfloat16"}
 ATTR_KINDS = {"int", "float", "string", "ints", "floats"}
-FIELDS = {"op", "domain", "since", "types", "impl", "shader", "constants", "attributes", "cpu_inputs", "aliases",
+FIELDS = {"op", "domain", "since", "until", "types", "impl", "shader", "constants", "attributes", "cpu_inputs", "aliases",
           "inputs", "outputs", "test", "prepack"}
 
 
@@ -42,6 +42,7 @@ class KernelSpec:
     since: list[int]
     types: dict[str, list[str]]
     impl: str
+    until: int = MAX_VERSION
     shader: str | None = None
     constants: dict[str, int] = field(default_factory=dict)
     attributes: list[Attribute] = field(default_factory=list)
@@ -54,8 +55,8 @@ class KernelSpec:
 
     def version_ranges(self) -> list[tuple[int, int]]:
         """[start, end] per KernelDef: ORT matches an open-ended def only at its exact start version."""
-        ends = [v - 1 for v in self.since[1:]] + [MAX_VERSION]
-        return list(zip(self.since, ends))
+        ends = [v - 1 for v in self.since[1:]] + [self.until]
+        return list(zip(self.since, ends, strict=True))
 
     @property
     def name(self) -> str:
@@ -107,6 +108,9 @@ def _entry(path: Path, index: int, raw) -> KernelSpec:
         fail("since", "required: a positive opset version or a list of them")
     if since != sorted(set(since)):
         fail("since", "versions must be increasing and distinct")
+    until = raw.get("until", MAX_VERSION)
+    if not isinstance(until, int) or until < since[-1]:
+        fail("until", "must be an opset version not below the last of 'since'")
     types = raw.get("types")
     if not isinstance(types, dict) or not types:
         fail("types", "required: a mapping of type-constraint name to a list of element types")
@@ -145,6 +149,6 @@ def _entry(path: Path, index: int, raw) -> KernelSpec:
     test = raw.get("test", {})
     if not isinstance(test, dict):
         fail("test", "must be a mapping")
-    return KernelSpec(op=op, domain=domain, since=since, types=types, impl=impl, shader=shader, constants=constants,
+    return KernelSpec(op=op, domain=domain, since=since, until=until, types=types, impl=impl, shader=shader, constants=constants,
                       attributes=attributes, cpu_inputs=cpu_inputs, aliases=[tuple(a) for a in aliases],
                       inputs=raw.get("inputs", 1), outputs=raw.get("outputs", 1), test=test, index=index)

@@ -85,7 +85,7 @@ class KernelCall:
 
     def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
         pipeline = self.kernel.pipeline(shader, dtype, constants)
-        push = struct.pack(f"<{len(addresses)}Q", *[t.addr for t in addresses]) + tail
+        push = struct.pack(f"<{len(addresses)}Q", *[t.addr if t is not None else 0 for t in addresses]) + tail
         spans = struct.pack(f"<{2 * (len(reads) + len(writes))}Q",
                             *[x for t in reads + writes for x in (t.addr, t.addr + t.nbytes)])
         self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))
@@ -114,7 +114,7 @@ class KernelCall:
             return
         slots = lib_const("VKEP_PLAN_SLOTS")
         for _, addresses, push, _, reads, writes in self.ops:
-            tensors = addresses + reads + writes
+            tensors = [t for t in addresses + reads + writes if t is not None]
             if (len(addresses) > slots or len(reads) + len(writes) > slots or len(push) > 128
                     or any(t.io is None for t in tensors)):
                 return
@@ -154,8 +154,11 @@ class KernelCall:
             s.plan_seq += 1
 
 
-def _slot(t: Tensor) -> tuple[int, int]:
-    """(io code, offset) for a plan: io tensors are re-addressed on replay, persistent ones are absolute."""
+def _slot(t: Tensor | None) -> tuple[int, int]:
+    """(io code, offset) for a plan: io tensors are re-addressed on replay, persistent ones (and the
+    null address) are absolute."""
+    if t is None:
+        return Tensor.PERSISTENT, 0
     return (t.io, t.addr) if t.io == Tensor.PERSISTENT else (t.io, 0)
 
 

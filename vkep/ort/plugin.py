@@ -8,11 +8,10 @@ def attach(ffi, lib) -> None:
 
     api.bind(ffi, lib)
     # importing these defines their extern "Python" callbacks
-    from vkep.ort import ep, factory, kernel, memory  # noqa: F401
-
     # the per-node replay records straight into vkep's gpu recorder
     from vkep.gpu.vk import ffi as vk_ffi
     from vkep.gpu.vk import lib as vk_lib
+    from vkep.ort import ep, factory, kernel, memory  # noqa: F401
 
     def fn(name: str) -> int:
         return int(vk_ffi.cast("uintptr_t", getattr(vk_lib, name)))

@@ -1,0 +1,91 @@
+"""MatMul (numpy semantics, broadcast batch dimensions) and Gemm (alpha, beta, transposes, broadcast C)."""
+
+from __future__ import annotations
+
+import math
+
+from vkep.kernels.base import Kernel, UnsupportedError, pack, shader_dtype
+from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
+
+TILE = 16
+
+
+class _Tiled(Kernel):
+    """Shared by MatMul and Gemm: one dispatch of matmul.comp per call, planned once per shape."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._plans: dict[tuple, tuple] = {}
+
+    def _record(self, call, a, b, c, out_shape, tail: bytes, batches: int, m: int, n: int) -> None:
+        y = call.output(0, out_shape)
+        if math.prod(out_shape) == 0:
+            return
+        groups = (-(-n // TILE), -(-m // TILE), batches)
+        if groups[2] > 65535:
+            raise UnsupportedError(f"{batches} matrices in one MatMul exceed the dispatch limit")
+        reads = [a, b] + ([c] if c is not None else [])
+        # a None address is 0: the shader skips C then
+        call.dispatch(self.spec.shader, shader_dtype(a), (), [a, b, c, y], tail, groups, reads, [y])
+
+
+class MatMul(_Tiled):
+    def _plan(self, sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple:
+        if not sa or not sb:
+            raise UnsupportedError("MatMul of a scalar")
+        a2 = (1,) + sa if len(sa) == 1 else sa
+        b2 = sb + (1,) if len(sb) == 1 else sb
+        m, k = a2[-2:]
+        k2, n = b2[-2:]
+        if k != k2:
+            raise UnsupportedError(f"MatMul inner dimensions differ: {sa} x {sb}")
+        batch = broadcast_shape(a2[:-2], b2[:-2]) if len(a2) > 2 or len(b2) > 2 else ()
+        out = batch + (m, n)
+        if len(sa) == 1:
+            out = out[:-2] + (n,)
+        if len(sb) == 1:
+            out = out[:-1]
+        strides_a = [s * m * k for s in broadcast_strides(a2[:-2], batch)] if batch else []
+        strides_b = [s * k * n for s in broadcast_strides(b2[:-2], batch)] if batch else []
+        dims, (st_a, st_b) = collapse(batch, strides_a, strides_b) if batch else ([1], ([0], [0]))
+        if len(dims) > 2:
+            raise UnsupportedError(f"batch dimensions of {sa} x {sb} do not fold into two")
+        dims, st_a, st_b = [1] * (2 - len(dims)) + dims, [0] * (2 - len(st_a)) + st_a, [0] * (2 - len(st_b)) + st_b
+        tail = pack("4I4I4I2I2f", m, n, k, dims[1], st_a[0], st_a[1], k, 1, st_b[0], st_b[1], n, 1, 0, 0, 1.0, 0.0)
+        return out, tail, math.prod(dims), m, n
+
+    def compute(self, call) -> None:
+        a, b = call.inputs[:2]
+        key = (a.shape, b.shape)
+        plan = self._plans.get(key) or self._plans.setdefault(key, self._plan(a.shape, b.shape))
+        out, tail, batches, m, n = plan
+        self._record(call, a, b, None, out, tail, batches, m, n)
+
+
+class Gemm(_Tiled):
+    def _plan(self, sa, sb, sc) -> tuple:
+        if len(sa) != 2 or len(sb) != 2:
+            raise UnsupportedError(f"Gemm takes 2-D A and B, got {sa} and {sb}")
+        ta, tb = self.attrs["transA"], self.attrs["transB"]
+        m, k = (sa[1], sa[0]) if ta else sa
+        k2, n = (sb[1], sb[0]) if tb else sb
+        if k != k2:
+            raise UnsupportedError(f"Gemm inner dimensions differ: {sa} x {sb} (transA={ta}, transB={tb})")
+        a_m, a_k = (1, m) if ta else (k, 1)
+        b_k, b_n = (1, k) if tb else (n, 1)
+        c_m = c_n = 0
+        if sc is not None:
+            c_m, c_n = broadcast_strides(sc, (m, n))
+            if broadcast_shape(sc, (m, n)) != (m, n):
+                raise UnsupportedError(f"Gemm C of shape {sc} does not broadcast to {(m, n)}")
+        alpha, beta = float(self.attrs["alpha"]), float(self.attrs["beta"])
+        tail = pack("4I4I4I2I2f", m, n, k, 1, 0, 0, a_m, a_k, 0, 0, b_k, b_n, c_m, c_n, alpha, beta)
+        return (m, n), tail, 1, m, n
+
+    def compute(self, call) -> None:
+        a, b = call.inputs[:2]
+        c = call.inputs[2] if len(call.inputs) > 2 else None
+        key = (a.shape, b.shape, c.shape if c is not None else None)
+        plan = self._plans.get(key) or self._plans.setdefault(key, self._plan(*key))
+        out, tail, batches, m, n = plan
+        self._record(call, a, b, c, out, tail, batches, m, n)

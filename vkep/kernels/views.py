@@ -1,0 +1,64 @@
+"""Reshape, Flatten, Squeeze, Unsqueeze, Identity: a new shape over the same bytes.
+
+The manifest lets ORT alias output 0 to input 0; when it does, nothing is recorded at all. When it
+does not (e.g. the output is a graph output), the bytes are copied.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from vkep.kernels.base import Kernel, UnsupportedError
+
+
+class View(Kernel):
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        shape = getattr(self, "_" + self.spec.op.lower())(call, x.shape)
+        if math.prod(shape) != x.size:
+            raise UnsupportedError(f"{self.spec.op}: cannot view {x.shape} as {shape}")
+        y = call.output(0, tuple(shape))
+        call.copy(x, y)
+
+    def _axes(self, call, index: int) -> list[int]:
+        """Axes from the attribute (older opsets) or from the CPU input `index` (opset 13+)."""
+        if len(call.inputs) > index and call.inputs[index] is not None:
+            data = call.read_host(call.inputs[index])
+            return list(struct.unpack(f"<{len(data) // 8}q", data))
+        return list(self.attrs.get("axes") or [])
+
+    def _reshape(self, call, shape):
+        target = self._axes(call, 1)
+        allowzero = self.attrs.get("allowzero", 0)
+        out = [shape[i] if (d == 0 and not allowzero and i < len(shape)) else d for i, d in enumerate(target)]
+        if out.count(-1) > 1:
+            raise UnsupportedError(f"Reshape: more than one -1 in {target}")
+        if -1 in out:
+            known = math.prod(d for d in out if d != -1)
+            out[out.index(-1)] = math.prod(shape) // known if known else 0
+        return out
+
+    def _flatten(self, call, shape):
+        axis = self.attrs["axis"] % (len(shape) + 1) if shape else 0
+        return [math.prod(shape[:axis]), math.prod(shape[axis:])]
+
+    def _squeeze(self, call, shape):
+        axes = {a % len(shape) for a in self._axes(call, 1)} if shape else set()
+        if not axes:
+            return [d for d in shape if d != 1]
+        if any(shape[a] != 1 for a in axes):
+            raise UnsupportedError(f"Squeeze: axes {sorted(axes)} of {shape} are not all 1")
+        return [d for i, d in enumerate(shape) if i not in axes]
+
+    def _unsqueeze(self, call, shape):
+        axes = self._axes(call, 1)
+        rank = len(shape) + len(axes)
+        axes = sorted(a % rank for a in axes)
+        out = list(shape)
+        for a in axes:
+            out.insert(a, 1)
+        return out
+
+    def _identity(self, call, shape):
+        return list(shape)
