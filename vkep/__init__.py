@@ -43,3 +43,39 @@ def devices() -> list:
     import onnxruntime as ort
 
     return [d for d in ort.get_ep_devices() if d.ep_name == EP_NAME]
+
+
+def stats() -> dict:
+    """Counters per opened device: transfers, memory, commands recorded, allocator reuse."""
+    import sys
+
+    from vkep.gpu import device
+
+    out = {}
+    allocators = getattr(sys.modules.get("vkep.ort.memory"), "ALLOCATORS", {})
+    for index, dev in list(device._devices.items()):
+        with dev.streams_lock:
+            commands = dev.retired_commands + sum(s.commands for s in dev.streams)
+        entry = {"device": dev.info.name, **dev.transfer_stats.as_dict(), **dev.memory.stats(),
+                 "commands_recorded": commands}
+        entry["allocators"] = {("host_accessible" if a.mem_type else "default"): a.stats()
+                               for a in list(allocators.values()) if a.device.info.index == index}
+        out[index] = entry
+    plugin = sys.modules.get("vkep.ort.api")
+    if plugin is not None and plugin.lib is not None:
+        out["process"] = {"nodes_replayed_natively": plugin.lib.vkep_fast_path_hits()}
+    return out
+
+
+def reset_stats() -> None:
+    from vkep.gpu import device
+    from vkep.gpu.transfer import TransferStats
+
+    for dev in list(device._devices.values()):
+        dev.transfer_stats = TransferStats()
+        dev.retired_commands = 0
+        with dev.streams_lock:
+            for stream in dev.streams:
+                stream.rec.total_commands = 0
+        for pool in (dev.memory.device_pool, dev.memory.host_pool):
+            pool.peak = pool.live

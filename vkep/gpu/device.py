@@ -246,6 +246,7 @@ class Device:
         from vkep.gpu.transfer import TransferStats
 
         self.transfer_stats = TransferStats()
+        self.retired_commands = 0  # recorded by streams since destroyed
 
     @staticmethod
     def _wanted_extensions(info: PhysicalDeviceInfo) -> list[str]:

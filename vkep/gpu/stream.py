@@ -137,6 +137,7 @@ class Stream:
                 self.flush()
             self.wait(self.rec.submitted)
             dev = self.device.handle
+            self.device.retired_commands += self.rec.total_commands
             lib.vkDestroyCommandPool(dev, self.pool, ffi.NULL)
             lib.vkDestroySemaphore(dev, self.timeline, ffi.NULL)
             self.device.forget_stream(self)

@@ -1,0 +1,41 @@
+"""Test set-up: real ORT sessions with vkep loaded as a plugin, on a real Vulkan device, with the Khronos
+validation layer on; any validation message fails the test that caused it."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("VKEP_VALIDATION", "1")  # before vkep creates its VkInstance
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import vkep  # noqa: E402
+from vkep.gpu.device import validation_messages  # noqa: E402
+
+FP32_TOL = {"rtol": 1e-4, "atol": 1e-5}
+FP16_TOL = {"rtol": 1e-2, "atol": 1e-3}
+
+
+def tolerance(dtype) -> dict:
+    dtype = np.dtype(dtype)
+    if dtype == np.float16:
+        return FP16_TOL
+    if dtype.kind == "f":
+        return FP32_TOL
+    return {"rtol": 0, "atol": 0}
+
+
+@pytest.fixture(scope="session")
+def ep_devices():
+    devices = vkep.register()
+    assert devices, "vkep registered no device: is a Vulkan driver (lavapipe) installed?"
+    return devices
+
+
+@pytest.fixture(autouse=True)
+def no_validation_messages():
+    validation_messages()  # drop anything from before this test
+    yield
+    count, text = validation_messages()
+    assert count == 0, f"{count} Vulkan validation message(s):\n{text}"

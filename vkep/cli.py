@@ -1,0 +1,135 @@
+"""The `vkep` command: devices, run, shaders build, stats."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _devices(args) -> int:
+    from vkep.gpu.device import physical_devices
+
+    infos = [d.summary() for d in physical_devices()]
+    if args.json:
+        print(json.dumps(infos, indent=2))
+        return 0
+    if not infos:
+        print("no Vulkan physical devices (is a Vulkan driver installed? Debian: mesa-vulkan-drivers)")
+        return 1
+    rows = [("#", "device", "type", "vendor", "driver", "Vulkan", "unified", "fp16", "usable by vkep")]
+    for d in infos:
+        usable = "yes" if d["usable"] else "no: lacks " + ", ".join(d["missing"])
+        rows.append((str(d["index"]), d["name"], d["type"], d["vendor"], d["driver_info"] or d["driver"],
+                     d["api_version"], "yes" if d["unified_memory"] else "no", "yes" if d["fp16"] else "no",
+                     usable))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    return 0
+
+
+def _load_model(path: str | None, fp16: bool):
+    import numpy as np
+    import onnx
+
+    from vkep import models
+
+    if path is None:
+        return models.all_ops(np.float16 if fp16 else np.float32), (models.all_ops(np.float32) if fp16 else None)
+    return onnx.load(path), None
+
+
+def _run(args) -> int:
+    import numpy as np
+
+    import vkep
+    from vkep import models, runner
+
+    model, reference = _load_model(args.model, args.fp16)
+    name = args.model or f"default model (vkep.models.all_ops, {'float16' if args.fp16 else 'float32'})"
+    if args.inputs:
+        with np.load(args.inputs) as data:
+            feeds = {k: data[k] for k in data.files}
+    else:
+        feeds = models.random_inputs(model, seed=args.seed)
+    if args.stats:
+        vkep.reset_stats()
+    report = runner.compare(model, feeds, runs=args.runs, reference_model=reference)
+    total = sum(report.nodes_per_ep.values())
+    print(f"model: {name}")
+    for ep, count in sorted(report.nodes_per_ep.items(), key=lambda kv: -kv[1]):
+        print(f"  {count:5d} / {total} nodes on {ep}")
+    print(f"latency (median of {args.runs}): vkep {report.latency_ms:.3f} ms, CPU EP {report.cpu_latency_ms:.3f} ms")
+    print(f"largest difference from the CPU EP: abs {report.max_abs_diff:.3g}, rel {report.max_rel_diff:.3g}")
+    if args.stats:
+        print(json.dumps(vkep.stats(), indent=2))
+    return 0
+
+
+def _shaders_build(args) -> int:
+    from vkep.gpu.shaders import ShaderError, compile_shader, spirv_key
+    from vkep.kernels import manifest
+    from vkep.kernels.base import SHADER_DTYPE
+
+    variants = sorted({(spec.shader, SHADER_DTYPE[t]) for spec in manifest.load() if spec.shader
+                       for allowed in spec.types.values() for t in allowed if t in SHADER_DTYPE})
+    from vkep.gpu.shaders import cache_dir
+
+    built = cached = failed = 0
+    for shader, dtype in variants:
+        key = spirv_key(shader, {"DTYPE": dtype})
+        fresh = not (cache_dir() / "spirv" / f"{Path(shader).stem}-{key}.spv").exists()
+        try:
+            compile_shader(shader, {"DTYPE": dtype})
+        except ShaderError as exc:
+            failed += 1
+            print(exc, file=sys.stderr)
+            continue
+        built += fresh
+        cached += not fresh
+        if args.verbose or fresh:
+            print(f"{'built ' if fresh else 'cached'}  {shader} DTYPE={dtype}")
+    print(f"{len(variants)} variants: {built} built, {cached} unchanged, {failed} failed")
+    return 1 if failed else 0
+
+
+def _stats(args) -> int:
+    import vkep
+
+    print(json.dumps(vkep.stats(), indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vkep", description="Vulkan execution provider for ONNX Runtime")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("devices", help="list Vulkan devices and whether vkep can use them")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=_devices)
+    p = sub.add_parser("run", help="run a model on vkep and compare with the CPU EP")
+    p.add_argument("model", nargs="?", help="an .onnx file (default: a model using every vkep op)")
+    p.add_argument("--inputs", help=".npz file of named inputs (default: random)")
+    p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fp16", action="store_true", help="the default model in float16")
+    p.add_argument("--stats", action="store_true", help="print vkep's transfer and memory counters")
+    p.set_defaults(fn=_run)
+    p = sub.add_parser("shaders", help="shader tools")
+    shaders = p.add_subparsers(dest="action", required=True)
+    b = shaders.add_parser("build", help="compile and validate every shader variant in kernels.yaml")
+    b.add_argument("-v", "--verbose", action="store_true")
+    b.set_defaults(fn=_shaders_build)
+    p = sub.add_parser("stats", help="print vkep's counters for this process (mostly useful from Python)")
+    p.set_defaults(fn=_stats)
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except Exception as exc:  # noqa: BLE001 — a command-line tool reports, it does not dump a traceback
+        print(f"vkep: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
