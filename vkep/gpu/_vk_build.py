@@ -238,6 +238,12 @@ int vkep_copy(vkep_recorder* r, VkBuffer src, uint64_t src_off, VkBuffer dst, ui
 int vkep_submit(vkep_recorder* r, uint64_t signal_value);
 int vkep_wait(VkDevice device, VkSemaphore timeline, uint64_t value, uint64_t timeout_ns);
 int vkep_ready(vkep_recorder* r, int n);
+void vkep_recorder_init(vkep_recorder* r);
+void vkep_recorder_destroy(vkep_recorder* r);
+void vkep_lock(vkep_recorder* r);
+void vkep_unlock(vkep_recorder* r);
+extern void* vkep_lock_fn;
+extern void* vkep_unlock_fn;
 uint64_t vkep_translate(uint64_t address);
 void vkep_set_translations(const uint64_t* lo, const uint64_t* hi, const int64_t* delta, int n);
 /* function pointers for other native modules (the plugin's per-node fast path) */
@@ -266,10 +272,13 @@ typedef struct vkep_recorder {
     VkSemaphore timeline; uint64_t submitted; uint32_t recording; uint32_t commands; uint32_t barriers;
     uint32_t batch_limit; uint64_t total_commands;
     VkPipeline bound;
+    pthread_mutex_t mutex;  /* recursive: Python and the native replay path may record on one stream */
     /* address ranges read / written since the last barrier: a new command waits only on a real hazard */
     int nr, nw;
     uint64_t r_lo[VKEP_MAX_SPANS], r_hi[VKEP_MAX_SPANS], w_lo[VKEP_MAX_SPANS], w_hi[VKEP_MAX_SPANS];
 } vkep_recorder;
+
+static int vkep_begin_locked(vkep_recorder* r, VkCommandBuffer cmd);
 
 static void vkep_barrier(vkep_recorder* r) {
     VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL,
@@ -300,7 +309,26 @@ static void vkep_track(vkep_recorder* r, const uint64_t* reads, int nreads, cons
     for (int i = 0; i < nwrites; i++) { r->w_lo[r->nw] = writes[2*i]; r->w_hi[r->nw++] = writes[2*i+1]; }
 }
 
+void vkep_recorder_init(vkep_recorder* r) {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&r->mutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
+void vkep_recorder_destroy(vkep_recorder* r) { pthread_mutex_destroy(&r->mutex); }
+void vkep_lock(vkep_recorder* r) { pthread_mutex_lock(&r->mutex); }
+void vkep_unlock(vkep_recorder* r) { pthread_mutex_unlock(&r->mutex); }
+
 int vkep_begin(vkep_recorder* r, VkCommandBuffer cmd) {
+    pthread_mutex_lock(&r->mutex);
+    int res = vkep_begin_locked(r, cmd);
+    pthread_mutex_unlock(&r->mutex);
+    return res;
+}
+
+static int vkep_begin_locked(vkep_recorder* r, VkCommandBuffer cmd) {
     VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
                                    VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
     int res = vkBeginCommandBuffer(cmd, &bi);
@@ -318,6 +346,8 @@ int vkep_dispatch(vkep_recorder* r, VkPipeline pipeline, const char* push, uint3
     int n = nreads + nwrites;
     if (n > 2 * VKEP_MAX_SPANS) return -1;
     memcpy(sp, spans, sizeof(uint64_t) * 2 * (size_t)n);
+    pthread_mutex_lock(&r->mutex);
+    if (!r->recording) { pthread_mutex_unlock(&r->mutex); return -2; }
     vkep_track(r, sp, nreads, sp + 2 * nreads, nwrites);
     if (r->bound != pipeline) {
         vkCmdBindPipeline(r->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
@@ -326,20 +356,33 @@ int vkep_dispatch(vkep_recorder* r, VkPipeline pipeline, const char* push, uint3
     if (push_size) vkCmdPushConstants(r->cmd, r->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
     vkCmdDispatch(r->cmd, gx, gy, gz);
     r->commands++; r->total_commands++;
+    pthread_mutex_unlock(&r->mutex);
     return VK_SUCCESS;
 }
 
 int vkep_copy(vkep_recorder* r, VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t size,
               uint64_t src_addr, uint64_t dst_addr) {
     uint64_t rd[2] = {src_addr, src_addr + size}, wr[2] = {dst_addr, dst_addr + size};
+    pthread_mutex_lock(&r->mutex);
+    if (!r->recording) { pthread_mutex_unlock(&r->mutex); return -2; }
     vkep_track(r, rd, 1, wr, 1);
     VkBufferCopy region = {src_off, dst_off, size};
     vkCmdCopyBuffer(r->cmd, src, dst, 1, &region);
     r->commands++; r->total_commands++;
+    pthread_mutex_unlock(&r->mutex);
     return VK_SUCCESS;
 }
 
+static int vkep_submit_locked(vkep_recorder* r, uint64_t signal_value);
+
 int vkep_submit(vkep_recorder* r, uint64_t signal_value) {
+    pthread_mutex_lock(&r->mutex);
+    int res = r->recording ? vkep_submit_locked(r, signal_value) : VK_SUCCESS;
+    pthread_mutex_unlock(&r->mutex);
+    return res;
+}
+
+static int vkep_submit_locked(vkep_recorder* r, uint64_t signal_value) {
     /* make every write visible to the host before the semaphore signals */
     VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL,
         VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT};
@@ -386,6 +429,8 @@ uint64_t vkep_translate(uint64_t address) {
 }
 
 void* vkep_dispatch_fn = (void*)vkep_dispatch;
+void* vkep_lock_fn = (void*)vkep_lock;
+void* vkep_unlock_fn = (void*)vkep_unlock;
 void* vkep_ready_fn = (void*)vkep_ready;
 void* vkep_translate_fn = (void*)vkep_translate;
 

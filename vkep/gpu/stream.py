@@ -40,10 +40,12 @@ class Stream:
         rec.layout = device.pipelines.layout
         rec.timeline = self.timeline
         rec.batch_limit = BATCH_COMMANDS
+        lib.vkep_recorder_init(rec)
         self.rec = rec
         self._idle: list = []
         self._in_flight: deque = deque()  # (value, command buffer)
         self.lock = threading.RLock()
+        self.destroyed = False
         self.submits = 0
 
     # -- recording --------------------------------------------------------------------------------
@@ -72,8 +74,10 @@ class Stream:
         with self.lock:
             if not self.rec.recording:
                 self._open()
-            lib.vkep_dispatch(self.rec, pipeline, push, len(push), groups[0], groups[1], groups[2], spans,
-                              nreads, nwrites)
+            result = lib.vkep_dispatch(self.rec, pipeline, push, len(push), groups[0], groups[1], groups[2], spans,
+                                       nreads, nwrites)
+            if result:
+                raise RuntimeError(f"vkep: could not record a dispatch (code {result})")
             if self.rec.commands >= BATCH_COMMANDS:
                 self.flush()
 
@@ -92,15 +96,23 @@ class Stream:
         """Submit what was recorded; returns the timeline value that marks its completion."""
         with self.lock:
             rec = self.rec
-            if rec.recording and rec.commands:
-                value = rec.submitted + 1
-                cmd = rec.cmd
-                with self.device.queue_lock:
-                    result = lib.vkep_submit(rec, value)
-                check(result, "vkQueueSubmit")
-                self._in_flight.append((value, cmd))
-                self.submits += 1
-            return rec.submitted
+            lib.vkep_lock(rec)  # hold off the native replay path between the check and the submit
+            try:
+                return self._flush_locked()
+            finally:
+                lib.vkep_unlock(rec)
+
+    def _flush_locked(self) -> int:
+        rec = self.rec
+        if rec.recording and rec.commands:
+            value = rec.submitted + 1
+            cmd = rec.cmd
+            with self.device.queue_lock:
+                result = lib.vkep_submit(rec, value)
+            check(result, "vkQueueSubmit")
+            self._in_flight.append((value, cmd))
+            self.submits += 1
+        return rec.submitted
 
     @property
     def recorder_address(self) -> int:
@@ -113,10 +125,13 @@ class Stream:
 
     def busy(self) -> bool:
         """True while something is recorded or submitted and not yet known to be complete."""
-        rec = self.rec
-        if rec.recording and rec.commands:
-            return True
-        return bool(self._in_flight) and self._in_flight[-1][0] > self.completed_value()
+        with self.lock:
+            if self.destroyed:
+                return False
+            rec = self.rec
+            if rec.recording and rec.commands:
+                return True
+            return bool(self._in_flight) and self._in_flight[-1][0] > self.completed_value()
 
     def completed_value(self) -> int:
         out = ffi.new("uint64_t*")
@@ -129,10 +144,15 @@ class Stream:
 
     def finish(self) -> None:
         """Submit and wait: everything recorded so far has completed when this returns."""
-        self.wait(self.flush())
+        with self.lock:
+            if not self.destroyed:
+                self.wait(self.flush())
 
     def destroy(self) -> None:
         with self.lock:
+            if self.destroyed:
+                return
+            self.destroyed = True
             if self.rec.recording:
                 self.flush()
             self.wait(self.rec.submitted)
@@ -140,6 +160,7 @@ class Stream:
             self.device.retired_commands += self.rec.total_commands
             lib.vkDestroyCommandPool(dev, self.pool, ffi.NULL)
             lib.vkDestroySemaphore(dev, self.timeline, ffi.NULL)
+            lib.vkep_recorder_destroy(self.rec)
             self.device.forget_stream(self)
 
 

@@ -43,13 +43,19 @@ def _count(device, count: str, nbytes: str, n: int) -> None:
         setattr(stats, nbytes, getattr(stats, nbytes) + n)
 
 
+def _settle(device) -> None:
+    """Wait for the GPU work that may touch the memory: any stream's, as freed memory is reused
+    across streams."""
+    device.synchronize()
+
+
 def upload(device, host_src: int, dst: int, n: int) -> None:
     """Host memory → vkep memory at `dst`."""
     if n == 0:
         return
     _count(device, "uploads", "upload_bytes", n)
     host = device.memory.host_pointer(dst)
-    device.synchronize()  # the GPU may still read this memory from before it was reused
+    _settle(device)  # the GPU may still use this memory from before it was reused
     if host:
         _memmove(host, host_src, n)
         return
@@ -61,7 +67,7 @@ def download(device, src: int, host_dst: int, n: int) -> None:
     if n == 0:
         return
     _count(device, "downloads", "download_bytes", n)
-    device.synchronize()
+    _settle(device)
     host = device.memory.host_pointer(src)
     if host:
         _memmove(host_dst, host, n)

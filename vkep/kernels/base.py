@@ -62,6 +62,12 @@ class Call(Protocol):
 
     def read_host(self, tensor: Tensor) -> bytes: ...
 
+    def upload(self, host: Tensor, dst: Tensor) -> None:
+        """CPU memory → device tensor, ordered after the work already recorded on this call's stream."""
+
+    def download(self, src: Tensor, host: Tensor) -> None:
+        """Device tensor → CPU memory, once the work recorded so far has completed."""
+
 
 class Kernel:
     """Base of every op implementation: created once per node at session creation."""

@@ -38,13 +38,13 @@ def collapse(out: tuple[int, ...], *operand_strides: list[int]) -> tuple[list[in
     for d, size in enumerate(out):
         if size == 1:
             continue
-        if dims and all(s[-1] == st[d] * size for s, st in zip(strides, operand_strides)):
+        if dims and all(s[-1] == st[d] * size for s, st in zip(strides, operand_strides, strict=False)):
             dims[-1] *= size
-            for s, st in zip(strides, operand_strides):
+            for s, st in zip(strides, operand_strides, strict=False):
                 s[-1] = st[d]
             continue
         dims.append(size)
-        for s, st in zip(strides, operand_strides):
+        for s, st in zip(strides, operand_strides, strict=False):
             s.append(st[d])
     return dims or [1], [s or [1] for s in strides]
 

@@ -20,7 +20,8 @@ MAX_VERSION = 2**31 - 1
 DTYPES = {"float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
           "uint64", "bool", "bfloat16"}
 ATTR_KINDS = {"int", "float", "string", "ints", "floats"}
-FIELDS = {"op", "domain", "since", "until", "types", "impl", "shader", "constants", "attributes", "cpu_inputs", "aliases",
+FIELDS = {"op", "domain", "since", "until", "types", "impl", "shader", "constants", "attributes", "cpu_inputs",
+          "cpu_outputs", "aliases",
           "inputs", "outputs", "test", "prepack"}
 
 
@@ -47,6 +48,7 @@ class KernelSpec:
     constants: dict[str, int] = field(default_factory=dict)
     attributes: list[Attribute] = field(default_factory=list)
     cpu_inputs: list[int] = field(default_factory=list)
+    cpu_outputs: list[int] = field(default_factory=list)
     aliases: list[tuple[int, int]] = field(default_factory=list)
     inputs: int = 1  # how many inputs a one-node test model feeds
     outputs: int = 1
@@ -138,8 +140,10 @@ def _entry(path: Path, index: int, raw) -> KernelSpec:
             fail(f"attributes.{name}", f"needs kind: one of {', '.join(sorted(ATTR_KINDS))}")
         attributes.append(Attribute(name, decl["kind"], decl.get("default")))
     cpu_inputs = raw.get("cpu_inputs", [])
-    if not isinstance(cpu_inputs, list) or not all(isinstance(i, int) and i >= 0 for i in cpu_inputs):
-        fail("cpu_inputs", "must be a list of input indices")
+    cpu_outputs = raw.get("cpu_outputs", [])
+    for fld, value in (("cpu_inputs", cpu_inputs), ("cpu_outputs", cpu_outputs)):
+        if not isinstance(value, list) or not all(isinstance(i, int) and i >= 0 for i in value):
+            fail(fld, "must be a list of indices")
     aliases = raw.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, list) and len(a) == 2 for a in aliases):
         fail("aliases", "must be a list of [input, output] pairs")
@@ -150,5 +154,5 @@ def _entry(path: Path, index: int, raw) -> KernelSpec:
     if not isinstance(test, dict):
         fail("test", "must be a mapping")
     return KernelSpec(op=op, domain=domain, since=since, until=until, types=types, impl=impl, shader=shader, constants=constants,
-                      attributes=attributes, cpu_inputs=cpu_inputs, aliases=[tuple(a) for a in aliases],
+                      attributes=attributes, cpu_inputs=cpu_inputs, cpu_outputs=cpu_outputs, aliases=[tuple(a) for a in aliases],
                       inputs=raw.get("inputs", 1), outputs=raw.get("outputs", 1), test=test, index=index)

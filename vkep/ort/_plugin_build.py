@@ -281,7 +281,7 @@ extern void* vkep_factory_version_fn;
 extern void* vkep_ep_name_fn;
 extern int vkep_py_ready;
 int vkep_api_version(void);
-void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate);
+void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate, uint64_t lock, uint64_t unlock);
 uint64_t vkep_fast_path_hits(void);
 void* calloc(size_t n, size_t size);
 void free(void* p);
@@ -540,9 +540,13 @@ typedef uint64_t (*gpu_translate_t)(uint64_t address);
 static gpu_ready_t g_ready = NULL;
 static gpu_dispatch_t g_dispatch = NULL;
 static gpu_translate_t g_translate = NULL;
+typedef void (*gpu_lock_t)(void* recorder);
+static gpu_lock_t g_lock = NULL, g_unlock = NULL;
 static uint64_t g_fast_hits = 0;
 
-void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate) {
+void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate, uint64_t lock, uint64_t unlock) {
+    g_lock = (gpu_lock_t)(uintptr_t)lock;
+    g_unlock = (gpu_lock_t)(uintptr_t)unlock;
     g_ready = (gpu_ready_t)(uintptr_t)ready;
     g_dispatch = (gpu_dispatch_t)(uintptr_t)dispatch;
     g_translate = (gpu_translate_t)(uintptr_t)translate;
@@ -555,6 +559,9 @@ static uint64_t io_address(const vkep_io* io, const uint64_t* outs, int32_t code
     uint64_t base = code >= 0 ? io->ptrs[code] : outs[-1 - code];
     return g_translate(base) + offset;
 }
+
+static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep_io* io,
+                              OrtStatus** status);
 
 /* 1 = handled (with *status set on an ORT error), 0 = let Python do it */
 static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io, OrtStatus** status) {
@@ -571,21 +578,31 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
             return 0;
     }
     void* rec = ((vkep_stream*)io->stream)->recorder;
-    if (!rec || !g_ready(rec, p.n_ops)) return 0;
+    if (!rec) return 0;
+    g_lock(rec);  /* another thread may flush this stream (a device-wide sync): record atomically */
+    int handled = vkep_replay_locked(&p, rec, ctx, io, status);
+    g_unlock(rec);
+    if (handled) __atomic_fetch_add(&g_fast_hits, 1, __ATOMIC_RELAXED);
+    return handled;
+}
+
+static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep_io* io,
+                              OrtStatus** status) {
+    if (!g_ready(rec, p->n_ops)) return 0;
     uint64_t outs[VKEP_PLAN_OUTPUTS];
-    for (int j = 0; j < p.n_outputs; j++) {
+    for (int j = 0; j < p->n_outputs; j++) {
         OrtValue* v = NULL;
         void* ptr = NULL;
-        OrtStatus* s = ort_KernelContext_GetOutput(ctx, (size_t)j, p.out_dims + j * VKEP_MAX_RANK,
-                                                   (size_t)p.out_rank[j], &v);
+        OrtStatus* s = ort_KernelContext_GetOutput(ctx, (size_t)j, p->out_dims + j * VKEP_MAX_RANK,
+                                                   (size_t)p->out_rank[j], &v);
         if (!s) s = ort_GetTensorMutableData(v, &ptr);
         if (s) { *status = s; return 1; }
         outs[j] = (uint64_t)(uintptr_t)ptr;
     }
-    for (int a = 0; a < p.n_alias; a++)
-        if (outs[p.alias_out[a]] != io->ptrs[p.alias_in[a]]) return 0;  /* ORT did not alias: Python copies */
-    for (int o = 0; o < p.n_ops; o++) {
-        vkep_plan_op* op = &p.ops[o];
+    for (int a = 0; a < p->n_alias; a++)
+        if (outs[p->alias_out[a]] != io->ptrs[p->alias_in[a]]) return 0;  /* ORT did not alias: Python copies */
+    for (int o = 0; o < p->n_ops; o++) {
+        vkep_plan_op* op = &p->ops[o];
         uint64_t spans[2 * VKEP_PLAN_SLOTS];
         for (uint32_t a = 0; a < op->n_addr; a++) {
             uint64_t addr = io_address(io, outs, op->addr_io[a], op->addr_offset[a]);
@@ -598,7 +615,6 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
         g_dispatch(rec, op->pipeline, (const char*)op->push, op->push_size, op->groups[0], op->groups[1],
                    op->groups[2], (const char*)spans, (int)op->n_reads, (int)op->n_writes);
     }
-    __atomic_fetch_add(&g_fast_hits, 1, __ATOMIC_RELAXED);
     return 1;
 }
 

@@ -53,6 +53,8 @@ def _add_kernel_def(registry, spec, types, start: int, end: int, state: int) -> 
         api.check(lib.ep_KernelDefBuilder_SetExecutionProvider(builder, api.EP_NAME.encode()))
         for index in spec.cpu_inputs:
             api.check(lib.ep_KernelDefBuilder_SetInputMemType(builder, index, api.MEMTYPE_CPU_INPUT))
+        for index in spec.cpu_outputs:
+            api.check(lib.ep_KernelDefBuilder_SetOutputMemType(builder, index, api.MEMTYPE_CPU_OUTPUT))
         for name, allowed in types.items():
             codes = ffi.new("int[]", [api.ELEMENT_CODES[t] for t in allowed])
             api.check(lib.ep_KernelDefBuilder_AddTypeConstraint_types(builder, name.encode(), codes, len(allowed)))
@@ -85,7 +87,7 @@ class Ep:
         s.GetKernelRegistry = lib.py_ep_get_kernel_registry
         s.IsConcurrentRunSupported = lib.py_ep_is_concurrent_run_supported
         self.registry = registry_for(device)
-        device.gpu  # open the logical device now, not inside the first run
+        self.gpu = device.gpu  # open the logical device now, not inside the first run
         EPS[api.address(s)] = self
 
     def release(self) -> None:

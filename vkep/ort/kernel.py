@@ -6,6 +6,7 @@ import itertools
 import struct
 import threading
 
+from vkep.gpu import transfer
 from vkep.kernels.base import SHADER_DTYPE, Tensor, implementation
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
@@ -29,6 +30,7 @@ class KernelInstance:
         self.impl = impl
         self.node_name = node_name
         self.cpu_inputs = frozenset(spec.cpu_inputs)
+        self.cpu_outputs = frozenset(spec.cpu_outputs)
         self.pipelines: dict[tuple, object] = {}
         self.plan_lock = threading.Lock()
         with _ids_lock:
@@ -80,7 +82,9 @@ class KernelCall:
         if index != len(self.outputs):
             self.replayable = False  # plans create outputs in index order
         self.outputs.append(tuple(shape))
-        addr = self.kernel.gpu.memory.device_address(ptr[0]) if ptr[0] else 0
+        addr = ptr[0]
+        if addr and index not in self.kernel.cpu_outputs:
+            addr = self.kernel.gpu.memory.device_address(addr)
         return Tensor(addr, tuple(shape), dtype, -1 - index)
 
     def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
@@ -104,6 +108,14 @@ class KernelCall:
     def read_host(self, tensor: Tensor) -> bytes:
         """The bytes of a CPU input (declared in `cpu_inputs`)."""
         return api.ffi.buffer(api.ffi.cast("char*", tensor.addr), tensor.nbytes)[:]
+
+    def upload(self, host: Tensor, dst: Tensor) -> None:
+        self.replayable = False
+        transfer.upload(self.kernel.gpu, host.addr, dst.addr, host.nbytes)
+
+    def download(self, src: Tensor, host: Tensor) -> None:
+        self.replayable = False
+        transfer.download(self.kernel.gpu, src.addr, host.addr, src.nbytes)
 
     def save_plan(self, io) -> None:
         """Write what this call did into the kernel's C plan (see vkep_replay in the trampoline)."""

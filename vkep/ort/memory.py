@@ -68,12 +68,17 @@ def _alloc(this, size):
 
 
 class SyncStream:
-    """OrtSyncStreamImpl over a gpu Stream; its handle is what kernels get as their compute stream."""
+    """OrtSyncStreamImpl over the device's gpu Stream; its handle is what kernels get as their compute stream.
+
+    Every ORT stream of a device records into the device's one gpu stream: memory that one run frees
+    and another reuses is then ordered by the recorder's hazard tracking, which separate command
+    buffers on one queue would not give. (Separate recorders need stream-aware allocation first.)
+    """
 
     def __init__(self, device):
         lib = api.lib
         self.device = device
-        self.stream: Stream = device.gpu.new_stream()
+        self.stream: Stream = device.gpu.default_stream()
         self.struct = api.new_struct("vkep_stream")
         self.struct.recorder = api.ffi.cast("void*", self.stream.recorder_address)
         s = self.struct.base
@@ -95,7 +100,7 @@ def stream_of(handle) -> Stream | None:
 def _stream_release(this):
     sync = STREAMS.pop(api.address(this), None)
     if sync is not None:
-        sync.stream.destroy()
+        sync.stream.finish()
         api.free_struct(this)
 
 

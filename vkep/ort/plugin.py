@@ -16,5 +16,6 @@ def attach(ffi, lib) -> None:
     def fn(name: str) -> int:
         return int(vk_ffi.cast("uintptr_t", getattr(vk_lib, name)))
 
-    lib.vkep_set_gpu_fns(fn("vkep_ready_fn"), fn("vkep_dispatch_fn"), fn("vkep_translate_fn"))
+    lib.vkep_set_gpu_fns(fn("vkep_ready_fn"), fn("vkep_dispatch_fn"), fn("vkep_translate_fn"), fn("vkep_lock_fn"),
+                         fn("vkep_unlock_fn"))
     lib.vkep_py_ready = 1

@@ -1,0 +1,86 @@
+"""Whole models on vkep against the CPU EP, with placement proved from ORT's own record."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import numpy as np
+import pytest
+from conftest import tolerance
+
+from vkep import models, runner
+
+OPS = {"Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "MatMul", "Gemm", "Softmax", "Reshape", "Flatten",
+       "Squeeze", "Unsqueeze", "Identity"}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["float32", "float16"])
+def test_every_op_runs_on_vkep(ep_devices, dtype):
+    model = models.all_ops(dtype)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    placed = runner.placement(session)
+    assert {op for _, op, _ in placed} == OPS
+    assert {ep for _, _, ep in placed} == {"VulkanExecutionProvider"}
+    assert len(placed) == len(model.graph.node)
+    feeds = models.random_inputs(model, seed=3)
+    reference = runner.cpu_session(models.all_ops(np.float32)).run(
+        None, {k: v.astype(np.float32) for k, v in feeds.items()})
+    for _ in range(3):
+        for got, want in zip(session.run(None, feeds), reference, strict=True):
+            assert got.dtype == np.dtype(dtype)
+            np.testing.assert_allclose(got.astype(np.float32), want, **tolerance(dtype))
+
+
+def test_unsupported_op_splits_between_vkep_and_cpu(ep_devices):
+    model = models.with_unsupported_op(np.float32)
+    session = runner.vkep_session(model)
+    by_ep = Counter(ep for _, _, ep in runner.placement(session))
+    assert by_ep["VulkanExecutionProvider"] >= 1 and by_ep["CPUExecutionProvider"] >= 1, by_ep
+    feeds = models.random_inputs(model, seed=1)
+    want = runner.cpu_session(model).run(None, feeds)
+    for _ in range(2):
+        for got, w in zip(session.run(None, feeds), want, strict=True):
+            np.testing.assert_allclose(got, w, **tolerance(np.float32))
+
+
+def test_two_sessions_four_threads(ep_devices):
+    model_a, model_b = models.all_ops(np.float32), models.add_chain(64, shape=(4, 16))
+    sessions = [runner.vkep_session(model_a), runner.vkep_session(model_b)]
+    refs = [runner.cpu_session(model_a), runner.cpu_session(model_b)]
+    failures: list[str] = []
+
+    def work(worker: int) -> None:
+        which = worker % 2
+        model = (model_a, model_b)[which]
+        for run in range(15):
+            feeds = models.random_inputs(model, seed=100 * worker + run)
+            want = refs[which].run(None, feeds)
+            got = sessions[which].run(None, feeds)
+            for g, w in zip(got, want, strict=True):
+                if not np.allclose(g, w, **tolerance(np.float32)):
+                    failures.append(f"worker {worker} run {run}: max diff {np.abs(g - w).max()}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in threads), "a worker hung"
+    assert not failures, failures
+
+
+def test_add_chain_replays_natively(ep_devices):
+    """After the first run, nodes whose shapes repeat are recorded by the C trampoline alone."""
+    import vkep
+
+    model = models.add_chain(32)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    feeds = models.random_inputs(model)
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    session.run(None, feeds)
+    before = vkep.stats()["process"]["nodes_replayed_natively"]
+    for _ in range(3):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, **tolerance(np.float32))
+    replayed = vkep.stats()["process"]["nodes_replayed_natively"] - before
+    assert replayed >= 3 * 32 - 3, replayed
