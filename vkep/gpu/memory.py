@@ -8,6 +8,7 @@ any address inside a block back to (block, offset) through one sorted span table
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 from dataclasses import dataclass
 
@@ -154,6 +155,10 @@ class MemoryPool:
 
     # -- blocks -----------------------------------------------------------------------------------
     def _new_block(self, size: int) -> Block:
+        budget = self.manager.budget
+        if budget and self.manager.reserved() + size > budget:
+            raise OutOfDeviceMemory(f"a {size}-byte block ({self.name}) past vkep's budget of {budget} bytes "
+                                    f"(VKEP_MEMORY_BUDGET_MB)", lib.VK_ERROR_OUT_OF_DEVICE_MEMORY)
         dev = self.manager.device.handle
         usage = (lib.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | lib.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                  | lib.VK_BUFFER_USAGE_TRANSFER_DST_BIT | lib.VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT)
@@ -245,6 +250,11 @@ class MemoryManager:
         device_visible = bool(info.memory_types[device_type][0] & visible)
         self.device_pool = MemoryPool(self, "device", device_type, device_visible, host_pointers=False)
         self.host_pool = MemoryPool(self, "host", host_type, True, host_pointers=True)
+        # an optional cap on what vkep reserves on this device (sharing a GPU; testing out-of-memory)
+        self.budget = int(float(os.environ.get("VKEP_MEMORY_BUDGET_MB", "0")) * (1 << 20))
+
+    def reserved(self) -> int:
+        return self.device_pool.reserved + self.host_pool.reserved
 
     def resolve(self, address: int) -> tuple[Block, int]:
         found = self.spans.find(address)

@@ -88,14 +88,23 @@ def _compile_to(path: Path, defines: dict[str, object], out: Path) -> None:
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         tmp.unlink(missing_ok=True)
-        lines = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.strip() and ln.strip() != str(path)]
-        detail = "\n".join(lines)
+        detail = "\n".join(_diagnostics(res.stdout + res.stderr, path))
         raise ShaderError(f"shader {path.name} failed to compile with {_fmt(defines)}:\n{detail}")
     val = subprocess.run([_tool("spirv-val"), "--target-env", TARGET_ENV, str(tmp)], capture_output=True, text=True)
     if val.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise ShaderError(f"shader {path.name} ({_fmt(defines)}) produced invalid SPIR-V:\n{val.stdout}{val.stderr}")
     tmp.replace(out)
+
+
+_NOISE = ("compilation terminated", "compilation errors.", "SPIR-V is not generated", "Linking compute stage")
+
+
+def _diagnostics(output: str, path: Path) -> list[str]:
+    """glslang's file:line messages, without its summary lines."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip() and ln.strip() != str(path)]
+    kept = [ln.removeprefix("ERROR: ") for ln in lines if not any(noise in ln for noise in _NOISE)]
+    return kept or lines
 
 
 def _fmt(defines: dict[str, object]) -> str:

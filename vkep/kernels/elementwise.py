@@ -7,6 +7,7 @@ import math
 from vkep.kernels.base import Kernel, UnsupportedError, pack, shader_dtype
 
 MAX_RANK = 6
+MAX_ELEMENTS = 2**32 - 1  # shaders index with 32-bit integers
 WORKGROUP = 256
 
 
@@ -63,6 +64,8 @@ class Binary(Kernel):
     def _plan(self, sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple:
         out = broadcast_shape(sa, sb)
         n = math.prod(out)
+        if n > MAX_ELEMENTS:
+            raise UnsupportedError(f"{out} has {n} elements; shaders index at most {MAX_ELEMENTS}")
         dims, (st_a, st_b) = collapse(out, broadcast_strides(sa, out), broadcast_strides(sb, out))
         if len(dims) > MAX_RANK:
             raise UnsupportedError(f"broadcast of {sa} and {sb} needs rank {len(dims)} > {MAX_RANK}")

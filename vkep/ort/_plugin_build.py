@@ -153,6 +153,7 @@ typedef struct vkep_io {
     void* stream;                 /* our stream impl handle, or NULL */
 } vkep_io;
 
+typedef struct vkep_alloc_cache vkep_alloc_cache;
 #define VKEP_PLAN_OPS 4
 #define VKEP_PLAN_SLOTS 8
 #define VKEP_PLAN_OUTPUTS 4
@@ -181,10 +182,11 @@ typedef struct vkep_plan {
     int64_t out_dims[VKEP_PLAN_OUTPUTS * VKEP_MAX_RANK];
     int32_t alias_out[VKEP_PLAN_OUTPUTS];
     int32_t alias_in[VKEP_PLAN_OUTPUTS];
+    uint64_t out_bytes[VKEP_PLAN_OUTPUTS];
+    vkep_alloc_cache* out_cache;   /* the allocator ORT gives this node's outputs from */
     vkep_plan_op ops[VKEP_PLAN_OPS];
 } vkep_plan;
 typedef struct vkep_kernel { OrtKernelImpl base; int64_t id; uint32_t plan_seq; vkep_plan plan; } vkep_kernel;
-typedef struct vkep_alloc_cache vkep_alloc_cache;
 typedef struct vkep_allocator { OrtAllocator base; int64_t id; const OrtMemoryInfo* info; vkep_alloc_cache* cache; }
     vkep_allocator;
 /* factory and EP with their strings: the getters ORT calls (also during teardown) are plain C */
@@ -275,6 +277,9 @@ vkep_alloc_cache* vkep_alloc_cache_new(void);
 void vkep_alloc_cache_delete(vkep_alloc_cache* c);
 size_t vkep_alloc_cache_drain(vkep_alloc_cache* c, uint64_t* ptrs, uint64_t* sizes, size_t max);
 void vkep_alloc_cache_stats(vkep_alloc_cache* c, uint64_t* out);
+size_t vkep_alloc_cache_count(vkep_alloc_cache* c, uint64_t size);
+void vkep_alloc_cache_put(vkep_alloc_cache* c, uint64_t ptr, uint64_t size);
+int vkep_alloc_cache_owns(vkep_alloc_cache* c, uint64_t ptr);
 extern void* vkep_factory_name_fn;
 extern void* vkep_factory_vendor_fn;
 extern void* vkep_factory_version_fn;
@@ -532,6 +537,8 @@ OrtStatus* ep_KernelDefBuilder_AddTypeConstraint_types(OrtKernelDefBuilder* b, c
     return ep_KernelDefBuilder_AddTypeConstraint(b, name, types, n);
 }
 
+size_t vkep_alloc_cache_count(vkep_alloc_cache* c, uint64_t size);
+
 /* ---- replaying a node's plan without Python -------------------------------------------------------- */
 typedef int (*gpu_ready_t)(void* recorder, int n);
 typedef int (*gpu_dispatch_t)(void* recorder, uint64_t pipeline, const char* push, uint32_t push_size, uint32_t gx,
@@ -589,6 +596,13 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
 static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep_io* io,
                               OrtStatus** status) {
     if (!g_ready(rec, p->n_ops)) return 0;
+    /* only when each output's allocation is certain to succeed (an aliased output allocates nothing) */
+    for (int j = 0; j < p->n_outputs; j++) {
+        int aliased = 0;
+        for (int a = 0; a < p->n_alias; a++) aliased |= p->alias_out[a] == j;
+        if (!aliased && p->out_bytes[j] && (!p->out_cache || !vkep_alloc_cache_count(p->out_cache, p->out_bytes[j])))
+            return 0;
+    }
     uint64_t outs[VKEP_PLAN_OUTPUTS];
     for (int j = 0; j < p->n_outputs; j++) {
         OrtValue* v = NULL;
@@ -650,6 +664,9 @@ void* vkep_compute_fn = (void*)vkep_compute;
 
 /* ---- allocator front: freed chunks are kept per size and handed out again without entering Python ---- */
 #define ALLOC_ALIGN 256
+static uint64_t aligned_size(uint64_t size) {
+    return size ? (size + ALLOC_ALIGN - 1) / ALLOC_ALIGN * ALLOC_ALIGN : ALLOC_ALIGN;
+}
 typedef struct { uint64_t size; uint64_t* ptrs; size_t n, cap; } alloc_bucket;
 struct vkep_alloc_cache {
     pthread_mutex_t lock;
@@ -729,7 +746,7 @@ static alloc_bucket* bucket_of(vkep_alloc_cache* c, uint64_t size, int create) {
 
 static void* vkep_alloc(OrtAllocator* self, size_t size) {
     vkep_alloc_cache* c = ((vkep_allocator*)self)->cache;
-    uint64_t aligned = size ? (size + ALLOC_ALIGN - 1) / ALLOC_ALIGN * ALLOC_ALIGN : ALLOC_ALIGN;
+    uint64_t aligned = aligned_size(size);
     uint64_t p = 0;
     pthread_mutex_lock(&c->lock);
     alloc_bucket* b = bucket_of(c, aligned, 0);
@@ -781,6 +798,35 @@ void vkep_alloc_cache_stats(vkep_alloc_cache* c, uint64_t* out) {
     pthread_mutex_lock(&c->lock);
     out[0] = c->live; out[1] = c->peak; out[2] = c->cached; out[3] = c->python_allocs; out[4] = c->count;
     pthread_mutex_unlock(&c->lock);
+}
+
+/* how many freed chunks of this size wait for reuse: an Alloc of that size will not fail */
+size_t vkep_alloc_cache_count(vkep_alloc_cache* c, uint64_t size) {
+    pthread_mutex_lock(&c->lock);
+    alloc_bucket* b = bucket_of(c, aligned_size(size), 0);
+    size_t n = b ? b->n : 0;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+/* a chunk Python allocated ahead of ORT's Alloc, so that running out of memory is a clean error
+ * (ORT does not check what an allocator returns) */
+void vkep_alloc_cache_put(vkep_alloc_cache* c, uint64_t ptr, uint64_t size) {
+    pthread_mutex_lock(&c->lock);
+    alloc_bucket* b = bucket_of(c, aligned_size(size), 1);
+    if (b->n == b->cap) { b->cap = b->cap ? 2 * b->cap : 8; b->ptrs = realloc(b->ptrs, b->cap * sizeof(uint64_t)); }
+    b->ptrs[b->n++] = ptr;
+    c->cached += b->size;
+    pthread_mutex_unlock(&c->lock);
+}
+
+int vkep_alloc_cache_owns(vkep_alloc_cache* c, uint64_t ptr) {
+    pthread_mutex_lock(&c->lock);
+    size_t i = slot_of(ptr, c->cap);
+    while (c->keys[i] && c->keys[i] != ptr) i = (i + 1) & (c->cap - 1);
+    int found = c->keys[i] == ptr && ptr != 0;
+    pthread_mutex_unlock(&c->lock);
+    return found;
 }
 
 void* vkep_alloc_fn = (void*)vkep_alloc;

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import math
 import struct
 import threading
 
 from vkep.gpu import transfer
-from vkep.kernels.base import SHADER_DTYPE, Tensor, implementation
+from vkep.kernels.base import ITEMSIZE, SHADER_DTYPE, Tensor, implementation
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.ep import KERNEL_STATES
-from vkep.ort.memory import stream_of
+from vkep.ort.memory import ALLOCATORS, default_allocator, stream_of
 
 KERNELS: dict[int, KernelInstance] = {}
 _ids = itertools.count(1)
@@ -33,6 +34,7 @@ class KernelInstance:
         self.cpu_outputs = frozenset(spec.cpu_outputs)
         self.pipelines: dict[tuple, object] = {}
         self.plan_lock = threading.Lock()
+        self.allocator = None  # the vkep allocator ORT takes this node's outputs from, once seen
         with _ids_lock:
             self.id = next(_ids)
         self.struct = api.new_struct("vkep_kernel")
@@ -75,13 +77,19 @@ class KernelCall:
         self.replayable = replayable
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
+        dtype = dtype or self.inputs[0].dtype
+        nbytes = math.prod(shape) * ITEMSIZE[dtype]
+        kernel = self.kernel
+        if index not in kernel.cpu_outputs:
+            _reserve(kernel, nbytes)
         ptr = api.ffi.new("uint64_t*")
         dims = struct.pack(f"<{len(shape)}q", *shape)
         api.check(api.lib.vkep_output(self.ctx, index, dims, len(shape), ptr))
-        dtype = dtype or self.inputs[0].dtype
         if index != len(self.outputs):
             self.replayable = False  # plans create outputs in index order
-        self.outputs.append(tuple(shape))
+        self.outputs.append((tuple(shape), nbytes))
+        if ptr[0] and index not in kernel.cpu_outputs and kernel.allocator is None:
+            kernel.allocator = _owner(kernel, ptr[0])
         addr = ptr[0]
         if addr and index not in self.kernel.cpu_outputs:
             addr = self.kernel.gpu.memory.device_address(addr)
@@ -140,7 +148,9 @@ class KernelCall:
             ffi.memmove(plan.ranks, io.ranks, 4 * io.n_inputs)
             ffi.memmove(plan.dims, io.dims, ffi.sizeof(plan.dims))
             plan.n_outputs = len(self.outputs)
-            for j, shape in enumerate(self.outputs):
+            plan.out_cache = kernel.allocator.struct.cache if kernel.allocator is not None else ffi.NULL
+            for j, (shape, nbytes) in enumerate(self.outputs):
+                plan.out_bytes[j] = nbytes
                 plan.out_rank[j] = len(shape)
                 for d, size in enumerate(shape):
                     plan.out_dims[j * RANK + d] = size
@@ -164,6 +174,25 @@ class KernelCall:
                     op.span_len[k] = t.nbytes
             plan.valid = 1
             s.plan_seq += 1
+
+
+def _reserve(kernel: KernelInstance, nbytes: int) -> None:
+    """Allocate an output's memory before ORT asks for it: ORT does not check an allocator's result,
+    so running out of memory must surface here, as an error status, not as a NULL."""
+    allocator = kernel.allocator or default_allocator(kernel.device)
+    if allocator is None or not nbytes:
+        return
+    cache = allocator.struct.cache
+    if api.lib.vkep_alloc_cache_count(cache, nbytes) == 0:
+        size = -(-nbytes // 256) * 256
+        api.lib.vkep_alloc_cache_put(cache, allocator.pool.alloc(size), size)
+
+
+def _owner(kernel: KernelInstance, ptr: int):
+    for allocator in list(ALLOCATORS.values()):
+        if allocator.device is kernel.device and api.lib.vkep_alloc_cache_owns(allocator.struct.cache, ptr):
+            return allocator
+    return None
 
 
 def _slot(t: Tensor | None) -> tuple[int, int]:

@@ -56,6 +56,12 @@ class Allocator:
         api.free_struct(self.struct)
 
 
+def default_allocator(device) -> Allocator | None:
+    """The most recent DEFAULT-memory allocator ORT created for `device`."""
+    found = [a for a in list(ALLOCATORS.values()) if a.device is device and a.mem_type == api.MEM_DEFAULT]
+    return found[-1] if found else None
+
+
 @callback("py_alloc")
 def _alloc(this, size):
     allocator = ALLOCATORS[api.address(this)]

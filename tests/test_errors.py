@@ -1,0 +1,175 @@
+"""Bad input gets a clear error and the process (and the session) survive it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from vkep import runner
+from vkep.gpu import shaders
+from vkep.kernels import manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "kernels.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.mark.parametrize("body,expect", [
+    ("kernels:\n  - {op: Add, since: [7], types: {T: [float32]}, impl: elementwise.Binary, shdr: x}\n",
+     "entry 0 (Add): shdr: unknown field"),
+    ("kernels:\n  - {op: Add, since: [7], types: {T: [float33]}, impl: elementwise.Binary}\n",
+     "entry 0 (Add): types.T: unknown element type 'float33'"),
+    ("kernels:\n  - {op: Relu, since: [6], types: {T: [float32]}, impl: elementwise.Unary}\n"
+     "  - {op: Add, since: [14, 7], types: {T: [float32]}, impl: elementwise.Binary}\n",
+     "entry 1 (Add): since: versions must be increasing"),
+    ("kernels:\n  - {op: Add, since: [7], types: {T: [float32]}, impl: elementwise.Binary, shader: nope.comp}\n",
+     "entry 0 (Add): shader: no such shader 'nope.comp'"),
+    ("kernels:\n  - {since: [7], types: {T: [float32]}, impl: elementwise.Binary}\n", "entry 0 (?): op: required"),
+    ("kernels: [\n", "not valid YAML"),
+])
+def test_malformed_manifest_names_file_entry_field(tmp_path, body, expect):
+    path = _write(tmp_path, body)
+    with pytest.raises(manifest.ManifestError) as info:
+        manifest.load(path)
+    assert str(path) in str(info.value)
+    assert expect in str(info.value)
+
+
+def _run_child(code: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=300, cwd=ROOT)
+
+
+CHILD_PRELUDE = """
+    import numpy as np, onnxruntime as ort
+    from vkep import models, runner
+    model = models.add_chain(4)
+    feeds = models.random_inputs(model)
+"""
+
+
+def test_malformed_manifest_through_ort_keeps_process_alive(tmp_path):
+    bad = _write(tmp_path, "kernels:\n  - {op: Add, since: [7], types: {T: [float32]}, impl: elementwise.Binary, "
+                           "aliases: 3}\n")
+    result = _run_child(CHILD_PRELUDE + """
+    try:
+        runner.vkep_session(model)
+        print("NO ERROR")
+    except Exception as exc:
+        print("ERROR:", exc)
+    print("CPU still works:", runner.cpu_session(model).run(None, feeds)[0].shape)
+    """, {"VKEP_MANIFEST": str(bad)})
+    assert result.returncode == 0, result.stderr
+    assert f"{bad}: entry 0 (Add): aliases:" in result.stdout
+    assert "CPU still works: (1, 16)" in result.stdout
+
+
+def test_shader_compile_error_shows_file_and_line(tmp_path):
+    shader_dir = tmp_path / "shaders"
+    shutil.copytree(ROOT / "shaders", shader_dir)
+    src = shader_dir / "binary.comp"
+    lines = src.read_text().splitlines()
+    broken_line = next(i for i, ln in enumerate(lines) if "float r;" in ln) + 1
+    lines[broken_line - 1] = "    float r = undefined_thing;"
+    src.write_text("\n".join(lines) + "\n")
+    result = _run_child(CHILD_PRELUDE + """
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    for attempt in range(2):
+        try:
+            session.run(None, feeds)
+            print("NO ERROR")
+        except Exception as exc:
+            print("ERROR:", exc)
+    from onnx import helper, TensorProto
+    relu = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "r",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])]), ir_version=10,
+        opset_imports=[helper.make_opsetid("", 21)])
+    x = np.array([-1, 2, -3, 4], np.float32)
+    print("other kernels still run:", runner.vkep_session(relu).run(None, {"x": x})[0].tolist())
+    """, {"VKEP_SHADER_DIR": str(shader_dir), "VKEP_CACHE_DIR": str(tmp_path / "cache")})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("ERROR: [ONNXRuntimeError]") == 2, result.stdout
+    assert f"binary.comp:{broken_line}: 'undefined_thing' : undeclared identifier" in result.stdout
+    assert "other kernels still run: [0.0, 2.0, 0.0, 4.0]" in result.stdout
+
+
+def test_shader_compiler_error_in_process(tmp_path, monkeypatch):
+    bad = tmp_path / "bad.comp"
+    bad.write_text("#version 450\nlayout(local_size_x = 1) in;\nvoid main() { int x = ; }\n")
+    monkeypatch.setattr(shaders, "SHADER_DIR", tmp_path)
+    with pytest.raises(shaders.ShaderError, match=r"bad.comp:3: .*syntax error"):
+        shaders.compile_shader("bad.comp", {"DTYPE": 0})
+
+
+def _dynamic_add(rank: int):
+    dims = [f"d{i}" for i in range(rank)]
+    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "dyn",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, dims),
+                               helper.make_tensor_value_info("b", TensorProto.FLOAT, [f"e{i}" for i in range(rank)])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+def test_unsupported_shape_is_an_error_and_the_session_stays_usable(ep_devices):
+    session = runner.vkep_session(_dynamic_add(7), disable_cpu_fallback=True)
+    a = np.ones((2, 1, 2, 1, 2, 1, 2), np.float32)
+    b = np.ones((1, 2, 1, 2, 1, 2, 1), np.float32)
+    with pytest.raises(Exception, match="needs rank 7 > 6"):
+        session.run(None, {"a": a, "b": b})
+    a, b = np.random.rand(2, 2, 2, 2, 2, 2, 2).astype(np.float32), np.random.rand(1, 1, 1, 1, 1, 1, 2).astype(np.float32)
+    np.testing.assert_allclose(session.run(None, {"a": a, "b": b})[0], a + b, rtol=1e-6)
+
+
+def test_too_many_elements_is_an_error(ep_devices):
+    session = runner.vkep_session(_dynamic_add(2), disable_cpu_fallback=True)
+    with pytest.raises(Exception, match="shaders index at most"):
+        session.run(None, {"a": np.ones((1 << 18, 1), np.float32), "b": np.ones((1, 1 << 22), np.float32)})
+    a, b = np.random.rand(3, 4).astype(np.float32), np.random.rand(1, 4).astype(np.float32)
+    np.testing.assert_allclose(session.run(None, {"a": a, "b": b})[0], a + b, rtol=1e-6)
+
+
+def test_out_of_device_memory_is_an_error_and_the_session_stays_usable():
+    result = _run_child("""
+    import numpy as np
+    from onnx import helper, TensorProto
+    from vkep import runner
+    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "dyn",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 1]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, "m"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    try:
+        session.run(None, {"a": np.ones((8192, 1), np.float32), "b": np.ones((1, 8192), np.float32)})  # 256 MiB
+        print("NO ERROR")
+    except Exception as exc:
+        print("ERROR:", exc)
+    a, b = np.random.rand(3, 1).astype(np.float32), np.random.rand(1, 4).astype(np.float32)
+    print("still usable:", bool(np.allclose(session.run(None, {"a": a, "b": b})[0], a + b)))
+    """, {"VKEP_MEMORY_BUDGET_MB": "128"})
+    assert result.returncode == 0, result.stderr
+    assert "ERROR:" in result.stdout and "NO ERROR" not in result.stdout, result.stdout
+    assert "still usable: True" in result.stdout, result.stdout
+    assert "VKEP_MEMORY_BUDGET_MB" in result.stdout + result.stderr
+
+
+def test_model_file_error_from_cli(tmp_path):
+    from vkep import cli
+
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(b"not a model")
+    assert cli.main(["run", str(bad)]) == 1
+
