@@ -463,6 +463,9 @@ SOURCE = r"""
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE  /* dladdr */
+#endif
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -863,6 +866,11 @@ OrtStatus* CreateEpFactories(const char* registered_name, const OrtApiBase* base
     g_ort_version = base->GetVersionString();
     /* a C host dlopens us RTLD_LOCAL: make libpython's symbols global before extension modules load */
     if (!Py_IsInitialized()) dlopen(VKEP_LIBPYTHON, RTLD_NOW | RTLD_GLOBAL);
+    /* stay loaded after ORT unregisters us: the interpreter keeps our Python callbacks attached to this
+     * copy of the library, so a later registration must find the same one */
+    Dl_info self;
+    if (dladdr((void*)CreateEpFactories, &self) && self.dli_fname)
+        dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
     OrtStatus* s = vkep_py_create_factories(registered_name, base, logger, factories, max_factories,
                                             num_factories);
     if (!vkep_py_ready) {

@@ -1,0 +1,106 @@
+"""The gpu layer on its own: memory, hazards, pipelines, validation reporting."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from vkep.gpu import device as gpu_device
+from vkep.gpu.memory import _give, _take
+from vkep.gpu.stream import pack_spans
+from vkep.gpu.vk import ffi, lib
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return gpu_device.open_device(next(d.index for d in gpu_device.physical_devices() if d.usable))
+
+
+def test_sub_allocation_coalesces():
+    class FakeBlock:
+        free = [[0, 1024]]
+        used = 0
+
+    block = FakeBlock()
+    a, b, c = (_take(block, 256) for _ in range(3))
+    assert (a, b, c) == (0, 256, 512)
+    _give(block, b, 256)
+    _give(block, a, 256)
+    _give(block, c, 256)
+    assert block.free == [[0, 1024]] and block.used == 0
+
+
+def test_addresses_resolve_both_ways(dev):
+    pool = dev.memory.device_pool
+    addr = pool.alloc(1000)
+    try:
+        block, offset = dev.memory.resolve(addr + 10)
+        assert block.device_address + offset == dev.memory.device_address(addr) + 10
+        if block.host_address:
+            assert dev.memory.resolve(block.host_address + offset)[0] is block
+        with pytest.raises(ValueError, match="not vkep memory"):
+            dev.memory.resolve(8)
+    finally:
+        pool.free(addr)
+
+
+def _host_view(dev, addr, n):
+    return np.frombuffer(ffi.buffer(ffi.cast("void*", dev.memory.host_pointer(addr)), 4 * n), dtype=np.float32)
+
+
+def _add(dev, stream, a, b, y, n):
+    pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, (0,))
+    push = struct.pack("<3Q2I18I", a, b, y, n, 1, n, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0)
+    stream.dispatch(pipeline, push, ((n + 255) // 256, 1, 1),
+                    pack_spans([(a, a + 4 * n), (b, b + 4 * n)], [(y, y + 4 * n)]), 2, 1)
+
+
+def test_barriers_only_on_real_hazards(dev):
+    if not dev.info.unified_memory:
+        pytest.skip("host views of device memory need unified memory")
+    n = 64
+    pool = dev.memory.device_pool
+    bufs = [pool.alloc(4 * n) for _ in range(6)]
+    for i, b in enumerate(bufs):
+        _host_view(dev, b, n)[:] = i
+    stream = dev.new_stream()
+    try:
+        start = stream.rec.barriers
+        _add(dev, stream, bufs[0], bufs[1], bufs[2], n)  # independent of ...
+        _add(dev, stream, bufs[0], bufs[1], bufs[3], n)  # ... this one: no barrier between them
+        independent = stream.rec.barriers - start
+        _add(dev, stream, bufs[2], bufs[3], bufs[4], n)  # reads both results: one barrier
+        _add(dev, stream, bufs[4], bufs[4], bufs[2], n)  # RAW on 4 and WAR on 2
+        stream.finish()
+        assert independent == 1  # the one at the start of the command buffer
+        assert stream.rec.barriers - start == 3
+        np.testing.assert_array_equal(_host_view(dev, bufs[2], n), 4.0)
+    finally:
+        stream.destroy()
+        for b in bufs:
+            pool.free(b)
+
+
+def test_pipelines_are_built_once_and_cached_on_disk(dev):
+    first = dev.pipelines.get("unary.comp", {"DTYPE": 0}, (0,))
+    assert dev.pipelines.get("unary.comp", {"DTYPE": 0}, (0,)) is first
+    assert dev.pipelines.get("unary.comp", {"DTYPE": 0}, (1,)) is not first
+    dev.pipelines.save()
+    assert dev.pipelines._file.exists() and dev.pipelines._file.stat().st_size > 0
+
+
+def test_validation_layer_reports_misuse(dev):
+    """The check every test relies on can fail: a real misuse is reported."""
+    if not dev.instance.validation:
+        pytest.skip("validation layer off")
+    gpu_device.validation_messages()
+    bad = ffi.new("VkBufferCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": 0,
+                                          "usage": lib.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT})
+    out = ffi.new("VkBuffer*")
+    result = lib.vkCreateBuffer(dev.handle, bad, ffi.NULL, out)
+    if result == 0:
+        lib.vkDestroyBuffer(dev.handle, out[0], ffi.NULL)
+    count, text = gpu_device.validation_messages()
+    assert count >= 1 and "VUID-VkBufferCreateInfo-size" in text
