@@ -25,9 +25,9 @@ void main() {
         ia += c * pc.stride_a[d];
         ib += c * pc.stride_b[d];
     }
-    float x = LOAD(Tensor(pc.a), ia);
-    float z = LOAD(Tensor(pc.b), ib);
-    float r;
+    COMP_T x = LOAD(Tensor(pc.a), ia);
+    COMP_T z = LOAD(Tensor(pc.b), ib);
+    COMP_T r;
     if (OP == 0) r = x + z;
     else if (OP == 1) r = x - z;
     else if (OP == 2) r = x * z;

@@ -1,5 +1,10 @@
 // Shared by every vkep shader: tensors are buffer device addresses passed in push constants.
-// A variant is chosen with -DDTYPE=...: 0 float32, 1 float16 (stored as 16-bit, computed in fp32).
+//
+// A variant is chosen with -D defines (see vkep/kernels/base.py, SHADER_DTYPE):
+//   DTYPE    element type of the inputs      0 float32, 1 float16, 2 int32, 3 int64, 4 uint8/bool, 5 int8
+//   DTYPE_Y  element type of the output      (default: DTYPE; differs for Cast, comparisons, ...)
+// Storage types are converted to a compute type on load: float for float16/float32, int for the small
+// integers, int64_t for int64.
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_buffer_reference2 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -8,21 +13,58 @@
 #ifndef DTYPE
 #define DTYPE 0
 #endif
-
-#if DTYPE == 1
-#extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#define STORE_T float16_t
-#define ELEM_ALIGN 2
-#else
-#define STORE_T float
-#define ELEM_ALIGN 4
+#ifndef DTYPE_Y
+#define DTYPE_Y DTYPE
 #endif
 
-layout(buffer_reference, scalar, buffer_reference_align = ELEM_ALIGN) buffer Tensor { STORE_T v[]; };
+#if DTYPE == 1 || DTYPE_Y == 1
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
+#if DTYPE == 4 || DTYPE == 5 || DTYPE_Y == 4 || DTYPE_Y == 5
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#endif
 
-#define LOAD(t, i) float((t).v[i])
+#define T_STORE_0 float
+#define T_STORE_1 float16_t
+#define T_STORE_2 int
+#define T_STORE_3 int64_t
+#define T_STORE_4 uint8_t
+#define T_STORE_5 int8_t
+#define T_COMP_0 float
+#define T_COMP_1 float
+#define T_COMP_2 int
+#define T_COMP_3 int64_t
+#define T_COMP_4 int
+#define T_COMP_5 int
+#define T_ALIGN_0 4
+#define T_ALIGN_1 2
+#define T_ALIGN_2 4
+#define T_ALIGN_3 8
+#define T_ALIGN_4 1
+#define T_ALIGN_5 1
+#define VKEP_PASTE(a, b) a##b
+#define VKEP_XPASTE(a, b) VKEP_PASTE(a, b)
+
+#define STORE_T VKEP_XPASTE(T_STORE_, DTYPE)
+#define COMP_T VKEP_XPASTE(T_COMP_, DTYPE)
+#define STORE_TY VKEP_XPASTE(T_STORE_, DTYPE_Y)
+#define COMP_TY VKEP_XPASTE(T_COMP_, DTYPE_Y)
+#define IS_FLOAT (DTYPE <= 1)
+
+layout(buffer_reference, scalar, buffer_reference_align = VKEP_XPASTE(T_ALIGN_, DTYPE)) buffer Tensor {
+    STORE_T v[];
+};
+layout(buffer_reference, scalar, buffer_reference_align = VKEP_XPASTE(T_ALIGN_, DTYPE_Y)) buffer TensorY {
+    STORE_TY v[];
+};
+// ONNX indices, shapes and axes are int64
+layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Int64Tensor { int64_t v[]; };
+
+#define LOAD(t, i) COMP_T((t).v[i])
 #define STORE(t, i, x) (t).v[i] = STORE_T(x)
+#define STORE_Y(t, i, x) (t).v[i] = STORE_TY(x)
 
 // flat invocation index over a 2-D grid of 1-D workgroups (grids wider than 65535 groups fold into y)
 uint flat_index(uint wg_size) {

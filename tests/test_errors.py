@@ -81,7 +81,7 @@ def test_shader_compile_error_shows_file_and_line(tmp_path):
     shutil.copytree(ROOT / "shaders", shader_dir)
     src = shader_dir / "binary.comp"
     lines = src.read_text().splitlines()
-    broken_line = next(i for i, ln in enumerate(lines) if "float r;" in ln) + 1
+    broken_line = next(i for i, ln in enumerate(lines) if "COMP_T r;" in ln) + 1
     lines[broken_line - 1] = "    float r = undefined_thing;"
     src.write_text("\n".join(lines) + "\n")
     result = _run_child(CHILD_PRELUDE + """

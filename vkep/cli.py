@@ -73,6 +73,7 @@ def _shaders_build(args) -> int:
     from vkep.kernels import manifest
     from vkep.kernels.base import SHADER_DTYPE
 
+    # every element type a kernel lists, in the variant its shader computes it with
     variants = sorted({(spec.shader, SHADER_DTYPE[t]) for spec in manifest.load() if spec.shader
                        for allowed in spec.types.values() for t in allowed if t in SHADER_DTYPE})
     from vkep.gpu.shaders import cache_dir

@@ -14,8 +14,19 @@ from vkep.kernels.manifest import KernelSpec
 
 ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
             "uint32": 4, "int64": 8, "uint64": 8, "bool": 1, "bfloat16": 2}
-# the shader variant (DTYPE define) for each element type the shaders compute in
-SHADER_DTYPE = {"float32": 0, "float16": 1}
+# the shader variant (DTYPE / DTYPE_Y define, see shaders/common.glsl) of each element type
+SHADER_DTYPE = {"float32": 0, "float16": 1, "int32": 2, "int64": 3, "uint8": 4, "bool": 4, "int8": 5}
+
+
+def variant(dtype: str | tuple[str, str]) -> dict[str, int]:
+    """The -D defines of a shader variant: one element type, or (input type, output type)."""
+    try:
+        if isinstance(dtype, tuple):
+            x, y = dtype
+            return {"DTYPE": SHADER_DTYPE[x], "DTYPE_Y": SHADER_DTYPE[y]}
+        return {"DTYPE": SHADER_DTYPE[dtype]}
+    except KeyError as exc:
+        raise UnsupportedError(f"element type {exc.args[0]} has no shader variant") from None
 
 
 class UnsupportedError(ValueError):
@@ -54,9 +65,11 @@ class Call(Protocol):
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor: ...
 
-    def dispatch(self, shader: str, dtype: str, constants: tuple[int, ...], addresses: list[Tensor], tail: bytes,
-                 groups: tuple[int, int, int], reads: list[Tensor], writes: list[Tensor]) -> None:
-        """Record a dispatch whose push constants are the tensors' 64-bit addresses followed by `tail`."""
+    def dispatch(self, shader: str, dtype: str | tuple[str, str], constants: tuple[int, ...],
+                 addresses: list[Tensor | None], tail: bytes, groups: tuple[int, int, int], reads: list[Tensor],
+                 writes: list[Tensor]) -> None:
+        """Record a dispatch of the shader's variant for `dtype` (or (input, output) types) whose push
+        constants are the tensors' 64-bit addresses (None: 0) followed by `tail`."""
 
     def copy(self, src: Tensor, dst: Tensor) -> None: ...
 
@@ -98,6 +111,15 @@ def shader_dtype(t: Tensor) -> str:
     if t.dtype not in SHADER_DTYPE:
         raise UnsupportedError(f"element type {t.dtype} has no shader variant")
     return t.dtype
+
+
+# Vulkan features each element type needs in a shader (16-/8-bit storage and arithmetic)
+DTYPE_FEATURES = {"float16": ("storageBuffer16BitAccess",), "uint8": ("storageBuffer8BitAccess", "shaderInt8"),
+                  "bool": ("storageBuffer8BitAccess", "shaderInt8"), "int8": ("storageBuffer8BitAccess", "shaderInt8")}
+
+
+def device_supports(features: dict[str, bool], dtype: str) -> bool:
+    return all(features.get(f, False) for f in DTYPE_FEATURES.get(dtype, ()))
 
 
 def pack(fmt: str, *values) -> bytes:

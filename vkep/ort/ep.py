@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 from vkep.kernels import manifest
+from vkep.kernels.base import device_supports
 from vkep.ort import api
 from vkep.ort.api import status_callback
 
@@ -29,9 +30,11 @@ def _build_registry(device):
     out = ffi.new("OrtKernelRegistry**")
     api.check(lib.ep_CreateKernelRegistry(out))
     registry = out[0]
-    fp16 = device.info.features.get("fp16", False)
+    features = device.info.features
     for spec in specs:
-        types = {name: [t for t in allowed if fp16 or t != "float16"] for name, allowed in spec.types.items()}
+        # a type needing storage the device lacks is left out (views move bytes without a shader)
+        types = {name: [t for t in allowed if not spec.shader or device_supports(features, t)]
+                 for name, allowed in spec.types.items()}
         if not all(types.values()):
             continue
         state = next(_state_ids)

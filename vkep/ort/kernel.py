@@ -8,7 +8,7 @@ import struct
 import threading
 
 from vkep.gpu import transfer
-from vkep.kernels.base import ITEMSIZE, SHADER_DTYPE, Tensor, implementation
+from vkep.kernels.base import ITEMSIZE, Tensor, implementation, variant
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.ep import KERNEL_STATES
@@ -52,7 +52,7 @@ class KernelInstance:
         key = (shader, dtype, constants)
         found = self.pipelines.get(key)
         if found is None:
-            found = self.pipelines[key] = self.gpu.pipelines.get(shader, {"DTYPE": SHADER_DTYPE[dtype]}, constants)
+            found = self.pipelines[key] = self.gpu.pipelines.get(shader, variant(dtype), constants)
         return found
 
 
@@ -110,8 +110,7 @@ class KernelCall:
                 self.aliases.append((-1 - dst.io, src.io))
             return
         self.replayable = False
-        if src.nbytes:
-            self.stream.copy(src.addr, dst.addr, src.nbytes)
+        transfer.device_copy(self.kernel.gpu, src.addr, dst.addr, src.nbytes, self.stream)
 
     def read_host(self, tensor: Tensor) -> bytes:
         """The bytes of a CPU input (declared in `cpu_inputs`)."""
