@@ -6,6 +6,7 @@ All pipelines share one layout: no descriptor sets, only push constants (tensors
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 
@@ -93,7 +94,7 @@ class PipelineCache:
         lib.vkGetPipelineCacheData(self.device.handle, self.cache, size, ffi.NULL)
         buf = ffi.new("char[]", size[0])
         lib.vkGetPipelineCacheData(self.device.handle, self.cache, size, buf)
-        tmp = self._file.with_suffix(".tmp")
+        tmp = self._file.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(ffi.buffer(buf, size[0])[:])
         tmp.replace(self._file)
         self._dirty = False

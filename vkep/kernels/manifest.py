@@ -15,7 +15,12 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-MANIFEST = Path(os.environ.get("VKEP_MANIFEST", ROOT / "kernels.yaml"))
+
+
+def manifest_paths() -> list[Path]:
+    """kernels.yaml, or the files VKEP_MANIFEST lists (os.pathsep-separated; later files add kernels)."""
+    env = os.environ.get("VKEP_MANIFEST")
+    return [Path(p) for p in env.split(os.pathsep) if p] if env else [ROOT / "kernels.yaml"]
 MAX_VERSION = 2**31 - 1
 DTYPES = {"float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
           "uint64", "bool", "bfloat16"}
@@ -54,6 +59,7 @@ class KernelSpec:
     outputs: int = 1
     test: dict = field(default_factory=dict)  # hints for the generated one-node tests
     index: int = 0
+    source: str = ""  # the manifest file
 
     def version_ranges(self) -> list[tuple[int, int]]:
         """[start, end] per KernelDef: ORT matches an open-ended def only at its exact start version."""
@@ -66,7 +72,19 @@ class KernelSpec:
 
 
 def load(path: Path | str | None = None) -> list[KernelSpec]:
-    path = Path(path or MANIFEST)
+    """Every kernel of the manifest (or of `path`), validated."""
+    if path is None:
+        specs = []
+        for p in manifest_paths():
+            specs += _load_file(p, first_index=len(specs))
+        _check_unique(specs)
+        return specs
+    specs = _load_file(Path(path))
+    _check_unique(specs)
+    return specs
+
+
+def _load_file(path: Path, first_index: int = 0) -> list[KernelSpec]:
     try:
         doc = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -76,15 +94,20 @@ def load(path: Path | str | None = None) -> list[KernelSpec]:
     if not isinstance(doc, dict) or not isinstance(doc.get("kernels"), list):
         raise ManifestError(f"{path}: top level must be a mapping with a 'kernels' list")
     specs = [_entry(path, i, raw) for i, raw in enumerate(doc["kernels"])]
+    for spec in specs:
+        spec.index += first_index
+    return specs
+
+
+def _check_unique(specs: list[KernelSpec]) -> None:
     seen: dict[tuple, int] = {}
     for spec in specs:
         for rng in spec.version_ranges():
             key = (spec.domain, spec.op, rng[0])
             if key in seen:
-                raise ManifestError(f"{path}: entry {spec.index} ({spec.op}): since: version {rng[0]} is already "
-                                    f"registered by entry {seen[key]}")
+                raise ManifestError(f"{spec.source}: entry {spec.index} ({spec.op}): since: version {rng[0]} is "
+                                    f"already registered by entry {seen[key]}")
             seen[key] = spec.index
-    return specs
 
 
 def _entry(path: Path, index: int, raw) -> KernelSpec:
@@ -155,4 +178,5 @@ def _entry(path: Path, index: int, raw) -> KernelSpec:
         fail("test", "must be a mapping")
     return KernelSpec(op=op, domain=domain, since=since, until=until, types=types, impl=impl, shader=shader, constants=constants,
                       attributes=attributes, cpu_inputs=cpu_inputs, cpu_outputs=cpu_outputs, aliases=[tuple(a) for a in aliases],
-                      inputs=raw.get("inputs", 1), outputs=raw.get("outputs", 1), test=test, index=index)
+                      inputs=raw.get("inputs", 1), outputs=raw.get("outputs", 1), test=test, index=index,
+                      source=str(path))
