@@ -93,6 +93,21 @@ typedef struct OrtKernelImpl {
                                            size_t n, int input_index);
 } OrtKernelImpl;
 
+typedef struct OrtLoopKernelHelper {
+    uint32_t ort_version_supported;
+    void (*Release)(struct OrtLoopKernelHelper* self);
+    OrtStatus* (*ConcatOutput)(struct OrtLoopKernelHelper* self, void* stream_handle,
+                               const OrtValue* const* per_iteration_outputs, size_t n, void* output,
+                               size_t output_size_in_bytes);
+} OrtLoopKernelHelper;
+
+typedef struct OrtScanKernelHelper {
+    uint32_t ort_version_supported;
+    void (*Release)(struct OrtScanKernelHelper* self);
+    OrtStatus* (*Transpose)(struct OrtScanKernelHelper* self, const size_t* permutation, size_t n,
+                            const OrtValue* input, OrtSyncStream* stream, OrtValue* output);
+} OrtScanKernelHelper;
+
 typedef OrtStatus* (*OrtKernelCreateFunc)(void* state, const OrtKernelInfo* info, OrtKernelImpl** out);
 
 typedef struct OrtEp {
@@ -141,6 +156,8 @@ typedef struct OrtEpFactory {
 } OrtEpFactory;
 
 /* vkep's wrappers: ORT structs followed by the id Python knows them by */
+typedef struct vkep_loop_helper { OrtLoopKernelHelper base; int64_t device; } vkep_loop_helper;
+typedef struct vkep_scan_helper { OrtScanKernelHelper base; int64_t device; } vkep_scan_helper;
 #define VKEP_MAX_IO 16
 #define VKEP_MAX_RANK 8
 /* what the Compute trampoline gathers for Python: one entry per input */
@@ -246,6 +263,9 @@ int ep_MemoryDevice_GetMemoryType(const OrtMemoryDevice* d);
 uint32_t ep_MemoryDevice_GetVendorId(const OrtMemoryDevice* d);
 uint32_t ep_MemoryDevice_GetDeviceId(const OrtMemoryDevice* d);
 const OrtSyncStreamImpl* ep_SyncStream_GetImpl(const OrtSyncStream* s);
+OrtStatus* ep_CreateIfKernel(const OrtKernelInfo* info, OrtKernelImpl** out);
+OrtStatus* ep_CreateLoopKernel(const OrtKernelInfo* info, OrtLoopKernelHelper* helper, OrtKernelImpl** out);
+OrtStatus* ep_CreateScanKernel(const OrtKernelInfo* info, OrtScanKernelHelper* helper, OrtKernelImpl** out);
 OrtStatus* ep_CreateKernelRegistry(OrtKernelRegistry** out);
 OrtStatus* ep_KernelRegistry_AddKernel_py(OrtKernelRegistry* r, const OrtKernelDef* def, void* state);
 void ep_ReleaseKernelRegistry(OrtKernelRegistry* r);
@@ -320,6 +340,11 @@ extern "Python" OrtStatus* py_kernel_prepack(OrtKernelImpl*, const OrtValue*, in
                                              OrtSharedPrePackedWeightCache*, bool*);
 extern "Python" OrtStatus* py_kernel_set_shared(OrtKernelImpl*, const void* const*, const size_t*, size_t, int);
 
+extern "Python" void py_loop_helper_release(OrtLoopKernelHelper*);
+extern "Python" OrtStatus* py_loop_concat(OrtLoopKernelHelper*, void*, const OrtValue* const*, size_t, void*, size_t);
+extern "Python" void py_scan_helper_release(OrtScanKernelHelper*);
+extern "Python" OrtStatus* py_scan_transpose(OrtScanKernelHelper*, const size_t*, size_t, const OrtValue*,
+                                             OrtSyncStream*, OrtValue*);
 extern "Python+C" void* py_alloc(OrtAllocator*, size_t);
 
 extern "Python" void py_transfer_release(OrtDataTransferImpl*);
@@ -440,6 +465,11 @@ EP_SLOTS = [
     (33, "ReleaseKernelDef", "void", "OrtKernelDef* d", "d"),
     (41, "EpGraphSupportInfo_LookUpKernel", "OrtStatus*",
      "OrtEpGraphSupportInfo* info, const OrtNode* node, const OrtKernelDef** out", "info, node, out"),
+    (45, "CreateIfKernel", "OrtStatus*", "const OrtKernelInfo* info, OrtKernelImpl** out", "info, out"),
+    (46, "CreateLoopKernel", "OrtStatus*", "const OrtKernelInfo* info, OrtLoopKernelHelper* helper, OrtKernelImpl** out",
+     "info, helper, out"),
+    (47, "CreateScanKernel", "OrtStatus*", "const OrtKernelInfo* info, OrtScanKernelHelper* helper, OrtKernelImpl** out",
+     "info, helper, out"),
     # used only inside the C helpers below
     (20, "KernelRegistry_AddKernel", "OrtStatus*",
      "OrtKernelRegistry* r, const OrtKernelDef* def, OrtKernelCreateFunc fn, void* state", "r, def, fn, state"),

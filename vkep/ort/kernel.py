@@ -11,6 +11,8 @@ from vkep.gpu import transfer
 from vkep.kernels.base import ITEMSIZE, Tensor, implementation, variant
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
+from vkep.kernels.control_flow import ControlFlow
+from vkep.ort.control_flow import control_flow_kernel
 from vkep.ort.ep import KERNEL_STATES
 from vkep.ort.memory import ALLOCATORS, default_allocator, stream_of
 
@@ -262,7 +264,11 @@ def _kernel_create(state, info, out):
     count = ffi.new("size_t*")
     api.check(lib.ort_KernelInfo_GetInputCount(info, count))
     input_types = [api.ELEMENT_TYPES.get(lib.ort_KernelInfo_InputElementType(info, i), "") for i in range(count[0])]
-    impl = implementation(spec)(spec, _read_attributes(info, spec), since[0], input_types)
+    cls = implementation(spec)
+    if issubclass(cls, ControlFlow):
+        out[0] = control_flow_kernel(device, spec, info)
+        return
+    impl = cls(spec, _read_attributes(info, spec), since[0], input_types)
     kernel = KernelInstance(device, spec, impl, _node_name(info))
     out[0] = ffi.cast("OrtKernelImpl*", kernel.struct)
 

@@ -1,0 +1,85 @@
+"""If, Loop and Scan: ORT's control-flow kernels on vkep, with their subgraph bodies on vkep too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import tolerance
+from onnx import TensorProto, helper, numpy_helper
+
+from vkep import runner
+
+F32 = TensorProto.FLOAT
+
+
+def _vi(name, elem=F32, shape=None):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _model(graph, opset=21):
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def _check(model, feeds_list):
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    cpu = runner.cpu_session(model)
+    for feeds in feeds_list:
+        for got, want in zip(session.run(None, feeds), cpu.run(None, feeds), strict=True):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, **tolerance(want.dtype))
+    return session
+
+
+def _ops_on(session) -> dict[str, set[str]]:
+    by_ep: dict[str, set[str]] = {}
+    for _, op, ep in runner.placement(session):
+        by_ep.setdefault(ep, set()).add(op)
+    return by_ep
+
+
+def test_if_runs_both_branches_on_vkep(ep_devices):
+    then_graph = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [], [_vi("t", F32, [2, 3])])
+    else_graph = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["e"])], "else", [], [_vi("e", F32, [2, 3])])
+    nodes = [helper.make_node("Identity", ["c0"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then_graph, else_branch=else_graph),
+             helper.make_node("Add", ["y", "x"], ["z"])]
+    graph = helper.make_graph(nodes, "if", [_vi("c0", TensorProto.BOOL, []), _vi("x", F32, [2, 3])], [_vi("z")])
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 3)).astype(np.float32)
+    session = _check(_model(graph), [{"c0": np.array(True), "x": x}, {"c0": np.array(False), "x": x}])
+    ops = _ops_on(session)
+    assert {"If", "Relu", "Mul", "Add"} <= ops["VulkanExecutionProvider"], ops
+
+
+def test_loop_with_scan_outputs(ep_devices):
+    # body(i, cond, acc) -> (cond, acc + x, acc * 2 as a per-iteration scan output)
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["acc_in", "x"], ["acc_out"]),
+         helper.make_node("Mul", ["acc_out", "two"], ["scan_out"])],
+        "body",
+        [_vi("i", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("acc_in", F32, [4])],
+        [_vi("cond_out", TensorProto.BOOL, []), _vi("acc_out", F32, [4]), _vi("scan_out", F32, [4])])
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["m", "cond", "acc0"], ["acc", "stacked"], body=body)], "loop",
+        [_vi("m", TensorProto.INT64, []), _vi("cond", TensorProto.BOOL, []), _vi("acc0", F32, [4]), _vi("x", F32, [4])],
+        [_vi("acc"), _vi("stacked")], [two])
+    x = np.arange(4, dtype=np.float32)
+    feeds = [{"m": np.array(n, np.int64), "cond": np.array(True), "acc0": np.ones(4, np.float32), "x": x}
+             for n in (1, 3, 5)]
+    session = _check(_model(graph), feeds)
+    assert {"Loop", "Add", "Mul"} <= _ops_on(session)["VulkanExecutionProvider"]
+
+
+@pytest.mark.parametrize("opset", [11, 21])
+def test_scan_running_sum(ep_devices, opset):
+    body = helper.make_graph(
+        [helper.make_node("Add", ["sum_in", "next"], ["sum_out"]),
+         helper.make_node("Identity", ["sum_out"], ["scan_out"])],
+        "body", [_vi("sum_in", F32, [2]), _vi("next", F32, [2])], [_vi("sum_out", F32, [2]), _vi("scan_out", F32, [2])])
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["init", "xs"], ["final", "ys"], body=body, num_scan_inputs=1)], "scan",
+        [_vi("init", F32, [2]), _vi("xs", F32, [5, 2])], [_vi("final"), _vi("ys")])
+    feeds = {"init": np.zeros(2, np.float32), "xs": np.arange(10, dtype=np.float32).reshape(5, 2)}
+    session = _check(_model(graph, opset), [feeds])
+    assert "Scan" in _ops_on(session)["VulkanExecutionProvider"]
