@@ -9,9 +9,9 @@ import threading
 
 from vkep.gpu import transfer
 from vkep.kernels.base import ITEMSIZE, Tensor, implementation, variant
+from vkep.kernels.control_flow import ControlFlow
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
-from vkep.kernels.control_flow import ControlFlow
 from vkep.ort.control_flow import control_flow_kernel
 from vkep.ort.ep import KERNEL_STATES
 from vkep.ort.memory import ALLOCATORS, default_allocator, stream_of
