@@ -247,7 +247,11 @@ class MemoryManager:
         device_type = _pick(info.memory_types, [local | visible | coherent, local])
         host_type = _pick(info.memory_types, [visible | coherent | cached | local, visible | coherent | cached,
                                                visible | coherent])
-        device_visible = bool(info.memory_types[device_type][0] & visible)
+        # VKEP_FORCE_DISCRETE=1 runs a unified device the way a discrete GPU is run: device memory is
+        # never touched by the host; transfers go through staging buffers and copy commands
+        forced = os.environ.get("VKEP_FORCE_DISCRETE", "0") not in ("", "0")
+        device_visible = bool(info.memory_types[device_type][0] & visible) and not forced
+        self.unified = info.unified_memory and not forced
         self.device_pool = MemoryPool(self, "device", device_type, device_visible, host_pointers=False)
         self.host_pool = MemoryPool(self, "host", host_type, True, host_pointers=True)
         # an optional cap on what vkep reserves on this device (sharing a GPU; testing out-of-memory)

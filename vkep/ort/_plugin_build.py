@@ -126,6 +126,16 @@ typedef struct OrtEp {
     void* GetCompiledModelCompatibilityInfo;
     OrtStatus* (*GetKernelRegistry)(struct OrtEp* self, const OrtKernelRegistry** out);
     OrtStatus* (*IsConcurrentRunSupported)(struct OrtEp* self, bool* out);
+    void* Sync;
+    void* CreateProfiler;
+    void* IsGraphCaptureEnabled;
+    void* IsGraphCaptured;
+    void* ReplayGraph;
+    void* GetGraphCaptureNodeAssignmentPolicy;
+    void* GetAvailableResource;
+    void* OnSessionInitializationEnd;
+    OrtStatus* (*GetDefaultMemoryDevice)(const struct OrtEp* self, const OrtMemoryDevice** device);
+    void* ReleaseCapturedGraph;
 } OrtEp;
 
 typedef struct OrtEpFactory {
@@ -332,6 +342,7 @@ extern "Python" OrtStatus* py_factory_create_stream(OrtEpFactory*, const OrtMemo
 extern "Python" OrtStatus* py_ep_get_capability(OrtEp*, const OrtGraph*, OrtEpGraphSupportInfo*);
 extern "Python" OrtStatus* py_ep_get_kernel_registry(OrtEp*, const OrtKernelRegistry**);
 extern "Python" OrtStatus* py_ep_is_concurrent_run_supported(OrtEp*, bool*);
+extern "Python" OrtStatus* py_ep_get_default_memory_device(const OrtEp*, const OrtMemoryDevice**);
 
 extern "Python+C" OrtStatus* py_kernel_create(void*, const OrtKernelInfo*, OrtKernelImpl**);
 extern "Python+C" OrtStatus* py_kernel_compute(int64_t, OrtKernelContext*, vkep_io*);

@@ -10,6 +10,7 @@ from vkep.ort import api
 from vkep.ort.api import status_callback
 
 EPS: dict[int, Ep] = {}
+EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE = 27
 # kernel-create state → (device, spec): what py_kernel_create needs to build a node's kernel
 KERNEL_STATES: dict[int, tuple] = {}
 _state_ids = itertools.count(1)
@@ -89,6 +90,9 @@ class Ep:
         s.GetCapability = lib.py_ep_get_capability
         s.GetKernelRegistry = lib.py_ep_get_kernel_registry
         s.IsConcurrentRunSupported = lib.py_ep_is_concurrent_run_supported
+        # members up to GetDefaultMemoryDevice (ORT 1.27); the ones between stay NULL (optional)
+        s.ort_version_supported = EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE
+        s.GetDefaultMemoryDevice = lib.py_ep_get_default_memory_device
         self.registry = registry_for(device)
         self.gpu = device.gpu  # open the logical device now, not inside the first run
         EPS[api.address(s)] = self
@@ -128,3 +132,11 @@ def _get_kernel_registry(this, out):
 @status_callback("py_ep_is_concurrent_run_supported")
 def _is_concurrent_run_supported(this, out):
     out[0] = True
+
+
+@status_callback("py_ep_get_default_memory_device")
+def _get_default_memory_device(this, out):
+    """On unified memory, HOST_ACCESSIBLE: tensors then live where the CPU reads them directly and ORT
+    skips the copies between CPU and vkep memory (graph outputs, CPU-EP neighbours). Elsewhere DEFAULT."""
+    device = ep_of(this).device
+    out[0] = api.lib.ep_MemoryInfo_GetMemoryDevice(device.memory_infos[device.default_mem_type])

@@ -26,6 +26,11 @@ class VulkanDevice:
             self.memory_infos[mem_type] = out[0]
 
     @property
+    def default_mem_type(self) -> int:
+        """Where this device's tensors live by default (see ep.py, GetDefaultMemoryDevice)."""
+        return api.MEM_HOST_ACCESSIBLE if self.gpu.memory.unified else api.MEM_DEFAULT
+
+    @property
     def gpu(self) -> gpu_device.Device:
         return gpu_device.open_device(self.info.index)
 

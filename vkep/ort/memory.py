@@ -57,8 +57,9 @@ class Allocator:
 
 
 def default_allocator(device) -> Allocator | None:
-    """The most recent DEFAULT-memory allocator ORT created for `device`."""
-    found = [a for a in list(ALLOCATORS.values()) if a.device is device and a.mem_type == api.MEM_DEFAULT]
+    """The most recent allocator ORT created for `device`'s default memory."""
+    kind = device.default_mem_type
+    found = [a for a in list(ALLOCATORS.values()) if a.device is device and a.mem_type == kind]
     return found[-1] if found else None
 
 
@@ -117,7 +118,9 @@ def _stream_get_handle(this):
 
 @status_callback("py_stream_flush")
 def _stream_flush(this):
-    STREAMS[api.address(this)].stream.flush()
+    # ORT's contract: when Flush returns, the work submitted to the stream has completed (ORT may then
+    # read HOST_ACCESSIBLE memory with the CPU, e.g. between Loop iterations)
+    STREAMS[api.address(this)].stream.finish()
 
 
 @status_callback("py_stream_on_run_end")

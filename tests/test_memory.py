@@ -1,0 +1,106 @@
+"""Where tensors live and what it costs to move them, asserted with vkep's counters."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import onnxruntime as ort
+from conftest import tolerance
+
+import vkep
+from vkep import models, runner
+
+
+def _counts(device_stats: dict) -> dict:
+    return {k: device_stats[k] for k in ("uploads", "downloads", "staging_copies")}
+
+
+def test_host_accessible_iobinding_moves_no_bytes(ep_devices):
+    device = ep_devices[0]
+    host = device.memory_info(ort.OrtDeviceMemoryType.HOST_ACCESSIBLE)
+    model = models.add_chain(8)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    x = ort.OrtValue.ortvalue_from_shape_and_type([1, 16], np.float32, memory_info=host)
+    y = ort.OrtValue.ortvalue_from_shape_and_type([1, 16], np.float32, memory_info=host)
+    view = x.numpy()  # a view of vkep's memory, not a copy
+    view[:] = np.linspace(-1, 1, 16, dtype=np.float32)
+    assert x.numpy()[0, 3] == view[0, 3]
+    binding = session.io_binding()
+    binding.bind_ortvalue_input("x", x)
+    binding.bind_ortvalue_output("y", y)
+    session.run_with_iobinding(binding)
+    vkep.reset_stats()
+    for _ in range(5):
+        session.run_with_iobinding(binding)
+    assert _counts(vkep.stats()[0]) == {"uploads": 0, "downloads": 0, "staging_copies": 0}
+    want = runner.cpu_session(model).run(None, {"x": view.copy()})[0]
+    np.testing.assert_allclose(y.numpy(), want, **tolerance(np.float32))
+
+
+def test_unified_outputs_are_read_in_place(ep_devices):
+    """On a unified device the graph output is not copied back: ORT reads vkep's memory directly."""
+    from vkep.gpu.device import open_device
+
+    if not open_device(0).memory.unified:
+        return
+    model = models.add_chain(4)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    feeds = models.random_inputs(model)
+    session.run(None, feeds)
+    vkep.reset_stats()
+    session.run(None, feeds)
+    assert vkep.stats()[0]["downloads"] == 0
+
+
+def test_forced_discrete_path_gives_identical_outputs():
+    code = textwrap.dedent("""
+        import json, numpy as np, vkep
+        from vkep import models, runner
+        model = models.with_unsupported_op(np.float32)
+        feeds = models.random_inputs(model, seed=5)
+        session = runner.vkep_session(model)
+        session.run(None, feeds)
+        vkep.reset_stats()
+        out = session.run(None, feeds)[0]
+        print(json.dumps({"out": out.tolist(), "stats": vkep.stats()[0]}))
+    """)
+    results = {}
+    for mode in ("0", "1"):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "VKEP_FORCE_DISCRETE": mode})
+        assert proc.returncode == 0, proc.stderr
+        results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert results["0"]["out"] == results["1"]["out"]  # bit-identical
+    assert results["0"]["stats"]["staging_copies"] == 0
+    assert results["1"]["stats"]["staging_copies"] >= 2  # the input upload and the CPU-boundary copies
+
+
+def test_memory_returns_after_release_and_does_not_grow(ep_devices):
+    from vkep.gpu.device import open_device
+
+    memory = open_device(0).memory
+    model = models.all_ops(np.float32)
+    feeds = models.random_inputs(model)
+    start_live = memory.stats()["live_bytes"]
+    session = runner.vkep_session(model)
+
+    def held() -> int:  # bytes handed to ORT and not yet freed, over vkep's allocators
+        return sum(a["live_bytes"] for a in vkep.stats()[0]["allocators"].values())
+
+    for _ in range(50):
+        session.run(None, feeds)
+    warm, warm_held = memory.stats(), held()
+    for _ in range(1000):
+        session.run(None, feeds)
+    assert memory.stats()["reserved_bytes"] == warm["reserved_bytes"]
+    assert memory.stats()["live_bytes"] == warm["live_bytes"]
+    assert held() == warm_held
+    del session
+    gc.collect()
+    assert memory.stats()["live_bytes"] <= start_live
