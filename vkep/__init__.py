@@ -57,7 +57,7 @@ def stats() -> dict:
         with dev.streams_lock:
             commands = dev.retired_commands + sum(s.commands for s in dev.streams)
         entry = {"device": dev.info.name, **dev.transfer_stats.as_dict(), **dev.memory.stats(),
-                 "commands_recorded": commands}
+                 "commands_recorded": commands, "prepacked_bytes": dev.weights.packed_bytes}
         entry["allocators"] = {("host_accessible" if a.mem_type else "default"): a.stats()
                                for a in list(allocators.values()) if a.device.info.index == index}
         out[index] = entry

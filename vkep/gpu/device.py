@@ -238,8 +238,11 @@ class Device:
         from vkep.gpu.memory import MemoryManager
         from vkep.gpu.pipeline import PipelineCache
 
+        from vkep.gpu.weights import WeightCache
+
         self.memory = MemoryManager(self)
         self.pipelines = PipelineCache(self)
+        self.weights = WeightCache(self)
         self.streams: set = set()
         self.streams_lock = threading.Lock()
         self._default_stream = None

@@ -10,6 +10,8 @@ import math
 import struct
 from typing import Protocol
 
+import numpy as np
+
 from vkep.kernels.manifest import KernelSpec
 
 ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
@@ -94,6 +96,12 @@ class Kernel:
 
     def compute(self, call: Call) -> None:
         raise NotImplementedError
+
+    def pack(self, index: int, weight: np.ndarray) -> tuple[np.ndarray, str]:
+        """A constant input (listed in the manifest's `prepack`) in the layout and precision this kernel
+        reads; returns (packed array, tag naming the packing). The packed tensor then arrives in
+        `call.inputs[index]`, uploaded once and shared by every kernel that packs the same bytes alike."""
+        return weight, "raw"
 
     def dispatch_1d(self, call: Call, n: int, wg: int, dtype: str, addresses: list[Tensor], tail: bytes,
                     reads, writes, constants: tuple[int, ...] | None = None) -> None:

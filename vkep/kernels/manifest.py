@@ -54,6 +54,7 @@ class KernelSpec:
     attributes: list[Attribute] = field(default_factory=list)
     cpu_inputs: list[int] = field(default_factory=list)
     cpu_outputs: list[int] = field(default_factory=list)
+    prepack: list[int] = field(default_factory=list)  # constant inputs packed once (Kernel.pack)
     aliases: list[tuple[int, int]] = field(default_factory=list)
     inputs: int = 1  # how many inputs a one-node test model feeds
     outputs: int = 1
@@ -164,7 +165,8 @@ def _entry(path: Path, index: int, raw) -> KernelSpec:
         attributes.append(Attribute(name, decl["kind"], decl.get("default")))
     cpu_inputs = raw.get("cpu_inputs", [])
     cpu_outputs = raw.get("cpu_outputs", [])
-    for fld, value in (("cpu_inputs", cpu_inputs), ("cpu_outputs", cpu_outputs)):
+    prepack = raw.get("prepack", [])
+    for fld, value in (("cpu_inputs", cpu_inputs), ("cpu_outputs", cpu_outputs), ("prepack", prepack)):
         if not isinstance(value, list) or not all(isinstance(i, int) and i >= 0 for i in value):
             fail(fld, "must be a list of indices")
     aliases = raw.get("aliases", [])
@@ -177,6 +179,6 @@ def _entry(path: Path, index: int, raw) -> KernelSpec:
     if not isinstance(test, dict):
         fail("test", "must be a mapping")
     return KernelSpec(op=op, domain=domain, since=since, until=until, types=types, impl=impl, shader=shader, constants=constants,
-                      attributes=attributes, cpu_inputs=cpu_inputs, cpu_outputs=cpu_outputs, aliases=[tuple(a) for a in aliases],
+                      attributes=attributes, cpu_inputs=cpu_inputs, cpu_outputs=cpu_outputs, prepack=prepack, aliases=[tuple(a) for a in aliases],
                       inputs=raw.get("inputs", 1), outputs=raw.get("outputs", 1), test=test, index=index,
                       source=str(path))

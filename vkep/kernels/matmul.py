@@ -63,10 +63,19 @@ class MatMul(_Tiled):
 
 
 class Gemm(_Tiled):
+    b_packed_kn = False  # B arrives already transposed to [K, N] (see pack)
+
+    def pack(self, index: int, weight):
+        """B is stored as [K, N] row-major, whatever transB says: the kernel then reads it with unit stride."""
+        if index == 1 and self.attrs["transB"] and weight.ndim == 2:
+            self.b_packed_kn = True
+            return weight.T.copy(), "gemm-b-kn"
+        return weight, "raw"
+
     def _plan(self, sa, sb, sc) -> tuple:
         if len(sa) != 2 or len(sb) != 2:
             raise UnsupportedError(f"Gemm takes 2-D A and B, got {sa} and {sb}")
-        ta, tb = self.attrs["transA"], self.attrs["transB"]
+        ta, tb = self.attrs["transA"], self.attrs["transB"] and not self.b_packed_kn
         m, k = (sa[1], sa[0]) if ta else sa
         k2, n = (sb[1], sb[0]) if tb else sb
         if k != k2:

@@ -213,7 +213,9 @@ typedef struct vkep_plan {
     vkep_alloc_cache* out_cache;   /* the allocator ORT gives this node's outputs from */
     vkep_plan_op ops[VKEP_PLAN_OPS];
 } vkep_plan;
-typedef struct vkep_kernel { OrtKernelImpl base; int64_t id; uint32_t plan_seq; vkep_plan plan; } vkep_kernel;
+typedef struct vkep_kernel {
+    OrtKernelImpl base; int64_t id; uint32_t plan_seq; uint32_t packed_mask; vkep_plan plan;
+} vkep_kernel;
 typedef struct vkep_allocator { OrtAllocator base; int64_t id; const OrtMemoryInfo* info; vkep_alloc_cache* cache; }
     vkep_allocator;
 /* factory and EP with their strings: the getters ORT calls (also during teardown) are plain C */
@@ -686,8 +688,10 @@ static OrtStatus* vkep_compute(OrtKernelImpl* self, OrtKernelContext* ctx) {
     ort_KernelContext_GetOutputCount(ctx, &nout);
     io.n_inputs = (int32_t)n;
     io.n_outputs = (int32_t)nout;
+    uint32_t packed = ((vkep_kernel*)self)->packed_mask;
     for (size_t i = 0; i < n; i++) {
         const OrtValue* v = NULL;
+        if (packed & (1u << i)) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }  /* prepacked */
         s = ort_KernelContext_GetInput(ctx, i, &v);
         if (s) return s;
         if (!v) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }

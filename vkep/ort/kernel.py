@@ -7,6 +7,8 @@ import math
 import struct
 import threading
 
+import numpy as np
+
 from vkep.gpu import transfer
 from vkep.kernels.base import ITEMSIZE, Tensor, implementation, variant
 from vkep.kernels.control_flow import ControlFlow
@@ -37,6 +39,7 @@ class KernelInstance:
         self.pipelines: dict[tuple, object] = {}
         self.plan_lock = threading.Lock()
         self.allocator = None  # the vkep allocator ORT takes this node's outputs from, once seen
+        self.packed: dict[int, tuple] = {}  # input index → (PackedWeight, Tensor)
         with _ids_lock:
             self.id = next(_ids)
         self.struct = api.new_struct("vkep_kernel")
@@ -291,6 +294,8 @@ def _kernel_compute(kernel_id, ctx, io):
         if ptr and i not in kernel.cpu_inputs:
             ptr = memory.device_address(ptr)
         inputs.append(Tensor(ptr, shape, element_types.get(code, "?"), i))
+    for index, (_, tensor) in kernel.packed.items():
+        inputs[index] = tensor
     stream = stream_of(io.stream) if io.stream != ffi.NULL else None
     # replay needs an ORT stream (a recorder only this run uses) and no input read on the host
     replayable = stream is not None and not kernel.cpu_inputs and not kernel.struct.plan.valid
@@ -304,13 +309,46 @@ def _kernel_compute(kernel_id, ctx, io):
 
 @callback("py_kernel_release")
 def _kernel_release(this):
-    KERNELS.pop(api.ffi.cast("vkep_kernel*", this).id, None)
+    kernel = KERNELS.pop(api.ffi.cast("vkep_kernel*", this).id, None)
+    if kernel is not None:
+        for weight, _ in kernel.packed.values():
+            kernel.gpu.weights.release(weight)
     api.free_struct(this)
+
+
+def _host_array(kernel: KernelInstance, value) -> np.ndarray:
+    """A constant tensor's values, wherever ORT placed it (CPU, or vkep memory)."""
+    ffi, lib = api.ffi, api.lib
+    type_, rank, ptr = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*")
+    dims = ffi.new("int64_t[8]")
+    api.check(lib.vkep_tensor_info(value, type_, dims, rank, ptr))
+    dtype = np.dtype(api.ELEMENT_TYPES[type_[0]] if type_[0] != 9 else "bool")
+    shape = tuple(dims[i] for i in range(rank[0]))
+    out = np.empty(shape, dtype)
+    if out.nbytes:
+        src = ptr[0]
+        dst = out.ctypes.data
+        if kernel.device.owns(lib.ep_Value_GetMemoryDevice(value)) is not None:
+            transfer.download(kernel.gpu, kernel.gpu.memory.device_address(src), dst, out.nbytes)
+        else:
+            ffi.memmove(ffi.cast("void*", dst), ffi.cast("void*", src), out.nbytes)
+    return out
 
 
 @status_callback("py_kernel_prepack")
 def _kernel_prepack(this, tensor, input_index, allocator, cache, is_packed):
+    """Pack a constant input once (kernels.yaml `prepack`); ORT then frees its copy."""
+    kernel = KERNELS[api.ffi.cast("vkep_kernel*", this).id]
     is_packed[0] = False
+    if input_index not in kernel.spec.prepack or input_index >= 32:
+        return
+    packed, tag = kernel.impl.pack(input_index, _host_array(kernel, tensor))
+    packed = np.ascontiguousarray(packed)
+    weight = kernel.gpu.weights.acquire(packed.tobytes(), f"{tag}:{packed.dtype}:{packed.shape}")
+    dtype = "bool" if packed.dtype == np.bool_ else str(packed.dtype)
+    kernel.packed[input_index] = (weight, Tensor(weight.address, tuple(packed.shape), dtype, Tensor.PERSISTENT))
+    kernel.struct.packed_mask |= 1 << input_index
+    is_packed[0] = True
 
 
 @status_callback("py_kernel_set_shared")
