@@ -237,7 +237,6 @@ class Device:
 
         from vkep.gpu.memory import MemoryManager
         from vkep.gpu.pipeline import PipelineCache
-
         from vkep.gpu.weights import WeightCache
 
         self.memory = MemoryManager(self)
