@@ -17,22 +17,25 @@ def control_flow_kernel(device, spec, info):
     if spec.op == "If":
         api.check(lib.ep_CreateIfKernel(info, out))
     elif spec.op == "Loop":
-        helper = api.new_struct("vkep_loop_helper")
-        helper.base.ort_version_supported = lib.vkep_api_version()
-        helper.base.Release = lib.py_loop_helper_release
-        helper.base.ConcatOutput = lib.py_loop_concat
-        HELPERS[api.address(helper)] = device
+        helper = _helper("vkep_loop_helper", device, lib.py_loop_helper_release, ConcatOutput=lib.py_loop_concat)
         api.check(lib.ep_CreateLoopKernel(info, ffi.cast("OrtLoopKernelHelper*", helper), out))
     elif spec.op == "Scan":
-        helper = api.new_struct("vkep_scan_helper")
-        helper.base.ort_version_supported = lib.vkep_api_version()
-        helper.base.Release = lib.py_scan_helper_release
-        helper.base.Transpose = lib.py_scan_transpose
-        HELPERS[api.address(helper)] = device
+        helper = _helper("vkep_scan_helper", device, lib.py_scan_helper_release, Transpose=lib.py_scan_transpose)
         api.check(lib.ep_CreateScanKernel(info, ffi.cast("OrtScanKernelHelper*", helper), out))
     else:
         raise api.OrtError(f"no control-flow kernel for {spec.op}", api.ORT_NOT_IMPLEMENTED)
     return out[0]
+
+
+def _helper(ctype: str, device, release, **methods):
+    """A Loop/Scan helper struct for ORT (which releases it), remembering its device."""
+    helper = api.new_struct(ctype)
+    helper.base.ort_version_supported = api.lib.vkep_api_version()
+    helper.base.Release = release
+    for name, fn in methods.items():
+        setattr(helper.base, name, fn)
+    HELPERS[api.address(helper)] = device
+    return helper
 
 
 def _release(this) -> None:
