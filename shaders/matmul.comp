@@ -1,12 +1,18 @@
 #version 450
-// Batched y = alpha * op(A) x op(B) + beta * C, tiled through shared memory.
+// Batched y = alpha * op(A) x op(B) + beta * C.
 // A, B are read through strides, so transposes and broadcast batch dimensions cost nothing;
 // C (Gemm's bias, optional: address 0) is read through its own strides (0 where it broadcasts).
+// A 16x16 workgroup computes a 64x64 tile of y, each invocation a 4x4 block held in registers, over
+// K in steps of 16 staged through shared memory: 16 multiply-adds per shared load, few barriers.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-#define TILE 16
-layout(local_size_x = TILE, local_size_y = TILE) in;
+#define BM 64
+#define BN 64
+#define BK 16
+#define RM 4
+#define RN 4
+layout(local_size_x = 16, local_size_y = 16) in;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t a, b, c, y;
@@ -17,30 +23,55 @@ layout(push_constant, scalar) uniform Push {
     float alpha, beta;
 } pc;
 
-shared float tile_a[TILE][TILE];
-shared float tile_b[TILE][TILE];
+shared float tile_a[BK][BM + 1];  // [k][m], padded against bank conflicts
+shared float tile_b[BK][BN + 1];  // [k][n]
 
 void main() {
     uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
-    uint n = gl_WorkGroupID.x * TILE + tx;
-    uint m = gl_WorkGroupID.y * TILE + ty;
+    uint tid = ty * 16 + tx;
+    uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
     uint z = gl_WorkGroupID.z;
     uint outer = z / pc.batch_inner, inner = z % pc.batch_inner;
     uint a_base = outer * pc.a_outer + inner * pc.a_inner;
     uint b_base = outer * pc.b_outer + inner * pc.b_inner;
     Tensor A = Tensor(pc.a), B = Tensor(pc.b);
-    float acc = 0.0;
-    for (uint k0 = 0; k0 < pc.K; k0 += TILE) {
-        uint ka = k0 + tx, kb = k0 + ty;
-        tile_a[ty][tx] = (m < pc.M && ka < pc.K) ? LOAD(A, a_base + m * pc.a_m + ka * pc.a_k) : 0.0;
-        tile_b[ty][tx] = (n < pc.N && kb < pc.K) ? LOAD(B, b_base + kb * pc.b_k + n * pc.b_n) : 0.0;
+
+    float acc[RM][RN];
+    for (uint i = 0; i < RM; ++i)
+        for (uint j = 0; j < RN; ++j) acc[i][j] = 0.0;
+
+    for (uint k0 = 0; k0 < pc.K; k0 += BK) {
+        // 256 invocations stage 64x16 of A and 16x64 of B: 4 elements each
+        for (uint e = tid; e < BM * BK; e += 256) {
+            uint mm = e / BK, kk = e % BK;
+            uint m = m0 + mm, k = k0 + kk;
+            tile_a[kk][mm] = (m < pc.M && k < pc.K) ? float(LOAD(A, a_base + m * pc.a_m + k * pc.a_k)) : 0.0;
+        }
+        for (uint e = tid; e < BK * BN; e += 256) {
+            uint kk = e / BN, nn = e % BN;
+            uint k = k0 + kk, n = n0 + nn;
+            tile_b[kk][nn] = (n < pc.N && k < pc.K) ? float(LOAD(B, b_base + k * pc.b_k + n * pc.b_n)) : 0.0;
+        }
         barrier();
-        for (uint k = 0; k < TILE; ++k) acc += tile_a[ty][k] * tile_b[k][tx];
+        for (uint kk = 0; kk < BK; ++kk) {
+            float av[RM], bv[RN];
+            for (uint i = 0; i < RM; ++i) av[i] = tile_a[kk][ty + 16 * i];
+            for (uint j = 0; j < RN; ++j) bv[j] = tile_b[kk][tx + 16 * j];
+            for (uint i = 0; i < RM; ++i)
+                for (uint j = 0; j < RN; ++j) acc[i][j] += av[i] * bv[j];
+        }
         barrier();
     }
-    if (m < pc.M && n < pc.N) {
-        float r = pc.alpha * acc;
-        if (pc.c != 0) r += pc.beta * LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n);
-        STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
+
+    for (uint i = 0; i < RM; ++i) {
+        uint m = m0 + ty + 16 * i;
+        if (m >= pc.M) continue;
+        for (uint j = 0; j < RN; ++j) {
+            uint n = n0 + tx + 16 * j;
+            if (n >= pc.N) continue;
+            float r = pc.alpha * acc[i][j];
+            if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n));
+            STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
+        }
     }
 }

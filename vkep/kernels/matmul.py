@@ -7,7 +7,7 @@ import math
 from vkep.kernels.base import Kernel, UnsupportedError, pack, shader_dtype
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
 
-TILE = 16
+TILE = 64  # output tile of matmul.comp (BM = BN)
 
 
 class _Tiled(Kernel):
