@@ -30,8 +30,11 @@ def _builders():
 
 
 def _digest(module) -> str:
-    text = Path(module.__file__).read_bytes() + sys.version.encode() + sysconfig.get_platform().encode()
-    return hashlib.sha256(text).hexdigest()[:16]
+    """Hash of the builder and the C files it compiles (its SOURCES), and of the Python it targets."""
+    h = hashlib.sha256(sys.version.encode() + sysconfig.get_platform().encode())
+    for path in [Path(module.__file__), *getattr(module, "SOURCES", [])]:
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def module_path(name: str) -> Path:

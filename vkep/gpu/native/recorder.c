@@ -1,0 +1,229 @@
+/* The few lines of C on vkep's Vulkan hot path: recording dispatches with hazard-tracked barriers,
+ * submitting against the stream's timeline semaphore, host-to-device address translation, and the
+ * validation-layer message sink. Built by vkep/gpu/_vk_build.py. */
+#include <vulkan/vulkan.h>
+#include <string.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#define VKEP_MAX_SPANS 64
+
+typedef struct vkep_recorder {
+    VkDevice device; VkQueue queue; VkCommandBuffer cmd; VkPipelineLayout layout;
+    VkSemaphore timeline; uint64_t submitted; uint32_t recording; uint32_t commands; uint32_t barriers;
+    uint32_t batch_limit; uint64_t total_commands;
+    VkPipeline bound;
+    pthread_mutex_t mutex;  /* recursive: Python and the native replay path may record on one stream */
+    /* address ranges read / written since the last barrier: a new command waits only on a real hazard */
+    int nr, nw;
+    uint64_t r_lo[VKEP_MAX_SPANS], r_hi[VKEP_MAX_SPANS], w_lo[VKEP_MAX_SPANS], w_hi[VKEP_MAX_SPANS];
+} vkep_recorder;
+
+static int vkep_begin_locked(vkep_recorder* r, VkCommandBuffer cmd);
+
+static void vkep_barrier(vkep_recorder* r) {
+    VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL,
+        VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+        VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+        VK_ACCESS_TRANSFER_WRITE_BIT};
+    VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(r->cmd, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+    r->nr = r->nw = 0;
+    r->barriers++;
+}
+
+static int overlaps(const uint64_t* lo, const uint64_t* hi, int n, uint64_t a, uint64_t b) {
+    for (int i = 0; i < n; i++) if (a < hi[i] && lo[i] < b) return 1;
+    return 0;
+}
+
+/* spans are (lo, hi) pairs; RAW, WAR and WAW against what is pending since the last barrier */
+static void vkep_track(vkep_recorder* r, const uint64_t* reads, int nreads, const uint64_t* writes, int nwrites) {
+    int hazard = (r->nr + nreads > VKEP_MAX_SPANS) || (r->nw + nwrites > VKEP_MAX_SPANS);
+    for (int i = 0; !hazard && i < nreads; i++)
+        hazard = overlaps(r->w_lo, r->w_hi, r->nw, reads[2*i], reads[2*i+1]);
+    for (int i = 0; !hazard && i < nwrites; i++)
+        hazard = overlaps(r->w_lo, r->w_hi, r->nw, writes[2*i], writes[2*i+1]) ||
+                 overlaps(r->r_lo, r->r_hi, r->nr, writes[2*i], writes[2*i+1]);
+    if (hazard) vkep_barrier(r);
+    for (int i = 0; i < nreads; i++) { r->r_lo[r->nr] = reads[2*i]; r->r_hi[r->nr++] = reads[2*i+1]; }
+    for (int i = 0; i < nwrites; i++) { r->w_lo[r->nw] = writes[2*i]; r->w_hi[r->nw++] = writes[2*i+1]; }
+}
+
+void vkep_recorder_init(vkep_recorder* r) {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&r->mutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
+void vkep_recorder_destroy(vkep_recorder* r) { pthread_mutex_destroy(&r->mutex); }
+void vkep_lock(vkep_recorder* r) { pthread_mutex_lock(&r->mutex); }
+void vkep_unlock(vkep_recorder* r) { pthread_mutex_unlock(&r->mutex); }
+
+int vkep_begin(vkep_recorder* r, VkCommandBuffer cmd) {
+    pthread_mutex_lock(&r->mutex);
+    int res = vkep_begin_locked(r, cmd);
+    pthread_mutex_unlock(&r->mutex);
+    return res;
+}
+
+static int vkep_begin_locked(vkep_recorder* r, VkCommandBuffer cmd) {
+    VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
+                                   VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+    int res = vkBeginCommandBuffer(cmd, &bi);
+    if (res != VK_SUCCESS) return res;
+    r->cmd = cmd; r->recording = 1; r->commands = 0; r->bound = VK_NULL_HANDLE;
+    /* earlier submissions on this queue are not ordered with this one without a barrier */
+    vkep_barrier(r);
+    return VK_SUCCESS;
+}
+
+/* spans: nreads then nwrites (lo, hi) uint64 pairs, packed by the caller */
+int vkep_dispatch(vkep_recorder* r, VkPipeline pipeline, const char* push, uint32_t push_size,
+                  uint32_t gx, uint32_t gy, uint32_t gz, const char* spans, int nreads, int nwrites) {
+    uint64_t sp[4 * VKEP_MAX_SPANS];
+    int n = nreads + nwrites;
+    if (n > 2 * VKEP_MAX_SPANS) return -1;
+    memcpy(sp, spans, sizeof(uint64_t) * 2 * (size_t)n);
+    pthread_mutex_lock(&r->mutex);
+    if (!r->recording) { pthread_mutex_unlock(&r->mutex); return -2; }
+    vkep_track(r, sp, nreads, sp + 2 * nreads, nwrites);
+    if (r->bound != pipeline) {
+        vkCmdBindPipeline(r->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+        r->bound = pipeline;
+    }
+    if (push_size) vkCmdPushConstants(r->cmd, r->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+    vkCmdDispatch(r->cmd, gx, gy, gz);
+    r->commands++; r->total_commands++;
+    pthread_mutex_unlock(&r->mutex);
+    return VK_SUCCESS;
+}
+
+int vkep_copy(vkep_recorder* r, VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t size,
+              uint64_t src_addr, uint64_t dst_addr) {
+    uint64_t rd[2] = {src_addr, src_addr + size}, wr[2] = {dst_addr, dst_addr + size};
+    pthread_mutex_lock(&r->mutex);
+    if (!r->recording) { pthread_mutex_unlock(&r->mutex); return -2; }
+    vkep_track(r, rd, 1, wr, 1);
+    VkBufferCopy region = {src_off, dst_off, size};
+    vkCmdCopyBuffer(r->cmd, src, dst, 1, &region);
+    r->commands++; r->total_commands++;
+    pthread_mutex_unlock(&r->mutex);
+    return VK_SUCCESS;
+}
+
+static int vkep_submit_locked(vkep_recorder* r, uint64_t signal_value);
+
+int vkep_submit(vkep_recorder* r, uint64_t signal_value) {
+    pthread_mutex_lock(&r->mutex);
+    int res = r->recording ? vkep_submit_locked(r, signal_value) : VK_SUCCESS;
+    pthread_mutex_unlock(&r->mutex);
+    return res;
+}
+
+static int vkep_submit_locked(vkep_recorder* r, uint64_t signal_value) {
+    /* make every write visible to the host before the semaphore signals */
+    VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL,
+        VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(r->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    int res = vkEndCommandBuffer(r->cmd);
+    r->recording = 0; r->nr = r->nw = 0;
+    if (res != VK_SUCCESS) return res;
+    VkTimelineSemaphoreSubmitInfo ts = {VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, NULL, 0, NULL, 1, &signal_value};
+    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, &ts, 0, NULL, NULL, 1, &r->cmd, 1, &r->timeline};
+    res = vkQueueSubmit(r->queue, 1, &si, VK_NULL_HANDLE);
+    if (res == VK_SUCCESS) r->submitted = signal_value;
+    return res;
+}
+
+int vkep_wait(VkDevice device, VkSemaphore timeline, uint64_t value, uint64_t timeout_ns) {
+    VkSemaphoreWaitInfo wi = {VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, NULL, 0, 1, &timeline, &value};
+    return vkWaitSemaphores(device, &wi, timeout_ns);
+}
+
+/* can `n` more commands go into the open command buffer without a submit? (the native fast path asks) */
+int vkep_ready(vkep_recorder* r, int n) {
+    return r->recording && r->commands + (uint32_t)n <= r->batch_limit;
+}
+
+/* ---- host pointer -> device address, for memory whose mapping differs from its device address ----
+ * An immutable snapshot swapped atomically: readers never lock; old snapshots are kept (rare, tiny). */
+typedef struct { int n; uint64_t* lo; uint64_t* hi; int64_t* delta; } vkep_translation;
+static vkep_translation* volatile g_translation = NULL;
+
+void vkep_set_translations(const uint64_t* lo, const uint64_t* hi, const int64_t* delta, int n) {
+    vkep_translation* t = calloc(1, sizeof(*t));
+    t->n = n;
+    t->lo = calloc((size_t)n + 1, 8); t->hi = calloc((size_t)n + 1, 8); t->delta = calloc((size_t)n + 1, 8);
+    memcpy(t->lo, lo, 8 * (size_t)n); memcpy(t->hi, hi, 8 * (size_t)n); memcpy(t->delta, delta, 8 * (size_t)n);
+    __atomic_store_n(&g_translation, t, __ATOMIC_RELEASE);
+}
+
+uint64_t vkep_translate(uint64_t address) {
+    vkep_translation* t = __atomic_load_n(&g_translation, __ATOMIC_ACQUIRE);
+    if (t) for (int i = 0; i < t->n; i++)
+        if (address >= t->lo[i] && address < t->hi[i]) return (uint64_t)((int64_t)address + t->delta[i]);
+    return address;
+}
+
+void* vkep_dispatch_fn = (void*)vkep_dispatch;
+void* vkep_lock_fn = (void*)vkep_lock;
+void* vkep_unlock_fn = (void*)vkep_unlock;
+void* vkep_ready_fn = (void*)vkep_ready;
+void* vkep_translate_fn = (void*)vkep_translate;
+
+/* ---- validation messages ---- */
+static pthread_mutex_t msg_lock = PTHREAD_MUTEX_INITIALIZER;
+static char msg_buf[65536];
+static int msg_len = 0, msg_count = 0;
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL vkep_debug_cb(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+        VkDebugUtilsMessageTypeFlagsEXT types, const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+    (void)types; (void)user;
+    pthread_mutex_lock(&msg_lock);
+    msg_count++;
+    int room = (int)sizeof(msg_buf) - msg_len - 1;
+    if (room > 0) {
+        int n = snprintf(msg_buf + msg_len, (size_t)room, "[%s] %s\n",
+                         severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning",
+                         data && data->pMessage ? data->pMessage : "");
+        msg_len += n < room ? n : room;
+    }
+    pthread_mutex_unlock(&msg_lock);
+    return VK_FALSE;
+}
+
+int vkep_install_messenger(VkInstance instance, VkDebugUtilsMessengerEXT* out) {
+    PFN_vkCreateDebugUtilsMessengerEXT create =
+        (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT");
+    if (!create) return VK_ERROR_EXTENSION_NOT_PRESENT;
+    VkDebugUtilsMessengerCreateInfoEXT ci = {VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT, NULL, 0,
+        VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
+        vkep_debug_cb, NULL};
+    return create(instance, &ci, NULL, out);
+}
+
+void vkep_remove_messenger(VkInstance instance, VkDebugUtilsMessengerEXT messenger) {
+    PFN_vkDestroyDebugUtilsMessengerEXT destroy =
+        (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT");
+    if (destroy) destroy(instance, messenger, NULL);
+}
+
+int vkep_validation_count(void) { return msg_count; }
+
+/* copies the pending messages into buf and clears them; returns how many there were */
+int vkep_validation_take(char* buf, int size) {
+    pthread_mutex_lock(&msg_lock);
+    int n = msg_len < size - 1 ? msg_len : size - 1;
+    memcpy(buf, msg_buf, (size_t)n);
+    buf[n] = 0;
+    int count = msg_count;
+    msg_len = 0; msg_count = 0;
+    pthread_mutex_unlock(&msg_lock);
+    return count;
+}

@@ -1,0 +1,261 @@
+/* The plugin's C: exported entry points, the per-node Compute trampoline with its native replay, and the
+ * allocator front. Everything else is Python (the modules of vkep/ort). Built by vkep/ort/_plugin_build.py. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE  /* dladdr */
+#endif
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <Python.h>
+#include "ort_abi.h"
+
+static const OrtApi* g_api = NULL;
+static const OrtEpApi* g_ep_api = NULL;
+static const char* g_ort_version = "";
+int vkep_py_ready = 0;   /* set by the embedded Python once vkep.ort.plugin is attached */
+OrtStatus* py_kernel_compute(int64_t id, OrtKernelContext* ctx, vkep_io* io);
+OrtStatus* py_kernel_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out);
+OrtStatus* vkep_py_create_factories(const char* registered_name, const OrtApiBase* base, const OrtLogger* logger,
+                                    OrtEpFactory** factories, size_t max_factories, size_t* num_factories);
+OrtStatus* vkep_py_release_factory(OrtEpFactory* factory);
+
+int vkep_api_version(void) { return VKEP_ORT_API_VERSION; }
+const char* vkep_ort_version(void) { return g_ort_version; }
+/* @@WRAPPERS@@: ORT function-table wrappers, generated */
+
+
+/* ---- helpers for Python ------------------------------------------------------------------- */
+OrtStatus* vkep_output(OrtKernelContext* ctx, size_t index, const char* dims, size_t rank, uint64_t* ptr) {
+    int64_t d[VKEP_MAX_RANK];
+    if (rank > VKEP_MAX_RANK) return ort_CreateStatus(2, "vkep: output rank above 8");
+    memcpy(d, dims, rank * sizeof(int64_t));
+    OrtValue* v = NULL;
+    OrtStatus* s = ort_KernelContext_GetOutput(ctx, index, d, rank, &v);
+    if (s) return s;
+    void* p = NULL;
+    s = ort_GetTensorMutableData(v, &p);
+    *ptr = (uint64_t)(uintptr_t)p;
+    return s;
+}
+
+OrtStatus* vkep_tensor_info(const OrtValue* v, int* type, int64_t* dims, int* rank, uint64_t* ptr) {
+    OrtTensorTypeAndShapeInfo* info = NULL;
+    OrtStatus* s = ort_GetTensorTypeAndShape(v, &info);
+    if (s) return s;
+    size_t r = 0;
+    ort_GetTensorElementType(info, type);
+    ort_GetDimensionsCount(info, &r);
+    if (r > VKEP_MAX_RANK) { ort_ReleaseTensorTypeAndShapeInfo(info); return ort_CreateStatus(2, "vkep: rank above 8"); }
+    ort_GetDimensions(info, dims, r);
+    ort_ReleaseTensorTypeAndShapeInfo(info);
+    *rank = (int)r;
+    void* p = NULL;
+    s = ort_GetTensorMutableData((OrtValue*)v, &p);
+    *ptr = (uint64_t)(uintptr_t)p;
+    return s;
+}
+
+int ort_KernelInfo_InputElementType(const OrtKernelInfo* info, size_t index) {
+    OrtTypeInfo* t = NULL;
+    const OrtTensorTypeAndShapeInfo* ti = NULL;
+    int type = 0;
+    OrtStatus* s = ort_KernelInfo_GetInputTypeInfo(info, index, &t);
+    if (s) { ort_ReleaseStatus(s); return 0; }
+    s = ort_CastTypeInfoToTensorInfo(t, &ti);
+    if (!s && ti) { OrtStatus* s2 = ort_GetTensorElementType(ti, &type); if (s2) ort_ReleaseStatus(s2); }
+    if (s) ort_ReleaseStatus(s);
+    ort_ReleaseTypeInfo(t);
+    return type;
+}
+
+OrtStatus* ep_KernelDefBuilder_AddTypeConstraint_types(OrtKernelDefBuilder* b, const char* name,
+                                                       const int* elem_types, size_t n) {
+    const OrtDataType* types[32];
+    if (n > 32) n = 32;
+    for (size_t i = 0; i < n; i++) {
+        OrtStatus* s = ep_GetTensorDataType(elem_types[i], &types[i]);
+        if (s) return s;
+    }
+    return ep_KernelDefBuilder_AddTypeConstraint(b, name, types, n);
+}
+
+size_t vkep_alloc_cache_count(vkep_alloc_cache* c, uint64_t size);
+
+/* ---- replaying a node's plan without Python -------------------------------------------------------- */
+typedef int (*gpu_ready_t)(void* recorder, int n);
+typedef int (*gpu_dispatch_t)(void* recorder, uint64_t pipeline, const char* push, uint32_t push_size, uint32_t gx,
+                              uint32_t gy, uint32_t gz, const char* spans, int nreads, int nwrites);
+typedef uint64_t (*gpu_translate_t)(uint64_t address);
+static gpu_ready_t g_ready = NULL;
+static gpu_dispatch_t g_dispatch = NULL;
+static gpu_translate_t g_translate = NULL;
+typedef void (*gpu_lock_t)(void* recorder);
+static gpu_lock_t g_lock = NULL, g_unlock = NULL;
+static uint64_t g_fast_hits = 0;
+
+void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate, uint64_t lock, uint64_t unlock) {
+    g_lock = (gpu_lock_t)(uintptr_t)lock;
+    g_unlock = (gpu_lock_t)(uintptr_t)unlock;
+    g_ready = (gpu_ready_t)(uintptr_t)ready;
+    g_dispatch = (gpu_dispatch_t)(uintptr_t)dispatch;
+    g_translate = (gpu_translate_t)(uintptr_t)translate;
+}
+
+uint64_t vkep_fast_path_hits(void) { return __atomic_load_n(&g_fast_hits, __ATOMIC_RELAXED); }
+
+static uint64_t io_address(const vkep_io* io, const uint64_t* outs, int32_t code, uint64_t offset) {
+    if (code == VKEP_IO_CONST) return offset;
+    uint64_t base = code >= 0 ? io->ptrs[code] : outs[-1 - code];
+    return g_translate(base) + offset;
+}
+
+static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep_io* io,
+                              OrtStatus** status);
+
+/* 1 = handled (with *status set on an ORT error), 0 = let Python do it */
+static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io, OrtStatus** status) {
+    static __thread vkep_plan p;
+    if (!g_dispatch || !io->stream) return 0;
+    uint32_t seq = __atomic_load_n(&k->plan_seq, __ATOMIC_ACQUIRE);
+    if ((seq & 1) || !k->plan.valid) return 0;
+    memcpy(&p, &k->plan, sizeof p);
+    if (__atomic_load_n(&k->plan_seq, __ATOMIC_ACQUIRE) != seq) return 0;  /* being rewritten */
+    if (p.n_inputs != io->n_inputs) return 0;
+    for (int i = 0; i < io->n_inputs; i++) {
+        if (p.types[i] != io->types[i] || p.ranks[i] != io->ranks[i]) return 0;
+        if (memcmp(p.dims + i * VKEP_MAX_RANK, io->dims + i * VKEP_MAX_RANK, sizeof(int64_t) * (size_t)io->ranks[i]))
+            return 0;
+    }
+    void* rec = ((vkep_stream*)io->stream)->recorder;
+    if (!rec) return 0;
+    g_lock(rec);  /* another thread may flush this stream (a device-wide sync): record atomically */
+    int handled = vkep_replay_locked(&p, rec, ctx, io, status);
+    g_unlock(rec);
+    if (handled) __atomic_fetch_add(&g_fast_hits, 1, __ATOMIC_RELAXED);
+    return handled;
+}
+
+static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep_io* io,
+                              OrtStatus** status) {
+    if (!g_ready(rec, p->n_ops)) return 0;
+    /* only when each output's allocation is certain to succeed (an aliased output allocates nothing) */
+    for (int j = 0; j < p->n_outputs; j++) {
+        int aliased = 0;
+        for (int a = 0; a < p->n_alias; a++) aliased |= p->alias_out[a] == j;
+        if (!aliased && p->out_bytes[j] && (!p->out_cache || !vkep_alloc_cache_count(p->out_cache, p->out_bytes[j])))
+            return 0;
+    }
+    uint64_t outs[VKEP_PLAN_OUTPUTS];
+    for (int j = 0; j < p->n_outputs; j++) {
+        OrtValue* v = NULL;
+        void* ptr = NULL;
+        OrtStatus* s = ort_KernelContext_GetOutput(ctx, (size_t)j, p->out_dims + j * VKEP_MAX_RANK,
+                                                   (size_t)p->out_rank[j], &v);
+        if (!s) s = ort_GetTensorMutableData(v, &ptr);
+        if (s) { *status = s; return 1; }
+        outs[j] = (uint64_t)(uintptr_t)ptr;
+    }
+    for (int a = 0; a < p->n_alias; a++)
+        if (outs[p->alias_out[a]] != io->ptrs[p->alias_in[a]]) return 0;  /* ORT did not alias: Python copies */
+    for (int o = 0; o < p->n_ops; o++) {
+        vkep_plan_op* op = &p->ops[o];
+        uint64_t spans[2 * VKEP_PLAN_SLOTS];
+        for (uint32_t a = 0; a < op->n_addr; a++) {
+            uint64_t addr = io_address(io, outs, op->addr_io[a], op->addr_offset[a]);
+            memcpy(op->push + 8 * a, &addr, 8);
+        }
+        for (uint32_t sp = 0; sp < op->n_reads + op->n_writes; sp++) {
+            spans[2 * sp] = io_address(io, outs, op->span_io[sp], op->span_offset[sp]);
+            spans[2 * sp + 1] = spans[2 * sp] + op->span_len[sp];
+        }
+        g_dispatch(rec, op->pipeline, (const char*)op->push, op->push_size, op->groups[0], op->groups[1],
+                   op->groups[2], (const char*)spans, (int)op->n_reads, (int)op->n_writes);
+    }
+    return 1;
+}
+
+/* ---- the per-node Compute trampoline ---------------------------------------------------------- */
+static OrtStatus* vkep_compute(OrtKernelImpl* self, OrtKernelContext* ctx) {
+    vkep_io io;
+    size_t n = 0, nout = 0;
+    OrtStatus* s = ort_KernelContext_GetInputCount(ctx, &n);
+    if (s) return s;
+    if (n > VKEP_MAX_IO) return ort_CreateStatus(2, "vkep: more than 16 inputs");
+    ort_KernelContext_GetOutputCount(ctx, &nout);
+    io.n_inputs = (int32_t)n;
+    io.n_outputs = (int32_t)nout;
+    uint32_t packed = ((vkep_kernel*)self)->packed_mask;
+    for (size_t i = 0; i < n; i++) {
+        const OrtValue* v = NULL;
+        if (packed & (1u << i)) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }  /* prepacked */
+        s = ort_KernelContext_GetInput(ctx, i, &v);
+        if (s) return s;
+        if (!v) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }
+        int rank = 0;
+        s = vkep_tensor_info(v, &io.types[i], io.dims + i * VKEP_MAX_RANK, &rank, &io.ptrs[i]);
+        if (s) return s;
+        io.ranks[i] = rank;
+    }
+    io.stream = NULL;
+    s = ort_KernelContext_GetGPUComputeStream(ctx, &io.stream);
+    if (s) { ort_ReleaseStatus(s); io.stream = NULL; }
+    OrtStatus* status = NULL;
+    if (vkep_replay((vkep_kernel*)self, ctx, &io, &status)) return status;
+    return py_kernel_compute(((vkep_kernel*)self)->id, ctx, &io);
+}
+
+void* vkep_compute_fn = (void*)vkep_compute;
+
+static const OrtMemoryInfo* vkep_alloc_info(const OrtAllocator* a) { return ((const vkep_allocator*)a)->info; }
+static const char* vkep_factory_name(const OrtEpFactory* f) { return ((const vkep_factory*)f)->name; }
+static const char* vkep_factory_vendor(const OrtEpFactory* f) { return ((const vkep_factory*)f)->vendor; }
+static const char* vkep_factory_version(const OrtEpFactory* f) { return ((const vkep_factory*)f)->version; }
+static const char* vkep_ep_name(const OrtEp* e) { return ((const vkep_ep*)e)->name; }
+void* vkep_alloc_info_fn = (void*)vkep_alloc_info;
+void* vkep_factory_name_fn = (void*)vkep_factory_name;
+void* vkep_factory_vendor_fn = (void*)vkep_factory_vendor;
+void* vkep_factory_version_fn = (void*)vkep_factory_version;
+void* vkep_ep_name_fn = (void*)vkep_ep_name;
+
+/* ---- exported entry points -------------------------------------------------------------------- */
+static OrtStatus* fail(const OrtApiBase* base, const char* msg) {
+    const OrtApi* api = base ? base->GetApi(VKEP_ORT_API_VERSION) : NULL;
+    if (!api) return NULL;
+    typedef OrtStatus* (*create_t)(int, const char*);
+    return ((create_t)((void* const*)api)[0])(1, msg);
+}
+
+__attribute__((visibility("default")))
+OrtStatus* CreateEpFactories(const char* registered_name, const OrtApiBase* base, const OrtLogger* logger,
+                             OrtEpFactory** factories, size_t max_factories, size_t* num_factories) {
+    *num_factories = 0;
+    if (!base) return NULL;
+    g_api = base->GetApi(VKEP_ORT_API_VERSION);
+    if (!g_api) return NULL;  /* an ORT older than vkep needs: nothing to return a status with */
+    typedef const OrtEpApi* (*get_ep_api_t)(void);
+    g_ep_api = ((get_ep_api_t)((void* const*)g_api)[317])();
+    g_ort_version = base->GetVersionString();
+    /* a C host dlopens us RTLD_LOCAL: make libpython's symbols global before extension modules load */
+    if (!Py_IsInitialized()) dlopen(VKEP_LIBPYTHON, RTLD_NOW | RTLD_GLOBAL);
+    /* stay loaded after ORT unregisters us: the interpreter keeps our Python callbacks attached to this
+     * copy of the library, so a later registration must find the same one */
+    Dl_info self;
+    if (dladdr((void*)CreateEpFactories, &self) && self.dli_fname)
+        dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    OrtStatus* s = vkep_py_create_factories(registered_name, base, logger, factories, max_factories,
+                                            num_factories);
+    if (!vkep_py_ready) {
+        *num_factories = 0;
+        return fail(base, "vkep: the embedded Python failed to start (its traceback is on stderr)");
+    }
+    return s;
+}
+
+__attribute__((visibility("default")))
+OrtStatus* ReleaseEpFactory(OrtEpFactory* factory) {
+    if (!vkep_py_ready) return NULL;
+    return vkep_py_release_factory(factory);
+}
