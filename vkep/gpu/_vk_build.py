@@ -1,6 +1,6 @@
 """cffi (API mode) binding of the Vulkan subset vkep uses, plus a few lines of C for the hot path.
 
-Compiled against the system's <vulkan/vulkan.h>, so every struct layout below is checked by the C
+Compiled against the system's <vulkan/vulkan.h>, so every struct layout in native/vk_cdef.h is checked by the C
 compiler; only the members vkep touches are declared (`...;`).  Built by `python -m vkep.build`.
 """
 
