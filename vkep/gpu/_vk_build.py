@@ -17,5 +17,6 @@ SOURCES = sorted(NATIVE.glob("*.[ch]"))  # a change to any of these rebuilds the
 def builder(module_name: str) -> cffi.FFI:
     ffi = cffi.FFI()
     ffi.cdef((NATIVE / "vk_cdef.h").read_text())
-    ffi.set_source(module_name, (NATIVE / "recorder.c").read_text(), libraries=["vulkan"], extra_compile_args=["-O2"])
+    source = (NATIVE / "recorder.c").read_text() + (NATIVE / "interop.c").read_text()
+    ffi.set_source(module_name, source, libraries=["vulkan"], extra_compile_args=["-O2"])
     return ffi

@@ -104,15 +104,29 @@ class Stream:
 
     def _flush_locked(self) -> int:
         rec = self.rec
-        if rec.recording and rec.commands:
+        if (rec.recording and rec.commands) or rec.n_ext_signal:
             value = rec.submitted + 1
-            cmd = rec.cmd
+            cmd = rec.cmd if rec.recording else None
             with self.device.queue_lock:
                 result = lib.vkep_submit(rec, value)
             check(result, "vkQueueSubmit")
-            self._in_flight.append((value, cmd))
+            if cmd is not None:
+                self._in_flight.append((value, cmd))
             self.submits += 1
         return rec.submitted
+
+    def wait_external(self, semaphore, value: int) -> None:
+        """Work recorded from now on starts once another API's timeline semaphore reaches `value` (a GPU
+        wait: the host does not block)."""
+        with self.lock:
+            self.flush()  # what is already recorded does not wait
+            check(lib.vkep_add_external(self.rec, semaphore, value, 0), "too many external waits")
+
+    def signal_external(self, semaphore, value: int) -> None:
+        """Another API's timeline semaphore reaches `value` once the work recorded so far has completed."""
+        with self.lock:
+            check(lib.vkep_add_external(self.rec, semaphore, value, 1), "too many external signals")
+            self.flush()
 
     @property
     def recorder_address(self) -> int:

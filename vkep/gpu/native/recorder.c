@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #define VKEP_MAX_SPANS 64
+#define VKEP_MAX_EXTERNAL 8
 
 typedef struct vkep_recorder {
     VkDevice device; VkQueue queue; VkCommandBuffer cmd; VkPipelineLayout layout;
@@ -15,6 +16,9 @@ typedef struct vkep_recorder {
     uint32_t batch_limit; uint64_t total_commands;
     VkPipeline bound;
     pthread_mutex_t mutex;  /* recursive: Python and the native replay path may record on one stream */
+    int n_ext_wait, n_ext_signal;  /* external timeline semaphores joined to the next submit */
+    VkSemaphore ext_wait[VKEP_MAX_EXTERNAL], ext_signal[VKEP_MAX_EXTERNAL];
+    uint64_t ext_wait_value[VKEP_MAX_EXTERNAL], ext_signal_value[VKEP_MAX_EXTERNAL];
     /* address ranges read / written since the last barrier: a new command waits only on a real hazard */
     int nr, nw;
     uint64_t r_lo[VKEP_MAX_SPANS], r_hi[VKEP_MAX_SPANS], w_lo[VKEP_MAX_SPANS], w_hi[VKEP_MAX_SPANS];
@@ -119,24 +123,52 @@ static int vkep_submit_locked(vkep_recorder* r, uint64_t signal_value);
 
 int vkep_submit(vkep_recorder* r, uint64_t signal_value) {
     pthread_mutex_lock(&r->mutex);
-    int res = r->recording ? vkep_submit_locked(r, signal_value) : VK_SUCCESS;
+    int res = (r->recording || r->n_ext_signal) ? vkep_submit_locked(r, signal_value) : VK_SUCCESS;
+    pthread_mutex_unlock(&r->mutex);
+    return res;
+}
+
+/* a wait on / a signal of another API's timeline semaphore, joined to this stream's next submit */
+int vkep_add_external(vkep_recorder* r, VkSemaphore sem, uint64_t value, int signal) {
+    pthread_mutex_lock(&r->mutex);
+    int* n = signal ? &r->n_ext_signal : &r->n_ext_wait;
+    int res = -1;
+    if (*n < VKEP_MAX_EXTERNAL) {
+        (signal ? r->ext_signal : r->ext_wait)[*n] = sem;
+        (signal ? r->ext_signal_value : r->ext_wait_value)[*n] = value;
+        (*n)++;
+        res = VK_SUCCESS;
+    }
     pthread_mutex_unlock(&r->mutex);
     return res;
 }
 
 static int vkep_submit_locked(vkep_recorder* r, uint64_t signal_value) {
-    /* make every write visible to the host before the semaphore signals */
-    VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL,
-        VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT};
-    vkCmdPipelineBarrier(r->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
-    int res = vkEndCommandBuffer(r->cmd);
-    r->recording = 0; r->nr = r->nw = 0;
-    if (res != VK_SUCCESS) return res;
-    VkTimelineSemaphoreSubmitInfo ts = {VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, NULL, 0, NULL, 1, &signal_value};
-    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, &ts, 0, NULL, NULL, 1, &r->cmd, 1, &r->timeline};
+    int res = VK_SUCCESS, with_commands = r->recording;
+    if (with_commands) {
+        /* make every write visible to the host before the semaphore signals */
+        VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL,
+            VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT};
+        vkCmdPipelineBarrier(r->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+        res = vkEndCommandBuffer(r->cmd);
+        r->recording = 0; r->nr = r->nw = 0;
+        if (res != VK_SUCCESS) return res;
+    }
+    /* our timeline first, then any external semaphores to signal; external waits gate the whole batch */
+    VkSemaphore signals[1 + VKEP_MAX_EXTERNAL];
+    uint64_t signal_values[1 + VKEP_MAX_EXTERNAL];
+    VkPipelineStageFlags stages[VKEP_MAX_EXTERNAL];
+    signals[0] = r->timeline; signal_values[0] = signal_value;
+    for (int i = 0; i < r->n_ext_signal; i++) { signals[1 + i] = r->ext_signal[i]; signal_values[1 + i] = r->ext_signal_value[i]; }
+    for (int i = 0; i < r->n_ext_wait; i++) stages[i] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    VkTimelineSemaphoreSubmitInfo ts = {VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, NULL,
+                                        (uint32_t)r->n_ext_wait, r->ext_wait_value,
+                                        (uint32_t)(1 + r->n_ext_signal), signal_values};
+    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, &ts, (uint32_t)r->n_ext_wait, r->ext_wait, stages,
+                       with_commands ? 1u : 0u, &r->cmd, (uint32_t)(1 + r->n_ext_signal), signals};
     res = vkQueueSubmit(r->queue, 1, &si, VK_NULL_HANDLE);
-    if (res == VK_SUCCESS) r->submitted = signal_value;
+    if (res == VK_SUCCESS) { r->submitted = signal_value; r->n_ext_wait = r->n_ext_signal = 0; }
     return res;
 }
 

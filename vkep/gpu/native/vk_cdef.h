@@ -218,7 +218,7 @@ VkResult vkGetSemaphoreCounterValue(VkDevice, VkSemaphore, uint64_t*);
 typedef struct vkep_recorder {
     VkDevice device; VkQueue queue; VkCommandBuffer cmd; VkPipelineLayout layout;
     VkSemaphore timeline; uint64_t submitted; uint32_t recording; uint32_t commands; uint32_t barriers;
-    uint32_t batch_limit; uint64_t total_commands;
+    uint32_t batch_limit; uint64_t total_commands; int n_ext_wait, n_ext_signal;
     ...;
 } vkep_recorder;
 int vkep_begin(vkep_recorder* r, VkCommandBuffer cmd);
@@ -229,6 +229,7 @@ int vkep_copy(vkep_recorder* r, VkBuffer src, uint64_t src_off, VkBuffer dst, ui
 int vkep_submit(vkep_recorder* r, uint64_t signal_value);
 int vkep_wait(VkDevice device, VkSemaphore timeline, uint64_t value, uint64_t timeout_ns);
 int vkep_ready(vkep_recorder* r, int n);
+int vkep_add_external(vkep_recorder* r, VkSemaphore sem, uint64_t value, int signal);
 void vkep_recorder_init(vkep_recorder* r);
 void vkep_recorder_destroy(vkep_recorder* r);
 void vkep_lock(vkep_recorder* r);
@@ -241,6 +242,24 @@ void vkep_set_translations(const uint64_t* lo, const uint64_t* hi, const int64_t
 extern void* vkep_dispatch_fn;
 extern void* vkep_ready_fn;
 extern void* vkep_translate_fn;
+
+/* external memory and semaphores (native/interop.c) */
+#define VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT ...
+#define VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_WIN32_BIT ...
+#define VK_EXTERNAL_MEMORY_HANDLE_TYPE_D3D12_HEAP_BIT ...
+#define VK_EXTERNAL_MEMORY_HANDLE_TYPE_D3D12_RESOURCE_BIT ...
+#define VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT ...
+#define VK_EXTERNAL_MEMORY_FEATURE_EXPORTABLE_BIT ...
+#define VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT ...
+#define VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_WIN32_BIT ...
+#define VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_D3D12_FENCE_BIT ...
+#define VK_EXTERNAL_SEMAPHORE_FEATURE_IMPORTABLE_BIT ...
+uint32_t vkep_external_memory_features(VkPhysicalDevice pd, uint32_t handle_type);
+uint32_t vkep_external_semaphore_features(VkPhysicalDevice pd, uint32_t handle_type);
+int vkep_external_memory(VkDevice dev, uint32_t handle_type, uint64_t size, uint32_t preferred_type, int fd,
+                         void* win32, int export_only, VkBuffer* out_buffer, VkDeviceMemory* out_memory);
+int vkep_memory_fd(VkDevice dev, VkDeviceMemory memory, uint32_t handle_type, int* fd);
+int vkep_import_semaphore(VkDevice dev, uint32_t handle_type, int fd, void* win32, VkSemaphore* out);
 
 /* debug-utils messenger whose callback stays in C: messages are kept for Python to poll */
 int vkep_install_messenger(VkInstance instance, VkDebugUtilsMessengerEXT* out);

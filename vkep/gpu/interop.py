@@ -1,0 +1,144 @@
+"""External GPU memory and timeline semaphores, imported into a vkep device.
+
+Imported memory becomes one VkBuffer with a device address, registered in the device's span table,
+so a tensor placed in it is read and written by kernels like any vkep tensor (no copy). What can be
+imported is whatever the device reports (`vkGetPhysicalDeviceExternal*Properties`), never assumed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from vkep.gpu.memory import Block
+from vkep.gpu.vk import check, ffi, lib, new
+
+MEMORY_HANDLE_TYPES = {
+    "opaque_fd": lib.VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
+    "opaque_win32": lib.VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_WIN32_BIT,
+    "d3d12_heap": lib.VK_EXTERNAL_MEMORY_HANDLE_TYPE_D3D12_HEAP_BIT,
+    "d3d12_resource": lib.VK_EXTERNAL_MEMORY_HANDLE_TYPE_D3D12_RESOURCE_BIT,
+}
+SEMAPHORE_HANDLE_TYPES = {
+    "opaque_fd": lib.VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT,
+    "opaque_win32": lib.VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_WIN32_BIT,
+    "d3d12_fence": lib.VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_D3D12_FENCE_BIT,
+}
+
+
+class InteropError(ValueError):
+    """An external handle that cannot be imported (invalid, unsupported, out of range, released twice)."""
+
+
+def can_import_memory(info, kind: str) -> bool:
+    if kind not in MEMORY_HANDLE_TYPES or not info.usable:
+        return False
+    features = lib.vkep_external_memory_features(info.handle, MEMORY_HANDLE_TYPES[kind])
+    return bool(features & lib.VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT)
+
+
+def can_import_semaphore(info, kind: str) -> bool:
+    if kind not in SEMAPHORE_HANDLE_TYPES or not info.usable:
+        return False
+    features = lib.vkep_external_semaphore_features(info.handle, SEMAPHORE_HANDLE_TYPES[kind])
+    return bool(features & lib.VK_EXTERNAL_SEMAPHORE_FEATURE_IMPORTABLE_BIT)
+
+
+def _split_handle(kind: str, handle: int) -> tuple[int, object]:
+    """(fd, win32 handle) for the C side: exactly one is meaningful."""
+    if kind == "opaque_fd":
+        try:
+            os.fstat(handle)
+        except (OSError, OverflowError, TypeError):
+            raise InteropError(f"{handle!r} is not an open file descriptor") from None
+        return handle, ffi.NULL
+    if not handle:
+        raise InteropError("a NULL Windows handle")
+    return -1, ffi.cast("void*", handle)
+
+
+class _External:
+    """A buffer over external (or exportable) memory, registered so vkep addresses resolve into it."""
+
+    def __init__(self, device, kind: str, size: int, fd: int, win32, export: bool):
+        self.device = device
+        self.kind = kind
+        self.size = size
+        self._lock = threading.Lock()
+        buf, mem = ffi.new("VkBuffer*"), ffi.new("VkDeviceMemory*")
+        result = lib.vkep_external_memory(device.handle, MEMORY_HANDLE_TYPES[kind], size,
+                                          device.memory.device_pool.type_index, fd, win32, int(export), buf, mem)
+        if result != lib.VK_SUCCESS:
+            raise InteropError(f"Vulkan refused the {kind} memory ({size} bytes): VkResult {result}")
+        self.buffer, self.memory = buf[0], mem[0]
+        bda = new("VkBufferDeviceAddressInfo", sType=lib.VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, buffer=buf[0])
+        self.block = Block(memory=mem[0], buffer=buf[0], size=size, device_address=lib.vkGetBufferDeviceAddress(
+            device.handle, bda), host_address=0, pool=None, free=[])
+        device.memory.spans.add(self.block)
+        self.released = False
+
+    def release(self) -> None:
+        with self._lock:
+            if self.released:
+                raise InteropError(f"{self.kind} memory released twice")
+            self.released = True
+        self.device.synchronize()  # nothing recorded may still use it
+        self.device.memory.spans.remove(self.block)
+        lib.vkDestroyBuffer(self.device.handle, self.buffer, ffi.NULL)
+        lib.vkFreeMemory(self.device.handle, self.memory, ffi.NULL)
+
+
+class ImportedMemory(_External):
+    """Memory another API or process allocated (`size` = its whole allocation); `address` is the device
+    address at `offset`."""
+
+    def __init__(self, device, kind: str, handle: int, size: int, offset: int = 0):
+        if kind not in MEMORY_HANDLE_TYPES:
+            raise InteropError(f"unknown memory handle type {kind!r}")
+        if not can_import_memory(device.info, kind):
+            raise InteropError(f"{device.info.name} cannot import {kind} memory")
+        if size <= 0 or not 0 <= offset < size:
+            raise InteropError(f"offset {offset} is outside an allocation of {size} bytes")
+        fd, win32 = _split_handle(kind, handle)
+        super().__init__(device, kind, size, fd, win32, export=False)
+        self.offset = offset
+        self.address = self.block.device_address + offset
+
+
+class ExportableMemory(_External):
+    """Memory vkep allocates for another process or API to import (the producer side of a share)."""
+
+    def __init__(self, device, size: int, kind: str = "opaque_fd"):
+        super().__init__(device, kind, size, -1, ffi.NULL, export=True)
+        self.address = self.block.device_address
+
+    def export_fd(self) -> int:
+        fd = ffi.new("int*")
+        check(lib.vkep_memory_fd(self.device.handle, self.memory, MEMORY_HANDLE_TYPES[self.kind], fd),
+              "vkGetMemoryFdKHR")
+        return fd[0]
+
+
+class ImportedSemaphore:
+    """A timeline semaphore another API signals or waits on."""
+
+    def __init__(self, device, kind: str, handle: int):
+        if kind not in SEMAPHORE_HANDLE_TYPES:
+            raise InteropError(f"unknown semaphore type {kind!r}")
+        if not can_import_semaphore(device.info, kind):
+            raise InteropError(f"{device.info.name} cannot import {kind} timeline semaphores")
+        fd, win32 = _split_handle(kind, handle)
+        out = ffi.new("VkSemaphore*")
+        result = lib.vkep_import_semaphore(device.handle, SEMAPHORE_HANDLE_TYPES[kind], fd, win32, out)
+        if result != lib.VK_SUCCESS:
+            raise InteropError(f"Vulkan refused the {kind} semaphore: VkResult {result}")
+        self.device = device
+        self.semaphore = out[0]
+        self.released = False
+
+    def release(self) -> None:
+        if self.released:
+            raise InteropError("semaphore released twice")
+        self.released = True
+        self.device.synchronize()
+        lib.vkDestroySemaphore(self.device.handle, self.semaphore, ffi.NULL)
