@@ -114,3 +114,97 @@ def test_external_timeline_semaphores_where_supported(dev):
     if not supported:
         pytest.skip(f"{dev.info.name} ({dev.info.driver_name}) exports and imports no timeline semaphores")
     assert "opaque_fd" in supported or os.name == "nt"
+
+
+CONSUMER = textwrap.dedent("""
+    import socket, subprocess, sys, textwrap
+    import numpy as np
+    from onnx import helper
+    import vkep
+    from vkep import interop
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(sys.argv[1])
+    srv.listen(1)
+    producer = subprocess.Popen([sys.executable, "-c", sys.argv[2], sys.argv[1]], stdout=subprocess.PIPE, text=True)
+    conn, _ = srv.accept()
+    _, fds, _, _ = socket.recv_fds(conn, 1, 1)
+    graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", 1, [1, 256])],
+                              [helper.make_tensor_value_info("y", 1, [1, 256])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    rt = interop.Runtime()
+    importer = rt.importer()
+    print("capabilities:", importer.can_import_memory("opaque_fd"), importer.can_import_memory("d3d12_resource"),
+          importer.can_import_memory("vk_memory_win32"), importer.can_import_semaphore("opaque_fd"))
+    memory = importer.import_memory("opaque_fd", fds[0], 4096)
+    x = importer.tensor(memory, np.float32, [1, 256])
+    y = importer.tensor(memory, np.float32, [1, 256], offset=1024)
+    session = rt.session(model.SerializeToString(), {"session.disable_cpu_fallback": "1"})
+    session.run({"x": x}, outputs={"y": y})  # warm-up: pipelines, plans
+    vkep.reset_stats()
+    session.run({"x": x}, outputs={"y": y})
+    s = vkep.stats()[0]
+    print("copies:", s["uploads"], s["downloads"], s["staging_copies"], s["device_copies"])
+    conn.sendall(b"d")
+    print(producer.communicate(timeout=120)[0].strip())
+    for name, bad in [("invalid fd", lambda: importer.import_memory("opaque_fd", 987654, 4096)),
+                      ("offset beyond", lambda: importer.import_memory("opaque_fd", 0, 4096, offset=8192)),
+                      ("unsupported type", lambda: importer.import_memory("d3d12_heap", 1234, 4096)),
+                      ("tensor beyond", lambda: importer.tensor(memory, np.float32, [1, 2000]))]:
+        try:
+            bad()
+            print(name, "-> no error")
+        except interop.InteropError as exc:
+            print(name, "->", exc)
+    del x, y
+    memory.release()
+    memory.release()  # the second release is reported on stderr, not a crash
+    out = session.run({"x": np.ones((1, 256), np.float32)}, ["y"])["y"]
+    print("session still usable:", bool(np.all(out == 2)))
+""")
+
+
+def test_ort_interop_api_imports_memory_with_no_copy(tmp_path):
+    """Through ORT's own C interop API (vkep.interop), as a C application would do it."""
+    if not interop.can_import_memory(gpu_device.open_device(0).info, "opaque_fd"):
+        pytest.skip("no opaque-fd memory import on this device")
+    result = subprocess.run([sys.executable, "-c", CONSUMER, str(tmp_path / "s.sock"), PRODUCER],
+                            capture_output=True, text=True, timeout=300, env={**os.environ})
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "capabilities: True False False False" in out, out
+    assert "copies: 0 0 0 0" in out, out
+    assert "producer read back: True [0.0, 2.0, 4.0, 6.0]" in out, out
+    assert "producer validation messages: 0" in out, out
+    assert "invalid fd -> vkep: 987654 is not an open file descriptor" in out, out
+    assert "offset beyond -> vkep: offset 8192 is outside an allocation of 4096 bytes" in out, out
+    assert "unsupported type -> vkep: " in out and "cannot import d3d12_heap memory" in out, out
+    assert "tensor beyond -> vkep: a 8000-byte tensor at offset 0 exceeds the 4096-byte allocation" in out, out
+    assert "released twice" in result.stderr, result.stderr
+    assert "session still usable: True" in out, out
+
+
+@pytest.mark.parametrize("ort_type,kind", [(0, "d3d12_resource"), (1, "d3d12_heap"), (2, "opaque_win32"),
+                                           (3, "opaque_fd")])
+def test_memory_descriptor_translation(ep_devices, ort_type, kind):
+    from vkep.ort import api
+    from vkep.ort import interop as ort_interop
+
+    desc = api.ffi.new("OrtExternalMemoryDescriptor*", {"version": 24, "handle_type": ort_type,
+                                                        "native_handle": api.ffi.cast("void*", 0x1234),
+                                                        "size_bytes": 4096, "offset_bytes": 256})
+    assert ort_interop.translate_memory(desc) == (kind, 0x1234, 4096, 256)
+    assert interop.MEMORY_HANDLE_TYPES[kind]  # each maps to a Vulkan handle type bit
+
+
+@pytest.mark.parametrize("ort_type,kind", [(0, "d3d12_fence"), (1, "opaque_win32"), (2, "opaque_fd")])
+def test_semaphore_descriptor_translation(ep_devices, ort_type, kind):
+    from vkep.ort import api
+    from vkep.ort import interop as ort_interop
+
+    desc = api.ffi.new("OrtExternalSemaphoreDescriptor*", {"version": 24, "type": ort_type,
+                                                           "native_handle": api.ffi.cast("void*", 77)})
+    assert ort_interop.translate_semaphore(desc) == (kind, 77)
+    assert interop.SEMAPHORE_HANDLE_TYPES[kind]
+    with pytest.raises(api.OrtError, match="unknown external semaphore type"):
+        ort_interop.translate_semaphore(api.ffi.new("OrtExternalSemaphoreDescriptor*", {"type": 9}))

@@ -65,15 +65,23 @@ class _External:
         self.kind = kind
         self.size = size
         self._lock = threading.Lock()
-        buf, mem = ffi.new("VkBuffer*"), ffi.new("VkDeviceMemory*")
+        buf, mem, type_index = ffi.new("VkBuffer*"), ffi.new("VkDeviceMemory*"), ffi.new("uint32_t*")
         result = lib.vkep_external_memory(device.handle, MEMORY_HANDLE_TYPES[kind], size,
-                                          device.memory.device_pool.type_index, fd, win32, int(export), buf, mem)
+                                          device.memory.device_pool.type_index, fd, win32, int(export), buf, mem,
+                                          type_index)
         if result != lib.VK_SUCCESS:
             raise InteropError(f"Vulkan refused the {kind} memory ({size} bytes): VkResult {result}")
         self.buffer, self.memory = buf[0], mem[0]
+        # on a unified device the host may see it too: then ORT can treat it as HOST_ACCESSIBLE memory
+        host = 0
+        flags = device.info.memory_types[type_index[0]][0]
+        if device.memory.unified and flags & lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT:
+            ptr = ffi.new("void**")
+            if lib.vkMapMemory(device.handle, mem[0], 0, size, 0, ptr) == lib.VK_SUCCESS:
+                host = int(ffi.cast("uintptr_t", ptr[0]))
         bda = new("VkBufferDeviceAddressInfo", sType=lib.VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, buffer=buf[0])
         self.block = Block(memory=mem[0], buffer=buf[0], size=size, device_address=lib.vkGetBufferDeviceAddress(
-            device.handle, bda), host_address=0, pool=None, free=[])
+            device.handle, bda), host_address=host, pool=None, free=[])
         device.memory.spans.add(self.block)
         self.released = False
 
@@ -84,6 +92,8 @@ class _External:
             self.released = True
         self.device.synchronize()  # nothing recorded may still use it
         self.device.memory.spans.remove(self.block)
+        if self.block.host_address:
+            lib.vkUnmapMemory(self.device.handle, self.memory)
         lib.vkDestroyBuffer(self.device.handle, self.buffer, ffi.NULL)
         lib.vkFreeMemory(self.device.handle, self.memory, ffi.NULL)
 

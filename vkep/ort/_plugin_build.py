@@ -19,9 +19,6 @@ ORT_API_VERSION = 24
 
 NATIVE = Path(__file__).resolve().parent / "native"
 SOURCES = sorted(NATIVE.glob("*.[ch]"))  # a change to any of these rebuilds the module (vkep/build.py)
-TYPES = (NATIVE / "ort_abi.h").read_text()
-CALLS = (NATIVE / "calls.h").read_text()
-PY_CALLBACKS = (NATIVE / "callbacks.h").read_text()
 
 EMBEDDING_API = r"""
 OrtStatus* vkep_py_create_factories(const char* registered_name, const OrtApiBase* base, const OrtLogger* logger,
@@ -51,6 +48,8 @@ ORT_SLOTS = [
     (345, "Graph_GetNodes", "OrtStatus*", "const OrtGraph* g, const OrtNode** nodes, size_t n", "g, nodes, n"),
     (350, "Node_GetOperatorType", "OrtStatus*", "const OrtNode* node, const char** out", "node, out"),
     (51, "GetTensorMutableData", "OrtStatus*", "OrtValue* v, void** out", "v, out"),
+    (49, "CreateTensorWithDataAsOrtValue", "OrtStatus*", "const OrtMemoryInfo* info, void* data, size_t len, "
+     "const int64_t* shape, size_t rank, int type, OrtValue** out", "info, data, len, shape, rank, type, out"),
     (318, "GetTensorSizeInBytes", "OrtStatus*", "const OrtValue* v, size_t* out", "v, out"),
     (85, "KernelInfoGetAttribute_float", "OrtStatus*", "const OrtKernelInfo* info, const char* name, float* out",
      "info, name, out"),
@@ -167,7 +166,8 @@ vkep.ort.plugin.attach(ffi, lib)
 
 def builder(module_name: str) -> cffi.FFI:
     ffi = cffi.FFI()
-    ffi.cdef(TYPES + CALLS + PY_CALLBACKS)
+    # read now, not at import: the digest vkep/build.py compares is of the files as they are now
+    ffi.cdef("".join((NATIVE / name).read_text() for name in ("ort_abi.h", "calls.h", "callbacks.h")))
     ffi.embedding_api(EMBEDDING_API)
     wrappers = _wrappers("ort", "g_api", ORT_SLOTS) + "\n" + _wrappers("ep", "g_ep_api", EP_SLOTS)
     wrappers += """

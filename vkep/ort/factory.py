@@ -80,8 +80,10 @@ class Factory:
         s.CreateDataTransfer = lib.py_factory_create_data_transfer
         s.IsStreamAware = lib.py_factory_is_stream_aware
         s.CreateSyncStreamForDevice = lib.py_factory_create_stream
+        s.CreateExternalResourceImporterForDevice = lib.py_factory_create_importer
         self.devices = [VulkanDevice(info) for info in gpu_device.physical_devices() if info.usable]
         self.hardware: dict[int, VulkanDevice] = {}  # OrtHardwareDevice address → device
+        self.ep_devices: dict[int, VulkanDevice] = {}  # OrtEpDevice address → device
         self.eps: dict[int, object] = {}
         self.allocators: dict[int, object] = {}
         self.data_transfer = None
@@ -177,6 +179,7 @@ def _get_supported_devices(this, hw_devices, num_hw, ep_devices, max_ep_devices,
         for info in dev.memory_infos.values():
             api.check(lib.ep_EpDevice_AddAllocatorInfo(out[0], info))
         factory.hardware[api.address(hw)] = dev
+        factory.ep_devices[api.address(out[0])] = dev
         ep_devices[count] = out[0]
         count += 1
     num_ep_devices[0] = count
@@ -249,3 +252,13 @@ def _create_stream(this, memory_device, options, out):
         raise api.OrtError("not a vkep memory device", api.ORT_INVALID_ARGUMENT)
     stream = SyncStream(found[0])
     out[0] = api.ffi.cast("OrtSyncStreamImpl*", stream.struct)
+
+
+@status_callback("py_factory_create_importer")
+def _create_importer(this, ep_device, out):
+    from vkep.ort.interop import create_importer
+
+    device = factory_of(this).ep_devices.get(api.address(ep_device))
+    if device is None:
+        raise api.OrtError("not a vkep device", api.ORT_INVALID_ARGUMENT)
+    out[0] = create_importer(device, ep_device)

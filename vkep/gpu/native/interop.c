@@ -48,7 +48,8 @@ static uint32_t pick_type(uint32_t bits, uint32_t preferred) {
 /* One buffer over an external allocation (or a new exportable one when export_only is set).
  * fd >= 0 for opaque-fd imports, else win32 is the Windows handle. On success the fd belongs to Vulkan. */
 int vkep_external_memory(VkDevice dev, uint32_t handle_type, uint64_t size, uint32_t preferred_type, int fd,
-                         void* win32, int export_only, VkBuffer* out_buffer, VkDeviceMemory* out_memory) {
+                         void* win32, int export_only, VkBuffer* out_buffer, VkDeviceMemory* out_memory,
+                         uint32_t* out_type) {
     VkExternalMemoryBufferCreateInfo ext = {VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, NULL, handle_type};
     VkBufferCreateInfo bi = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, &ext, 0, size, EXTERNAL_USAGE,
                              VK_SHARING_MODE_EXCLUSIVE, 0, NULL};
@@ -79,6 +80,7 @@ int vkep_external_memory(VkDevice dev, uint32_t handle_type, uint64_t size, uint
     }
     *out_buffer = buffer;
     *out_memory = memory;
+    *out_type = ai.memoryTypeIndex;
     return VK_SUCCESS;
 }
 

@@ -257,7 +257,8 @@ extern void* vkep_translate_fn;
 uint32_t vkep_external_memory_features(VkPhysicalDevice pd, uint32_t handle_type);
 uint32_t vkep_external_semaphore_features(VkPhysicalDevice pd, uint32_t handle_type);
 int vkep_external_memory(VkDevice dev, uint32_t handle_type, uint64_t size, uint32_t preferred_type, int fd,
-                         void* win32, int export_only, VkBuffer* out_buffer, VkDeviceMemory* out_memory);
+                         void* win32, int export_only, VkBuffer* out_buffer, VkDeviceMemory* out_memory,
+                         uint32_t* out_type);
 int vkep_memory_fd(VkDevice dev, VkDeviceMemory memory, uint32_t handle_type, int* fd);
 int vkep_import_semaphore(VkDevice dev, uint32_t handle_type, int fd, void* win32, VkSemaphore* out);
 

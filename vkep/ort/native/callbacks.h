@@ -47,3 +47,22 @@ extern "Python" void py_notification_release(OrtSyncNotificationImpl*);
 extern "Python" OrtStatus* py_notification_activate(OrtSyncNotificationImpl*);
 extern "Python" OrtStatus* py_notification_wait_on_device(OrtSyncNotificationImpl*, OrtSyncStream*);
 extern "Python" OrtStatus* py_notification_wait_on_host(OrtSyncNotificationImpl*);
+
+extern "Python" OrtStatus* py_factory_create_importer(OrtEpFactory*, const OrtEpDevice*, OrtExternalResourceImporterImpl**);
+extern "Python" bool py_importer_can_import_memory(const OrtExternalResourceImporterImpl*, int);
+extern "Python" OrtStatus* py_importer_import_memory(OrtExternalResourceImporterImpl*, const OrtExternalMemoryDescriptor*,
+                                                     OrtExternalMemoryHandle**);
+extern "Python" void py_importer_release_memory(OrtExternalResourceImporterImpl*, OrtExternalMemoryHandle*);
+extern "Python" void py_memory_handle_release(OrtExternalMemoryHandle*);
+extern "Python" OrtStatus* py_importer_create_tensor(OrtExternalResourceImporterImpl*, const OrtExternalMemoryHandle*,
+                                                     const OrtExternalTensorDescriptor*, OrtValue**);
+extern "Python" bool py_importer_can_import_semaphore(const OrtExternalResourceImporterImpl*, int);
+extern "Python" OrtStatus* py_importer_import_semaphore(OrtExternalResourceImporterImpl*,
+                                                        const OrtExternalSemaphoreDescriptor*, OrtExternalSemaphoreHandle**);
+extern "Python" void py_importer_release_semaphore(OrtExternalResourceImporterImpl*, OrtExternalSemaphoreHandle*);
+extern "Python" void py_semaphore_handle_release(OrtExternalSemaphoreHandle*);
+extern "Python" OrtStatus* py_importer_wait_semaphore(OrtExternalResourceImporterImpl*, OrtExternalSemaphoreHandle*,
+                                                      OrtSyncStream*, uint64_t);
+extern "Python" OrtStatus* py_importer_signal_semaphore(OrtExternalResourceImporterImpl*, OrtExternalSemaphoreHandle*,
+                                                        OrtSyncStream*, uint64_t);
+extern "Python" void py_importer_release(OrtExternalResourceImporterImpl*);

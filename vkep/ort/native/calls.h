@@ -20,6 +20,8 @@ OrtStatus* ort_Graph_GetNumNodes(const OrtGraph* g, size_t* n);
 OrtStatus* ort_Graph_GetNodes(const OrtGraph* g, const OrtNode** nodes, size_t n);
 OrtStatus* ort_Node_GetOperatorType(const OrtNode* node, const char** out);
 OrtStatus* ort_GetTensorMutableData(OrtValue* v, void** out);
+OrtStatus* ort_CreateTensorWithDataAsOrtValue(const OrtMemoryInfo* info, void* data, size_t len, const int64_t* shape,
+                                              size_t rank, int type, OrtValue** out);
 OrtStatus* ort_GetTensorSizeInBytes(const OrtValue* v, size_t* out);
 OrtStatus* ort_KernelInfoGetAttribute_float(const OrtKernelInfo* info, const char* name, float* out);
 OrtStatus* ort_KernelInfoGetAttribute_int64(const OrtKernelInfo* info, const char* name, int64_t* out);

@@ -121,6 +121,43 @@ typedef struct OrtEp {
     void* ReleaseCapturedGraph;
 } OrtEp;
 
+/* external resources (interop) */
+typedef struct OrtExternalMemoryDescriptor {
+    uint32_t version; int handle_type; void* native_handle; size_t size_bytes; size_t offset_bytes;
+} OrtExternalMemoryDescriptor;
+typedef struct OrtExternalSemaphoreDescriptor { uint32_t version; int type; void* native_handle; }
+    OrtExternalSemaphoreDescriptor;
+typedef struct OrtExternalTensorDescriptor {
+    uint32_t version; int element_type; const int64_t* shape; size_t rank; size_t offset_bytes;
+} OrtExternalTensorDescriptor;
+typedef struct OrtExternalMemoryHandle {
+    uint32_t version; const OrtEpDevice* ep_device; OrtExternalMemoryDescriptor descriptor;
+    void (*Release)(struct OrtExternalMemoryHandle* handle);
+} OrtExternalMemoryHandle;
+typedef struct OrtExternalSemaphoreHandle {
+    uint32_t version; const OrtEpDevice* ep_device; OrtExternalSemaphoreDescriptor descriptor;
+    void (*Release)(struct OrtExternalSemaphoreHandle* handle);
+} OrtExternalSemaphoreHandle;
+typedef struct OrtExternalResourceImporterImpl {
+    uint32_t ort_version_supported;
+    bool (*CanImportMemory)(const struct OrtExternalResourceImporterImpl* self, int handle_type);
+    OrtStatus* (*ImportMemory)(struct OrtExternalResourceImporterImpl* self, const OrtExternalMemoryDescriptor* desc,
+                               OrtExternalMemoryHandle** out);
+    void (*ReleaseMemory)(struct OrtExternalResourceImporterImpl* self, OrtExternalMemoryHandle* handle);
+    OrtStatus* (*CreateTensorFromMemory)(struct OrtExternalResourceImporterImpl* self,
+                                         const OrtExternalMemoryHandle* handle,
+                                         const OrtExternalTensorDescriptor* desc, OrtValue** out);
+    bool (*CanImportSemaphore)(const struct OrtExternalResourceImporterImpl* self, int type);
+    OrtStatus* (*ImportSemaphore)(struct OrtExternalResourceImporterImpl* self,
+                                  const OrtExternalSemaphoreDescriptor* desc, OrtExternalSemaphoreHandle** out);
+    void (*ReleaseSemaphore)(struct OrtExternalResourceImporterImpl* self, OrtExternalSemaphoreHandle* handle);
+    OrtStatus* (*WaitSemaphore)(struct OrtExternalResourceImporterImpl* self, OrtExternalSemaphoreHandle* handle,
+                                OrtSyncStream* stream, uint64_t value);
+    OrtStatus* (*SignalSemaphore)(struct OrtExternalResourceImporterImpl* self, OrtExternalSemaphoreHandle* handle,
+                                  OrtSyncStream* stream, uint64_t value);
+    void (*Release)(struct OrtExternalResourceImporterImpl* self);
+} OrtExternalResourceImporterImpl;
+
 typedef struct OrtEpFactory {
     uint32_t ort_version_supported;
     const char* (*GetName)(const struct OrtEpFactory* self);
@@ -143,12 +180,16 @@ typedef struct OrtEpFactory {
     OrtStatus* (*CreateSyncStreamForDevice)(struct OrtEpFactory* self, const OrtMemoryDevice* device,
                                             const OrtKeyValuePairs* options, OrtSyncStreamImpl** out);
     void* GetHardwareDeviceIncompatibilityDetails;
-    void* CreateExternalResourceImporterForDevice;
+    OrtStatus* (*CreateExternalResourceImporterForDevice)(struct OrtEpFactory* self, const OrtEpDevice* ep_device,
+                                                          OrtExternalResourceImporterImpl** out);
     void* GetNumCustomOpDomains;
     void* GetCustomOpDomains;
 } OrtEpFactory;
 
 /* vkep's wrappers: ORT structs followed by the id Python knows them by */
+typedef struct vkep_importer { OrtExternalResourceImporterImpl base; int64_t id; } vkep_importer;
+typedef struct vkep_memory_handle { OrtExternalMemoryHandle base; int64_t id; } vkep_memory_handle;
+typedef struct vkep_semaphore_handle { OrtExternalSemaphoreHandle base; int64_t id; } vkep_semaphore_handle;
 typedef struct vkep_loop_helper { OrtLoopKernelHelper base; int64_t device; } vkep_loop_helper;
 typedef struct vkep_scan_helper { OrtScanKernelHelper base; int64_t device; } vkep_scan_helper;
 #define VKEP_MAX_IO 16
