@@ -23,6 +23,9 @@ def _builders():
     from vkep.gpu import _vk_build
     from vkep.ort import _plugin_build
 
+    # a long-lived process may hold older builder code than the files the digest is taken of
+    _vk_build, _plugin_build = importlib.reload(_vk_build), importlib.reload(_plugin_build)
+
     return {
         "_vk": (_vk_build, lambda: _vk_build.builder("vkep._native._vk")),
         "_vkep_plugin": (_plugin_build, lambda: _plugin_build.builder("_vkep_plugin")),

@@ -77,6 +77,9 @@ class Call(Protocol):
 
     def read_host(self, tensor: Tensor) -> bytes: ...
 
+    def write_host(self, tensor: Tensor, data: bytes) -> None:
+        """Fill a CPU output (declared in `cpu_outputs`)."""
+
     def upload(self, host: Tensor, dst: Tensor) -> None:
         """CPU memory → device tensor, ordered after the work already recorded on this call's stream."""
 
@@ -86,6 +89,8 @@ class Call(Protocol):
 
 class Kernel:
     """Base of every op implementation: created once per node at session creation."""
+
+    output_count: int | None = None  # how many outputs the node has (set by the runtime)
 
     def __init__(self, spec: KernelSpec, attrs: dict, since_version: int, input_types: list[str]):
         self.spec = spec

@@ -24,7 +24,7 @@ def manifest_paths() -> list[Path]:
 MAX_VERSION = 2**31 - 1
 DTYPES = {"float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
           "uint64", "bool", "bfloat16"}
-ATTR_KINDS = {"int", "float", "string", "ints", "floats"}
+ATTR_KINDS = {"int", "float", "string", "ints", "floats", "tensor"}
 FIELDS = {"op", "domain", "since", "until", "types", "impl", "shader", "constants", "attributes", "cpu_inputs",
           "cpu_outputs", "aliases",
           "inputs", "outputs", "test", "prepack"}
@@ -38,7 +38,8 @@ class ManifestError(ValueError):
 class Attribute:
     name: str
     kind: str
-    default: object  # None: required
+    default: object  # None: required, unless optional
+    optional: bool = False  # absent → None
 
 
 @dataclass
@@ -162,7 +163,7 @@ def _entry(path: Path, index: int, raw) -> KernelSpec:
     for name, decl in (raw.get("attributes") or {}).items():
         if not isinstance(decl, dict) or decl.get("kind") not in ATTR_KINDS:
             fail(f"attributes.{name}", f"needs kind: one of {', '.join(sorted(ATTR_KINDS))}")
-        attributes.append(Attribute(name, decl["kind"], decl.get("default")))
+        attributes.append(Attribute(name, decl["kind"], decl.get("default"), bool(decl.get("optional", False))))
     cpu_inputs = raw.get("cpu_inputs", [])
     cpu_outputs = raw.get("cpu_outputs", [])
     prepack = raw.get("prepack", [])

@@ -48,6 +48,10 @@ ORT_SLOTS = [
     (345, "Graph_GetNodes", "OrtStatus*", "const OrtGraph* g, const OrtNode** nodes, size_t n", "g, nodes, n"),
     (350, "Node_GetOperatorType", "OrtStatus*", "const OrtNode* node, const char** out", "node, out"),
     (51, "GetTensorMutableData", "OrtStatus*", "OrtValue* v, void** out", "v, out"),
+    (96, "ReleaseValue", "void", "OrtValue* v", "v"),
+    (236, "KernelInfoGetAttribute_tensor", "OrtStatus*",
+     "const OrtKernelInfo* info, const char* name, OrtAllocator* allocator, OrtValue** out", "info, name, allocator, out"),
+    (78, "GetAllocatorWithDefaultOptions", "OrtStatus*", "OrtAllocator** out", "out"),
     (49, "CreateTensorWithDataAsOrtValue", "OrtStatus*", "const OrtMemoryInfo* info, void* data, size_t len, "
      "const int64_t* shape, size_t rank, int type, OrtValue** out", "info, data, len, shape, rank, type, out"),
     (318, "GetTensorSizeInBytes", "OrtStatus*", "const OrtValue* v, size_t* out", "v, out"),

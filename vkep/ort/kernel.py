@@ -121,6 +121,14 @@ class KernelCall:
         """The bytes of a CPU input (declared in `cpu_inputs`)."""
         return api.ffi.buffer(api.ffi.cast("char*", tensor.addr), tensor.nbytes)[:]
 
+    def write_host(self, tensor: Tensor, data: bytes) -> None:
+        """Fill a CPU output (declared in `cpu_outputs`)."""
+        self.replayable = False
+        if len(data) > tensor.nbytes:
+            raise ValueError(f"{len(data)} bytes into a {tensor.nbytes}-byte tensor")
+        if data:
+            api.ffi.memmove(api.ffi.cast("void*", tensor.addr), data, len(data))
+
     def upload(self, host: Tensor, dst: Tensor) -> None:
         self.replayable = False
         transfer.upload(self.kernel.gpu, host.addr, dst.addr, host.nbytes)
@@ -225,6 +233,8 @@ def _read_attributes(info, spec) -> dict:
                 out = ffi.new("float*")
                 api.check(lib.ort_KernelInfoGetAttribute_float(info, name, out))
                 value = out[0]
+            elif attr.kind == "tensor":
+                value = _tensor_attribute(info, name)
             elif attr.kind == "string":
                 size = ffi.new("size_t*", 0)
                 api.check(lib.ort_KernelInfoGetAttribute_string(info, name, ffi.NULL, size))
@@ -241,12 +251,30 @@ def _read_attributes(info, spec) -> dict:
                 api.check(fn(info, name, buf, size))
                 value = list(buf)
         except api.OrtError:
-            if attr.default is None:
+            if attr.default is None and not attr.optional:
                 raise api.OrtError(f"{spec.op}: required attribute {attr.name!r} is missing",
                                    api.ORT_INVALID_ARGUMENT) from None
             value = attr.default
         attrs[attr.name] = value
     return attrs
+
+
+def _tensor_attribute(info, name: bytes) -> np.ndarray:
+    """A TENSOR attribute (e.g. ConstantOfShape's value) as a numpy array."""
+    lib, ffi = api.lib, api.ffi
+    value = ffi.new("OrtValue**")
+    api.check(lib.ort_KernelInfoGetAttribute_tensor(info, name, lib.ort_default_allocator(), value))
+    try:
+        type_, rank, ptr = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*")
+        dims = ffi.new("int64_t[8]")
+        api.check(lib.vkep_tensor_info(value[0], type_, dims, rank, ptr))
+        dtype = np.dtype(api.ELEMENT_TYPES[type_[0]] if type_[0] != 9 else "bool")
+        array = np.empty(tuple(dims[i] for i in range(rank[0])), dtype)
+        if array.nbytes:
+            ffi.memmove(ffi.cast("void*", array.ctypes.data), ffi.cast("void*", ptr[0]), array.nbytes)
+        return array
+    finally:
+        lib.ort_ReleaseValue(value[0])
 
 
 def _node_name(info) -> str:
@@ -272,6 +300,9 @@ def _kernel_create(state, info, out):
         out[0] = control_flow_kernel(device, spec, info)
         return
     impl = cls(spec, _read_attributes(info, spec), since[0], input_types)
+    outputs = ffi.new("size_t*")
+    api.check(lib.ort_KernelInfo_GetOutputCount(info, outputs))
+    impl.output_count = outputs[0]
     kernel = KernelInstance(device, spec, impl, _node_name(info))
     out[0] = ffi.cast("OrtKernelImpl*", kernel.struct)
 
@@ -297,8 +328,9 @@ def _kernel_compute(kernel_id, ctx, io):
     for index, (_, tensor) in kernel.packed.items():
         inputs[index] = tensor
     stream = stream_of(io.stream) if io.stream != ffi.NULL else None
-    # replay needs an ORT stream (a recorder only this run uses) and no input read on the host
-    replayable = stream is not None and not kernel.cpu_inputs and not kernel.struct.plan.valid
+    # replay needs an ORT stream and no tensor read or written on the host (those are values, not shapes)
+    replayable = (stream is not None and not kernel.cpu_inputs and not kernel.cpu_outputs
+                  and not kernel.struct.plan.valid)
     if stream is None:
         stream = kernel.gpu.default_stream()
     call = KernelCall(kernel, ctx, inputs, stream, replayable)

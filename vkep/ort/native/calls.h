@@ -20,6 +20,10 @@ OrtStatus* ort_Graph_GetNumNodes(const OrtGraph* g, size_t* n);
 OrtStatus* ort_Graph_GetNodes(const OrtGraph* g, const OrtNode** nodes, size_t n);
 OrtStatus* ort_Node_GetOperatorType(const OrtNode* node, const char** out);
 OrtStatus* ort_GetTensorMutableData(OrtValue* v, void** out);
+void ort_ReleaseValue(OrtValue* v);
+OrtStatus* ort_KernelInfoGetAttribute_tensor(const OrtKernelInfo* info, const char* name, OrtAllocator* allocator,
+                                             OrtValue** out);
+OrtAllocator* ort_default_allocator(void);
 OrtStatus* ort_CreateTensorWithDataAsOrtValue(const OrtMemoryInfo* info, void* data, size_t len, const int64_t* shape,
                                               size_t rank, int type, OrtValue** out);
 OrtStatus* ort_GetTensorSizeInBytes(const OrtValue* v, size_t* out);

@@ -28,6 +28,13 @@ const char* vkep_ort_version(void) { return g_ort_version; }
 
 
 /* ---- helpers for Python ------------------------------------------------------------------- */
+OrtAllocator* ort_default_allocator(void) {
+    OrtAllocator* a = NULL;
+    OrtStatus* s = ort_GetAllocatorWithDefaultOptions(&a);
+    if (s) { ort_ReleaseStatus(s); return NULL; }
+    return a;
+}
+
 OrtStatus* vkep_output(OrtKernelContext* ctx, size_t index, const char* dims, size_t rank, uint64_t* ptr) {
     int64_t d[VKEP_MAX_RANK];
     if (rank > VKEP_MAX_RANK) return ort_CreateStatus(2, "vkep: output rank above 8");

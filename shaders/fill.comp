@@ -1,0 +1,25 @@
+#version 450
+// Outputs computed from push-constant scalars alone. MODE 0 Range: y[i] = start + i * delta (start and
+// delta are float32 bits for float types, int64 otherwise).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint MODE = 0;
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t y;
+    int64_t start, delta;
+    uint n;
+} pc;
+
+void main() {
+    uint i = flat_index(256);
+    if (i >= pc.n) return;
+#if IS_FLOAT
+    float v = uintBitsToFloat(uint(pc.start)) + float(i) * uintBitsToFloat(uint(pc.delta));
+#else
+    int64_t v = pc.start + int64_t(i) * pc.delta;
+#endif
+    STORE(Tensor(pc.y), i, COMP_T(v));
+}

@@ -1,0 +1,133 @@
+#version 450
+// Resize (ONNX opset 10-19) over up to 4 dims: each output coordinate maps back to an input coordinate
+// through COORD (the coordinate_transformation_mode, formulas as in ORT's upsamplebase.h), then
+//   MODE 0 nearest (NEAREST: 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil, 4 opset 10:
+//          ceil when downsampling, else floor),
+//   MODE 1 linear, MODE 2 cubic (coefficient uintBitsToFloat(CUBIC_A), EXCLUDE_OUTSIDE, ANTIALIAS:
+//   downsampling widens the kernel by 1/scale) interpolates separably over every dim, edge-clamped.
+// Dims whose source coordinate is an integer take one tap.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint MODE = 0;
+layout(constant_id = 1) const uint COORD = 0;  // 0 half_pixel 1 asymmetric 2 pytorch_half_pixel
+                                               // 3 tf_half_pixel_for_nn 4 align_corners
+                                               // 5 tf_crop_and_resize 6 half_pixel_symmetric
+layout(constant_id = 2) const uint NEAREST = 0;
+layout(constant_id = 3) const uint EXCLUDE_OUTSIDE = 0;
+layout(constant_id = 4) const uint CUBIC_A = 0xBF400000u;  // -0.75
+layout(constant_id = 5) const uint ANTIALIAS = 0;
+
+#define R 4
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, y;
+    uint n, rank;
+    float extrapolation;
+    uint in_dims[R];
+    uint out_dims[R];
+    float scale[R];
+    float roi_start[R];
+    float roi_end[R];
+} pc;
+
+float original(uint d, float x) {
+    float s = pc.scale[d], len_in = float(pc.in_dims[d]), len_out = float(pc.out_dims[d]);
+    if (COORD == 0) return (x + 0.5) / s - 0.5;
+    if (COORD == 1) return x / s;
+    if (COORD == 2) return len_out > 1.0 ? (x + 0.5) / s - 0.5 : 0.0;
+    if (COORD == 3) return (x + 0.5) / s;
+    if (COORD == 4) return len_out == 1.0 ? 0.0 : x * (len_in - 1.0) / (len_out - 1.0);
+    if (COORD == 5) {
+        float a = pc.roi_start[d], b = pc.roi_end[d];
+        return len_out > 1.0 ? a * (len_in - 1.0) + (x * (b - a) * (len_in - 1.0)) / (len_out - 1.0)
+                             : 0.5 * (a + b) * (len_in - 1.0);
+    }
+    float adjustment = len_out / (s * len_in);
+    float center = len_in / 2.0;
+    return center * (1.0 - adjustment) + (x + 0.5) / s - 0.5;
+}
+
+int nearest(float x, float scale) {
+    if (NEAREST == 4) return int(scale < 1.0 ? ceil(x) : floor(x));
+    if (NEAREST == 2) return int(floor(x));
+    if (NEAREST == 3) return int(ceil(x));
+    float f = floor(x);
+    if (x - f == 0.5) return int(NEAREST == 0 ? f : f + 1.0);
+    return int(floor(x + 0.5));
+}
+
+// the interpolation kernel at distance x (linear: triangle, cubic: Keys with coefficient A)
+float kernel(float x) {
+    x = abs(x);
+    if (MODE == 1) return max(1.0 - x, 0.0);
+    float A = uintBitsToFloat(CUBIC_A);
+    if (x <= 1.0) return ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
+    if (x < 2.0) return ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A;
+    return 0.0;
+}
+
+void main() {
+    uint i = flat_index(256);
+    if (i >= pc.n) return;
+    // per dim: taps first[d] .. first[d] + taps[d] - 1 (clamped to the edge), at kernel distance
+    // (tap - x) * s[d] (s < 1 widens the kernel: antialiasing), weights divided by norm[d]
+    int first[R];
+    uint taps[R];
+    float x_of[R], s_of[R], norm[R];
+    uint rem = i, total = 1;
+    for (int d = int(pc.rank) - 1; d >= 0; --d) {
+        uint c = rem % pc.out_dims[d];
+        rem /= pc.out_dims[d];
+        float x = original(d, float(c));
+        int len = int(pc.in_dims[d]);
+        if (COORD == 5 && (x < 0.0 || x > float(len - 1))) {
+            STORE(Tensor(pc.y), i, pc.extrapolation);
+            return;
+        }
+        float f = floor(x);
+        float s = ANTIALIAS == 1 ? min(pc.scale[d], 1.0) : 1.0;
+        x_of[d] = x;
+        s_of[d] = s;
+        norm[d] = 1.0;
+        if (MODE == 0) {
+            first[d] = clamp(nearest(x, pc.scale[d]), 0, len - 1);
+            taps[d] = 1;
+        } else if (x == f && s == 1.0) {
+            first[d] = clamp(int(f), 0, len - 1);
+            x_of[d] = float(first[d]);
+            taps[d] = 1;
+        } else {
+            int start = int(floor((MODE == 1 ? -1.0 : -2.0) / s)) + 1;  // the kernel's support
+            first[d] = int(f) + start;
+            taps[d] = uint(2 * (1 - start));
+            float sum = 0.0;
+            for (uint t = 0; t < taps[d]; ++t) {
+                int at = first[d] + int(t);
+                if (EXCLUDE_OUTSIDE == 0 || (at >= 0 && at < len)) sum += kernel((float(at) - x) * s);
+            }
+            norm[d] = sum;
+        }
+        total *= taps[d];
+    }
+    Tensor X = Tensor(pc.x);
+    float acc = 0.0;
+    for (uint t = 0; t < total; ++t) {
+        uint k = t, src = 0, step = 1;
+        float weight = 1.0;
+        for (int d = int(pc.rank) - 1; d >= 0; --d) {
+            uint tap = k % taps[d];
+            k /= taps[d];
+            int len = int(pc.in_dims[d]);
+            int at = first[d] + int(tap);
+            src += uint(clamp(at, 0, len - 1)) * step;
+            step *= uint(len);
+            if (taps[d] > 1) {
+                bool outside = EXCLUDE_OUTSIDE == 1 && (at < 0 || at >= len);
+                weight *= outside ? 0.0 : kernel((float(at) - x_of[d]) * s_of[d]) / norm[d];
+            }
+        }
+        if (weight != 0.0) acc += weight * LOAD(X, src);
+    }
+    STORE(Tensor(pc.y), i, acc);
+}

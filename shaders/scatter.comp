@@ -1,0 +1,84 @@
+#version 450
+// ScatterND / ScatterElements in two dispatches: MODE 0 copies data into the output, then one of the
+// scatter modes writes the updates. Duplicate targets are only ever written by one invocation, in
+// index order, so every reduction (REDUCE 0 none, 1 add, 2 mul, 3 max, 4 min) is exact and ordered.
+//   MODE 1 ScatterND, no reduction: one invocation per update element; p0 inner (slice size), p1 K
+//   MODE 2 ScatterND, reduction: one invocation per slice position r < inner, looping over the p2 rows
+//   MODE 3 ScatterElements: one invocation per update line along the axis; dims = updates' shape,
+//          strides = data strides, p0 axis, p1 data axis length
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint MODE = 0;
+layout(constant_id = 1) const uint IDX64 = 1;
+layout(constant_id = 2) const uint REDUCE = 0;
+
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Int32Tensor { int v[]; };
+
+#define MAX_RANK 6
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, idx, upd, y;
+    uint n, p0, p1, p2, p3, rank;
+    uint dims[MAX_RANK];
+    uint strides[MAX_RANK];
+} pc;
+
+uint index_at(uint k, uint len) {
+    if (IDX64 == 1) {
+        int64_t v = Int64Tensor(pc.idx).v[k];
+        if (v < 0) v += int64_t(len);
+        return uint(clamp(v, int64_t(0), int64_t(len) - 1));
+    }
+    int v = Int32Tensor(pc.idx).v[k];
+    if (v < 0) v += int(len);
+    return uint(clamp(v, 0, int(len) - 1));
+}
+
+void put(uint dst, COMP_T u) {
+    Tensor Y = Tensor(pc.y);
+    if (REDUCE == 0) {
+        STORE(Y, dst, u);
+        return;
+    }
+    COMP_T v = LOAD(Y, dst);
+    if (REDUCE == 1) v = v + u;
+    else if (REDUCE == 2) v = v * u;
+    else if (REDUCE == 3) v = max(v, u);
+    else v = min(v, u);
+    STORE(Y, dst, v);
+}
+
+uint nd_target(uint row, uint r) {
+    uint dst = r;
+    for (uint t = 0; t < pc.p1; ++t) dst += index_at(row * pc.p1 + t, pc.dims[t]) * pc.strides[t];
+    return dst;
+}
+
+void main() {
+    uint i = flat_index(256);
+    if (i >= pc.n) return;
+    Tensor U = Tensor(pc.upd);
+    if (MODE == 0) {
+        STORE(Tensor(pc.y), i, LOAD(Tensor(pc.x), i));
+    } else if (MODE == 1) {
+        put(nd_target(i / pc.p0, i % pc.p0), LOAD(U, i));
+    } else if (MODE == 2) {
+        for (uint row = 0; row < pc.p2; ++row) put(nd_target(row, i), LOAD(U, row * pc.p0 + i));
+    } else {
+        uint axis = pc.p0, len = pc.dims[axis];
+        uint inner = 1;
+        for (uint d = axis + 1; d < pc.rank; ++d) inner *= pc.dims[d];
+        uint base = (i / inner) * len * inner + i % inner;
+        uint rem = base, dst = 0;
+        for (int d = int(pc.rank) - 1; d >= 0; --d) {
+            uint c = rem % pc.dims[d];
+            rem /= pc.dims[d];
+            if (d != int(axis)) dst += c * pc.strides[d];
+        }
+        for (uint l = 0; l < len; ++l) {
+            uint k = base + l * inner;
+            put(dst + index_at(k, pc.p1) * pc.strides[axis], LOAD(U, k));
+        }
+    }
+}

@@ -1,0 +1,387 @@
+"""Data movement through one strided-gather shader (strided_copy.comp): Transpose, Slice, Expand, Tile,
+Pad, DepthToSpace, SpaceToDepth, Trilu, Split; and Concat (concat.comp, up to 8 inputs a dispatch).
+
+Every output element reads exactly one input element, so all of these are type-agnostic: a plan per
+input shape (and CPU-input values) gives the collapsed dims and strides for the shader.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.elementwise import broadcast_shape, broadcast_strides
+
+MAX_RANK = 6
+MAX_ELEMENTS = 2**32 - 1
+WG = 256
+GATHER, TILE, PAD, TRILU = 0, 1, 2, 3
+PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
+HOST_FORMAT = {"int64": "q", "int32": "i", "int16": "h", "int8": "b", "uint8": "B", "bool": "?", "float32": "f",
+               "float16": "e", "float64": "d", "uint16": "H", "uint32": "I", "uint64": "Q"}
+
+
+def host_values(call, t: Tensor | None) -> list | None:
+    """The values of a CPU input (None when the optional input is absent)."""
+    if t is None:
+        return None
+    data = call.read_host(t)
+    return list(struct.unpack(f"<{t.size}{HOST_FORMAT[t.dtype]}", data)) if t.size else []
+
+
+def optional_input(call, index: int) -> Tensor | None:
+    return call.inputs[index] if len(call.inputs) > index else None
+
+
+def contiguous_strides(shape) -> list[int]:
+    strides, step = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = step
+        step *= shape[d]
+    return strides
+
+
+def _check_size(shape) -> None:
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise UnsupportedError(f"{tuple(shape)} has more elements than shaders index ({MAX_ELEMENTS})")
+
+
+def strided_tail(n: int, dims, offset: int = 0, a=(), b=(), c=()) -> bytes:
+    """The push-constant tail of strided_copy.comp: n, rank, offset, shape, a, b, c (int32 bit patterns)."""
+    if len(dims) > MAX_RANK:
+        raise UnsupportedError(f"strided copy needs rank {len(dims)} > {MAX_RANK}")
+    arrays = [list(v) + [0] * (MAX_RANK - len(v)) for v in (dims, a, b, c)]
+    return pack(f"2Ii{4 * MAX_RANK}I", n, len(dims), offset, *[v & 0xFFFFFFFF for arr in arrays for v in arr])
+
+
+def gather_tail(out_shape, strides, offset: int) -> bytes:
+    """Push-constant tail of a MODE 0 dispatch: size-1 dims dropped, neighbours that stay contiguous in the
+    input merged (the output is always contiguous)."""
+    dims: list[int] = []
+    st: list[int] = []
+    for size, stride in zip(out_shape, strides, strict=True):
+        if size == 1:
+            continue
+        if dims and st[-1] == stride * size:
+            dims[-1] *= size
+            st[-1] = stride
+            continue
+        dims.append(size)
+        st.append(stride)
+    _check_size(out_shape)
+    return strided_tail(math.prod(out_shape), dims, offset, st)
+
+
+class Strided(Kernel):
+    """Base: `_plan(call)` returns (output shape, push tail, constants) and is cached per key."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._plans: dict[tuple, tuple] = {}
+
+    def _key(self, call) -> tuple:
+        return (call.inputs[0].shape,)
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        key = self._key(call)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._plan(call)
+        shape, tail, constants = plan
+        y = call.output(0, shape)
+        if y.size:
+            call.dispatch("strided_copy.comp", shader_dtype(x), constants, [x, y], tail, grid_1d(y.size, WG), [x], [y])
+
+    def _plan(self, call) -> tuple:
+        raise NotImplementedError
+
+
+class Transpose(Strided):
+    def _plan(self, call):
+        shape = call.inputs[0].shape
+        perm = list(self.attrs.get("perm") or []) or list(range(len(shape)))[::-1]
+        if sorted(p % max(len(shape), 1) for p in perm) != list(range(len(shape))):
+            raise UnsupportedError(f"Transpose: perm {perm} does not fit rank {len(shape)}")
+        strides = contiguous_strides(shape)
+        out = [shape[p] for p in perm]
+        return tuple(out), gather_tail(out, [strides[p] for p in perm], 0), (GATHER, 0)
+
+
+def slice_plan(shape, starts, ends, axes, steps) -> tuple[list[int], list[int], int]:
+    """Output shape, element strides and offset of a Slice, clamped as the ONNX spec says."""
+    rank = len(shape)
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    strides = contiguous_strides(shape)
+    out, st, offset = list(shape), list(strides), 0
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        axis %= rank
+        dim = shape[axis]
+        if step == 0:
+            raise UnsupportedError("Slice: a step is 0")
+        start = start + dim if start < 0 else start
+        end = end + dim if end < 0 else end
+        if step > 0:
+            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        else:
+            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+        out[axis] = max(0, -(-(end - start) // step))
+        st[axis] = strides[axis] * step
+        if out[axis]:
+            offset += start * strides[axis]
+    return out, st, offset
+
+
+class Slice(Strided):
+    def _key(self, call):
+        if self.since_version < 10:
+            return (call.inputs[0].shape,)
+        return (call.inputs[0].shape,) + tuple(tuple(host_values(call, optional_input(call, i)) or ())
+                                                for i in range(1, 5))
+
+    def _plan(self, call):
+        shape = call.inputs[0].shape
+        if self.since_version < 10:
+            starts, ends = list(self.attrs["starts"]), list(self.attrs["ends"])
+            axes, steps = list(self.attrs.get("axes") or []) or None, None
+        else:
+            starts, ends, axes, steps = (host_values(call, optional_input(call, i)) for i in range(1, 5))
+        out, st, offset = slice_plan(shape, starts, ends, axes, steps)
+        return tuple(out), gather_tail(out, st, offset) if math.prod(out) else b"", (GATHER, 0)
+
+
+class Expand(Strided):
+    def _key(self, call):
+        return call.inputs[0].shape, tuple(host_values(call, call.inputs[1]))
+
+    def _plan(self, call):
+        shape = call.inputs[0].shape
+        out = broadcast_shape(shape, tuple(host_values(call, call.inputs[1])))
+        return out, gather_tail(out, broadcast_strides(shape, out), 0), (GATHER, 0)
+
+
+class Tile(Strided):
+    def _key(self, call):
+        return call.inputs[0].shape, tuple(host_values(call, call.inputs[1]))
+
+    def _plan(self, call):
+        shape = call.inputs[0].shape
+        reps = host_values(call, call.inputs[1])
+        if len(reps) != len(shape) or any(r < 0 for r in reps):
+            raise UnsupportedError(f"Tile: repeats {reps} do not fit {shape}")
+        out = tuple(d * r for d, r in zip(shape, reps, strict=True))
+        dims: list[int] = []
+        mods: list[int] = []
+        for d, r in zip(shape, reps, strict=True):
+            if d * r == 1:
+                continue
+            if dims and r == 1:  # (c_prev * d + c) mod (m_prev * d) = (c_prev mod m_prev) * d + c
+                dims[-1] *= d
+                mods[-1] *= d
+                continue
+            dims.append(d * r)
+            mods.append(d)
+        _check_size(out)
+        return out, strided_tail(math.prod(out), dims, 0, mods), (TILE, 0)
+
+
+class Pad(Strided):
+    def _key(self, call):
+        return (call.inputs[0].shape,) + tuple(tuple(host_values(call, optional_input(call, i)) or ())
+                                                for i in range(1, 4))
+
+    def _plan(self, call):
+        x = call.inputs[0]
+        shape, rank = x.shape, len(x.shape)
+        mode = self.attrs.get("mode", "constant")
+        if mode not in PAD_MODES:
+            raise UnsupportedError(f"Pad: mode {mode!r}")
+        if self.since_version < 11:
+            pads = list(self.attrs.get("pads") or self.attrs.get("paddings") or [])
+            value = self.attrs.get("value", 0.0)
+            axes = None
+        else:
+            pads = host_values(call, call.inputs[1])
+            cv = host_values(call, optional_input(call, 2))
+            value = cv[0] if cv else 0
+            axes = host_values(call, optional_input(call, 3))
+        axes = list(range(rank)) if axes is None else [a % rank for a in axes]
+        if len(pads) != 2 * len(axes):
+            raise UnsupportedError(f"Pad: {len(pads)} pads for {len(axes)} axes")
+        begin, end = [0] * rank, [0] * rank
+        for k, a in enumerate(axes):
+            begin[a], end[a] = pads[k], pads[k + len(axes)]
+        out = tuple(d + b + e for d, b, e in zip(shape, begin, end, strict=True))
+        if any(d < 0 for d in out):
+            raise UnsupportedError(f"Pad: negative output shape {out}")
+        _check_size(out)
+        if mode == "constant":  # the input is read as contiguous; negative pads need no special case
+            dims, ins, bs = _merge_unpadded(out, shape, begin, end)
+            if x.dtype in ("float32", "float16", "float64"):
+                bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+            else:
+                bits = int(value) & 0xFFFFFFFFFFFFFFFF
+            tail = strided_tail(math.prod(out), dims, 0, ins, bs, [bits & 0xFFFFFFFF, bits >> 32])
+        else:  # negative pads crop first, then the cropped region is padded (as ORT and the reference do)
+            strides = contiguous_strides(shape)
+            crop_lo = [max(-b, 0) for b in begin]
+            region = [d - max(-b, 0) - max(-e, 0) for d, b, e in zip(shape, begin, end, strict=True)]
+            if any(r <= 0 for r in region) and math.prod(out):
+                raise UnsupportedError(f"Pad: mode {mode} of an empty region")
+            offset = sum(c * st for c, st in zip(crop_lo, strides, strict=True))
+            tail = strided_tail(math.prod(out), out, offset, region, [max(b, 0) for b in begin], strides)
+        return out, tail, (PAD, PAD_MODES[mode])
+
+
+def _merge_unpadded(out, shape, begin, end) -> tuple[list[int], list[int], list[int]]:
+    """Dims (out, in, begin pad) with neighbours that are both unpadded merged into one."""
+    dims: list[int] = []
+    ins: list[int] = []
+    bs: list[int] = []
+    for o, d, b, e in zip(out, shape, begin, end, strict=True):
+        if dims and b == e == 0 and bs[-1] == 0 and dims[-1] == ins[-1]:
+            dims[-1] *= d
+            ins[-1] *= d
+            continue
+        dims.append(o)
+        ins.append(d)
+        bs.append(b)
+    return dims, ins, bs
+
+
+class DepthToSpace(Strided):
+    """A reshape to 6-D, a transpose, a reshape back: one strided gather."""
+
+    def _plan(self, call):
+        shape = call.inputs[0].shape
+        if len(shape) != 4:
+            raise UnsupportedError(f"{self.spec.op} takes a 4-D input, got {shape}")
+        n, c, h, w = shape
+        b = self.attrs["blocksize"]
+        if self.spec.op == "DepthToSpace":
+            if c % (b * b):
+                raise UnsupportedError(f"DepthToSpace: {c} channels are not a multiple of {b}x{b}")
+            cc = c // (b * b)
+            if self.attrs.get("mode", "DCR") == "DCR":
+                view, perm = (n, b, b, cc, h, w), (0, 3, 4, 1, 5, 2)
+            else:
+                view, perm = (n, cc, b, b, h, w), (0, 1, 4, 2, 5, 3)
+            final = (n, cc, h * b, w * b)
+        else:
+            if h % b or w % b:
+                raise UnsupportedError(f"SpaceToDepth: {h}x{w} is not a multiple of {b}")
+            view, perm = (n, c, h // b, b, w // b, b), (0, 3, 5, 1, 2, 4)
+            final = (n, c * b * b, h // b, w // b)
+        strides = contiguous_strides(view)
+        return final, gather_tail([view[p] for p in perm], [strides[p] for p in perm], 0), (GATHER, 0)
+
+
+class Trilu(Strided):
+    def _key(self, call):
+        return call.inputs[0].shape, tuple(host_values(call, optional_input(call, 1)) or ())
+
+    def _plan(self, call):
+        shape = call.inputs[0].shape
+        if len(shape) < 2:
+            raise UnsupportedError(f"Trilu takes rank >= 2, got {shape}")
+        _check_size(shape)
+        k = (host_values(call, optional_input(call, 1)) or [0])[0]
+        rows, cols = shape[-2:]
+        k = max(-rows - 1, min(cols + 1, k))  # beyond the matrix every k keeps all or nothing
+        dims = [math.prod(shape[:-2]), rows, cols]
+        return shape, strided_tail(math.prod(shape), dims, k), (TRILU, int(self.attrs.get("upper", 1)))
+
+
+class Split(Kernel):
+    """One strided gather per output (at most 4 outputs keep the node replayable)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._plans: dict[tuple, list] = {}
+
+    def _sizes(self, call, dim: int) -> list[int]:
+        split = host_values(call, optional_input(call, 1)) if self.since_version >= 13 else None
+        split = split or list(self.attrs.get("split") or [])
+        if split:
+            return split
+        count = self.attrs.get("num_outputs") or getattr(self, "output_count", None)
+        if not count:
+            raise UnsupportedError("Split: equal parts need the node's output count (or num_outputs)")
+        part = -(-dim // count)  # opset 18: the last part may be smaller
+        return [min(part, max(dim - k * part, 0)) for k in range(count)]
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        key = (x.shape, tuple(host_values(call, optional_input(call, 1)) or ()) if self.since_version >= 13 else ())
+        plans = self._plans.get(key)
+        if plans is None:
+            plans = self._plans[key] = self._plan(call, x.shape)
+        for j, (shape, tail) in enumerate(plans):
+            y = call.output(j, shape)
+            if y.size:
+                call.dispatch("strided_copy.comp", shader_dtype(x), (GATHER, 0), [x, y], tail,
+                              grid_1d(y.size, WG), [x], [y])
+
+    def _plan(self, call, shape) -> list:
+        axis = self.attrs.get("axis", 0) % len(shape)
+        sizes = self._sizes(call, shape[axis])
+        if sum(sizes) != shape[axis] or any(s < 0 for s in sizes):
+            raise UnsupportedError(f"Split: sizes {sizes} do not add up to {shape[axis]}")
+        strides = contiguous_strides(shape)
+        plans, start = [], 0
+        for size in sizes:
+            out = shape[:axis] + (size,) + shape[axis + 1:]
+            plans.append((out, gather_tail(out, strides, start * strides[axis]) if math.prod(out) else b""))
+            start += size
+        return plans
+
+
+class Concat(Kernel):
+    SLOTS = 8  # input addresses concat.comp takes
+    MAX_INPUTS = 7  # per dispatch: 7 inputs + the output fit a replayable plan's 8 slots
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._plans: dict[tuple, tuple] = {}
+
+    def _plan(self, shapes: tuple) -> tuple:
+        ref = max(shapes, key=len)
+        rank = len(ref)
+        axis = self.attrs["axis"] % rank
+        for s in shapes:
+            if len(s) != rank or any(a != b for d, (a, b) in enumerate(zip(s, ref, strict=True)) if d != axis):
+                raise UnsupportedError(f"Concat: shapes {shapes} differ off axis {axis}")
+        total = sum(s[axis] for s in shapes)
+        out = ref[:axis] + (total,) + ref[axis + 1:]
+        _check_size(out)
+        outer, inner = math.prod(ref[:axis]), math.prod(ref[axis + 1:])
+        live = [j for j, s in enumerate(shapes) if s[axis]]
+        groups, base = [], 0
+        for g in range(0, len(live), self.MAX_INPUTS):
+            members = live[g:g + self.MAX_INPUTS]
+            ends, acc = [], 0
+            for j in members:
+                acc += shapes[j][axis]
+                ends.append(acc)
+            ends += [0xFFFFFFFF] * (self.SLOTS - len(ends))
+            n = outer * acc * inner
+            unused = bytes(8 * (self.SLOTS - len(members)))  # null addresses of the unused inputs
+            groups.append((members, unused + pack(f"5I{self.SLOTS}I", n, inner, acc, total, base, *ends), n))
+            base += acc
+        return out, groups
+
+    def compute(self, call) -> None:
+        xs = call.inputs
+        key = tuple(x.shape for x in xs)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._plan(key)
+        out, groups = plan
+        y = call.output(0, out)
+        if not y.size:
+            return
+        for members, tail, n in groups:
+            ins = [xs[j] for j in members]
+            call.dispatch("concat.comp", shader_dtype(xs[0]), (), [y] + ins, tail, grid_1d(n, WG), ins, [y])

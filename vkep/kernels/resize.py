@@ -1,0 +1,112 @@
+"""Resize (opset 10-19): nearest, linear, cubic over any dims (at most 4 after merging identity dims).
+
+Output sizes and per-dim scales are planned on the host from the CPU inputs (scales or sizes, roi) in
+float32 like ORT; the shader maps each output coordinate back with the coordinate transformation mode.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+
+from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.movement import WG, _check_size, host_values, optional_input
+
+R = 4
+MODES = {"nearest": 0, "linear": 1, "cubic": 2}
+COORDS = {"half_pixel": 0, "asymmetric": 1, "pytorch_half_pixel": 2, "tf_half_pixel_for_nn": 3, "align_corners": 4,
+          "tf_crop_and_resize": 5, "half_pixel_symmetric": 6}
+NEAREST = {"round_prefer_floor": 0, "round_prefer_ceil": 1, "floor": 2, "ceil": 3}
+SIMPLE = 4  # opset 10: floor, or ceil when downsampling
+IDENTITY_SAFE = {"half_pixel", "asymmetric", "pytorch_half_pixel", "align_corners", "half_pixel_symmetric"}
+
+
+def _f32_bits(v: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", v))[0]
+
+
+class Resize(Kernel):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._plans: dict[tuple, tuple] = {}
+        a = self.attrs
+        self.mode = a.get("mode", "nearest")
+        self.coord = a.get("coordinate_transformation_mode", "half_pixel") if self.since_version >= 11 else "asymmetric"
+        if self.mode not in MODES or self.coord not in COORDS:
+            raise UnsupportedError(f"Resize: mode {self.mode!r} / {self.coord!r}")
+        if self.since_version >= 11:
+            nearest = NEAREST.get(a.get("nearest_mode", "round_prefer_floor"))
+            if nearest is None:
+                raise UnsupportedError(f"Resize: nearest_mode {a.get('nearest_mode')!r}")
+        else:
+            nearest = SIMPLE
+        self.spec_constants = (MODES[self.mode], COORDS[self.coord], nearest, int(a.get("exclude_outside", 0)),
+                               _f32_bits(a.get("cubic_coeff_a", -0.75)), int(a.get("antialias", 0)))
+
+    def _key(self, call) -> tuple:
+        return (call.inputs[0].shape,) + tuple(tuple(host_values(call, optional_input(call, i)) or ())
+                                                for i in range(1, len(call.inputs)))
+
+    def _plan(self, call) -> tuple:
+        shape = call.inputs[0].shape
+        rank = len(shape)
+        if self.since_version < 11:
+            roi, scales, sizes = None, host_values(call, call.inputs[1]), None
+        else:
+            roi, scales, sizes = (host_values(call, optional_input(call, i)) for i in (1, 2, 3))
+        axes = [a % rank for a in self.attrs.get("axes") or []] or list(range(rank))
+        full_scales = np.ones(rank, np.float32)
+        out = list(shape)
+        if sizes:
+            policy = self.attrs.get("keep_aspect_ratio_policy", "stretch")
+            ratios = [np.float32(s) / np.float32(shape[a]) for a, s in zip(axes, sizes, strict=True)]
+            if policy == "stretch":
+                for a, s, r in zip(axes, sizes, ratios, strict=True):
+                    out[a], full_scales[a] = s, r
+            else:
+                r = np.float32(min(ratios) if policy == "not_larger" else max(ratios))
+                for a in axes:
+                    full_scales[a] = r
+                    out[a] = int(np.round(r * np.float32(shape[a])))
+        elif scales:
+            for a, s in zip(axes, scales, strict=True):
+                full_scales[a] = np.float32(s)
+                out[a] = int(np.floor(np.float32(s) * np.float32(shape[a])))
+        else:
+            raise UnsupportedError("Resize needs scales or sizes")
+        starts, ends = [0.0] * rank, [1.0] * rank
+        if self.coord == "tf_crop_and_resize" and roi:
+            for k, a in enumerate(axes):
+                starts[a], ends[a] = roi[k], roi[k + len(axes)]
+        # merge neighbouring dims that map each coordinate to itself (batch and channel, mostly)
+        dims = []
+        for d in range(rank):
+            ident = (out[d] == shape[d] and full_scales[d] == 1 and starts[d] == 0 and ends[d] == 1
+                     and self.coord in IDENTITY_SAFE)
+            if dims and ident and dims[-1][3]:
+                dims[-1][0] *= shape[d]
+                dims[-1][1] *= out[d]
+            else:
+                dims.append([shape[d], out[d], float(full_scales[d]), ident, starts[d], ends[d]])
+        if len(dims) > R:
+            raise UnsupportedError(f"Resize of {shape} to {out} interpolates over {len(dims)} > {R} dims")
+        _check_size(out)
+        pad = R - len(dims)
+        cols = [[d[k] for d in dims] + [0] * pad for k in (0, 1, 2, 4, 5)]
+        tail = pack(f"2If{2 * R}I{3 * R}f", math.prod(out), len(dims), float(self.attrs.get("extrapolation_value", 0.0)),
+                    *cols[0], *cols[1], *cols[2], *cols[3], *cols[4])
+        return tuple(out), tail
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        key = self._key(call)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._plan(call)
+        out, tail = plan
+        y = call.output(0, out)
+        if y.size:
+            call.dispatch("resize.comp", shader_dtype(x), self.spec_constants, [x, y], tail, grid_1d(y.size, WG),
+                          [x], [y])

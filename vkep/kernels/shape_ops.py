@@ -1,0 +1,64 @@
+"""Ops whose output depends only on shapes or on CPU scalars: Shape and Size (written on the host into a
+CPU output), Range (computed by fill.comp from push constants)."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.movement import MAX_ELEMENTS, WG, host_values
+
+
+class Shape(Kernel):
+    def compute(self, call) -> None:
+        shape = call.inputs[0].shape
+        rank = len(shape)
+        if self.spec.op == "Size":
+            y = call.output(0, (), "int64")
+            call.write_host(y, struct.pack("<q", math.prod(shape)))
+            return
+        start, end = self.attrs.get("start", 0), self.attrs.get("end")
+        start = min(max(start + rank if start < 0 else start, 0), rank)
+        end = rank if end is None else min(max(end + rank if end < 0 else end, 0), rank)
+        dims = shape[start:end] if end > start else ()
+        y = call.output(0, (len(dims),), "int64")
+        call.write_host(y, struct.pack(f"<{len(dims)}q", *dims))
+
+
+class Range(Kernel):
+    def compute(self, call) -> None:
+        t = call.inputs[0]
+        start, limit, delta = (host_values(call, x)[0] for x in call.inputs[:3])
+        if delta == 0:
+            raise UnsupportedError("Range: delta is 0")
+        if t.dtype.startswith("float"):
+            n = max(math.ceil((limit - start) / delta), 0)
+            start_bits, delta_bits = (struct.unpack("<I", struct.pack("<f", v))[0] for v in (start, delta))
+        else:
+            n = max(-((start - limit) // delta), 0)
+            start_bits, delta_bits = start, delta
+        if n > MAX_ELEMENTS:
+            raise UnsupportedError(f"Range of {n} elements")
+        y = call.output(0, (n,))
+        if n:
+            call.dispatch(self.spec.shader, shader_dtype(t), self.constants, [y],
+                          pack("qqI", start_bits, delta_bits, n), grid_1d(n, WG), [], [y])
+
+
+class ConstantOfShape(Kernel):
+    """fill.comp with delta 0: every element is the `value` attribute (float32 0 by default)."""
+
+    def compute(self, call) -> None:
+        shape = tuple(host_values(call, call.inputs[0]))
+        value = self.attrs["value"]
+        dtype = "float32" if value is None else ("bool" if value.dtype.kind == "b" else str(value.dtype))
+        scalar = 0 if value is None else value.reshape(-1)[0].item()
+        n = math.prod(shape)
+        if n > MAX_ELEMENTS:
+            raise UnsupportedError(f"ConstantOfShape of {n} elements")
+        y = call.output(0, shape, dtype)
+        if n:
+            bits = struct.unpack("<I", struct.pack("<f", scalar))[0] if dtype.startswith("float") else int(scalar)
+            call.dispatch(self.spec.shader, shader_dtype(y), self.constants, [y], pack("qqI", bits, 0, n),
+                          grid_1d(n, WG), [], [y])
