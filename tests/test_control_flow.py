@@ -83,3 +83,17 @@ def test_scan_running_sum(ep_devices, opset):
     feeds = {"init": np.zeros(2, np.float32), "xs": np.arange(10, dtype=np.float32).reshape(5, 2)}
     session = _check(_model(graph, opset), [feeds])
     assert "Scan" in _ops_on(session)["VulkanExecutionProvider"]
+
+
+def test_scan_with_scan_axes_transposes_on_the_device(ep_devices):
+    body = helper.make_graph(
+        [helper.make_node("Add", ["sum_in", "next"], ["sum_out"]),
+         helper.make_node("Identity", ["sum_out"], ["scan_out"])],
+        "body", [_vi("sum_in", F32, [3]), _vi("next", F32, [3])], [_vi("sum_out", F32, [3]), _vi("scan_out", F32, [3])])
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["init", "xs"], ["final", "ys"], body=body, num_scan_inputs=1,
+                          scan_input_axes=[1], scan_output_axes=[1])], "scan",
+        [_vi("init", F32, [3]), _vi("xs", F32, [3, 4])], [_vi("final"), _vi("ys")])
+    feeds = {"init": np.zeros(3, np.float32), "xs": np.arange(12, dtype=np.float32).reshape(3, 4)}
+    session = _check(_model(graph, 21), [feeds])
+    assert "Scan" in _ops_on(session)["VulkanExecutionProvider"]

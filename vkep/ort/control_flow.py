@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import struct
+
 from vkep.gpu import transfer
+from vkep.kernels import manifest
+from vkep.kernels.base import Tensor, implementation, variant
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.memory import stream_of
@@ -77,15 +81,42 @@ def _loop_concat(this, stream_handle, values, n, output, output_size):
         offset += size
 
 
+class _DeviceCall:
+    """A kernel `Call` outside any node: given input and output tensors, recorded on a stream."""
+
+    def __init__(self, gpu, stream, inputs: list[Tensor], outputs: list[Tensor]):
+        self.gpu, self.stream, self.inputs, self.outputs = gpu, stream, inputs, outputs
+
+    def output(self, index: int, shape, dtype=None) -> Tensor:
+        out = self.outputs[index]
+        if tuple(shape) != out.shape:
+            raise api.OrtError(f"transpose to {tuple(shape)} into a tensor of shape {out.shape}")
+        return out
+
+    def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
+        pipeline = self.gpu.pipelines.get(shader, variant(dtype), constants)
+        push = struct.pack(f"<{len(addresses)}Q", *[t.addr if t is not None else 0 for t in addresses]) + tail
+        spans = struct.pack(f"<{2 * (len(reads) + len(writes))}Q",
+                            *[x for t in reads + writes for x in (t.addr, t.addr + t.nbytes)])
+        self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))
+
+
+def _tensor(gpu, value) -> Tensor:
+    ffi = api.ffi
+    type_, rank, ptr = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*")
+    dims = ffi.new("int64_t[8]")
+    api.check(api.lib.vkep_tensor_info(value, type_, dims, rank, ptr))
+    return Tensor(gpu.memory.device_address(ptr[0]), tuple(dims[i] for i in range(rank[0])),
+                  api.ELEMENT_TYPES.get(type_[0], "?"))
+
+
 @status_callback("py_scan_transpose")
 def _scan_transpose(this, permutation, n, value, stream, output):
-    perm = [permutation[i] for i in range(n)]
-    if perm != sorted(perm):
-        raise api.OrtError("vkep: Scan with non-zero scan axes needs a device transpose, not available yet",
-                           api.ORT_NOT_IMPLEMENTED)
+    """Scan's scan_input_axes / scan_output_axes: the Transpose kernel, run on the given stream."""
     gpu = HELPERS[api.address(this)].gpu
-    src, size = _data(value)
-    dst, _ = _data(output)
     impl = api.lib.ep_SyncStream_GetImpl(stream) if stream != api.ffi.NULL else api.ffi.NULL
-    gpu_stream = stream_of(impl) if impl != api.ffi.NULL else None
-    transfer.device_copy(gpu, gpu.memory.device_address(src), gpu.memory.device_address(dst), size, gpu_stream)
+    gpu_stream = (stream_of(impl) if impl != api.ffi.NULL else None) or gpu.default_stream()
+    x, y = _tensor(gpu, value), _tensor(gpu, output)
+    spec = next(s for s in manifest.load() if s.op == "Transpose")
+    kernel = implementation(spec)(spec, {"perm": [permutation[i] for i in range(n)]}, spec.since[-1], [x.dtype])
+    kernel.compute(_DeviceCall(gpu, gpu_stream, [x], [y]))
