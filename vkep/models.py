@@ -24,6 +24,9 @@ __all__ = [
     "with_unsupported_op",
     "random_inputs",
     "default_model",
+    "bert_encoder",
+    "bert_inputs",
+    "float32_twin",
 ]
 
 
@@ -165,8 +168,8 @@ def all_ops(dtype=np.float32) -> onnx.ModelProto:
 
 
 def with_unsupported_op(dtype=np.float32) -> onnx.ModelProto:
-    """MatMul -> Relu -> CumSum -> Add -> Softmax: CumSum is not in vkep's first op set, so the graph
-    must be split between vkep and the CPU EP.
+    """MatMul -> Relu -> LpNormalization -> Add -> Softmax: vkep has no LpNormalization kernel, so the graph
+    must be split between vkep and the CPU EP (pick another op here if vkep gains this one).
 
     Input x [2,16]; output y [2,32].
     """
@@ -174,7 +177,7 @@ def with_unsupported_op(dtype=np.float32) -> onnx.ModelProto:
     x = b.input("x", (2, 16))
     h = b.op("MatMul", [x, b.weight("w", (16, 32))])
     h = b.op("Relu", [h])
-    h = b.op("CumSum", [h, b.ints("axis", 1)])  # 0-D int64 axis
+    h = b.op("LpNormalization", [h], axis=1, p=2)
     h = b.op("Add", [h, b.const("bias", b.rng.uniform(-0.5, 0.5, size=(32,)))])
     b.op("Softmax", [h], out="y", axis=-1)
     b.output("y", (2, 32))
@@ -213,3 +216,109 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray
             raise ValueError(f"input {vi.name!r}: unsupported element type {dtype}")
         feeds[vi.name] = value
     return feeds
+
+
+def bert_encoder(dtype=np.float32, layers: int = 2, hidden: int = 64, heads: int = 4, seq: int = 16,
+                 vocab: int = 100, batch: int = 1) -> onnx.ModelProto:
+    """A BERT-style encoder, as exporters write it (no fused contrib ops).
+
+    Embeddings: Gather(word_embeddings, input_ids) + Gather(position_embeddings, position_ids), then
+    LayerNormalization. Attention mask: (1 - attention_mask) * -10000, Unsqueeze to [B,1,1,S], added to
+    the scores. Per layer: Q/K/V MatMul + Add bias, Reshape [B,S,heads,hidden/heads] + Transpose to heads
+    (K transposed for Q x K^T), MatMul scores * 1/sqrt(head size), + mask, Softmax, MatMul with V,
+    Transpose + Reshape back, output projection, residual Add, LayerNormalization, FFN (MatMul + Add,
+    Gelu, MatMul + Add), residual Add, LayerNormalization (epsilon 1e-5, safe in float16).
+
+    Inputs:  input_ids int64 [batch, seq]; attention_mask [batch, seq] in `dtype` (1 = token, 0 = padding)
+    Output:  last_hidden_state [batch, seq, hidden] in `dtype`; weights and embeddings in `dtype`.
+    Feed it with `bert_inputs`.
+    """
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
+    if layers < 1:
+        raise ValueError("layers must be >= 1")
+    b = _Builder(dtype, seed=2024)
+    head = hidden // heads
+    b.inputs.append(helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq]))
+    mask = b.input("attention_mask", (batch, seq))
+
+    def layer_norm(x: str, name: str, out: str | None = None) -> str:
+        gamma = b.const(f"{name}_gamma", b.rng.uniform(0.8, 1.2, size=(hidden,)))
+        beta = b.const(f"{name}_beta", b.rng.uniform(-0.1, 0.1, size=(hidden,)))
+        return b.op("LayerNormalization", [x, gamma, beta], out=out, axis=-1, epsilon=1e-5)
+
+    def dense(x: str, name: str, n_in: int, n_out: int) -> str:
+        y = b.op("MatMul", [x, b.weight(f"{name}_w", (n_in, n_out))])
+        return b.op("Add", [y, b.const(f"{name}_b", b.rng.uniform(-0.1, 0.1, size=(n_out,)))])
+
+    words = b.weight("word_embeddings", (vocab, hidden), fan_in=1)
+    positions = b.weight("position_embeddings", (seq, hidden), fan_in=1)
+    emb = b.op("Add", [b.op("Gather", [words, "input_ids"]),
+                       b.op("Gather", [positions, b.ints("position_ids", np.arange(seq))])])
+    h = layer_norm(emb, "embeddings")
+
+    additive = b.op("Mul", [b.op("Sub", [b.const("one", 1.0), mask]), b.const("mask_value", -10000.0)])
+    additive = b.op("Unsqueeze", [additive, b.ints("mask_axes", [1, 2])])  # [B,1,1,S]
+    scale = b.const("attention_scale", 1.0 / np.sqrt(head))
+    to_heads = b.ints("heads_shape", [0, 0, heads, head])
+    from_heads = b.ints("hidden_shape", [0, 0, hidden])
+
+    for i in range(layers):
+        p = f"layer{i}"
+
+        def split(x: str, perm: list[int]) -> str:
+            return b.op("Transpose", [b.op("Reshape", [x, to_heads])], perm=perm)
+
+        q = split(dense(h, f"{p}_query", hidden, hidden), [0, 2, 1, 3])  # [B,heads,S,head]
+        k = split(dense(h, f"{p}_key", hidden, hidden), [0, 2, 3, 1])  # [B,heads,head,S]
+        v = split(dense(h, f"{p}_value", hidden, hidden), [0, 2, 1, 3])  # [B,heads,S,head]
+        scores = b.op("Add", [b.op("Mul", [b.op("MatMul", [q, k]), scale]), additive])
+        probs = b.op("Softmax", [scores], axis=-1)
+        context = b.op("Transpose", [b.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])  # [B,S,heads,head]
+        context = b.op("Reshape", [context, from_heads])
+        h = layer_norm(b.op("Add", [dense(context, f"{p}_attention_output", hidden, hidden), h]), f"{p}_ln1")
+        ffn = b.op("Gelu", [dense(h, f"{p}_intermediate", hidden, 4 * hidden)])
+        ffn = dense(ffn, f"{p}_output", 4 * hidden, hidden)
+        h = layer_norm(b.op("Add", [ffn, h]), f"{p}_ln2", out="last_hidden_state" if i == layers - 1 else None)
+    b.output("last_hidden_state", (batch, seq, hidden))
+    return b.model(f"bert_encoder_{layers}x{hidden}")
+
+
+def bert_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """Feeds for a `bert_encoder` model: token ids in [0, vocab); a mask of ones with some trailing padding
+    (each sequence keeps at least half its tokens)."""
+    rng = np.random.default_rng(seed)
+    shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in model.graph.input}
+    mask_type = next(vi.type.tensor_type.elem_type for vi in model.graph.input if vi.name == "attention_mask")
+    vocab = next(t.dims[0] for t in model.graph.initializer if t.name == "word_embeddings")
+    batch, seq = shapes["input_ids"]
+    mask = np.ones((batch, seq), dtype=helper.tensor_dtype_to_np_dtype(mask_type))
+    for row in range(batch):
+        pad = int(rng.integers(0, seq // 2 + 1))
+        if pad:
+            mask[row, seq - pad:] = 0
+    return {"input_ids": rng.integers(0, vocab, size=(batch, seq)).astype(np.int64), "attention_mask": mask}
+
+
+def float32_twin(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The same model in float32: float16 initializers, Constant values, graph inputs/outputs/value_info and
+    Cast targets become float32 (exactly: every float16 value is a float32 value). A reference for
+    comparing a float16 model on vkep with ORT's CPU EP."""
+    twin = onnx.ModelProto()
+    twin.CopyFrom(model)
+    f16, f32 = TensorProto.FLOAT16, TensorProto.FLOAT
+    g = twin.graph
+    for i, t in enumerate(g.initializer):
+        if t.data_type == f16:
+            g.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name))
+    for vi in [*g.input, *g.output, *g.value_info]:
+        if vi.type.tensor_type.elem_type == f16:
+            vi.type.tensor_type.elem_type = f32
+    for node in g.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == f16:
+                attr.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(attr.t).astype(np.float32)))
+            elif node.op_type == "Cast" and attr.name == "to" and attr.i == f16:
+                attr.i = f32
+    onnx.checker.check_model(twin, full_check=True)
+    return twin

@@ -1,13 +1,24 @@
-"""Softmax and LogSoftmax along any axis (opset < 13: over the flattened trailing dimensions)."""
+"""Softmax, LogSoftmax and Hardmax along any axis (opset < 13: over the flattened trailing dimensions)."""
 
 from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.reduce import LOOP_BUDGET
+
+
+def row_workgroup(length: int, passes: int) -> int:
+    """Threads per row: wide for long rows, so each thread's `passes` loops stay in the loop budget."""
+    wg = 64 if length < 8192 else 1024
+    if passes * -(-length // wg) + 32 > LOOP_BUDGET:
+        raise UnsupportedError(f"rows of {length} elements are too long for one workgroup")
+    return wg
 
 
 class Softmax(Kernel):
+    """The manifest's `mode` constant: 0 Softmax, 1 LogSoftmax, 2 Hardmax."""
+
     def compute(self, call) -> None:
         x = call.inputs[0]
         y = call.output(0, x.shape)
@@ -20,5 +31,6 @@ class Softmax(Kernel):
         else:  # opset 1-12: the input is read as 2-D [prod(:axis), prod(axis:)]
             outer, length, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis:]), 1
         rows = outer * inner
-        call.dispatch(self.spec.shader, shader_dtype(x), self.constants, [x, y], pack("3I", rows, length, inner),
-                      grid_1d(rows, 1), [x], [y])
+        wg = row_workgroup(length, 3)
+        call.dispatch(self.spec.shader, shader_dtype(x), (self.constants[0], wg), [x, y],
+                      pack("3I", rows, length, inner), grid_1d(rows, 1), [x], [y])

@@ -40,8 +40,9 @@ OrtStatus* vkep_output(OrtKernelContext* ctx, size_t index, const char* dims, si
     if (rank > VKEP_MAX_RANK) return ort_CreateStatus(2, "vkep: output rank above 8");
     memcpy(d, dims, rank * sizeof(int64_t));
     OrtValue* v = NULL;
+    *ptr = 0;
     OrtStatus* s = ort_KernelContext_GetOutput(ctx, index, d, rank, &v);
-    if (s) return s;
+    if (s || !v) return s;  /* no value: an optional output the node does not produce */
     void* p = NULL;
     s = ort_GetTensorMutableData(v, &p);
     *ptr = (uint64_t)(uintptr_t)p;
@@ -161,7 +162,7 @@ static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, co
         void* ptr = NULL;
         OrtStatus* s = ort_KernelContext_GetOutput(ctx, (size_t)j, p->out_dims + j * VKEP_MAX_RANK,
                                                    (size_t)p->out_rank[j], &v);
-        if (!s) s = ort_GetTensorMutableData(v, &ptr);
+        if (!s && v) s = ort_GetTensorMutableData(v, &ptr);
         if (s) { *status = s; return 1; }
         outs[j] = (uint64_t)(uintptr_t)ptr;
     }

@@ -1,0 +1,67 @@
+#version 450
+// ArgMax / ArgMin along one axis of a tensor read as [outer, axis, inner]; int64 indices out.
+// SPLIT=0: one thread per output element; SPLIT=1: one workgroup per output element (long axes), of
+// specialization constant 2 threads (see reduce.comp on lavapipe's loop budget).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+#define WG gl_WorkGroupSize.x
+#define MAX_WG 1024
+#define NONE 0xffffffffu
+layout(local_size_x_id = 2) in;
+layout(constant_id = 0) const uint OP = 0;  // 0 argmax, 1 argmin
+layout(constant_id = 1) const uint SPLIT = 0;
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, y;
+    uint rows, len, inner, last;  // last: select_last_index
+} pc;
+
+shared COMP_T best_v[MAX_WG];
+shared uint best_i[MAX_WG];
+
+// whether (v, i) wins over (w, j); indices are visited in increasing order within a thread
+bool wins(COMP_T v, uint i, COMP_T w, uint j) {
+    if (j == NONE) return i != NONE;
+    if (i == NONE) return false;
+    if (v == w) return pc.last != 0 ? i > j : i < j;
+    return OP == 0 ? v > w : v < w;
+}
+
+void main() {
+    uint row, first, step;
+    if (SPLIT == 1) {
+        row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+        first = gl_LocalInvocationID.x;
+        step = WG;
+    } else {
+        row = flat_index(WG);
+        first = 0;
+        step = 1;
+    }
+    if (row >= pc.rows) return;  // uniform per workgroup in SPLIT mode
+    Tensor X = Tensor(pc.x);
+    uint base = (row / pc.inner) * pc.len * pc.inner + row % pc.inner;
+    COMP_T bv = COMP_T(0);
+    uint bi = NONE;
+    for (uint k = first; k < pc.len; k += step) {
+        COMP_T v = LOAD(X, base + k * pc.inner);
+        if (wins(v, k, bv, bi)) { bv = v; bi = k; }
+    }
+    if (SPLIT == 1) {
+        uint t = gl_LocalInvocationID.x;
+        best_v[t] = bv;
+        best_i[t] = bi;
+        barrier();
+        for (uint s = WG / 2; s > 0; s >>= 1) {
+            if (t < s && wins(best_v[t + s], best_i[t + s], best_v[t], best_i[t])) {
+                best_v[t] = best_v[t + s];
+                best_i[t] = best_i[t + s];
+            }
+            barrier();
+        }
+        if (t != 0) return;
+        bi = best_i[0];
+    }
+    Int64Tensor(pc.y).v[row] = int64_t(bi);
+}

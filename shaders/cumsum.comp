@@ -1,0 +1,56 @@
+#version 450
+// CumSum along one axis of a tensor read as [outer, axis, inner]. SPLIT=0: one thread scans one line.
+// SPLIT=1 (long lines): one workgroup per line; each thread sums a contiguous segment, the segment totals
+// are scanned in shared memory, then each thread rescans its segment from its offset. The workgroup size
+// is specialization constant 1 (see reduce.comp on lavapipe's loop budget).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+#define WG gl_WorkGroupSize.x
+layout(local_size_x_id = 1) in;
+layout(constant_id = 0) const uint SPLIT = 0;
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, y;
+    uint lines, len, inner, exclusive, reverse;
+} pc;
+
+shared COMP_T sums[256];
+
+// scans positions [lo, hi) of a line starting from acc
+void scan(uint base, uint lo, uint hi, COMP_T acc) {
+    Tensor X = Tensor(pc.x), Y = Tensor(pc.y);
+    for (uint j = lo; j < hi; ++j) {
+        uint i = base + (pc.reverse != 0 ? pc.len - 1 - j : j) * pc.inner;
+        COMP_T v = LOAD(X, i);
+        if (pc.exclusive != 0) { STORE(Y, i, acc); acc += v; }
+        else { acc += v; STORE(Y, i, acc); }
+    }
+}
+
+void main() {
+    if (SPLIT == 0) {
+        uint line = flat_index(WG);
+        if (line >= pc.lines) return;
+        scan((line / pc.inner) * pc.len * pc.inner + line % pc.inner, 0, pc.len, COMP_T(0));
+        return;
+    }
+    uint line = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    if (line >= pc.lines) return;  // uniform per workgroup
+    uint t = gl_LocalInvocationID.x;
+    uint base = (line / pc.inner) * pc.len * pc.inner + line % pc.inner;
+    uint seg = (pc.len + WG - 1) / WG;
+    uint lo = min(t * seg, pc.len), hi = min(lo + seg, pc.len);
+    Tensor X = Tensor(pc.x);
+    COMP_T total = COMP_T(0);
+    for (uint j = lo; j < hi; ++j) total += LOAD(X, base + (pc.reverse != 0 ? pc.len - 1 - j : j) * pc.inner);
+    sums[t] = total;
+    barrier();
+    for (uint off = 1; off < WG; off <<= 1) {  // inclusive scan of the segment totals
+        COMP_T v = t >= off ? sums[t - off] : COMP_T(0);
+        barrier();
+        sums[t] += v;
+        barrier();
+    }
+    scan(base, lo, hi, sums[t] - total);
+}

@@ -1,0 +1,78 @@
+#version 450
+// Normalization. MODE 0: (x - mean) / sqrt(var + eps) per row (LayerNormalization, GroupNormalization,
+// InstanceNormalization); MODE 1: x / sqrt(mean(x^2) + eps) per row (RMSNormalization); both use one
+// workgroup per row of `len` contiguous elements. MODE 2: BatchNormalization in inference mode, one
+// thread per element, with mean and var read from the `mean`/`inv` tensors per channel.
+// Scale and bias (TensorY, the output type) are indexed by (g / div) % mod for the element at flat index g
+// of X, which covers parameters broadcast over X, per-channel and per-group ones. A zero bias
+// address means no bias; zero mean/inv addresses (MODE 0/1) mean those outputs are not wanted.
+// The workgroup size is specialization constant 1 (up to 1024: lavapipe ends a shader's loops after
+// 65535 iterations in all, so long rows need wide workgroups).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+#define WG gl_WorkGroupSize.x
+layout(local_size_x_id = 1) in;
+layout(constant_id = 0) const uint MODE = 0;
+
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer FloatTensor { float v[]; };
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, scale, bias, y, mean, inv;
+    uint rows, len, sdiv, smod, bdiv, bmod;
+    float eps;
+} pc;
+
+shared float partial[1024];
+
+float group_sum(float v) {
+    uint t = gl_LocalInvocationID.x;
+    partial[t] = v;
+    barrier();
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (t < s) partial[t] += partial[t + s];
+        barrier();
+    }
+    float r = partial[0];
+    barrier();
+    return r;
+}
+
+float affine(float v, uint g) {
+    v *= float(TensorY(pc.scale).v[(g / pc.sdiv) % pc.smod]);
+    if (pc.bias != 0) v += float(TensorY(pc.bias).v[(g / pc.bdiv) % pc.bmod]);
+    return v;
+}
+
+void main() {
+    Tensor X = Tensor(pc.x);
+    TensorY Y = TensorY(pc.y);
+    if (MODE == 2) {
+        uint i = flat_index(WG);
+        if (i >= pc.rows * pc.len) return;
+        uint c = (i / pc.sdiv) % pc.smod;
+        float inv = inversesqrt(float(TensorY(pc.inv).v[c]) + pc.eps);
+        float v = (LOAD(X, i) - float(TensorY(pc.mean).v[c])) * inv;
+        STORE_Y(Y, i, affine(v, i));
+        return;
+    }
+    uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    if (row >= pc.rows) return;
+    uint t = gl_LocalInvocationID.x;
+    uint base = row * pc.len;
+    float mean = 0.0;
+    if (MODE == 0) {
+        float s = 0.0;
+        for (uint j = t; j < pc.len; j += WG) s += LOAD(X, base + j);
+        mean = group_sum(s) / float(pc.len);
+    }
+    float s2 = 0.0;
+    for (uint j = t; j < pc.len; j += WG) {
+        float d = LOAD(X, base + j) - mean;
+        s2 += d * d;
+    }
+    float inv = inversesqrt(group_sum(s2) / float(pc.len) + pc.eps);
+    for (uint j = t; j < pc.len; j += WG) STORE_Y(Y, base + j, affine((LOAD(X, base + j) - mean) * inv, base + j));
+    if (t == 0 && pc.mean != 0) FloatTensor(pc.mean).v[row] = mean;
+    if (t == 0 && pc.inv != 0) FloatTensor(pc.inv).v[row] = inv;
+}

@@ -1,0 +1,146 @@
+#version 450
+// Reduce* over any set of axes. The host merges the input's dims into alternating groups of kept and
+// reduced dims (at most 4 of each); an output element's base offset and a reduced element's offset are
+// both decoded from their flat index with (dims, strides), so no permutation is needed.
+// SPLIT=0: one thread per output element (small reductions); SPLIT=1: one workgroup per output element
+// with a shared-memory tree (large reductions). The workgroup size is specialization constant 2 (up to
+// 1024): lavapipe silently stops a shader's loops after 65535 iterations in all, so long reductions need
+// wide workgroups.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+#define WG gl_WorkGroupSize.x
+#define MAX_WG 1024
+layout(local_size_x_id = 2) in;
+// 0 sum, 1 mean, 2 max, 3 min, 4 prod, 5 L1, 6 L2, 7 log-sum, 8 log-sum-exp, 9 sum-square
+layout(constant_id = 0) const uint OP = 0;
+layout(constant_id = 1) const uint SPLIT = 0;
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, y;
+    uint n_out, n_red;
+    uint out_dims[4], out_strides[4];
+    uint red_dims[4], red_strides[4];
+} pc;
+
+#if IS_FLOAT
+#define ACC_T float
+#else
+#define ACC_T COMP_T
+#endif
+
+shared ACC_T partial[MAX_WG];
+
+ACC_T lowest() {
+#if IS_FLOAT
+    return uintBitsToFloat(0xff800000u);  // -inf
+#elif DTYPE == 3
+    return -9223372036854775807l - 1l;
+#else
+    return ACC_T(-2147483647 - 1);
+#endif
+}
+
+ACC_T highest() {
+#if IS_FLOAT
+    return uintBitsToFloat(0x7f800000u);  // +inf
+#elif DTYPE == 3
+    return 9223372036854775807l;
+#else
+    return ACC_T(2147483647);
+#endif
+}
+
+ACC_T identity() {
+    if (OP == 2) return lowest();
+    if (OP == 3) return highest();
+    if (OP == 4) return ACC_T(1);
+    return ACC_T(0);
+}
+
+ACC_T combine(ACC_T a, ACC_T b) {
+    if (OP == 2) return max(a, b);
+    if (OP == 3) return min(a, b);
+    if (OP == 4) return a * b;
+    return a + b;
+}
+
+// what one element contributes (log-sum-exp's second pass is handled by `shift`)
+ACC_T term(ACC_T v) {
+    if (OP == 5) return abs(v);
+    if (OP == 6 || OP == 9) return v * v;
+    return v;
+}
+
+uint decode(uint i, uint dims[4], uint strides[4]) {
+    uint off = 0;
+    for (int d = 3; d >= 0; --d) {
+        off += (i % dims[d]) * strides[d];
+        i /= dims[d];
+    }
+    return off;
+}
+
+ACC_T finish(ACC_T acc, ACC_T m) {
+#if IS_FLOAT
+    if (OP == 1) return pc.n_red == 0 ? 0.0 : acc / float(pc.n_red);  // ORT: the mean of nothing is 0
+    if (OP == 6) return sqrt(acc);
+    if (OP == 7) return log(acc);
+    if (OP == 8) return isinf(m) ? m : m + log(acc);
+#else
+    if (OP == 1) return pc.n_red == 0 ? ACC_T(0) : acc / ACC_T(pc.n_red);
+#endif
+    return acc;
+}
+
+// the whole workgroup combines its threads' values; every thread gets the result
+ACC_T group_reduce(ACC_T v, bool use_max) {
+    uint t = gl_LocalInvocationID.x;
+    partial[t] = v;
+    barrier();
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (t < s) partial[t] = use_max ? max(partial[t], partial[t + s]) : combine(partial[t], partial[t + s]);
+        barrier();
+    }
+    ACC_T r = partial[0];
+    barrier();
+    return r;
+}
+
+void main() {
+    Tensor X = Tensor(pc.x);
+    uint o, first, step;
+    if (SPLIT == 1) {
+        o = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+        first = gl_LocalInvocationID.x;
+        step = WG;
+    } else {
+        o = flat_index(WG);
+        first = 0;
+        step = 1;
+    }
+    if (o >= pc.n_out) return;  // uniform per workgroup in SPLIT mode
+    uint base = decode(o, pc.out_dims, pc.out_strides);
+
+    ACC_T m = ACC_T(0);
+#if IS_FLOAT
+    if (OP == 8) {  // log-sum-exp: the max first, so exp() cannot overflow
+        m = lowest();
+        for (uint r = first; r < pc.n_red; r += step) m = max(m, LOAD(X, base + decode(r, pc.red_dims, pc.red_strides)));
+        if (SPLIT == 1) m = group_reduce(m, true);
+    }
+#endif
+    ACC_T acc = identity();
+    for (uint r = first; r < pc.n_red; r += step) {
+        ACC_T v = ACC_T(LOAD(X, base + decode(r, pc.red_dims, pc.red_strides)));
+#if IS_FLOAT
+        if (OP == 8) { acc += isinf(m) ? 0.0 : exp(v - m); continue; }
+#endif
+        acc = combine(acc, term(v));
+    }
+    if (SPLIT == 1) {
+        acc = group_reduce(acc, false);
+        if (gl_LocalInvocationID.x != 0) return;
+    }
+    STORE(Tensor(pc.y), o, finish(acc, m));
+}

@@ -1,0 +1,76 @@
+"""Normalization on vkep against ORT's CPU EP: LayerNormalization, RMSNormalization, GroupNormalization,
+InstanceNormalization, BatchNormalization (inference)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_reduce import _data, check_node
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("shape,axis,scale_shape,bias", [
+    ((2, 3, 4), -1, (4,), True),
+    ((2, 3, 4), 1, (3, 4), True),
+    ((2, 3, 4), 1, (4,), False),          # scale broadcast over the normalized dims
+    ((2, 3, 4, 5), -3, (3, 1, 1), True),  # per-channel scale over [C, H, W]
+    ((2, 3, 4), 0, (2, 3, 4), False),
+    ((2, 3, 4), -1, (3, 4), True),        # Scale broadcast over X, not only the normalized dims
+    ((2, 3, 4), 2, (2, 3, 1), False),
+    ((3, 2000), -1, (2000,), True),       # long rows
+    ((2, 300000), -1, (300000,), True),   # wide workgroups
+    ((0, 4), -1, (4,), True),             # no rows
+])
+def test_layer_norm(ep_devices, dtype, shape, axis, scale_shape, bias):
+    feeds = {"x": _data(shape, dtype), "scale": _data(scale_shape, dtype, seed=1)}
+    if bias:
+        feeds["b"] = _data(scale_shape, dtype, seed=2)
+    check_node("LayerNormalization", feeds, 17, axis=axis, epsilon=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("shape,axis,scale_shape", [
+    ((2, 3, 4), -1, (4,)),
+    ((2, 3, 4), 1, (3, 4)),
+    ((2, 3, 4), 1, (4,)),
+    ((3, 1000), -1, (1000,)),
+])
+def test_rms_norm(ep_devices, dtype, shape, axis, scale_shape):
+    feeds = {"x": _data(shape, dtype), "scale": _data(scale_shape, dtype, seed=1)}
+    check_node("RMSNormalization", feeds, 23, axis=axis)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("opset", [18, 21])
+@pytest.mark.parametrize("shape,groups", [((2, 6, 5), 3), ((2, 4, 3, 3), 4), ((1, 8, 40, 40), 2), ((3, 4), 2)])
+def test_group_norm(ep_devices, dtype, opset, shape, groups):
+    params = groups if opset < 21 else shape[1]  # per group before opset 21, per channel from 21
+    feeds = {"x": _data(shape, dtype), "scale": _data((params,), dtype, seed=1), "bias": _data((params,), dtype, seed=2)}
+    check_node("GroupNormalization", feeds, opset, num_groups=groups, epsilon=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 5), (1, 2, 3, 4, 5), (2, 3, 50, 50)])
+def test_instance_norm(ep_devices, dtype, shape):
+    c = shape[1]
+    feeds = {"x": _data(shape, dtype), "scale": _data((c,), dtype, seed=1), "b": _data((c,), dtype, seed=2)}
+    check_node("InstanceNormalization", feeds, 6, epsilon=1e-4)
+    check_node("InstanceNormalization", feeds, 22)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("opset", [9, 14, 15])
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 4, 5), (1, 4, 2, 3, 2)])
+def test_batch_norm(ep_devices, dtype, opset, shape):
+    c = shape[1]
+    feeds = {"x": _data(shape, dtype), "scale": _data((c,), dtype, seed=1), "b": _data((c,), dtype, seed=2),
+             "mean": _data((c,), dtype, seed=3), "var": _data((c,), dtype, seed=4, low=0.1)}
+    check_node("BatchNormalization", feeds, opset, epsilon=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_layer_norm_mean_and_inv_std_dev(ep_devices, dtype):
+    feeds = {"x": _data((2, 3, 4), dtype), "scale": _data((3, 4), dtype, seed=1), "b": _data((3, 4), dtype, seed=2)}
+    check_node("LayerNormalization", feeds, 17, outputs=[("y", None), ("mean", np.float32)], axis=1)
+    outputs = [("y", None), ("mean", np.float32), ("inv_std_dev", np.float32)]
+    check_node("LayerNormalization", feeds, 17, outputs=outputs, axis=-1, epsilon=1e-2)

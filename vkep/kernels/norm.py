@@ -1,0 +1,123 @@
+"""Normalization: LayerNormalization, RMSNormalization, GroupNormalization, InstanceNormalization,
+BatchNormalization (inference). All run norm.comp; see its header for the parameter indexing."""
+
+from __future__ import annotations
+
+import math
+
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.softmax import row_workgroup
+
+WG = 128  # norm.comp's workgroup size for BatchNormalization (a thread per element)
+MODE_MEAN_VAR, MODE_RMS, MODE_BATCH = 0, 1, 2
+
+
+def param_index(shape: tuple[int, ...], param: tuple[int, ...]) -> tuple[int, int]:
+    """(div, mod) such that a parameter broadcast (numpy rules) over a tensor of `shape` is read at
+    (g / div) % mod for the element at flat index g: its non-broadcast dims must be one contiguous block."""
+    if len(param) > len(shape):
+        if any(d != 1 for d in param[:len(param) - len(shape)]):
+            raise UnsupportedError(f"parameter of shape {param} does not broadcast to {shape}")
+        param = param[len(param) - len(shape):]
+    padded = (1,) * (len(shape) - len(param)) + tuple(param)
+    real = [d for d, p in enumerate(padded) if p != 1]
+    if any(padded[d] != shape[d] for d in real):
+        raise UnsupportedError(f"parameter of shape {param} does not broadcast to {shape}")
+    if not real:
+        return 1, 1
+    first, last = real[0], real[-1]
+    if any(padded[d] == 1 and shape[d] != 1 for d in range(first, last + 1)):
+        raise UnsupportedError(f"parameter of shape {param} broadcasts inside {shape}: not supported")
+    return math.prod(shape[last + 1:]), math.prod(shape[first:last + 1])
+
+
+def _dispatch(kernel: Kernel, call, mode: int, x: Tensor, scale: Tensor, bias: Tensor | None, y: Tensor,
+              extra: list[Tensor | None], rows: int, length: int, index: tuple[int, int, int, int], eps: float,
+              reads: list[Tensor], writes: list[Tensor]) -> None:
+    tail = pack("6If", rows, length, *index, eps)
+    if mode == MODE_BATCH:
+        wg, groups = WG, grid_1d(rows * length, WG)
+    else:
+        wg, groups = row_workgroup(length, 3), grid_1d(rows, 1)
+    call.dispatch(kernel.spec.shader, (shader_dtype(x), shader_dtype(y)), (mode, wg), [x, scale, bias, y, *extra],
+                  tail, groups, reads, writes)
+
+
+class LayerNorm(Kernel):
+    """LayerNormalization (mode 0, outputs Y, Mean, InvStdDev) and RMSNormalization (mode 1): rows are
+    the dims from `axis` on; Scale (and B) broadcast over X."""
+
+    def compute(self, call) -> None:
+        x, scale = call.inputs[:2]
+        bias = call.inputs[2] if len(call.inputs) > 2 else None
+        rank = len(x.shape)
+        axis = self.attrs["axis"]
+        if not -rank <= axis < rank:
+            raise UnsupportedError(f"{self.spec.op}: axis {axis} is out of range for rank {rank}")
+        axis %= rank
+        rows, length = math.prod(x.shape[:axis]), math.prod(x.shape[axis:])
+        index = param_index(x.shape, scale.shape) + (param_index(x.shape, bias.shape) if bias is not None else (1, 1))
+        y = call.output(0, x.shape, scale.dtype)
+        stats: list[Tensor | None] = [None, None]
+        if self.constants[0] == MODE_MEAN_VAR:
+            stat_shape = x.shape[:axis] + (1,) * (rank - axis)
+            for j in range(1, min(self.output_count or 1, 3)):
+                t = call.output(j, stat_shape, "float32")
+                stats[j - 1] = t if t is not None and t.addr else None  # an optional output named ""
+        if rows == 0:
+            return
+        if length == 0:
+            raise UnsupportedError(f"{self.spec.op} over an empty axis")
+        params = [t for t in (scale, bias) if t is not None]
+        _dispatch(self, call, self.constants[0], x, scale, bias, y, stats, rows, length,
+                  index, float(self.attrs["epsilon"]), [x, *params],
+                  [y] + [t for t in stats if t is not None])
+
+
+class ChannelNorm(Kernel):
+    """GroupNormalization (num_groups; per-group scale before opset 21, per-channel from 21) and
+    InstanceNormalization (one group per channel): X is [N, C, spatial...]."""
+
+    def compute(self, call) -> None:
+        x, scale, bias = call.inputs[:3]
+        if len(x.shape) < 2:
+            raise UnsupportedError(f"{self.spec.op} needs X of rank >= 2, got {x.shape}")
+        n, c = x.shape[:2]
+        spatial = math.prod(x.shape[2:])
+        groups = self.attrs.get("num_groups", c)
+        if groups <= 0 or c % groups:
+            raise UnsupportedError(f"{self.spec.op}: {c} channels do not split into {groups} groups")
+        per_group = c // groups
+        if self.spec.op == "GroupNormalization" and self.since_version < 21:
+            index = (per_group * spatial, groups) * 2  # scale/bias [num_groups]
+            want = groups
+        else:
+            index = (spatial, c) * 2  # scale/bias [C]
+            want = c
+        if scale.size != want or bias.size != want:
+            raise UnsupportedError(f"{self.spec.op}: scale {scale.shape} / bias {bias.shape} need {want} elements")
+        y = call.output(0, x.shape)
+        if x.size == 0:
+            return
+        _dispatch(self, call, MODE_MEAN_VAR, x, scale, bias, y, [None, None], n * groups, per_group * spatial,
+                  index, float(self.attrs["epsilon"]), [x, scale, bias], [y])
+
+
+class BatchNorm(Kernel):
+    """BatchNormalization in inference mode: y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + B[c]."""
+
+    def compute(self, call) -> None:
+        x, scale, bias, mean, var = call.inputs[:5]
+        if self.attrs.get("training_mode", 0):
+            raise UnsupportedError("BatchNormalization: training_mode=1 is not supported")
+        if len({t.dtype for t in (x, scale, bias, mean, var)}) != 1:
+            raise UnsupportedError("BatchNormalization: mixed element types are not supported")
+        c = x.shape[1] if len(x.shape) > 1 else 1
+        if any(t.size != c for t in (scale, bias, mean, var)):
+            raise UnsupportedError(f"BatchNormalization: parameters must have {c} elements")
+        y = call.output(0, x.shape)
+        if x.size == 0:
+            return
+        spatial = math.prod(x.shape[2:])
+        _dispatch(self, call, MODE_BATCH, x, scale, bias, y, [mean, var], x.size // spatial, spatial,
+                  (spatial, c) * 2, float(self.attrs["epsilon"]), [x, scale, bias, mean, var], [y])

@@ -1,0 +1,188 @@
+"""Reductions: Reduce* over any axes, ArgMax/ArgMin, TopK, CumSum."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+
+WG = 64  # thread-per-output workgroups of reduce.comp / argreduce.comp
+MAX_GROUPS = 4  # kept and reduced dim groups reduce.comp decodes
+# lavapipe (llvmpipe) silently ends a shader's loops after 65535 iterations in all, per invocation:
+# every shader here keeps each thread's loop iterations under this
+LOOP_BUDGET = 60000
+CUMSUM_SERIAL = 4096  # longest line cumsum.comp scans with one thread
+CUMSUM_WG = 256
+TOPK_MAX = 2048  # elements topk.comp sorts at once in shared memory
+TOPK_CHUNK_LOOPS = 400  # loop iterations topk.comp spends per chunk of TOPK_MAX
+
+
+def _geometry(n_red: int, n_out: int, passes: int = 1) -> tuple[tuple[int, int], tuple[int, int, int]]:
+    """((split, workgroup size), groups): a thread per output element, or a workgroup per output element
+    for long reductions (or too few outputs to fill the device), wide enough for the loop budget."""
+    if n_red < 256 and not (n_red >= 32 and n_out <= 2048):
+        return (0, WG), grid_1d(n_out, WG)
+    wg = 64 if n_red < 8192 else 256 if n_red < 262144 else 1024
+    if -(-n_red // wg) * passes > LOOP_BUDGET:
+        raise UnsupportedError(f"reducing {n_red} elements into one exceeds what one workgroup can loop over")
+    return (1, wg), grid_1d(n_out, 1)
+
+
+def _ints(call, index: int) -> list[int] | None:
+    """An int32/int64 CPU input as a list (None when absent)."""
+    if len(call.inputs) <= index or call.inputs[index] is None:
+        return None
+    t = call.inputs[index]
+    data = call.read_host(t)
+    code = "q" if t.dtype == "int64" else "i"
+    return list(struct.unpack(f"<{len(data) // struct.calcsize(code)}{code}", data))
+
+
+def _axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise UnsupportedError(f"axis {axis} is out of range for rank {rank}")
+    return axis % max(rank, 1)
+
+
+def reduce_plan(shape: tuple[int, ...], axes: set[int], keepdims: bool) -> tuple:
+    """(output shape, n_out, n_red, push tail): dims merged into alternating kept/reduced groups."""
+    out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape) if keepdims or d not in axes)
+    n_out = math.prod(s for d, s in enumerate(shape) if d not in axes)
+    n_red = math.prod(shape[d] for d in axes)
+    groups: list[list] = []  # [reduced?, size, stride], innermost last
+    stride = 1
+    strides = [0] * len(shape)
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = stride
+        stride *= shape[d]
+    for d, size in enumerate(shape):
+        if size == 1 or (n_red == 0 and d in axes) or n_out == 0:
+            continue  # nothing to decode (an empty reduction reads nothing)
+        red = d in axes
+        if groups and groups[-1][0] == red:
+            groups[-1][1] *= size
+            groups[-1][2] = strides[d]
+        else:
+            groups.append([red, size, strides[d]])
+    kept = [(s, st) for r, s, st in groups if not r]
+    red = [(s, st) for r, s, st in groups if r]
+    if len(kept) > MAX_GROUPS or len(red) > MAX_GROUPS:
+        raise UnsupportedError(f"reducing axes {sorted(axes)} of {shape} needs more than {MAX_GROUPS} dim groups")
+    kept = [(1, 0)] * (MAX_GROUPS - len(kept)) + kept
+    red = [(1, 0)] * (MAX_GROUPS - len(red)) + red
+    tail = pack("2I16I", n_out, n_red, *[s for s, _ in kept], *[st for _, st in kept],
+                *[s for s, _ in red], *[st for _, st in red])
+    return out_shape, n_out, n_red, tail
+
+
+class Reduce(Kernel):
+    """ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare (the `op` constant picks which).
+
+    Axes come from the attribute or, from opset 13 (ReduceSum) / 18 (the others), the CPU input 1.
+    With no axes every dim is reduced, unless noop_with_empty_axes: then none is (the element
+    transform, e.g. |x| for L1, still applies, as in ORT's CPU EP).
+    """
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._plans: dict[tuple, tuple] = {}
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        rank = len(x.shape)
+        axes = _ints(call, 1) if 1 in self.spec.cpu_inputs else self.attrs.get("axes")
+        if axes:
+            reduced = {_axis(a, rank) for a in axes}
+        else:
+            reduced = set() if self.attrs.get("noop_with_empty_axes", 0) else set(range(rank))
+        key = (x.shape, frozenset(reduced))
+        plan = self._plans.get(key)
+        if plan is None:
+            if x.size > 2**32 - 1:
+                raise UnsupportedError(f"{x.shape} has more than 2^32 elements")
+            plan = self._plans[key] = reduce_plan(x.shape, reduced, bool(self.attrs.get("keepdims", 1)))
+        out_shape, n_out, n_red, tail = plan
+        y = call.output(0, out_shape)
+        if n_out == 0:
+            return
+        op = self.constants[0]
+        shape, groups = _geometry(n_red, n_out, 2 if op == 8 else 1)
+        call.dispatch(self.spec.shader, shader_dtype(x), (op, *shape), [x, y], tail, groups, [x], [y])
+
+
+class ArgReduce(Kernel):
+    """ArgMax / ArgMin along `axis` (keepdims, select_last_index); int64 indices."""
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        rank = len(x.shape)
+        axis = _axis(self.attrs["axis"], rank)
+        shape = x.shape or (1,)
+        outer, length, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+        keep = self.attrs.get("keepdims", 1)
+        out_shape = tuple(1 if d == axis else s for d, s in enumerate(x.shape) if keep or d != axis)
+        y = call.output(0, out_shape, "int64")
+        rows = outer * inner
+        if rows == 0:
+            return
+        if length == 0:
+            raise UnsupportedError(f"{self.spec.op} over an empty axis")
+        shape, groups = _geometry(length, rows)
+        tail = pack("4I", rows, length, inner, int(self.attrs.get("select_last_index", 0)))
+        call.dispatch(self.spec.shader, shader_dtype(x), (self.constants[0], *shape), [x, y], tail, groups, [x], [y])
+
+
+class TopK(Kernel):
+    """TopK (k from the attribute before opset 10, else from the CPU input 1): one workgroup per row
+    sorts the row in shared memory (bitonic), in chunks of TOPK_MAX for longer rows."""
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        rank = len(x.shape)
+        axis = _axis(self.attrs.get("axis", -1), rank)
+        k = self.attrs["k"] if self.since_version < 10 else _ints(call, 1)[0]
+        length = x.shape[axis]
+        if not 0 <= k <= length:
+            raise UnsupportedError(f"TopK: k={k} is out of range for axis length {length}")
+        out_shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
+        values = call.output(0, out_shape)
+        indices = call.output(1, out_shape, "int64")
+        outer, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
+        rows = outer * inner
+        if rows == 0 or k == 0:
+            return
+        if length > TOPK_MAX and k > TOPK_MAX // 2:
+            raise UnsupportedError(f"TopK: k={k} above {TOPK_MAX // 2} on rows longer than {TOPK_MAX}")
+        chunks = 1 + max(0, -(-(length - TOPK_MAX) // (TOPK_MAX - k)))
+        if chunks * TOPK_CHUNK_LOOPS > LOOP_BUDGET:
+            raise UnsupportedError(f"TopK: rows of {length} elements are too long for one workgroup")
+        width = 1 << max(0, (min(length, TOPK_MAX) - 1).bit_length())  # the first sort's power of two
+        tail = pack("6I", rows, length, inner, k, width, int(self.attrs.get("largest", 1)) |
+                    (int(self.attrs.get("sorted", 1)) << 1))
+        call.dispatch(self.spec.shader, shader_dtype(x), (), [x, values, indices], tail, grid_1d(rows, 1), [x],
+                      [values, indices])
+
+
+class CumSum(Kernel):
+    """CumSum along the axis given by the CPU input 1 (exclusive, reverse): a thread per line, or a
+    workgroup per line for long lines."""
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        rank = len(x.shape)
+        axis = _axis(_ints(call, 1)[0], rank)
+        y = call.output(0, x.shape)
+        shape = x.shape or (1,)
+        length, inner = shape[axis], math.prod(shape[axis + 1:])
+        lines = math.prod(shape[:axis]) * inner
+        if x.size == 0:
+            return
+        tail = pack("5I", lines, length, inner, int(self.attrs.get("exclusive", 0)), int(self.attrs.get("reverse", 0)))
+        if length <= CUMSUM_SERIAL:
+            constants, groups = (0, WG), grid_1d(lines, WG)
+        elif 2 * -(-length // CUMSUM_WG) + 16 <= LOOP_BUDGET:
+            constants, groups = (1, CUMSUM_WG), grid_1d(lines, 1)
+        else:
+            raise UnsupportedError(f"CumSum: lines of {length} elements are too long for one workgroup")
+        call.dispatch(self.spec.shader, shader_dtype(x), constants, [x, y], tail, groups, [x], [y])
