@@ -1,0 +1,84 @@
+#version 450
+// MaxPool (also int8/uint8), AveragePool, LpPool and their Global forms in NC[D]HW layout (spatial shapes
+// read as 3-D): one thread per output scans its window (dilated; leading pads shift it, taps in the padding are skipped).
+// MaxPool's optional Indices output (int64, address 0 if absent) is the flat index of the first maximum,
+// row-major, or column-major over the spatial dims when STORAGE_ORDER = 1.
+// AveragePool with COUNT_PAD divides by the taps inside the padded input (ORT's CPU EP convention).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint OP = 0;  // 0 max, 1 average, 2 Lp
+layout(constant_id = 1) const uint COUNT_PAD = 0;
+layout(constant_id = 2) const uint P = 2;
+layout(constant_id = 3) const uint STORAGE_ORDER = 0;
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, y, indices;
+    uint n;                 // outputs: N * C * od * oh * ow
+    uint id, ih, iw;
+    uint od, oh, ow;
+    uint kd, kh, kw;
+    uint sd, sh, sw;
+    uint dd, dh, dw;
+    int pd, ph, pw;         // leading pads
+    int ped, peh, pew;      // trailing pads (AveragePool's count_include_pad)
+} pc;
+
+// taps of one axis that fall inside the padded input, as ORT counts them
+uint padded_taps(int start, uint k, uint dil, uint size, int pad_end) {
+    int end = min(start + int(k * dil), int(size) + pad_end);
+    return uint(1 + (end - start - 1) / int(dil));
+}
+
+void main() {
+    uint i = flat_index(256);
+    if (i >= pc.n) return;
+    uint osz = pc.od * pc.oh * pc.ow, isz = pc.id * pc.ih * pc.iw;
+    uint nc = i / osz, p = i % osz, q = p / pc.ow;
+    int w0 = int((p % pc.ow) * pc.sw) - pc.pw;
+    int h0 = int((q % pc.oh) * pc.sh) - pc.ph;
+    int d0 = int((q / pc.oh) * pc.sd) - pc.pd;
+    Tensor X = Tensor(pc.x);
+    uint base = nc * isz;
+    float acc = OP == 0 ? -3.402823466e38 : 0.0;
+    uint best = 0, count = 0;
+    bool found = false;
+    for (uint a = 0; a < pc.kd; ++a) {
+        int d = d0 + int(a * pc.dd);
+        if (uint(d) >= pc.id) continue;
+        for (uint b = 0; b < pc.kh; ++b) {
+            int h = h0 + int(b * pc.dh);
+            if (uint(h) >= pc.ih) continue;
+            for (uint c = 0; c < pc.kw; ++c) {
+                int w = w0 + int(c * pc.dw);
+                if (uint(w) >= pc.iw) continue;
+                uint at = (uint(d) * pc.ih + uint(h)) * pc.iw + uint(w);
+                float v = LOAD(X, base + at);
+                if (OP == 0) {
+                    if (!found || v > acc) {
+                        acc = v;
+                        best = STORAGE_ORDER == 0 ? at : (uint(w) * pc.ih + uint(h)) * pc.id + uint(d);
+                        found = true;
+                    }
+                } else if (OP == 1) {
+                    acc += v;
+                } else {
+                    acc += P == 1 ? abs(v) : (P == 2 ? v * v : pow(abs(v), float(P)));
+                }
+                ++count;
+            }
+        }
+    }
+    if (OP == 1 && count > 0) {
+        if (COUNT_PAD == 1) {
+            count = padded_taps(d0, pc.kd, pc.dd, pc.id, pc.ped) * padded_taps(h0, pc.kh, pc.dh, pc.ih, pc.peh)
+                  * padded_taps(w0, pc.kw, pc.dw, pc.iw, pc.pew);
+        }
+        acc /= float(count);
+    } else if (OP == 2) {
+        acc = P == 1 ? acc : (P == 2 ? sqrt(acc) : pow(acc, 1.0 / float(P)));
+    }
+    STORE(Tensor(pc.y), i, acc);
+    if (OP == 0 && pc.indices != 0) Int64Tensor(pc.indices).v[i] = int64_t(nc) * int64_t(isz) + int64_t(best);
+}

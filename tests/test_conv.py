@@ -1,0 +1,119 @@
+"""Conv and ConvTranspose against ORT's CPU EP: every attribute and shape path of conv.comp (implicit GEMM,
+1x1 GEMM, direct for depthwise) and conv_transpose.comp, plus the ONNX backend node tests of the family."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import tolerance
+from onnx import helper
+from onnx.backend.test.case.node import collect_testcases
+
+from vkep import runner
+
+FAMILY = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
+          "GlobalLpPool", "LRN"}
+
+
+def single_node(op: str, inputs: dict[str, tuple], opset: int, dtype: str = "float32", n_outputs: int = 1,
+                **attrs):
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    outs = [f"y{j}" for j in range(n_outputs)]
+    node = helper.make_node(op, list(inputs), outs, **attrs)
+    graph = helper.make_graph([node], op, [helper.make_tensor_value_info(n, elem, s) for n, s in inputs.items()],
+                              [helper.make_tensor_value_info(o, elem, None) for o in outs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def check(op: str, inputs: dict[str, tuple], opset: int = 22, dtype: str = "float32", ref_opset: int | None = None,
+          loose: dict | None = None, **attrs) -> None:
+    """Run the node on vkep (it must be placed there) and on the CPU EP (float16: its float32 twin)."""
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.uniform(-1, 1, s).astype(dtype) for n, s in inputs.items()}
+    session = runner.vkep_session(single_node(op, inputs, opset, dtype, **attrs), disable_cpu_fallback=True)
+    assert [ep for _, _, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+    ref = runner.cpu_session(single_node(op, inputs, ref_opset or opset, "float32", **attrs))
+    want = ref.run(None, {n: v.astype(np.float32) for n, v in feeds.items()})
+    tol = dict(tolerance(dtype), **(loose or {}))
+    for _ in range(2):  # the second run replays the recorded plan
+        got = session.run(None, feeds)
+        for g, w in zip(got, want, strict=True):
+            assert g.shape == w.shape and g.dtype == np.dtype(dtype)
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), **tol)
+
+
+CONV_CASES = {
+    "1d": ({"x": (2, 3, 11), "w": (8, 3, 3), "b": (8,)}, {"pads": [1, 2], "strides": [2]}),
+    "2d_gemm_partial_tiles": ({"x": (1, 5, 13, 11), "w": (20, 5, 3, 3), "b": (20,)}, {"pads": [1, 1, 1, 1]}),
+    "2d_no_bias_dilated": ({"x": (2, 4, 12, 10), "w": (16, 4, 3, 2)}, {"dilations": [2, 3], "strides": [1, 2]}),
+    "2d_pointwise": ({"x": (2, 12, 7, 9), "w": (24, 12, 1, 1), "b": (24,)}, {}),
+    "2d_pointwise_strided": ({"x": (1, 12, 7, 9), "w": (24, 12, 1, 1)}, {"strides": [2, 2]}),
+    "2d_group": ({"x": (1, 32, 9, 9), "w": (32, 8, 3, 3), "b": (32,)}, {"group": 4, "pads": [0, 1, 2, 1]}),
+    "2d_depthwise": ({"x": (2, 16, 10, 9), "w": (16, 1, 3, 3), "b": (16,)}, {"group": 16, "pads": [1, 1, 1, 1]}),
+    "2d_depthwise_multiplier": ({"x": (1, 6, 8, 8), "w": (12, 1, 5, 5)}, {"group": 6, "strides": [2, 2]}),
+    "2d_same_upper": ({"x": (1, 8, 10, 9), "w": (8, 8, 4, 3)}, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    "2d_same_lower": ({"x": (1, 8, 10, 9), "w": (8, 8, 4, 3)}, {"auto_pad": "SAME_LOWER", "strides": [2, 2]}),
+    "2d_valid": ({"x": (1, 8, 10, 9), "w": (8, 8, 3, 3), "b": (8,)}, {"auto_pad": "VALID", "strides": [3, 2]}),
+    "2d_kernel_shape_attr": ({"x": (1, 3, 8, 8), "w": (9, 3, 2, 2)}, {"kernel_shape": [2, 2]}),
+    "3d": ({"x": (1, 4, 6, 7, 5), "w": (10, 4, 3, 2, 3), "b": (10,)},
+           {"pads": [1, 0, 1, 1, 1, 0], "strides": [1, 2, 1], "dilations": [2, 1, 1]}),
+    "resnet_stem": ({"x": (1, 3, 64, 64), "w": (64, 3, 7, 7), "b": (64,)}, {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", list(CONV_CASES))
+def test_conv(ep_devices, case, dtype):
+    inputs, attrs = CONV_CASES[case]
+    check("Conv", inputs, dtype=dtype, **attrs)
+
+
+@pytest.mark.parametrize("opset", [1, 11])
+def test_conv_older_opsets(ep_devices, opset):
+    check("Conv", {"x": (1, 4, 6, 6), "w": (8, 4, 3, 3), "b": (8,)}, opset=opset, pads=[1, 1, 1, 1])
+
+
+def test_conv_large_reduction(ep_devices):
+    """K = 2304 products summed in float32 in another order than the CPU EP's: the rounding differences
+    grow with sqrt(K) (about 1e-5 here), hence atol 1e-4."""
+    check("Conv", {"x": (1, 256, 7, 7), "w": (64, 256, 3, 3)}, pads=[1, 1, 1, 1], loose={"atol": 1e-4})
+
+
+CONV_TRANSPOSE_CASES = {
+    "1d": ({"x": (2, 3, 7), "w": (3, 4, 3), "b": (4,)}, {"strides": [2]}),
+    "2d_pads_output_padding": ({"x": (1, 4, 5, 4), "w": (4, 3, 3, 3), "b": (3,)},
+                               {"strides": [2, 3], "pads": [1, 0, 0, 1], "output_padding": [1, 2]}),
+    "2d_output_shape_odd_total": ({"x": (1, 2, 4, 4), "w": (2, 3, 3, 3)}, {"strides": [2, 2], "output_shape": [8, 8]}),
+    "2d_output_shape_same_upper": ({"x": (1, 2, 4, 4), "w": (2, 3, 3, 3)},
+                                   {"strides": [2, 2], "output_shape": [8, 8], "auto_pad": "SAME_UPPER"}),
+    "2d_same_lower": ({"x": (1, 2, 3, 3), "w": (2, 2, 3, 3)}, {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    "2d_valid": ({"x": (1, 2, 3, 3), "w": (2, 2, 3, 3)}, {"strides": [2, 1], "auto_pad": "VALID"}),
+    "2d_group_dilations": ({"x": (2, 6, 4, 5), "w": (6, 2, 3, 2), "b": (6,)}, {"group": 3, "dilations": [2, 2]}),
+    "3d": ({"x": (1, 2, 3, 4, 3), "w": (2, 3, 2, 3, 2), "b": (3,)}, {"strides": [2, 1, 2]}),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", list(CONV_TRANSPOSE_CASES))
+def test_conv_transpose(ep_devices, case, dtype):
+    inputs, attrs = CONV_TRANSPOSE_CASES[case]
+    check("ConvTranspose", inputs, dtype=dtype, **attrs)
+
+
+def _backend_cases():
+    for case in collect_testcases(None):
+        nodes = case.model.graph.node
+        if len(nodes) == 1 and nodes[0].op_type in FAMILY:
+            yield pytest.param(case, id=case.name)
+
+
+@pytest.mark.parametrize("case", list(_backend_cases()))
+def test_onnx_backend_node(ep_devices, case):
+    """The ONNX backend node tests of the conv/pool family, on vkep only (no CPU fallback)."""
+    session = runner.vkep_session(case.model, disable_cpu_fallback=True)
+    names = [vi.name for vi in case.model.graph.input]
+    for inputs, outputs in case.data_sets:
+        got = session.run(None, dict(zip(names, inputs, strict=True)))
+        for g, w in zip(got, outputs, strict=True):
+            tol = tolerance(w.dtype)
+            np.testing.assert_allclose(g, w, rtol=max(tol["rtol"], case.rtol), atol=max(tol["atol"], case.atol))

@@ -1,0 +1,78 @@
+"""MaxPool, AveragePool, LpPool, the Global pools and LRN against ORT's CPU EP: padding, ceil_mode,
+dilations, count_include_pad, 1-D to 3-D, and the opsets the CPU EP lacks (checked against an equal one)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import tolerance
+from test_conv import check, single_node
+
+from vkep import runner
+
+POOL_CASES = {
+    "max_1d": ("MaxPool", (2, 3, 11), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+    "max_2d_ceil": ("MaxPool", (1, 3, 10, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    "max_2d_ceil_pads": ("MaxPool", (1, 2, 7, 7), {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                                   "ceil_mode": 1}),
+    "max_2d_dilations": ("MaxPool", (1, 2, 9, 8), {"kernel_shape": [2, 3], "dilations": [2, 2], "pads": [1, 0, 1, 2]}),
+    "max_2d_same_upper": ("MaxPool", (1, 2, 9, 8), {"kernel_shape": [3, 2], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    "max_2d_same_lower": ("MaxPool", (1, 2, 9, 8), {"kernel_shape": [3, 2], "strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    "max_3d": ("MaxPool", (1, 2, 5, 6, 7), {"kernel_shape": [2, 3, 2], "strides": [1, 2, 2], "pads": [0, 1, 1, 1, 1, 0]}),
+    "max_resnet": ("MaxPool", (1, 64, 28, 28), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "avg_2d_include_pad": ("AveragePool", (1, 3, 8, 7), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
+                                                         "count_include_pad": 1}),
+    "avg_2d_ceil_include_pad": ("AveragePool", (1, 3, 8, 7), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                              "pads": [1, 1, 1, 1], "count_include_pad": 1,
+                                                              "ceil_mode": 1}),
+    "avg_2d_ceil_exclude_pad": ("AveragePool", (1, 3, 8, 7), {"kernel_shape": [3, 2], "strides": [2, 3],
+                                                              "pads": [1, 0, 0, 1], "ceil_mode": 1}),
+    "avg_2d_dilations": ("AveragePool", (1, 2, 9, 9), {"kernel_shape": [2, 2], "dilations": [2, 3],
+                                                       "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+    "avg_2d_same_lower": ("AveragePool", (1, 2, 9, 8), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                        "auto_pad": "SAME_LOWER"}),
+    "avg_3d": ("AveragePool", (1, 2, 5, 6, 4), {"kernel_shape": [3, 2, 2], "pads": [1, 0, 1, 1, 1, 0]}),
+    "lp_p1": ("LpPool", (1, 3, 8, 7), {"kernel_shape": [2, 3], "p": 1, "strides": [2, 1]}),
+    "lp_p3_pads": ("LpPool", (1, 3, 8, 7), {"kernel_shape": [3, 3], "p": 3, "pads": [1, 1, 1, 1]}),
+    "lp_ceil_dilations": ("LpPool", (1, 3, 9, 7), {"kernel_shape": [2, 2], "dilations": [2, 1], "strides": [2, 2],
+                                                   "ceil_mode": 1}),
+    "global_avg_1d": ("GlobalAveragePool", (2, 5, 13), {}),
+    "global_avg_3d": ("GlobalAveragePool", (1, 4, 3, 5, 6), {}),
+    "global_avg_large": ("GlobalAveragePool", (1, 8, 64, 64), {}),
+    "global_max_2d": ("GlobalMaxPool", (2, 3, 7, 9), {}),
+    "lrn": ("LRN", (2, 9, 3, 4), {"size": 5, "alpha": 0.02, "beta": 0.6, "bias": 2.0}),
+    "lrn_wide": ("LRN", (1, 5, 6, 2), {"size": 7}),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", list(POOL_CASES))
+def test_pool(ep_devices, case, dtype):
+    op, shape, attrs = POOL_CASES[case]
+    # LpPool with ceil_mode/dilations exists from opset 18; the others as of the latest opset
+    check(op, {"x": shape}, opset=22, dtype=dtype, **attrs)
+
+
+@pytest.mark.parametrize("op,opset,ref_opset,attrs", [
+    ("AveragePool", 1, 7, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # the CPU EP starts at 7
+    ("GlobalLpPool", 22, 2, {"p": 3}),  # the CPU EP stops at 2
+    ("MaxPool", 1, 8, {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ("LpPool", 2, 11, {"kernel_shape": [2, 2], "p": 2}),
+])
+def test_pool_opsets_without_cpu_kernel(ep_devices, op, opset, ref_opset, attrs):
+    check(op, {"x": (1, 3, 6, 6)}, opset=opset, ref_opset=ref_opset, **attrs)
+
+
+@pytest.mark.parametrize("shape,size", [((2, 9, 3, 4), 4), ((1, 5, 6), 3), ((2, 6), 2)])
+def test_lrn_beyond_the_cpu_ep(ep_devices, shape, size):
+    """Even sizes and ranks other than 4, which the CPU EP refuses, against the ONNX definition."""
+    alpha, beta, bias = 0.02, 0.6, 2.0
+    x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+    session = runner.vkep_session(single_node("LRN", {"x": shape}, 13, size=size, alpha=alpha, beta=beta, bias=bias),
+                                  disable_cpu_fallback=True)
+    square = np.zeros_like(x)
+    for c in range(shape[1]):
+        lo, hi = max(0, c - (size - 1) // 2), min(shape[1] - 1, c + size // 2)
+        square[:, c] = (x[:, lo:hi + 1] ** 2).sum(axis=1)
+    want = x / (bias + alpha / size * square) ** beta
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], want, **tolerance("float32"))

@@ -1,0 +1,170 @@
+"""Conv and ConvTranspose over NC[D]HW tensors with 1 to 3 spatial dimensions.
+
+Conv runs as an implicit GEMM (shaders/conv.comp); ConvTranspose gathers per output
+(shaders/conv_transpose.comp). Both read spatial shapes as 3-D, with leading dims of size 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+
+MAX_SPATIAL = 3
+MAX_ELEMENTS = 2**32 - 1
+# conv.comp's GEMM: threads per workgroup, output channels and pixels per thread. Measured on lavapipe,
+# where every load costs tens of cycles: 16 x 8 halves Mesa 22.3's time against 8 x 8 and costs Mesa 25
+# little (32 x 8 is faster on 22.3 but slower on 25 and wastes more on layers with few channels).
+GEMM_WG, GEMM_TM, GEMM_TN = 64, 16, 8  # conv.comp: threads per workgroup, channels and pixels per thread
+WORKGROUP = 256
+MODE_GEMM, MODE_POINTWISE, MODE_DIRECT = 0, 1, 2
+DIRECT_MAX_CHANNELS = 8  # fewer output channels per group than this: one thread per output (depthwise)
+
+
+def _fill(values: list[int], n: int, default: int) -> list[int]:
+    return list(values) if values else [default] * n
+
+
+def window_geometry(in_dims, kernel, strides, dilations, pads, auto_pad: str,
+                    ceil_mode: int = 0) -> tuple[list[int], list[int], list[int]]:
+    """(output dims, leading pads, trailing pads) of a sliding window, as ORT's CPU EP computes them."""
+    n = len(in_dims)
+    pads = _fill(pads, 2 * n, 0)
+    begin, end, out = list(pads[:n]), list(pads[n:]), []
+    for i, size in enumerate(in_dims):
+        k = (kernel[i] - 1) * dilations[i] + 1
+        s = strides[i]
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            target = -(-size // s)
+            total = max(0, (target - 1) * s + k - size)
+            begin[i] = total // 2 if auto_pad == "SAME_UPPER" else (total + 1) // 2
+            end[i] = total - begin[i]
+        elif auto_pad == "VALID":
+            begin[i] = end[i] = 0
+        elif auto_pad not in ("NOTSET", ""):
+            raise UnsupportedError(f"auto_pad {auto_pad!r}")
+        span = size + begin[i] + end[i] - k
+        if ceil_mode:
+            o = -(-span // s) + 1
+            if (o - 1) * s >= size + begin[i]:  # the last window must start inside the input or left padding
+                o -= 1
+        else:
+            o = span // s + 1
+        out.append(max(o, 0))
+    return out, begin, end
+
+
+def as_3d(values: list[int], fill: int) -> list[int]:
+    return [fill] * (MAX_SPATIAL - len(values)) + list(values)
+
+
+def check_size(*shapes: tuple[int, ...]) -> None:
+    for shape in shapes:
+        if math.prod(shape) > MAX_ELEMENTS:
+            raise UnsupportedError(f"{shape} has more than {MAX_ELEMENTS} elements")
+
+
+class _ConvBase(Kernel):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._plans: dict[tuple, tuple] = {}
+
+    def _spatial(self, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple[int, list[int], list[int], list[int]]:
+        if len(xs) < 3 or len(xs) - 2 > MAX_SPATIAL or len(ws) != len(xs):
+            raise UnsupportedError(f"{self.spec.op}: X {xs} and W {ws} must be 3-D to 5-D and of the same rank")
+        n = len(xs) - 2
+        kernel = list(self.attrs.get("kernel_shape") or ws[2:])
+        if kernel != list(ws[2:]):
+            raise UnsupportedError(f"{self.spec.op}: kernel_shape {kernel} does not match W {ws}")
+        strides = _fill(self.attrs.get("strides"), n, 1)
+        dilations = _fill(self.attrs.get("dilations"), n, 1)
+        return n, kernel, strides, dilations
+
+    def compute(self, call) -> None:
+        x, w = call.inputs[:2]
+        b = call.inputs[2] if len(call.inputs) > 2 else None
+        key = (x.shape, w.shape, b is not None)
+        plan = self._plans.get(key) or self._plans.setdefault(key, self._plan(x.shape, w.shape))
+        out, constants, tail, groups = plan
+        y = call.output(0, out)
+        if y.size == 0:
+            return
+        reads = [x, w] + ([b] if b is not None else [])
+        call.dispatch(self.spec.shader, shader_dtype(x), constants, [x, w, b, y], tail, groups, reads, [y])
+
+
+class Conv(_ConvBase):
+    def _plan(self, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple:
+        n, kernel, strides, dilations = self._spatial(xs, ws)
+        group = self.attrs["group"]
+        batch, c = xs[:2]
+        m = ws[0]
+        if group <= 0 or c % group or m % group or ws[1] != c // group:
+            raise UnsupportedError(f"Conv: X {xs}, W {ws} and group {group} do not agree")
+        out, begin, _ = window_geometry(xs[2:], kernel, strides, dilations, self.attrs.get("pads"),
+                                        self.attrs["auto_pad"])
+        out_shape = (batch, m, *out)
+        check_size(xs, ws, out_shape)
+        cg, mg, pixels = c // group, m // group, math.prod(out)
+        k3 = as_3d(kernel, 1)
+        pointwise = k3 == [1, 1, 1] and all(s == 1 for s in strides) and not any(begin) and list(out) == list(xs[2:])
+        if mg < DIRECT_MAX_CHANNELS:
+            mode = MODE_DIRECT
+            groups = grid_1d(group * mg * pixels, GEMM_WG)
+            wn, wm = GEMM_WG, 1
+            if groups[1] > 65535:
+                raise UnsupportedError(f"Conv output {out_shape} is too large for one dispatch")
+            groups = (groups[0], groups[1], batch)
+        else:
+            mode = MODE_POINTWISE if pointwise else MODE_GEMM
+            # threads along pixels: enough for the output, at least a SIMD width (8), at most all
+            wn = min(GEMM_WG, max(8, 1 << (-(-pixels // GEMM_TN) - 1).bit_length()))
+            wm = GEMM_WG // wn
+            groups = (-(-pixels // (wn * GEMM_TN)), -(-mg // (wm * GEMM_TM)), batch * group)
+        if max(groups) > 65535:
+            raise UnsupportedError(f"Conv output {out_shape} is too large for one dispatch")
+        tail = pack("3I3I3I3I3I3i", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
+                    *as_3d(dilations, 1), *as_3d(begin, 0))
+        return out_shape, (mode, *k3, wn, wm, GEMM_TM, GEMM_TN), tail, groups
+
+
+class ConvTranspose(_ConvBase):
+    def _plan(self, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple:
+        n, kernel, strides, dilations = self._spatial(xs, ws)
+        group = self.attrs["group"]
+        batch, c = xs[:2]
+        if group <= 0 or c % group or ws[0] != c:
+            raise UnsupportedError(f"ConvTranspose: X {xs}, W {ws} and group {group} do not agree")
+        cg, mg = c // group, ws[1]
+        adj = _fill(self.attrs.get("output_padding"), n, 0)
+        pads = _fill(self.attrs.get("pads"), 2 * n, 0)
+        out_attr = list(self.attrs.get("output_shape") or [])
+        if out_attr and len(out_attr) == n + 2:
+            out_attr = out_attr[2:]
+        auto_pad = self.attrs["auto_pad"]
+        begin, out = [], []
+        for i in range(n):
+            full = (xs[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 + adj[i]
+            same = auto_pad in ("SAME_UPPER", "SAME_LOWER")
+            if out_attr or same:  # pads follow from the output size (SAME: input * stride)
+                size = out_attr[i] if out_attr else xs[2 + i] * strides[i]
+                total = max(0, full - size)
+                # ONNX: SAME_UPPER puts the odd pixel at the tail, others at the head
+                begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
+                out.append(size)
+            elif auto_pad == "VALID":
+                begin.append(0)
+                out.append(full)
+            else:
+                begin.append(pads[i])
+                out.append(full - pads[i] - pads[n + i])
+        if any(o <= 0 for o in out):
+            raise UnsupportedError(f"ConvTranspose: output dims {out} are not positive")
+        out_shape = (batch, mg * group, *out)
+        check_size(xs, ws, out_shape)
+        groups = grid_1d(math.prod(out_shape[1:]), WORKGROUP)
+        if groups[1] > 65535 or batch > 65535:
+            raise UnsupportedError(f"ConvTranspose output {out_shape} is too large for one dispatch")
+        tail = pack("3I3I3I3I3I3i", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
+                    *as_3d(dilations, 1), *as_3d(begin, 0))
+        return out_shape, tuple(as_3d(kernel, 1)), tail, (groups[0], groups[1], batch)

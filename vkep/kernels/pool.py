@@ -1,0 +1,78 @@
+"""MaxPool (with optional Indices), AveragePool, LpPool, their Global forms (shaders/pool.comp) and LRN
+(shaders/lrn.comp), over NC[D]HW tensors with 1 to 3 spatial dimensions."""
+
+from __future__ import annotations
+
+import math
+
+from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size, window_geometry
+
+WORKGROUP = 256
+OP_MAX, OP_AVERAGE, OP_LP = 0, 1, 2
+
+
+class Pool(Kernel):
+    """The manifest's `op` constant picks max / average / Lp; `global` pools over all spatial dims."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._plans: dict[tuple, tuple] = {}
+        self.op = self.spec.constants["op"]
+        self.is_global = bool(self.spec.constants.get("global", 0))
+
+    def _plan(self, xs: tuple[int, ...]) -> tuple:
+        n = len(xs) - 2
+        if n < 1 or n > MAX_SPATIAL:
+            raise UnsupportedError(f"{self.spec.op}: input {xs} must have 1 to 3 spatial dims")
+        attrs = self.attrs
+        if self.is_global:
+            kernel, strides, dilations, out, begin, end = list(xs[2:]), [1] * n, [1] * n, [1] * n, [0] * n, [0] * n
+        else:
+            kernel = list(attrs["kernel_shape"])
+            if len(kernel) != n:
+                raise UnsupportedError(f"{self.spec.op}: kernel_shape {kernel} does not fit input {xs}")
+            strides = list(attrs.get("strides") or [1] * n)
+            dilations = list(attrs.get("dilations") or [1] * n)
+            out, begin, end = window_geometry(xs[2:], kernel, strides, dilations, attrs.get("pads"),
+                                              attrs["auto_pad"], attrs.get("ceil_mode", 0))
+        out_shape = (*xs[:2], *out)
+        check_size(xs, out_shape)
+        total = math.prod(out_shape)
+        p = attrs.get("p", 2)
+        if self.op == OP_LP and (not isinstance(p, int) or p < 1):
+            raise UnsupportedError(f"{self.spec.op}: p = {p} (an integer >= 1 is supported)")
+        constants = (self.op, int(attrs.get("count_include_pad", 0) != 0), p if self.op == OP_LP else 2,
+                     int(attrs.get("storage_order", 0) != 0))
+        tail = pack("I3I3I3I3I3I3i3i", total, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(kernel, 1),
+                    *as_3d(strides, 1), *as_3d(dilations, 1), *as_3d(begin, 0), *as_3d(end, 0))
+        groups = grid_1d(total, WORKGROUP)
+        if groups[1] > 65535:
+            raise UnsupportedError(f"{self.spec.op}: output {out_shape} is too large for one dispatch")
+        return out_shape, total, constants, tail, groups
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        plan = self._plans.get(x.shape) or self._plans.setdefault(x.shape, self._plan(x.shape))
+        out_shape, total, constants, tail, groups = plan
+        y = call.output(0, out_shape)
+        indices = call.output(1, out_shape, "int64") if (self.output_count or 1) > 1 else None  # MaxPool's
+        if total == 0:
+            return
+        writes = [y] + ([indices] if indices is not None else [])
+        call.dispatch(self.spec.shader, shader_dtype(x), constants, [x, y, indices], tail, groups, [x], writes)
+
+
+class LRN(Kernel):
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        if len(x.shape) < 2:
+            raise UnsupportedError(f"LRN: input {x.shape} has no channel dimension")
+        y = call.output(0, x.shape)
+        check_size(x.shape)
+        if x.size == 0:
+            return
+        size = self.attrs["size"]
+        tail = pack("4I3f", x.size, x.shape[1], math.prod(x.shape[2:]), size, self.attrs["alpha"], self.attrs["beta"],
+                    self.attrs["bias"])
+        self.dispatch_1d(call, x.size, WORKGROUP, shader_dtype(x), [x, y], tail, [x], [y], constants=())
