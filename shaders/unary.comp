@@ -1,24 +1,261 @@
 #version 450
-// y = f(x) elementwise over contiguous tensors; f is chosen by a specialization constant.
+// y = f(x) elementwise over contiguous tensors; f is chosen by a specialization constant (OP codes in
+// vkep/kernels/elementwise.py, UNARY_OPS). Float variants compute in float32; integer variants in int /
+// int64_t. The output type (DTYPE_Y) may differ from the input's: IsNaN/IsInf give bool, Cast anything.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
-layout(constant_id = 0) const uint OP = 0;  // see kernels.yaml: 0 relu, 1 sigmoid, 2 tanh
+layout(constant_id = 0) const uint OP = 0;
+layout(constant_id = 1) const uint BOOL_OUT = 0;  // store r != 0 (Cast to bool: the byte must be 0 or 1)
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y;
+    uint64_t lo, hi;  // Clip's optional min/max scalars (0: absent)
     uint n;
-    float alpha, beta;
+    float alpha, beta;  // the op's attributes (alpha, beta, gamma, lambd, ...)
 } pc;
+
+#define OP_RELU 0
+#define OP_SIGMOID 1
+#define OP_TANH 2
+#define OP_ABS 3
+#define OP_NEG 4
+#define OP_EXP 5
+#define OP_LOG 6
+#define OP_SQRT 7
+#define OP_RECIPROCAL 8
+#define OP_FLOOR 9
+#define OP_CEIL 10
+#define OP_ROUND 11
+#define OP_SIGN 12
+#define OP_SIN 13
+#define OP_COS 14
+#define OP_TAN 15
+#define OP_ASIN 16
+#define OP_ACOS 17
+#define OP_ATAN 18
+#define OP_SINH 19
+#define OP_COSH 20
+#define OP_ASINH 21
+#define OP_ACOSH 22
+#define OP_ATANH 23
+#define OP_ERF 24
+#define OP_ISNAN 25
+#define OP_ISINF 26
+#define OP_NOT 27
+#define OP_BITWISE_NOT 28
+#define OP_LEAKY_RELU 29
+#define OP_ELU 30
+#define OP_SELU 31
+#define OP_CELU 32
+#define OP_HARD_SIGMOID 33
+#define OP_HARD_SWISH 34
+#define OP_SOFTPLUS 35
+#define OP_SOFTSIGN 36
+#define OP_MISH 37
+#define OP_GELU 38
+#define OP_THRESHOLDED_RELU 39
+#define OP_CLIP 40
+#define OP_SHRINK 41
+#define OP_CAST 42
+
+// erf as a rational approximation on [-4, 4] (Eigen's float erf; |error| ~ 1 ulp); erf(±4) rounds to ±1
+float erf_approx(float x) {
+    x = clamp(x, -4.0, 4.0);
+    float x2 = x * x;
+    float p = -2.72614225801306e-10;
+    p = p * x2 + 2.77068142495902e-08;
+    p = p * x2 - 2.10102402082508e-06;
+    p = p * x2 - 5.69250639462346e-05;
+    p = p * x2 - 7.34990630326855e-04;
+    p = p * x2 - 2.95459980854025e-03;
+    p = p * x2 - 1.60960333262415e-02;
+    float q = -1.45660718464996e-05;
+    q = q * x2 - 2.13374055278905e-04;
+    q = q * x2 - 1.68282697438203e-03;
+    q = q * x2 - 7.37332916720468e-03;
+    q = q * x2 - 1.42647390514189e-02;
+    return x * p / q;
+}
+
+// asin on [-0.5, 0.5] (Cephes asinf: ~1 ulp; lavapipe's asin() is off by ~4e-4)
+float asin_core(float x) {
+    float z = x * x;
+    float p = (((4.2163199048e-2 * z + 2.4181311049e-2) * z + 4.5470025998e-2) * z + 7.4953002686e-2) * z
+              + 1.6666752422e-1;
+    return p * z * x + x;
+}
+
+float asin_accurate(float x) {
+    float a = abs(x);
+    float r = a > 0.5 ? 1.5707963267948966 - 2.0 * asin_core(sqrt(0.5 * (1.0 - a))) : asin_core(a);
+    return x < 0.0 ? -r : r;  // |x| > 1: sqrt of a negative, NaN
+}
+
+float acos_accurate(float x) {
+    if (x < -0.5) return 3.141592653589793 - 2.0 * asin_core(sqrt(0.5 * (1.0 + x)));
+    if (x > 0.5) return 2.0 * asin_core(sqrt(0.5 * (1.0 - x)));
+    return 1.5707963267948966 - asin_core(x);
+}
+
+// tanh as a rational approximation (Eigen's float tanh, a few ulp): lavapipe's tanh() loses all relative
+// precision near 0 and overflows exp() for large arguments
+float tanh_safe(float v) {
+    if (abs(v) < 0.0004) return v;
+    float x = clamp(v, -7.90531110763549805, 7.90531110763549805);
+    float x2 = x * x;
+    float p = -2.76076847742355e-16;
+    p = p * x2 + 2.00018790482477e-13;
+    p = p * x2 - 8.60467152213735e-11;
+    p = p * x2 + 5.12229709037114e-08;
+    p = p * x2 + 1.48572235717979e-05;
+    p = p * x2 + 6.37261928875436e-04;
+    p = p * x2 + 4.89352455891786e-03;
+    float q = 1.19825839466702e-06;
+    q = q * x2 + 1.18534705686654e-04;
+    q = q * x2 + 2.26843463243900e-03;
+    q = q * x2 + 4.89352518554385e-03;
+    return x * p / q;
+}
+
+// sinh without the cancellation of (e^x - e^-x) / 2 near 0
+float sinh_accurate(float v) {
+    if (abs(v) >= 1.0) return sinh(v);
+    float v2 = v * v;
+    return v * (1.0 + v2 / 6.0 * (1.0 + v2 / 20.0 * (1.0 + v2 / 42.0 * (1.0 + v2 / 72.0 * (1.0 + v2 / 110.0)))));
+}
+
+// log(1 + y) accurate for small y (Goldberg's trick: the rounding of 1 + y cancels out)
+float log1p_accurate(float y) {
+    float u = 1.0 + y;
+    return u == 1.0 ? y : log(u) * (y / (u - 1.0));
+}
+
+// log(1 + exp(v)) without overflow
+float softplus(float v) { return max(v, 0.0) + log1p_accurate(exp(-abs(v))); }
+
+#if IS_FLOAT
+float compute_float(float v) {
+    float a = pc.alpha, b = pc.beta;
+    switch (OP) {
+    case OP_RELU: return v < 0.0 ? 0.0 : v;  // not max(): keeps NaN
+    case OP_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case OP_TANH: return tanh_safe(v);
+    case OP_ABS: return abs(v);
+    case OP_NEG: return -v;
+    case OP_EXP: return exp(v);
+    case OP_LOG: return log(v);
+    case OP_SQRT: return sqrt(v);
+    case OP_RECIPROCAL: return 1.0 / v;
+    case OP_FLOOR: return floor(v);
+    case OP_CEIL: return ceil(v);
+    case OP_ROUND: return roundEven(v);
+    case OP_SIGN: return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : (v == 0.0 ? 0.0 : v));  // NaN → NaN
+    case OP_SIN: return sin(v);
+    case OP_COS: return cos(v);
+    case OP_TAN: return tan(v);
+    case OP_ASIN: return asin_accurate(v);
+    case OP_ACOS: return acos_accurate(v);
+    case OP_ATAN: return atan(v);
+    case OP_SINH: return sinh_accurate(v);
+    case OP_COSH: return cosh(v);
+    // the inverse hyperbolics written out: accurate for negative and large arguments
+    case OP_ASINH: return sign(v) * log(abs(v) + sqrt(v * v + 1.0));
+    case OP_ACOSH: return log(v + sqrt(v * v - 1.0));
+    case OP_ATANH: return 0.5 * log((1.0 + v) / (1.0 - v));
+    case OP_ERF: return erf_approx(v);
+    case OP_ISNAN: return isnan(v) ? 1.0 : 0.0;
+    // alpha = detect_negative, beta = detect_positive
+    case OP_ISINF: return isinf(v) && (v > 0.0 ? b != 0.0 : a != 0.0) ? 1.0 : 0.0;
+    case OP_LEAKY_RELU: return v >= 0.0 ? v : a * v;
+    case OP_ELU: return v >= 0.0 ? v : a * (exp(v) - 1.0);
+    case OP_SELU: return v > 0.0 ? b * v : b * (a * exp(v) - a);  // beta = gamma
+    case OP_CELU: return max(v, 0.0) + min(0.0, a * (exp(v / a) - 1.0));
+    case OP_HARD_SIGMOID: return clamp(a * v + b, 0.0, 1.0);
+    case OP_HARD_SWISH: return v * clamp(v / 6.0 + 0.5, 0.0, 1.0);
+    case OP_SOFTPLUS: return softplus(v);
+    case OP_SOFTSIGN: return v / (1.0 + abs(v));
+    case OP_MISH: return v * tanh_safe(softplus(v));
+    case OP_GELU:  // alpha = 1: the tanh approximation
+        if (a != 0.0) return 0.5 * v * (1.0 + tanh_safe(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+        return 0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476));
+    case OP_THRESHOLDED_RELU: return v > a ? v : 0.0;
+    case OP_CLIP: {  // min > max gives max (as ORT); NaN stays NaN
+        float lo = pc.lo != 0 ? LOAD(Tensor(pc.lo), 0) : a;
+        float hi = pc.hi != 0 ? LOAD(Tensor(pc.hi), 0) : b;
+        float r = v < lo ? lo : v;
+        return r > hi ? hi : r;
+    }
+    case OP_SHRINK: return v < -b ? v + a : (v > b ? v - a : 0.0);  // alpha = bias, beta = lambd
+    default: return v;  // OP_CAST
+    }
+}
+
+#else
+#if DTYPE == 3
+#define COMP_MIN (-9223372036854775807L - 1L)
+#define COMP_MAX 9223372036854775807L
+#else
+#define COMP_MIN (-2147483647 - 1)
+#define COMP_MAX 2147483647
+#endif
+
+COMP_T compute_int(COMP_T v) {
+    switch (OP) {
+    case OP_RELU: return v < 0 ? COMP_T(0) : v;
+    case OP_ABS: return v < 0 ? -v : v;
+    case OP_NEG: return -v;
+    case OP_SIGN: return v > 0 ? COMP_T(1) : (v < 0 ? COMP_T(-1) : COMP_T(0));
+    case OP_NOT: return v == 0 ? COMP_T(1) : COMP_T(0);
+    case OP_BITWISE_NOT: return ~v;
+    case OP_CLIP: {
+        COMP_T lo = pc.lo != 0 ? LOAD(Tensor(pc.lo), 0) : COMP_T(COMP_MIN);
+        COMP_T hi = pc.hi != 0 ? LOAD(Tensor(pc.hi), 0) : COMP_T(COMP_MAX);
+        return min(max(v, lo), hi);
+    }
+    case OP_SHRINK: {  // ORT computes x ± bias in float and truncates
+        float f = float(v), r = f < -pc.beta ? f + pc.alpha : (f > pc.beta ? f - pc.alpha : 0.0);
+        return COMP_T(r);
+    }
+    default: return v;  // OP_CAST
+    }
+}
+#endif
+
+#if DTYPE_Y > 1
+// float → integer as ORT's static_cast on x86: out of range and NaN give the int32/int64 minimum, and
+// the small types keep the low bits of the int32 result
+COMP_TY to_int(float r) {
+#if DTYPE_Y == 3
+    bool ok = r >= -9223372036854775808.0 && r < 9223372036854775808.0;
+    return ok ? int64_t(r) : (-9223372036854775807L - 1L);
+#else
+    bool ok = r >= -2147483648.0 && r < 2147483648.0;
+    return ok ? int(r) : (-2147483647 - 1);
+#endif
+}
+#endif
 
 void main() {
     uint i = flat_index(256);
     if (i >= pc.n) return;
-    float v = LOAD(Tensor(pc.x), i);
-    float r;
-    if (OP == 0) r = max(v, 0.0);
-    else if (OP == 1) r = 1.0 / (1.0 + exp(-v));
-    else r = tanh(clamp(v, -15.0, 15.0));  // unclamped tanh overflows exp() on some drivers
-    STORE(Tensor(pc.y), i, r);
+    TensorY y = TensorY(pc.y);
+#if IS_FLOAT
+    float r = compute_float(LOAD(Tensor(pc.x), i));
+#if DTYPE_Y <= 1
+    STORE_Y(y, i, r);
+#else
+    if (BOOL_OUT != 0) STORE_Y(y, i, r != 0.0 ? 1 : 0);  // NaN → true
+    else STORE_Y(y, i, to_int(r));
+#endif
+#else
+    COMP_T r = compute_int(LOAD(Tensor(pc.x), i));
+#if DTYPE_Y <= 1
+    STORE_Y(y, i, float(r));
+#else
+    if (BOOL_OUT != 0) STORE_Y(y, i, r != 0 ? 1 : 0);
+    else STORE_Y(y, i, COMP_TY(r));
+#endif
+#endif
 }

@@ -1,14 +1,25 @@
-"""Elementwise ops: binary with full ONNX broadcasting, and unary activations."""
+"""Elementwise ops: binary with full ONNX broadcasting (arithmetic, comparisons, logic, bitwise, Pow, Mod),
+variadic folds (Min, Max, Sum, Mean), Where, and unary math, activations, Clip and Cast.
+
+The op codes are the `op` specialization constant of shaders/binary.comp and shaders/unary.comp.
+"""
 
 from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, UnsupportedError, pack, shader_dtype
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, pack, shader_dtype
 
 MAX_RANK = 6
 MAX_ELEMENTS = 2**32 - 1  # shaders index with 32-bit integers
 WORKGROUP = 256
+
+# shaders/binary.comp op codes chosen at run time (the others come from the manifest)
+OP_FMOD, OP_MOD, OP_SHIFT_LEFT, OP_SHIFT_RIGHT, OP_FIRST, OP_ADD_SCALE = 5, 6, 21, 22, 23, 24
+# shaders/unary.comp
+OP_CAST = 42
+# ONNX TensorProto element types → vkep dtype names (the ones the shaders have)
+ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool", 10: "float16"}
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -50,49 +61,201 @@ def collapse(out: tuple[int, ...], *operand_strides: list[int]) -> tuple[list[in
     return dims or [1], [s or [1] for s in strides]
 
 
-def _pad(values: list[int]) -> list[int]:
-    return values + [0] * (MAX_RANK - len(values))
+def broadcast_plan(shapes: list[tuple[int, ...]], out: tuple[int, ...] | None = None,
+                   max_rank: int = MAX_RANK) -> tuple[tuple[int, ...], int, bytes]:
+    """(output shape, element count, push tail `n, rank, shape[max_rank], strides[max_rank] per operand`)
+    for reading every operand broadcast to `out` (default: their common shape)."""
+    out = broadcast_shape(*shapes) if out is None else out
+    n = math.prod(out)
+    if n > MAX_ELEMENTS:
+        raise UnsupportedError(f"{out} has {n} elements; shaders index at most {MAX_ELEMENTS}")
+    dims, strides = collapse(out, *(broadcast_strides(s, out) for s in shapes))
+    if len(dims) > max_rank:
+        raise UnsupportedError(f"broadcast of {shapes} needs rank {len(dims)} > {max_rank}")
+    pad = [0] * max_rank
+    flat = [v for s in [dims, *strides] for v in (s + pad)[:max_rank]]
+    return out, n, pack(f"2I{len(flat)}I", n, len(dims), *flat)
+
+
+def variant(x: str, y: str) -> str | tuple[str, str]:
+    """The shader variant reading `x` and writing `y` (one name when they are the same)."""
+    return x if x == y else (x, y)
 
 
 class Binary(Kernel):
-    """Add, Sub, Mul, Div (the manifest's `op` constant picks which)."""
+    """y = a OP b, broadcast (Add, Sub, Mul, Div, PRelu, BitwiseAnd/Or/Xor; the manifest's `op`)."""
+
+    out_dtype: str | None = None  # None: the inputs' type
 
     def __init__(self, *args):
         super().__init__(*args)
         self._plans: dict[tuple, tuple] = {}
 
-    def _plan(self, sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple:
-        out = broadcast_shape(sa, sb)
-        n = math.prod(out)
-        if n > MAX_ELEMENTS:
-            raise UnsupportedError(f"{out} has {n} elements; shaders index at most {MAX_ELEMENTS}")
-        dims, (st_a, st_b) = collapse(out, broadcast_strides(sa, out), broadcast_strides(sb, out))
-        if len(dims) > MAX_RANK:
-            raise UnsupportedError(f"broadcast of {sa} and {sb} needs rank {len(dims)} > {MAX_RANK}")
-        tail = pack("2I18I", n, len(dims), *_pad(dims), *_pad(st_a), *_pad(st_b))
-        return out, n, tail
+    def plan(self, sa: tuple[int, ...], sb: tuple[int, ...], out: tuple[int, ...] | None = None,
+             scale: float = 1.0) -> tuple:
+        """(output shape, element count, push tail) of a OP b, broadcast to `out` (default: their shape)."""
+        key = (sa, sb, out, scale)
+        found = self._plans.get(key)
+        if found is None:
+            out, n, tail = broadcast_plan([sa, sb], out)
+            found = self._plans[key] = (out, n, tail + pack("f", scale))
+        return found
+
+    def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
+        return variant(shader_dtype(a), shader_dtype(y))
 
     def compute(self, call) -> None:
-        a, b = call.inputs
-        key = (a.shape, b.shape)
-        plan = self._plans.get(key) or self._plans.setdefault(key, self._plan(a.shape, b.shape))
-        out, n, tail = plan
-        y = call.output(0, out)
+        a, b = call.inputs[:2]
+        out, n, tail = self.plan(a.shape, b.shape)
+        y = call.output(0, out, self.out_dtype or a.dtype)
         if n:
-            self.dispatch_1d(call, n, WORKGROUP, shader_dtype(a), [a, b, y], tail, [a, b], [y])
+            self.dispatch_1d(call, n, WORKGROUP, self.shader_variant(a, b, y), [a, b, y], tail, [a, b], [y])
+
+
+class Compare(Binary):
+    """Equal, Greater, Less, GreaterOrEqual, LessOrEqual, And, Or, Xor: bool results."""
+
+    out_dtype = "bool"
+
+
+class Pow(Binary):
+    """The exponent may have another type than the base: the variant reads it as DTYPE and the base
+    (and y) as DTYPE_Y."""
+
+    def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
+        return variant(shader_dtype(b), shader_dtype(a))
+
+
+class Mod(Binary):
+    """fmod=1: C's fmod (the sign of the dividend); fmod=0: numpy's mod (the sign of the divisor). ONNX
+    before opset 28 (and ORT's CPU EP) reject fmod=0 for floats; vkep computes it as opset 28 defines."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.constants = (OP_FMOD if self.attrs["fmod"] else OP_MOD,)
+
+
+class BitShift(Binary):
+    def __init__(self, *args):
+        super().__init__(*args)
+        direction = self.attrs["direction"]
+        if direction not in ("LEFT", "RIGHT"):
+            raise UnsupportedError(f"BitShift: direction must be LEFT or RIGHT, not {direction!r}")
+        self.constants = (OP_SHIFT_LEFT if direction == "LEFT" else OP_SHIFT_RIGHT,)
+
+
+class Variadic(Binary):
+    """Min, Max, Sum, Mean of 1..N broadcast inputs: y = x0 OP x1, then y = y OP xk in place (N - 1
+    dispatches; replayable up to 5 inputs). Mean scales in its last step."""
+
+    def compute(self, call) -> None:
+        xs = [x for x in call.inputs if x is not None]
+        shapes = tuple(x.shape for x in xs)
+        out = broadcast_shape(*shapes)
+        y = call.output(0, out)
+        if not y.size:
+            return
+        dtype = shader_dtype(xs[0])
+        if len(xs) == 1:
+            _, n, tail = self.plan(out, out)
+            self.dispatch_1d(call, n, WORKGROUP, dtype, [xs[0], xs[0], y], tail, [xs[0]], [y], (OP_FIRST,))
+            return
+        mean = self.spec.op == "Mean"
+        for k in range(1, len(xs)):
+            a = xs[0] if k == 1 else y  # y = x0 OP x1 first, then y = y OP xk in place
+            last = k == len(xs) - 1
+            _, n, tail = self.plan(a.shape, xs[k].shape, out, 1.0 / len(xs) if mean and last else 1.0)
+            code = OP_ADD_SCALE if mean and last else self.constants[0]
+            self.dispatch_1d(call, n, WORKGROUP, dtype, [a, xs[k], y], tail, [a, xs[k]], [y], (code,))
+
+
+class Where(Kernel):
+    """y = c ? a : b over three broadcast inputs (shaders/where.comp, rank <= 5 after collapsing)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._plans: dict[tuple, tuple] = {}
+
+    def compute(self, call) -> None:
+        c, a, b = call.inputs
+        key = (c.shape, a.shape, b.shape)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = broadcast_plan(list(key), max_rank=5)
+        out, n, tail = plan
+        y = call.output(0, out, a.dtype)
+        if n:
+            self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(c), shader_dtype(a)), [c, a, b, y], tail,
+                             [c, a, b], [y])
+
+
+# string attributes passed to the shader as numbers
+STRING_PARAMS = {"none": 0.0, "tanh": 1.0}
+
+
+def _param(value) -> float:
+    if isinstance(value, str):
+        if value not in STRING_PARAMS:
+            raise UnsupportedError(f"unsupported attribute value {value!r}")
+        return STRING_PARAMS[value]
+    return float(value)
 
 
 class Unary(Kernel):
-    """Activations computed per element (the manifest's `op` constant picks which)."""
+    """y = f(x) per element (the manifest's `op` constant picks f). The first two attributes declared in
+    the manifest become the shader's alpha and beta."""
 
-    alpha_attr = "alpha"
-    beta_attr = "beta"
+    out_dtype: str | None = None  # None: the input's type
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        params = [_param(self.attrs[a.name]) for a in self.spec.attributes] + [0.0, 0.0]
+        self.params = pack("ff", *params[:2])
 
     def compute(self, call) -> None:
+        self.run(call)
+
+    def run(self, call, lo: Tensor | None = None, hi: Tensor | None = None) -> None:
+        """One dispatch; `lo`/`hi` are Clip's bounds, read by the shader from the device."""
         x = call.inputs[0]
-        y = call.output(0, x.shape)
+        y = call.output(0, x.shape, self.out_dtype or x.dtype)
         n = x.size
+        if n > MAX_ELEMENTS:
+            raise UnsupportedError(f"{x.shape} has {n} elements; shaders index at most {MAX_ELEMENTS}")
         if n:
-            alpha = float(self.attrs.get(self.alpha_attr, 0.0))
-            beta = float(self.attrs.get(self.beta_attr, 0.0))
-            self.dispatch_1d(call, n, WORKGROUP, shader_dtype(x), [x, y], pack("Iff", n, alpha, beta), [x], [y])
+            reads = [x] + [t for t in (lo, hi) if t is not None]
+            self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(x), shader_dtype(y)), [x, y, lo, hi],
+                             pack("I", n) + self.params, reads, [y])
+
+
+class Predicate(Unary):
+    """IsNaN, IsInf: bool results."""
+
+    out_dtype = "bool"
+
+
+class Clip(Unary):
+    """Opset 6: min/max attributes; opset 11+: optional scalar inputs, read by the shader on the device."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.params = pack("ff", float(self.attrs.get("min", -math.inf)), float(self.attrs.get("max", math.inf)))
+
+    def compute(self, call) -> None:
+        bounds = list(call.inputs[1:3]) + [None, None]
+        for t in bounds[:2]:
+            if t is not None and t.size != 1:
+                raise UnsupportedError(f"Clip: min and max must be scalars, not {t.shape}")
+        self.run(call, bounds[0], bounds[1])
+
+
+class Cast(Unary):
+    """Cast to the `to` type (saturate only concerns float8 types, which vkep has not)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        to = self.attrs["to"]
+        if to not in ONNX_TYPES:
+            raise UnsupportedError(f"Cast: no shader variant for element type {to}")
+        self.out_dtype = ONNX_TYPES[to]
+        self.constants = (OP_CAST, 1 if self.out_dtype == "bool" else 0)

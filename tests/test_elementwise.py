@@ -1,0 +1,391 @@
+"""Edge cases of the elementwise family against the CPU EP: Cast between every pair of types (rounding,
+out of range, NaN), Pow with mixed types, Mod signs, BitShift, NaN in Min/Max and comparisons, variadic and
+3-way broadcasting, Clip's optional inputs, IsInf's attributes, empty tensors, and the ONNX backend node
+tests of these ops."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from conftest import tolerance
+from onnx import helper, numpy_helper
+
+from vkep import runner
+
+TYPES = ["float32", "float16", "int32", "int64", "int8", "uint8", "bool"]
+RNG = np.random.default_rng(11)
+NAN, INF = np.nan, np.inf
+
+
+def _elem(dtype) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def _model(op: str, feeds: dict, out_dtype, opset: int = 21, inits: dict | None = None, **attrs):
+    """One node `op` reading `feeds` (graph inputs, in order; None = an absent optional input) and `inits`."""
+    inits = inits or {}
+    names = [name if value is not None else "" for name, value in {**feeds, **inits}.items()]
+    inputs = [helper.make_tensor_value_info(k, _elem(v.dtype), v.shape) for k, v in feeds.items() if v is not None]
+    node = helper.make_node(op, names, ["y"], **attrs)
+    graph = helper.make_graph([node], op, inputs, [helper.make_tensor_value_info("y", _elem(out_dtype), None)],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def _run_vkep(model, feeds: dict) -> list[np.ndarray]:
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    feeds = {k: v for k, v in feeds.items() if v is not None}
+    first = session.run(None, feeds)
+    again = session.run(None, feeds)  # the replayed plan
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    return first
+
+
+def _check(op: str, feeds: dict, out_dtype=None, opset: int = 21, inits: dict | None = None, want=None, **attrs):
+    """Run on vkep and compare with the CPU EP (or `want`): exact for integers and bool."""
+    out_dtype = np.dtype(out_dtype or next(v for v in feeds.values() if v is not None).dtype)
+    model = _model(op, feeds, out_dtype, opset, inits, **attrs)
+    got = _run_vkep(model, feeds)[0]
+    if want is None:
+        want = runner.cpu_session(model).run(None, {k: v for k, v in feeds.items() if v is not None})[0]
+    assert got.dtype == out_dtype and got.shape == want.shape
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), **tolerance(out_dtype))
+
+
+# ---- Cast --------------------------------------------------------------------------------------------------
+
+CAST_VALUES = np.array([0, -0.0, 1, -1, 0.4, -0.6, 1.5, 2.5, -2.5, 7.9, 127, 128, 255, 256, 300.7, -129, 65504,
+                        65520, 1.00048828125, 1.00146484375, 1e-8, 3e9, -3e9, 1e10, 1e20, INF, -INF, NAN],
+                       dtype=np.float32)
+
+
+@pytest.mark.parametrize("src", TYPES)
+@pytest.mark.parametrize("dst", TYPES)
+def test_cast_pairs(ep_devices, src, dst):
+    values = CAST_VALUES
+    if np.dtype(src).kind in "iub":  # integer sources: values that fit, negative and wrapping ones
+        values = np.array([0, 1, -1, 5, 100, 127, -128, 200, 255, 65504, -70000, 2**31 - 1, -2**31], np.int64)
+    elif src == "float16":
+        values = values[np.abs(values) <= 65504]  # float16 itself saturates to inf
+    if np.dtype(dst).kind in "iu":
+        # float → integer outside int32 is undefined in C++ (ORT on x86 gives INT_MIN, which vkep copies for
+        # int32 and the narrower types); keep int64 targets inside its range
+        values = values[np.isfinite(values) & (np.abs(values) < 2**31)] if dst == "int64" else values
+    x = values.astype(src)
+    _check("Cast", {"x": x}, dst, to=_elem(dst))
+
+
+def test_cast_to_bool_nan_is_true(ep_devices):
+    _check("Cast", {"x": np.array([NAN, 0.0, -0.0, 1e-30], np.float32)}, "bool", to=_elem("bool"),
+           want=np.array([True, False, False, True]))
+
+
+@pytest.mark.parametrize("opset", [6, 9, 13, 19, 21, 23, 24, 25])
+def test_cast_opsets(ep_devices, opset):
+    x = RNG.uniform(-300, 300, size=(3, 7)).astype(np.float32)
+    _check("Cast", {"x": x}, "int32", opset=opset, to=_elem("int32"))
+    _check("Cast", {"x": x}, "float16", opset=opset, to=_elem("float16"))
+
+
+# ---- Pow ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("base", ["float32", "int32", "int64"])
+@pytest.mark.parametrize("exp", ["float32", "int32", "int64"])
+def test_pow_types(ep_devices, base, exp):
+    x = np.array([[-3, -2, -1, 0, 1, 2, 3, 5]], dtype=base)
+    if np.dtype(exp).kind == "f":
+        e = np.array([[0], [1], [2], [3], [0.5], [-1], [-2], [2.5]], dtype=exp)
+        if np.dtype(base).kind != "f":  # NaN and inf into integers are undefined in C++
+            x, e = np.abs(x) + 1, np.abs(e)
+    else:
+        e = np.array([[0], [1], [2], [3], [7], [-1], [-2], [10]], dtype=exp)
+    _check("Pow", {"x": x, "e": e}, base)
+
+
+def test_pow_float_edge_cases(ep_devices):
+    x = np.array([-8, -2, -2, 0, 0, 0, 2, 1.5, NAN, 1], np.float32)
+    e = np.array([1 / 3, 3, -3, 0, -1, 2, 0.5, 70, 0, NAN], np.float32)
+    _check("Pow", {"x": x, "e": e})
+
+
+# ---- Mod, BitShift, bitwise ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "int8", "uint8"])
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_mod_integer_signs(ep_devices, dtype, fmod):
+    a = np.array([-7, 7, -7, 7, -4, 0, 5, 13, -13, 100], np.int64)
+    b = np.array([3, -3, -3, 3, 2, 5, 8, -5, 5, -7], np.int64)
+    if dtype == "uint8":
+        a, b = np.abs(a), np.abs(b)
+    _check("Mod", {"a": a.astype(dtype), "b": b.astype(dtype)}, fmod=fmod)
+
+
+def test_mod_float_broadcast(ep_devices):
+    a = RNG.uniform(-10, 10, size=(3, 4, 5)).astype(np.float32)
+    b = np.array([3.5, -2.0, 1.25, -0.75, 4.0], np.float32)
+    _check("Mod", {"a": a, "b": b}, fmod=1)
+
+
+def test_mod_float_fmod0_follows_the_divisor(ep_devices):
+    # rejected by ONNX < 28 and ORT's CPU EP; vkep computes numpy's mod, as opset 28 defines it
+    a = np.array([-7.5, 7.5, -7.5, 7.5, 0.0, -3.0, 1.0, INF], np.float32)
+    b = np.array([2.0, -2.0, -2.0, 2.0, -2.0, INF, -INF, 2.0], np.float32)
+    model = _model("Mod", {"a": a, "b": b}, np.float32, fmod=0)
+    with np.errstate(invalid="ignore"):
+        want = np.mod(a, b)
+    got = _run_vkep(model, {"a": a, "b": b})[0]
+    np.testing.assert_array_equal(got, want)
+    assert np.signbit(got[4])
+
+
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+def test_bitshift(ep_devices, direction):
+    x = np.array([[250, 7, 3, 200, 1, 255, 0, 128]], np.uint8)
+    s = np.arange(10, dtype=np.uint8).reshape(10, 1)
+    _check("BitShift", {"x": x, "s": s}, direction=direction)
+
+
+@pytest.mark.parametrize("op", ["BitwiseAnd", "BitwiseOr", "BitwiseXor"])
+@pytest.mark.parametrize("dtype", ["int32", "int64", "int8", "uint8"])
+def test_bitwise_broadcast(ep_devices, op, dtype):
+    info = np.iinfo(dtype)
+    a = RNG.integers(info.min, info.max, size=(2, 3, 4), endpoint=True).astype(dtype)
+    b = RNG.integers(info.min, info.max, size=(3, 1), endpoint=True).astype(dtype)
+    _check(op, {"a": a, "b": b})
+
+
+# ---- comparisons, NaN ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"])
+def test_compare_nan_and_ties(ep_devices, op):
+    a = np.array([[1, 2, NAN, -0.0, INF, 3]], np.float32)
+    b = np.array([[1], [NAN], [0.0], [INF], [2.5]], np.float32)
+    _check(op, {"a": a, "b": b}, "bool")
+
+
+@pytest.mark.parametrize("op", ["Equal", "Greater", "LessOrEqual"])
+def test_compare_int64_extremes(ep_devices, op):
+    a = np.array([2**62, -2**63, 2**63 - 1, 5, -1], np.int64)
+    b = np.array([2**62 + 1, -2**63, 2**62, 5, 2**40], np.int64)
+    _check(op, {"a": a, "b": b}, "bool")
+
+
+@pytest.mark.parametrize("op", ["Min", "Max"])
+def test_min_max_nan_propagates(ep_devices, op):
+    a = np.array([NAN, 1, NAN, 2, -0.0], np.float32)
+    b = np.array([1, NAN, NAN, 1, 0.0], np.float32)
+    _check(op, {"a": a, "b": b})
+
+
+# ---- variadic and Where broadcasting ---------------------------------------------------------------------
+
+VARIADIC_SHAPES = [
+    [(3, 4)],
+    [(2, 3, 4), (4,)],
+    [(3, 1), (1, 4), (2, 1, 1)],  # the first pair broadcasts to less than the output
+    [(5,), (2, 1, 5), (3, 1), (2, 3, 5)],
+    [(2, 3), (2, 3), (1, 3), (2, 1), (3,), ()],  # 5 dispatches: past the replay limit, still correct
+]
+
+
+@pytest.mark.parametrize("op", ["Min", "Max", "Sum", "Mean"])
+@pytest.mark.parametrize("shapes", VARIADIC_SHAPES, ids=lambda s: f"{len(s)}in")
+def test_variadic_broadcast(ep_devices, op, shapes):
+    feeds = {f"x{i}": RNG.uniform(-2, 2, size=s).astype(np.float32) for i, s in enumerate(shapes)}
+    _check(op, feeds)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "int8", "uint8"])
+def test_min_max_integers(ep_devices, dtype):
+    info = np.iinfo(dtype)
+    feeds = {f"x{i}": RNG.integers(info.min, info.max, size=s, endpoint=True).astype(dtype)
+             for i, s in enumerate([(2, 3), (3,), (2, 1)])}
+    _check("Min", feeds)
+    _check("Max", feeds)
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("shapes", [[(2, 3, 4), (3, 1), (4,)], [(), (2, 3), (2, 3)], [(4, 1), (1, 5), ()],
+                                    [(2, 1, 3, 1, 2), (1, 4, 1, 5, 1), (2,)]])
+def test_where_broadcast(ep_devices, dtype, shapes):
+    c = RNG.integers(0, 2, size=shapes[0]).astype(bool)
+    a = RNG.uniform(-100, 100, size=shapes[1]).astype(dtype)
+    b = RNG.uniform(-100, 100, size=shapes[2]).astype(dtype)
+    want = np.where(c, a, b)  # the CPU EP has no Where for every type
+    _check("Where", {"c": c, "a": a, "b": b}, dtype, want=want)
+
+
+def test_where_rank_six_is_unsupported(ep_devices):
+    c = np.ones((2, 1, 2, 1, 2, 1), bool)
+    a = np.ones((1, 2, 1, 2, 1, 2), np.float32)
+    model = _model("Where", {"c": c, "a": a, "b": a}, np.float32)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    with pytest.raises(Exception, match="rank 6 > 5"):
+        session.run(None, {"c": c, "a": a, "b": a})
+
+
+# ---- Clip ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int64", "int8", "uint8"])
+@pytest.mark.parametrize("bounds", [(None, None), (1, None), (None, 5), (2, 6), (6, 2)])
+def test_clip_optional_inputs(ep_devices, dtype, bounds):
+    x = np.array([-10, -3, 0, 1, 2, 3, 5, 6, 7, 100]).astype(dtype)
+    lo, hi = (None if v is None else np.array(v, dtype) for v in bounds)
+    _check("Clip", {"x": x, "lo": lo, "hi": hi}, opset=13)
+
+
+def test_clip_nan_and_initializer_bounds(ep_devices):
+    x = np.array([NAN, -INF, INF, 0.5, -3], np.float32)
+    _check("Clip", {"x": x}, inits={"lo": np.array(-1, np.float32), "hi": np.array(1, np.float32)}, opset=13)
+
+
+def test_clip_opset6_attributes(ep_devices):
+    x = RNG.uniform(-3, 3, size=(4, 5)).astype(np.float32)
+    _check("Clip", {"x": x}, opset=6, min=-0.5)
+    _check("Clip", {"x": x}, opset=6, max=0.25)
+
+
+# ---- unary ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("neg,pos", [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_isinf_attributes(ep_devices, neg, pos):
+    x = np.array([INF, -INF, NAN, 0, 1e38, -1e38], np.float32)
+    _check("IsInf", {"x": x}, "bool", detect_negative=neg, detect_positive=pos)
+    _check("IsInf", {"x": x.astype(np.float16)}, "bool", detect_negative=neg, detect_positive=pos)
+
+
+def test_isnan(ep_devices):
+    x = np.array([INF, -INF, NAN, 0, -NAN], np.float32)
+    _check("IsNaN", {"x": x}, "bool")
+    _check("IsNaN", {"x": x.astype(np.float16)}, "bool")
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu(ep_devices, approximate):
+    x = np.linspace(-8, 8, 401, dtype=np.float32)
+    _check("Gelu", {"x": x}, approximate=approximate)
+
+
+@pytest.mark.parametrize("op", ["Tanh", "Sigmoid", "Erf", "Softplus", "Mish", "Sinh", "Asinh", "Atan", "Elu"])
+def test_unary_wide_range(ep_devices, op):
+    """Small arguments (relative precision) and large ones (overflow of exp())."""
+    x = np.concatenate([np.geomspace(1e-6, 90, 200), -np.geomspace(1e-6, 90, 200), [0.0]]).astype(np.float32)
+    _check(op, {"x": x})
+
+
+@pytest.mark.parametrize("op", ["Asin", "Acos", "Atanh"])
+def test_unary_unit_interval(ep_devices, op):
+    x = np.concatenate([np.linspace(-1, 1, 201), [1e-7, -1e-7, 1.5, -1.5]]).astype(np.float32)
+    _check(op, {"x": x})
+
+
+def test_round_half_to_even(ep_devices):
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4999, 1e7 + 0.5, NAN], np.float32)
+    _check("Round", {"x": x})
+
+
+@pytest.mark.parametrize("op", ["Abs", "Neg", "Sign"])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int64", "int8"])
+def test_unary_signed(ep_devices, op, dtype):
+    info = np.iinfo(dtype) if np.dtype(dtype).kind == "i" else None
+    x = (np.array([info.min + 1, -5, 0, 5, info.max], dtype) if info
+         else np.array([-INF, -5.5, -0.0, 0.0, 5.5, INF, NAN], dtype))
+    _check(op, {"x": x}, opset=14)
+
+
+def test_shrink_integers(ep_devices):
+    for dtype in ["int32", "int64", "int8", "uint8"]:
+        x = np.arange(-6, 7).astype(dtype)
+        _check("Shrink", {"x": x}, bias=1.5, lambd=1.0)
+
+
+def test_prelu_broadcast_slope(ep_devices):
+    x = RNG.uniform(-2, 2, size=(2, 3, 4, 5)).astype(np.float32)
+    _check("PRelu", {"x": x, "s": RNG.uniform(0, 1, size=(3, 1, 1)).astype(np.float32)})
+    _check("PRelu", {"x": x, "s": np.array([0.25], np.float32)})
+
+
+# ---- empty tensors ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op,shapes,out", [
+    ("Exp", [(0, 3)], None), ("Equal", [(0, 3), (1, 3)], "bool"), ("Where", [(0, 1), (0, 3), (3,)], None),
+    ("Max", [(2, 0), (1, 0), (0,)], None), ("Cast", [(3, 0)], "int64"),
+])
+def test_empty(ep_devices, op, shapes, out):
+    feeds = {f"x{i}": np.zeros(s, bool if (op == "Where" and i == 0) else np.float32) for i, s in enumerate(shapes)}
+    attrs = {"to": _elem(out)} if op == "Cast" else {}
+    out = out or "float32"
+    model = _model(op, feeds, out, **attrs)
+    got = _run_vkep(model, feeds)[0]
+    want = runner.cpu_session(model).run(None, feeds)[0] if op != "Where" else np.zeros((0, 3), np.float32)
+    assert got.shape == want.shape and got.dtype == np.dtype(out)
+
+
+# ---- ONNX backend node tests -------------------------------------------------------------------------------
+
+BACKEND_OPS = {
+    "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Tan", "Asin",
+    "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Erf", "IsNaN", "IsInf", "Not", "Pow", "LeakyRelu",
+    "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish", "Gelu", "PRelu",
+    "ThresholdedRelu", "Clip", "Shrink", "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "And", "Or",
+    "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift", "Where", "Min", "Max", "Mean", "Sum",
+    "Mod", "Cast"}
+HELPER_OPS = {"Constant", "Relu", "Add", "Sub", "Mul", "Div", "Sigmoid", "Tanh"}  # in expanded cases
+VKEP_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+              onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.BOOL}
+ORT_MAX_OPSET, ORT_MAX_IR = 26, 10
+
+
+def _value_types(graph) -> set[int]:
+    values = list(graph.input) + list(graph.output) + list(graph.value_info)
+    types = {v.type.tensor_type.elem_type for v in values}
+    return types | {a.i for n in graph.node for a in n.attribute if a.name == "to"}
+
+
+def _for_ort(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """The case at the newest opset and IR version ORT 1.31 reads, None if it is not valid there (e.g.
+    BitShift of signed integers, new in opset 28)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for imp in out.opset_import:
+        imp.version = min(imp.version, ORT_MAX_OPSET)
+    out.ir_version = min(out.ir_version, ORT_MAX_IR)
+    try:
+        onnx.checker.check_model(out, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
+        return None
+    return out
+
+
+def _backend_cases():
+    from onnx.backend.test.case.node import collect_testcases
+
+    for case in collect_testcases():
+        ops = {n.op_type for n in case.model.graph.node}
+        if ops & BACKEND_OPS and ops <= BACKEND_OPS | HELPER_OPS and _value_types(case.model.graph) <= VKEP_TYPES:
+            model = _for_ort(case.model)
+            if model is not None:
+                yield pytest.param(model, case.data_sets, id=case.name)
+
+
+def _array(value) -> np.ndarray:
+    return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
+
+
+@pytest.mark.parametrize("model,data_sets", list(_backend_cases()))
+def test_onnx_backend_case(ep_devices, model, data_sets):
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    placed = {op: ep for _, op, ep in runner.placement(session)}
+    assert set(placed.values()) == {"VulkanExecutionProvider"}, placed
+    for inputs, outputs in data_sets:
+        feeds = {vi.name: _array(v) for vi, v in zip(model.graph.input, inputs, strict=False)}
+        for got, want in zip(session.run(None, feeds), outputs, strict=True):
+            want = _array(want)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            if want.dtype.kind == "f":  # the backend tests' own tolerance
+                np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-7 if want.dtype != np.float16 else 1e-3)
+            else:
+                np.testing.assert_array_equal(got, want)
