@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import struct
 
 from vkep.kernels.base import Kernel, UnsupportedError, pack, shader_dtype
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
 
 TILE = 64  # output tile of matmul.comp (BM = BN)
+MAX_LOOP = 60_000  # K steps of 16 per invocation, under lavapipe's 65,535 loop iterations
 
 
 class _Tiled(Kernel):
@@ -18,6 +20,10 @@ class _Tiled(Kernel):
         self._plans: dict[tuple, tuple] = {}
 
     def _record(self, call, a, b, c, out_shape, tail: bytes, batches: int, m: int, n: int) -> None:
+        k = struct.unpack_from("<I", tail, 8)[0]
+        if -(-k // 16) > MAX_LOOP:
+            # lavapipe runs at most 65,535 loop iterations per invocation and then stops silently
+            raise UnsupportedError(f"an inner dimension of {k} exceeds what one dispatch can sum ({MAX_LOOP * 16})")
         y = call.output(0, out_shape)
         if math.prod(out_shape) == 0:
             return
