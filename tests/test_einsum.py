@@ -1,0 +1,54 @@
+"""Einsum's common forms against the CPU EP; the unsupported ones are clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import tolerance
+from onnx import TensorProto, helper
+
+from vkep import runner
+
+
+def _model(equation: str, shapes):
+    names = [f"x{i}" for i in range(len(shapes))]
+    graph = helper.make_graph([helper.make_node("Einsum", names, ["y"], equation=equation)], "einsum",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in zip(names, shapes)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("ij,kj->ik", [(3, 4), (5, 4)]),
+    ("ji,jk->ik", [(4, 3), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("bhqd,bhkd->bhqk", [(2, 3, 4, 8), (2, 3, 5, 8)]),
+    ("bhqk,bhkd->bhqd", [(2, 3, 4, 5), (2, 3, 5, 8)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
+    ("ij,jk", [(3, 4), (4, 5)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("i,i->", [(7,), (7,)]),
+    ("ij,jk->ki", [(3, 4), (4, 5)]),
+    ("bsh,hd->bsd", [(2, 6, 8), (8, 4)]),
+])
+def test_einsum_forms(ep_devices, equation, shapes):
+    model = _model(equation, shapes)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert [op for _, op, _ in runner.placement(session)] == ["Einsum"]
+    rng = np.random.default_rng(1)
+    feeds = {f"x{i}": rng.uniform(-1, 1, s).astype(np.float32) for i, s in enumerate(shapes)}
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, **tolerance(np.float32))
+
+
+@pytest.mark.parametrize("equation,shapes,message", [
+    ("ii->i", [(3, 3)], "repeated or mismatched indices"),
+    ("ij,jk->i", [(3, 4), (4, 5)], "sums over an index of one operand"),
+])
+def test_unsupported_forms_are_errors(ep_devices, equation, shapes, message):
+    session = runner.vkep_session(_model(equation, shapes), disable_cpu_fallback=True)
+    feeds = {f"x{i}": np.ones(s, np.float32) for i, s in enumerate(shapes)}
+    with pytest.raises(Exception, match=message):
+        session.run(None, feeds)

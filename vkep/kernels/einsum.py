@@ -1,0 +1,104 @@
+"""Einsum, the common forms, on matmul.comp's strided reads.
+
+Two operands: every index is a batch index (both operands and the output), a contracted one (both
+operands, not the output), a row index (first operand and output) or a column index (second operand and
+output) — e.g. "bhqd,bhkd->bhqk", "ij,jk->ik", "i,j->ij", "i,i->". Rows, columns and contractions may
+each span several indices when they are adjacent in memory; the output must list batch, row and column
+indices in that order (or batch, column, row: the operands then swap). One operand: a permutation
+("ij->ji"). Anything else (diagonals, sums over an index of one operand) raises UnsupportedError.
+"""
+
+from __future__ import annotations
+
+import math
+
+from vkep.kernels.base import Kernel, UnsupportedError, pack, shader_dtype
+from vkep.kernels.elementwise import collapse
+
+TILE = 64
+
+
+def parse(equation: str, ranks: list[int]) -> tuple[list[str], str]:
+    """Operand index strings and the output's, with '...' spelled out as fresh upper-case letters."""
+    eq = equation.replace(" ", "")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise UnsupportedError(f"Einsum '{equation}' has {len(terms)} operands, the node {len(ranks)}")
+    ell = max((r - len(t.replace("...", "")) for t, r in zip(terms, ranks, strict=True) if "..." in t), default=0)
+    fresh = "ABCDEFGHIJKLMNOP"[:ell]
+    out = []
+    for t, r in zip(terms, ranks, strict=True):
+        n = r - len(t.replace("...", ""))
+        out.append(t.replace("...", fresh[ell - n:]) if "..." in t else t)
+    if "->" not in eq:  # implicit output: the indices that appear once, in alphabetical order
+        letters = "".join(out)
+        rhs = fresh + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in fresh))
+    rhs = rhs.replace("...", fresh)
+    for t, r in zip(out, ranks, strict=True):
+        if len(t) != r or len(set(t)) != len(t):
+            raise UnsupportedError(f"Einsum '{equation}': operand '{t}' (repeated or mismatched indices)")
+    return out, rhs
+
+
+def _group(term: str, shape, letters: str) -> tuple[int, int]:
+    """(size, element stride) of `letters` read as one index of `term`; they must be adjacent and
+    contiguous with each other in memory."""
+    if not letters:
+        return 1, 0
+    strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    pos = [term.index(c) for c in letters]
+    if pos != list(range(pos[0], pos[0] + len(pos))):
+        raise UnsupportedError(f"Einsum: indices {letters} are not adjacent in '{term}'")
+    return math.prod(shape[p] for p in pos), strides[pos[-1]]
+
+
+class Einsum(Kernel):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._plans: dict[tuple, tuple] = {}
+
+    def _plan(self, shapes: tuple) -> tuple:
+        terms, out = parse(self.attrs["equation"], [len(s) for s in shapes])
+        if len(terms) == 1:
+            raise UnsupportedError("Einsum with one operand is not supported yet")
+        if len(terms) != 2:
+            raise UnsupportedError("Einsum with more than two operands is not supported")
+        (ta, tb), (sa, sb) = terms, shapes
+        dims = {c: s for t, sh in zip(terms, shapes, strict=True) for c, s in zip(t, sh, strict=True)}
+        batch = [c for c in out if c in ta and c in tb]
+        rows = "".join(c for c in out if c in ta and c not in tb)
+        cols = "".join(c for c in out if c in tb and c not in ta)
+        contract = "".join(c for c in ta if c in tb and c not in out)
+        if any(c not in out and c not in contract for c in ta + tb) or any(c not in ta + tb for c in out):
+            raise UnsupportedError(f"Einsum '{self.attrs['equation']}': sums over an index of one operand")
+        swap = out != "".join(batch) + rows + cols
+        if swap:  # y = (B^T A^T) laid out as batch, cols, rows
+            if out != "".join(batch) + cols + rows:
+                raise UnsupportedError(f"Einsum '{self.attrs['equation']}': output order not supported")
+            ta, tb, sa, sb, rows, cols = tb, ta, sb, sa, cols, rows
+        m, a_m = _group(ta, sa, rows)
+        n, b_n = _group(tb, sb, cols)
+        k, a_k = _group(ta, sa, contract)
+        _, b_k = _group(tb, sb, contract)
+        shape_b = [dims[c] for c in batch]
+        st_a = [_group(ta, sa, c)[1] for c in batch]
+        st_b = [_group(tb, sb, c)[1] for c in batch]
+        bdims, (st_a, st_b) = collapse(tuple(shape_b), st_a, st_b) if batch else ([1], ([0], [0]))
+        if len(bdims) > 2:
+            raise UnsupportedError(f"Einsum '{self.attrs['equation']}': batch indices do not fold into two")
+        bdims, st_a, st_b = [1] * (2 - len(bdims)) + bdims, [0] * (2 - len(st_a)) + st_a, [0] * (2 - len(st_b)) + st_b
+        tail = pack("4I4I4I2I2f", m, n, k, bdims[1], st_a[0], st_a[1], a_m, a_k if contract else 0,
+                    st_b[0], st_b[1], b_k if contract else 0, b_n, 0, 0, 1.0, 0.0)
+        return tuple(dims[c] for c in out), tail, (-(-n // TILE), -(-m // TILE), math.prod(bdims)), swap
+
+    def compute(self, call) -> None:
+        key = tuple(t.shape for t in call.inputs)
+        plan = self._plans.get(key) or self._plans.setdefault(key, self._plan(key))
+        out, tail, groups, swap = plan
+        a, b = call.inputs if not swap else call.inputs[::-1]
+        y = call.output(0, out)
+        if y.size and groups[2] <= 65535:
+            call.dispatch(self.spec.shader, shader_dtype(a), (), [a, b, None, y], tail, groups, [a, b], [y])
+        elif y.size:
+            raise UnsupportedError(f"Einsum: {groups[2]} batches exceed the dispatch limit")
