@@ -13,7 +13,7 @@ from vkep import runner
 def _model(equation: str, shapes):
     names = [f"x{i}" for i in range(len(shapes))]
     graph = helper.make_graph([helper.make_node("Einsum", names, ["y"], equation=equation)], "einsum",
-                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in zip(names, shapes)],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in zip(names, shapes, strict=True)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
