@@ -102,6 +102,12 @@ class Kernel:
     def compute(self, call: Call) -> None:
         raise NotImplementedError
 
+    @classmethod
+    def declines(cls, attrs: dict, since_version: int) -> str | None:
+        """Why this kernel cannot run a node with these attributes (checked when the runtime partitions
+        the graph, so the node stays on another EP), or None."""
+        return None
+
     def pack(self, index: int, weight: np.ndarray) -> tuple[np.ndarray, str]:
         """A constant input (listed in the manifest's `prepack`) in the layout and precision this kernel
         reads; returns (packed array, tag naming the packing). The packed tensor then arrives in

@@ -54,6 +54,22 @@ def _group(term: str, shape, letters: str) -> tuple[int, int]:
 
 
 class Einsum(Kernel):
+    @classmethod
+    def declines(cls, attrs: dict, since_version: int) -> str | None:
+        """The forms _plan cannot lay out, found from the equation alone (ellipses read as one index)."""
+        eq = (attrs.get("equation") or "").replace(" ", "").replace("...", "@")
+        lhs, arrow, out = eq.partition("->")
+        terms = lhs.split(",")
+        if len(terms) != 2:
+            return f"Einsum '{attrs.get('equation')}': only two-operand forms are supported"
+        if any(len(set(t)) != len(t) for t in terms):
+            return f"Einsum '{attrs.get('equation')}': repeated index (a diagonal)"
+        if arrow:
+            a, b = terms
+            if any(c not in out and not (c in a and c in b) for c in a + b):
+                return f"Einsum '{attrs.get('equation')}': sums over an index of one operand"
+        return None
+
     def __init__(self, *args):
         super().__init__(*args)
         self._plans: dict[tuple, tuple] = {}

@@ -106,6 +106,10 @@ class ChannelNorm(Kernel):
 class BatchNorm(Kernel):
     """BatchNormalization in inference mode: y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + B[c]."""
 
+    @classmethod
+    def declines(cls, attrs: dict, since_version: int) -> str | None:
+        return "training_mode=1 (statistics updates) is not implemented" if attrs.get("training_mode") else None
+
     def compute(self, call) -> None:
         x, scale, bias, mean, var = call.inputs[:5]
         if self.attrs.get("training_mode", 0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from vkep.kernels import manifest
-from vkep.kernels.base import device_supports
+from vkep.kernels.base import Kernel, device_supports, implementation
 from vkep.ort import api
 from vkep.ort.api import status_callback
 
@@ -94,6 +94,9 @@ class Ep:
         s.ort_version_supported = EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE
         s.GetDefaultMemoryDevice = lib.py_ep_get_default_memory_device
         self.registry = registry_for(device)
+        self.specs: dict[tuple[str, str], list] = {}
+        for spec in _registries[device.info.index][1]:
+            self.specs.setdefault((spec.domain, spec.op), []).append(spec)
         self.gpu = device.gpu  # open the logical device now, not inside the first run
         EPS[api.address(s)] = self
 
@@ -117,11 +120,60 @@ def _get_capability(this, graph, support_info):
     nodes = ffi.new("const OrtNode*[]", count[0])
     api.check(lib.ort_Graph_GetNodes(graph, nodes, count[0]))
     kdef = ffi.new("const OrtKernelDef**")
+    specs = ep_of(this).specs
     for i in range(count[0]):
         kdef[0] = ffi.NULL
         api.check(lib.ep_EpGraphSupportInfo_LookUpKernel(support_info, nodes[i], kdef))
-        if kdef[0] != ffi.NULL:
+        if kdef[0] != ffi.NULL and not _declined(nodes[i], specs):
             api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, nodes[i]))
+
+
+_ATTR_TYPES = {"int": (1, "int64_t"), "ints": (2, "int64_t"), "float": (3, "float"), "floats": (4, "float"),
+               "string": (5, "char")}
+
+
+def _node_attribute(node, name: str, kind: str):
+    """An attribute of a graph node (None when absent or of a kind not read here)."""
+    lib, ffi = api.lib, api.ffi
+    attr = ffi.new("const OrtOpAttr**")
+    api.check(lib.ort_Node_GetAttributeByName(node, name.encode(), attr))
+    if attr[0] == ffi.NULL or kind not in _ATTR_TYPES:
+        return None
+    code, ctype = _ATTR_TYPES[kind]
+    size = ffi.new("size_t*")
+    status = lib.ort_ReadOpAttr(attr[0], code, ffi.NULL, 0, size)  # asks for the size
+    if status != ffi.NULL:
+        lib.ort_ReleaseStatus(status)
+    n = max(size[0] // ffi.sizeof(ctype), 1)
+    buf = ffi.new(f"{ctype}[]", n)
+    api.check(lib.ort_ReadOpAttr(attr[0], code, buf, n * ffi.sizeof(ctype), size))
+    if kind == "string":
+        return ffi.string(buf, size[0]).decode()
+    return list(buf)[: size[0] // ffi.sizeof(ctype)] if kind in ("ints", "floats") else buf[0]
+
+
+def _declined(node, specs) -> bool:
+    """True when the node's kernel says it cannot run these attributes (it then stays on another EP)."""
+    lib, ffi = api.lib, api.ffi
+    out, version = ffi.new("const char**"), ffi.new("int*")
+    api.check(lib.ort_Node_GetOperatorType(node, out))
+    op = ffi.string(out[0]).decode()
+    api.check(lib.ort_Node_GetDomain(node, out))
+    domain = ffi.string(out[0]).decode()
+    api.check(lib.ort_Node_GetSinceVersion(node, version))
+    spec = next((s for s in specs.get((domain, op), ()) if any(a <= version[0] <= b for a, b in s.version_ranges())),
+                None)
+    if spec is None:
+        return False
+    cls = implementation(spec)
+    if cls.declines.__func__ is Kernel.declines.__func__:
+        return False
+    attrs = {a.name: a.default for a in spec.attributes}
+    for a in spec.attributes:
+        value = _node_attribute(node, a.name, a.kind)
+        if value is not None:
+            attrs[a.name] = value
+    return cls.declines(attrs, version[0]) is not None
 
 
 @status_callback("py_ep_get_kernel_registry")

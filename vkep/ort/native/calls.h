@@ -19,6 +19,10 @@ const char* ort_HardwareDevice_Vendor(const OrtHardwareDevice* d);
 OrtStatus* ort_Graph_GetNumNodes(const OrtGraph* g, size_t* n);
 OrtStatus* ort_Graph_GetNodes(const OrtGraph* g, const OrtNode** nodes, size_t n);
 OrtStatus* ort_Node_GetOperatorType(const OrtNode* node, const char** out);
+OrtStatus* ort_Node_GetDomain(const OrtNode* node, const char** out);
+OrtStatus* ort_Node_GetSinceVersion(const OrtNode* node, int* out);
+OrtStatus* ort_Node_GetAttributeByName(const OrtNode* node, const char* name, const OrtOpAttr** out);
+OrtStatus* ort_ReadOpAttr(const OrtOpAttr* attr, int type, void* data, size_t len, size_t* out);
 OrtStatus* ort_GetTensorMutableData(OrtValue* v, void** out);
 void ort_ReleaseValue(OrtValue* v);
 OrtStatus* ort_KernelInfoGetAttribute_tensor(const OrtKernelInfo* info, const char* name, OrtAllocator* allocator,

@@ -13,6 +13,7 @@ typedef struct OrtMemoryInfo OrtMemoryInfo;
 typedef struct OrtMemoryDevice OrtMemoryDevice;
 typedef struct OrtGraph OrtGraph;
 typedef struct OrtNode OrtNode;
+typedef struct OrtOpAttr OrtOpAttr;
 typedef struct OrtEpGraphSupportInfo OrtEpGraphSupportInfo;
 typedef struct OrtKernelRegistry OrtKernelRegistry;
 typedef struct OrtKernelDefBuilder OrtKernelDefBuilder;
