@@ -74,3 +74,23 @@ def test_layer_norm_mean_and_inv_std_dev(ep_devices, dtype):
     check_node("LayerNormalization", feeds, 17, outputs=[("y", None), ("mean", np.float32)], axis=1)
     outputs = [("y", None), ("mean", np.float32), ("inv_std_dev", np.float32)]
     check_node("LayerNormalization", feeds, 17, outputs=outputs, axis=-1, epsilon=1e-2)
+
+
+def test_batch_norm_training_mode_stays_on_the_cpu_ep(ep_devices):
+    """vkep declines training_mode=1 while ORT partitions the graph: the node runs on the CPU EP."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from vkep import runner
+
+    c = 3
+    inits = [numpy_helper.from_array(np.full(c, v, np.float32), n) for n, v in
+             (("scale", 1.5), ("bias", 0.1), ("mean", 0.0), ("var", 1.0))]
+    node = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"], training_mode=1)
+    graph = helper.make_graph([node], "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=10)
+    session = runner.vkep_session(model)
+    assert [ep for _, _, ep in runner.placement(session)] == ["CPUExecutionProvider"]
+    x = np.random.default_rng(0).uniform(-1, 1, (2, c, 4)).astype(np.float32)
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])

@@ -136,7 +136,10 @@ def _node_attribute(node, name: str, kind: str):
     """An attribute of a graph node (None when absent or of a kind not read here)."""
     lib, ffi = api.lib, api.ffi
     attr = ffi.new("const OrtOpAttr**")
-    api.check(lib.ort_Node_GetAttributeByName(node, name.encode(), attr))
+    status = lib.ort_Node_GetAttributeByName(node, name.encode(), attr)
+    if status != ffi.NULL:  # not set on this node
+        lib.ort_ReleaseStatus(status)
+        return None
     if attr[0] == ffi.NULL or kind not in _ATTR_TYPES:
         return None
     code, ctype = _ATTR_TYPES[kind]
