@@ -86,11 +86,13 @@ def test_batch_norm_training_mode_stays_on_the_cpu_ep(ep_devices):
     c = 3
     inits = [numpy_helper.from_array(np.full(c, v, np.float32), n) for n, v in
              (("scale", 1.5), ("bias", 0.1), ("mean", 0.0), ("var", 1.0))]
-    node = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"], training_mode=1)
+    outs = ["y", "running_mean", "running_var"]  # training mode has three outputs
+    node = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], outs, training_mode=1)
     graph = helper.make_graph([node], "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=10)
     session = runner.vkep_session(model)
     assert [ep for _, _, ep in runner.placement(session)] == ["CPUExecutionProvider"]
     x = np.random.default_rng(0).uniform(-1, 1, (2, c, 4)).astype(np.float32)
-    np.testing.assert_allclose(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])
+    for got, want in zip(session.run(None, {"x": x}), runner.cpu_session(model).run(None, {"x": x}), strict=True):
+        np.testing.assert_allclose(got, want)
