@@ -123,3 +123,10 @@ def test_view_as_graph_output_copies(ep_devices):
     shape = numpy_helper.from_array(np.array([6, 4], np.int64), "shape")
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "shape"], ["y"])]
     _check(_model(nodes, [("x", F32, [2, 3, 4])], [("y", F32), ], [shape]), {"x": _rand(2, 3, 4)})
+
+
+@pytest.mark.parametrize("axis", [-3, -2, -1, 0, 1, 3])
+def test_flatten_axes(ep_devices, axis):
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Flatten", ["r"], ["f"], axis=axis),
+             helper.make_node("Sigmoid", ["f"], ["y"])]
+    _check(_model(nodes, [("x", F32, [2, 3, 4])], [("y", F32)]), {"x": _rand(2, 3, 4)})

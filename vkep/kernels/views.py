@@ -40,7 +40,8 @@ class View(Kernel):
         return out
 
     def _flatten(self, call, shape):
-        axis = self.attrs["axis"] % (len(shape) + 1) if shape else 0
+        axis = self.attrs["axis"]
+        axis = axis + len(shape) if axis < 0 else axis  # ONNX: axis in [-r, r]
         return [math.prod(shape[:axis]), math.prod(shape[axis:])]
 
     def _squeeze(self, call, shape):

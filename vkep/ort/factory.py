@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 from vkep import __version__
@@ -27,8 +28,12 @@ class VulkanDevice:
 
     @property
     def default_mem_type(self) -> int:
-        """Where this device's tensors live by default (see ep.py, GetDefaultMemoryDevice)."""
-        return api.MEM_HOST_ACCESSIBLE if self.gpu.memory.unified else api.MEM_DEFAULT
+        """Where this device's tensors live by default (see ep.py, GetDefaultMemoryDevice): DEFAULT, or on
+        a unified device with VKEP_DEFAULT_MEMORY=host_accessible, HOST_ACCESSIBLE. The latter lets ORT
+        read graph outputs in place, but ORT then also skips copies it still needs (it hands host
+        tensors to a Scan body's nodes), so it is not the default."""
+        wanted = os.environ.get("VKEP_DEFAULT_MEMORY", "default").lower() == "host_accessible"
+        return api.MEM_HOST_ACCESSIBLE if wanted and self.gpu.memory.unified else api.MEM_DEFAULT
 
     @property
     def gpu(self) -> gpu_device.Device:
