@@ -1,9 +1,10 @@
-"""The `vkep` command: devices, run, shaders build, stats."""
+"""The `vkep` command: devices, run, shaders build, stats, conformance."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -103,6 +104,12 @@ def _stats(args) -> int:
     return 0
 
 
+def _conformance(args) -> int:
+    from vkep import conformance
+
+    return conformance.main(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vkep", description="Vulkan execution provider for ONNX Runtime")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -124,6 +131,20 @@ def main(argv: list[str] | None = None) -> int:
     b.set_defaults(fn=_shaders_build)
     p = sub.add_parser("stats", help="print vkep's counters for this process (mostly useful from Python)")
     p.set_defaults(fn=_stats)
+    p = sub.add_parser("conformance", help="run the ONNX backend node tests through ORT on vkep (or another EP)")
+    p.add_argument("--filter", metavar="REGEX", help="only the cases whose name matches (re.search)")
+    p.add_argument("--json", metavar="OUT.json", help="write every case's record, the summary and device info")
+    p.add_argument("--markdown", metavar="OUT.md", help="write the summary as markdown")
+    p.add_argument("--ep", default="VulkanExecutionProvider",
+                   choices=["VulkanExecutionProvider", "WebGpuExecutionProvider", "CPUExecutionProvider"],
+                   help="the EP under test (WebGPU: runs tools/conformance_webgpu.py)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="worker processes (default: CPUs)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per case before its worker is killed")
+    p.add_argument("--validation", action="store_true", help="Vulkan validation layer on in the workers")
+    p.add_argument("--update-expectations", action="store_true",
+                   help="rewrite conformance/expected-<driver>.json from this run (the cases tests run)")
+    p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), help="print two reports side by side")
+    p.set_defaults(fn=_conformance)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)
