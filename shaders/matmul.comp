@@ -13,6 +13,10 @@
 #define RM 4
 #define RN 4
 layout(local_size_x = 16, local_size_y = 16) in;
+// 0: tiles as above; 1: few rows (M <= ROWS_MAX, e.g. a fully connected layer on one image): each
+// invocation owns one column and sums all of K for every row, reading B once, with no shared memory
+layout(constant_id = 0) const uint MODE = 0;
+#define ROWS_MAX 8
 
 layout(push_constant, scalar) uniform Push {
     uint64_t a, b, c, y;
@@ -26,7 +30,34 @@ layout(push_constant, scalar) uniform Push {
 shared float tile_a[BK][BM + 1];  // [k][m], padded against bank conflicts
 shared float tile_b[BK][BN + 1];  // [k][n]
 
+void few_rows() {
+    uint n = gl_WorkGroupID.x * 256 + gl_LocalInvocationIndex;
+    uint z = gl_WorkGroupID.z;
+    if (n >= pc.N) return;
+    uint outer = z / pc.batch_inner, inner = z % pc.batch_inner;
+    uint a_base = outer * pc.a_outer + inner * pc.a_inner;
+    uint b_col = outer * pc.b_outer + inner * pc.b_inner + n * pc.b_n;
+    Tensor A = Tensor(pc.a), B = Tensor(pc.b);
+    float acc[ROWS_MAX];
+    for (uint i = 0; i < ROWS_MAX; ++i) acc[i] = 0.0;
+    for (uint k = 0; k < pc.K; ++k) {
+        float bv = float(LOAD(B, b_col + k * pc.b_k));
+        for (uint i = 0; i < ROWS_MAX; ++i)
+            if (i < pc.M) acc[i] += float(LOAD(A, a_base + i * pc.a_m + k * pc.a_k)) * bv;
+    }
+    for (uint i = 0; i < ROWS_MAX; ++i) {
+        if (i >= pc.M) break;
+        float r = pc.alpha * acc[i];
+        if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), i * pc.c_m + n * pc.c_n));
+        STORE(Tensor(pc.y), z * pc.M * pc.N + i * pc.N + n, r);
+    }
+}
+
 void main() {
+    if (MODE == 1) {
+        few_rows();
+        return;
+    }
     uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     uint tid = ty * 16 + tx;
     uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;

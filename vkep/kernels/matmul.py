@@ -9,7 +9,8 @@ from vkep.kernels.base import Kernel, UnsupportedError, pack, shader_dtype
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
 
 TILE = 64  # output tile of matmul.comp (BM = BN)
-MAX_LOOP = 60_000  # K steps of 16 per invocation, under lavapipe's 65,535 loop iterations
+MAX_LOOP = 60_000  # loop steps per invocation, under lavapipe's 65,535 loop iterations
+FEW_ROWS = 8  # up to this many rows, matmul.comp's column-per-invocation mode
 
 
 class _Tiled(Kernel):
@@ -21,18 +22,19 @@ class _Tiled(Kernel):
 
     def _record(self, call, a, b, c, out_shape, tail: bytes, batches: int, m: int, n: int) -> None:
         k = struct.unpack_from("<I", tail, 8)[0]
-        if -(-k // 16) > MAX_LOOP:
+        few_rows = m <= FEW_ROWS and k <= MAX_LOOP
+        if not few_rows and -(-k // 16) > MAX_LOOP:
             # lavapipe runs at most 65,535 loop iterations per invocation and then stops silently
             raise UnsupportedError(f"an inner dimension of {k} exceeds what one dispatch can sum ({MAX_LOOP * 16})")
         y = call.output(0, out_shape)
         if math.prod(out_shape) == 0:
             return
-        groups = (-(-n // TILE), -(-m // TILE), batches)
+        groups = (-(-n // 256), 1, batches) if few_rows else (-(-n // TILE), -(-m // TILE), batches)
         if groups[2] > 65535:
             raise UnsupportedError(f"{batches} matrices in one MatMul exceed the dispatch limit")
         reads = [a, b] + ([c] if c is not None else [])
         # a None address is 0: the shader skips C then
-        call.dispatch(self.spec.shader, shader_dtype(a), (), [a, b, c, y], tail, groups, reads, [y])
+        call.dispatch(self.spec.shader, shader_dtype(a), (int(few_rows),), [a, b, c, y], tail, groups, reads, [y])
 
 
 class MatMul(_Tiled):
