@@ -105,3 +105,41 @@ def test_memory_returns_after_release_and_does_not_grow(ep_devices):
     del session
     gc.collect()
     assert memory.stats()["live_bytes"] <= start_live
+
+
+def _light(name: str):
+    import onnx
+
+    return onnx.load(os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", name))
+
+
+def test_resnet50_weights_are_packed_once_and_shared(ep_devices):
+    """Weights are prepacked at session creation; later runs upload only the graph input; a second
+    session of the same model holds no second copy."""
+    from onnx import numpy_helper
+
+    model = _light("light_resnet50.onnx")
+    feeds = models.random_inputs(model)
+    session = runner.vkep_session(model)
+    session.run(None, feeds)
+    packed = vkep.stats()[0]["prepacked_bytes"]
+    packed_inputs = {"Conv": (1, 2), "Gemm": (1, 2), "MatMul": (1,)}  # kernels.yaml `prepack`
+    packed_names = {n.input[i] for n in model.graph.node for i in packed_inputs.get(n.op_type, ())
+                    if i < len(n.input)}
+    # the light models build their weights with ConstantOfShape: count them from the node shapes
+    shapes = {n.output[0]: numpy_helper.to_array(n.input and next(
+        i for i in model.graph.initializer if i.name == n.input[0])) for n in model.graph.node
+        if n.op_type == "ConstantOfShape" and n.output[0] in packed_names}
+    # every weight of these models is filled with one value, so equal shapes mean equal bytes, which the
+    # content-keyed weight cache stores once
+    weight_bytes = sum(int(np.prod(s)) * 4 for s in {tuple(s) for s in shapes.values()})
+    assert weight_bytes and 0.9 * weight_bytes <= packed <= 1.1 * weight_bytes, (packed, weight_bytes)
+    vkep.reset_stats()
+    for _ in range(10):
+        session.run(None, feeds)
+    stats = vkep.stats()[0]
+    input_bytes = feeds[model.graph.input[0].name].nbytes
+    assert stats["uploads"] == 10 and stats["upload_bytes"] == 10 * input_bytes, stats
+    second = runner.vkep_session(model)
+    second.run(None, feeds)
+    assert vkep.stats()[0]["prepacked_bytes"] == packed  # one packed copy for both sessions
