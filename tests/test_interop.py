@@ -110,10 +110,30 @@ def test_bad_imports_are_clear_errors(dev):
 
 
 def test_external_timeline_semaphores_where_supported(dev):
-    supported = [k for k in interop.SEMAPHORE_HANDLE_TYPES if interop.can_import_semaphore(dev.info, k)]
-    if not supported:
+    """A stream waits on the GPU for another API's semaphore and signals it when its work is done."""
+    if not interop.can_import_semaphore(dev.info, "opaque_fd"):
         pytest.skip(f"{dev.info.name} ({dev.info.driver_name}) exports and imports no timeline semaphores")
-    assert "opaque_fd" in supported or os.name == "nt"
+    producer = interop.ExportableSemaphore(dev)
+    imported = interop.ImportedSemaphore(dev, "opaque_fd", producer.export_fd())
+    try:
+        pool = dev.memory.device_pool
+        x, y, n = pool.alloc(1024), pool.alloc(1024), 256
+        pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, (0,))
+        push = struct.pack("<3Q2I18I", x, x, y, n, 1, n, *[0] * 5, 1, *[0] * 5, 1, *[0] * 5)
+        stream = dev.new_stream()
+        stream.wait_external(imported.semaphore, 1)  # the work below starts once the producer says 1
+        stream.dispatch(pipeline, push, (1, 1, 1), pack_spans([(x, x + 1024)], [(y, y + 1024)]), 1, 1)
+        stream.signal_external(imported.semaphore, 2)  # ... and then says 2 to the producer
+        assert producer.value() == 0
+        producer.signal(1)
+        stream.finish()
+        assert producer.value() == 2
+        stream.destroy()
+        pool.free(x)
+        pool.free(y)
+    finally:
+        imported.release()
+        producer.release()
 
 
 CONSUMER = textwrap.dedent("""

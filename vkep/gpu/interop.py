@@ -152,3 +152,30 @@ class ImportedSemaphore:
         self.released = True
         self.device.synchronize()
         lib.vkDestroySemaphore(self.device.handle, self.semaphore, ffi.NULL)
+
+
+class ExportableSemaphore:
+    """A timeline semaphore vkep creates for another process or API to import (the producer side)."""
+
+    def __init__(self, device, kind: str = "opaque_fd"):
+        out = ffi.new("VkSemaphore*")
+        check(lib.vkep_exportable_semaphore(device.handle, SEMAPHORE_HANDLE_TYPES[kind], out), "vkCreateSemaphore")
+        self.device, self.kind, self.semaphore = device, kind, out[0]
+
+    def export_fd(self) -> int:
+        fd = ffi.new("int*")
+        check(lib.vkep_semaphore_fd(self.device.handle, self.semaphore, SEMAPHORE_HANDLE_TYPES[self.kind], fd),
+              "vkGetSemaphoreFdKHR")
+        return fd[0]
+
+    def signal(self, value: int) -> None:
+        """Signal from the host."""
+        check(lib.vkep_signal_semaphore(self.device.handle, self.semaphore, value), "vkSignalSemaphore")
+
+    def value(self) -> int:
+        out = ffi.new("uint64_t*")
+        check(lib.vkGetSemaphoreCounterValue(self.device.handle, self.semaphore, out), "vkGetSemaphoreCounterValue")
+        return out[0]
+
+    def release(self) -> None:
+        lib.vkDestroySemaphore(self.device.handle, self.semaphore, ffi.NULL)

@@ -117,3 +117,25 @@ int vkep_import_semaphore(VkDevice dev, uint32_t handle_type, int fd, void* win3
     *out = sem;
     return VK_SUCCESS;
 }
+
+/* a timeline semaphore another process or API can import (the producer side), and its fd */
+int vkep_exportable_semaphore(VkDevice dev, uint32_t handle_type, VkSemaphore* out) {
+    VkExportSemaphoreCreateInfo export_info = {VK_STRUCTURE_TYPE_EXPORT_SEMAPHORE_CREATE_INFO, NULL, handle_type};
+    VkSemaphoreTypeCreateInfo timeline = {VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO, &export_info,
+                                          VK_SEMAPHORE_TYPE_TIMELINE, 0};
+    VkSemaphoreCreateInfo ci = {VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, &timeline, 0};
+    return vkCreateSemaphore(dev, &ci, NULL, out);
+}
+
+int vkep_semaphore_fd(VkDevice dev, VkSemaphore sem, uint32_t handle_type, int* fd) {
+    PFN_vkGetSemaphoreFdKHR get = (PFN_vkGetSemaphoreFdKHR)vkGetDeviceProcAddr(dev, "vkGetSemaphoreFdKHR");
+    if (!get) return VK_ERROR_EXTENSION_NOT_PRESENT;
+    VkSemaphoreGetFdInfoKHR info = {VK_STRUCTURE_TYPE_SEMAPHORE_GET_FD_INFO_KHR, NULL, sem,
+                                    (VkExternalSemaphoreHandleTypeFlagBits)handle_type};
+    return get(dev, &info, fd);
+}
+
+int vkep_signal_semaphore(VkDevice dev, VkSemaphore sem, uint64_t value) {
+    VkSemaphoreSignalInfo info = {VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO, NULL, sem, value};
+    return vkSignalSemaphore(dev, &info);
+}

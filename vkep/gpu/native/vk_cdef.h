@@ -261,6 +261,9 @@ int vkep_external_memory(VkDevice dev, uint32_t handle_type, uint64_t size, uint
                          uint32_t* out_type);
 int vkep_memory_fd(VkDevice dev, VkDeviceMemory memory, uint32_t handle_type, int* fd);
 int vkep_import_semaphore(VkDevice dev, uint32_t handle_type, int fd, void* win32, VkSemaphore* out);
+int vkep_exportable_semaphore(VkDevice dev, uint32_t handle_type, VkSemaphore* out);
+int vkep_semaphore_fd(VkDevice dev, VkSemaphore sem, uint32_t handle_type, int* fd);
+int vkep_signal_semaphore(VkDevice dev, VkSemaphore sem, uint64_t value);
 
 /* debug-utils messenger whose callback stays in C: messages are kept for Python to poll */
 int vkep_install_messenger(VkInstance instance, VkDebugUtilsMessengerEXT* out);
