@@ -87,6 +87,26 @@ def _fail(exc: gpu_interop.InteropError):
     raise api.OrtError(str(exc), api.ORT_INVALID_ARGUMENT) from None
 
 
+def _handle(kind: str, ep_device, desc, imported, registry: dict):
+    """An ORT handle (vkep_memory_handle / vkep_semaphore_handle) for an import, its id in `registry`."""
+    h = api.new_struct(f"vkep_{kind}_handle")
+    h.base.version = api.lib.vkep_api_version()
+    h.base.ep_device = ep_device
+    h.base.descriptor = desc[0]
+    h.base.Release = getattr(api.lib, f"py_{kind}_handle_release")
+    h.id = next(_ids)
+    registry[h.id] = imported
+    return h
+
+
+def _release(kind: str, handle, registry: dict) -> None:
+    # The small handle struct itself is kept (not freed) so that a second release is reported, not a crash.
+    imported = registry.pop(api.ffi.cast(f"vkep_{kind}_handle*", handle).id, None)
+    if imported is None:
+        raise gpu_interop.InteropError(f"external {kind} handle released twice")
+    imported.release()
+
+
 @status_callback("py_importer_import_memory")
 def _import_memory(this, desc, out):
     device, ep_device = IMPORTERS[api.address(this)]
@@ -95,33 +115,17 @@ def _import_memory(this, desc, out):
         imported = gpu_interop.ImportedMemory(device.gpu, kind, handle, size, offset)
     except gpu_interop.InteropError as exc:
         _fail(exc)
-    h = api.new_struct("vkep_memory_handle")
-    h.base.version = api.lib.vkep_api_version()
-    h.base.ep_device = ep_device
-    h.base.descriptor = desc[0]
-    h.base.Release = api.lib.py_memory_handle_release
-    h.id = next(_ids)
-    MEMORY[h.id] = imported
-    out[0] = api.ffi.cast("OrtExternalMemoryHandle*", h)
-
-
-def _release_memory(handle) -> None:
-    # The small handle struct itself is kept (not freed) so that a second release is reported, not a crash.
-    h = api.ffi.cast("vkep_memory_handle*", handle)
-    imported = MEMORY.pop(h.id, None)
-    if imported is None:
-        raise gpu_interop.InteropError("external memory handle released twice")
-    imported.release()
+    out[0] = api.ffi.cast("OrtExternalMemoryHandle*", _handle("memory", ep_device, desc, imported, MEMORY))
 
 
 @callback("py_importer_release_memory")
 def _importer_release_memory(this, handle):
-    _release_memory(handle)
+    _release("memory", handle, MEMORY)
 
 
 @callback("py_memory_handle_release")
 def _memory_handle_release(handle):
-    _release_memory(handle)
+    _release("memory", handle, MEMORY)
 
 
 @status_callback("py_importer_create_tensor")
@@ -166,32 +170,17 @@ def _import_semaphore(this, desc, out):
         imported = gpu_interop.ImportedSemaphore(device.gpu, kind, handle)
     except gpu_interop.InteropError as exc:
         _fail(exc)
-    h = api.new_struct("vkep_semaphore_handle")
-    h.base.version = api.lib.vkep_api_version()
-    h.base.ep_device = ep_device
-    h.base.descriptor = desc[0]
-    h.base.Release = api.lib.py_semaphore_handle_release
-    h.id = next(_ids)
-    SEMAPHORES[h.id] = imported
-    out[0] = api.ffi.cast("OrtExternalSemaphoreHandle*", h)
-
-
-def _release_semaphore(handle) -> None:
-    h = api.ffi.cast("vkep_semaphore_handle*", handle)
-    imported = SEMAPHORES.pop(h.id, None)
-    if imported is None:
-        raise gpu_interop.InteropError("external semaphore handle released twice")
-    imported.release()
+    out[0] = api.ffi.cast("OrtExternalSemaphoreHandle*", _handle("semaphore", ep_device, desc, imported, SEMAPHORES))
 
 
 @callback("py_importer_release_semaphore")
 def _importer_release_semaphore(this, handle):
-    _release_semaphore(handle)
+    _release("semaphore", handle, SEMAPHORES)
 
 
 @callback("py_semaphore_handle_release")
 def _semaphore_handle_release(handle):
-    _release_semaphore(handle)
+    _release("semaphore", handle, SEMAPHORES)
 
 
 def _stream_and_semaphore(this, handle, stream):
