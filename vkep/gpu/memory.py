@@ -69,11 +69,12 @@ class SpanTable:
             self._publish()
 
     def _publish(self) -> None:
-        """Give native code the host ranges whose device address differs (none on unified devices)."""
+        """Give native code every range of vkep memory with what turns an address in it into a device
+        address (0 for device addresses; device - host for mapped host pointers). An address in none of
+        them is not vkep memory: native code leaves such a node to Python, which stages it."""
         with _tables_lock:
             entries = [e for table in _tables for e in table._entries]
-        moved = [(b.host_address, b.host_address + b.size, b.device_address - b.host_address)
-                 for _, _, b in entries if b.host_address and b.host_address != b.device_address]
+        moved = [(lo, hi, b.device_address - lo) for lo, hi, b in entries]
         moved = list(dict.fromkeys(moved))
         lib.vkep_set_translations([m[0] for m in moved], [m[1] for m in moved], [m[2] for m in moved], len(moved))
 

@@ -46,6 +46,7 @@ class Stream:
         self._in_flight: deque = deque()  # (value, command buffer)
         self.lock = threading.RLock()
         self.destroyed = False
+        self._to_free: list = []  # [timeline value or None (not yet submitted), pool, address]
         self.submits = 0
 
     # -- recording --------------------------------------------------------------------------------
@@ -110,6 +111,9 @@ class Stream:
             with self.device.queue_lock:
                 result = lib.vkep_submit(rec, value)
             check(result, "vkQueueSubmit")
+            for entry in self._to_free:
+                if entry[0] is None:
+                    entry[0] = value
             if cmd is not None:
                 self._in_flight.append((value, cmd))
             self.submits += 1
@@ -155,6 +159,22 @@ class Stream:
     def wait(self, value: int) -> None:
         if value:
             check(lib.vkep_wait(self.device.handle, self.timeline, value, WAIT_TIMEOUT_NS), "vkWaitSemaphores")
+        self._release_done(value)
+
+    def release_after(self, pool, address: int) -> None:
+        """Free `address` once the work recorded so far has completed."""
+        with self.lock:
+            self._to_free.append([None, pool, address])
+
+    def _release_done(self, done: int) -> None:
+        with self.lock:
+            keep = []
+            for entry in self._to_free:
+                if entry[0] is not None and entry[0] <= done:
+                    entry[1].free(entry[2])
+                else:
+                    keep.append(entry)
+            self._to_free = keep
 
     def finish(self) -> None:
         """Submit and wait: everything recorded so far has completed when this returns."""

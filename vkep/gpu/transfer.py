@@ -75,6 +75,19 @@ def download(device, src: int, host_dst: int, n: int) -> None:
     _through_staging(device, n, None, staging_from=src, after=lambda staging: _memmove(host_dst, staging, n))
 
 
+def stage(device, host_src: int, n: int, stream) -> int:
+    """A device copy of host memory vkep does not own, valid for what `stream` records until its next
+    submit completes (then the staging chunk is released)."""
+    _count(device, "staging_copies", "staging_bytes", n)
+    pool = device.memory.host_pool
+    staging = pool.alloc(max(n, 1))
+    device.synchronize()  # the chunk may have been in use before it was freed
+    if n:
+        _memmove(device.memory.host_pointer(staging), host_src, n)
+    stream.release_after(pool, staging)
+    return device.memory.device_address(staging)
+
+
 def device_copy(device, src: int, dst: int, n: int, stream=None) -> None:
     """vkep memory → vkep memory, recorded on `stream` (or done now on a private stream)."""
     if n == 0 or src == dst:

@@ -313,6 +313,7 @@ def _kernel_compute(kernel_id, ctx, io):
     ffi = api.ffi
     memory = kernel.gpu.memory
     inputs = []
+    foreign = []
     types, ranks, ptrs, dims = io.types, io.ranks, io.ptrs, io.dims
     element_types = api.ELEMENT_TYPES
     for i in range(io.n_inputs):
@@ -322,17 +323,24 @@ def _kernel_compute(kernel_id, ctx, io):
             continue
         ptr = ptrs[i]
         shape = tuple(ffi.unpack(dims + i * RANK, ranks[i]))
+        dtype = element_types.get(code, "?")
         if ptr and i not in kernel.cpu_inputs:
-            ptr = memory.device_address(ptr)
-        inputs.append(Tensor(ptr, shape, element_types.get(code, "?"), i))
+            found = memory.spans.find(ptr)
+            ptr = found[0].device_address + found[1] if found else 0
+            if not found:  # a host tensor ORT handed over without a copy: stage it for this call
+                foreign.append((i, io.ptrs[i], shape, dtype))
+        inputs.append(Tensor(ptr, shape, dtype, i))
     for index, (_, tensor) in kernel.packed.items():
         inputs[index] = tensor
     stream = stream_of(io.stream) if io.stream != ffi.NULL else None
     # replay needs an ORT stream and no tensor read or written on the host (those are values, not shapes)
-    replayable = (stream is not None and not kernel.cpu_inputs and not kernel.cpu_outputs
+    replayable = (stream is not None and not kernel.cpu_inputs and not kernel.cpu_outputs and not foreign
                   and not kernel.struct.plan.valid)
     if stream is None:
         stream = kernel.gpu.default_stream()
+    for i, host, shape, dtype in foreign:
+        inputs[i] = Tensor(transfer.stage(kernel.gpu, host, math.prod(shape) * ITEMSIZE.get(dtype, 1), stream),
+                           shape, dtype, None)
     call = KernelCall(kernel, ctx, inputs, stream, replayable)
     kernel.impl.compute(call)
     if call.replayable:

@@ -195,11 +195,12 @@ void vkep_set_translations(const uint64_t* lo, const uint64_t* hi, const int64_t
     __atomic_store_n(&g_translation, t, __ATOMIC_RELEASE);
 }
 
+/* the device address of a vkep address (device address or mapped host pointer); 0 if not vkep memory */
 uint64_t vkep_translate(uint64_t address) {
     vkep_translation* t = __atomic_load_n(&g_translation, __ATOMIC_ACQUIRE);
     if (t) for (int i = 0; i < t->n; i++)
         if (address >= t->lo[i] && address < t->hi[i]) return (uint64_t)((int64_t)address + t->delta[i]);
-    return address;
+    return 0;
 }
 
 void* vkep_dispatch_fn = (void*)vkep_dispatch;
