@@ -143,3 +143,25 @@ def test_resnet50_weights_are_packed_once_and_shared(ep_devices):
     second = runner.vkep_session(model)
     second.run(None, feeds)
     assert vkep.stats()[0]["prepacked_bytes"] == packed  # one packed copy for both sessions
+
+
+def test_resnet50_with_host_accessible_binding_uploads_nothing(ep_devices):
+    model = _light("light_resnet50.onnx")
+    feeds = models.random_inputs(model)
+    name, value = next(iter(feeds.items()))
+    session = runner.vkep_session(model)
+    host = ep_devices[0].memory_info(ort.OrtDeviceMemoryType.HOST_ACCESSIBLE)
+    x = ort.OrtValue.ortvalue_from_shape_and_type(list(value.shape), np.float32, memory_info=host)
+    x.numpy()[...] = value
+    binding = session.io_binding()
+    binding.bind_ortvalue_input(name, x)
+    for out in session.get_outputs():
+        binding.bind_output(out.name, "cpu")
+    session.run_with_iobinding(binding)
+    vkep.reset_stats()
+    for _ in range(3):
+        session.run_with_iobinding(binding)
+    stats = vkep.stats()[0]
+    assert stats["uploads"] == 0 and stats["staging_copies"] == 0, stats
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    np.testing.assert_allclose(binding.copy_outputs_to_cpu()[0], want, **tolerance(np.float32))
