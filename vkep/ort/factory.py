@@ -28,12 +28,12 @@ class VulkanDevice:
 
     @property
     def default_mem_type(self) -> int:
-        """Where this device's tensors live by default (see ep.py, GetDefaultMemoryDevice): DEFAULT, or on
-        a unified device with VKEP_DEFAULT_MEMORY=host_accessible, HOST_ACCESSIBLE. The latter lets ORT
-        read graph outputs in place, but ORT then also skips copies it still needs (it hands host
-        tensors to a Scan body's nodes), so it is not the default."""
-        wanted = os.environ.get("VKEP_DEFAULT_MEMORY", "default").lower() == "host_accessible"
-        return api.MEM_HOST_ACCESSIBLE if wanted and self.gpu.memory.unified else api.MEM_DEFAULT
+        """Where this device's tensors live by default (see ep.py, GetDefaultMemoryDevice). On a unified
+        device HOST_ACCESSIBLE: ORT then skips the copies between CPU and vkep memory (graph inputs and
+        outputs, CPU-EP neighbours); host tensors it hands a kernel that way are staged by the kernel call.
+        VKEP_DEFAULT_MEMORY=default keeps DEFAULT (one host copy per transfer on such a device)."""
+        chosen = os.environ.get("VKEP_DEFAULT_MEMORY", "host_accessible").lower()
+        return api.MEM_HOST_ACCESSIBLE if chosen != "default" and self.gpu.memory.unified else api.MEM_DEFAULT
 
     @property
     def gpu(self) -> gpu_device.Device:

@@ -69,7 +69,7 @@ class KernelCall:
     replays for later calls with the same input shapes without entering Python.
     """
 
-    __slots__ = ("kernel", "ctx", "inputs", "stream", "outputs", "ops", "aliases", "replayable")
+    __slots__ = ("kernel", "ctx", "inputs", "stream", "outputs", "ops", "aliases", "replayable", "foreign_outputs")
 
     def __init__(self, kernel: KernelInstance, ctx, inputs, stream, replayable: bool):
         self.kernel = kernel
@@ -80,6 +80,7 @@ class KernelCall:
         self.ops: list[tuple] = []
         self.aliases: list[tuple[int, int]] = []
         self.replayable = replayable
+        self.foreign_outputs: list[tuple[int, int, int]] = []  # (staging address, host pointer, bytes)
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
         dtype = dtype or self.inputs[0].dtype
@@ -96,9 +97,29 @@ class KernelCall:
         if ptr[0] and index not in kernel.cpu_outputs and kernel.allocator is None:
             kernel.allocator = _owner(kernel, ptr[0])
         addr = ptr[0]
-        if addr and index not in self.kernel.cpu_outputs:
-            addr = self.kernel.gpu.memory.device_address(addr)
+        if addr and index not in kernel.cpu_outputs:
+            found = kernel.gpu.memory.spans.find(addr)
+            if found:
+                addr = found[0].device_address + found[1]
+            else:  # host memory ORT handed over without a copy: compute into staging, copy back (finish)
+                pool = kernel.gpu.memory.host_pool
+                staging = pool.alloc(max(nbytes, 1))
+                self.foreign_outputs.append((staging, addr, nbytes))
+                self.replayable = False
+                return Tensor(kernel.gpu.memory.device_address(staging), tuple(shape), dtype, None)
         return Tensor(addr, tuple(shape), dtype, -1 - index)
+
+    def finish_foreign_outputs(self) -> None:
+        """Host outputs are complete when Compute returns: wait for the work, then copy them back."""
+        if not self.foreign_outputs:
+            return
+        self.stream.finish()
+        gpu = self.kernel.gpu
+        for staging, host, nbytes in self.foreign_outputs:
+            if nbytes:
+                api.ffi.memmove(api.ffi.cast("void*", host), api.ffi.cast("void*", gpu.memory.host_pointer(staging)),
+                                nbytes)
+            gpu.memory.host_pool.free(staging)
 
     def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
         pipeline = self.kernel.pipeline(shader, dtype, constants)
@@ -343,6 +364,7 @@ def _kernel_compute(kernel_id, ctx, io):
                            shape, dtype, None)
     call = KernelCall(kernel, ctx, inputs, stream, replayable)
     kernel.impl.compute(call)
+    call.finish_foreign_outputs()
     if call.replayable:
         call.save_plan(io)
 
