@@ -108,6 +108,15 @@ class Kernel:
         the graph, so the node stays on another EP), or None."""
         return None
 
+    def planned(self, key, make):
+        """The plan for `key` (typically the input shapes), made once by `make()`: a kernel's host-side
+        planning runs once per shape, not once per call."""
+        plans = self.__dict__.setdefault("_plan_cache", {})
+        plan = plans.get(key)
+        if plan is None:
+            plan = plans[key] = make()
+        return plan
+
     def pack(self, index: int, weight: np.ndarray) -> tuple[np.ndarray, str]:
         """A constant input (listed in the manifest's `prepack`) in the layout and precision this kernel
         reads; returns (packed array, tag naming the packing). The packed tensor then arrives in

@@ -65,10 +65,6 @@ def check_size(*shapes: tuple[int, ...]) -> None:
 
 
 class _ConvBase(Kernel):
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._plans: dict[tuple, tuple] = {}
-
     def _spatial(self, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple[int, list[int], list[int], list[int]]:
         if len(xs) < 3 or len(xs) - 2 > MAX_SPATIAL or len(ws) != len(xs):
             raise UnsupportedError(f"{self.spec.op}: X {xs} and W {ws} must be 3-D to 5-D and of the same rank")
@@ -84,7 +80,7 @@ class _ConvBase(Kernel):
         x, w = call.inputs[:2]
         b = call.inputs[2] if len(call.inputs) > 2 else None
         key = (x.shape, w.shape, b is not None)
-        plan = self._plans.get(key) or self._plans.setdefault(key, self._plan(x.shape, w.shape))
+        plan = self.planned(key, lambda: self._plan(x.shape, w.shape))
         out, constants, tail, groups = plan
         y = call.output(0, out)
         if y.size == 0:

@@ -70,10 +70,6 @@ class Einsum(Kernel):
                 return f"Einsum '{attrs.get('equation')}': sums over an index of one operand"
         return None
 
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._plans: dict[tuple, tuple] = {}
-
     def _plan(self, shapes: tuple) -> tuple:
         terms, out = parse(self.attrs["equation"], [len(s) for s in shapes])
         if len(terms) == 1:
@@ -110,7 +106,7 @@ class Einsum(Kernel):
 
     def compute(self, call) -> None:
         key = tuple(t.shape for t in call.inputs)
-        plan = self._plans.get(key) or self._plans.setdefault(key, self._plan(key))
+        plan = self.planned(key, lambda: self._plan(key))
         out, tail, groups, swap = plan
         a, b = call.inputs if not swap else call.inputs[::-1]
         y = call.output(0, out)

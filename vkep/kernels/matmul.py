@@ -16,10 +16,6 @@ FEW_ROWS = 8  # up to this many rows, matmul.comp's column-per-invocation mode
 class _Tiled(Kernel):
     """Shared by MatMul and Gemm: one dispatch of matmul.comp per call, planned once per shape."""
 
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._plans: dict[tuple, tuple] = {}
-
     def _record(self, call, a, b, c, out_shape, tail: bytes, batches: int, m: int, n: int) -> None:
         k = struct.unpack_from("<I", tail, 8)[0]
         few_rows = m <= FEW_ROWS and k <= MAX_LOOP
@@ -65,7 +61,7 @@ class MatMul(_Tiled):
     def compute(self, call) -> None:
         a, b = call.inputs[:2]
         key = (a.shape, b.shape)
-        plan = self._plans.get(key) or self._plans.setdefault(key, self._plan(a.shape, b.shape))
+        plan = self.planned(key, lambda: self._plan(a.shape, b.shape))
         out, tail, batches, m, n = plan
         self._record(call, a, b, None, out, tail, batches, m, n)
 
@@ -103,6 +99,6 @@ class Gemm(_Tiled):
         a, b = call.inputs[:2]
         c = call.inputs[2] if len(call.inputs) > 2 else None
         key = (a.shape, b.shape, c.shape if c is not None else None)
-        plan = self._plans.get(key) or self._plans.setdefault(key, self._plan(*key))
+        plan = self.planned(key, lambda: self._plan(*key))
         out, tail, batches, m, n = plan
         self._record(call, a, b, c, out, tail, batches, m, n)

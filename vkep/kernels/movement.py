@@ -76,20 +76,12 @@ def gather_tail(out_shape, strides, offset: int) -> bytes:
 class Strided(Kernel):
     """Base: `_plan(call)` returns (output shape, push tail, constants) and is cached per key."""
 
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._plans: dict[tuple, tuple] = {}
-
     def _key(self, call) -> tuple:
         return (call.inputs[0].shape,)
 
     def compute(self, call) -> None:
         x = call.inputs[0]
-        key = self._key(call)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = self._plan(call)
-        shape, tail, constants = plan
+        shape, tail, constants = self.planned(self._key(call), lambda: self._plan(call))
         y = call.output(0, shape)
         if y.size:
             call.dispatch("strided_copy.comp", shader_dtype(x), constants, [x, y], tail, grid_1d(y.size, WG), [x], [y])
@@ -297,10 +289,6 @@ class Trilu(Strided):
 class Split(Kernel):
     """One strided gather per output (at most 4 outputs keep the node replayable)."""
 
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._plans: dict[tuple, list] = {}
-
     def _sizes(self, call, dim: int) -> list[int]:
         split = host_values(call, optional_input(call, 1)) if self.since_version >= 13 else None
         split = split or list(self.attrs.get("split") or [])
@@ -315,9 +303,7 @@ class Split(Kernel):
     def compute(self, call) -> None:
         x = call.inputs[0]
         key = (x.shape, tuple(host_values(call, optional_input(call, 1)) or ()) if self.since_version >= 13 else ())
-        plans = self._plans.get(key)
-        if plans is None:
-            plans = self._plans[key] = self._plan(call, x.shape)
+        plans = self.planned(key, lambda: self._plan(call, x.shape))
         for j, (shape, tail) in enumerate(plans):
             y = call.output(j, shape)
             if y.size:
@@ -341,10 +327,6 @@ class Split(Kernel):
 class Concat(Kernel):
     SLOTS = 8  # input addresses concat.comp takes
     MAX_INPUTS = 7  # per dispatch: 7 inputs + the output fit a replayable plan's 8 slots
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._plans: dict[tuple, tuple] = {}
 
     def _plan(self, shapes: tuple) -> tuple:
         ref = max(shapes, key=len)
@@ -375,10 +357,7 @@ class Concat(Kernel):
     def compute(self, call) -> None:
         xs = call.inputs
         key = tuple(x.shape for x in xs)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = self._plan(key)
-        out, groups = plan
+        out, groups = self.planned(key, lambda: self._plan(key))
         y = call.output(0, out)
         if not y.size:
             return

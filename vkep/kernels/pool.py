@@ -17,7 +17,6 @@ class Pool(Kernel):
 
     def __init__(self, *args):
         super().__init__(*args)
-        self._plans: dict[tuple, tuple] = {}
         self.op = self.spec.constants["op"]
         self.is_global = bool(self.spec.constants.get("global", 0))
 
@@ -53,7 +52,7 @@ class Pool(Kernel):
 
     def compute(self, call) -> None:
         x = call.inputs[0]
-        plan = self._plans.get(x.shape) or self._plans.setdefault(x.shape, self._plan(x.shape))
+        plan = self.planned(x.shape, lambda: self._plan(x.shape))
         out_shape, total, constants, tail, groups = plan
         y = call.output(0, out_shape)
         indices = call.output(1, out_shape, "int64") if (self.output_count or 1) > 1 else None  # MaxPool's

@@ -30,7 +30,6 @@ def _f32_bits(v: float) -> int:
 class Resize(Kernel):
     def __init__(self, *args):
         super().__init__(*args)
-        self._plans: dict[tuple, tuple] = {}
         a = self.attrs
         self.mode = a.get("mode", "nearest")
         self.coord = a.get("coordinate_transformation_mode", "half_pixel") if self.since_version >= 11 else "asymmetric"
@@ -101,11 +100,7 @@ class Resize(Kernel):
 
     def compute(self, call) -> None:
         x = call.inputs[0]
-        key = self._key(call)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = self._plan(call)
-        out, tail = plan
+        out, tail = self.planned(self._key(call), lambda: self._plan(call))
         y = call.output(0, out)
         if y.size:
             call.dispatch("resize.comp", shader_dtype(x), self.spec_constants, [x, y], tail, grid_1d(y.size, WG),
