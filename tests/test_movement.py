@@ -242,3 +242,22 @@ def test_trilu_k_beyond_matrix(ep_devices):
     for k, upper in ((-10, 1), (10, 0), (2, 1), (-1, 0)):
         model = _model("Trilu", [("x", (F, x.shape)), ("k", 0)], inits={"k": np.array(k, np.int64)}, upper=upper)
         _check(model, {"x": x}, "Trilu")
+
+
+def test_gather_elements_past_rank_6_stays_on_the_cpu_ep(ep_devices):
+    """vkep declines it while ORT partitions the graph (its shader addresses at most 6 dimensions)."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from vkep import runner
+
+    shape = [2, 1, 2, 1, 2, 1, 2]
+    graph = helper.make_graph([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=0)], "ge",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
+    session = runner.vkep_session(model)
+    assert [ep for _, _, ep in runner.placement(session)] == ["CPUExecutionProvider"]
+    feeds = {"x": np.arange(16, dtype=np.float32).reshape(shape), "i": np.zeros(shape, np.int64)}
+    np.testing.assert_array_equal(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])

@@ -176,7 +176,34 @@ def _declined(node, specs) -> bool:
         value = _node_attribute(node, a.name, a.kind)
         if value is not None:
             attrs[a.name] = value
-    return cls.declines(attrs, version[0]) is not None
+    return cls.declines(spec, attrs, version[0], _input_ranks(node)) is not None
+
+
+def _input_ranks(node) -> list[int | None]:
+    """The rank of each input as the graph knows it: None for an absent optional input, -1 if unknown."""
+    lib, ffi = api.lib, api.ffi
+    count = ffi.new("size_t*")
+    api.check(lib.ort_Node_GetNumInputs(node, count))
+    infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
+    api.check(lib.ort_Node_GetInputs(node, infos, count[0]))
+    ranks: list[int | None] = []
+    for i in range(count[0]):
+        if infos[i] == ffi.NULL:
+            ranks.append(None)
+            continue
+        type_info, tensor_info, rank = ffi.new("const OrtTypeInfo**"), ffi.new("const OrtTensorTypeAndShapeInfo**"), \
+            ffi.new("size_t*")
+        status = lib.ort_GetValueInfoTypeInfo(infos[i], type_info)
+        if status == ffi.NULL:
+            status = lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info)
+        if status == ffi.NULL and tensor_info[0] != ffi.NULL:
+            status = lib.ort_GetDimensionsCount(tensor_info[0], rank)
+        if status != ffi.NULL:
+            lib.ort_ReleaseStatus(status)
+            ranks.append(-1)
+        else:
+            ranks.append(rank[0] if tensor_info[0] != ffi.NULL else -1)
+    return ranks
 
 
 @status_callback("py_ep_get_kernel_registry")

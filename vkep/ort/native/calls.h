@@ -21,6 +21,11 @@ OrtStatus* ort_Graph_GetNodes(const OrtGraph* g, const OrtNode** nodes, size_t n
 OrtStatus* ort_Node_GetOperatorType(const OrtNode* node, const char** out);
 OrtStatus* ort_Node_GetDomain(const OrtNode* node, const char** out);
 OrtStatus* ort_Node_GetSinceVersion(const OrtNode* node, int* out);
+OrtStatus* ort_Node_GetNumInputs(const OrtNode* node, size_t* out);
+OrtStatus* ort_Node_GetInputs(const OrtNode* node, const OrtValueInfo** out, size_t n);
+OrtStatus* ort_GetValueInfoTypeInfo(const OrtValueInfo* v, const OrtTypeInfo** out);
+OrtStatus* ort_CastTypeInfoToTensorInfo(const OrtTypeInfo* t, const OrtTensorTypeAndShapeInfo** out);
+OrtStatus* ort_GetDimensionsCount(const OrtTensorTypeAndShapeInfo* i, size_t* out);
 OrtStatus* ort_Node_GetAttributeByName(const OrtNode* node, const char* name, const OrtOpAttr** out);
 OrtStatus* ort_ReadOpAttr(const OrtOpAttr* attr, int type, void* data, size_t len, size_t* out);
 OrtStatus* ort_GetTensorMutableData(OrtValue* v, void** out);

@@ -14,6 +14,7 @@ typedef struct OrtMemoryDevice OrtMemoryDevice;
 typedef struct OrtGraph OrtGraph;
 typedef struct OrtNode OrtNode;
 typedef struct OrtOpAttr OrtOpAttr;
+typedef struct OrtValueInfo OrtValueInfo;
 typedef struct OrtEpGraphSupportInfo OrtEpGraphSupportInfo;
 typedef struct OrtKernelRegistry OrtKernelRegistry;
 typedef struct OrtKernelDefBuilder OrtKernelDefBuilder;
