@@ -87,19 +87,14 @@ class Binary(Kernel):
 
     out_dtype: str | None = None  # None: the inputs' type
 
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._plans: dict[tuple, tuple] = {}
-
     def plan(self, sa: tuple[int, ...], sb: tuple[int, ...], out: tuple[int, ...] | None = None,
              scale: float = 1.0) -> tuple:
         """(output shape, element count, push tail) of a OP b, broadcast to `out` (default: their shape)."""
-        key = (sa, sb, out, scale)
-        found = self._plans.get(key)
-        if found is None:
-            out, n, tail = broadcast_plan([sa, sb], out)
-            found = self._plans[key] = (out, n, tail + pack("f", scale))
-        return found
+        def make():
+            shape, n, tail = broadcast_plan([sa, sb], out)
+            return shape, n, tail + pack("f", scale)
+
+        return self.planned((sa, sb, out, scale), make)
 
     def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
         return variant(shader_dtype(a), shader_dtype(y))
@@ -172,17 +167,10 @@ class Variadic(Binary):
 class Where(Kernel):
     """y = c ? a : b over three broadcast inputs (shaders/where.comp, rank <= 5 after collapsing)."""
 
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._plans: dict[tuple, tuple] = {}
-
     def compute(self, call) -> None:
         c, a, b = call.inputs
         key = (c.shape, a.shape, b.shape)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = broadcast_plan(list(key), max_rank=5)
-        out, n, tail = plan
+        out, n, tail = self.planned(key, lambda: broadcast_plan(list(key), max_rank=5))
         y = call.output(0, out, a.dtype)
         if n:
             self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(c), shader_dtype(a)), [c, a, b, y], tail,

@@ -34,16 +34,9 @@ class _Indexed(Kernel):
             return f"{spec.op} of rank above {MAX_RANK}"
         return None
 
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._plans: dict[tuple, tuple] = {}
-
     def _cached(self, call) -> tuple:
         key = tuple(t.shape for t in call.inputs)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = self._plan(*key)
-        return plan
+        return self.planned(key, lambda: self._plan(*key))
 
 
 class Gather(_Indexed):

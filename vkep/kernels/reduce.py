@@ -84,10 +84,6 @@ class Reduce(Kernel):
     transform, e.g. |x| for L1, still applies, as in ORT's CPU EP).
     """
 
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._plans: dict[tuple, tuple] = {}
-
     def compute(self, call) -> None:
         x = call.inputs[0]
         rank = len(x.shape)
@@ -97,12 +93,10 @@ class Reduce(Kernel):
         else:
             reduced = set() if self.attrs.get("noop_with_empty_axes", 0) else set(range(rank))
         key = (x.shape, frozenset(reduced))
-        plan = self._plans.get(key)
-        if plan is None:
-            if x.size > 2**32 - 1:
-                raise UnsupportedError(f"{x.shape} has more than 2^32 elements")
-            plan = self._plans[key] = reduce_plan(x.shape, reduced, bool(self.attrs.get("keepdims", 1)))
-        out_shape, n_out, n_red, tail = plan
+        if x.size > 2**32 - 1:
+            raise UnsupportedError(f"{x.shape} has more than 2^32 elements")
+        out_shape, n_out, n_red, tail = self.planned(
+            key, lambda: reduce_plan(x.shape, reduced, bool(self.attrs.get("keepdims", 1))))
         y = call.output(0, out_shape)
         if n_out == 0:
             return
