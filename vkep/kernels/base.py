@@ -60,6 +60,16 @@ class Tensor:
         return f"Tensor(0x{self.addr:x}, {self.shape}, {self.dtype})"
 
 
+def encode_dispatch(addresses: list[Tensor | None], tail: bytes, reads: list[Tensor],
+                    writes: list[Tensor]) -> tuple[bytes, bytes]:
+    """(push constants, hazard spans) of a dispatch: the tensors' addresses (None: 0) then `tail`, and the
+    (start, end) byte ranges it reads, then writes."""
+    push = struct.pack(f"<{len(addresses)}Q", *[t.addr if t is not None else 0 for t in addresses]) + tail
+    spans = struct.pack(f"<{2 * (len(reads) + len(writes))}Q",
+                        *[x for t in reads + writes for x in (t.addr, t.addr + t.nbytes)])
+    return push, spans
+
+
 class Call(Protocol):
     """One execution of one node (implemented by vkep.ort.kernel)."""
 

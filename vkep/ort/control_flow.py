@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import struct
-
 from vkep.gpu import transfer
 from vkep.kernels import manifest
-from vkep.kernels.base import Tensor, implementation, variant
+from vkep.kernels.base import Tensor, encode_dispatch, implementation, variant
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.memory import stream_of
@@ -95,9 +93,7 @@ class _DeviceCall:
 
     def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
         pipeline = self.gpu.pipelines.get(shader, variant(dtype), constants)
-        push = struct.pack(f"<{len(addresses)}Q", *[t.addr if t is not None else 0 for t in addresses]) + tail
-        spans = struct.pack(f"<{2 * (len(reads) + len(writes))}Q",
-                            *[x for t in reads + writes for x in (t.addr, t.addr + t.nbytes)])
+        push, spans = encode_dispatch(addresses, tail, reads, writes)
         self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))
 
 

@@ -10,7 +10,7 @@ import threading
 import numpy as np
 
 from vkep.gpu import transfer
-from vkep.kernels.base import ITEMSIZE, Tensor, implementation, variant
+from vkep.kernels.base import ITEMSIZE, Tensor, encode_dispatch, implementation, variant
 from vkep.kernels.control_flow import ControlFlow
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
@@ -123,9 +123,7 @@ class KernelCall:
 
     def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
         pipeline = self.kernel.pipeline(shader, dtype, constants)
-        push = struct.pack(f"<{len(addresses)}Q", *[t.addr if t is not None else 0 for t in addresses]) + tail
-        spans = struct.pack(f"<{2 * (len(reads) + len(writes))}Q",
-                            *[x for t in reads + writes for x in (t.addr, t.addr + t.nbytes)])
+        push, spans = encode_dispatch(addresses, tail, reads, writes)
         self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))
         if self.replayable:
             self.ops.append((pipeline, addresses, push, groups, reads, writes))
