@@ -83,6 +83,35 @@ def test_barriers_only_on_real_hazards(dev):
             pool.free(b)
 
 
+def test_host_memory_is_read_and_written_in_place(dev):
+    """Host arrays vkep does not own, at addresses off the import alignment, used by a shader in place:
+    the result appears in the host's own array, and nothing is copied."""
+    from vkep.gpu.interop import InPlace
+
+    if not dev.host_import_alignment:
+        pytest.skip("the device cannot import host memory")
+    n = 300
+    backing = np.zeros(3 * n + 7, dtype=np.float32)  # three arrays sharing pages, none page-aligned
+    a, b, y = backing[1:n + 1], backing[n + 3:2 * n + 3], backing[2 * n + 5:3 * n + 5]
+    a[:] = np.arange(n)
+    b[:] = 0.5
+    stream = dev.new_stream()
+    host = InPlace(dev)
+    copies = dev.transfer_stats.staging_copies + dev.transfer_stats.uploads
+    elided = dev.transfer_stats.elided_copies
+    try:
+        addrs = [host.address(arr.ctypes.data, arr.nbytes) for arr in (a, b, y)]
+        assert host.imports and dev.transfer_stats.elided_copies == elided + 3
+        _add(dev, stream, *addrs, n)
+    finally:
+        host.done(stream)
+        stream.destroy()
+    np.testing.assert_array_equal(y, np.arange(n) + 0.5)
+    assert backing[2 * n + 4] == 0 and backing[-1] == 0  # nothing around the arrays was written
+    assert dev.transfer_stats.staging_copies + dev.transfer_stats.uploads == copies
+    assert not host.imports
+
+
 def test_pipelines_are_built_once_and_cached_on_disk(dev):
     first = dev.pipelines.get("unary.comp", {"DTYPE": 0}, (0,))
     assert dev.pipelines.get("unary.comp", {"DTYPE": 0}, (0,)) is first

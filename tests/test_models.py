@@ -83,4 +83,6 @@ def test_add_chain_replays_natively(ep_devices):
     for _ in range(3):
         np.testing.assert_allclose(session.run(None, feeds)[0], want, **tolerance(np.float32))
     replayed = vkep.stats()["process"]["nodes_replayed_natively"] - before
-    assert replayed >= 3 * 32 - 3, replayed
+    # on a unified device three nodes a run enter Python: the first reads the host's feed in place, the
+    # next opens a command buffer after that call's wait, the last writes the output the host reads
+    assert replayed >= 3 * (32 - 3), replayed

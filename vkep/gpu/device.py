@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from vkep.gpu.vk import check, cstr, ffi, lib, new, version_string
 
 VALIDATION_LAYER = b"VK_LAYER_KHRONOS_validation"
+HOST_IMPORT_EXTENSION = "VK_EXT_external_memory_host"
 DEVICE_TYPES = {
     lib.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other",
     lib.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated",
@@ -233,7 +234,11 @@ class Device:
         queue = ffi.new("VkQueue*")
         lib.vkGetDeviceQueue(self.handle, info.compute_queue_family, 0, queue)
         self.queue = queue[0]
-        self.queue_lock = threading.Lock()  # vkQueueSubmit needs external synchronisation
+        self.queue_lock = threading.RLock()  # vkQueueSubmit needs external synchronisation
+        # host memory the device can read in place (0: it cannot; see interop.HostMemoryImport)
+        self.host_import_alignment = (lib.vkep_host_import_alignment(info.handle)
+                                      if HOST_IMPORT_EXTENSION.encode() in [ffi.string(e) for e in self._ext_names]
+                                      else 0)
 
         from vkep.gpu.memory import MemoryManager
         from vkep.gpu.pipeline import PipelineCache
@@ -243,7 +248,9 @@ class Device:
         self.pipelines = PipelineCache(self)
         self.weights = WeightCache(self)
         self.streams: set = set()
-        self.streams_lock = threading.Lock()
+        # re-entrant, like the memory and weight locks: a session that a GC pass releases while one is
+        # held frees its weights, which synchronizes the device, on the same thread
+        self.streams_lock = threading.RLock()
         self._default_stream = None
         from vkep.gpu.transfer import TransferStats
 
@@ -253,7 +260,7 @@ class Device:
     @staticmethod
     def _wanted_extensions(info: PhysicalDeviceInfo) -> list[str]:
         available = _device_extensions(info.handle)
-        wanted = ["VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd"]
+        wanted = ["VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd", HOST_IMPORT_EXTENSION]
         return [e for e in wanted if e in available]
 
     def new_stream(self):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 
+from vkep.gpu import transfer
 from vkep.gpu.memory import Block
 from vkep.gpu.vk import check, ffi, lib, new
 
@@ -60,29 +61,34 @@ def _split_handle(kind: str, handle: int) -> tuple[int, object]:
 class _External:
     """A buffer over external (or exportable) memory, registered so vkep addresses resolve into it."""
 
-    def __init__(self, device, kind: str, size: int, fd: int, win32, export: bool):
+    def __init__(self, device, kind: str, size: int, fd: int, win32, export: bool, host_memory: int = 0):
         self.device = device
         self.kind = kind
         self.size = size
         self._lock = threading.Lock()
         buf, mem, type_index = ffi.new("VkBuffer*"), ffi.new("VkDeviceMemory*"), ffi.new("uint32_t*")
-        result = lib.vkep_external_memory(device.handle, MEMORY_HANDLE_TYPES[kind], size,
-                                          device.memory.device_pool.type_index, fd, win32, int(export), buf, mem,
-                                          type_index)
+        preferred = device.memory.device_pool.type_index
+        if host_memory:
+            result = lib.vkep_import_host_memory(device.handle, ffi.cast("void*", host_memory), size, preferred, buf,
+                                                 mem, type_index)
+        else:
+            result = lib.vkep_external_memory(device.handle, MEMORY_HANDLE_TYPES[kind], size, preferred, fd, win32,
+                                              int(export), buf, mem, type_index)
         if result != lib.VK_SUCCESS:
             raise InteropError(f"Vulkan refused the {kind} memory ({size} bytes): VkResult {result}")
         self.buffer, self.memory = buf[0], mem[0]
         # on a unified device the host may see it too: then ORT can treat it as HOST_ACCESSIBLE memory
+        # (host memory imported is the host's already: its host range is not published as vkep memory)
         host = 0
         flags = device.info.memory_types[type_index[0]][0]
-        if device.memory.unified and flags & lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT:
+        if not host_memory and device.memory.unified and flags & lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT:
             ptr = ffi.new("void**")
             if lib.vkMapMemory(device.handle, mem[0], 0, size, 0, ptr) == lib.VK_SUCCESS:
                 host = int(ffi.cast("uintptr_t", ptr[0]))
         bda = new("VkBufferDeviceAddressInfo", sType=lib.VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, buffer=buf[0])
         self.block = Block(memory=mem[0], buffer=buf[0], size=size, device_address=lib.vkGetBufferDeviceAddress(
             device.handle, bda), host_address=host, pool=None, free=[])
-        device.memory.spans.add(self.block)
+        device.memory.spans.add(self.block, publish=not host_memory)
         self.released = False
 
     def release(self) -> None:
@@ -113,6 +119,51 @@ class ImportedMemory(_External):
         super().__init__(device, kind, size, fd, win32, export=False)
         self.offset = offset
         self.address = self.block.device_address + offset
+
+
+class HostMemoryImport(_External):
+    """Host memory vkep does not own (a numpy array ORT feeds, a CPU-EP node's output), read or written
+    by the device in place through VK_EXT_external_memory_host: the pages holding [host, host + size)
+    become one buffer; `address` is the device address of `host`. The caller keeps the memory alive,
+    and waits for the device's work on it, until `release`."""
+
+    def __init__(self, device, host: int, size: int):
+        align = device.host_import_alignment
+        if not align:
+            raise InteropError(f"{device.info.name} cannot read host memory in place")
+        start = host - host % align
+        end = -(-(host + max(size, 1)) // align) * align
+        super().__init__(device, "host_allocation", end - start, -1, None, export=False, host_memory=start)
+        self.address = self.block.device_address + (host - start)
+
+
+class InPlace:
+    """Device addresses for one piece of work over vkep memory and host memory the device uses in place.
+
+    Host memory is imported on first use; `done` waits for the work recorded on `stream` (the host may
+    read the results, or reuse the memory, as soon as the caller returns) and releases the imports."""
+
+    def __init__(self, device):
+        self.device = device
+        self.imports: list[HostMemoryImport] = []
+
+    def address(self, pointer: int, nbytes: int) -> int:
+        found = self.device.memory.spans.find(pointer)
+        mine = found is not None and any(found[0] is imported.block for imported in self.imports)
+        if found and not mine:
+            return found[0].device_address + found[1]  # vkep memory
+        transfer.count_elided(self.device, nbytes)
+        if mine and found[1] + nbytes <= found[0].size:  # (where device addresses are host addresses)
+            return found[0].device_address + found[1]
+        imported = HostMemoryImport(self.device, pointer, nbytes)
+        self.imports.append(imported)
+        return imported.address
+
+    def done(self, stream) -> None:
+        stream.finish()
+        for imported in self.imports:
+            imported.release()
+        self.imports.clear()
 
 
 class ExportableMemory(_External):

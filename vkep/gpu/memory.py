@@ -49,31 +49,40 @@ class SpanTable:
     def __init__(self):
         self._starts: list[int] = []
         self._entries: list[tuple[int, int, Block]] = []
-        self._lock = threading.Lock()
+        self._private: set[int] = set()  # ids of blocks not published to native code
+        self._lock = threading.RLock()
         with _tables_lock:
             _tables.append(self)
 
-    def add(self, block: Block) -> None:
+    def add(self, block: Block, publish: bool = True) -> None:
+        """Register `block`; `publish=False` keeps it from native code (memory ORT never addresses:
+        host memory imported for one call), which spares republishing the table for it."""
         with self._lock:
             for base in {block.device_address, block.host_address} - {0}:
                 i = bisect.bisect(self._starts, base)
                 self._starts.insert(i, base)
                 self._entries.insert(i, (base, base + block.size, block))
-            self._publish()
+            if not publish:
+                self._private.add(id(block))
+            else:
+                self._publish()
 
     def remove(self, block: Block) -> None:
         with self._lock:
             keep = [(s, e) for s, e in zip(self._starts, self._entries, strict=True) if e[2] is not block]
             self._starts = [s for s, _ in keep]
             self._entries = [e for _, e in keep]
-            self._publish()
+            if id(block) in self._private:
+                self._private.discard(id(block))
+            else:
+                self._publish()
 
     def _publish(self) -> None:
         """Give native code every range of vkep memory with what turns an address in it into a device
         address (0 for device addresses; device - host for mapped host pointers). An address in none of
         them is not vkep memory: native code leaves such a node to Python, which stages it."""
         with _tables_lock:
-            entries = [e for table in _tables for e in table._entries]
+            entries = [e for table in _tables for e in table._entries if id(e[2]) not in table._private]
         moved = [(lo, hi, b.device_address - lo) for lo, hi, b in entries]
         moved = list(dict.fromkeys(moved))
         lib.vkep_set_translations([m[0] for m in moved], [m[1] for m in moved], [m[2] for m in moved], len(moved))
@@ -102,7 +111,7 @@ class MemoryPool:
         self.live = 0
         self.peak = 0
         self.reserved = 0
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
 
     # -- allocation -------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> int:

@@ -24,12 +24,14 @@ class TransferStats:
     device_copy_bytes: int = 0
     staging_copies: int = 0
     staging_bytes: int = 0
+    elided_copies: int = 0  # host tensors read or written in place where the discrete path would copy
+    elided_bytes: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 
 
 def _memmove(dst: int, src: int, n: int) -> None:
@@ -47,6 +49,12 @@ def _settle(device) -> None:
     """Wait for the GPU work that may touch the memory: any stream's, as freed memory is reused
     across streams."""
     device.synchronize()
+
+
+def count_elided(device, n: int) -> None:
+    """A copy the discrete path makes that the unified path planned away: a host tensor the device read
+    or wrote in place, or a device tensor the host read in place."""
+    _count(device, "elided_copies", "elided_bytes", n)
 
 
 def upload(device, host_src: int, dst: int, n: int) -> None:

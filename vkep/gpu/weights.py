@@ -23,7 +23,7 @@ class WeightCache:
     def __init__(self, device):
         self.device = device
         self._entries: dict[tuple, PackedWeight] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.packed_bytes = 0
 
     def acquire(self, data: bytes, tag: str) -> PackedWeight:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 from vkep.gpu import transfer
+from vkep.gpu.interop import InPlace
 from vkep.kernels import manifest
-from vkep.kernels.base import Tensor, encode_dispatch, implementation, variant
+from vkep.kernels.base import ITEMSIZE, Tensor, encode_dispatch, implementation, variant
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.memory import stream_of
@@ -67,16 +70,19 @@ def _data(value) -> tuple[int, int]:
 def _loop_concat(this, stream_handle, values, n, output, output_size):
     """Loop's scan outputs: each iteration's tensor, end to end in the output buffer, on the device."""
     gpu = HELPERS[api.address(this)].gpu
-    stream = stream_of(stream_handle) if stream_handle != api.ffi.NULL else None
-    memory = gpu.memory
-    dst = memory.device_address(api.address(output))
-    offset = 0
-    for i in range(n):
-        src, size = _data(values[i])
-        if offset + size > output_size:
-            raise api.OrtError("Loop outputs exceed the concatenated buffer", api.ORT_INVALID_ARGUMENT)
-        transfer.device_copy(gpu, memory.device_address(src), dst + offset, size, stream)
-        offset += size
+    stream = (stream_of(stream_handle) if stream_handle != api.ffi.NULL else None) or gpu.default_stream()
+    host = InPlace(gpu)  # on a unified device ORT may hand over host memory as it is
+    try:
+        dst = host.address(api.address(output), output_size)
+        offset = 0
+        for i in range(n):
+            src, size = _data(values[i])
+            if offset + size > output_size:
+                raise api.OrtError("Loop outputs exceed the concatenated buffer", api.ORT_INVALID_ARGUMENT)
+            transfer.device_copy(gpu, host.address(src, size), dst + offset, size, stream)
+            offset += size
+    finally:
+        host.done(stream)
 
 
 class _DeviceCall:
@@ -97,13 +103,13 @@ class _DeviceCall:
         self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))
 
 
-def _tensor(gpu, value) -> Tensor:
+def _tensor(host: InPlace, value) -> Tensor:
     ffi = api.ffi
     type_, rank, ptr = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*")
     dims = ffi.new("int64_t[8]")
     api.check(api.lib.vkep_tensor_info(value, type_, dims, rank, ptr))
-    return Tensor(gpu.memory.device_address(ptr[0]), tuple(dims[i] for i in range(rank[0])),
-                  api.ELEMENT_TYPES.get(type_[0], "?"))
+    shape, dtype = tuple(dims[i] for i in range(rank[0])), api.ELEMENT_TYPES.get(type_[0], "?")
+    return Tensor(host.address(ptr[0], math.prod(shape) * ITEMSIZE.get(dtype, 1)), shape, dtype)
 
 
 @status_callback("py_scan_transpose")
@@ -112,7 +118,11 @@ def _scan_transpose(this, permutation, n, value, stream, output):
     gpu = HELPERS[api.address(this)].gpu
     impl = api.lib.ep_SyncStream_GetImpl(stream) if stream != api.ffi.NULL else api.ffi.NULL
     gpu_stream = (stream_of(impl) if impl != api.ffi.NULL else None) or gpu.default_stream()
-    x, y = _tensor(gpu, value), _tensor(gpu, output)
-    spec = next(s for s in manifest.load() if s.op == "Transpose")
-    kernel = implementation(spec)(spec, {"perm": [permutation[i] for i in range(n)]}, spec.since[-1], [x.dtype])
-    kernel.compute(_DeviceCall(gpu, gpu_stream, [x], [y]))
+    host = InPlace(gpu)  # on a unified device ORT may hand over host memory as it is
+    try:
+        x, y = _tensor(host, value), _tensor(host, output)
+        spec = next(s for s in manifest.load() if s.op == "Transpose")
+        kernel = implementation(spec)(spec, {"perm": [permutation[i] for i in range(n)]}, spec.since[-1], [x.dtype])
+        kernel.compute(_DeviceCall(gpu, gpu_stream, [x], [y]))
+    finally:
+        host.done(gpu_stream)

@@ -98,6 +98,9 @@ class Ep:
         for spec in _registries[device.info.index][1]:
             self.specs.setdefault((spec.domain, spec.op), []).append(spec)
         self.gpu = device.gpu  # open the logical device now, not inside the first run
+        # names of values the host reads in place (see _note_host_readers)
+        self.host_read_values: set[str] = set()
+        self.graph_output_values: set[str] = set()
         EPS[api.address(s)] = self
 
     def release(self) -> None:
@@ -120,12 +123,44 @@ def _get_capability(this, graph, support_info):
     nodes = ffi.new("const OrtNode*[]", count[0])
     api.check(lib.ort_Graph_GetNodes(graph, nodes, count[0]))
     kdef = ffi.new("const OrtKernelDef**")
-    specs = ep_of(this).specs
+    ep = ep_of(this)
+    claimed = []
     for i in range(count[0]):
         kdef[0] = ffi.NULL
         api.check(lib.ep_EpGraphSupportInfo_LookUpKernel(support_info, nodes[i], kdef))
-        if kdef[0] != ffi.NULL and not _declined(nodes[i], specs):
+        if kdef[0] != ffi.NULL and not _declined(nodes[i], ep.specs):
             api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, nodes[i]))
+            claimed.append(nodes[i])
+    if ep.device.shares_host_memory:
+        _note_host_readers(ep, claimed)
+
+
+def _note_host_readers(ep: Ep, claimed: list) -> None:
+    """Which values of claimed nodes the host reads in place (vkep memory is host memory to ORT here):
+    ones that other EPs' nodes consume (their producer must wait for its GPU work before it returns)
+    and graph outputs (read after the run, or by a control-flow kernel after its stream flush)."""
+    lib, ffi = api.lib, api.ffi
+    mine = {api.address(n) for n in claimed}
+    count, name, is_output = ffi.new("size_t*"), ffi.new("const char**"), ffi.new("bool*")
+    for node in claimed:
+        api.check(lib.ort_Node_GetNumOutputs(node, count))
+        outputs = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
+        api.check(lib.ort_Node_GetOutputs(node, outputs, count[0]))
+        for value in outputs[0:count[0]]:
+            if value == ffi.NULL:
+                continue
+            api.check(lib.ort_GetValueInfoName(value, name))
+            value_name = ffi.string(name[0]).decode()
+            api.check(lib.ort_ValueInfo_IsGraphOutput(value, is_output))
+            if is_output[0]:
+                ep.graph_output_values.add(value_name)
+            api.check(lib.ort_ValueInfo_GetValueNumConsumers(value, count))
+            n = count[0]
+            consumers, indices = ffi.new("const OrtNode*[]", max(n, 1)), ffi.new("int64_t[]", max(n, 1))
+            api.check(lib.ort_ValueInfo_GetValueConsumers(value, consumers, indices, n))
+            # an implicit input (index -1) reaches a subgraph, whose nodes may run anywhere
+            if any(api.address(consumers[k]) not in mine or indices[k] < 0 for k in range(n)):
+                ep.host_read_values.add(value_name)
 
 
 _ATTR_TYPES = {"int": (1, "int64_t"), "ints": (2, "int64_t"), "float": (3, "float"), "floats": (4, "float"),

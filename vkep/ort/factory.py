@@ -18,22 +18,32 @@ class VulkanDevice:
 
     def __init__(self, info: gpu_device.PhysicalDeviceInfo):
         self.info = info
+        self.shares_host_memory = shares_host_memory(info)
         self.memory_infos = {}
         for mem_type, suffix in ((api.MEM_DEFAULT, ""), (api.MEM_HOST_ACCESSIBLE, "_HostAccessible")):
             out = api.ffi.new("OrtMemoryInfo**")
             name = api.cstring(f"Vulkan{info.index}{suffix}")
-            api.check(api.lib.ort_CreateMemoryInfo_V2(name, api.DEVICE_GPU, info.vendor_id, info.index, mem_type,
-                                                      256, 0, out))
+            api.check(api.lib.ort_CreateMemoryInfo_V2(name, self.memory_device_type(mem_type), info.vendor_id,
+                                                      info.index, mem_type, 256, 0, out))
             self.memory_infos[mem_type] = out[0]
+
+    def memory_device_type(self, mem_type: int) -> int:
+        """The OrtDevice type of one of this device's memories.
+
+        Where the device shares the host's memory, its HOST_ACCESSIBLE memory is declared as host (CPU)
+        memory, the way ORT asks for memory that is not tied to one accelerator: ORT then runs vkep like
+        a CPU-based EP. It inserts no Memcpy nodes at the boundaries with CPU-EP nodes, copies no graph
+        input or output, and hands vkep host tensors as they are; vkep reads those in place (host-pointer
+        import) and waits for its work before a host consumer runs (see kernel.py, ep.py)."""
+        if mem_type == api.MEM_HOST_ACCESSIBLE and self.shares_host_memory:
+            return api.DEVICE_CPU
+        return api.DEVICE_GPU
 
     @property
     def default_mem_type(self) -> int:
-        """Where this device's tensors live by default (see ep.py, GetDefaultMemoryDevice). On a unified
-        device HOST_ACCESSIBLE: ORT then skips the copies between CPU and vkep memory (graph inputs and
-        outputs, CPU-EP neighbours); host tensors it hands a kernel that way are staged by the kernel call.
-        VKEP_DEFAULT_MEMORY=default keeps DEFAULT (one host copy per transfer on such a device)."""
-        chosen = os.environ.get("VKEP_DEFAULT_MEMORY", "host_accessible").lower()
-        return api.MEM_HOST_ACCESSIBLE if chosen != "default" and self.gpu.memory.unified else api.MEM_DEFAULT
+        """Where this device's tensors live by default (see ep.py, GetDefaultMemoryDevice): HOST_ACCESSIBLE
+        where the device shares the host's memory, else DEFAULT."""
+        return api.MEM_HOST_ACCESSIBLE if self.shares_host_memory else api.MEM_DEFAULT
 
     @property
     def gpu(self) -> gpu_device.Device:
@@ -50,16 +60,26 @@ class VulkanDevice:
     def owns(self, memory_device) -> int | None:
         """The ORT memory type if `memory_device` is this device's memory, else None."""
         lib = api.lib
-        if (lib.ep_MemoryDevice_GetDeviceType(memory_device) == api.DEVICE_GPU
+        mem_type = lib.ep_MemoryDevice_GetMemoryType(memory_device)
+        if (mem_type in self.memory_infos
+                and lib.ep_MemoryDevice_GetDeviceType(memory_device) == self.memory_device_type(mem_type)
                 and lib.ep_MemoryDevice_GetVendorId(memory_device) == self.info.vendor_id
                 and lib.ep_MemoryDevice_GetDeviceId(memory_device) == self.info.index):
-            return lib.ep_MemoryDevice_GetMemoryType(memory_device)
+            return mem_type
         return None
 
     def release(self) -> None:
         for info in self.memory_infos.values():
             api.lib.ort_ReleaseMemoryInfo(info)
         self.memory_infos.clear()
+
+
+def shares_host_memory(info: gpu_device.PhysicalDeviceInfo) -> bool:
+    """True for a unified-memory device run as one (every device-local memory type is host-visible, and
+    neither VKEP_FORCE_DISCRETE=1 nor VKEP_DEFAULT_MEMORY=default asks for the discrete-GPU path)."""
+    forced = os.environ.get("VKEP_FORCE_DISCRETE", "0") not in ("", "0")
+    chosen = os.environ.get("VKEP_DEFAULT_MEMORY", "host_accessible").lower()
+    return info.unified_memory and not forced and chosen != "default"
 
 
 class Factory:

@@ -10,12 +10,13 @@ import threading
 import numpy as np
 
 from vkep.gpu import transfer
+from vkep.gpu.interop import InPlace
 from vkep.kernels.base import ITEMSIZE, Tensor, encode_dispatch, implementation, variant
 from vkep.kernels.control_flow import ControlFlow
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.control_flow import control_flow_kernel
-from vkep.ort.ep import KERNEL_STATES
+from vkep.ort.ep import EPS, KERNEL_STATES
 from vkep.ort.memory import ALLOCATORS, default_allocator, stream_of
 
 KERNELS: dict[int, KernelInstance] = {}
@@ -40,6 +41,9 @@ class KernelInstance:
         self.plan_lock = threading.Lock()
         self.allocator = None  # the vkep allocator ORT takes this node's outputs from, once seen
         self.packed: dict[int, tuple] = {}  # input index → (PackedWeight, Tensor)
+        # outputs the host reads in place (another EP's node, a graph output): the node's GPU work is
+        # complete when its Compute returns (see ep._note_host_readers)
+        self.host_read_outputs: frozenset[int] = frozenset()
         with _ids_lock:
             self.id = next(_ids)
         self.struct = api.new_struct("vkep_kernel")
@@ -51,6 +55,8 @@ class KernelInstance:
         s.base.PrePackWeight = lib.py_kernel_prepack
         s.base.SetSharedPrePackedWeight = lib.py_kernel_set_shared
         s.id = self.id
+        # ORT gives no stream where vkep memory is host memory to it (see factory.memory_device_type)
+        s.recorder = ffi.cast("void*", self.gpu.default_stream().recorder_address)
         KERNELS[self.id] = self
 
     def pipeline(self, shader: str, dtype: str, constants: tuple[int, ...]):
@@ -69,7 +75,8 @@ class KernelCall:
     replays for later calls with the same input shapes without entering Python.
     """
 
-    __slots__ = ("kernel", "ctx", "inputs", "stream", "outputs", "ops", "aliases", "replayable", "foreign_outputs")
+    __slots__ = ("kernel", "ctx", "inputs", "stream", "outputs", "ops", "aliases", "replayable", "foreign_outputs",
+                 "host")
 
     def __init__(self, kernel: KernelInstance, ctx, inputs, stream, replayable: bool):
         self.kernel = kernel
@@ -81,6 +88,7 @@ class KernelCall:
         self.aliases: list[tuple[int, int]] = []
         self.replayable = replayable
         self.foreign_outputs: list[tuple[int, int, int]] = []  # (staging address, host pointer, bytes)
+        self.host = InPlace(kernel.gpu)  # host memory the device uses in place for this call
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
         dtype = dtype or self.inputs[0].dtype
@@ -101,20 +109,27 @@ class KernelCall:
             found = kernel.gpu.memory.spans.find(addr)
             if found:
                 addr = found[0].device_address + found[1]
-            else:  # host memory ORT handed over without a copy: compute into staging, copy back (finish)
+            else:  # host memory ORT handed over as it is: written in place, or computed into staging
+                self.replayable = False
+                if kernel.gpu.host_import_alignment:
+                    return Tensor(self.host.address(addr, nbytes), tuple(shape), dtype, None)
                 pool = kernel.gpu.memory.host_pool
                 staging = pool.alloc(max(nbytes, 1))
                 self.foreign_outputs.append((staging, addr, nbytes))
-                self.replayable = False
                 return Tensor(kernel.gpu.memory.device_address(staging), tuple(shape), dtype, None)
         return Tensor(addr, tuple(shape), dtype, -1 - index)
 
-    def finish_foreign_outputs(self) -> None:
-        """Host outputs are complete when Compute returns: wait for the work, then copy them back."""
-        if not self.foreign_outputs:
+    def finish_host_work(self) -> None:
+        """Before Compute returns: host memory used in place is released, staged host outputs are
+        copied back, and outputs the host reads are complete; so the node's work must be done."""
+        kernel = self.kernel
+        for index in kernel.host_read_outputs:
+            if index < len(self.outputs):
+                transfer.count_elided(kernel.gpu, self.outputs[index][1])
+        if not (self.host.imports or self.foreign_outputs or kernel.host_read_outputs):
             return
-        self.stream.finish()
-        gpu = self.kernel.gpu
+        self.host.done(self.stream)
+        gpu = kernel.gpu
         for staging, host, nbytes in self.foreign_outputs:
             if nbytes:
                 api.ffi.memmove(api.ffi.cast("void*", host), api.ffi.cast("void*", gpu.memory.host_pointer(staging)),
@@ -138,6 +153,9 @@ class KernelCall:
 
     def read_host(self, tensor: Tensor) -> bytes:
         """The bytes of a CPU input (declared in `cpu_inputs`)."""
+        if self.kernel.gpu.memory.spans.find(tensor.addr):
+            # vkep memory ORT handed over as host memory (a unified device): its producer may still run
+            self.kernel.gpu.synchronize()
         return api.ffi.buffer(api.ffi.cast("char*", tensor.addr), tensor.nbytes)[:]
 
     def write_host(self, tensor: Tensor, data: bytes) -> None:
@@ -323,7 +341,28 @@ def _kernel_create(state, info, out):
     api.check(lib.ort_KernelInfo_GetOutputCount(info, outputs))
     impl.output_count = outputs[0]
     kernel = KernelInstance(device, spec, impl, _node_name(info))
+    kernel.host_read_outputs = _host_read_outputs(info, outputs[0])
     out[0] = ffi.cast("OrtKernelImpl*", kernel.struct)
+
+
+def _host_read_outputs(info, count: int) -> frozenset[int]:
+    """The outputs the host reads in place, from the EP's view of the graph (ep._note_host_readers)."""
+    lib, ffi = api.lib, api.ffi
+    ep_ptr = ffi.new("const OrtEp**")
+    api.check(lib.ep_KernelInfo_GetEp(info, ep_ptr))
+    ep = EPS.get(api.address(ep_ptr[0]))
+    if ep is None or not (ep.host_read_values or ep.graph_output_values):
+        return frozenset()
+    size = ffi.new("size_t*")
+    names = []
+    for i in range(count):
+        size[0] = 0
+        api.check(lib.ort_KernelInfo_GetOutputName(info, i, ffi.NULL, size))
+        buf = ffi.new("char[]", max(size[0], 1))
+        api.check(lib.ort_KernelInfo_GetOutputName(info, i, buf, size))
+        names.append(ffi.string(buf).decode())
+    # ORT gives such an EP no stream, so no run-end hook either: graph outputs wait like host reads
+    return frozenset(i for i, name in enumerate(names) if name in ep.host_read_values | ep.graph_output_values)
 
 
 @status_callback("py_kernel_compute")
@@ -351,18 +390,21 @@ def _kernel_compute(kernel_id, ctx, io):
         inputs.append(Tensor(ptr, shape, dtype, i))
     for index, (_, tensor) in kernel.packed.items():
         inputs[index] = tensor
-    stream = stream_of(io.stream) if io.stream != ffi.NULL else None
-    # replay needs an ORT stream and no tensor read or written on the host (those are values, not shapes)
-    replayable = (stream is not None and not kernel.cpu_inputs and not kernel.cpu_outputs and not foreign
-                  and not kernel.struct.plan.valid)
-    if stream is None:
-        stream = kernel.gpu.default_stream()
-    for i, host, shape, dtype in foreign:
-        inputs[i] = Tensor(transfer.stage(kernel.gpu, host, math.prod(shape) * ITEMSIZE.get(dtype, 1), stream),
-                           shape, dtype, None)
+    # without an ORT stream, the device's default one (which the C replay then uses too)
+    stream = (stream_of(io.stream) if io.stream != ffi.NULL else None) or kernel.gpu.default_stream()
+    # replay needs no tensor read or written on the host (those are values, not shapes)
+    replayable = (not kernel.cpu_inputs and not kernel.cpu_outputs and not foreign
+                  and not kernel.host_read_outputs and not kernel.struct.plan.valid)
     call = KernelCall(kernel, ctx, inputs, stream, replayable)
-    kernel.impl.compute(call)
-    call.finish_foreign_outputs()
+    for i, host, shape, dtype in foreign:  # host memory ORT handed over as it is: read in place, or staged
+        nbytes = math.prod(shape) * ITEMSIZE.get(dtype, 1)
+        address = (call.host.address(host, nbytes) if kernel.gpu.host_import_alignment
+                   else transfer.stage(kernel.gpu, host, nbytes, stream))
+        inputs[i] = Tensor(address, shape, dtype, None)
+    try:
+        kernel.impl.compute(call)
+    finally:
+        call.finish_host_work()
     if call.replayable:
         call.save_plan(io)
 

@@ -45,11 +45,10 @@ static uint32_t pick_type(uint32_t bits, uint32_t preferred) {
     return 0;
 }
 
-/* One buffer over an external allocation (or a new exportable one when export_only is set).
- * fd >= 0 for opaque-fd imports, else win32 is the Windows handle. On success the fd belongs to Vulkan. */
-int vkep_external_memory(VkDevice dev, uint32_t handle_type, uint64_t size, uint32_t preferred_type, int fd,
-                         void* win32, int export_only, VkBuffer* out_buffer, VkDeviceMemory* out_memory,
-                         uint32_t* out_type) {
+/* A buffer of `size` bytes bound to memory allocated with `chain` (an import or export struct, which
+ * must chain `flags` so the memory has a device address), of a type in `type_bits`. */
+static int bound_buffer(VkDevice dev, uint32_t handle_type, uint64_t size, uint32_t type_bits, uint32_t preferred_type,
+                        const void* chain, VkBuffer* out_buffer, VkDeviceMemory* out_memory, uint32_t* out_type) {
     VkExternalMemoryBufferCreateInfo ext = {VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, NULL, handle_type};
     VkBufferCreateInfo bi = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, &ext, 0, size, EXTERNAL_USAGE,
                              VK_SHARING_MODE_EXCLUSIVE, 0, NULL};
@@ -58,18 +57,13 @@ int vkep_external_memory(VkDevice dev, uint32_t handle_type, uint64_t size, uint
     if (res != VK_SUCCESS) return res;
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(dev, buffer, &req);
-    VkMemoryAllocateFlagsInfo flags = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO, NULL,
-                                       VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT, 0};
-    VkImportMemoryFdInfoKHR import_fd = {VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR, &flags,
-                                         (VkExternalMemoryHandleTypeFlagBits)handle_type, fd};
-    vkep_import_win32_memory import_win32 = {VK_STRUCTURE_TYPE_IMPORT_MEMORY_WIN32_HANDLE_INFO_KHR, &flags,
-                                             (VkExternalMemoryHandleTypeFlagBits)handle_type, win32, NULL};
-    VkExportMemoryAllocateInfo export_info = {VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO, &flags, handle_type};
-    const void* chain = export_only ? (const void*)&export_info : fd >= 0 ? (const void*)&import_fd
-                                                                          : (const void*)&import_win32;
+    if (!(req.memoryTypeBits & type_bits)) {
+        vkDestroyBuffer(dev, buffer, NULL);
+        return VK_ERROR_INVALID_EXTERNAL_HANDLE;
+    }
     uint64_t alloc_size = size > req.size ? size : req.size;
     VkMemoryAllocateInfo ai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, chain, alloc_size,
-                               pick_type(req.memoryTypeBits, preferred_type)};
+                               pick_type(req.memoryTypeBits & type_bits, preferred_type)};
     VkDeviceMemory memory = VK_NULL_HANDLE;
     res = vkAllocateMemory(dev, &ai, NULL, &memory);
     if (res == VK_SUCCESS) res = vkBindBufferMemory(dev, buffer, memory, 0);
@@ -82,6 +76,53 @@ int vkep_external_memory(VkDevice dev, uint32_t handle_type, uint64_t size, uint
     *out_memory = memory;
     *out_type = ai.memoryTypeIndex;
     return VK_SUCCESS;
+}
+
+/* One buffer over an external allocation (or a new exportable one when export_only is set).
+ * fd >= 0 for opaque-fd imports, else win32 is the Windows handle. On success the fd belongs to Vulkan. */
+int vkep_external_memory(VkDevice dev, uint32_t handle_type, uint64_t size, uint32_t preferred_type, int fd,
+                         void* win32, int export_only, VkBuffer* out_buffer, VkDeviceMemory* out_memory,
+                         uint32_t* out_type) {
+    VkMemoryAllocateFlagsInfo flags = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO, NULL,
+                                       VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT, 0};
+    VkImportMemoryFdInfoKHR import_fd = {VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR, &flags,
+                                         (VkExternalMemoryHandleTypeFlagBits)handle_type, fd};
+    vkep_import_win32_memory import_win32 = {VK_STRUCTURE_TYPE_IMPORT_MEMORY_WIN32_HANDLE_INFO_KHR, &flags,
+                                             (VkExternalMemoryHandleTypeFlagBits)handle_type, win32, NULL};
+    VkExportMemoryAllocateInfo export_info = {VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO, &flags, handle_type};
+    const void* chain = export_only ? (const void*)&export_info : fd >= 0 ? (const void*)&import_fd
+                                                                          : (const void*)&import_win32;
+    return bound_buffer(dev, handle_type, size, ~0u, preferred_type, chain, out_buffer, out_memory, out_type);
+}
+
+/* The alignment of host pointers the device imports (VK_EXT_external_memory_host; ask only when the
+ * device has that extension) */
+uint64_t vkep_host_import_alignment(VkPhysicalDevice pd) {
+    VkPhysicalDeviceExternalMemoryHostPropertiesEXT host = {
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT, NULL, 0};
+    VkPhysicalDeviceProperties2 props = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &host, {0}};
+    vkGetPhysicalDeviceProperties2(pd, &props);
+    return host.minImportedHostPointerAlignment;
+}
+
+/* A buffer over host memory this process already has (VK_EXT_external_memory_host): nothing is copied,
+ * the device reads and writes those pages. `ptr` and `size` are multiples of the device's
+ * minImportedHostPointerAlignment; the pages must stay mapped until the buffer is destroyed. */
+int vkep_import_host_memory(VkDevice dev, void* ptr, uint64_t size, uint32_t preferred_type,
+                            VkBuffer* out_buffer, VkDeviceMemory* out_memory, uint32_t* out_type) {
+    const VkExternalMemoryHandleTypeFlagBits kind = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    PFN_vkGetMemoryHostPointerPropertiesEXT props_of =
+        (PFN_vkGetMemoryHostPointerPropertiesEXT)vkGetDeviceProcAddr(dev, "vkGetMemoryHostPointerPropertiesEXT");
+    if (!props_of) return VK_ERROR_EXTENSION_NOT_PRESENT;
+    VkMemoryHostPointerPropertiesEXT props = {VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT, NULL, 0};
+    VkResult res = props_of(dev, kind, ptr, &props);
+    if (res != VK_SUCCESS) return res;
+    VkMemoryAllocateFlagsInfo flags = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO, NULL,
+                                       VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT, 0};
+    VkImportMemoryHostPointerInfoEXT import_host = {VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT, &flags,
+                                                    kind, ptr};
+    return bound_buffer(dev, kind, size, props.memoryTypeBits, preferred_type, &import_host, out_buffer, out_memory,
+                        out_type);
 }
 
 /* an fd for memory allocated exportable (the producer side of a share) */

@@ -259,6 +259,9 @@ uint32_t vkep_external_semaphore_features(VkPhysicalDevice pd, uint32_t handle_t
 int vkep_external_memory(VkDevice dev, uint32_t handle_type, uint64_t size, uint32_t preferred_type, int fd,
                          void* win32, int export_only, VkBuffer* out_buffer, VkDeviceMemory* out_memory,
                          uint32_t* out_type);
+uint64_t vkep_host_import_alignment(VkPhysicalDevice pd);
+int vkep_import_host_memory(VkDevice dev, void* ptr, uint64_t size, uint32_t preferred_type,
+                            VkBuffer* out_buffer, VkDeviceMemory* out_memory, uint32_t* out_type);
 int vkep_memory_fd(VkDevice dev, VkDeviceMemory memory, uint32_t handle_type, int* fd);
 int vkep_import_semaphore(VkDevice dev, uint32_t handle_type, int fd, void* win32, VkSemaphore* out);
 int vkep_exportable_semaphore(VkDevice dev, uint32_t handle_type, VkSemaphore* out);

@@ -126,7 +126,7 @@ static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, co
 /* 1 = handled (with *status set on an ORT error), 0 = let Python do it */
 static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io, OrtStatus** status) {
     static __thread vkep_plan p;
-    if (!g_dispatch || !io->stream) return 0;
+    if (!g_dispatch) return 0;
     uint32_t seq = __atomic_load_n(&k->plan_seq, __ATOMIC_ACQUIRE);
     if ((seq & 1) || !k->plan.valid) return 0;
     memcpy(&p, &k->plan, sizeof p);
@@ -137,7 +137,7 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
         if (memcmp(p.dims + i * VKEP_MAX_RANK, io->dims + i * VKEP_MAX_RANK, sizeof(int64_t) * (size_t)io->ranks[i]))
             return 0;
     }
-    void* rec = ((vkep_stream*)io->stream)->recorder;
+    void* rec = io->stream ? ((vkep_stream*)io->stream)->recorder : k->recorder;
     if (!rec) return 0;
     for (int i = 0; i < io->n_inputs; i++)  /* memory vkep does not know (a host tensor): Python stages it */
         if (io->types[i] && io->ptrs[i] && !g_translate(io->ptrs[i])) return 0;
