@@ -83,6 +83,16 @@ def download(device, src: int, host_dst: int, n: int) -> None:
     _through_staging(device, n, None, staging_from=src, after=lambda staging: _memmove(host_dst, staging, n))
 
 
+def host_copy(device, host_src: int, host_dst: int, n: int, count: str) -> None:
+    """Host memory → host memory, where vkep memory is host memory (a unified device): counted as
+    `count` ("uploads" or "downloads"), after the device's work that may touch either side."""
+    if n == 0:
+        return
+    _count(device, count, count[:-1] + "_bytes", n)
+    _settle(device)
+    _memmove(host_dst, host_src, n)
+
+
 def stage(device, host_src: int, n: int, stream) -> int:
     """A device copy of host memory vkep does not own, valid for what `stream` records until its next
     submit completes (then the staging chunk is released)."""

@@ -430,7 +430,8 @@ def _host_array(kernel: KernelInstance, value) -> np.ndarray:
     if out.nbytes:
         src = ptr[0]
         dst = out.ctypes.data
-        if kernel.device.owns(lib.ep_Value_GetMemoryDevice(value)) is not None:
+        if (kernel.device.owns(lib.ep_Value_GetMemoryDevice(value)) is not None
+                and kernel.gpu.memory.spans.find(src) is not None):  # (vkep-labeled may be host memory)
             transfer.download(kernel.gpu, kernel.gpu.memory.device_address(src), dst, out.nbytes)
         else:
             ffi.memmove(ffi.cast("void*", dst), ffi.cast("void*", src), out.nbytes)

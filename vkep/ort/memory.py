@@ -220,14 +220,26 @@ class DataTransfer:
         src, dst, n = api.address(src_ptr[0]), api.address(dst_ptr[0]), size[0]
         if src_side is None and dst_side is None:
             raise api.OrtError("CPU to CPU copy asked of vkep", api.ORT_INVALID_ARGUMENT)
-        if src_side is None:
-            transfer.upload(dst_side[0].gpu, src, dst, n)
-        elif dst_side is None:
-            transfer.download(src_side[0].gpu, src, dst, n)
-        elif src_side[0] is dst_side[0]:
-            transfer.device_copy(src_side[0].gpu, src, dst, n, stream)
+        # where vkep memory is host memory, ORT's CPU kernels also make host tensors under vkep's label
+        src_dev, dst_dev = _holder(src_side, src), _holder(dst_side, dst)
+        if src_dev is None and dst_dev is None:
+            transfer.host_copy((src_side or dst_side)[0].gpu, src, dst, n, "uploads" if dst_side else "downloads")
+        elif src_dev is None:
+            transfer.upload(dst_dev.gpu, src, dst, n)
+        elif dst_dev is None:
+            transfer.download(src_dev.gpu, src, dst, n)
+        elif src_dev is dst_dev:
+            transfer.device_copy(src_dev.gpu, src, dst, n, stream)
         else:
             raise api.OrtError("copies between two Vulkan devices are not supported yet", api.ORT_NOT_IMPLEMENTED)
+
+
+def _holder(side, pointer: int):
+    """The VulkanDevice whose memory `pointer` is in, or None for host memory: vkep-labeled tensors are
+    host memory too where the device shares the host's (see factory.memory_device_type)."""
+    if side is None or (side[0].shares_host_memory and side[0].gpu.memory.spans.find(pointer) is None):
+        return None
+    return side[0]
 
 
 @callback("py_transfer_release")
