@@ -70,6 +70,10 @@ _API = {
     "GetDimensions": (62, "void*(*)(void*, int64_t*, size_t)"),
     "ReleaseTensorTypeAndShapeInfo": (99, "void(*)(void*)"),
     "GetInteropApi": (395, "void*(*)(void)"),
+    "CreatePrepackedWeightsContainer": (166, "void*(*)(void**)"),
+    "ReleasePrepackedWeightsContainer": (167, "void(*)(void*)"),
+    "CreateSessionFromArrayWithPrepackedWeightsContainer": (169, "void*(*)(void*, const void*, size_t, void*, void*, "
+                                                                 "void**)"),
 }
 # (slot in OrtInteropApi, C signature)
 _INTEROP = {
@@ -140,8 +144,14 @@ class Runtime:
             self.api.ReleaseStatus(status)
             raise InteropError(message)
 
-    def session(self, model: bytes, config: dict[str, str] | None = None, device: int = 0) -> Session:
-        return Session(self, model, config or {}, self.devices[device])
+    def session(self, model: bytes, config: dict[str, str] | None = None, device: int = 0,
+                ep_options: dict[str, str] | None = None, weights: WeightsContainer | None = None) -> Session:
+        """A session on vkep; sessions given one `weights` container share their pre-packed weights
+        through ORT (with ep_options {"prepack_cache": "ort"})."""
+        return Session(self, model, config or {}, self.devices[device], ep_options or {}, weights)
+
+    def weights_container(self) -> WeightsContainer:
+        return WeightsContainer(self)
 
     def importer(self, device: int = 0) -> Importer:
         return Importer(self, self.devices[device])
@@ -187,19 +197,43 @@ class Tensor:
             self.value = None
 
 
+class WeightsContainer:
+    """An OrtPrepackedWeightsContainer: ORT's store of pre-packed weights shared by the sessions given it."""
+
+    def __init__(self, runtime: Runtime):
+        self.runtime = runtime
+        out = _ffi.new("void**")
+        runtime.check(runtime.api.CreatePrepackedWeightsContainer(out))
+        self.container = out[0]
+
+    def __del__(self):
+        if getattr(self, "container", None) is not None:
+            self.runtime.api.ReleasePrepackedWeightsContainer(self.container)
+            self.container = None
+
+
 class Session:
-    def __init__(self, runtime: Runtime, model: bytes, config: dict[str, str], device):
+    def __init__(self, runtime: Runtime, model: bytes, config: dict[str, str], device,
+                 ep_options: dict[str, str], weights: WeightsContainer | None):
         api, check = runtime.api, runtime.check
         self.runtime = runtime
+        self.weights = weights  # ORT requires the container to outlive the session
         options = _ffi.new("void**")
         check(api.CreateSessionOptions(options))
         try:
             for key, value in config.items():
                 check(api.AddSessionConfigEntry(options[0], key.encode(), value.encode()))
             devices = _ffi.new("void*[]", [device])
-            check(api.AppendEpV2(options[0], runtime.env, devices, 1, _ffi.NULL, _ffi.NULL, 0))
+            keys = [_ffi.new("char[]", k.encode()) for k in ep_options]
+            values = [_ffi.new("char[]", v.encode()) for v in ep_options.values()]
+            check(api.AppendEpV2(options[0], runtime.env, devices, 1, _ffi.new("const char*[]", keys),
+                                 _ffi.new("const char*[]", values), len(keys)))
             out = _ffi.new("void**")
-            check(api.CreateSessionFromArray(runtime.env, model, len(model), options[0], out))
+            if weights is None:
+                check(api.CreateSessionFromArray(runtime.env, model, len(model), options[0], out))
+            else:
+                check(api.CreateSessionFromArrayWithPrepackedWeightsContainer(
+                    runtime.env, model, len(model), options[0], weights.container, out))
             self.session = out[0]
         finally:
             api.ReleaseSessionOptions(options[0])

@@ -16,9 +16,11 @@ import onnxruntime as ort
 import vkep
 
 
-def session_options(disable_cpu_fallback: bool = False, threads: int = 0) -> ort.SessionOptions:
+def session_options(disable_cpu_fallback: bool = False, threads: int = 0,
+                    ep_options: dict[str, str] | None = None) -> ort.SessionOptions:
+    """Session options with vkep; `ep_options` are vkep's EP options (README: EP options)."""
     so = ort.SessionOptions()
-    so.add_provider_for_devices(vkep.register(), {})
+    so.add_provider_for_devices(vkep.register(), ep_options or {})
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     if disable_cpu_fallback:
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
@@ -27,10 +29,11 @@ def session_options(disable_cpu_fallback: bool = False, threads: int = 0) -> ort
     return so
 
 
-def vkep_session(model, disable_cpu_fallback: bool = False, threads: int = 0) -> ort.InferenceSession:
+def vkep_session(model, disable_cpu_fallback: bool = False, threads: int = 0,
+                 ep_options: dict[str, str] | None = None) -> ort.InferenceSession:
     """A session with vkep; enable_fallback=0 so an EP failure is an error, not a silent CPU rerun."""
     data = model if isinstance(model, (bytes, str)) else model.SerializeToString()
-    return ort.InferenceSession(data, sess_options=session_options(disable_cpu_fallback, threads),
+    return ort.InferenceSession(data, sess_options=session_options(disable_cpu_fallback, threads, ep_options),
                                 enable_fallback=0)
 
 

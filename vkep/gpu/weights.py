@@ -17,6 +17,7 @@ class PackedWeight:
     nbytes: int
     key: tuple
     users: int = 0
+    owned: bool = True  # False: memory ORT owns (its shared pre-packed weight cache), only counted here
 
 
 class WeightCache:
@@ -41,11 +42,24 @@ class WeightCache:
             entry.users += 1
             return entry
 
+    def adopt(self, address: int, nbytes: int) -> PackedWeight:
+        """A packed weight in memory someone else owns and frees (ORT's shared pre-packed weight cache
+        hands every kernel that packs the same bytes one buffer): counted once, never freed here."""
+        with self._lock:
+            key = ("adopted", address)
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = PackedWeight(address, nbytes, key, owned=False)
+                self.packed_bytes += nbytes
+            entry.users += 1
+            return entry
+
     def release(self, entry: PackedWeight) -> None:
         with self._lock:
             entry.users -= 1
             if entry.users == 0 and self._entries.get(entry.key) is entry:
                 del self._entries[entry.key]
                 self.packed_bytes -= entry.nbytes
-                self.device.synchronize()  # no recorded work may still read it
-                self.device.memory.device_pool.free(entry.address)
+                if entry.owned:
+                    self.device.synchronize()  # no recorded work may still read it
+                    self.device.memory.device_pool.free(entry.address)

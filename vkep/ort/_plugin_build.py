@@ -147,6 +147,8 @@ EP_SLOTS = [
     (41, "EpGraphSupportInfo_LookUpKernel", "OrtStatus*",
      "OrtEpGraphSupportInfo* info, const OrtNode* node, const OrtKernelDef** out", "info, node, out"),
     (43, "KernelInfo_GetEp", "OrtStatus*", "const OrtKernelInfo* info, const OrtEp** out", "info, out"),
+    (42, "SharedPrePackedWeightCache_StoreWeightData", "OrtStatus*",
+     "OrtSharedPrePackedWeightCache* c, void** buffers, size_t* sizes, size_t n", "c, buffers, sizes, n"),
     (45, "CreateIfKernel", "OrtStatus*", "const OrtKernelInfo* info, OrtKernelImpl** out", "info, out"),
     (46, "CreateLoopKernel", "OrtStatus*", "const OrtKernelInfo* info, OrtLoopKernelHelper* helper, OrtKernelImpl** out",
      "info, helper, out"),

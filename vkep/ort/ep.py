@@ -98,6 +98,10 @@ class Ep:
         for spec in _registries[device.info.index][1]:
             self.specs.setdefault((spec.domain, spec.op), []).append(spec)
         self.gpu = device.gpu  # open the logical device now, not inside the first run
+        self.prepack_cache = session_option(session_options, "prepack_cache") or "vkep"
+        if self.prepack_cache not in ("vkep", "ort"):
+            raise api.OrtError(f"vkep: prepack_cache must be 'vkep' or 'ort', not {self.prepack_cache!r}",
+                               api.ORT_INVALID_ARGUMENT)
         # names of values the host reads in place (see _note_host_readers)
         self.host_read_values: set[str] = set()
         self.graph_output_values: set[str] = set()
@@ -107,6 +111,26 @@ class Ep:
         EPS.pop(api.address(self.struct), None)
         self.device.gpu.pipelines.save()
         api.free_struct(self.struct)
+
+
+def session_option(session_options, name: str) -> str | None:
+    """An EP option (`add_provider_for_devices(devices, {name: value})`), which ORT keeps in the session
+    config as `ep.<ep name, lower case>.<name>`."""
+    lib, ffi = api.lib, api.ffi
+    if session_options == ffi.NULL:
+        return None
+    key = f"ep.{api.EP_NAME.lower()}.{name}".encode()
+    has = ffi.new("int*")
+    api.check(lib.ort_HasSessionConfigEntry(session_options, key, has))
+    if not has[0]:
+        return None
+    size = ffi.new("size_t*", 0)
+    status = lib.ort_GetSessionConfigEntry(session_options, key, ffi.NULL, size)  # asks for the size
+    if status != ffi.NULL:
+        lib.ort_ReleaseStatus(status)
+    buf = ffi.new("char[]", max(size[0], 1))
+    api.check(lib.ort_GetSessionConfigEntry(session_options, key, buf, size))
+    return ffi.string(buf).decode()
 
 
 def ep_of(ptr) -> Ep:

@@ -10,7 +10,7 @@ import threading
 import numpy as np
 
 from vkep.gpu import transfer
-from vkep.gpu.interop import InPlace
+from vkep.gpu.interop import HostMemoryImport, InPlace
 from vkep.kernels.base import ITEMSIZE, Tensor, encode_dispatch, implementation, variant
 from vkep.kernels.control_flow import ControlFlow
 from vkep.ort import api
@@ -44,6 +44,9 @@ class KernelInstance:
         # outputs the host reads in place (another EP's node, a graph output): the node's GPU work is
         # complete when its Compute returns (see ep._note_host_readers)
         self.host_read_outputs: frozenset[int] = frozenset()
+        self.prepack_cache = "vkep"  # or "ort": ORT's shared pre-packed weight cache, where it offers one
+        self.shared_layouts: dict[int, tuple] = {}  # input index → (shape, dtype) of a weight ORT shares
+        self.held_imports: list = []  # host memory ORT's cache shares that the device reads in place
         with _ids_lock:
             self.id = next(_ids)
         self.struct = api.new_struct("vkep_kernel")
@@ -341,17 +344,19 @@ def _kernel_create(state, info, out):
     api.check(lib.ort_KernelInfo_GetOutputCount(info, outputs))
     impl.output_count = outputs[0]
     kernel = KernelInstance(device, spec, impl, _node_name(info))
-    kernel.host_read_outputs = _host_read_outputs(info, outputs[0])
-    out[0] = ffi.cast("OrtKernelImpl*", kernel.struct)
-
-
-def _host_read_outputs(info, count: int) -> frozenset[int]:
-    """The outputs the host reads in place, from the EP's view of the graph (ep._note_host_readers)."""
-    lib, ffi = api.lib, api.ffi
     ep_ptr = ffi.new("const OrtEp**")
     api.check(lib.ep_KernelInfo_GetEp(info, ep_ptr))
     ep = EPS.get(api.address(ep_ptr[0]))
-    if ep is None or not (ep.host_read_values or ep.graph_output_values):
+    if ep is not None:
+        kernel.host_read_outputs = _host_read_outputs(ep, info, outputs[0])
+        kernel.prepack_cache = ep.prepack_cache
+    out[0] = ffi.cast("OrtKernelImpl*", kernel.struct)
+
+
+def _host_read_outputs(ep, info, count: int) -> frozenset[int]:
+    """The outputs the host reads in place, from the EP's view of the graph (ep._note_host_readers)."""
+    lib, ffi = api.lib, api.ffi
+    if not (ep.host_read_values or ep.graph_output_values):
         return frozenset()
     size = ffi.new("size_t*")
     names = []
@@ -415,6 +420,8 @@ def _kernel_release(this):
     if kernel is not None:
         for weight, _ in kernel.packed.values():
             kernel.gpu.weights.release(weight)
+        for imported in kernel.held_imports:
+            imported.release()
     api.free_struct(this)
 
 
@@ -447,13 +454,48 @@ def _kernel_prepack(this, tensor, input_index, allocator, cache, is_packed):
         return
     packed, tag = kernel.impl.pack(input_index, _host_array(kernel, tensor))
     packed = np.ascontiguousarray(packed)
-    weight = kernel.gpu.weights.acquire(packed.tobytes(), f"{tag}:{packed.dtype}:{packed.shape}")
     dtype = "bool" if packed.dtype == np.bool_ else str(packed.dtype)
-    kernel.packed[input_index] = (weight, Tensor(weight.address, tuple(packed.shape), dtype, Tensor.PERSISTENT))
+    if kernel.prepack_cache == "ort" and cache != api.ffi.NULL:
+        _share_through_ort(kernel, packed, allocator, cache)
+        kernel.shared_layouts[input_index] = (tuple(packed.shape), dtype)
+    else:  # vkep's own cache: content-keyed, shared by every kernel and session of the process
+        weight = kernel.gpu.weights.acquire(packed.tobytes(), f"{tag}:{packed.dtype}:{packed.shape}")
+        kernel.packed[input_index] = (weight, Tensor(weight.address, tuple(packed.shape), dtype, Tensor.PERSISTENT))
     kernel.struct.packed_mask |= 1 << input_index
     is_packed[0] = True
 
 
+def _share_through_ort(kernel: KernelInstance, packed: np.ndarray, allocator, cache) -> None:
+    """Sharing mode of PrePackWeight: the packed bytes go into a buffer from ORT's `allocator` (host-
+    accessible memory: ORT offers the cache only for that) and into ORT's cache, which hands each kernel
+    packing the same bytes one buffer through SetSharedPrePackedWeight."""
+    ffi, lib = api.ffi, api.lib
+    nbytes = max(packed.nbytes, 1)
+    pointer = allocator.Alloc(allocator, nbytes)
+    if pointer == ffi.NULL:
+        raise api.OrtError(f"vkep: no memory for a {nbytes}-byte packed weight", api.ORT_FAIL)
+    found = kernel.gpu.memory.spans.find(api.address(pointer))
+    host = found[0].host_address + found[1] if found and found[0].host_address else api.address(pointer)
+    kernel.gpu.synchronize()  # the allocator may hand out memory the device used until now
+    ffi.memmove(ffi.cast("void*", host), ffi.from_buffer(packed), packed.nbytes)
+    api.check(lib.ep_SharedPrePackedWeightCache_StoreWeightData(cache, ffi.new("void*[]", [pointer]),
+                                                                ffi.new("size_t[]", [nbytes]), 1))
+
+
 @status_callback("py_kernel_set_shared")
 def _kernel_set_shared(this, data, sizes, n, input_index):
-    raise api.OrtError("vkep does not use ORT's shared pre-packed weight cache", api.ORT_NOT_IMPLEMENTED)
+    """ORT's shared pre-packed weight cache gives this kernel the buffer for a weight it packed."""
+    kernel = KERNELS[api.ffi.cast("vkep_kernel*", this).id]
+    if input_index not in kernel.shared_layouts or n != 1:
+        raise api.OrtError(f"vkep: no shared weight was packed for input {input_index}", api.ORT_INVALID_ARGUMENT)
+    shape, dtype = kernel.shared_layouts[input_index]
+    pointer, nbytes = api.address(data[0]), sizes[0]
+    found = kernel.gpu.memory.spans.find(pointer)
+    if found:
+        address = found[0].device_address + found[1]
+    else:  # host memory from an allocator the application registered: read in place for the kernel's life
+        imported = HostMemoryImport(kernel.gpu, pointer, nbytes)
+        kernel.held_imports.append(imported)
+        address = imported.address
+    weight = kernel.gpu.weights.adopt(address, nbytes)
+    kernel.packed[input_index] = (weight, Tensor(address, shape, dtype, Tensor.PERSISTENT))

@@ -71,6 +71,8 @@ uint32_t ep_MemoryDevice_GetVendorId(const OrtMemoryDevice* d);
 uint32_t ep_MemoryDevice_GetDeviceId(const OrtMemoryDevice* d);
 const OrtSyncStreamImpl* ep_SyncStream_GetImpl(const OrtSyncStream* s);
 OrtStatus* ep_KernelInfo_GetEp(const OrtKernelInfo* info, const OrtEp** out);
+OrtStatus* ep_SharedPrePackedWeightCache_StoreWeightData(OrtSharedPrePackedWeightCache* c, void** buffers,
+                                                       size_t* sizes, size_t n);
 OrtStatus* ep_CreateIfKernel(const OrtKernelInfo* info, OrtKernelImpl** out);
 OrtStatus* ep_CreateLoopKernel(const OrtKernelInfo* info, OrtLoopKernelHelper* helper, OrtKernelImpl** out);
 OrtStatus* ep_CreateScanKernel(const OrtKernelInfo* info, OrtScanKernelHelper* helper, OrtKernelImpl** out);
