@@ -1,7 +1,7 @@
 """Moving bytes between host memory and a device: the copy plan, decided from the memory's kind.
 
-- Host-visible device memory (unified devices, ReBAR): the host reads and writes it directly, after
-  the GPU work that may touch it has completed.
+- Host-visible device memory (unified devices, ReBAR): the host writes it directly, after the GPU work
+  that may touch it has completed, and reads it directly where it is the host's memory (unified).
 - Device-only memory: through a staging buffer in host memory and a recorded buffer copy.
 Every transfer is counted in the device's `stats`.
 """
@@ -77,7 +77,10 @@ def download(device, src: int, host_dst: int, n: int) -> None:
     _count(device, "downloads", "download_bytes", n)
     _settle(device)
     host = device.memory.host_pointer(src)
-    if host:
+    # read in place where the memory is the host's; device-local memory that is merely mapped (ReBAR on
+    # a discrete GPU) reads slowly across the bus: a device copy into host memory is faster
+    block, _ = device.memory.resolve(src)
+    if host and (device.memory.unified or block.pool is device.memory.host_pool):
         _memmove(host_dst, host, n)
         return
     _through_staging(device, n, None, staging_from=src, after=lambda staging: _memmove(host_dst, staging, n))
