@@ -1,0 +1,89 @@
+"""Weights packed once at session creation: PrePackWeight into vkep's content-keyed cache, or into ORT's
+shared pre-packed weight cache (EP option prepack_cache=ort) and back through SetSharedPrePackedWeight."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vkep.gpu import transfer
+from vkep.gpu.interop import HostMemoryImport
+from vkep.kernels.base import Tensor
+from vkep.ort import api
+from vkep.ort.api import status_callback
+from vkep.ort.kernel import KERNELS, KernelInstance
+
+
+def _host_array(kernel: KernelInstance, value) -> np.ndarray:
+    """A constant tensor's values, wherever ORT placed it (CPU, or vkep memory)."""
+    ffi, lib = api.ffi, api.lib
+    type_, rank, ptr = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*")
+    dims = ffi.new("int64_t[8]")
+    api.check(lib.vkep_tensor_info(value, type_, dims, rank, ptr))
+    dtype = np.dtype(api.ELEMENT_TYPES[type_[0]] if type_[0] != 9 else "bool")
+    shape = tuple(dims[i] for i in range(rank[0]))
+    out = np.empty(shape, dtype)
+    if out.nbytes:
+        src = ptr[0]
+        dst = out.ctypes.data
+        if (kernel.device.owns(lib.ep_Value_GetMemoryDevice(value)) is not None
+                and kernel.gpu.memory.spans.find(src) is not None):  # (vkep-labeled may be host memory)
+            transfer.download(kernel.gpu, kernel.gpu.memory.device_address(src), dst, out.nbytes)
+        else:
+            ffi.memmove(ffi.cast("void*", dst), ffi.cast("void*", src), out.nbytes)
+    return out
+
+
+@status_callback("py_kernel_prepack")
+def _kernel_prepack(this, tensor, input_index, allocator, cache, is_packed):
+    """Pack a constant input once (kernels.yaml `prepack`); ORT then frees its copy."""
+    kernel = KERNELS[api.ffi.cast("vkep_kernel*", this).id]
+    is_packed[0] = False
+    if input_index not in kernel.spec.prepack or input_index >= 32:
+        return
+    packed, tag = kernel.impl.pack(input_index, _host_array(kernel, tensor))
+    packed = np.ascontiguousarray(packed)
+    dtype = "bool" if packed.dtype == np.bool_ else str(packed.dtype)
+    if kernel.prepack_cache == "ort" and cache != api.ffi.NULL:
+        _share_through_ort(kernel, packed, allocator, cache)
+        kernel.shared_layouts[input_index] = (tuple(packed.shape), dtype)
+    else:  # vkep's own cache: content-keyed, shared by every kernel and session of the process
+        weight = kernel.gpu.weights.acquire(packed.tobytes(), f"{tag}:{packed.dtype}:{packed.shape}")
+        kernel.packed[input_index] = (weight, Tensor(weight.address, tuple(packed.shape), dtype, Tensor.PERSISTENT))
+    kernel.struct.packed_mask |= 1 << input_index
+    is_packed[0] = True
+
+
+def _share_through_ort(kernel: KernelInstance, packed: np.ndarray, allocator, cache) -> None:
+    """Sharing mode of PrePackWeight: the packed bytes go into a buffer from ORT's `allocator` (host-
+    accessible memory: ORT offers the cache only for that) and into ORT's cache, which hands each kernel
+    packing the same bytes one buffer through SetSharedPrePackedWeight."""
+    ffi, lib = api.ffi, api.lib
+    nbytes = max(packed.nbytes, 1)
+    pointer = allocator.Alloc(allocator, nbytes)
+    if pointer == ffi.NULL:
+        raise api.OrtError(f"vkep: no memory for a {nbytes}-byte packed weight", api.ORT_FAIL)
+    found = kernel.gpu.memory.spans.find(api.address(pointer))
+    host = found[0].host_address + found[1] if found and found[0].host_address else api.address(pointer)
+    kernel.gpu.synchronize()  # the allocator may hand out memory the device used until now
+    ffi.memmove(ffi.cast("void*", host), ffi.from_buffer(packed), packed.nbytes)
+    api.check(lib.ep_SharedPrePackedWeightCache_StoreWeightData(cache, ffi.new("void*[]", [pointer]),
+                                                                ffi.new("size_t[]", [nbytes]), 1))
+
+
+@status_callback("py_kernel_set_shared")
+def _kernel_set_shared(this, data, sizes, n, input_index):
+    """ORT's shared pre-packed weight cache gives this kernel the buffer for a weight it packed."""
+    kernel = KERNELS[api.ffi.cast("vkep_kernel*", this).id]
+    if input_index not in kernel.shared_layouts or n != 1:
+        raise api.OrtError(f"vkep: no shared weight was packed for input {input_index}", api.ORT_INVALID_ARGUMENT)
+    shape, dtype = kernel.shared_layouts[input_index]
+    pointer, nbytes = api.address(data[0]), sizes[0]
+    found = kernel.gpu.memory.spans.find(pointer)
+    if found:
+        address = found[0].device_address + found[1]
+    else:  # host memory from an allocator the application registered: read in place for the kernel's life
+        imported = HostMemoryImport(kernel.gpu, pointer, nbytes)
+        kernel.held_imports.append(imported)
+        address = imported.address
+    weight = kernel.gpu.weights.adopt(address, nbytes)
+    kernel.packed[input_index] = (weight, Tensor(address, shape, dtype, Tensor.PERSISTENT))
