@@ -282,3 +282,22 @@ def test_ort_prepacked_weights_container_sessions(tmp_path):
     _, packed, diff, left = line.split()
     print(f"two sessions, one container: {int(packed):,} packed bytes")
     assert int(packed) > 0 and float(diff) <= 1e-5 and int(left) == 0, line
+
+
+def test_without_host_import_host_tensors_are_staged(ep_devices, monkeypatch):
+    """A unified device without VK_EXT_external_memory_host: host tensors ORT hands over are staged
+    (counted as staging copies) and the outputs are the same."""
+    from vkep.gpu.device import open_device
+
+    if not _shares_host_memory():
+        pytest.skip("not the unified path")
+    model = models.with_unsupported_op(np.float32)
+    feeds = models.random_inputs(model, seed=3)
+    session = runner.vkep_session(model)
+    in_place = session.run(None, feeds)[0]
+    monkeypatch.setattr(open_device(0), "host_import_alignment", 0)
+    vkep.reset_stats()
+    staged = session.run(None, feeds)[0]
+    stats = vkep.stats()[0]
+    np.testing.assert_array_equal(staged, in_place)
+    assert stats["staging_copies"] == 2 and stats["elided_copies"] == 2, stats  # x and LpNorm's output staged

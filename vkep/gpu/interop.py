@@ -140,22 +140,31 @@ class HostMemoryImport(_External):
 class InPlace:
     """Device addresses for one piece of work over vkep memory and host memory the device uses in place.
 
-    Host memory is imported on first use; `done` waits for the work recorded on `stream` (the host may
-    read the results, or reuse the memory, as soon as the caller returns) and releases the imports."""
+    Host memory is imported on first use (a host input the device cannot import is staged instead);
+    `done` waits for the work recorded on `stream` (the host may read the results, or reuse the memory,
+    as soon as the caller returns) and releases the imports."""
 
     def __init__(self, device):
         self.device = device
         self.imports: list[HostMemoryImport] = []
 
-    def address(self, pointer: int, nbytes: int) -> int:
+    def address(self, pointer: int, nbytes: int, stream=None) -> int:
+        """The device address of `pointer`; for host memory only read, pass the `stream` that may then
+        read a staged copy where the device refuses to import it."""
         found = self.device.memory.spans.find(pointer)
         mine = found is not None and any(found[0] is imported.block for imported in self.imports)
         if found and not mine:
             return found[0].device_address + found[1]  # vkep memory
-        transfer.count_elided(self.device, nbytes)
         if mine and found[1] + nbytes <= found[0].size:  # (where device addresses are host addresses)
+            transfer.count_elided(self.device, nbytes)
             return found[0].device_address + found[1]
-        imported = HostMemoryImport(self.device, pointer, nbytes)
+        try:
+            imported = HostMemoryImport(self.device, pointer, nbytes)
+        except InteropError:
+            if stream is None:
+                raise
+            return transfer.stage(self.device, pointer, nbytes, stream)
+        transfer.count_elided(self.device, nbytes)
         self.imports.append(imported)
         return imported.address
 

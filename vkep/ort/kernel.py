@@ -402,10 +402,8 @@ def _kernel_compute(kernel_id, ctx, io):
                   and not kernel.host_read_outputs and not kernel.struct.plan.valid)
     call = KernelCall(kernel, ctx, inputs, stream, replayable)
     for i, host, shape, dtype in foreign:  # host memory ORT handed over as it is: read in place, or staged
-        nbytes = math.prod(shape) * ITEMSIZE.get(dtype, 1)
-        address = (call.host.address(host, nbytes) if kernel.gpu.host_import_alignment
-                   else transfer.stage(kernel.gpu, host, nbytes, stream))
-        inputs[i] = Tensor(address, shape, dtype, None)
+        inputs[i] = Tensor(call.host.address(host, math.prod(shape) * ITEMSIZE.get(dtype, 1), stream), shape, dtype,
+                           None)
     try:
         kernel.impl.compute(call)
     finally:
