@@ -80,7 +80,7 @@ class SpanTable:
     def _publish(self) -> None:
         """Give native code every range of vkep memory with what turns an address in it into a device
         address (0 for device addresses; device - host for mapped host pointers). An address in none of
-        them is not vkep memory: native code leaves such a node to Python, which stages it."""
+        them is not vkep memory: native code leaves such a node to Python, which imports or stages it."""
         with _tables_lock:
             entries = [e for table in _tables for e in table._entries if id(e[2]) not in table._private]
         moved = [(lo, hi, b.device_address - lo) for lo, hi, b in entries]

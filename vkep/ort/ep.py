@@ -277,7 +277,7 @@ def _is_concurrent_run_supported(this, out):
 
 @status_callback("py_ep_get_default_memory_device")
 def _get_default_memory_device(this, out):
-    """On unified memory, HOST_ACCESSIBLE: tensors then live where the CPU reads them directly and ORT
-    skips the copies between CPU and vkep memory (graph outputs, CPU-EP neighbours). Elsewhere DEFAULT."""
+    """On unified memory, HOST_ACCESSIBLE memory declared as host memory (factory.memory_device_type): ORT
+    then copies nothing between CPU and vkep memory. Elsewhere DEFAULT."""
     device = ep_of(this).device
     out[0] = api.lib.ep_MemoryInfo_GetMemoryDevice(device.memory_infos[device.default_mem_type])

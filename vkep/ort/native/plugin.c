@@ -139,7 +139,7 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
     }
     void* rec = io->stream ? ((vkep_stream*)io->stream)->recorder : k->recorder;
     if (!rec) return 0;
-    for (int i = 0; i < io->n_inputs; i++)  /* memory vkep does not know (a host tensor): Python stages it */
+    for (int i = 0; i < io->n_inputs; i++)  /* a host tensor: Python imports or stages it */
         if (io->types[i] && io->ptrs[i] && !g_translate(io->ptrs[i])) return 0;
     g_lock(rec);  /* another thread may flush this stream (a device-wide sync): record atomically */
     int handled = vkep_replay_locked(&p, rec, ctx, io, status);
