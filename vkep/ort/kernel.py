@@ -348,7 +348,8 @@ def _kernel_create(state, info, out):
     api.check(lib.ep_KernelInfo_GetEp(info, ep_ptr))
     ep = EPS.get(api.address(ep_ptr[0]))
     if ep is not None:
-        kernel.host_read_outputs = _host_read_outputs(ep, info, outputs[0])
+        # (a `cpu_outputs` output is host memory on every device: nothing to wait for or to count)
+        kernel.host_read_outputs = _host_read_outputs(ep, info, outputs[0]) - kernel.cpu_outputs
         kernel.prepack_cache = ep.prepack_cache
     out[0] = ffi.cast("OrtKernelImpl*", kernel.struct)
 
