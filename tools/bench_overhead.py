@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Host overhead per node: a chain of tiny Adds (vkep.models.add_chain) on several EPs.
+"""Host overhead per node: a chain of tiny Adds (vkep.models.add_chain) on several EPs, or any model.
 
 Each Add works on 16 floats, so the time per run is almost all per-node host cost (dispatch recording,
-argument marshalling, ORT's own bookkeeping). Reports the median over --runs timed runs after --warmup
-untimed ones, for:
+argument marshalling, ORT's own bookkeeping). With --model, the same comparison on a real model (e.g.
+onnx's backend-test light models), where compute counts too. Reports the median over --runs timed runs
+after --warmup untimed ones, for:
 
   cpu     ORT's CPU EP (reference floor)
   vkep    vkep in this process: vkep.register() + SessionOptions.add_provider_for_devices
   webgpu  ORT's WebGPU EP (Dawn on Vulkan), in its own virtualenv .venv-webgpu (created on first use,
           because the onnxruntime-webgpu wheel replaces the onnxruntime module), via a subprocess
 
-    .venv/bin/python tools/bench_overhead.py [--nodes 512] [--runs 200] [--warmup 20] [--no-webgpu] [--json]
+    .venv/bin/python tools/bench_overhead.py [--nodes 512 | --model M.onnx] [--runs 200] [--warmup 20]
+                                             [--no-webgpu] [--json]
 
 With --json, the table goes to stderr and one JSON line to stdout. A benchmark, not a test: it asserts
 nothing about speed. Figures on a 2-core machine are noisy; compare the ratios of one run.
@@ -174,7 +176,7 @@ def bench_webgpu(model_bytes, feeds, ref, args) -> dict:
 def print_table(results: list[dict], args, env: dict[str, str], out) -> None:
     vk = next((r for r in results if r["ep"] == "vkep" and r["ok"]), None)
     print(
-        f"add_chain({args.nodes}): median of {args.runs} runs after {args.warmup} warm-ups; "
+        f"{args.label}: median of {args.runs} runs after {args.warmup} warm-ups; "
         "'x vkep' = EP time / vkep time",
         file=out,
     )
@@ -216,13 +218,20 @@ def main(argv: list[str] | None = None) -> int:
         help="set LP_NUM_THREADS for every EP (lavapipe's worker threads; 0 runs dispatches inline, "
         "which leaves mostly host cost). Default: inherit the environment",
     )
+    ap.add_argument("--model", type=Path, help="an ONNX model instead of the Add chain (inputs: random)")
     ap.add_argument("--json", action="store_true", help="one JSON line on stdout (table on stderr)")
     args = ap.parse_args(argv)
     if args.lp_threads is not None:
         # Before vkep (and so lavapipe) is loaded here; the WebGPU worker inherits it.
         os.environ["LP_NUM_THREADS"] = str(args.lp_threads)
 
-    model = add_chain(args.nodes)
+    if args.model:
+        import onnx
+
+        model = onnx.load(str(args.model))
+        args.nodes, args.label = len(model.graph.node), f"{args.model.name} ({len(model.graph.node)} nodes)"
+    else:
+        model, args.label = add_chain(args.nodes), f"add_chain({args.nodes})"
     model_bytes, feeds = model.SerializeToString(), random_inputs(model)
 
     cpu, ref = bench_cpu(model_bytes, feeds, args)
@@ -233,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: os.environ[k] for k in ENV_SHOWN if k in os.environ}
     print_table(results, args, env, sys.stderr if args.json else sys.stdout)
     if args.json:
-        doc = {"model": f"add_chain({args.nodes})", "runs": args.runs, "env": env, "results": results}
+        doc = {"model": args.label, "runs": args.runs, "env": env, "results": results}
         print(json.dumps(doc))
     return 0
 
