@@ -53,9 +53,55 @@ void few_rows() {
     }
 }
 
+// 2: registers only, for CPU devices (lavapipe), where shared memory costs what device memory costs
+// and barriers are expensive: an invocation sums all of K for an 8x8 block of y (4 multiply-adds per
+// load); the first 64 invocations of a workgroup cover its 64x64 tile
+#define RD 8
+void direct() {
+    uint tx = gl_LocalInvocationIndex % 8, ty = gl_LocalInvocationIndex / 8;
+    uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+    uint z = gl_WorkGroupID.z;
+    uint outer = z / pc.batch_inner, inner = z % pc.batch_inner;
+    uint a_base = outer * pc.a_outer + inner * pc.a_inner;
+    uint b_base = outer * pc.b_outer + inner * pc.b_inner;
+    Tensor A = Tensor(pc.a), B = Tensor(pc.b);
+    // rows and columns past the matrix read row / column 0 (always there) and are not stored
+    uint arow[RD], bcol[RD];
+    for (uint i = 0; i < RD; ++i) {
+        uint m = m0 + ty + 8 * i, n = n0 + tx + 8 * i;
+        arow[i] = a_base + (m < pc.M ? m : 0) * pc.a_m;
+        bcol[i] = b_base + (n < pc.N ? n : 0) * pc.b_n;
+    }
+    float acc[RD][RD];
+    for (uint i = 0; i < RD; ++i)
+        for (uint j = 0; j < RD; ++j) acc[i][j] = 0.0;
+    for (uint k = 0; k < pc.K; ++k) {
+        float av[RD], bv[RD];
+        for (uint i = 0; i < RD; ++i) av[i] = float(LOAD(A, arow[i] + k * pc.a_k));
+        for (uint j = 0; j < RD; ++j) bv[j] = float(LOAD(B, bcol[j] + k * pc.b_k));
+        for (uint i = 0; i < RD; ++i)
+            for (uint j = 0; j < RD; ++j) acc[i][j] += av[i] * bv[j];
+    }
+    for (uint i = 0; i < RD; ++i) {
+        uint m = m0 + ty + 8 * i;
+        if (m >= pc.M) continue;
+        for (uint j = 0; j < RD; ++j) {
+            uint n = n0 + tx + 8 * j;
+            if (n >= pc.N) continue;
+            float r = pc.alpha * acc[i][j];
+            if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n));
+            STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
+        }
+    }
+}
+
 void main() {
     if (MODE == 1) {
         few_rows();
+        return;
+    }
+    if (MODE == 2) {
+        if (gl_LocalInvocationIndex < 64) direct();
         return;
     }
     uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;

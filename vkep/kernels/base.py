@@ -101,6 +101,7 @@ class Kernel:
     """Base of every op implementation: created once per node at session creation."""
 
     output_count: int | None = None  # how many outputs the node has (set by the runtime)
+    device_info = None  # the gpu.device.PhysicalDeviceInfo it runs on (set by the runtime)
 
     def __init__(self, spec: KernelSpec, attrs: dict, since_version: int, input_types: list[str]):
         self.spec = spec

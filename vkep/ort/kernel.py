@@ -343,6 +343,7 @@ def _kernel_create(state, info, out):
     outputs = ffi.new("size_t*")
     api.check(lib.ort_KernelInfo_GetOutputCount(info, outputs))
     impl.output_count = outputs[0]
+    impl.device_info = device.info
     kernel = KernelInstance(device, spec, impl, _node_name(info))
     ep_ptr = ffi.new("const OrtEp**")
     api.check(lib.ep_KernelInfo_GetEp(info, ep_ptr))
