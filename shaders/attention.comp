@@ -19,7 +19,7 @@ layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 2) const uint LAYOUT3D = 0;     // Q, K, V, Y are [B, S, heads*D] (else [B, heads, S, D])
 layout(constant_id = 3) const uint CAUSAL = 0;
 layout(constant_id = 4) const uint MASK = 0;         // attn_mask given
-layout(constant_id = 5) const uint QK_MODE = 4;      // qk_matmul_output: 0/1 after softcap, 2 with bias, 3 softmax, 4 none
+layout(constant_id = 5) const uint QK_MODE = 4;      // qk_matmul_output: 0 q.k, 1 softcapped, 2 with bias, 3 softmax, 4 none
 layout(constant_id = 6) const uint ROUND16 = 0;
 layout(constant_id = 7) const uint SOFTMAX16 = 0;
 layout(constant_id = 8) const uint SCALE_BITS = 0x3f800000u;  // sqrt(scale) as float bits
@@ -87,15 +87,17 @@ float bias_of(uint b, uint h, uint i, uint j, int offset, uint valid) {
     return bias;
 }
 
-// the scaled (and softcapped) score of key j, before the bias
+// the scaled score of key j (q k^T * scale)
 float score(uint b, uint kh, uint j, float sqs) {
     float s = 0.0;
     for (uint c = 0; c < pc.d; c++) s += qs[c] * r16(key(b, kh, j, c) * sqs);
-    s = r16(s);
+    return r16(s);
+}
+
+float softcap(float s) {
     float cap = uintBitsToFloat(SOFTCAP_BITS);
     // tanh saturates at |x| = 10 in float; clamping keeps exp-based tanh away from inf/inf
-    if (cap > 0.0) s = r16(r16(tanh(clamp(r16(s / cap), -10.0, 10.0))) * cap);
-    return s;
+    return cap > 0.0 ? r16(r16(tanh(clamp(r16(s / cap), -10.0, 10.0))) * cap) : s;
 }
 
 void concat_present() {
@@ -144,7 +146,9 @@ void main() {
         float bias = bias_of(b, h, i, j, offset, valid);
         bmax = max(bmax, bias);
         float s = score(b, kh, j, sqs);
-        if (QK_MODE <= 1) STORE(QK, qk_row + j, s);
+        if (QK_MODE == 0) STORE(QK, qk_row + j, s);  // mode 0: before softcap (the spec; ORT agrees)
+        s = softcap(s);
+        if (QK_MODE == 1) STORE(QK, qk_row + j, s);
         s = r16(s + bias);
         if (QK_MODE == 2) STORE(QK, qk_row + j, s);
         if (stored) {
@@ -197,7 +201,7 @@ void main() {
         uint len = min(CHUNK, total - base);
         for (uint jj = t; jj < len; jj += WG) {
             uint j = base + jj;
-            float s = stored ? probs[jj] : r16(score(b, kh, j, sqs) + bias_of(b, h, i, j, offset, valid));
+            float s = stored ? probs[jj] : r16(softcap(score(b, kh, j, sqs)) + bias_of(b, h, i, j, offset, valid));
             float p = zero_row ? 0.0 : r16(s16(s16(exp(s16(s - m))) / l));
             probs[jj] = p;
             if (QK_MODE == 3) STORE(QK, qk_row + j, p);

@@ -50,7 +50,8 @@ def _workgroup(total: int, d: int, dv: int) -> int:
     for wg in WG_SIZES:
         dw = min(dv, wg)
         passes = 1 if total <= CHUNK else 2  # long rows compute their scores twice
-        loops = passes * -(-total // wg) * (d + 2) + -(-total // (wg // dw)) + 2 * -(-total // wg) + 64
+        # score loops (d each), the weighted sum (counted as if its MAX_R loop were not unrolled), the sums
+        loops = passes * -(-total // wg) * (d + 2) + MAX_R * -(-total // (wg // dw)) + 2 * -(-total // wg) + 64
         if loops <= LOOP_BUDGET:
             return wg
     raise UnsupportedError(f"Attention: {total} keys of head size {d} exceed one workgroup's loop budget")
