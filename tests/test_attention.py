@@ -111,10 +111,11 @@ def test_short_mask_and_fully_masked_rows(ep_devices, mask):
     assert masked.any() and not got[0][masked].any() and not got[1][masked].any()
 
 
-def test_declined_stays_on_cpu(ep_devices):
-    """softmax_precision bfloat16 is declined: ORT keeps the node on its CPU EP."""
+@pytest.mark.parametrize("attrs", [{"softmax_precision": onnx.TensorProto.BFLOAT16}])
+def test_declined_stays_on_cpu(ep_devices, attrs):
+    """Declined attributes: ORT keeps the node on its CPU EP."""
     x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2, 4, 8])
-    node = helper.make_node("Attention", ["x", "x", "x"], ["y"], softmax_precision=onnx.TensorProto.BFLOAT16)
+    node = helper.make_node("Attention", ["x", "x", "x"], ["y"], **attrs)
     graph = helper.make_graph([node], "g", [x], [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
     session = runner.vkep_session(model)

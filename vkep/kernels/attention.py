@@ -73,6 +73,8 @@ class Attention(Kernel):
             return "nonpad_kv_seqlen with a past KV cache"
         if attrs.get("softmax_precision") not in (None, FLOAT16, FLOAT32, FLOAT64):
             return f"softmax_precision {attrs.get('softmax_precision')}"
+        if attrs.get("scale") is not None and attrs["scale"] < 0:
+            return "a negative scale (Q and K are each scaled by sqrt(scale))"
         if attrs.get("qk_matmul_output_mode", 0) not in (0, 1, 2, 3):
             return f"qk_matmul_output_mode {attrs.get('qk_matmul_output_mode')}"
         return None
