@@ -25,6 +25,7 @@ layout(constant_id = 7) const uint SOFTMAX16 = 0;
 layout(constant_id = 8) const uint SCALE_BITS = 0x3f800000u;  // sqrt(scale) as float bits
 layout(constant_id = 9) const uint SOFTCAP_BITS = 0;          // softcap as float bits (0: none)
 layout(constant_id = 10) const uint NONPAD = 0;                // nonpad_kv_seqlen given
+layout(constant_id = 11) const uint VEC4 = 0;                  // head sizes are multiples of 4: vec4 loads
 
 layout(push_constant, scalar) uniform Push {
     uint64_t q, k, v, mask, past_k, past_v, nonpad, y, qk;
@@ -37,9 +38,10 @@ layout(push_constant, scalar) uniform Push {
 #define MAX_R 4
 
 shared float probs[CHUNK];
-shared float qs[MAX_D];
+shared vec4 qs[MAX_D / 4];
 shared float red[256];
 shared float red2[256];
+shared vec4 redv[256];
 
 float r16(float x) {
 #if DTYPE == 1
@@ -48,23 +50,38 @@ float r16(float x) {
     return x;
 }
 
+vec4 r16v(vec4 x) {
+#if DTYPE == 1
+    if (ROUND16 != 0) return vec4(f16vec4(x));
+#endif
+    return x;
+}
+
 float s16(float x) { return SOFTMAX16 != 0 ? r16(x) : x; }
+
+// four consecutive elements at any element-aligned address (scalar layout: element alignment suffices)
+#if DTYPE == 1
+layout(buffer_reference, scalar, buffer_reference_align = 2) buffer Quad { f16vec4 v; };
+#define ELEM_BYTES 2
+#else
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Quad { vec4 v; };
+#define ELEM_BYTES 4
+#endif
+
+vec4 load4(uint64_t row, uint c) { return vec4(Quad(row + uint64_t(c) * ELEM_BYTES).v); }
+float load1(uint64_t row, uint c) { return LOAD(Tensor(row), c); }
 
 // element c of head kh, key j of [B, heads, S, dim] (4-D) or [B, S, heads*dim] (3-D)
 uint seq_index(uint b, uint kh, uint heads, uint j, uint len, uint dim, uint c) {
     return LAYOUT3D != 0 ? ((b * len + j) * heads + kh) * dim + c : ((b * heads + kh) * len + j) * dim + c;
 }
 
-float key(uint b, uint kh, uint j, uint c) {
+// the address of key (value) j of KV head kh: past_key/past_value below `past`, else the new K/V
+uint64_t kv_row(uint64_t past_t, uint64_t new_t, uint dim, uint b, uint kh, uint j) {
     uint hkv = pc.hq / pc.group;
-    if (j < pc.past) return LOAD(Tensor(pc.past_k), ((b * hkv + kh) * pc.past + j) * pc.d + c);
-    return LOAD(Tensor(pc.k), seq_index(b, kh, hkv, j - pc.past, pc.kv_new, pc.d, c));
-}
-
-float value(uint b, uint kh, uint j, uint c) {
-    uint hkv = pc.hq / pc.group;
-    if (j < pc.past) return LOAD(Tensor(pc.past_v), ((b * hkv + kh) * pc.past + j) * pc.dv + c);
-    return LOAD(Tensor(pc.v), seq_index(b, kh, hkv, j - pc.past, pc.kv_new, pc.dv, c));
+    uint index = j < pc.past ? ((b * hkv + kh) * pc.past + j) * dim
+                             : seq_index(b, kh, hkv, j - pc.past, pc.kv_new, dim, 0);
+    return (j < pc.past ? past_t : new_t) + uint64_t(index) * ELEM_BYTES;
 }
 
 // the additive bias of key j: attn_mask (keys past its length are masked), causal frontier, padding
@@ -87,10 +104,15 @@ float bias_of(uint b, uint h, uint i, uint j, int offset, uint valid) {
     return bias;
 }
 
-// the scaled score of key j (q k^T * scale)
+// the scaled score of key j (q k^T * scale), q already scaled in shared memory
 float score(uint b, uint kh, uint j, float sqs) {
+    uint64_t row = kv_row(pc.past_k, pc.k, pc.d, b, kh, j);
     float s = 0.0;
-    for (uint c = 0; c < pc.d; c++) s += qs[c] * r16(key(b, kh, j, c) * sqs);
+    if (VEC4 != 0) {
+        for (uint c = 0; c < pc.d; c += 4) s += dot(qs[c / 4], r16v(load4(row, c) * sqs));
+    } else {
+        for (uint c = 0; c < pc.d; c++) s += qs[c / 4][c % 4] * r16(load1(row, c) * sqs);
+    }
     return r16(s);
 }
 
@@ -98,6 +120,24 @@ float softcap(float s) {
     float cap = uintBitsToFloat(SOFTCAP_BITS);
     // tanh saturates at |x| = 10 in float; clamping keeps exp-based tanh away from inf/inf
     return cap > 0.0 ? r16(r16(tanh(clamp(r16(s / cap), -10.0, 10.0))) * cap) : s;
+}
+
+// the biased score of key j; keys the bias masks skip the dot product (-inf whatever the score, for
+// finite scores), unless qk_matmul_output wants the score itself
+float biased_score(uint b, uint h, uint kh, uint i, uint j, int offset, uint valid, uint qk_row, float sqs,
+                   out float bias) {
+    bias = bias_of(b, h, i, j, offset, valid);
+    if (bias == NEG_INF && QK_MODE > 1) {
+        if (QK_MODE == 2) STORE(Tensor(pc.qk), qk_row + j, NEG_INF);
+        return NEG_INF;
+    }
+    float s = score(b, kh, j, sqs);
+    if (QK_MODE == 0) STORE(Tensor(pc.qk), qk_row + j, s);  // mode 0: before softcap (the spec; ORT agrees)
+    s = softcap(s);
+    if (QK_MODE == 1) STORE(Tensor(pc.qk), qk_row + j, s);
+    s = r16(s + bias);
+    if (QK_MODE == 2) STORE(Tensor(pc.qk), qk_row + j, s);
+    return s;
 }
 
 void concat_present() {
@@ -124,11 +164,10 @@ void main() {
     uint kh = h / pc.group;
     uint total = pc.past + pc.kv_new;
     float sqs = uintBitsToFloat(SCALE_BITS);
-    Tensor QK = Tensor(pc.qk);
     uint qk_row = row * total;  // qk_matmul_output is [B, Hq, Sq, total]
 
     for (uint c = t; c < pc.d; c += WG)
-        qs[c] = r16(LOAD(Tensor(pc.q), seq_index(b, h, pc.hq, i, pc.sq, pc.d, c)) * sqs);
+        qs[c / 4][c % 4] = r16(LOAD(Tensor(pc.q), seq_index(b, h, pc.hq, i, pc.sq, pc.d, c)) * sqs);
     // causal frontier: key j is attended iff j <= i + offset
     int offset = int(pc.past);
     uint valid = total;
@@ -143,14 +182,9 @@ void main() {
     bool stored = total <= CHUNK;
     float m = NEG_INF, l = 0.0, bmax = NEG_INF;
     for (uint j = t; j < total; j += WG) {
-        float bias = bias_of(b, h, i, j, offset, valid);
+        float bias;
+        float s = biased_score(b, h, kh, i, j, offset, valid, qk_row, sqs, bias);
         bmax = max(bmax, bias);
-        float s = score(b, kh, j, sqs);
-        if (QK_MODE == 0) STORE(QK, qk_row + j, s);  // mode 0: before softcap (the spec; ORT agrees)
-        s = softcap(s);
-        if (QK_MODE == 1) STORE(QK, qk_row + j, s);
-        s = r16(s + bias);
-        if (QK_MODE == 2) STORE(QK, qk_row + j, s);
         if (stored) {
             probs[j] = s;
             m = max(m, s);
@@ -193,39 +227,44 @@ void main() {
     l = s16(red[0]);
     barrier();
 
-    // pass 2, chunk by chunk: probabilities into shared memory, then threads accumulate output columns
-    // (dw columns side by side, g key subsets each; columns past WG go to MAX_R accumulators per thread)
-    uint dw = min(pc.dv, WG), g = WG / dw, split = t / dw, col = t % dw;
-    float acc[MAX_R] = float[MAX_R](0.0, 0.0, 0.0, 0.0);
+    // pass 2, chunk by chunk: probabilities into shared memory, then threads accumulate output columns:
+    // dw groups of 4 (VEC4) or 1 columns side by side, g key subsets each; MAX_R groups per thread
+    uint width = VEC4 != 0 ? 4 : 1, groups = pc.dv / width;
+    uint dw = min(groups, WG), g = WG / dw, split = t / dw, col = t % dw;
+    vec4 acc[MAX_R] = vec4[MAX_R](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));
     for (uint base = 0; base < total; base += CHUNK) {
         uint len = min(CHUNK, total - base);
         for (uint jj = t; jj < len; jj += WG) {
             uint j = base + jj;
-            float s = stored ? probs[jj] : r16(softcap(score(b, kh, j, sqs)) + bias_of(b, h, i, j, offset, valid));
+            float bias;
+            float s = stored ? probs[jj] : biased_score(b, h, kh, i, j, offset, valid, qk_row, sqs, bias);
             float p = zero_row ? 0.0 : r16(s16(s16(exp(s16(s - m))) / l));
             probs[jj] = p;
-            if (QK_MODE == 3) STORE(QK, qk_row + j, p);
+            if (QK_MODE == 3) STORE(Tensor(pc.qk), qk_row + j, p);
         }
         barrier();
         if (split < g) {
             for (uint jj = split; jj < len; jj += g) {
                 float p = probs[jj];
+                uint64_t row = kv_row(pc.past_v, pc.v, pc.dv, b, kh, base + jj);
                 for (uint r = 0; r < MAX_R; r++) {
-                    uint c = col + r * dw;
-                    if (c < pc.dv) acc[r] += p * value(b, kh, base + jj, c);
+                    uint cg = col + r * dw;
+                    if (cg < groups) acc[r] += p * (VEC4 != 0 ? load4(row, cg * 4) : vec4(load1(row, cg), 0.0, 0.0, 0.0));
                 }
             }
         }
         barrier();
     }
-    uint rounds = (pc.dv + dw - 1) / dw;  // uniform: every thread reaches the barriers
+    uint rounds = (groups + dw - 1) / dw;  // uniform: every thread reaches the barriers
     for (uint r = 0; r < rounds; r++) {
-        red[t] = acc[r];
+        redv[t] = acc[r];
         barrier();
-        if (split == 0 && col + r * dw < pc.dv) {
-            float sum = 0.0;
-            for (uint s = 0; s < g; s++) sum += red[s * dw + col];
-            STORE(Tensor(pc.y), seq_index(b, h, pc.hq, i, pc.sq, pc.dv, col + r * dw), sum);
+        uint cg = col + r * dw;
+        if (split == 0 && cg < groups) {
+            vec4 sum = vec4(0.0);
+            for (uint s = 0; s < g; s++) sum += redv[s * dw + col];
+            for (uint e = 0; e < width; e++)
+                STORE(Tensor(pc.y), seq_index(b, h, pc.hq, i, pc.sq, pc.dv, cg * width + e), sum[e]);
         }
         barrier();
     }

@@ -162,7 +162,8 @@ class Attention(Kernel):
         softcap = float(self.attrs.get("softcap") or 0.0)
         constants = (0, wg, int(rank == 3), int(bool(self.attrs.get("is_causal", 0))), int(mask is not None),
                      QK_NONE, round16, softmax16, _float_bits(math.sqrt(scale), dtype),
-                     _float_bits(softcap, "float32") if softcap > 0 else 0, int(nonpad is not None))
+                     _float_bits(softcap, "float32") if softcap > 0 else 0, int(nonpad is not None),
+                     int(d % 4 == 0 and dv % 4 == 0))
         rows = batch * hq * sq
         tail = pack("12I", rows, hq, hq // hkv, sq, kv_new, past, d, dv, *mask_args)
         y_shape = (batch, sq, hq * dv) if rank == 3 else (batch, hq, sq, dv)
