@@ -141,15 +141,20 @@ float biased_score(uint b, uint h, uint kh, uint i, uint j, int offset, uint val
 }
 
 void concat_present() {
-    // present[b, kh, j, c] for j < past from past, else from the new K or V (pc.d is this tensor's head size)
-    uint idx = flat_index(WG);
+    // present[b, kh, j, c] for j < past from past, else from the new K or V (pc.d is this tensor's head
+    // size); VEC4: one invocation per 4 elements
+    uint width = VEC4 != 0 ? 4 : 1;
+    uint idx = flat_index(WG) * width;
     if (idx >= pc.rows) return;
     uint total = pc.past + pc.kv_new;
     uint c = idx % pc.d, j = (idx / pc.d) % total, bh = idx / (pc.d * total);
     uint kh = bh % pc.hq, b = bh / pc.hq;
-    float x = j < pc.past ? LOAD(Tensor(pc.past_k), (bh * pc.past + j) * pc.d + c)
-                          : LOAD(Tensor(pc.k), seq_index(b, kh, pc.hq, j - pc.past, pc.kv_new, pc.d, c));
-    STORE(Tensor(pc.y), idx, x);
+    uint64_t src = j < pc.past ? pc.past_k + uint64_t((bh * pc.past + j) * pc.d + c) * ELEM_BYTES
+                               : pc.k + uint64_t(seq_index(b, kh, pc.hq, j - pc.past, pc.kv_new, pc.d, c)) * ELEM_BYTES;
+    if (VEC4 != 0)
+        Quad(pc.y + uint64_t(idx) * ELEM_BYTES).v = Quad(src).v;
+    else
+        STORE(Tensor(pc.y), idx, load1(src, 0));
 }
 
 void main() {
@@ -179,9 +184,16 @@ void main() {
     barrier();
 
     // pass 1: max of the biased scores and of the bias; running sum of exp for rows that do not fit
-    bool stored = total <= CHUNK;
+    // keys past the causal frontier or nonpad_kv_seqlen are masked whatever their scores: not read at all
+    // (unless qk_matmul_output lists every key), so a decode step on a padded cache reads the valid keys only
+    uint kend = total;
+    if (QK_MODE == 4) {
+        if (CAUSAL != 0) kend = uint(clamp(int(i) + offset + 1, 0, int(total)));
+        kend = min(kend, valid);
+    }
+    bool stored = kend <= CHUNK;
     float m = NEG_INF, l = 0.0, bmax = NEG_INF;
-    for (uint j = t; j < total; j += WG) {
+    for (uint j = t; j < kend; j += WG) {
         float bias;
         float s = biased_score(b, h, kh, i, j, offset, valid, qk_row, sqs, bias);
         bmax = max(bmax, bias);
@@ -214,7 +226,7 @@ void main() {
     bool zero_row = bmax == NEG_INF || m == NEG_INF;
     if (stored) {
         l = 0.0;
-        for (uint j = t; j < total; j += WG) l += s16(exp(s16(probs[j] - m)));
+        for (uint j = t; j < kend; j += WG) l += s16(exp(s16(probs[j] - m)));
     } else {
         l = m_t == NEG_INF ? 0.0 : l * exp(m_t - m);
     }
@@ -232,8 +244,8 @@ void main() {
     uint width = VEC4 != 0 ? 4 : 1, groups = pc.dv / width;
     uint dw = min(groups, WG), g = WG / dw, split = t / dw, col = t % dw;
     vec4 acc[MAX_R] = vec4[MAX_R](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));
-    for (uint base = 0; base < total; base += CHUNK) {
-        uint len = min(CHUNK, total - base);
+    for (uint base = 0; base < kend; base += CHUNK) {
+        uint len = min(CHUNK, kend - base);
         for (uint jj = t; jj < len; jj += WG) {
             uint j = base + jj;
             float bias;

@@ -113,8 +113,10 @@ class Attention(Kernel):
             if present is None or n == 0:
                 continue
             src = [t for t in (past, new) if t is not None]
+            vec4 = constants[11]  # head sizes are multiples of 4: an invocation copies 4 elements
             call.dispatch(self.spec.shader, dtype, (1, COPY_WG) + constants[2:], [None, new, None, None, past, None,
-                          None, present, None], pack("12I", n, *args), grid_1d(n, COPY_WG), src, [present])
+                          None, present, None], pack("12I", n, *args), grid_1d(n // (4 if vec4 else 1), COPY_WG),
+                          src, [present])
 
     def _plan(self, inputs: list[Tensor | None]) -> tuple:
         q, k, v, mask, past_k, past_v, nonpad = inputs[:7]
