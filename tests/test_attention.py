@@ -47,13 +47,16 @@ def test_prefill_3d_gqa_with_past_float_mask(ep_devices):
                softcap=3.0, is_causal=1)
 
 
-@pytest.mark.parametrize("kv,d,dv", [
-    (3000, 32, 96),     # more keys than shared memory holds (scores recomputed), 2 output columns per thread
-    (20000, 128, 64),   # past the 64-wide workgroup's loop budget: 256 threads
+@pytest.mark.parametrize("kv,d,dv,dtype", [
+    (3000, 32, 96, "float32"),    # more keys than shared memory holds (scores recomputed)
+    (3000, 32, 96, "float16"),
+    (300, 6, 130, "float32"),     # head sizes not multiples of 4 (scalar loads), 3 output columns per thread
+    (20000, 128, 64, "float32"),  # past the 64-wide workgroup's loop budget: 256 threads
 ])
-def test_long_rows(ep_devices, kv, d, dv):
-    feeds = {"q": _data((1, 2, 2, d), low=-0.5, high=0.5), "k": _data((1, 2, kv, d), seed=1, low=-0.5, high=0.5),
-             "v": _data((1, 2, kv, dv), seed=2), "mask": _data((2, kv), seed=3)}
+def test_long_rows(ep_devices, kv, d, dv, dtype):
+    feeds = {"q": _data((1, 2, 2, d), dtype, low=-0.5, high=0.5),
+             "k": _data((1, 2, kv, d), dtype, seed=1, low=-0.5, high=0.5),
+             "v": _data((1, 2, kv, dv), dtype, seed=2), "mask": _data((2, kv), dtype, seed=3)}
     check_node("Attention", feeds, 23)
 
 

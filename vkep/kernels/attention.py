@@ -1,6 +1,11 @@
 """ONNX Attention (opset 23 and 24) as one fused dispatch (attention.comp), plus one dispatch per present
 KV cache output. Follows onnx's reference implementation: bottom-right causal alignment, keys past a
-short attn_mask masked, fully-masked rows give zeros, float16 rounded where the reference rounds."""
+short attn_mask masked, fully-masked rows give zeros, float16 rounded where the reference rounds.
+
+Two deliberate differences from the reference: qk_matmul_output mode 0 is q.k before softcap (the spec's
+wording and ORT's CPU EP; the reference softcaps it), and keys past the causal frontier or past
+nonpad_kv_seqlen are never read, so a non-finite value there (an unwritten cache slot) cannot turn a
+row into NaN as it would in the reference."""
 
 from __future__ import annotations
 
