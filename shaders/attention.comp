@@ -5,7 +5,7 @@
 // frontier, nonpad_kv_seqlen padding); softmax; Y = sum_j p_j v_j. Keys come from past_key/past_value
 // (j < past) or from the new K/V. Rows of up to CHUNK keys keep their scores in shared memory; longer
 // rows recompute them chunk by chunk (the softmax statistics then come from an online pass).
-// MODE 1: present = concat(past, new) along the sequence axis, one invocation per element.
+// MODE 1: present = concat(past, new) along the sequence axis, one invocation per element (4 with VEC4).
 //
 // DTYPE is the type of Q/K/V/Y, DTYPE_Y the type of attn_mask. With float16 tensors, ROUND16 rounds
 // where ONNX's reference computes in float16 (accumulation stays float32); SOFTMAX16 also inside the

@@ -3,9 +3,9 @@ KV cache output. Follows onnx's reference implementation: bottom-right causal al
 short attn_mask masked, fully-masked rows give zeros, float16 rounded where the reference rounds.
 
 Two deliberate differences from the reference: qk_matmul_output mode 0 is q.k before softcap (the spec's
-wording and ORT's CPU EP; the reference softcaps it), and keys past the causal frontier or past
-nonpad_kv_seqlen are never read, so a non-finite value there (an unwritten cache slot) cannot turn a
-row into NaN as it would in the reference."""
+wording and ORT's CPU EP; the reference softcaps it), and keys that the bias masks are not scored (keys
+past the causal frontier or past nonpad_kv_seqlen are not read at all), so a non-finite key there (an
+unwritten cache slot) cannot turn a row into NaN as it would in the reference."""
 
 from __future__ import annotations
 
