@@ -261,3 +261,18 @@ def test_gather_elements_past_rank_6_stays_on_the_cpu_ep(ep_devices):
     assert [ep for _, _, ep in runner.placement(session)] == ["CPUExecutionProvider"]
     feeds = {"x": np.arange(16, dtype=np.float32).reshape(shape), "i": np.zeros(shape, np.int64)}
     np.testing.assert_array_equal(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])
+
+
+@pytest.mark.parametrize("opset, outputs, ratio", [(22, 2, 0.3), (22, 1, None), (13, 2, None), (12, 2, 0.0)])
+def test_dropout_at_inference(ep_devices, opset, outputs, ratio):
+    """Dropout outside training: the input, and an all-true mask; a training_mode input stays on the CPU EP."""
+    x = RNG.uniform(-1, 1, (3, 70)).astype(np.float32)
+    inputs = [("x", (F, x.shape))] + ([("r", (F, []))] if ratio is not None else [])
+    inits = {"r": np.array(ratio, np.float32)} if ratio is not None else None
+    got = _check(_model("Dropout", inputs, outputs, opset, inits), {"x": x}, "Dropout")
+    np.testing.assert_array_equal(got[0], x)
+    if outputs == 2:
+        assert got[1].dtype == np.bool_ and got[1].all()
+    training = _model("Dropout", [("x", (F, x.shape)), ("r", (F, [])), ("t", (TensorProto.BOOL, []))], 2, 22,
+                      {"r": np.array(0.5, np.float32), "t": np.array(True)})
+    assert {ep for _, _, ep in runner.placement(runner.vkep_session(training))} == {"CPUExecutionProvider"}

@@ -1,4 +1,4 @@
-"""Reshape, Flatten, Squeeze, Unsqueeze, Identity: a new shape over the same bytes.
+"""Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference Dropout: a new shape over the same bytes.
 
 The manifest lets ORT alias output 0 to input 0; when it does, nothing is recorded at all. When it
 does not (e.g. the output is a graph output), the bytes are copied.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import Kernel, UnsupportedError
+from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
 
 
 class View(Kernel):
@@ -63,3 +63,24 @@ class View(Kernel):
 
     def _identity(self, call, shape):
         return list(shape)
+
+
+class Dropout(Kernel):
+    """Dropout at inference: the output is the input (aliased where ORT allows), the optional mask all
+    true (fill.comp). Training mode draws random numbers that could not match ORT's: such nodes are
+    declined and stay on the CPU EP."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks) -> str | None:
+        if len(input_ranks) > 2 and input_ranks[2] is not None:
+            return "a training_mode input (training draws random numbers)"
+        return None
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        call.copy(x, call.output(0, x.shape))
+        if (self.output_count or 1) > 1:
+            mask = call.output(1, x.shape, "bool")
+            if mask.size:
+                call.dispatch(self.spec.shader, shader_dtype(mask), self.constants, [mask], pack("qqI", 1, 0, mask.size),
+                              grid_1d(mask.size, 256), [], [mask])
