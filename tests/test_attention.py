@@ -123,3 +123,14 @@ def test_declined_stays_on_cpu(ep_devices, attrs):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
     session = runner.vkep_session(model)
     assert [ep for _, _, ep in runner.placement(session)] == ["CPUExecutionProvider"]
+
+
+def test_mixed_q_and_v_types_are_declined():
+    """T1 (Q, K) float32 with T2 (V) float16 is declined at partitioning (ORT 1.31 itself cannot run such
+    a node: its CPU EP has no kernel for it and its function body does not type-check)."""
+    from vkep.kernels import manifest
+    from vkep.kernels.attention import Attention
+
+    spec = next(s for s in manifest.load() if s.op == "Attention")
+    assert Attention.declines(spec, {}, 23, [4, 4, 4], ["float32", "float32", "float16"])
+    assert Attention.declines(spec, {}, 23, [4, 4, 4], ["float16"] * 3) is None

@@ -64,7 +64,7 @@ def _workgroup(total: int, d: int, dv: int) -> int:
 
 class Attention(Kernel):
     @classmethod
-    def declines(cls, spec, attrs: dict, since_version: int, input_ranks) -> str | None:
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         ranks = list(input_ranks) + [None] * (7 - len(input_ranks))
         if ranks[0] == 3 and (attrs.get("q_num_heads") is None or attrs.get("kv_num_heads") is None):
             return "3-D inputs need q_num_heads and kv_num_heads"
@@ -82,6 +82,9 @@ class Attention(Kernel):
             return "a negative scale (Q and K are each scaled by sqrt(scale))"
         if attrs.get("qk_matmul_output_mode", 0) not in (0, 1, 2, 3):
             return f"qk_matmul_output_mode {attrs.get('qk_matmul_output_mode')}"
+        types = {t for i, t in enumerate(input_types) if i in (0, 1, 2, 4, 5) and t is not None}
+        if len(types) > 1:
+            return f"mixed element types {sorted(types)} for Q/K/V (T1 != T2)"
         return None
 
     def compute(self, call) -> None:

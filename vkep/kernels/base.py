@@ -114,10 +114,11 @@ class Kernel:
         raise NotImplementedError
 
     @classmethod
-    def declines(cls, spec: KernelSpec, attrs: dict, since_version: int, input_ranks: list[int | None]) -> str | None:
-        """Why this kernel cannot run a node with these attributes and input ranks (None: absent optional
-        input, -1: rank unknown); checked when the runtime partitions the graph, so the node stays on
-        another EP. None when it can."""
+    def declines(cls, spec: KernelSpec, attrs: dict, since_version: int, input_ranks: list[int | None],
+                 input_types: list[str | None]) -> str | None:
+        """Why this kernel cannot run a node with these attributes, input ranks (None: absent optional
+        input, -1: rank unknown) and input element types (None: absent or unknown); checked when the
+        runtime partitions the graph, so the node stays on another EP. None when it can."""
         return None
 
     def planned(self, key, make):

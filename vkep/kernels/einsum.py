@@ -55,7 +55,7 @@ def _group(term: str, shape, letters: str) -> tuple[int, int]:
 
 class Einsum(Kernel):
     @classmethod
-    def declines(cls, spec, attrs: dict, since_version: int, input_ranks) -> str | None:
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         """The forms _plan cannot lay out, found from the equation alone (ellipses read as one index)."""
         eq = (attrs.get("equation") or "").replace(" ", "").replace("...", "@")
         lhs, arrow, out = eq.partition("->")

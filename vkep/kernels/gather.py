@@ -28,7 +28,7 @@ def _arrays(dims, strides) -> list[int]:
 
 class _Indexed(Kernel):
     @classmethod
-    def declines(cls, spec, attrs: dict, since_version: int, input_ranks) -> str | None:
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         """GatherElements and ScatterElements address every dimension of the indices."""
         if spec.op in ("GatherElements", "ScatterElements") and any((r or 0) > MAX_RANK for r in input_ranks):
             return f"{spec.op} of rank above {MAX_RANK}"

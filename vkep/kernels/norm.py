@@ -107,7 +107,7 @@ class BatchNorm(Kernel):
     """BatchNormalization in inference mode: y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + B[c]."""
 
     @classmethod
-    def declines(cls, spec, attrs: dict, since_version: int, input_ranks) -> str | None:
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         return "training_mode=1 (statistics updates) is not implemented" if attrs.get("training_mode") else None
 
     def compute(self, call) -> None:

@@ -71,7 +71,7 @@ class Dropout(Kernel):
     declined and stay on the CPU EP."""
 
     @classmethod
-    def declines(cls, spec, attrs: dict, since_version: int, input_ranks) -> str | None:
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         if len(input_ranks) > 2 and input_ranks[2] is not None:
             return "a training_mode input (training draws random numbers)"
         return None

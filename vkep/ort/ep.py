@@ -235,34 +235,42 @@ def _declined(node, specs) -> bool:
         value = _node_attribute(node, a.name, a.kind)
         if value is not None:
             attrs[a.name] = value
-    return cls.declines(spec, attrs, version[0], _input_ranks(node)) is not None
+    return cls.declines(spec, attrs, version[0], *_inputs(node)) is not None
 
 
-def _input_ranks(node) -> list[int | None]:
-    """The rank of each input as the graph knows it: None for an absent optional input, -1 if unknown."""
+def _inputs(node) -> tuple[list[int | None], list[str | None]]:
+    """The rank and element type of each input as the graph knows them: None for an absent optional
+    input; rank -1 and type None where unknown."""
     lib, ffi = api.lib, api.ffi
     count = ffi.new("size_t*")
     api.check(lib.ort_Node_GetNumInputs(node, count))
     infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
     api.check(lib.ort_Node_GetInputs(node, infos, count[0]))
     ranks: list[int | None] = []
+    types: list[str | None] = []
     for i in range(count[0]):
         if infos[i] == ffi.NULL:
             ranks.append(None)
+            types.append(None)
             continue
-        type_info, tensor_info, rank = ffi.new("const OrtTypeInfo**"), ffi.new("const OrtTensorTypeAndShapeInfo**"), \
-            ffi.new("size_t*")
+        type_info, tensor_info = ffi.new("const OrtTypeInfo**"), ffi.new("const OrtTensorTypeAndShapeInfo**")
+        rank, elem = ffi.new("size_t*"), ffi.new("int*")
         status = lib.ort_GetValueInfoTypeInfo(infos[i], type_info)
         if status == ffi.NULL:
             status = lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info)
         if status == ffi.NULL and tensor_info[0] != ffi.NULL:
             status = lib.ort_GetDimensionsCount(tensor_info[0], rank)
-        if status != ffi.NULL:
-            lib.ort_ReleaseStatus(status)
+            if status == ffi.NULL:
+                status = lib.ort_GetTensorElementType(tensor_info[0], elem)
+        if status != ffi.NULL or tensor_info[0] == ffi.NULL:
+            if status != ffi.NULL:
+                lib.ort_ReleaseStatus(status)
             ranks.append(-1)
+            types.append(None)
         else:
-            ranks.append(rank[0] if tensor_info[0] != ffi.NULL else -1)
-    return ranks
+            ranks.append(rank[0])
+            types.append(api.ELEMENT_TYPES.get(elem[0]))
+    return ranks, types
 
 
 @status_callback("py_ep_get_kernel_registry")
