@@ -2,8 +2,9 @@
 // ONNX RotaryEmbedding (opset 23), one invocation per output element.
 //
 // X is [B, H, S, D] (4-D) or [B, S, H*D] (3-D); pc.seq_div is the element count of one sequence step
-// (D, or H*D) and pc.batch_len that of one batch, so both layouts take the same index arithmetic. Element c < rot of a head is rotated with
-// its partner: (c, c + rot/2) (halves) or (2i, 2i + 1) (INTERLEAVED); elements past rot are copied.
+// (D, or H*D) and pc.batch_len that of one batch, so both layouts take the same index arithmetic.
+// Element c < rot of a head is rotated with its partner: (c, c + rot/2) (halves) or (2i, 2i + 1)
+// (INTERLEAVED); elements past rot are copied.
 // The cos/sin row is position_ids[b, s] (POSITIONS) or b*S + s (caches of [B, S, rot/2]). Position ids
 // are read on the device: negatives wrap as numpy indexing does in onnx's reference, and any id still
 // outside [0, max_pos) is clamped so that no read leaves the caches (ORT's CPU EP rejects those ids, a

@@ -85,7 +85,8 @@ class RotaryEmbedding(Kernel):
             if max_pos == 0 and x.size and rot:
                 raise UnsupportedError("RotaryEmbedding: empty caches for a non-empty X")
         n = x.size
-        if n > MAX_ELEMENTS:
-            raise UnsupportedError(f"RotaryEmbedding: {n} elements (at most {MAX_ELEMENTS})")
+        if max(n, cos.size) > MAX_ELEMENTS:
+            raise UnsupportedError(f"RotaryEmbedding: X {x.shape}, caches {cos.shape} (at most {MAX_ELEMENTS} "
+                                   "elements each)")
         tail = pack("7I", n, d, rot, seq_div, seq, heads * seq * d, max_pos)
         return tail, n
