@@ -16,7 +16,7 @@ MAX_ELEMENTS = 2**32 - 1  # the shader indexes with 32-bit unsigned integers
 
 class RotaryEmbedding(Kernel):
     @classmethod
-    def declines(cls, spec, attrs: dict, since_version: int, input_ranks) -> str | None:
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         ranks = list(input_ranks) + [None] * (4 - len(input_ranks))
         x_rank, cos_rank, sin_rank, pos_rank = ranks[:4]
         if x_rank not in (3, 4, -1):
