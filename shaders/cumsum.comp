@@ -1,14 +1,18 @@
 #version 450
-// CumSum along one axis of a tensor read as [outer, axis, inner]. SPLIT=0: one thread scans one line.
-// SPLIT=1 (long lines): one workgroup per line; each thread sums a contiguous segment, the segment totals
-// are scanned in shared memory, then each thread rescans its segment from its offset. The workgroup size
-// is specialization constant 1 (see reduce.comp on lavapipe's loop budget).
+// CumSum (OP 0) or CumProd (OP 1) along one axis of a tensor read as [outer, axis, inner]. SPLIT=0: one
+// thread scans one line. SPLIT=1 (long lines): one workgroup per line; each thread combines a contiguous
+// segment, the segment totals are scanned in shared memory, then each thread rescans its segment from the
+// total of the segments before it. The workgroup size is specialization constant 1 (see reduce.comp on
+// lavapipe's loop budget).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 #define WG gl_WorkGroupSize.x
 layout(local_size_x_id = 1) in;
 layout(constant_id = 0) const uint SPLIT = 0;
+layout(constant_id = 2) const uint OP = 0;
+#define IDENTITY COMP_T(OP == 1 ? 1 : 0)
+COMP_T combine(COMP_T a, COMP_T b) { return OP == 1 ? a * b : a + b; }
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y;
@@ -23,8 +27,8 @@ void scan(uint base, uint lo, uint hi, COMP_T acc) {
     for (uint j = lo; j < hi; ++j) {
         uint i = base + (pc.reverse != 0 ? pc.len - 1 - j : j) * pc.inner;
         COMP_T v = LOAD(X, i);
-        if (pc.exclusive != 0) { STORE(Y, i, acc); acc += v; }
-        else { acc += v; STORE(Y, i, acc); }
+        if (pc.exclusive != 0) { STORE(Y, i, acc); acc = combine(acc, v); }
+        else { acc = combine(acc, v); STORE(Y, i, acc); }
     }
 }
 
@@ -32,7 +36,7 @@ void main() {
     if (SPLIT == 0) {
         uint line = flat_index(WG);
         if (line >= pc.lines) return;
-        scan((line / pc.inner) * pc.len * pc.inner + line % pc.inner, 0, pc.len, COMP_T(0));
+        scan((line / pc.inner) * pc.len * pc.inner + line % pc.inner, 0, pc.len, IDENTITY);
         return;
     }
     uint line = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -42,15 +46,16 @@ void main() {
     uint seg = (pc.len + WG - 1) / WG;
     uint lo = min(t * seg, pc.len), hi = min(lo + seg, pc.len);
     Tensor X = Tensor(pc.x);
-    COMP_T total = COMP_T(0);
-    for (uint j = lo; j < hi; ++j) total += LOAD(X, base + (pc.reverse != 0 ? pc.len - 1 - j : j) * pc.inner);
+    COMP_T total = IDENTITY;
+    for (uint j = lo; j < hi; ++j)
+        total = combine(total, LOAD(X, base + (pc.reverse != 0 ? pc.len - 1 - j : j) * pc.inner));
     sums[t] = total;
     barrier();
     for (uint off = 1; off < WG; off <<= 1) {  // inclusive scan of the segment totals
-        COMP_T v = t >= off ? sums[t - off] : COMP_T(0);
+        COMP_T v = t >= off ? sums[t - off] : IDENTITY;
         barrier();
-        sums[t] += v;
+        sums[t] = combine(sums[t], v);
         barrier();
     }
-    scan(base, lo, hi, sums[t] - total);
+    scan(base, lo, hi, t > 0 ? sums[t - 1] : IDENTITY);  // (no division: products may hold zeros)
 }

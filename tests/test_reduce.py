@@ -208,3 +208,17 @@ def test_softmax_family(ep_devices, op, dtype):
 
 def test_hardmax_ties(ep_devices):
     check_node("Hardmax", {"x": np.array([[2, 5, 5, 1], [3, 3, 3, 3]], np.float32)}, 13)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int64"])
+def test_cumprod(ep_devices, dtype):
+    """CumProd (opset 26) through cumsum.comp's product mode, short lines and long ones (a workgroup per
+    line, whose segment totals are combined without division: zeros must stay zeros)."""
+    rng = np.random.default_rng(4)
+    x = rng.integers(-2, 3, (3, 4, 5)).astype(dtype)
+    for axis, exclusive, reverse in [(1, 0, 0), (-1, 1, 0), (0, 0, 1), (2, 1, 1)]:
+        check_node("CumProd", {"x": x}, 26, {"axis": np.array(axis, np.int64)}, exclusive=exclusive, reverse=reverse)
+    # long lines: values near 1 keep the product finite; a zero in the middle must zero the rest
+    long = rng.choice(np.array([1, -1], dtype), size=(2, 9000))
+    long[0, 4500] = 0
+    check_node("CumProd", {"x": long}, 26, {"axis": np.array(1, np.int64)}, reverse=1)

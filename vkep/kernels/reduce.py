@@ -159,8 +159,8 @@ class TopK(Kernel):
 
 
 class CumSum(Kernel):
-    """CumSum along the axis given by the CPU input 1 (exclusive, reverse): a thread per line, or a
-    workgroup per line for long lines."""
+    """CumSum or CumProd (the manifest's `op` constant) along the axis given by the CPU input 1
+    (exclusive, reverse): a thread per line, or a workgroup per line for long lines."""
 
     def compute(self, call) -> None:
         x = call.inputs[0]
@@ -173,10 +173,11 @@ class CumSum(Kernel):
         if x.size == 0:
             return
         tail = pack("5I", lines, length, inner, int(self.attrs.get("exclusive", 0)), int(self.attrs.get("reverse", 0)))
+        op = self.constants[0]
         if length <= CUMSUM_SERIAL:
-            constants, groups = (0, WG), grid_1d(lines, WG)
+            constants, groups = (0, WG, op), grid_1d(lines, WG)
         elif 2 * -(-length // CUMSUM_WG) + 16 <= LOOP_BUDGET:
-            constants, groups = (1, CUMSUM_WG), grid_1d(lines, 1)
+            constants, groups = (1, CUMSUM_WG, op), grid_1d(lines, 1)
         else:
-            raise UnsupportedError(f"CumSum: lines of {length} elements are too long for one workgroup")
+            raise UnsupportedError(f"{self.spec.op}: lines of {length} elements are too long for one workgroup")
         call.dispatch(self.spec.shader, shader_dtype(x), constants, [x, y], tail, groups, [x], [y])
