@@ -57,6 +57,12 @@ def test_large_grid_defaults(ep_devices):
     check_node("GridSample", feeds, 22)
 
 
+@pytest.mark.parametrize("grid_shape", [(2, 0, 3, 2), (2, 3, 0, 2)])
+def test_empty_output(ep_devices, grid_shape):
+    """No output points: nothing is dispatched, Y keeps its [N, C, H_out, W_out] shape."""
+    check_node("GridSample", {"x": _data((2, 3, 4, 5)), "grid": np.zeros(grid_shape, np.float32)}, 20)
+
+
 @pytest.mark.parametrize("align", [0, 1])
 def test_nearest_ties_round_half_to_even(ep_devices, align):
     """Grid points exactly between two pixels: ORT's CPU EP (std::nearbyint) and onnx's reference round them
@@ -106,6 +112,8 @@ def test_volumetric_cubic_stays_on_cpu(ep_devices):
     ({"mode": "cubic"}, 20, [5, 5], ["float32", "float32"], "cubic"),
     ({"mode": "bilinear"}, 16, [5, 5], ["float32", "float32"], "rank 5"),
     ({"mode": "linear"}, 20, [3, 3], ["float32", "float32"], "rank 3"),
+    ({"mode": "linear"}, 20, [4, 5], ["float32", "float32"], "grid of rank 5 for X of rank 4"),
+    ({"mode": "bilinear"}, 16, [-1, 5], ["float32", "float32"], "grid of rank 5"),
     ({"mode": "linear"}, 20, [4, 4], ["float16", "float32"], "float16 with a grid of float32"),
     ({"mode": "linear"}, 22, [4, 4], ["bfloat16", "bfloat16"], "element types"),
     ({"mode": "area"}, 20, [4, 4], ["float32", "float32"], "mode"),

@@ -34,9 +34,10 @@ class GridSample(Kernel):
             return f"align_corners {attrs.get('align_corners')}"
         ranks = (4,) if since_version < 20 else (4, 5)  # volumetric grids arrived with opset 20
         x_rank, grid_rank = (list(input_ranks) + [-1, -1])[:2]
-        if x_rank not in ranks + (-1,):
-            return f"X of rank {x_rank}"
-        if grid_rank not in (x_rank, -1) and x_rank != -1:
+        for name, rank in (("X", x_rank), ("grid", grid_rank)):
+            if rank not in ranks + (-1,):
+                return f"{name} of rank {rank}"
+        if -1 not in (x_rank, grid_rank) and x_rank != grid_rank:
             return f"grid of rank {grid_rank} for X of rank {x_rank}"
         if MODES[mode] == 2 and 5 in (x_rank, grid_rank):
             return "cubic mode on a volumetric (5-D) input"  # the spec and ORT allow cubic in 2-D only
