@@ -117,6 +117,8 @@ def test_volumetric_cubic_stays_on_cpu(ep_devices):
     ({"mode": "linear"}, 20, [4, 4], ["float16", "float32"], "float16 with a grid of float32"),
     ({"mode": "linear"}, 22, [4, 4], ["bfloat16", "bfloat16"], "element types"),
     ({"mode": "area"}, 20, [4, 4], ["float32", "float32"], "mode"),
+    ({"mode": "bilinear"}, 20, [4, 4], ["float32", "float32"], "mode 'bilinear' at opset 20"),
+    ({"mode": "cubic"}, 16, [4, 4], ["float32", "float32"], "mode 'cubic' at opset 16"),
     ({"mode": "linear", "padding_mode": "wrap"}, 20, [4, 4], ["float32", "float32"], "padding_mode"),
 ])
 def test_declines(attrs, since, ranks, types, why):

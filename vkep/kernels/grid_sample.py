@@ -4,7 +4,7 @@ X is [N, C, H, W] with a grid of [N, H_out, W_out, 2], or (opset 20+) [N, C, D, 
 [N, D_out, H_out, W_out, 3]; modes nearest, (bi)linear and (bi)cubic (2-D only), padding zeros, border and
 reflection. The shader follows ORT's CPU EP where it and onnx's reference differ: padding applies to each
 integer tap, not to the continuous coordinate first (only cubic with border padding tells them apart).
-Nodes vkep cannot run (other ranks, mixed or other element types, unknown modes) are declined, so they stay
+Nodes vkep cannot run (other ranks, mixed or other element types, modes not of the node's opset) are declined, so they stay
 on the CPU EP."""
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from vkep.kernels.base import Kernel, Tensor, UnsupportedError, grid_1d, pack, s
 
 WG = 256  # grid_sample.comp's workgroup size
 MAX_ELEMENTS = 2**32 - 1  # the shader indexes with 32-bit unsigned integers
-# opset 16 names (bilinear, bicubic) and opset 20 names (linear, cubic) of the shader's MODE; ORT's CPU EP
-# reads only its opset's names, but a model that mixes them would fail there before reaching vkep
+# the shader's MODE by mode name: opset 16 says bilinear/bicubic, opset 20 renamed them linear/cubic. The other
+# opset's names are declined, so ORT's CPU EP rejects such a node with its own message, as without vkep
 MODES = {"nearest": 0, "bilinear": 1, "linear": 1, "bicubic": 2, "cubic": 2}
+OPSET16_MODES = ("nearest", "bilinear", "bicubic")
+OPSET20_MODES = ("nearest", "linear", "cubic")
 PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
 TYPES = ("float32", "float16")
 
@@ -26,8 +28,8 @@ class GridSample(Kernel):
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         mode, padding = attrs.get("mode"), attrs.get("padding_mode")
-        if mode not in MODES:
-            return f"mode {mode!r}"
+        if mode not in (OPSET16_MODES if since_version < 20 else OPSET20_MODES):
+            return f"mode {mode!r} at opset {since_version}"
         if padding not in PADDINGS:
             return f"padding_mode {padding!r}"
         if attrs.get("align_corners", 0) not in (0, 1):
