@@ -17,6 +17,10 @@ layout(local_size_x = 16, local_size_y = 16) in;
 // invocation owns one column and sums all of K for every row, reading B once, with no shared memory
 layout(constant_id = 0) const uint MODE = 0;
 #define ROWS_MAX 8
+layout(constant_id = 1) const uint ROWS = ROWS_MAX;  // mode 1: the rows of y
+layout(constant_id = 2) const uint VEC4 = 0;         // mode 1: vec4 loads along K (see few_rows)
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Vec4Ref { vec4 v; };
+vec4 load4(uint64_t base, uint index) { return Vec4Ref(base + uint64_t(index) * 4).v; }
 
 layout(push_constant, scalar) uniform Push {
     uint64_t a, b, c, y;
@@ -40,13 +44,18 @@ void few_rows() {
     Tensor A = Tensor(pc.a), B = Tensor(pc.b);
     float acc[ROWS_MAX];
     for (uint i = 0; i < ROWS_MAX; ++i) acc[i] = 0.0;
-    for (uint k = 0; k < pc.K; ++k) {
+    if (VEC4 != 0) {  // float32 with A and B contiguous along K (K % 4 == 0): a quarter of the loads
+        for (uint k = 0; k < pc.K; k += 4) {
+            vec4 bv = load4(pc.b, b_col + k);
+            for (uint i = 0; i < ROWS; ++i) acc[i] += dot(load4(pc.a, a_base + i * pc.a_m + k), bv);
+        }
+    } else for (uint k = 0; k < pc.K; ++k) {
         float bv = float(LOAD(B, b_col + k * pc.b_k));
-        for (uint i = 0; i < ROWS_MAX; ++i)
-            if (i < pc.M) acc[i] += float(LOAD(A, a_base + i * pc.a_m + k * pc.a_k)) * bv;
+        // ROWS (a specialization constant) = M: the loop has an exact, unrolled trip count; lavapipe
+        // would otherwise issue all ROWS_MAX masked loads of A every step
+        for (uint i = 0; i < ROWS; ++i) acc[i] += float(LOAD(A, a_base + i * pc.a_m + k * pc.a_k)) * bv;
     }
-    for (uint i = 0; i < ROWS_MAX; ++i) {
-        if (i >= pc.M) break;
+    for (uint i = 0; i < ROWS; ++i) {
         float r = pc.alpha * acc[i];
         if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), i * pc.c_m + n * pc.c_n));
         STORE(Tensor(pc.y), z * pc.M * pc.N + i * pc.N + n, r);

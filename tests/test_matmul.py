@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import tolerance
+from onnx import helper
 from test_conv import single_node
 
 from vkep import runner
@@ -47,3 +48,27 @@ def test_gemm(mode, trans_a, trans_b):
     a = (k, m) if trans_a else (m, k)
     b = (n, k) if trans_b else (k, n)
     _check({"a": a, "b": b, "c": (n,)}, "Gemm", transA=trans_a, transB=trans_b, alpha=0.5, beta=2.0)
+
+
+@pytest.mark.parametrize("op, m, k", [("MatMul", 1, 64), ("MatMul", 3, 30), ("MatMul", 40, 64), ("Gemm", 1, 128),
+                                      ("Gemm", 8, 30), ("Gemm", 70, 20)])
+def test_constant_weights(mode, op, m, k):
+    """Weights as initializers, so they are prepacked: on CPU devices B stays (or becomes) [N, K], read with
+    vec4 loads along K in the few-rows mode when K % 4 == 0, and through strides in the other modes."""
+    from onnx import TensorProto, numpy_helper
+
+    rng = np.random.default_rng(2)
+    n = 72
+    w = rng.uniform(-1, 1, (n, k) if op == "Gemm" else (k, n)).astype(np.float32)
+    attrs = {"transB": 1} if op == "Gemm" else {}
+    node = helper.make_node(op, ["a", "w"], ["y"], **attrs)
+    graph = helper.make_graph([node], op, [helper.make_tensor_value_info("a", TensorProto.FLOAT, (m, k))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
+    feeds = {"a": rng.uniform(-1, 1, (m, k)).astype(np.float32)}
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert [ep for _, _, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, **dict(tolerance("float32"), atol=1e-4))

@@ -35,11 +35,31 @@ class _Tiled(Kernel):
         reads = [a, b] + ([c] if c is not None else [])
         # a None address is 0: the shader skips C then
         mode = 1 if few_rows else 2 if direct else 0
-        call.dispatch(self.spec.shader, shader_dtype(a), (mode,), [a, b, c, y], tail, groups, reads, [y])
+        # few rows with A and B contiguous along K: vec4 loads (B is kept [N, K] for this on CPU devices)
+        a_k, b_k = struct.unpack_from("<I", tail, 7 * 4)[0], struct.unpack_from("<I", tail, 10 * 4)[0]
+        vec4 = few_rows and a.dtype == "float32" and a_k == 1 and b_k == 1 and k % 4 == 0
+        constants = (mode, m, int(vec4)) if few_rows else (mode,)
+        call.dispatch(self.spec.shader, shader_dtype(a), constants, [a, b, c, y], tail, groups, reads, [y])
+
+
+def _on_cpu_device(kernel: Kernel) -> bool:
+    return kernel.device_info is not None and kernel.device_info.device_type == "cpu"
 
 
 class MatMul(_Tiled):
+    b_packed_nk = False  # a 2-D constant B arrives transposed to [N, K] (see pack)
+
+    def pack(self, index: int, weight):
+        """On CPU devices a 2-D constant B is stored [N, K], so that rows of A meet it contiguously along K
+        (vec4 loads in matmul.comp's few-rows mode; its other modes read any strides)."""
+        if index == 1 and weight.ndim == 2 and _on_cpu_device(self):
+            self.b_packed_nk = True
+            return weight.T.copy(), "matmul-b-nk"
+        return weight, "raw"
+
     def _plan(self, sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple:
+        if self.b_packed_nk:
+            sb = sb[::-1]  # the packed [N, K] is read as the node's [K, N] through its strides (below)
         if not sa or not sb:
             raise UnsupportedError("MatMul of a scalar")
         a2 = (1,) + sa if len(sa) == 1 else sa
@@ -60,7 +80,9 @@ class MatMul(_Tiled):
         if len(dims) > 2:
             raise UnsupportedError(f"batch dimensions of {sa} x {sb} do not fold into two")
         dims, st_a, st_b = [1] * (2 - len(dims)) + dims, [0] * (2 - len(st_a)) + st_a, [0] * (2 - len(st_b)) + st_b
-        tail = pack("4I4I4I2I2f", m, n, k, dims[1], st_a[0], st_a[1], k, 1, st_b[0], st_b[1], n, 1, 0, 0, 1.0, 0.0)
+        b_k, b_n = (1, k) if self.b_packed_nk else (n, 1)
+        tail = pack("4I4I4I2I2f", m, n, k, dims[1], st_a[0], st_a[1], k, 1, st_b[0], st_b[1], b_k, b_n, 0, 0, 1.0,
+                    0.0)
         return out, tail, math.prod(dims), m, n
 
     def compute(self, call) -> None:
@@ -75,8 +97,10 @@ class Gemm(_Tiled):
     b_packed_kn = False  # B arrives already transposed to [K, N] (see pack)
 
     def pack(self, index: int, weight):
-        """B is stored as [K, N] row-major, whatever transB says: the kernel then reads it with unit stride."""
-        if index == 1 and self.attrs["transB"] and weight.ndim == 2:
+        """B is stored as [K, N] row-major, whatever transB says: the kernel then reads it with unit stride.
+        On CPU devices a transB weight stays [N, K]: rows of A meet it contiguously along K (vec4 loads
+        in matmul.comp's few-rows mode, where a fully connected layer on one sample spends its time)."""
+        if index == 1 and self.attrs["transB"] and weight.ndim == 2 and not _on_cpu_device(self):
             self.b_packed_kn = True
             return weight.T.copy(), "gemm-b-kn"
         return weight, "raw"
