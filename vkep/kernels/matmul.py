@@ -15,14 +15,17 @@ FEW_ROWS = 8  # up to this many rows, matmul.comp's column-per-invocation mode
 DIRECT_ON_CPU_DEVICES = True
 
 
+def _on_cpu_device(kernel: Kernel) -> bool:
+    return kernel.device_info is not None and kernel.device_info.device_type == "cpu"
+
+
 class _Tiled(Kernel):
     """Shared by MatMul and Gemm: one dispatch of matmul.comp per call, planned once per shape."""
 
     def _record(self, call, a, b, c, out_shape, tail: bytes, batches: int, m: int, n: int) -> None:
         k = struct.unpack_from("<I", tail, 8)[0]
         few_rows = m <= FEW_ROWS and k <= MAX_LOOP
-        direct = (not few_rows and DIRECT_ON_CPU_DEVICES and k <= MAX_LOOP and self.device_info is not None
-                  and self.device_info.device_type == "cpu")
+        direct = not few_rows and DIRECT_ON_CPU_DEVICES and k <= MAX_LOOP and _on_cpu_device(self)
         if not few_rows and not direct and -(-k // 16) > MAX_LOOP:
             # lavapipe runs at most 65,535 loop iterations per invocation and then stops silently
             raise UnsupportedError(f"an inner dimension of {k} exceeds what one dispatch can sum ({MAX_LOOP * 16})")
@@ -40,10 +43,6 @@ class _Tiled(Kernel):
         vec4 = few_rows and a.dtype == "float32" and a_k == 1 and b_k == 1 and k % 4 == 0
         constants = (mode, m, int(vec4)) if few_rows else (mode,)
         call.dispatch(self.spec.shader, shader_dtype(a), constants, [a, b, c, y], tail, groups, reads, [y])
-
-
-def _on_cpu_device(kernel: Kernel) -> bool:
-    return kernel.device_info is not None and kernel.device_info.device_type == "cpu"
 
 
 class MatMul(_Tiled):
