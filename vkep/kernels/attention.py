@@ -10,11 +10,10 @@ unwritten cache slot) cannot turn a row into NaN as it would in the reference.""
 from __future__ import annotations
 
 import math
-import struct
 
 import numpy as np
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, float_bits, grid_1d, pack, shader_dtype
 from vkep.kernels.reduce import LOOP_BUDGET
 
 CHUNK = 2048  # keys whose scores stay in shared memory (attention.comp)
@@ -28,9 +27,7 @@ COPY_WG = 256
 
 def _float_bits(x: float, dtype: str) -> int:
     """x in the precision of the reference (it casts sqrt(scale) to T1), as float32 bits."""
-    if dtype == "float16":
-        x = float(np.float16(x))
-    return struct.unpack("<I", struct.pack("<f", x))[0]
+    return float_bits(float(np.float16(x)) if dtype == "float16" else x)
 
 
 def _mask_strides(shape: tuple[int, ...], batch: int, heads: int, sq: int, total: int) -> tuple[int, int, int, int]:

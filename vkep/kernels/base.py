@@ -167,6 +167,11 @@ def pack(fmt: str, *values) -> bytes:
     return struct.pack("<" + fmt, *values)
 
 
+def float_bits(x: float) -> int:
+    """x as the bits of a float32 (for push constants that carry either a float or an integer)."""
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
 def implementation(spec: KernelSpec) -> type[Kernel]:
     module, cls = spec.impl.rsplit(".", 1)
     return getattr(importlib.import_module(f"vkep.kernels.{module}"), cls)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, float_bits, grid_1d, pack, shader_dtype
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides
 
 MAX_RANK = 6
@@ -212,7 +212,7 @@ class Pad(Strided):
         if mode == "constant":  # the input is read as contiguous; negative pads need no special case
             dims, ins, bs = _merge_unpadded(out, shape, begin, end)
             if x.dtype in ("float32", "float16", "float64"):
-                bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+                bits = float_bits(float(value))
             else:
                 bits = int(value) & 0xFFFFFFFFFFFFFFFF
             tail = strided_tail(math.prod(out), dims, 0, ins, bs, [bits & 0xFFFFFFFF, bits >> 32])

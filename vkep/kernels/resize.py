@@ -7,11 +7,10 @@ float32 like ORT; the shader maps each output coordinate back with the coordinat
 from __future__ import annotations
 
 import math
-import struct
 
 import numpy as np
 
-from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError, float_bits, grid_1d, pack, shader_dtype
 from vkep.kernels.movement import WG, _check_size, host_values, optional_input
 
 R = 4
@@ -21,10 +20,6 @@ COORDS = {"half_pixel": 0, "asymmetric": 1, "pytorch_half_pixel": 2, "tf_half_pi
 NEAREST = {"round_prefer_floor": 0, "round_prefer_ceil": 1, "floor": 2, "ceil": 3}
 SIMPLE = 4  # opset 10: floor, or ceil when downsampling
 IDENTITY_SAFE = {"half_pixel", "asymmetric", "pytorch_half_pixel", "align_corners", "half_pixel_symmetric"}
-
-
-def _f32_bits(v: float) -> int:
-    return struct.unpack("<I", struct.pack("<f", v))[0]
 
 
 class Resize(Kernel):
@@ -42,7 +37,7 @@ class Resize(Kernel):
         else:
             nearest = SIMPLE
         self.spec_constants = (MODES[self.mode], COORDS[self.coord], nearest, int(a.get("exclude_outside", 0)),
-                               _f32_bits(a.get("cubic_coeff_a", -0.75)), int(a.get("antialias", 0)))
+                               float_bits(a.get("cubic_coeff_a", -0.75)), int(a.get("antialias", 0)))
 
     def _key(self, call) -> tuple:
         return (call.inputs[0].shape,) + tuple(tuple(host_values(call, optional_input(call, i)) or ())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError, float_bits, grid_1d, pack, shader_dtype
 from vkep.kernels.movement import MAX_ELEMENTS, WG, host_values
 
 
@@ -34,7 +34,7 @@ class Range(Kernel):
             raise UnsupportedError("Range: delta is 0")
         if t.dtype.startswith("float"):
             n = max(math.ceil((limit - start) / delta), 0)
-            start_bits, delta_bits = (struct.unpack("<I", struct.pack("<f", v))[0] for v in (start, delta))
+            start_bits, delta_bits = float_bits(start), float_bits(delta)
         else:
             n = max(-((start - limit) // delta), 0)
             start_bits, delta_bits = start, delta
@@ -59,6 +59,6 @@ class ConstantOfShape(Kernel):
             raise UnsupportedError(f"ConstantOfShape of {n} elements")
         y = call.output(0, shape, dtype)
         if n:
-            bits = struct.unpack("<I", struct.pack("<f", scalar))[0] if dtype.startswith("float") else int(scalar)
+            bits = float_bits(scalar) if dtype.startswith("float") else int(scalar)
             call.dispatch(self.spec.shader, shader_dtype(y), self.constants, [y], pack("qqI", bits, 0, n),
                           grid_1d(n, WG), [], [y])
