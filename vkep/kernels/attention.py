@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from vkep.kernels.base import Kernel, Tensor, UnsupportedError, float_bits, grid_1d, pack, shader_dtype
+from vkep.kernels.elementwise import broadcast_strides
 from vkep.kernels.reduce import LOOP_BUDGET
 
 CHUNK = 2048  # keys whose scores stay in shared memory (attention.comp)
@@ -41,9 +42,7 @@ def _mask_strides(shape: tuple[int, ...], batch: int, heads: int, sq: int, total
     for got, want in ((mb, batch), (mh, heads), (mq, sq)):
         if got not in (1, want):
             raise UnsupportedError(f"Attention: attn_mask {shape} does not broadcast to [{batch}, {heads}, {sq}, *]")
-    sq_stride = length if mq != 1 else 0
-    sh_stride = mq * length if mh != 1 else 0
-    sb_stride = mh * mq * length if mb != 1 else 0
+    sb_stride, sh_stride, sq_stride, _ = broadcast_strides(shape, (batch, heads, sq, length))
     return length, sb_stride, sh_stride, sq_stride
 
 
