@@ -104,7 +104,6 @@ class Ep:
                                api.ORT_INVALID_ARGUMENT)
         # names of values the host reads in place (see _note_host_readers)
         self.host_read_values: set[str] = set()
-        self.graph_output_values: set[str] = set()
         EPS[api.address(s)] = self
 
     def release(self) -> None:
@@ -161,8 +160,9 @@ def _get_capability(this, graph, support_info):
 
 def _note_host_readers(ep: Ep, claimed: list) -> None:
     """Which values of claimed nodes the host reads in place (vkep memory is host memory to ORT here):
-    ones that other EPs' nodes consume (their producer must wait for its GPU work before it returns)
-    and graph outputs (read after the run, or by a control-flow kernel after its stream flush)."""
+    graph outputs (read after the run, or by a control-flow kernel) and the values other EPs' nodes
+    consume. ORT gives such an EP no stream, so no run-end hook: the producer of each one waits for its
+    GPU work before its Compute returns."""
     lib, ffi = api.lib, api.ffi
     mine = {api.address(n) for n in claimed}
     count, name, is_output = ffi.new("size_t*"), ffi.new("const char**"), ffi.new("bool*")
@@ -177,7 +177,8 @@ def _note_host_readers(ep: Ep, claimed: list) -> None:
             value_name = ffi.string(name[0]).decode()
             api.check(lib.ort_ValueInfo_IsGraphOutput(value, is_output))
             if is_output[0]:
-                ep.graph_output_values.add(value_name)
+                ep.host_read_values.add(value_name)
+                continue
             api.check(lib.ort_ValueInfo_GetValueNumConsumers(value, count))
             n = count[0]
             consumers, indices = ffi.new("const OrtNode*[]", max(n, 1)), ffi.new("int64_t[]", max(n, 1))

@@ -358,7 +358,7 @@ def _kernel_create(state, info, out):
 def _host_read_outputs(ep, info, count: int) -> frozenset[int]:
     """The outputs the host reads in place, from the EP's view of the graph (ep._note_host_readers)."""
     lib, ffi = api.lib, api.ffi
-    if not (ep.host_read_values or ep.graph_output_values):
+    if not ep.host_read_values:
         return frozenset()
     size = ffi.new("size_t*")
     names = []
@@ -368,8 +368,7 @@ def _host_read_outputs(ep, info, count: int) -> frozenset[int]:
         buf = ffi.new("char[]", max(size[0], 1))
         api.check(lib.ort_KernelInfo_GetOutputName(info, i, buf, size))
         names.append(ffi.string(buf).decode())
-    # ORT gives such an EP no stream, so no run-end hook either: graph outputs wait like host reads
-    return frozenset(i for i, name in enumerate(names) if name in ep.host_read_values | ep.graph_output_values)
+    return frozenset(i for i, name in enumerate(names) if name in ep.host_read_values)
 
 
 @status_callback("py_kernel_compute")
