@@ -91,7 +91,7 @@ class KernelCall:
         self.aliases: list[tuple[int, int]] = []
         self.replayable = replayable
         self.foreign_outputs: list[tuple[int, int, int]] = []  # (staging address, host pointer, bytes)
-        self.host = InPlace(kernel.gpu)  # host memory the device uses in place for this call
+        self.host: InPlace | None = None  # host memory the device uses in place (made on first use)
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
         dtype = dtype or self.inputs[0].dtype
@@ -115,12 +115,18 @@ class KernelCall:
             else:  # host memory ORT handed over as it is: written in place, or computed into staging
                 self.replayable = False
                 if kernel.gpu.host_import_alignment:
-                    return Tensor(self.host.address(addr, nbytes), tuple(shape), dtype, None)
+                    return Tensor(self.in_place(addr, nbytes), tuple(shape), dtype, None)
                 pool = kernel.gpu.memory.host_pool
                 staging = pool.alloc(max(nbytes, 1))
                 self.foreign_outputs.append((staging, addr, nbytes))
                 return Tensor(kernel.gpu.memory.device_address(staging), tuple(shape), dtype, None)
         return Tensor(addr, tuple(shape), dtype, -1 - index)
+
+    def in_place(self, pointer: int, nbytes: int, stream=None) -> int:
+        """The device address of host memory ORT handed over as it is (see gpu.interop.InPlace)."""
+        if self.host is None:
+            self.host = InPlace(self.kernel.gpu)
+        return self.host.address(pointer, nbytes, stream)
 
     def finish_host_work(self) -> None:
         """Before Compute returns: host memory used in place is released, staged host outputs are
@@ -129,9 +135,12 @@ class KernelCall:
         for index in kernel.host_read_outputs:
             if index < len(self.outputs):
                 transfer.count_elided(kernel.gpu, self.outputs[index][1])
-        if not (self.host.imports or self.foreign_outputs or kernel.host_read_outputs):
+        if not ((self.host and self.host.imports) or self.foreign_outputs or kernel.host_read_outputs):
             return
-        self.host.done(self.stream)
+        if self.host is not None:
+            self.host.done(self.stream)  # (finishes the stream too)
+        else:
+            self.stream.finish()
         gpu = kernel.gpu
         for staging, host, nbytes in self.foreign_outputs:
             if nbytes:
@@ -403,8 +412,7 @@ def _kernel_compute(kernel_id, ctx, io):
                   and not kernel.host_read_outputs and not kernel.struct.plan.valid)
     call = KernelCall(kernel, ctx, inputs, stream, replayable)
     for i, host, shape, dtype in foreign:  # host memory ORT handed over as it is: read in place, or staged
-        inputs[i] = Tensor(call.host.address(host, math.prod(shape) * ITEMSIZE.get(dtype, 1), stream), shape, dtype,
-                           None)
+        inputs[i] = Tensor(call.in_place(host, math.prod(shape) * ITEMSIZE.get(dtype, 1), stream), shape, dtype, None)
     try:
         kernel.impl.compute(call)
     finally:
