@@ -287,11 +287,13 @@ class Device:
             if stream is self._default_stream:
                 self._default_stream = None
 
+    def streams_snapshot(self) -> list:
+        with self.streams_lock:
+            return list(self.streams)
+
     def synchronize(self) -> None:
         """Submit and wait for everything recorded on every stream of this device."""
-        with self.streams_lock:
-            streams = list(self.streams)
-        for stream in streams:
+        for stream in self.streams_snapshot():
             if stream.busy():
                 stream.finish()
 

@@ -10,6 +10,7 @@ import struct
 import threading
 from collections import deque
 
+from vkep.gpu import hazards
 from vkep.gpu.vk import check, ffi, lib, new
 
 WAIT_TIMEOUT_NS = 120 * 10**9
@@ -48,6 +49,8 @@ class Stream:
         self.destroyed = False
         self._to_free: list = []  # [timeline value or None (not yet submitted), pool, address]
         self.submits = 0
+        # debug mode only: the ranges of commands not yet known complete (see gpu.hazards)
+        self.pending_log = hazards.PendingLog() if hazards.ENABLED else None
 
     # -- recording --------------------------------------------------------------------------------
     def _open(self) -> None:
@@ -79,6 +82,8 @@ class Stream:
                                        nreads, nwrites)
             if result:
                 raise RuntimeError(f"vkep: could not record a dispatch (code {result})")
+            if self.pending_log is not None:
+                self.pending_log.record(spans, nreads, nwrites)
             if self.rec.commands >= BATCH_COMMANDS:
                 self.flush()
 
@@ -87,10 +92,12 @@ class Stream:
         memory = self.device.memory
         sblock, soff = memory.resolve(src)
         dblock, doff = memory.resolve(dst)
+        src_addr, dst_addr = sblock.device_address + soff, dblock.device_address + doff
         with self.lock:
             self._open()
-            lib.vkep_copy(self.rec, sblock.buffer, soff, dblock.buffer, doff, nbytes,
-                          sblock.device_address + soff, dblock.device_address + doff)
+            lib.vkep_copy(self.rec, sblock.buffer, soff, dblock.buffer, doff, nbytes, src_addr, dst_addr)
+            if self.pending_log is not None:
+                self.pending_log.record(pack_spans([(src_addr, src_addr + nbytes)], [(dst_addr, dst_addr + nbytes)]), 1, 1)
 
     # -- synchronisation --------------------------------------------------------------------------
     def flush(self) -> int:
@@ -116,6 +123,8 @@ class Stream:
                     entry[0] = value
             if cmd is not None:
                 self._in_flight.append((value, cmd))
+            if self.pending_log is not None:
+                self.pending_log.submitted(value)
             self.submits += 1
         return rec.submitted
 

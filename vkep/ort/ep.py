@@ -160,9 +160,9 @@ def _get_capability(this, graph, support_info):
 
 def _note_host_readers(ep: Ep, claimed: list) -> None:
     """Which values of claimed nodes the host reads in place (vkep memory is host memory to ORT here):
-    graph outputs (read after the run, or by a control-flow kernel) and the values other EPs' nodes
-    consume. ORT gives such an EP no stream, so no run-end hook: the producer of each one waits for its
-    GPU work before its Compute returns."""
+    graph outputs (read after the run, or by a control-flow kernel) and the values that a consumer reads
+    with the CPU (_read_on_host). ORT gives such an EP no stream, so no run-end hook: the producer of each
+    one waits for its GPU work before its Compute returns (design.md, "Host access and reused memory")."""
     lib, ffi = api.lib, api.ffi
     mine = {api.address(n) for n in claimed}
     count, name, is_output = ffi.new("size_t*"), ffi.new("const char**"), ffi.new("bool*")
@@ -183,9 +183,18 @@ def _note_host_readers(ep: Ep, claimed: list) -> None:
             n = count[0]
             consumers, indices = ffi.new("const OrtNode*[]", max(n, 1)), ffi.new("int64_t[]", max(n, 1))
             api.check(lib.ort_ValueInfo_GetValueConsumers(value, consumers, indices, n))
-            # an implicit input (index -1) reaches a subgraph, whose nodes may run anywhere
-            if any(api.address(consumers[k]) not in mine or indices[k] < 0 for k in range(n)):
+            if any(_read_on_host(consumers[k], indices[k], mine, ep.specs) for k in range(n)):
                 ep.host_read_values.add(value_name)
+
+
+def _read_on_host(consumer, index: int, mine: set[int], specs) -> bool:
+    """Whether `consumer` reads its input `index` with the CPU: another EP's node; a subgraph's implicit
+    input (index -1: its nodes may run anywhere); a CPU input of a vkep node, which ORT's own control-flow
+    kernels (If's condition, Loop's trip count) read without entering vkep."""
+    if api.address(consumer) not in mine or index < 0:
+        return True
+    spec, _ = _spec_of(consumer, specs)
+    return spec is None or index in spec.cpu_inputs
 
 
 _ATTR_TYPES = {"int": (1, "int64_t"), "ints": (2, "int64_t"), "float": (3, "float"), "floats": (4, "float"),
@@ -215,8 +224,8 @@ def _node_attribute(node, name: str, kind: str):
     return list(buf)[: size[0] // ffi.sizeof(ctype)] if kind in ("ints", "floats") else buf[0]
 
 
-def _declined(node, specs) -> bool:
-    """True when the node's kernel says it cannot run these attributes (it then stays on another EP)."""
+def _spec_of(node, specs) -> tuple:
+    """(the manifest entry that serves this node or None, the node's opset version)."""
     lib, ffi = api.lib, api.ffi
     out, version = ffi.new("const char**"), ffi.new("int*")
     api.check(lib.ort_Node_GetOperatorType(node, out))
@@ -224,8 +233,13 @@ def _declined(node, specs) -> bool:
     api.check(lib.ort_Node_GetDomain(node, out))
     domain = ffi.string(out[0]).decode()
     api.check(lib.ort_Node_GetSinceVersion(node, version))
-    spec = next((s for s in specs.get((domain, op), ()) if any(a <= version[0] <= b for a, b in s.version_ranges())),
-                None)
+    v = version[0]
+    return next((s for s in specs.get((domain, op), ()) if any(a <= v <= b for a, b in s.version_ranges())), None), v
+
+
+def _declined(node, specs) -> bool:
+    """True when the node's kernel says it cannot run these attributes (it then stays on another EP)."""
+    spec, version = _spec_of(node, specs)
     if spec is None:
         return False
     cls = implementation(spec)
@@ -236,7 +250,7 @@ def _declined(node, specs) -> bool:
         value = _node_attribute(node, a.name, a.kind)
         if value is not None:
             attrs[a.name] = value
-    return cls.declines(spec, attrs, version[0], *_inputs(node)) is not None
+    return cls.declines(spec, attrs, version, *_inputs(node)) is not None
 
 
 def _inputs(node) -> tuple[list[int | None], list[str | None]]:

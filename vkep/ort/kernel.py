@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from vkep.gpu import transfer
+from vkep.gpu import hazards, transfer
 from vkep.gpu.interop import InPlace
 from vkep.kernels.base import ITEMSIZE, Tensor, encode_dispatch, implementation, variant
 from vkep.kernels.control_flow import ControlFlow
@@ -78,15 +78,16 @@ class KernelCall:
     replays for later calls with the same input shapes without entering Python.
     """
 
-    __slots__ = ("kernel", "ctx", "inputs", "stream", "outputs", "ops", "aliases", "replayable", "foreign_outputs",
-                 "host")
+    __slots__ = ("kernel", "ctx", "inputs", "stream", "outputs", "output_addresses", "ops", "aliases", "replayable",
+                 "foreign_outputs", "host")
 
     def __init__(self, kernel: KernelInstance, ctx, inputs, stream, replayable: bool):
         self.kernel = kernel
         self.ctx = ctx
         self.inputs = inputs
         self.stream = stream
-        self.outputs: list[tuple[tuple[int, ...], str]] = []
+        self.outputs: list[tuple[tuple[int, ...], int]] = []  # (shape, bytes) per output, in creation order
+        self.output_addresses: list[int] = []  # the pointers ORT gave them
         self.ops: list[tuple] = []
         self.aliases: list[tuple[int, int]] = []
         self.replayable = replayable
@@ -105,6 +106,7 @@ class KernelCall:
         if index != len(self.outputs):
             self.replayable = False  # plans create outputs in index order
         self.outputs.append((tuple(shape), nbytes))
+        self.output_addresses.append(ptr[0])
         if ptr[0] and index not in kernel.cpu_outputs and kernel.allocator is None:
             kernel.allocator = _owner(kernel, ptr[0])
         addr = ptr[0]
@@ -141,6 +143,11 @@ class KernelCall:
             self.host.done(self.stream)  # (finishes the stream too)
         else:
             self.stream.finish()
+        if hazards.ENABLED:  # the wait above must have covered every output the host reads
+            for index in kernel.host_read_outputs:
+                if index < len(self.outputs) and self.output_addresses[index]:
+                    hazards.check_host_access(kernel.gpu, self.output_addresses[index], self.outputs[index][1],
+                                              False, f"output {index} of {kernel.node_name}, read on the host")
         gpu = kernel.gpu
         for staging, host, nbytes in self.foreign_outputs:
             if nbytes:
@@ -166,7 +173,10 @@ class KernelCall:
     def read_host(self, tensor: Tensor) -> bytes:
         """The bytes of a CPU input (declared in `cpu_inputs`)."""
         if self.kernel.gpu.memory.spans.find(tensor.addr):
-            # vkep memory ORT handed over as host memory (a unified device): its producer may still run
+            # vkep memory ORT handed over as host memory (a unified device): its producer finished its
+            # work before returning (ep._note_host_readers); the wait covers producers outside that rule
+            hazards.check_host_access(self.kernel.gpu, tensor.addr, tensor.nbytes, False,
+                                      f"{self.kernel.node_name} reads a CPU input")
             self.kernel.gpu.synchronize()
         return api.ffi.buffer(api.ffi.cast("char*", tensor.addr), tensor.nbytes)[:]
 
@@ -175,6 +185,9 @@ class KernelCall:
         self.replayable = False
         if len(data) > tensor.nbytes:
             raise ValueError(f"{len(data)} bytes into a {tensor.nbytes}-byte tensor")
+        if data and self.kernel.gpu.memory.spans.find(tensor.addr):
+            # reused vkep memory: recorded work may still read what was there before
+            self.kernel.gpu.synchronize()
         if data:
             api.ffi.memmove(api.ffi.cast("void*", tensor.addr), data, len(data))
 
@@ -407,9 +420,12 @@ def _kernel_compute(kernel_id, ctx, io):
         inputs[index] = tensor
     # without an ORT stream, the device's default one (which the C replay then uses too)
     stream = (stream_of(io.stream) if io.stream != ffi.NULL else None) or kernel.gpu.default_stream()
-    # replay needs no tensor read or written on the host (those are values, not shapes)
+    # replay needs no tensor read or written on the host (those are values, not shapes); debug mode
+    # keeps every command on this path, where gpu.hazards sees it
     replayable = (not kernel.cpu_inputs and not kernel.cpu_outputs and not foreign
-                  and not kernel.host_read_outputs and not kernel.struct.plan.valid)
+                  and not kernel.host_read_outputs and not kernel.struct.plan.valid and not hazards.ENABLED)
+    if stream.pending_log is not None:
+        stream.pending_log.label = f"{kernel.spec.op} node {kernel.node_name!r}"
     call = KernelCall(kernel, ctx, inputs, stream, replayable)
     for i, host, shape, dtype in foreign:  # host memory ORT handed over as it is: read in place, or staged
         inputs[i] = Tensor(call.in_place(host, math.prod(shape) * ITEMSIZE.get(dtype, 1), stream), shape, dtype, None)

@@ -1,0 +1,215 @@
+"""ORT reusing memory hard: seeded random graphs of small nodes against ORT's CPU EP, at ORT's default
+optimizations and with every optimization off (ORT then folds nothing, so every node runs), memory
+reuse on.
+
+Each graph mixes what makes hazards (design.md, "Host access and reused memory"): device nodes in
+chains and diamonds, values produced on the device and read by the host (a Reshape or Slice whose shape
+or starts come out of a device Add; an If whose condition a device comparison computes), If branches
+reading outer values, in-place candidates (Identity, Reshape, Squeeze/Unsqueeze), and nodes left on the
+CPU EP. Every run feeds new values, so a result one run late or a buffer read before it was written
+shows up as a difference. The same graphs run once more with `VKEP_DEBUG_HAZARDS=1`, where any host
+access to memory with pending GPU work fails the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import vkep
+
+SEEDS = list(range(12))
+LEVELS = {"default": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+          "disable_all": ort.GraphOptimizationLevel.ORT_DISABLE_ALL}
+ROWS, COLS = 4, 8
+
+
+class GraphBuilder:
+    """A random graph over float32 [ROWS, COLS] values, one node kind at a time."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list = []
+        self.inits: list = []
+        self.values = ["x"]
+        self.n = 0
+
+    def name(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def const(self, array: np.ndarray) -> str:
+        name = self.name("c")
+        self.inits.append(onnx.numpy_helper.from_array(array, name))
+        return name
+
+    def pick(self) -> str:
+        # recent values more often: long chains, and diamonds back to older ones
+        k = len(self.values)
+        return self.values[max(0, k - 1 - int(self.rng.geometric(0.4)) + 1)]
+
+    def add(self, op: str, inputs: list[str], graph: list | None = None, **attrs) -> str:
+        out = self.name("v")
+        (self.nodes if graph is None else graph).append(helper.make_node(op, inputs, [out], **attrs))
+        return out
+
+    def step(self) -> None:
+        kind = self.rng.choice(["unary", "binary", "binary", "matmul", "transpose", "gpu_shape", "gpu_slice",
+                                "if", "inplace", "cpu_ep", "shape_of"])
+        a = self.pick()
+        if kind == "unary":
+            out = self.add(str(self.rng.choice(["Relu", "Neg", "Sigmoid", "Abs", "Tanh"])), [a])
+        elif kind == "binary":
+            out = self.add(str(self.rng.choice(["Add", "Mul", "Sub", "Max"])), [a, self.pick()])
+        elif kind == "matmul":
+            w = self.const(self.rng.standard_normal((COLS, COLS)).astype(np.float32) * 0.3)
+            out = self.add("MatMul", [a, w])
+        elif kind == "transpose":
+            out = self.add("Transpose", [self.add("Transpose", [a], perm=[1, 0])], perm=[1, 0])
+        elif kind == "gpu_shape":
+            # the target shape is computed by a device Add, then read by Reshape on the host
+            flat = self.add("Add", [self.const(np.array([ROWS * COLS - 1], np.int64)),
+                                    self.const(np.array([1], np.int64))])
+            shape = self.add("Add", [self.const(np.array([ROWS - 1, COLS - 1], np.int64)),
+                                     self.const(np.array([1, 1], np.int64))])
+            out = self.add("Reshape", [self.add("Reshape", [a, flat]), shape])
+        elif kind == "gpu_slice":
+            # starts and ends computed on the device, read on the host by Slice; then padded back
+            starts = self.add("Sub", [self.const(np.array([1], np.int64)), self.const(np.array([1], np.int64))])
+            ends = self.add("Add", [starts, self.const(np.array([COLS // 2], np.int64))])
+            half = self.add("Slice", [a, starts, ends, self.const(np.array([1], np.int64))])
+            out = self.add("Concat", [half, self.add("Neg", [half])], axis=1)
+        elif kind == "if":
+            # a condition computed on the device; branches read outer values (implicit inputs)
+            b = self.pick()
+            total = self.add("ReduceSum", [a], keepdims=0)
+            cond = self.add("Greater", [total, self.const(np.array(0.0, np.float32))])
+            then_nodes: list = []
+            else_nodes: list = []
+            t = self.add("Add", [a, b], graph=then_nodes)
+            e = self.add("Mul", [self.add("Neg", [a], graph=else_nodes), b], graph=else_nodes)
+            vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [ROWS, COLS]) for n in (t, e)]
+            out = self.name("v")
+            self.nodes.append(helper.make_node(
+                "If", [cond], [out],
+                then_branch=helper.make_graph(then_nodes, self.name("then"), [], [vi[0]]),
+                else_branch=helper.make_graph(else_nodes, self.name("else"), [], [vi[1]])))
+        elif kind == "inplace":
+            axes = self.const(np.array([0], np.int64))
+            out = self.add("Identity", [self.add("Squeeze", [self.add("Unsqueeze", [a, axes]), axes])])
+            out = self.add("Relu", [out])
+        elif kind == "cpu_ep":
+            out = self.add("LpNormalization", [a], axis=1, p=2)  # not a vkep kernel: stays on the CPU EP
+        else:  # a shape read on the host, used to build a value of the same size on the device
+            zeros = self.add("ConstantOfShape", [self.add("Shape", [a])],
+                             value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.5]))
+            out = self.add("Add", [zeros, a])
+        self.values.append(out)
+
+    def model(self, steps: int) -> bytes:
+        for _ in range(steps):
+            self.step()
+        # the last value plus one earlier value as outputs, both read after the run
+        outputs = [self.values[-1], self.values[len(self.values) // 2]]
+        graph = helper.make_graph(
+            self.nodes, "reuse", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, COLS])],
+            [helper.make_tensor_value_info(o, TensorProto.FLOAT, [ROWS, COLS]) for o in dict.fromkeys(outputs)], self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.checker.check_model(model)
+        return model.SerializeToString()
+
+
+def _session(model: bytes, level, devices=None):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = level
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    if devices is None:
+        return ort.InferenceSession(model, sess_options=so, providers=["CPUExecutionProvider"])
+    so.add_provider_for_devices(devices, {})
+    return ort.InferenceSession(model, sess_options=so, enable_fallback=0)
+
+
+def check_seed(seed: int, level_name: str, devices) -> dict:
+    """Run one seeded graph on vkep and on the CPU EP, 3 runs with new feeds; the largest difference."""
+    model = GraphBuilder(seed).model(steps=18)
+    level = LEVELS[level_name]
+    ours, ref = _session(model, level, devices), _session(model, level)
+    rng = np.random.default_rng(1000 + seed)
+    worst = 0.0
+    for _ in range(3):
+        x = rng.standard_normal((ROWS, COLS)).astype(np.float32)
+        for got, want in zip(ours.run(None, {"x": x}), ref.run(None, {"x": x}), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5,
+                                       err_msg=f"seed {seed}, optimization level {level_name}")
+            worst = max(worst, float(np.max(np.abs(got - want), initial=0.0)))
+    placed = [n for sub in ours.get_provider_graph_assignment_info() for n in sub.get_nodes()]
+    on_vkep = sum(1 for sub in ours.get_provider_graph_assignment_info()
+                  if sub.ep_name == "VulkanExecutionProvider" for _ in sub.get_nodes())
+    return {"max_abs": worst, "nodes": len(placed), "on_vkep": on_vkep}
+
+
+@pytest.mark.parametrize("level_name", list(LEVELS))
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_graph_matches_cpu_ep(ep_devices, seed, level_name):
+    result = check_seed(seed, level_name, ep_devices)
+    assert result["on_vkep"] >= result["nodes"] // 2, result  # the graph really ran on vkep
+
+
+def test_hazard_debug_mode_finds_no_conflict():
+    """The same graphs with VKEP_DEBUG_HAZARDS=1: every host access is checked against pending work."""
+    code = ("import json, sys, vkep, tests.test_memory_reuse as t\n"
+            "devices = vkep.register()\n"
+            "print(json.dumps([t.check_seed(s, lv, devices) for s in t.SEEDS[:6] for lv in t.LEVELS]))\n")
+    env = dict(os.environ, VKEP_DEBUG_HAZARDS="1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(results) == 12 and all(r["on_vkep"] for r in results)
+
+
+def test_hazard_debug_mode_flags_a_pending_write(ep_devices):
+    """The checker itself: a host read of memory that a recorded, unfinished dispatch writes fails; after
+    the stream finishes, it passes."""
+    code = ("import numpy as np, vkep\n"
+            "from vkep.gpu import hazards\n"
+            "from vkep.gpu.device import open_device\n"
+            "gpu = open_device(0)\n"
+            "stream = gpu.default_stream()\n"
+            "buf = gpu.memory.device_pool.alloc(256)\n"
+            "addr = gpu.memory.device_address(buf)\n"
+            "stream.copy(addr, addr + 128, 64)\n"
+            "try:\n"
+            "    hazards.check_host_access(gpu, addr + 128, 64, False, 'test read')\n"
+            "    print('NOT FLAGGED')\n"
+            "except hazards.HazardError as e:\n"
+            "    print('FLAGGED', e)\n"
+            "hazards.check_host_access(gpu, addr, 64, False, 'read of the copy source')\n"
+            "try:\n"
+            "    hazards.check_host_access(gpu, addr, 64, True, 'write of the copy source')\n"
+            "    print('NOT FLAGGED')\n"
+            "except hazards.HazardError as e:\n"
+            "    print('FLAGGED', e)\n"
+            "stream.finish()\n"
+            "hazards.check_host_access(gpu, addr + 128, 64, True, 'after finish')\n"
+            "print('CLEAN')\n")
+    env = dict(os.environ, VKEP_DEBUG_HAZARDS="1")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert [line.split()[0] for line in lines] == ["FLAGGED", "FLAGGED", "CLEAN"], done.stdout
+    assert "host read of 64 bytes" in lines[0] and "host write" in lines[1]
+
+
+def test_vkep_is_registered():
+    assert vkep.register()
