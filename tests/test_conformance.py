@@ -15,15 +15,20 @@ from vkep import conformance, conformance_report
 from vkep.conformance_worker import CPU, compare
 
 
-def test_expected_cases_still_pass_on_vkep(ep_devices):
+@pytest.mark.parametrize("optimization", ["default", "disable_all"])
+def test_expected_cases_still_pass_on_vkep(ep_devices, optimization):
+    """At ORT's default optimizations and with every optimization off (where ORT folds nothing on the CPU
+    and reuses the memory of every intermediate value), memory reuse on."""
     path = conformance.expectations_path()
     expected = conformance.load_expectations(path)
-    if expected is None:
-        pytest.skip(f"no expectations for this driver: {path.name} (generate: {conformance.REGENERATE})")
-    names = set(expected["pass_vkep"])
+    key = conformance.expectations_key(optimization)
+    if expected is None or key not in expected:
+        pytest.skip(f"no {key} expectations for this driver in {path.name} (generate: {conformance.REGENERATE})")
+    names = set(expected[key])
     cases = conformance.corpus(names=names)
     missing = sorted(names - {c.name for c in cases})
-    records, _ = conformance.run_cases(cases, jobs=2, timeout=120, validation=True)
+    records, _ = conformance.run_cases(cases, jobs=2, timeout=120, validation=True,
+                                       session={"optimization": optimization, "mem_reuse": True})
     failures = [f"{r['name']}: {r['status']}: {conformance_report.detail(r) or 'nodes ' + str(r.get('nodes'))}"
                 for r in records if r["status"] != "pass-vkep"]
     failures += [f"{r['name']}: {r['validation']['count']} validation message(s): {r['validation']['first']}"

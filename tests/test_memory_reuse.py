@@ -2,7 +2,7 @@
 optimizations and with every optimization off (ORT then folds nothing, so every node runs), memory
 reuse on.
 
-Each graph mixes what makes hazards (design.md, "Host access and reused memory"): device nodes in
+Each graph mixes what makes hazards (docs/design.md, "Host access and reused memory"): device nodes in
 chains and diamonds, values produced on the device and read by the host (a Reshape or Slice whose shape
 or starts come out of a device Add; an If whose condition a device comparison computes), If branches
 reading outer values, in-place candidates (Identity, Reshape, Squeeze/Unsqueeze), and nodes left on the

@@ -141,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="worker processes (default: CPUs)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per case before its worker is killed")
     p.add_argument("--validation", action="store_true", help="Vulkan validation layer on in the workers")
+    p.add_argument("--optimization", default="default", choices=["default", "basic", "extended", "disable_all"],
+                   help="ORT's graph optimization level for every session (disable_all: every node runs)")
+    p.add_argument("--no-mem-reuse", action="store_true", help="sessions with ORT's memory reuse off")
     p.add_argument("--update-expectations", action="store_true",
                    help="rewrite conformance/expected-<driver>.json from this run (the cases tests run)")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), help="print two reports side by side")

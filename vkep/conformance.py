@@ -87,14 +87,18 @@ def devices() -> list[dict]:
 
 def run(ep: str = VULKAN, pattern: str | None = None, names: set[str] | None = None, jobs: int = 2,
         timeout: float = 60.0, validation: bool = False, cmd: list[str] | None = None, quiet: bool = False,
-        command: list[str] | None = None, versions: dict | None = None) -> dict:
-    """Run the corpus (or part of it) on `ep` and return the report (see `vkep.conformance_report`)."""
+        command: list[str] | None = None, versions: dict | None = None, optimization: str = "default",
+        mem_reuse: bool = True) -> dict:
+    """Run the corpus (or part of it) on `ep` and return the report (see `vkep.conformance_report`).
+    `optimization` (conformance_worker.OPTIMIZATION_LEVELS) and `mem_reuse` set up every session, the
+    CPU EP's reference included: at "disable_all" ORT folds nothing, so every node of a case runs."""
     import onnx
 
     start = time.monotonic()
     cases = corpus(pattern, names)
     progress = None if quiet else Progress(len(cases), label=report_mod.EP_SHORT.get(ep, "EP"))
-    records, info = run_cases(cases, ep, jobs, timeout, validation, cmd=cmd, progress=progress)
+    session = {"optimization": optimization, "mem_reuse": mem_reuse}
+    records, info = run_cases(cases, ep, jobs, timeout, validation, cmd=cmd, progress=progress, session=session)
     import vkep
 
     doc = {
@@ -103,7 +107,8 @@ def run(ep: str = VULKAN, pattern: str | None = None, names: set[str] | None = N
         "versions": {"onnxruntime": info.get("onnxruntime"), "onnx": onnx.__version__, "vkep": vkep.__version__,
                      "python": info.get("python"), **(versions or {})},
         "devices": devices(), "manifest": info.get("manifest", []),
-        "settings": {"jobs": jobs, "timeout_s": timeout, "validation": validation, "filter": pattern},
+        "settings": {"jobs": jobs, "timeout_s": timeout, "validation": validation, "filter": pattern,
+                     "optimization": optimization, "mem_reuse": mem_reuse},
         "elapsed_s": round(time.monotonic() - start, 1), "statuses": report_mod.meanings(ep),
         "summary": report_mod.summarize(records), "cases": records,
     }
@@ -131,12 +136,21 @@ def load_expectations(path: Path | None = None) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def expectations_key(optimization: str = "default") -> str:
+    """The list of an expectations file that holds the passes at one optimization level."""
+    return "pass_vkep" if optimization == "default" else f"pass_vkep_{optimization}"
+
+
 def update_expectations(doc: dict, path: Path | None = None) -> tuple[Path, int, int]:
-    """Write the cases that passed with every node on vkep; with a filter, only those cases are replaced.
-    Returns (path, cases before, cases after)."""
+    """Write the cases that passed with every node on vkep at the run's optimization level; with a
+    filter, only those cases are replaced. Returns (path, cases before, cases after)."""
     path = path or expectations_path()
     old = load_expectations(path) or {}
-    keep = set(old.get("pass_vkep", []))
+    settings = doc["settings"]
+    if not settings.get("mem_reuse", True):
+        raise RuntimeError("expectations are recorded with ORT's memory reuse on (drop --no-mem-reuse)")
+    key = expectations_key(settings.get("optimization", "default"))
+    keep = set(old.get(key, []))
     pattern = doc["settings"].get("filter")
     ran = {r["name"] for r in doc["cases"]}
     if pattern:
@@ -145,18 +159,21 @@ def update_expectations(doc: dict, path: Path | None = None) -> tuple[Path, int,
         keep = set()
     keep |= {r["name"] for r in doc["cases"] if r["status"] == "pass-vkep"}
     dev = doc["devices"][0] if doc.get("devices") else {}
+    lists = {k: v for k, v in old.items() if k.startswith("pass_vkep")}
+    lists[key] = sorted(keep)
     out = {
         "driver": dev.get("driver"), "device": dev.get("name"), "driver_info": dev.get("driver_info"),
         "onnx": doc["versions"]["onnx"], "onnxruntime": doc["versions"]["onnxruntime"],
         "manifest": [os.path.relpath(p, ROOT) if p.startswith(str(ROOT)) else p for p in doc.get("manifest", [])],
         "regenerate": REGENERATE,
-        "note": "ONNX backend node test cases that pass with every node on VulkanExecutionProvider; "
+        "note": "ONNX backend node test cases that pass with every node on VulkanExecutionProvider, at ORT's "
+                "default graph optimizations (pass_vkep) and with every optimization off (pass_vkep_disable_all); "
                 "tests/test_conformance.py runs exactly these.",
-        "pass_vkep": sorted(keep),
+        **dict(sorted(lists.items())),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1) + "\n")
-    return path, len(old.get("pass_vkep", [])), len(keep)
+    return path, len(old.get(key, [])), len(keep)
 
 
 # ---- the command ----------------------------------------------------------------------------------
@@ -180,11 +197,13 @@ def main(args) -> int:
     if args.update_expectations and (args.ep != VULKAN):
         raise RuntimeError("--update-expectations records vkep's passes: use it with the default --ep")
     doc = run(args.ep, args.filter, jobs=args.jobs, timeout=args.timeout, validation=args.validation,
-              command=["vkep", "conformance", *sys.argv[2:]])
+              command=["vkep", "conformance", *sys.argv[2:]], optimization=args.optimization,
+              mem_reuse=not args.no_mem_reuse)
     finish(doc, args.json, args.markdown)
     if args.update_expectations:
         path, before, after = update_expectations(doc)
-        print(f"wrote {path}: {after} cases pass with every node on vkep (was {before})")
+        print(f"wrote {path}: {after} cases pass with every node on vkep at optimization level "
+              f"{args.optimization} (was {before})")
     return 0
 
 

@@ -84,11 +84,13 @@ def worker_command(ep: str) -> list[str]:
 
 def run_cases(cases: list[Case], ep: str = VULKAN, jobs: int = 2, timeout: float = 60.0, validation: bool = False,
               cmd: list[str] | None = None, progress=None, debug: dict[str, str] | None = None,
-              startup_timeout: float = 300.0) -> tuple[list[dict], dict]:
+              startup_timeout: float = 300.0, session: dict | None = None) -> tuple[list[dict], dict]:
     """Run `cases` on `ep` in a pool of `jobs` workers; (records in corpus order, the first worker's info).
 
     `cmd` is the worker command (default: this interpreter, `-m vkep.conformance_worker EP`); the two pipe
     descriptors are appended. `debug` maps a case name to "crash" or "hang" (tests of the pool itself).
+    `session` holds the session settings of every case (conformance_worker.configure: optimization level,
+    memory reuse), for the reference and the EP under test alike.
     """
     cmd = cmd or worker_command(ep)
     env = dict(os.environ, VKEP_VALIDATION="1" if validation else "0", PYTHONFAULTHANDLER="1")
@@ -120,7 +122,7 @@ def run_cases(cases: list[Case], ep: str = VULKAN, jobs: int = 2, timeout: float
                         i = pending.popleft()
                         c = cases[i]
                         task = {"name": c.name, "model": c.model, "data_sets": c.data_sets, "rtol": c.rtol,
-                                "atol": c.atol, "debug": (debug or {}).get(c.name)}
+                                "atol": c.atol, "debug": (debug or {}).get(c.name), "session": session}
                         try:
                             w.send(i, pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL))
                         except OSError:  # it died between cases: the case goes to a new worker

@@ -135,6 +135,24 @@ def compare(outputs, expected, rtol: float, atol: float, m: Mismatch | None = No
 
 # ---- sessions -------------------------------------------------------------------------------------
 
+# ORT's graph optimization levels by the names `vkep conformance --optimization` takes; "default" is
+# what a session gets when nobody sets one (ORT_ENABLE_ALL)
+OPTIMIZATION_LEVELS = ("default", "basic", "extended", "disable_all")
+
+
+def configure(so, settings: dict | None):
+    """Apply a task's session settings (optimization level, memory reuse) to ORT SessionOptions."""
+    import onnxruntime as ort
+
+    settings = settings or {}
+    level = settings.get("optimization", "default")
+    so.graph_optimization_level = {
+        "default": ort.GraphOptimizationLevel.ORT_ENABLE_ALL, "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "disable_all": ort.GraphOptimizationLevel.ORT_DISABLE_ALL}[level]
+    so.enable_mem_reuse = bool(settings.get("mem_reuse", True))
+    return so
+
 PLACED = re.compile(r"(?:All nodes|Node\(s\)) placed on \[(\w+)\]\. Number of nodes: (\d+)")
 
 
@@ -161,6 +179,7 @@ class Runner:
         self.ep = ep
         ort.set_default_logger_severity(3)
         self.validation = False
+        self.settings: dict = {}  # the current task's session settings (see configure)
         if ep == VULKAN:
             import vkep
             from vkep import runner
@@ -186,7 +205,8 @@ class Runner:
         return info
 
     def cpu_session(self, model: bytes):
-        return self.ort.InferenceSession(model, providers=[CPU])
+        so = configure(self.ort.SessionOptions(), self.settings)
+        return self.ort.InferenceSession(model, sess_options=so, providers=[CPU])
 
     def session(self, model: bytes) -> tuple[object, dict[str, int], list[str]]:
         """(session, nodes per EP, op types not on the EP under test)."""
@@ -194,7 +214,7 @@ class Runner:
         if self.ep == CPU:
             return self.cpu_session(model), {}, []
         if self.ep == VULKAN:
-            so = self.vkep_runner.session_options()
+            so = configure(self.vkep_runner.session_options(), self.settings)
             so.log_severity_level = 3
             sess = ort.InferenceSession(model, sess_options=so, enable_fallback=0)
             placed = [(op, ep) for _, op, ep in self.vkep_runner.placement(sess) if op not in MEMCPY]
@@ -207,7 +227,7 @@ class Runner:
     def _session_with_log(self, model: bytes):
         """A session on another EP; placement from ORT's verbose "Node placements" log (the WebGPU
         wheel's get_provider_graph_assignment_info() does not list its nodes). ORT logs to fd 2."""
-        so = self.ort.SessionOptions()
+        so = configure(self.ort.SessionOptions(), self.settings)
         so.log_severity_level = 0
         sys.stderr.flush()
         saved = os.dup(2)
@@ -279,6 +299,7 @@ def run_case(runner: Runner, task: dict) -> dict:
     if debug == "hang":
         time.sleep(3600)
     rtol, atol, data_sets = task["rtol"], task["atol"], task["data_sets"]
+    runner.settings = task.get("session") or {}
     try:
         if runner.ep != CPU:
             try:

@@ -1,6 +1,6 @@
 """Debug mode for memory hazards between the host and recorded GPU work (`VKEP_DEBUG_HAZARDS=1`).
 
-The rules it checks (design.md, "Host access and reused memory"): a value the host reads is complete
+The rules it checks (docs/design.md, "Host access and reused memory"): a value the host reads is complete
 when its producer's Compute returns, and the host writes vkep memory only after the GPU work that may
 still touch it has completed. In debug mode every stream keeps the address ranges of the commands it
 recorded until their submission completes, native replay is off (so every command passes here), and

@@ -162,7 +162,7 @@ def _note_host_readers(ep: Ep, claimed: list) -> None:
     """Which values of claimed nodes the host reads in place (vkep memory is host memory to ORT here):
     graph outputs (read after the run, or by a control-flow kernel) and the values that a consumer reads
     with the CPU (_read_on_host). ORT gives such an EP no stream, so no run-end hook: the producer of each
-    one waits for its GPU work before its Compute returns (design.md, "Host access and reused memory")."""
+    one waits for its GPU work before its Compute returns (docs/design.md, "Host access and reused memory")."""
     lib, ffi = api.lib, api.ffi
     mine = {api.address(n) for n in claimed}
     count, name, is_output = ffi.new("size_t*"), ffi.new("const char**"), ffi.new("bool*")
