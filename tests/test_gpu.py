@@ -73,9 +73,10 @@ def test_barriers_only_on_real_hazards(dev):
         independent = stream.rec.barriers - start
         _add(dev, stream, bufs[2], bufs[3], bufs[4], n)  # reads both results: one barrier
         _add(dev, stream, bufs[4], bufs[4], bufs[2], n)  # RAW on 4 and WAR on 2
-        stream.finish()
+        recorded = stream.rec.barriers - start
+        stream.finish()  # (opens the next command buffer, which begins with its own barrier)
         assert independent == 1  # the one at the start of the command buffer
-        assert stream.rec.barriers - start == 3
+        assert recorded == 3
         np.testing.assert_array_equal(_host_view(dev, bufs[2], n), 4.0)
     finally:
         stream.destroy()

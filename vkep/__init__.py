@@ -63,11 +63,15 @@ def stats() -> dict:
         out[index] = entry
     plugin = sys.modules.get("vkep.ort.api")
     if plugin is not None and plugin.lib is not None:
-        out["process"] = {"nodes_replayed_natively": plugin.lib.vkep_fast_path_hits()}
+        kernel = sys.modules.get("vkep.ort.kernel")
+        out["process"] = {"nodes_replayed_natively": plugin.lib.vkep_fast_path_hits(),
+                          "nodes_python_path": kernel.PYTHON_COMPUTES[0] if kernel else 0}
     return out
 
 
 def reset_stats() -> None:
+    import sys
+
     from vkep.gpu import device
     from vkep.gpu.transfer import TransferStats
 
@@ -79,3 +83,8 @@ def reset_stats() -> None:
                 stream.rec.total_commands = 0
         for pool in (dev.memory.device_pool, dev.memory.host_pool):
             pool.peak = pool.live
+    plugin, kernel = sys.modules.get("vkep.ort.api"), sys.modules.get("vkep.ort.kernel")
+    if plugin is not None and plugin.lib is not None:
+        plugin.lib.vkep_reset_fast_path_hits()
+    if kernel is not None:
+        kernel.PYTHON_COMPUTES[0] = 0

@@ -106,7 +106,12 @@ class Stream:
             rec = self.rec
             lib.vkep_lock(rec)  # hold off the native replay path between the check and the submit
             try:
-                return self._flush_locked()
+                value = self._flush_locked()
+                if not self.destroyed and not rec.recording:
+                    # the next command buffer is open at once: the native replay records only into an
+                    # open one, and would hand the next node to Python to open it
+                    self._open()
+                return value
             finally:
                 lib.vkep_unlock(rec)
 

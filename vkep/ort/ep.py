@@ -8,6 +8,7 @@ from vkep.kernels import manifest
 from vkep.kernels.base import Kernel, device_supports, implementation
 from vkep.ort import api
 from vkep.ort.api import status_callback
+from vkep.ort.memory import ALLOCATORS
 
 EPS: dict[int, Ep] = {}
 EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE = 27
@@ -129,8 +130,6 @@ class Ep:
         if not any(ep.device is self.device for ep in list(EPS.values())):
             # ORT keeps its allocators for the environment's life: with no session left on this device,
             # the chunks their C fronts keep for reuse go back to the pools
-            from vkep.ort.memory import ALLOCATORS
-
             for allocator in list(ALLOCATORS.values()):
                 if allocator.device is self.device:
                     allocator.drain()

@@ -20,6 +20,7 @@ from vkep.ort.ep import EPS, KERNEL_STATES
 from vkep.ort.memory import ALLOCATORS, default_allocator, stream_of
 
 KERNELS: dict[int, KernelInstance] = {}
+PYTHON_COMPUTES = [0]  # node executions that entered Python (the rest replayed natively): vkep.stats()
 _ids = itertools.count(1)
 _ids_lock = threading.Lock()
 RANK = 8  # VKEP_MAX_RANK of the trampoline's io struct
@@ -79,7 +80,7 @@ class KernelCall:
     """
 
     __slots__ = ("kernel", "ctx", "inputs", "stream", "outputs", "output_addresses", "ops", "aliases", "replayable",
-                 "foreign_outputs", "host")
+                 "foreign_outputs", "host", "cpu_values")
 
     def __init__(self, kernel: KernelInstance, ctx, inputs, stream, replayable: bool):
         self.kernel = kernel
@@ -93,6 +94,7 @@ class KernelCall:
         self.replayable = replayable
         self.foreign_outputs: list[tuple[int, int, int]] = []  # (staging address, host pointer, bytes)
         self.host: InPlace | None = None  # host memory the device uses in place (made on first use)
+        self.cpu_values: dict[int, bytes] = {}  # CPU input index → the bytes the kernel read (the plan's key)
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
         dtype = dtype or self.inputs[0].dtype
@@ -178,7 +180,10 @@ class KernelCall:
             hazards.check_host_access(self.kernel.gpu, tensor.addr, tensor.nbytes, False,
                                       f"{self.kernel.node_name} reads a CPU input")
             self.kernel.gpu.synchronize()
-        return api.ffi.buffer(api.ffi.cast("char*", tensor.addr), tensor.nbytes)[:]
+        data = api.ffi.buffer(api.ffi.cast("char*", tensor.addr), tensor.nbytes)[:]
+        if tensor.io is not None and tensor.io >= 0:
+            self.cpu_values[tensor.io] = data
+        return data
 
     def write_host(self, tensor: Tensor, data: bytes) -> None:
         """Fill a CPU output (declared in `cpu_outputs`)."""
@@ -210,8 +215,13 @@ class KernelCall:
         for _, addresses, push, _, reads, writes in self.ops:
             tensors = [t for t in addresses + reads + writes if t is not None]
             if (len(addresses) > slots or len(reads) + len(writes) > slots or len(push) > 128
-                    or any(t.io is None for t in tensors)):
+                    or any(t.io is None or t.io in kernel.cpu_inputs for t in tensors)):
                 return
+        # every CPU input present was read through read_host, and its bytes fit the plan: they key it
+        present = [i for i in kernel.cpu_inputs if i < io.n_inputs and io.types[i]]
+        if (any(i not in self.cpu_values for i in present)
+                or sum(len(self.cpu_values[i]) for i in present) > lib_const("VKEP_PLAN_CPU_BYTES")):
+            return
         with kernel.plan_lock:
             s = kernel.struct
             s.plan_seq += 1  # odd: being written
@@ -223,6 +233,13 @@ class KernelCall:
             ffi.memmove(plan.dims, io.dims, ffi.sizeof(plan.dims))
             plan.n_outputs = len(self.outputs)
             plan.out_cache = kernel.allocator.struct.cache if kernel.allocator is not None else ffi.NULL
+            plan.cpu_mask, offset = 0, 0
+            for i in present:
+                data = self.cpu_values[i]
+                plan.cpu_mask |= 1 << i
+                plan.cpu_offset[i], plan.cpu_len[i] = offset, len(data)
+                ffi.memmove(plan.cpu_values + offset, data, len(data))
+                offset += len(data)
             for j, (shape, nbytes) in enumerate(self.outputs):
                 plan.out_bytes[j] = nbytes
                 plan.out_rank[j] = len(shape)
@@ -396,6 +413,7 @@ def _host_read_outputs(ep, info, count: int) -> frozenset[int]:
 @status_callback("py_kernel_compute")
 def _kernel_compute(kernel_id, ctx, io):
     kernel = KERNELS[kernel_id]
+    PYTHON_COMPUTES[0] += 1
     ffi = api.ffi
     memory = kernel.gpu.memory
     inputs = []
@@ -420,10 +438,11 @@ def _kernel_compute(kernel_id, ctx, io):
         inputs[index] = tensor
     # without an ORT stream, the device's default one (which the C replay then uses too)
     stream = (stream_of(io.stream) if io.stream != ffi.NULL else None) or kernel.gpu.default_stream()
-    # replay needs no tensor read or written on the host (those are values, not shapes); debug mode
+    # replay needs no tensor written on the host, and takes the values of CPU inputs as part of its key
+    # (save_plan); a call that comes here with a plan (new shapes, values, or an allocator the plan did not
+    # know) replaces it, so the latest signature replays; debug mode
     # keeps every command on this path, where gpu.hazards sees it
-    replayable = (not kernel.cpu_inputs and not kernel.cpu_outputs and not foreign
-                  and not kernel.host_read_outputs and not kernel.struct.plan.valid and not hazards.ENABLED)
+    replayable = (not kernel.cpu_outputs and not foreign and not kernel.host_read_outputs and not hazards.ENABLED)
     if stream.pending_log is not None:
         stream.pending_log.label = f"{kernel.spec.op} node {kernel.node_name!r}"
     call = KernelCall(kernel, ctx, inputs, stream, replayable)

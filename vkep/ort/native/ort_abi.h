@@ -211,6 +211,7 @@ typedef struct vkep_alloc_cache vkep_alloc_cache;
 #define VKEP_PLAN_SLOTS 8
 #define VKEP_PLAN_OUTPUTS 4
 #define VKEP_IO_CONST 1000
+#define VKEP_PLAN_CPU_BYTES 256
 /* One recorded dispatch of a plan: push constants start with n_addr 64-bit addresses, each an io tensor's
  * address (code i >= 0: input i, -1-j: output j, VKEP_IO_CONST: the absolute address in addr_offset)
  * plus an offset; spans (reads, then writes) are addressed the same way. */
@@ -237,6 +238,11 @@ typedef struct vkep_plan {
     int32_t alias_in[VKEP_PLAN_OUTPUTS];
     uint64_t out_bytes[VKEP_PLAN_OUTPUTS];
     vkep_alloc_cache* out_cache;   /* the allocator ORT gives this node's outputs from */
+    /* CPU inputs (values the kernel read on the host): bit i of cpu_mask; the plan holds while their
+     * bytes equal these (cpu_len[i] bytes at cpu_offset[i] of cpu_values) */
+    uint32_t cpu_mask;
+    uint16_t cpu_offset[VKEP_MAX_IO], cpu_len[VKEP_MAX_IO];
+    uint8_t cpu_values[VKEP_PLAN_CPU_BYTES];
     vkep_plan_op ops[VKEP_PLAN_OPS];
 } vkep_plan;
 typedef struct vkep_kernel {

@@ -113,6 +113,7 @@ void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate, uin
 }
 
 uint64_t vkep_fast_path_hits(void) { return __atomic_load_n(&g_fast_hits, __ATOMIC_RELAXED); }
+void vkep_reset_fast_path_hits(void) { __atomic_store_n(&g_fast_hits, 0, __ATOMIC_RELAXED); }
 
 static uint64_t io_address(const vkep_io* io, const uint64_t* outs, int32_t code, uint64_t offset) {
     if (code == VKEP_IO_CONST) return offset;
@@ -139,8 +140,15 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
     }
     void* rec = io->stream ? ((vkep_stream*)io->stream)->recorder : k->recorder;
     if (!rec) return 0;
-    for (int i = 0; i < io->n_inputs; i++)  /* a host tensor: Python imports or stages it */
-        if (io->types[i] && io->ptrs[i] && !g_translate(io->ptrs[i])) return 0;
+    for (int i = 0; i < io->n_inputs; i++) {
+        if (p.cpu_mask & (1u << i)) {  /* a value read on the host: the plan holds for the same bytes */
+            if (p.cpu_len[i] && (!io->ptrs[i] ||
+                                 memcmp((const void*)(uintptr_t)io->ptrs[i], p.cpu_values + p.cpu_offset[i], p.cpu_len[i])))
+                return 0;
+        } else if (io->types[i] && io->ptrs[i] && !g_translate(io->ptrs[i])) {
+            return 0;  /* a host tensor: Python imports or stages it */
+        }
+    }
     g_lock(rec);  /* another thread may flush this stream (a device-wide sync): record atomically */
     int handled = vkep_replay_locked(&p, rec, ctx, io, status);
     g_unlock(rec);
