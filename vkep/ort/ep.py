@@ -119,6 +119,14 @@ class Ep:
         if self.prepack_cache not in ("vkep", "ort"):
             raise api.OrtError(f"vkep: prepack_cache must be 'vkep' or 'ort', not {self.prepack_cache!r}",
                                api.ORT_INVALID_ARGUMENT)
+        limit = session_option(session_options, "wait_limit_s")
+        try:
+            self.wait_limit = float(limit) if limit else None
+        except ValueError:
+            self.wait_limit = -1.0
+        if self.wait_limit is not None and not self.wait_limit > 0:
+            raise api.OrtError(f"vkep: wait_limit_s must be a number of seconds above 0, not {limit!r}",
+                               api.ORT_INVALID_ARGUMENT)
         # names of values the host reads in place (see _note_host_readers)
         self.host_read_values: set[str] = set()
         EPS[api.address(s)] = self
