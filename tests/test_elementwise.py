@@ -218,15 +218,6 @@ def test_where_broadcast(ep_devices, dtype, shapes):
     _check("Where", {"c": c, "a": a, "b": b}, dtype, want=want)
 
 
-def test_where_rank_six_is_unsupported(ep_devices):
-    c = np.ones((2, 1, 2, 1, 2, 1), bool)
-    a = np.ones((1, 2, 1, 2, 1, 2), np.float32)
-    model = _model("Where", {"c": c, "a": a, "b": a}, np.float32)
-    session = runner.vkep_session(model, disable_cpu_fallback=True)
-    with pytest.raises(Exception, match="rank 6 > 5"):
-        session.run(None, {"c": c, "a": a, "b": a})
-
-
 # ---- Clip ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ["float32", "int32", "int64", "int8", "uint8"])

@@ -82,10 +82,22 @@ def variant(x: str, y: str) -> str | tuple[str, str]:
     return x if x == y else (x, y)
 
 
+def declines_rank(spec, input_ranks, max_rank: int) -> str | None:
+    """Inputs of rank above `max_rank`: their broadcast may not collapse to the shader's rank (the
+    graph gives ranks, not the sizes that would tell), so the node stays on another EP."""
+    if any((r or 0) > max_rank for r in input_ranks):
+        return f"{spec.op} of rank {max(r or 0 for r in input_ranks)}: broadcasts above rank {max_rank} are not supported"
+    return None
+
+
 class Binary(Kernel):
     """y = a OP b, broadcast (Add, Sub, Mul, Div, PRelu, BitwiseAnd/Or/Xor; the manifest's `op`)."""
 
     out_dtype: str | None = None  # None: the inputs' type
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        return declines_rank(spec, input_ranks, MAX_RANK)
 
     def plan(self, sa: tuple[int, ...], sb: tuple[int, ...], out: tuple[int, ...] | None = None,
              scale: float = 1.0) -> tuple:
@@ -166,6 +178,10 @@ class Variadic(Binary):
 
 class Where(Kernel):
     """y = c ? a : b over three broadcast inputs (shaders/where.comp, rank <= 5 after collapsing)."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        return declines_rank(spec, input_ranks, 5)
 
     def compute(self, call) -> None:
         c, a, b = call.inputs
