@@ -18,7 +18,7 @@ from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.control_flow import control_flow_kernel
 from vkep.ort.ep import EPS, KERNEL_STATES
-from vkep.ort.memory import ALLOCATORS, default_allocator, stream_of
+from vkep.ort.memory import ALLOCATORS, alloc_from, default_allocator, stream_of
 
 KERNELS: dict[int, KernelInstance] = {}
 PYTHON_COMPUTES = [0]  # node executions that entered Python (the rest replayed natively): vkep.stats()
@@ -285,7 +285,7 @@ def _reserve(kernel: KernelInstance, nbytes: int) -> None:
     cache = allocator.struct.cache
     if api.lib.vkep_alloc_cache_count(cache, nbytes) == 0:
         size = -(-nbytes // 256) * 256
-        api.lib.vkep_alloc_cache_put(cache, allocator.pool.alloc(size), size)
+        api.lib.vkep_alloc_cache_put(cache, alloc_from(allocator, size, f"an output of {kernel.node_name!r}"), size)
 
 
 def _owner(kernel: KernelInstance, ptr: int):
