@@ -17,11 +17,18 @@ import vkep
 
 
 def session_options(disable_cpu_fallback: bool = False, threads: int = 0,
-                    ep_options: dict[str, str] | None = None) -> ort.SessionOptions:
-    """Session options with vkep; `ep_options` are vkep's EP options (README: EP options)."""
+                    ep_options: dict[str, str] | None = None, free_dims: dict[str, int] | None = None,
+                    log_severity: int | None = None, with_vkep: bool = True) -> ort.SessionOptions:
+    """Session options with vkep; `ep_options` are vkep's EP options (README: EP options); `free_dims` are
+    ORT's free-dimension overrides by name."""
     so = ort.SessionOptions()
-    so.add_provider_for_devices(vkep.register(), ep_options or {})
+    if with_vkep:
+        so.add_provider_for_devices(vkep.register(), ep_options or {})
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    for name, value in (free_dims or {}).items():
+        so.add_free_dimension_override_by_name(name, value)
+    if log_severity is not None:
+        so.log_severity_level = log_severity
     if disable_cpu_fallback:
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     if threads:
@@ -30,16 +37,19 @@ def session_options(disable_cpu_fallback: bool = False, threads: int = 0,
 
 
 def vkep_session(model, disable_cpu_fallback: bool = False, threads: int = 0,
-                 ep_options: dict[str, str] | None = None) -> ort.InferenceSession:
+                 ep_options: dict[str, str] | None = None, free_dims: dict[str, int] | None = None,
+                 log_severity: int | None = None) -> ort.InferenceSession:
     """A session with vkep; enable_fallback=0 so an EP failure is an error, not a silent CPU rerun."""
     data = model if isinstance(model, (bytes, str)) else model.SerializeToString()
-    return ort.InferenceSession(data, sess_options=session_options(disable_cpu_fallback, threads, ep_options),
-                                enable_fallback=0)
+    so = session_options(disable_cpu_fallback, threads, ep_options, free_dims, log_severity)
+    return ort.InferenceSession(data, sess_options=so, enable_fallback=0)
 
 
-def cpu_session(model) -> ort.InferenceSession:
+def cpu_session(model, free_dims: dict[str, int] | None = None, log_severity: int | None = None
+                ) -> ort.InferenceSession:
     data = model if isinstance(model, (bytes, str)) else model.SerializeToString()
-    return ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    so = session_options(free_dims=free_dims, log_severity=log_severity, with_vkep=False)
+    return ort.InferenceSession(data, sess_options=so, providers=["CPUExecutionProvider"])
 
 
 def placement(session: ort.InferenceSession) -> list[tuple[str, str, str]]:
