@@ -122,7 +122,7 @@ def choose(model: onnx.ModelProto, dim_args: Mapping[str, int] | None = None,
             bind_shape(name, array.shape, f"the array given for {name}")
     for key, (value, how) in fixed.items():
         dims[key].value, dims[key].how = value, how
-    _from_model(model, [d for d in dims.values() if d.key not in fixed])
+    _from_model(model, list(dims.values()), set(fixed))
     return Choice(inputs, list(dims.values()))
 
 
@@ -165,24 +165,24 @@ _BY_ROLE = {"batch": (1, "by its name: a batch dimension"),
             "audio": (16000, "audio samples: 1 s at 16 kHz")}
 
 
-def _from_model(model: onnx.ModelProto, dims: list[Dim]) -> None:
-    """Values for the dimensions no argument set: metadata, name and place, expressions, default."""
+def _from_model(model: onnx.ModelProto, dims: list[Dim], fixed: set[str]) -> None:
+    """Values for the dimensions no argument set (the keys in `fixed` are set): metadata, name and place,
+    expressions, default."""
     size = image_size(model)
-    known: dict[str, int] = {}
-    for d in dims:
+    free = [d for d in dims if d.key not in fixed]
+    for d in free:
         if _expression_names(d.key) is not None:
             continue  # e.g. "past_sequence_length + 1": evaluated below, from the names it uses
         if d.role in _BY_ROLE:
             d.value, d.how = _BY_ROLE[d.role]
         elif d.role in ("height", "width") and size is not None:
             d.value, d.how = size[0 if d.role == "height" else 1], f"the model's metadata: {size[2]}"
-        known[d.key] = d.value
-    for d in dims:
+    for d in free:
         if d.role == "total" and _expression_names(d.key) is None:
             parts = [x.value for x in dims if x.role == "past"] + [x.value for x in dims if x.role == "sequence"][:1]
             d.value, d.how = (sum(parts), "past + sequence") if parts else _BY_ROLE["sequence"]
-            known[d.key] = d.value
-    for d in dims:
+    known = {d.key: d.value for d in dims if _expression_names(d.key) is None}
+    for d in free:
         names = _expression_names(d.key)
         if names is not None and names <= known.keys():
             d.value, d.how = int(_evaluate(d.key, known)), f"= {d.key}"
