@@ -91,9 +91,9 @@ def _verdict(model: onnx.ModelProto, choice: dims.Choice, given: dict, seed: int
                 "message": f"vkep runs the model, but {', '.join(bad)} differ{'s' if len(bad) == 1 else ''} "
                            f"from the CPU EP's beyond tolerance (float32: rtol 1e-3, atol 1e-4)."}
     if result.ok:
-        return {"verdict": "cpu-fails", "hint": None,
-                "message": f"only the CPU EP fails ({reference.failure.where()}): vkep should reject these "
-                           "inputs as the CPU EP does; please report it (see below)."}
+        return {"verdict": "cpu-fails", "hint": f"{_suggest(model, choice, given, seed)} About vkep: {_REPORT}",
+                "message": f"only the CPU EP fails ({reference.failure.where()}): these inputs do not fit the "
+                           "model, and vkep ran them instead of failing as the CPU EP does."}
     if reference.ok:
         return {"verdict": "vkep-fails", "hint": _REPORT,
                 "message": f"only vkep fails: the CPU EP runs the same inputs. vkep fails at "
