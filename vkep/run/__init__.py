@@ -29,6 +29,8 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 def command(args: argparse.Namespace) -> int:
     model, reference_model, label = _load_model(args.model, args.fp16)
+    if not vkep.register():  # not a verdict on the model: nothing to run it on
+        raise RuntimeError("vkep found no Vulkan device it can use (see `vkep devices`)")
     names = list(dims.graph_inputs(model))
     given = inputs.load(args.inputs or [], names)
     choice = dims.choose(model, dict(map(dims.parse_dim, args.dim or [])),
