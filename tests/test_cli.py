@@ -164,6 +164,34 @@ def test_declined_ops_say_why(ep_devices, tmp_path, capsys):
     assert left["why"] == [{"reason": "vkep has no LpNormalization kernel", "count": 1}]
 
 
+def test_decline_reasons_name_the_op_the_types_or_the_kernels_reason(ep_devices, tmp_path, capsys):
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["x64"], name="widen", to=TensorProto.DOUBLE),
+         helper.make_node("Relu", ["x64"], ["r"], name="relu64"),
+         helper.make_node("Einsum", ["x"], ["d"], name="diagonal", equation="ii->i"),
+         helper.make_node("Relu", ["x"], ["y"], name="relu32")], "declines",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("r", TensorProto.DOUBLE, [4, 4]),
+         helper.make_tensor_value_info("d", TensorProto.FLOAT, [4]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])])
+    path = tmp_path / "declines.onnx"
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", models.OPSET)])
+    model.ir_version = 99  # no ORT reads it: the model, not its inputs, is the problem
+    onnx.save(model, path)
+    code, out = run(capsys, str(path), "--json")
+    assert code != 0 and json.loads(out)["verdict"] == "model-fails"
+    model.ir_version = models.IR_VERSION
+    onnx.save(model, path)
+    code, out = run(capsys, str(path), "--json")
+    report = json.loads(out)
+    assert code == 0, report["message"]
+    assert report["placement"]["on_vkep"] == 1 and report["placement"]["nodes"] == 4
+    why = {e["op"]: [w["reason"] for w in e["why"]] for e in report["placement"]["left_to_other_eps"]}
+    assert why["Cast"][0].startswith("no vkep Cast kernel for types (float32) -> (float64) (it takes ")
+    assert why["Relu"][0].startswith("no vkep Relu kernel for types (float64) -> (float64) (it takes ")
+    assert why["Einsum"] == ["Einsum 'ii->i': only two-operand forms are supported"]
+
+
 def test_only_vkep_failing_names_the_node(ep_devices, cnn_path, capsys, monkeypatch):
     from vkep.kernels import movement
 

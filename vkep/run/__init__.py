@@ -5,6 +5,7 @@ report as text; this module decides the verdict:
 
 - `ok` / `differs`: vkep and the CPU EP both ran; every output matches (or not) within tolerance;
 - `inputs-do-not-fit`: both fail: the inputs are the problem, and a hint says which dimensions to set;
+- `model-fails`: the CPU EP cannot even create a session for the model (e.g. an IR version ORT lacks);
 - `vkep-fails`: only vkep fails: a vkep bug, with the node and how to report it;
 - `cpu-fails`: only the CPU EP fails: vkep accepted what it should reject (errors behave as the CPU EP's).
 """
@@ -28,6 +29,10 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def command(args: argparse.Namespace) -> int:
+    if args.model is None and any(f.endswith(".onnx") for f in args.inputs or []):
+        # `--inputs a.npy model.onnx`: the files of --inputs (nargs="+") took the model too
+        args.model = next(f for f in args.inputs if f.endswith(".onnx"))
+        args.inputs = [f for f in args.inputs if f != args.model]
     model, reference_model, label = _load_model(args.model, args.fp16)
     if not vkep.register():  # not a verdict on the model: nothing to run it on
         raise RuntimeError("vkep found no Vulkan device it can use (see `vkep devices`)")
@@ -100,9 +105,25 @@ def _verdict(model: onnx.ModelProto, choice: dims.Choice, given: dict, seed: int
         return {"verdict": "vkep-fails", "hint": _REPORT,
                 "message": f"only vkep fails: the CPU EP runs the same inputs. vkep fails at "
                            f"{result.failure.where()}."}
+    if reference.failure.stage == "session" and not _loads_on_cpu(model, choice):
+        return {"verdict": "model-fails", "hint": None,
+                "message": "the CPU EP cannot create a session for this model either, whatever the inputs: "
+                           "the model itself is the problem (see the CPU EP's error above)."}
     hint = _suggest(model, choice, given, seed)
     return {"verdict": "inputs-do-not-fit", "hint": hint,
             "message": f"the CPU EP fails too ({reference.failure.where()}): these inputs do not fit the model."}
+
+
+def _loads_on_cpu(model: onnx.ModelProto, choice: dims.Choice) -> bool:
+    """Whether the CPU EP creates a session without the free-dimension overrides (with them, shape
+    inference can fail on values that do not fit the model: then the inputs are the problem)."""
+    if not choice.overrides:
+        return False  # that is what just failed
+    try:
+        runner.cpu_session(model, log_severity=4)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
 
 
 _REPORT = ("please report it to the vkep developers with this command line and its --json output, "
