@@ -60,9 +60,9 @@ def command(args: argparse.Namespace) -> int:
     reference = execute.attempt("cpu", lambda: runner.cpu_session(
         reference_model or model, free_dims=choice.overrides, log_severity=execute.SESSION_LOG_SEVERITY),
         ref_feeds, args.runs if result.ok else 0)
-    report.update(_verdict(model, choice, given, args.seed, result, reference))
-    report["placement"] = execute.placement_summary(result) if result.placement else None
     report["outputs"] = execute.compare(result, reference) if result.ok and reference.ok else []
+    report.update(_verdict(model, choice, given, args.seed, result, reference, report["outputs"]))
+    report["placement"] = execute.placement_summary(result) if result.placement else None
     report["latency"] = {"vkep": result.timing.as_dict(), "cpu": reference.timing.as_dict()}
     report["vkep_error"] = result.failure.as_dict() if result.failure else None
     report["cpu_error"] = reference.failure.as_dict() if reference.failure else None
@@ -87,10 +87,9 @@ def _load_model(path: str | None, fp16: bool) -> tuple[onnx.ModelProto, onnx.Mod
 
 
 def _verdict(model: onnx.ModelProto, choice: dims.Choice, given: dict, seed: int,
-             result: execute.Attempt, reference: execute.Attempt) -> dict[str, Any]:
+             result: execute.Attempt, reference: execute.Attempt, outputs: list[dict]) -> dict[str, Any]:
     if result.ok and reference.ok:
-        rows = execute.compare(result, reference)
-        bad = [r["name"] for r in rows if not r["matches"]]
+        bad = [r["name"] for r in outputs if not r["matches"]]
         if not bad:
             return {"verdict": "ok", "message": "vkep runs the model; every output matches the CPU EP's.",
                     "hint": None}

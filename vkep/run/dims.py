@@ -64,17 +64,18 @@ class Choice:
         return Choice(self.inputs, dims)
 
 
-def graph_inputs(model: onnx.ModelProto) -> dict[str, list[int | str | None]]:
-    """Declared dims of every graph input that is not an initializer."""
+def graph_inputs(model: onnx.ModelProto) -> dict[str, list[int | str | None] | None]:
+    """Declared dims of every graph input that is not an initializer (None: not even the rank)."""
     inits = {t.name for t in model.graph.initializer}
-    out: dict[str, list[int | str | None]] = {}
+    out: dict[str, list[int | str | None] | None] = {}
     for vi in model.graph.input:
         if vi.name in inits:
             continue
         if not vi.type.HasField("tensor_type"):
             raise ValueError(f"input {vi.name!r}: only tensor inputs are supported")
+        tt = vi.type.tensor_type
         out[vi.name] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                        for d in vi.type.tensor_type.shape.dim]
+                        for d in tt.shape.dim] if tt.HasField("shape") else None
     return out
 
 
@@ -83,6 +84,13 @@ def choose(model: onnx.ModelProto, dim_args: Mapping[str, int] | None = None,
            given: Mapping[str, np.ndarray] | None = None) -> Choice:
     """Values for every free dimension of `model`'s inputs (see the module docstring for the order)."""
     inputs = graph_inputs(model)
+    for name, decl in inputs.items():
+        if decl is None:  # no declared rank: the shape must come from an argument
+            shape = (shape_args or {}).get(name, getattr((given or {}).get(name), "shape", None))
+            if shape is None:
+                raise ValueError(f"input {name!r} declares no shape: give one with --shape {name}=D0,D1,... "
+                                 f"or an array with --inputs {name}=FILE.npy")
+            inputs[name] = [None] * len(shape)
     dims: dict[str, Dim] = {}
     for name, decl in inputs.items():
         for axis, v in enumerate(decl):
