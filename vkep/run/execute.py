@@ -55,7 +55,7 @@ class Failure:
 
 @dataclass
 class Timing:
-    session_ms: float = 0.0
+    session_ms: float | None = None  # None: no session
     first_ms: float | None = None  # the first run: pipelines, allocations, plans
     warm_ms: list[float] = field(default_factory=list)
 
