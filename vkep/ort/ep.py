@@ -295,11 +295,6 @@ def _note_declined(ep: Ep, node, reason: str) -> None:
     log.info("vkep declines %s node %r: %s", op, name, reason)
 
 
-def declined_nodes() -> dict[tuple[str, str], str]:
-    """(node name, op type) → why vkep left the node to another EP, for every live vkep EP (session)."""
-    return {key: reason for ep in list(EPS.values()) for key, reason in ep.declined.items()}
-
-
 def _inputs(node, outputs: bool = False) -> tuple[list[int | None], list[str | None]]:
     """The rank and element type of each input (or output) as the graph knows them: None for an absent
     optional input; rank -1 and type None where unknown."""

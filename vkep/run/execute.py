@@ -87,6 +87,7 @@ def attempt(ep: str, make_session: Callable[[], ort.InferenceSession], feeds: di
             runs: int) -> Attempt:
     """Create a session, record placement, run once (timed) and then `runs` more times."""
     result = Attempt(ep)
+    eps_before = _live_eps()
     start = time.perf_counter()
     try:
         session = make_session()
@@ -96,7 +97,9 @@ def attempt(ep: str, make_session: Callable[[], ort.InferenceSession], feeds: di
     result.timing.session_ms = (time.perf_counter() - start) * 1e3
     result.placement = [(node.name, node.op_type, sub.ep_name) for sub in session.get_provider_graph_assignment_info()
                         for node in sub.get_nodes()]
-    result.declined = _declined_nodes()
+    # the reasons recorded by the EP this session created (vkep makes one OrtEp per session)
+    result.declined = {key: reason for e in _live_eps() if not any(e is b for b in eps_before)
+                       for key, reason in e.declined.items()}
     result.output_names = [o.name for o in session.get_outputs()]
     try:
         start = time.perf_counter()
@@ -112,10 +115,10 @@ def attempt(ep: str, make_session: Callable[[], ort.InferenceSession], feeds: di
     return result
 
 
-def _declined_nodes() -> dict[tuple[str, str], str]:
-    # vkep.ort.ep lives in the plugin's interpreter state and is importable only once the plugin loaded
+def _live_eps() -> list:
+    """vkep's live `Ep` objects (vkep.ort.ep is importable only once ORT loaded the plugin)."""
     ep_module = sys.modules.get("vkep.ort.ep")
-    return ep_module.declined_nodes() if ep_module is not None else {}
+    return list(ep_module.EPS.values()) if ep_module is not None else []
 
 
 def placement_summary(result: Attempt) -> dict:
