@@ -43,11 +43,27 @@ def _build_registry(device):
         state = next(_state_ids)
         KERNEL_STATES[state] = (device, spec)
         for start, end in spec.version_ranges():
-            _add_kernel_def(registry, spec, types, start, end, state)
+            _add_kernel_def(registry, spec, types, start, end, state, _host_placed_inputs(spec, device))
     return registry, specs
 
 
-def _add_kernel_def(registry, spec, types, start: int, end: int, state: int) -> None:
+def _host_placed_inputs(spec, device) -> list[int]:
+    """The inputs ORT is told to keep in host memory (CPU_INPUT): the values a kernel reads on the host
+    (`cpu_inputs`), and the inputs whose constants vkep packs on the host (docs/design.md, "Weights at
+    session creation") so that ORT never copies a weight into vkep memory first. On a unified device
+    every input of a vkep kernel is one: host and vkep memory are one kind to ORT there (no copy for a
+    value that is not constant), and each constant input goes into vkep's shared weight cache as it is."""
+    if implementation(spec).__name__ in ("If", "Loop", "Scan", "Memcpy"):  # ORT's kernels, or pure copies
+        return list(spec.cpu_inputs)
+    if device.shares_host_memory:
+        return list(range(MAX_PACKED_INPUTS))
+    return sorted(set(spec.cpu_inputs) | set(spec.prepack))
+
+
+MAX_PACKED_INPUTS = 16  # the trampoline's VKEP_MAX_IO
+
+
+def _add_kernel_def(registry, spec, types, start: int, end: int, state: int, host_inputs: list[int]) -> None:
     lib, ffi = api.lib, api.ffi
     out = ffi.new("OrtKernelDefBuilder**")
     api.check(lib.ep_CreateKernelDefBuilder(out))
@@ -57,7 +73,7 @@ def _add_kernel_def(registry, spec, types, start: int, end: int, state: int) -> 
         api.check(lib.ep_KernelDefBuilder_SetDomain(builder, spec.domain.encode()))
         api.check(lib.ep_KernelDefBuilder_SetSinceVersion(builder, start, end))
         api.check(lib.ep_KernelDefBuilder_SetExecutionProvider(builder, api.EP_NAME.encode()))
-        for index in spec.cpu_inputs:
+        for index in host_inputs:
             api.check(lib.ep_KernelDefBuilder_SetInputMemType(builder, index, api.MEMTYPE_CPU_INPUT))
         for index in spec.cpu_outputs:
             api.check(lib.ep_KernelDefBuilder_SetOutputMemType(builder, index, api.MEMTYPE_CPU_OUTPUT))
@@ -114,6 +130,14 @@ class Ep:
         EPS.pop(api.address(self.struct), None)
         self.device.gpu.pipelines.save()
         api.free_struct(self.struct)
+        if not any(ep.device is self.device for ep in list(EPS.values())):
+            # ORT keeps its allocators for the environment's life: with no session left on this device,
+            # the chunks their C fronts keep for reuse go back to the pools
+            from vkep.ort.memory import ALLOCATORS
+
+            for allocator in list(ALLOCATORS.values()):
+                if allocator.device is self.device:
+                    allocator.drain()
 
 
 def session_option(session_options, name: str) -> str | None:

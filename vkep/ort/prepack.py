@@ -38,10 +38,19 @@ def _kernel_prepack(this, tensor, input_index, allocator, cache, is_packed):
     """Pack a constant input once (kernels.yaml `prepack`); ORT then frees its copy."""
     kernel = KERNELS[api.ffi.cast("vkep_kernel*", this).id]
     is_packed[0] = False
-    if input_index not in kernel.spec.prepack or input_index >= 32:
+    if input_index in kernel.cpu_inputs or input_index >= 32:
         return
-    packed, tag = kernel.impl.pack(input_index, _host_array(kernel, tensor))
-    packed = np.ascontiguousarray(packed)
+    if input_index in kernel.spec.prepack:
+        packed, tag = kernel.impl.pack(input_index, _host_array(kernel, tensor))
+    elif kernel.device.shares_host_memory and all(a != input_index for a, _ in kernel.spec.aliases):
+        # any other constant, as it is: ORT kept it on the host (ep._host_placed_inputs); one shared
+        # device copy per content, at a fixed address (so a second session moves nothing, and native
+        # replay needs no host import for it). An input an output may alias stays ORT's: ORT aliases
+        # the value it holds, which packing would empty.
+        packed, tag = _host_array(kernel, tensor), "as-is"
+    else:  # on a discrete GPU ORT copied it into device memory already: that copy is its final place
+        return
+    packed = np.require(packed, requirements="C")  # (np.ascontiguousarray would make a scalar 1-D)
     dtype = "bool" if packed.dtype == np.bool_ else str(packed.dtype)
     if kernel.prepack_cache == "ort" and cache != api.ffi.NULL:
         _share_through_ort(kernel, packed, allocator, cache)
@@ -62,10 +71,11 @@ def _share_through_ort(kernel: KernelInstance, packed: np.ndarray, allocator, ca
     pointer = allocator.Alloc(allocator, nbytes)
     if pointer == ffi.NULL:
         raise api.OrtError(f"vkep: no memory for a {nbytes}-byte packed weight", api.ORT_FAIL)
-    found = kernel.gpu.memory.spans.find(api.address(pointer))
-    host = found[0].host_address + found[1] if found and found[0].host_address else api.address(pointer)
-    kernel.gpu.synchronize()  # the allocator may hand out memory the device used until now
-    ffi.memmove(ffi.cast("void*", host), ffi.from_buffer(packed), packed.nbytes)
+    source = api.address(ffi.from_buffer(packed))
+    if kernel.gpu.memory.spans.find(api.address(pointer)):  # vkep memory: an upload, counted as one
+        transfer.upload(kernel.gpu, source, api.address(pointer), packed.nbytes)
+    else:  # an allocator the application registered: host memory
+        ffi.memmove(pointer, ffi.cast("void*", source), packed.nbytes)
     api.check(lib.ep_SharedPrePackedWeightCache_StoreWeightData(cache, ffi.new("void*[]", [pointer]),
                                                                 ffi.new("size_t[]", [nbytes]), 1))
 
