@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 
 from vkep.kernels import manifest
 from vkep.kernels.base import Kernel, device_supports, implementation
@@ -16,6 +17,7 @@ EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE = 27
 KERNEL_STATES: dict[int, tuple] = {}
 _state_ids = itertools.count(1)
 _registries: dict[int, tuple] = {}  # device index → (OrtKernelRegistry*, specs)
+log = logging.getLogger(__name__)
 
 
 def registry_for(device):
@@ -129,6 +131,8 @@ class Ep:
                                api.ORT_INVALID_ARGUMENT)
         # names of values the host reads in place (see _note_host_readers)
         self.host_read_values: set[str] = set()
+        # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
+        self.declined: dict[tuple[str, str], str] = {}
         EPS[api.address(s)] = self
 
     def release(self) -> None:
@@ -182,9 +186,12 @@ def _get_capability(this, graph, support_info):
     for i in range(count[0]):
         kdef[0] = ffi.NULL
         api.check(lib.ep_EpGraphSupportInfo_LookUpKernel(support_info, nodes[i], kdef))
-        if kdef[0] != ffi.NULL and not _declined(nodes[i], ep.specs):
+        reason = _declined(nodes[i], ep.specs) if kdef[0] != ffi.NULL else _no_kernel(nodes[i], ep)
+        if reason is None:
             api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, nodes[i]))
             claimed.append(nodes[i])
+        else:
+            _note_declined(ep, nodes[i], reason)
     if ep.device.shares_host_memory:
         _note_host_readers(ep, claimed)
 
@@ -268,30 +275,65 @@ def _spec_of(node, specs) -> tuple:
     return next((s for s in specs.get((domain, op), ()) if any(a <= v <= b for a, b in s.version_ranges())), None), v
 
 
-def _declined(node, specs) -> bool:
-    """True when the node's kernel says it cannot run these attributes (it then stays on another EP)."""
+def _declined(node, specs) -> str | None:
+    """Why the node's kernel cannot run these attributes (it then stays on another EP), or None."""
     spec, version = _spec_of(node, specs)
     if spec is None:
-        return False
+        return None
     cls = implementation(spec)
     if cls.declines.__func__ is Kernel.declines.__func__:
-        return False
+        return None
     attrs = {a.name: a.default for a in spec.attributes}
     for a in spec.attributes:
         value = _node_attribute(node, a.name, a.kind)
         if value is not None:
             attrs[a.name] = value
-    return cls.declines(spec, attrs, version, *_inputs(node)) is not None
+    return cls.declines(spec, attrs, version, *_inputs(node))
 
 
-def _inputs(node) -> tuple[list[int | None], list[str | None]]:
-    """The rank and element type of each input as the graph knows them: None for an absent optional
-    input; rank -1 and type None where unknown."""
+def _no_kernel(node, ep: Ep) -> str:
+    """Why ORT's kernel lookup found no vkep kernel for the node: op, opset version or element types."""
+    lib, ffi = api.lib, api.ffi
+    out = ffi.new("const char**")
+    api.check(lib.ort_Node_GetOperatorType(node, out))
+    op = ffi.string(out[0]).decode()
+    api.check(lib.ort_Node_GetDomain(node, out))
+    domain = ffi.string(out[0]).decode()
+    qualified = f"{domain}::{op}" if domain not in ("", "ai.onnx") else op
+    candidates = ep.specs.get((domain, op), ())
+    if not candidates:
+        return f"vkep has no {qualified} kernel"
+    spec, version = _spec_of(node, ep.specs)
+    if spec is None:
+        ranges = ", ".join(f"{a}-{b}" if b < manifest.MAX_VERSION else f"{a}+"
+                           for s in candidates for a, b in s.version_ranges())
+        return f"vkep's {qualified} covers opset versions {ranges}, not {version}"
+    ins, outs = ([t or "?" for t in _inputs(node, outputs)[1]] for outputs in (False, True))
+    features = ep.device.info.features  # the types this device can run (as in _build_registry)
+    allowed = sorted({t for ts in spec.types.values() for t in ts if not spec.shader or device_supports(features, t)})
+    return (f"no vkep {qualified} kernel for types ({', '.join(ins)}) -> ({', '.join(outs)}) "
+            f"(it takes {', '.join(allowed)})")
+
+
+def _note_declined(ep: Ep, node, reason: str) -> None:
+    lib, ffi = api.lib, api.ffi
+    out = ffi.new("const char**")
+    api.check(lib.ort_Node_GetName(node, out))
+    name = ffi.string(out[0]).decode()
+    api.check(lib.ort_Node_GetOperatorType(node, out))
+    op = ffi.string(out[0]).decode()
+    ep.declined[(name, op)] = reason
+    log.info("vkep declines %s node %r: %s", op, name, reason)
+
+
+def _inputs(node, outputs: bool = False) -> tuple[list[int | None], list[str | None]]:
+    """The rank and element type of each input (or output) as the graph knows them: None for an absent
+    optional input; rank -1 and type None where unknown."""
     lib, ffi = api.lib, api.ffi
     count = ffi.new("size_t*")
-    api.check(lib.ort_Node_GetNumInputs(node, count))
+    api.check((lib.ort_Node_GetNumOutputs if outputs else lib.ort_Node_GetNumInputs)(node, count))
     infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
-    api.check(lib.ort_Node_GetInputs(node, infos, count[0]))
+    api.check((lib.ort_Node_GetOutputs if outputs else lib.ort_Node_GetInputs)(node, infos, count[0]))
     ranks: list[int | None] = []
     types: list[str | None] = []
     for i in range(count[0]):

@@ -18,6 +18,7 @@ uint32_t ort_HardwareDevice_DeviceId(const OrtHardwareDevice* d);
 const char* ort_HardwareDevice_Vendor(const OrtHardwareDevice* d);
 OrtStatus* ort_Graph_GetNumNodes(const OrtGraph* g, size_t* n);
 OrtStatus* ort_Graph_GetNodes(const OrtGraph* g, const OrtNode** nodes, size_t n);
+OrtStatus* ort_Node_GetName(const OrtNode* node, const char** out);
 OrtStatus* ort_Node_GetOperatorType(const OrtNode* node, const char** out);
 OrtStatus* ort_Node_GetDomain(const OrtNode* node, const char** out);
 OrtStatus* ort_Node_GetSinceVersion(const OrtNode* node, int* out);
