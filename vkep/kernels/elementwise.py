@@ -132,6 +132,14 @@ class Pow(Binary):
     def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
         return variant(shader_dtype(b), shader_dtype(a))
 
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        base, exponent = (list(input_types) + [None, None])[:2]
+        if base and exponent and base.startswith("int") and exponent.startswith("float"):
+            # the CPU EP takes the power in double precision; the shader in float32 would lose digits
+            return f"Pow of an {base} base with a {exponent} exponent"
+        return declines_rank(spec, input_ranks, MAX_RANK)
+
 
 class Mod(Binary):
     """fmod=1: C's fmod (the sign of the dividend); fmod=0: numpy's mod (the sign of the divisor). ONNX
