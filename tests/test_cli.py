@@ -241,3 +241,14 @@ def test_dims_from_names_metadata_and_expressions():
     feeds, how = inputs.make(decoder, choice, {}, seed=0)
     assert (feeds["attention_mask"] == 1).all() and feeds["input_lengths"].tolist() == [5]
     assert how["input_ids"].startswith("ids in [0, 10)")
+
+
+def test_version_and_ep_names():
+    import subprocess
+    import sys
+
+    import vkep
+
+    done = subprocess.run([sys.executable, "-m", "vkep.cli", "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith(f"vkep {vkep.__version__} (onnxruntime "), done
+    assert vkep.get_ep_name() == "VulkanExecutionProvider" and vkep.get_ep_names() == ["VulkanExecutionProvider"]

@@ -78,8 +78,22 @@ def _conformance(args) -> int:
     return conformance.main(args)
 
 
+def _version_text() -> str:
+    """vkep's version and the onnxruntime it runs in (the plugin ABI it uses is ORT's)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from vkep import __version__
+
+    try:
+        ort = version("onnxruntime")
+    except PackageNotFoundError:
+        ort = "not installed"
+    return f"vkep {__version__} (onnxruntime {ort})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vkep", description="Vulkan execution provider for ONNX Runtime")
+    parser.add_argument("--version", action="version", version=_version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("devices", help="list Vulkan devices and whether vkep can use them")
     p.add_argument("--json", action="store_true")
@@ -134,3 +148,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
