@@ -1,0 +1,58 @@
+"""A first run on a fresh machine: Mesa's shader cache off and an empty vkep cache, so lavapipe compiles
+every pipeline when it first executes it (seconds each, inside the next wait). It must succeed, however
+long that takes (waits go in slices, with no fixed limit); its timings are printed, not asserted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_CHILD = textwrap.dedent("""
+    import json, time
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    from vkep import runner
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((8, 4, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((8, 8, 3)).astype(np.float32), "w2")
+    encoder = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1]), helper.make_node("Relu", ["c1"], ["r1"]),
+         helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1]), helper.make_node("Relu", ["c2"], ["enc"])],
+        "encoder", [], [helper.make_tensor_value_info("enc", TensorProto.FLOAT, [1, 8, 32])])
+    skip = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["same"], axis=1)], "skip", [],
+                             [helper.make_tensor_value_info("same", TensorProto.FLOAT, [1, 8, 32])])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["use_encoder"], ["y"], then_branch=encoder, else_branch=skip)], "cold",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 32]),
+         helper.make_tensor_value_info("use_encoder", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 32])], [w1, w2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    feeds = {"x": rng.standard_normal((1, 4, 32)).astype(np.float32), "use_encoder": np.array(True)}
+    t = time.perf_counter()
+    session = runner.vkep_session(model)
+    created = time.perf_counter() - t
+    t = time.perf_counter()
+    got = session.run(None, feeds)[0]
+    first = time.perf_counter() - t
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    placed = sorted({ep for _, op, ep in runner.placement(session) if op in ("Conv", "Relu")})
+    print(json.dumps({"session_s": created, "first_run_s": first, "max_abs": float(np.abs(got - want).max()),
+                      "eps": placed}))
+""")
+
+
+def test_cold_first_run_of_conv1d_in_an_if_branch_succeeds(tmp_path):
+    env = dict(os.environ, MESA_SHADER_CACHE_DISABLE="true", VKEP_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", _CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"cold: session {result['session_s']:.2f} s, first run {result['first_run_s']:.2f} s")
+    assert result["eps"] == ["VulkanExecutionProvider"], result
+    assert result["max_abs"] < 1e-3, result
