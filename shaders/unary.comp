@@ -136,8 +136,25 @@ float log1p_accurate(float y) {
 float softplus(float v) { return max(v, 0.0) + log1p_accurate(exp(-abs(v))); }
 
 #if IS_FLOAT
+const float LN2 = 0.6931471805599453;
+
+// log of a denormal, from its bits: lavapipe flushes denormal operands to zero (log would give -inf)
+float log_denormal(uint bits) {
+    return (bits >> 31) != 0u ? uintBitsToFloat(0x7FC00000u) : log(float(bits & 0x7FFFFFu)) - 149.0 * LN2;
+}
+
+// ops whose result for NaN is not NaN (or is decided in the op): every other float op returns NaN
+// for NaN, as ORT's CPU EP does (lavapipe's tanh/atan, and clamps, turn it into a number)
+bool nan_is_computed() {
+    return OP == OP_ISNAN || OP == OP_ISINF || OP == OP_THRESHOLDED_RELU || OP == OP_SHRINK || OP == OP_CAST;
+}
+
 float compute_float(float v) {
     float a = pc.alpha, b = pc.beta;
+#if DTYPE == 1
+    if (isnan(v) && OP == OP_SIGN) return 0.0;  // the CPU EP's float16 Sign gives 0 for NaN (float32: NaN)
+#endif
+    if (isnan(v) && !nan_is_computed()) return v;
     switch (OP) {
     case OP_RELU: return v < 0.0 ? 0.0 : v;  // not max(): keeps NaN
     case OP_SIGMOID: return 1.0 / (1.0 + exp(-v));
@@ -145,7 +162,10 @@ float compute_float(float v) {
     case OP_ABS: return abs(v);
     case OP_NEG: return -v;
     case OP_EXP: return exp(v);
-    case OP_LOG: return log(v);
+    case OP_LOG: {
+        uint bits = floatBitsToUint(v);
+        return (bits & 0x7F800000u) == 0u && (bits & 0x7FFFFFu) != 0u ? log_denormal(bits) : log(v);
+    }
     case OP_SQRT: return sqrt(v);
     case OP_RECIPROCAL: return 1.0 / v;
     case OP_FLOOR: return floor(v);
@@ -161,8 +181,11 @@ float compute_float(float v) {
     case OP_SINH: return sinh_accurate(v);
     case OP_COSH: return cosh(v);
     // the inverse hyperbolics written out: accurate for negative and large arguments
-    case OP_ASINH: return sign(v) * log(abs(v) + sqrt(v * v + 1.0));
-    case OP_ACOSH: return log(v + sqrt(v * v - 1.0));
+    // (past 1e18, v * v overflows and sqrt(v * v ± 1) is |v| anyway: log(2|v|))
+    case OP_ASINH: return sign(v) * (abs(v) > 1e18 ? log(abs(v)) + LN2 : log(abs(v) + sqrt(v * v + 1.0)));
+    case OP_ACOSH:
+        if (v < 1.0) return uintBitsToFloat(0x7FC00000u);  // NaN, as the CPU EP
+        return v > 1e18 ? log(v) + LN2 : log(v + sqrt(v * v - 1.0));
     case OP_ATANH: return 0.5 * log((1.0 + v) / (1.0 - v));
     case OP_ERF: return erf_approx(v);
     case OP_ISNAN: return isnan(v) ? 1.0 : 0.0;
