@@ -151,7 +151,7 @@ def test_out_of_device_memory_is_an_error_and_the_session_stays_usable():
          helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, "m"])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
-    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"memory_budget_mb": "128"})
     try:
         session.run(None, {"a": np.ones((8192, 1), np.float32), "b": np.ones((1, 8192), np.float32)})  # 256 MiB
         print("NO ERROR")
@@ -159,11 +159,11 @@ def test_out_of_device_memory_is_an_error_and_the_session_stays_usable():
         print("ERROR:", exc)
     a, b = np.random.rand(3, 1).astype(np.float32), np.random.rand(1, 4).astype(np.float32)
     print("still usable:", bool(np.allclose(session.run(None, {"a": a, "b": b})[0], a + b)))
-    """, {"VKEP_MEMORY_BUDGET_MB": "128"})
+    """, {})
     assert result.returncode == 0, result.stderr
     assert "ERROR:" in result.stdout and "NO ERROR" not in result.stdout, result.stdout
     assert "still usable: True" in result.stdout, result.stdout
-    assert "VKEP_MEMORY_BUDGET_MB" in result.stdout + result.stderr
+    assert "memory_budget_mb" in result.stdout + result.stderr
 
 
 def test_model_file_error_from_cli(tmp_path):

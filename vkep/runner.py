@@ -18,9 +18,10 @@ import vkep
 
 def session_options(disable_cpu_fallback: bool = False, threads: int = 0,
                     ep_options: dict[str, str] | None = None) -> ort.SessionOptions:
-    """Session options with vkep; `ep_options` are vkep's EP options (README: EP options)."""
+    """Session options with vkep; `ep_options` are vkep's EP options (README: EP options). vkep is asked for
+    explicitly here, so it runs on a CPU-implemented device (lavapipe) too where there is no GPU."""
     so = ort.SessionOptions()
-    so.add_provider_for_devices(vkep.register(), ep_options or {})
+    so.add_provider_for_devices(vkep.register(), {"allow_cpu_device": "1", **(ep_options or {})})
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     if disable_cpu_fallback:
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")

@@ -55,6 +55,7 @@ ORT_SLOTS = [
     (248, "Logger_GetLoggingSeverityLevel", "OrtStatus*", "const OrtLogger* logger, int* out", "logger, out"),
     (344, "Graph_GetNumNodes", "OrtStatus*", "const OrtGraph* g, size_t* n", "g, n"),
     (345, "Graph_GetNodes", "OrtStatus*", "const OrtGraph* g, const OrtNode** nodes, size_t n", "g, nodes, n"),
+    (349, "Node_GetName", "OrtStatus*", "const OrtNode* node, const char** out", "node, out"),
     (350, "Node_GetOperatorType", "OrtStatus*", "const OrtNode* node, const char** out", "node, out"),
     (351, "Node_GetDomain", "OrtStatus*", "const OrtNode* node, const char** out", "node, out"),
     (352, "Node_GetSinceVersion", "OrtStatus*", "const OrtNode* node, int* out", "node, out"),

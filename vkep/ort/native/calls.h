@@ -25,6 +25,7 @@ OrtStatus* ort_Logger_LogMessage(const OrtLogger* logger, int severity, const ch
 OrtStatus* ort_Logger_GetLoggingSeverityLevel(const OrtLogger* logger, int* out);
 OrtStatus* ort_Graph_GetNumNodes(const OrtGraph* g, size_t* n);
 OrtStatus* ort_Graph_GetNodes(const OrtGraph* g, const OrtNode** nodes, size_t n);
+OrtStatus* ort_Node_GetName(const OrtNode* node, const char** out);
 OrtStatus* ort_Node_GetOperatorType(const OrtNode* node, const char** out);
 OrtStatus* ort_Node_GetDomain(const OrtNode* node, const char** out);
 OrtStatus* ort_Node_GetSinceVersion(const OrtNode* node, int* out);
