@@ -110,11 +110,27 @@ class Ep:
         self.factory = factory
         self.log = logger
         self.given = given
-        try:
-            self.settings = options.parse_session(session_ep_options(session_options))
+        given_options = session_ep_options(session_options)
+        try:  # what can fail comes before the struct ORT will own
+            self.settings = options.parse_session(given_options)
             self.device, why = choose_device(given, factory.devices, self.settings)
         except options.OptionError as exc:
             raise api.OrtError(str(exc), api.ORT_INVALID_ARGUMENT) from None
+        self.prepack_cache = self.settings["prepack_cache"]
+        self.budget = self.settings["memory_budget_mb"]
+        self.registry = ffi.NULL  # a NULL registry: an EP that claims no node
+        self.specs: dict[tuple[str, str], list] = {}
+        # names of values the host reads in place (see _note_host_readers)
+        self.host_read_values: set[str] = set()
+        if self.device is not None:
+            fp16, has_fp16 = self.settings["fp16"], bool(self.device.info.features.get("fp16"))
+            if fp16 and not has_fp16:
+                raise api.OrtError(f"vkep: EP option fp16=1, but {self.device.describe()} has no 16-bit storage "
+                                   "(storageBuffer16BitAccess); use fp16=auto or 0", api.ORT_INVALID_ARGUMENT)
+            self.registry, specs = registry_for(self.device, has_fp16 and fp16 is not False)
+            for spec in specs:
+                self.specs.setdefault((spec.domain, spec.op), []).append(spec)
+            self.gpu = self.device.gpu  # open the logical device now, not inside the first run
         self.name = api.cstring(api.EP_NAME)
         self.wrapper = api.new_struct("vkep_ep")
         self.wrapper.name = self.name
@@ -127,29 +143,14 @@ class Ep:
         # members up to GetDefaultMemoryDevice (ORT 1.27); the ones between stay NULL (optional)
         s.ort_version_supported = EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE
         s.GetDefaultMemoryDevice = lib.py_ep_get_default_memory_device
-        self.prepack_cache = self.settings["prepack_cache"]
-        self.budget = self.settings["memory_budget_mb"]
-        self.registry = ffi.NULL  # a NULL registry: an EP that claims no node
-        self.specs: dict[tuple[str, str], list] = {}
-        # names of values the host reads in place (see _note_host_readers)
-        self.host_read_values: set[str] = set()
+        EPS[api.address(s)] = self
         if self.device is None:
             # ORT's selection policies offer vkep a CPU-implemented device, which ORT's CPU EP outruns
             self.log.warning(why)
         else:
-            fp16 = self.settings["fp16"]
-            if fp16 and not self.device.info.features.get("fp16"):
-                raise api.OrtError(f"vkep: EP option fp16=1, but {self.device.describe()} has no 16-bit storage "
-                                   "(storageBuffer16BitAccess); use fp16=auto or 0", api.ORT_INVALID_ARGUMENT)
-            self.registry, specs = registry_for(self.device, fp16 is not False and self.device.info.features["fp16"])
-            for spec in specs:
-                self.specs.setdefault((spec.domain, spec.op), []).append(spec)
-            self.gpu = self.device.gpu  # open the logical device now, not inside the first run
-            self.log.info(f"runs on {self.device.describe()} ({why}); options: "
-                          + ", ".join(f"{k}={v}" for k, v in session_ep_options(session_options).items()))
-        EPS[api.address(s)] = self
-        if self.device is not None:
             _apply_budget(self.device)
+            self.log.info(f"runs on {self.device.describe()} ({why}); options: "
+                          + ", ".join(f"{k}={v}" for k, v in sorted(given_options.items())))
 
     def release(self) -> None:
         EPS.pop(api.address(self.struct), None)
