@@ -76,8 +76,8 @@ def test_cli_devices(capsys):
 def test_cli_run_default_model(ep_devices, capsys):
     assert cli.main(["run", "--runs", "2", "--stats"]) == 0
     out = capsys.readouterr().out
-    assert "22 / 22 nodes on VulkanExecutionProvider" in out
-    assert "largest difference from the CPU EP" in out
+    assert "placement: 22 / 22 nodes on vkep" in out
+    assert "outputs (difference from the CPU EP):" in out and "verdict: vkep runs the model" in out
     assert '"uploads"' in out
 
 

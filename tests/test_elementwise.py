@@ -95,6 +95,8 @@ def test_cast_opsets(ep_devices, opset):
 @pytest.mark.parametrize("base", ["float32", "int32", "int64"])
 @pytest.mark.parametrize("exp", ["float32", "int32", "int64"])
 def test_pow_types(ep_devices, base, exp):
+    if np.dtype(base).kind == "i" and np.dtype(exp).kind == "f":
+        pytest.skip("declined by vkep (the CPU EP takes the power in double): test_pow_integer_base_float_exponent")
     x = np.array([[-3, -2, -1, 0, 1, 2, 3, 5]], dtype=base)
     if np.dtype(exp).kind == "f":
         e = np.array([[0], [1], [2], [3], [0.5], [-1], [-2], [2.5]], dtype=exp)
@@ -103,6 +105,16 @@ def test_pow_types(ep_devices, base, exp):
     else:
         e = np.array([[0], [1], [2], [3], [7], [-1], [-2], [10]], dtype=exp)
     _check("Pow", {"x": x, "e": e}, base)
+
+
+@pytest.mark.parametrize("base", ["int32", "int64"])
+def test_pow_integer_base_float_exponent_runs_on_the_cpu_ep(ep_devices, base):
+    x, e = np.array([7, 9, 11], base), np.array([10.3], np.float32)  # beyond float32's 24-bit mantissa
+    model = _model("Pow", {"x": x, "e": e}, base)
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    np.testing.assert_array_equal(session.run(None, {"x": x, "e": e})[0],
+                                  runner.cpu_session(model).run(None, {"x": x, "e": e})[0])
 
 
 def test_pow_float_edge_cases(ep_devices):
@@ -216,15 +228,6 @@ def test_where_broadcast(ep_devices, dtype, shapes):
     b = RNG.uniform(-100, 100, size=shapes[2]).astype(dtype)
     want = np.where(c, a, b)  # the CPU EP has no Where for every type
     _check("Where", {"c": c, "a": a, "b": b}, dtype, want=want)
-
-
-def test_where_rank_six_is_unsupported(ep_devices):
-    c = np.ones((2, 1, 2, 1, 2, 1), bool)
-    a = np.ones((1, 2, 1, 2, 1, 2), np.float32)
-    model = _model("Where", {"c": c, "a": a, "b": a}, np.float32)
-    session = runner.vkep_session(model, disable_cpu_fallback=True)
-    with pytest.raises(Exception, match="rank 6 > 5"):
-        session.run(None, {"c": c, "a": a, "b": a})
 
 
 # ---- Clip ------------------------------------------------------------------------------------------------
@@ -368,7 +371,12 @@ def _backend_cases():
         if ops & BACKEND_OPS and ops <= BACKEND_OPS | HELPER_OPS and _value_types(case.model.graph) <= VKEP_TYPES:
             model = _for_ort(case.model)
             if model is not None:
-                yield pytest.param(model, case.data_sets, id=case.name)
+                marks = [pytest.mark.skip(reason="declined: see test_pow_integer_base_float_exponent_runs_on_the_cpu_ep")
+                         ] if case.name in DECLINED_BACKEND_CASES else []
+                yield pytest.param(model, case.data_sets, id=case.name, marks=marks)
+
+
+DECLINED_BACKEND_CASES = {"test_pow_types_int32_float32", "test_pow_types_int64_float32"}
 
 
 def _array(value) -> np.ndarray:

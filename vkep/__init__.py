@@ -27,6 +27,16 @@ def get_library_path() -> str:
     return str(build.module_path("_vkep_plugin"))
 
 
+def get_ep_name() -> str:
+    """The EP name vkep registers (as ORT's plugin EP packages offer it)."""
+    return EP_NAME
+
+
+def get_ep_names() -> list[str]:
+    """Every EP name the plugin library provides: one."""
+    return [EP_NAME]
+
+
 def register(name: str = REGISTRATION_NAME) -> list:
     """Register the plugin with ORT (once per process) and return vkep's `OrtEpDevice`s.
 

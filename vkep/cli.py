@@ -41,42 +41,10 @@ def _devices(args) -> int:
     return 0
 
 
-def _load_model(path: str | None, fp16: bool):
-    import numpy as np
-    import onnx
-
-    from vkep import models
-
-    if path is None:
-        return models.all_ops(np.float16 if fp16 else np.float32), (models.all_ops(np.float32) if fp16 else None)
-    return onnx.load(path), None
-
-
 def _run(args) -> int:
-    import numpy as np
+    from vkep import run
 
-    import vkep
-    from vkep import models, runner
-
-    model, reference = _load_model(args.model, args.fp16)
-    name = args.model or f"default model (vkep.models.all_ops, {'float16' if args.fp16 else 'float32'})"
-    if args.inputs:
-        with np.load(args.inputs) as data:
-            feeds = {k: data[k] for k in data.files}
-    else:
-        feeds = models.random_inputs(model, seed=args.seed)
-    if args.stats:
-        vkep.reset_stats()
-    report = runner.compare(model, feeds, runs=args.runs, reference_model=reference)
-    total = sum(report.nodes_per_ep.values())
-    print(f"model: {name}")
-    for ep, count in sorted(report.nodes_per_ep.items(), key=lambda kv: -kv[1]):
-        print(f"  {count:5d} / {total} nodes on {ep}")
-    print(f"latency (median of {args.runs}): vkep {report.latency_ms:.3f} ms, CPU EP {report.cpu_latency_ms:.3f} ms")
-    print(f"largest difference from the CPU EP: abs {report.max_abs_diff:.3g}, rel {report.max_rel_diff:.3g}")
-    if args.stats:
-        print(json.dumps(vkep.stats(), indent=2))
-    return 0
+    return run.command(args)
 
 
 def _shaders_build(args) -> int:
@@ -120,19 +88,41 @@ def _conformance(args) -> int:
     return conformance.main(args)
 
 
+def _version_text() -> str:
+    """vkep's version and the onnxruntime it runs in (the plugin ABI it uses is ORT's)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from vkep import __version__
+
+    try:
+        ort = version("onnxruntime")
+    except PackageNotFoundError:
+        ort = "not installed"
+    return f"vkep {__version__} (onnxruntime {ort})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vkep", description="Vulkan execution provider for ONNX Runtime")
+    parser.add_argument("--version", action="version", version=_version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("devices", help="list Vulkan devices and whether vkep can use them")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_devices)
-    p = sub.add_parser("run", help="run a model on vkep and compare with the CPU EP")
+    p = sub.add_parser("run", help="run a model on vkep and compare with the CPU EP",
+                       description="Run a model on vkep and on ORT's CPU EP with the same inputs: placement, "
+                                   "outputs, latency, and a verdict (exit status 1 when either EP fails).")
     p.add_argument("model", nargs="?", help="an .onnx file (default: a model using every vkep op)")
-    p.add_argument("--inputs", help=".npz file of named inputs (default: random)")
-    p.add_argument("--runs", type=int, default=10)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="the value of a free dimension, by name (ORT's free-dimension override); repeatable")
+    p.add_argument("--shape", action="append", metavar="INPUT=D0,D1,...",
+                   help="the shape of one input (sets its free dimensions); repeatable")
+    p.add_argument("--inputs", action="extend", nargs="+", metavar="FILE",
+                   help="FILE.npz (arrays by input name) or NAME=FILE.npy per input; the others are generated")
+    p.add_argument("--runs", type=int, default=10, help="warm runs timed after the first (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
     p.add_argument("--fp16", action="store_true", help="the default model in float16")
     p.add_argument("--stats", action="store_true", help="print vkep's transfer and memory counters")
+    p.add_argument("--json", action="store_true", help="print the whole report as JSON (for scripts and CI)")
     p.set_defaults(fn=_run)
     p = sub.add_parser("shaders", help="shader tools")
     shaders = p.add_subparsers(dest="action", required=True)
@@ -169,3 +159,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+

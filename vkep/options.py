@@ -70,6 +70,15 @@ def _megabytes(text: str) -> int:
     return int(value * (1 << 20))
 
 
+def _seconds(text: str) -> float | None:
+    if text.strip().lower() == "none":
+        return None
+    value = float(text)
+    if not 0 < value < float("inf"):  # also rejects NaN
+        raise ValueError
+    return value
+
+
 def _text(text: str) -> str:
     if not text.strip():
         raise ValueError
@@ -83,6 +92,7 @@ def _paths(text: str) -> list[Path]:
 FLAG = Parser("1, 0, true, false, yes, no, on or off", _flag)
 SWITCH = Parser("'auto', or 1, 0, true, false, yes, no, on or off", _switch)
 MEGABYTES = Parser("a number of MiB >= 0 (0: no cap)", _megabytes)
+SECONDS = Parser("a number of seconds above 0, or 'none'", _seconds)
 TEXT = Parser("a non-empty string", _text)
 PATH = Parser("a path", lambda text: Path(text).expanduser())
 PATHS = Parser(f"paths separated by {os.pathsep!r}", _paths)
@@ -132,6 +142,10 @@ EP_OPTIONS = [
             "float16 kernels. `auto`: where the device has 16-bit storage (`vkep devices`, fp16 column); `0`: "
             "float16 nodes stay on other EPs; `1`: as auto, but session creation fails on a device without "
             "16-bit storage", SESSION),
+    Setting("wait_limit_s", SECONDS, "none",
+            "seconds any one wait for the device may take before the run fails with an error naming the node (the "
+            "session stays usable); waits go in 100 ms slices, so without it slow work (a cold driver compiling "
+            "shaders) is never a failure; host memory the run lent the device is still waited for", SESSION),
 ]
 
 # Process-wide settings: environment variables.

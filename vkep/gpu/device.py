@@ -282,6 +282,7 @@ class Device:
         # re-entrant, like the memory and weight locks: a session that a GC pass releases while one is
         # held frees its weights, which synchronizes the device, on the same thread
         self.streams_lock = threading.RLock()
+        self.lost = ""  # why the device was lost (VK_ERROR_DEVICE_LOST): no more work runs on it
         self._default_stream = None
         from vkep.gpu.transfer import TransferStats
 

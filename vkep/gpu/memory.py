@@ -139,8 +139,13 @@ class MemoryPool:
             got = _take(block, size)
             if got is not None:
                 return block, got
+        want = max(size, BLOCK_SIZE) if size < DEDICATED_THRESHOLD else size
+        budget = self.manager.budget
+        if budget:  # under a budget: blocks of at most an eighth of it, and a smaller one rather than none
+            room = min(budget // 8, budget - self.manager.reserved()) // ALIGNMENT * ALIGNMENT
+            want = max(size, min(want, room))
         try:
-            block = self._new_block(max(size, BLOCK_SIZE) if size < DEDICATED_THRESHOLD else size)
+            block = self._new_block(want)
         except OutOfDeviceMemory:
             self._trim_locked()
             for block in self.blocks:

@@ -8,12 +8,23 @@ from __future__ import annotations
 
 import struct
 import threading
+import time
 from collections import deque
 
 from vkep.gpu import hazards
-from vkep.gpu.vk import check, ffi, lib, new
+from vkep.gpu.vk import DeviceLost, check, ffi, lib, new
 
-WAIT_TIMEOUT_NS = 120 * 10**9
+# What the thread is waiting for, set by the caller (a node's Compute): a limit in seconds (None: no
+# limit) and a label for messages. Per thread, because one stream serves every session of a device.
+waiting = threading.local()
+
+
+class WaitLimitExceeded(TimeoutError):
+    """The work did not complete within the limit the application set (a provider option)."""
+
+# A wait returns to Python this often (signals such as Ctrl-C are handled there, and the caller's limit
+# is checked): slow work is never a failure by itself, however long a cold driver compiles.
+WAIT_SLICE_NS = 100 * 10**6
 # Submit after this many recorded commands so the device starts while the host records the rest:
 # still one submit per batch, never one per node.
 BATCH_COMMANDS = 64
@@ -171,8 +182,27 @@ class Stream:
         return out[0]
 
     def wait(self, value: int) -> None:
+        """Block until the timeline reaches `value`, in slices; fails only on device loss or past the
+        limit the caller set in `waiting` (then naming what it waited for, and for how long)."""
         if value:
-            check(lib.vkep_wait(self.device.handle, self.timeline, value, WAIT_TIMEOUT_NS), "vkWaitSemaphores")
+            if self.device.lost:
+                raise DeviceLost(f"vkep: the device was lost earlier ({self.device.lost}); waiting", -4)
+            limit = getattr(waiting, "limit", None)
+            start = time.monotonic()
+            while True:
+                result = lib.vkep_wait(self.device.handle, self.timeline, value, WAIT_SLICE_NS)
+                if result != lib.VK_TIMEOUT:
+                    break
+                waited = time.monotonic() - start
+                if limit is not None and waited > limit:
+                    label = getattr(waiting, "label", None) or "recorded work"
+                    raise WaitLimitExceeded(f"vkep: {label} did not complete within the wait limit of {limit:g} s "
+                                            f"(waited {waited:.2f} s; the limit is the provider option wait_limit_s)")
+            try:
+                check(result, "vkWaitSemaphores")
+            except DeviceLost as exc:
+                self.device.lost = str(exc)
+                raise
         self._release_done(value)
 
     def release_after(self, pool, address: int) -> None:
@@ -201,9 +231,10 @@ class Stream:
             if self.destroyed:
                 return
             self.destroyed = True
-            if self.rec.recording:
+            if self.rec.recording and not self.device.lost:
                 self.flush()
-            self.wait(self.rec.submitted)
+            if not self.device.lost:
+                self.wait(self.rec.submitted)
             dev = self.device.handle
             self.device.retired_commands += self.rec.total_commands
             lib.vkDestroyCommandPool(dev, self.pool, ffi.NULL)

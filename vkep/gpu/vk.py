@@ -40,10 +40,16 @@ class OutOfDeviceMemory(VulkanError, MemoryError):
     pass
 
 
+class DeviceLost(VulkanError):
+    """VK_ERROR_DEVICE_LOST: the device (or its driver) failed; nothing more can run on it."""
+
+
 def check(result: int, what: str) -> None:
     if result < 0 or result == lib.VK_TIMEOUT:
         if result in (lib.VK_ERROR_OUT_OF_DEVICE_MEMORY, lib.VK_ERROR_OUT_OF_HOST_MEMORY):
             raise OutOfDeviceMemory(what, result)
+        if result == lib.VK_ERROR_DEVICE_LOST:
+            raise DeviceLost(what, result)
         raise VulkanError(what, result)
 
 

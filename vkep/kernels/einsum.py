@@ -68,6 +68,12 @@ class Einsum(Kernel):
             a, b = terms
             if any(c not in out and not (c in a and c in b) for c in a + b):
                 return f"Einsum '{attrs.get('equation')}': sums over an index of one operand"
+        if len(input_ranks) != 2 or any(r is None or r < 0 for r in input_ranks):
+            return f"Einsum '{attrs.get('equation')}': operand ranks unknown"
+        try:  # the layout depends on the equation and the ranks only: plan it now with sizes of 2
+            cls(spec, attrs, since_version, list(input_types))._plan(tuple((2,) * r for r in input_ranks))
+        except UnsupportedError as exc:
+            return str(exc)
         return None
 
     def _plan(self, shapes: tuple) -> tuple:

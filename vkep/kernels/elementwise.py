@@ -82,10 +82,22 @@ def variant(x: str, y: str) -> str | tuple[str, str]:
     return x if x == y else (x, y)
 
 
+def declines_rank(spec, input_ranks, max_rank: int) -> str | None:
+    """Inputs of rank above `max_rank`: their broadcast may not collapse to the shader's rank (the
+    graph gives ranks, not the sizes that would tell), so the node stays on another EP."""
+    if any((r or 0) > max_rank for r in input_ranks):
+        return f"{spec.op} of rank {max(r or 0 for r in input_ranks)}: broadcasts above rank {max_rank} are not supported"
+    return None
+
+
 class Binary(Kernel):
     """y = a OP b, broadcast (Add, Sub, Mul, Div, PRelu, BitwiseAnd/Or/Xor; the manifest's `op`)."""
 
     out_dtype: str | None = None  # None: the inputs' type
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        return declines_rank(spec, input_ranks, MAX_RANK)
 
     def plan(self, sa: tuple[int, ...], sb: tuple[int, ...], out: tuple[int, ...] | None = None,
              scale: float = 1.0) -> tuple:
@@ -119,6 +131,14 @@ class Pow(Binary):
 
     def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
         return variant(shader_dtype(b), shader_dtype(a))
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        base, exponent = (list(input_types) + [None, None])[:2]
+        if base and exponent and base.startswith("int") and exponent.startswith("float"):
+            # the CPU EP takes the power in double precision; the shader in float32 would lose digits
+            return f"Pow of an {base} base with a {exponent} exponent"
+        return declines_rank(spec, input_ranks, MAX_RANK)
 
 
 class Mod(Binary):
@@ -166,6 +186,10 @@ class Variadic(Binary):
 
 class Where(Kernel):
     """y = c ? a : b over three broadcast inputs (shaders/where.comp, rank <= 5 after collapsing)."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        return declines_rank(spec, input_ranks, 5)
 
     def compute(self, call) -> None:
         c, a, b = call.inputs

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections import Counter
 
 from vkep import options
 from vkep.kernels import manifest
@@ -118,16 +117,21 @@ class Ep:
             raise api.OrtError(str(exc), api.ORT_INVALID_ARGUMENT) from None
         self.prepack_cache = self.settings["prepack_cache"]
         self.budget = self.settings["memory_budget_mb"]
+        self.wait_limit: float | None = self.settings["wait_limit_s"]
+        self.fp16 = False  # whether this session's kernels take float16
         self.registry = ffi.NULL  # a NULL registry: an EP that claims no node
         self.specs: dict[tuple[str, str], list] = {}
         # names of values the host reads in place (see _note_host_readers)
         self.host_read_values: set[str] = set()
+        # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
+        self.declined: dict[tuple[str, str], str] = {}
         if self.device is not None:
             fp16, has_fp16 = self.settings["fp16"], bool(self.device.info.features.get("fp16"))
             if fp16 and not has_fp16:
                 raise api.OrtError(f"vkep: EP option fp16=1, but {self.device.describe()} has no 16-bit storage "
                                    "(storageBuffer16BitAccess); use fp16=auto or 0", api.ORT_INVALID_ARGUMENT)
-            self.registry, specs = registry_for(self.device, has_fp16 and fp16 is not False)
+            self.fp16 = has_fp16 and fp16 is not False
+            self.registry, specs = registry_for(self.device, self.fp16)
             for spec in specs:
                 self.specs.setdefault((spec.domain, spec.op), []).append(spec)
             self.gpu = self.device.gpu  # open the logical device now, not inside the first run
@@ -259,43 +263,22 @@ def _get_capability(this, graph, support_info):
     if ep.device is None:  # see choose_device (the reason went to the log when the EP was created)
         return
     kdef = ffi.new("const OrtKernelDef**")
-    claimed, no_kernel = [], Counter()
+    claimed = []
     for i in range(count[0]):
         kdef[0] = ffi.NULL
         api.check(lib.ep_EpGraphSupportInfo_LookUpKernel(support_info, nodes[i], kdef))
         if kdef[0] == ffi.NULL:
-            if ep.log.enabled(VERBOSE):
-                no_kernel[_op_name(nodes[i])] += 1
-            continue
-        reason = _decline_reason(nodes[i], ep.specs)
+            reason, severity = _no_kernel(nodes[i], ep), VERBOSE
+        else:
+            reason, severity = _declined(nodes[i], ep.specs), INFO
         if reason is None:
             api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, nodes[i]))
             claimed.append(nodes[i])
-        else:  # the node stays on another EP: say why
-            ep.log.info(f"node {_node_name(nodes[i])!r} ({_op_name(nodes[i])}) stays off vkep: {reason}")
-    if ep.log.enabled(INFO):
-        ep.log.info(f"claims {len(claimed)} of {count[0]} nodes for {ep.device.info.name}")
-    if no_kernel:
-        ep.log.verbose("no vkep kernel for these ops, types or opsets: "
-                       + ", ".join(f"{op} x{n}" for op, n in sorted(no_kernel.items())))
+        else:
+            _note_declined(ep, nodes[i], reason, severity)
+    ep.log.info(f"claims {len(claimed)} of {count[0]} nodes for {ep.device.info.name}")
     if ep.device.shares_host_memory:
         _note_host_readers(ep, claimed)
-
-
-def _op_name(node) -> str:
-    lib, ffi = api.lib, api.ffi
-    out = ffi.new("const char**")
-    api.check(lib.ort_Node_GetOperatorType(node, out))
-    op = ffi.string(out[0]).decode()
-    api.check(lib.ort_Node_GetDomain(node, out))
-    domain = ffi.string(out[0]).decode()
-    return f"{domain}.{op}" if domain else op
-
-
-def _node_name(node) -> str:
-    out = api.ffi.new("const char**")
-    api.check(api.lib.ort_Node_GetName(node, out))
-    return api.ffi.string(out[0]).decode(errors="replace") if out[0] != api.ffi.NULL else ""
 
 
 def _note_host_readers(ep: Ep, claimed: list) -> None:
@@ -377,8 +360,8 @@ def _spec_of(node, specs) -> tuple:
     return next((s for s in specs.get((domain, op), ()) if any(a <= v <= b for a, b in s.version_ranges())), None), v
 
 
-def _decline_reason(node, specs) -> str | None:
-    """Why the node's kernel cannot run these attributes or inputs (it then stays on another EP), or None."""
+def _declined(node, specs) -> str | None:
+    """Why the node's kernel cannot run these attributes (it then stays on another EP), or None."""
     spec, version = _spec_of(node, specs)
     if spec is None:
         return None
@@ -393,14 +376,52 @@ def _decline_reason(node, specs) -> str | None:
     return cls.declines(spec, attrs, version, *_inputs(node))
 
 
-def _inputs(node) -> tuple[list[int | None], list[str | None]]:
-    """The rank and element type of each input as the graph knows them: None for an absent optional
-    input; rank -1 and type None where unknown."""
+def _no_kernel(node, ep: Ep) -> str:
+    """Why ORT's kernel lookup found no vkep kernel for the node: op, opset version or element types."""
+    lib, ffi = api.lib, api.ffi
+    out = ffi.new("const char**")
+    api.check(lib.ort_Node_GetOperatorType(node, out))
+    op = ffi.string(out[0]).decode()
+    api.check(lib.ort_Node_GetDomain(node, out))
+    domain = ffi.string(out[0]).decode()
+    qualified = f"{domain}::{op}" if domain not in ("", "ai.onnx") else op
+    candidates = ep.specs.get((domain, op), ())
+    if not candidates:
+        return f"vkep has no {qualified} kernel"
+    spec, version = _spec_of(node, ep.specs)
+    if spec is None:
+        ranges = ", ".join(f"{a}-{b}" if b < manifest.MAX_VERSION else f"{a}+"
+                           for s in candidates for a, b in s.version_ranges())
+        return f"vkep's {qualified} covers opset versions {ranges}, not {version}"
+    ins, outs = ([t or "?" for t in _inputs(node, outputs)[1]] for outputs in (False, True))
+    features = ep.device.info.features  # the types this device and session can run (as in _build_registry)
+    allowed = sorted({t for ts in spec.types.values() for t in ts
+                      if (not spec.shader or device_supports(features, t)) and (ep.fp16 or t != "float16")})
+    return (f"no vkep {qualified} kernel for types ({', '.join(ins)}) -> ({', '.join(outs)}) "
+            f"(it takes {', '.join(allowed)})")
+
+
+def _note_declined(ep: Ep, node, reason: str, severity: int) -> None:
+    """Record why a node stays on another EP (`vkep run` prints it) and say so in the session's log: at
+    INFO where a kernel declined it, at VERBOSE where vkep has no kernel for it."""
+    lib, ffi = api.lib, api.ffi
+    out = ffi.new("const char**")
+    api.check(lib.ort_Node_GetName(node, out))
+    name = ffi.string(out[0]).decode()
+    api.check(lib.ort_Node_GetOperatorType(node, out))
+    op = ffi.string(out[0]).decode()
+    ep.declined[(name, op)] = reason
+    ep.log.log(severity, f"declines {op} node {name!r}: {reason}", 2)
+
+
+def _inputs(node, outputs: bool = False) -> tuple[list[int | None], list[str | None]]:
+    """The rank and element type of each input (or output) as the graph knows them: None for an absent
+    optional input; rank -1 and type None where unknown."""
     lib, ffi = api.lib, api.ffi
     count = ffi.new("size_t*")
-    api.check(lib.ort_Node_GetNumInputs(node, count))
+    api.check((lib.ort_Node_GetNumOutputs if outputs else lib.ort_Node_GetNumInputs)(node, count))
     infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
-    api.check(lib.ort_Node_GetInputs(node, infos, count[0]))
+    api.check((lib.ort_Node_GetOutputs if outputs else lib.ort_Node_GetInputs)(node, infos, count[0]))
     ranks: list[int | None] = []
     types: list[str | None] = []
     for i in range(count[0]):

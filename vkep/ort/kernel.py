@@ -11,13 +11,14 @@ import numpy as np
 
 from vkep.gpu import hazards, transfer
 from vkep.gpu.interop import InPlace
+from vkep.gpu.stream import WaitLimitExceeded, waiting
 from vkep.kernels.base import ITEMSIZE, Tensor, encode_dispatch, implementation, variant
 from vkep.kernels.control_flow import ControlFlow
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.control_flow import control_flow_kernel
 from vkep.ort.ep import EPS, KERNEL_STATES
-from vkep.ort.memory import ALLOCATORS, default_allocator, stream_of
+from vkep.ort.memory import ALLOCATORS, alloc_from, default_allocator, stream_of
 
 KERNELS: dict[int, KernelInstance] = {}
 PYTHON_COMPUTES = [0]  # node executions that entered Python (the rest replayed natively): vkep.stats()
@@ -46,6 +47,7 @@ class KernelInstance:
         # complete when its Compute returns (see ep._note_host_readers)
         self.host_read_outputs: frozenset[int] = frozenset()
         self.prepack_cache = "vkep"  # or "ort": ORT's shared pre-packed weight cache, where it offers one
+        self.wait_limit: float | None = None  # the EP option wait_limit_s: seconds a wait may take
         self.shared_layouts: dict[int, tuple] = {}  # input index → (shape, dtype) of a weight ORT shares
         self.held_imports: list = []  # host memory ORT's cache shares that the device reads in place
         with _ids_lock:
@@ -141,10 +143,17 @@ class KernelCall:
                 transfer.count_elided(kernel.gpu, self.outputs[index][1])
         if not ((self.host and self.host.imports) or self.foreign_outputs or kernel.host_read_outputs):
             return
-        if self.host is not None:
-            self.host.done(self.stream)  # (finishes the stream too)
-        else:
+        try:
             self.stream.finish()
+        except WaitLimitExceeded:
+            if (self.host and self.host.imports) or self.foreign_outputs:
+                # host memory ORT owns is still in the device's hands: the error waits for it
+                waiting.limit = None
+                self.stream.finish()
+            raise
+        finally:
+            if self.host is not None:
+                self.host.done(self.stream)
         if hazards.ENABLED:  # the wait above must have covered every output the host reads
             for index in kernel.host_read_outputs:
                 if index < len(self.outputs) and self.output_addresses[index]:
@@ -276,7 +285,7 @@ def _reserve(kernel: KernelInstance, nbytes: int) -> None:
     cache = allocator.struct.cache
     if api.lib.vkep_alloc_cache_count(cache, nbytes) == 0:
         size = -(-nbytes // 256) * 256
-        api.lib.vkep_alloc_cache_put(cache, allocator.pool.alloc(size), size)
+        api.lib.vkep_alloc_cache_put(cache, alloc_from(allocator, size, f"an output of {kernel.node_name!r}"), size)
 
 
 def _owner(kernel: KernelInstance, ptr: int):
@@ -391,6 +400,7 @@ def _kernel_create(state, info, out):
         # (a `cpu_outputs` output is host memory on every device: nothing to wait for or to count)
         kernel.host_read_outputs = _host_read_outputs(ep, info, outputs[0]) - kernel.cpu_outputs
         kernel.prepack_cache = ep.prepack_cache
+        kernel.wait_limit = ep.wait_limit
     out[0] = ffi.cast("OrtKernelImpl*", kernel.struct)
 
 
@@ -448,10 +458,17 @@ def _kernel_compute(kernel_id, ctx, io):
     call = KernelCall(kernel, ctx, inputs, stream, replayable)
     for i, host, shape, dtype in foreign:  # host memory ORT handed over as it is: read in place, or staged
         inputs[i] = Tensor(call.in_place(host, math.prod(shape) * ITEMSIZE.get(dtype, 1), stream), shape, dtype, None)
+    if kernel.gpu.lost:
+        raise RuntimeError(f"vkep: the Vulkan device was lost ({kernel.gpu.lost}); create a new session "
+                           "(after the driver recovers) to run again")
+    waiting.limit, waiting.label = kernel.wait_limit, f"{kernel.spec.op} node {kernel.node_name!r}"
     try:
         kernel.impl.compute(call)
     finally:
-        call.finish_host_work()
+        try:
+            call.finish_host_work()
+        finally:
+            waiting.limit = waiting.label = None
     if call.replayable:
         call.save_plan(io)
 

@@ -63,15 +63,34 @@ def default_allocator(device) -> Allocator | None:
     return found[-1] if found else None
 
 
+def alloc_from(allocator: Allocator, size: int, what: str = "a tensor") -> int:
+    """A chunk of `allocator`'s pool; out of memory, every cache vkep holds on the device (each
+    allocator's freed chunks, both pools' cached chunks and empty blocks) is given back first, and the
+    error says what was asked, the budget and what is in use."""
+    try:
+        return allocator.pool.alloc(size)
+    except MemoryError:
+        device = allocator.device
+        device.gpu.synchronize()  # chunks freed while work was pending are safe to give back after this
+        for other in list(ALLOCATORS.values()):
+            if other.device is device:
+                other.drain()
+        memory = device.gpu.memory
+        for pool in (memory.device_pool, memory.host_pool):
+            pool.trim()
+        try:
+            return allocator.pool.alloc(size)
+        except MemoryError as exc:
+            stats = memory.stats()
+            budget = f"{memory.budget} bytes (EP option memory_budget_mb)" if memory.budget else "none set"
+            raise MemoryError(f"vkep: out of device memory for {what} of {size} bytes on {device.info.name}: "
+                              f"{stats['live_bytes']} bytes in use, {stats['reserved_bytes']} reserved after "
+                              f"freeing every cache; budget {budget} ({exc})") from None
+
+
 @callback("py_alloc")
 def _alloc(this, size):
-    allocator = ALLOCATORS[api.address(this)]
-    try:
-        return api.ffi.cast("void*", allocator.pool.alloc(size))
-    except MemoryError:
-        allocator.drain()
-        allocator.pool.trim()
-        return api.ffi.cast("void*", allocator.pool.alloc(size))
+    return api.ffi.cast("void*", alloc_from(ALLOCATORS[api.address(this)], size))
 
 
 class SyncStream:

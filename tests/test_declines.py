@@ -1,0 +1,50 @@
+"""Nodes vkep cannot run are declined at GetCapability (they stay on the CPU EP and give its answer),
+never accepted and failed at run time: what the graph tells (ranks, attributes) is enough for these."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from vkep import runner
+
+F, B = TensorProto.FLOAT, TensorProto.BOOL
+
+
+def _model(node, inputs) -> bytes:
+    graph = helper.make_graph([node], "m", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                              [helper.make_tensor_value_info("y", F, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+
+
+CASES = {
+    # alternating broadcast dims: nothing collapses below rank 7 (the shader's limit is 6)
+    "add_rank7": (helper.make_node("Add", ["a", "b"], ["y"]), [("a", F, [2, 1, 2, 1, 2, 1, 2]), ("b", F, [1, 2, 1, 2, 1, 2, 1])]),
+    "max_rank7": (helper.make_node("Max", ["a", "b"], ["y"]), [("a", F, [2, 1, 2, 1, 2, 1, 2]), ("b", F, [1, 2, 1, 2, 1, 2, 1])]),
+    "where_rank6": (helper.make_node("Where", ["c", "a", "b"], ["y"]),
+                    [("c", B, [2, 1, 2, 1, 2, 1]), ("a", F, [1, 2, 1, 2, 1, 2]), ("b", F, [2, 2, 2, 2, 2, 2])]),
+    # an output order the kernel cannot lay out (batch index between the others)
+    "einsum_ibk": (helper.make_node("Einsum", ["a", "b"], ["y"], equation="bij,bjk->ibk"),
+                   [("a", F, [2, 3, 4]), ("b", F, [2, 4, 5])]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_declined_node_runs_on_the_cpu_ep(ep_devices, name):
+    node, inputs = CASES[name]
+    model = _model(node, inputs)
+    rng = np.random.default_rng(0)
+    feeds = {n: (rng.random(s) > 0.5 if t == B else rng.standard_normal(s).astype(np.float32)) for n, t, s in inputs}
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    np.testing.assert_array_equal(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])
+
+
+def test_rank6_add_still_runs_on_vkep(ep_devices):
+    node, inputs = helper.make_node("Add", ["a", "b"], ["y"]), [("a", F, [2, 1, 2, 1, 2, 1]), ("b", F, [1, 2, 1, 2, 1, 2])]
+    model = _model(node, inputs)
+    feeds = {n: np.full(s, 1.5, np.float32) for n, _, s in inputs}
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    np.testing.assert_array_equal(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])

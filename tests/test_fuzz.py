@@ -1,0 +1,142 @@
+"""Property-based differential test: random one-node models of every elementwise manifest entry (unary,
+binary, comparison, variadic, Where, Pow, Mod…) with random shapes — rank 0 to 8, zero-sized dimensions,
+broadcasting — element types and values, run on vkep (nodes it declines stay on the CPU EP) and on ORT's
+CPU EP; the outputs must agree (NaN equal to NaN), and where the CPU EP fails, vkep may fail too but
+never answer something else.
+
+The default profile is quick (VKEP_FUZZ_EXAMPLES examples a test, 25 unless set) with finite values;
+`VKEP_FUZZ_EXAMPLES=2000 VKEP_FUZZ_SPECIAL=1 .venv/bin/python -m pytest tests/test_fuzz.py` is the long
+one, with NaN, ±Inf, −0, denormals and extreme values mixed in. Runs are derandomized (the same examples
+every time); a failure found once is kept below as an `@example`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+from vkep import runner
+from vkep.kernels import manifest
+
+EXAMPLES = int(os.environ.get("VKEP_FUZZ_EXAMPLES", "25"))
+SPECIAL = os.environ.get("VKEP_FUZZ_SPECIAL", "0") not in ("", "0")
+ELEMENTWISE = ("Unary", "Binary", "Compare", "Variadic", "Where", "Pow", "Mod", "Predicate")
+SPECS = [s for s in manifest.load()
+         if s.impl.startswith("elementwise.") and s.impl.split(".")[1] in ELEMENTWISE and not s.cpu_inputs
+         and s.domain == "" and not any(a.default is None and not a.optional for a in s.attributes)]
+ONNX_TYPES = {"float32": onnx.TensorProto.FLOAT, "float16": onnx.TensorProto.FLOAT16, "int32": onnx.TensorProto.INT32,
+              "int64": onnx.TensorProto.INT64, "int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
+              "bool": onnx.TensorProto.BOOL}
+SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 1e-40, -1e-40, 3.4e38, -3.4e38, 1e38]
+
+
+def _shapes(draw, n: int) -> list[tuple[int, ...]]:
+    """`n` shapes that broadcast together: a common shape of rank 0-8, each operand dropping leading
+    dimensions and setting some to 1."""
+    rank = draw(st.integers(0, 8))
+    common = [draw(st.sampled_from([0, 1, 2, 3] if draw(st.integers(0, 9)) == 0 else [1, 2, 3])) for _ in range(rank)]
+    out = []
+    for _ in range(n):
+        keep = draw(st.integers(0, rank))
+        dims = common[rank - keep:]
+        out.append(tuple(1 if draw(st.integers(0, 3)) == 0 else d for d in dims))
+    return out
+
+
+def _values(draw, shape, dtype: str, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.random(shape) > 0.5
+    if dtype.startswith("float"):
+        x = (rng.standard_normal(shape) * draw(st.sampled_from([0.5, 3.0, 50.0]))).astype(dtype)
+        if SPECIAL and x.size:
+            flat = x.reshape(-1)
+            idx = rng.integers(0, flat.size, size=max(1, flat.size // 3))
+            flat[idx] = rng.choice(np.array(SPECIALS, dtype=np.float64), size=idx.size).astype(dtype)
+        return x
+    info = np.iinfo(dtype)
+    lo, hi = max(info.min, -50), min(info.max, 50)
+    return rng.integers(lo, hi + 1, size=shape).astype(dtype)
+
+
+@st.composite
+def cases(draw):
+    spec = draw(st.sampled_from(SPECS))
+    constraint, dtypes = next(iter(spec.types.items()))
+    dtype = draw(st.sampled_from(dtypes))
+    names = spec.test.get("constraints") or [constraint] * spec.inputs
+    n = spec.inputs if spec.impl != "elementwise.Variadic" else draw(st.integers(1, 4))
+    types = [(dtype if (names[min(i, len(names) - 1)] == constraint) else spec.types.get(
+        names[min(i, len(names) - 1)], [names[min(i, len(names) - 1)]])[0]) for i in range(n)]
+    shapes = _shapes(draw, n)
+    seed = draw(st.integers(0, 2**31 - 1))
+    values = [_values(draw, s, t, seed + i) for i, (s, t) in enumerate(zip(shapes, types, strict=True))]
+    return spec, values
+
+
+def _model(spec, values) -> bytes:
+    inputs = [f"x{i}" for i in range(len(values))]
+    node = helper.make_node(spec.op, inputs, ["y"])
+    graph = helper.make_graph([node], "fuzz", [helper.make_tensor_value_info(
+        name, ONNX_TYPES[str(v.dtype)], list(v.shape)) for name, v in zip(inputs, values, strict=True)],
+        [onnx.ValueInfoProto(name="y")])  # (type and shape: ORT infers them)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", spec.since[-1])], ir_version=8)
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> bool:
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    if got.dtype.kind != "f":
+        return bool(np.array_equal(got, want))
+    tol = {"rtol": 1e-2, "atol": 1e-3} if got.dtype == np.float16 else {"rtol": 1e-3, "atol": 1e-5}
+    return bool(np.allclose(got.astype(np.float64), want.astype(np.float64), equal_nan=True, **tol))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@given(cases())
+def test_elementwise_matches_cpu_ep(ep_devices, case):
+    spec, values = case
+    data = _model(spec, values).SerializeToString()
+    feeds = {f"x{i}": v for i, v in enumerate(values)}
+    try:
+        want = runner.cpu_session(data).run(None, feeds)[0]
+    except Exception:  # noqa: BLE001 — the reference rejects it (types the schema or the CPU EP lacks)
+        assume(False)
+    got = runner.vkep_session(data).run(None, feeds)[0]
+    assert _close(got, want), (spec.op, [(v.dtype, v.shape) for v in values], got, want)
+
+
+def test_there_is_something_to_fuzz():
+    assert len(SPECS) > 40, [s.op for s in SPECS]
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+# Failures the fuzzer found, kept as cases; strict xfail until their fix lands (then the mark goes).
+FOUND = [
+    pytest.param("Asinh", [np.array([-0.375, -3.4e38], np.float32)], id="asinh-extreme-negative",
+                 marks=pytest.mark.xfail(strict=True, reason="asinh of -3.4e38 overflows to -inf (x*x)")),
+    # int32 ** float was computed in float32 (9 ** 10.3 lost digits): such nodes are declined now
+    pytest.param("Pow", [np.array([7, 9, 11], np.int32), np.array([10.3], np.float32)], id="pow-int32-float-exponent"),
+    pytest.param("Pow", [np.array(-3, np.int32), np.array(34, np.int32)], id="pow-int32-overflow",
+                 marks=pytest.mark.xfail(strict=True, reason="an overflowing integer power wraps; the CPU EP (a double "
+                                                             "cast back) gives INT_MIN")),
+]
+
+
+@pytest.mark.parametrize("op,values", FOUND)
+def test_found_by_the_fuzzer(ep_devices, op, values):
+    spec = max((s for s in SPECS if s.op == op), key=lambda s: s.since[-1])
+    data = _model(spec, values).SerializeToString()
+    feeds = {f"x{i}": v for i, v in enumerate(values)}
+    want = runner.cpu_session(data).run(None, feeds)[0]
+    got = runner.vkep_session(data).run(None, feeds)[0]
+    assert _close(got, want), (got, want)
