@@ -37,7 +37,7 @@ def _attach_unavailable(ffi, message: str) -> None:
     @ffi.def_extern(name="vkep_py_create_factories")
     def create_factories(registered_name, base, logger, factories, max_factories, num_factories):
         num_factories[0] = 0
-        return api.lib.ort_CreateStatus(api.ORT_FAIL, message.encode(errors="replace"))
+        return api.lib.ort_CreateStatus(api.ORT_EP_FAIL, message.encode(errors="replace"))  # as make_status
 
     @ffi.def_extern(name="vkep_py_release_factory")
     def release_factory(ptr):
