@@ -141,7 +141,7 @@ def test_out_of_device_memory_is_an_error_and_the_session_stays_usable():
          helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, "m"])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
-    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"memory_budget_mb": "128"})
     try:
         session.run(None, {"a": np.ones((8192, 1), np.float32), "b": np.ones((1, 8192), np.float32)})  # 256 MiB
         print("NO ERROR")
@@ -149,11 +149,11 @@ def test_out_of_device_memory_is_an_error_and_the_session_stays_usable():
         print("ERROR:", exc)
     a, b = np.random.rand(3, 1).astype(np.float32), np.random.rand(1, 4).astype(np.float32)
     print("still usable:", bool(np.allclose(session.run(None, {"a": a, "b": b})[0], a + b)))
-    """, {"VKEP_MEMORY_BUDGET_MB": "128"})
+    """, {})
     assert result.returncode == 0, result.stderr
     assert "ERROR:" in result.stdout and "NO ERROR" not in result.stdout, result.stdout
     assert "still usable: True" in result.stdout, result.stdout
-    assert "VKEP_MEMORY_BUDGET_MB" in result.stdout + result.stderr
+    assert "memory_budget_mb" in result.stdout + result.stderr
 
 
 def test_model_file_error_from_cli(tmp_path):
@@ -164,16 +164,15 @@ def test_model_file_error_from_cli(tmp_path):
     assert cli.main(["run", str(bad)]) == 1
 
 
-
 def test_out_of_memory_is_clear_and_the_session_goes_on():
-    """Past VKEP_MEMORY_BUDGET_MB, after every cache vkep holds was given back: an error naming the size
+    """Past the EP option memory_budget_mb, after every cache vkep holds was given back: an error naming the size
     asked, what is in use and the budget; the same session then runs an input that fits."""
     code = textwrap.dedent("""
         import numpy as np
         from tests.test_waits import _matmul_model
         from vkep import runner
         model = _matmul_model()
-        s = runner.vkep_session(model, disable_cpu_fallback=True)
+        s = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"memory_budget_mb": "64"})
         small = {"x": np.ones((2, 512), np.float32)}
         want = runner.cpu_session(model).run(None, small)[0]
         np.testing.assert_allclose(s.run(None, small)[0], want, rtol=1e-4, atol=1e-3)
@@ -186,9 +185,127 @@ def test_out_of_memory_is_clear_and_the_session_goes_on():
         print("USABLE")
     """)
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "VKEP_MEMORY_BUDGET_MB": "64"})
+                          env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-2000:]
     error = next(line for line in done.stdout.splitlines() if line.startswith(("ERROR", "NO ERROR")))
     assert "out of device memory for an output of" in error and "81920000 bytes" in error, error
     assert "bytes in use" in error and "budget 67108864 bytes" in error, error
     assert done.stdout.rstrip().endswith("USABLE")
+
+
+# --- Vulkan missing: each entry point says what is missing and what to install ----------------------------
+_ENTRY_POINTS = """
+    import sys
+    import onnxruntime as ort
+    import vkep
+    from vkep import cli
+    print("CLI exit:", cli.main(["devices"]))
+    try:
+        ort.register_execution_provider_library("vkep", vkep.get_library_path())
+        print("ORT: registered")
+    except Exception as exc:
+        print("ORT:", exc)
+    try:
+        vkep.register()
+        print("vkep.register: returned")
+    except vkep.VulkanUnavailable as exc:
+        print("vkep.register:", exc)
+    import numpy as np
+    from vkep import models, runner
+    model = models.add_chain(2)
+    print("CPU EP still runs:", runner.cpu_session(model).run(None, models.random_inputs(model))[0].shape)
+"""
+
+
+def _assert_says(result: subprocess.CompletedProcess, what: str, install: list[str]) -> None:
+    assert result.returncode == 0, result.stderr
+    out = result.stdout + result.stderr
+    assert "CLI exit: 1" in out and "CPU EP still runs: (1, 16)" in out, out
+    # the same message from `vkep devices`, ORT's registration and vkep.register()
+    assert out.count(what) == 3, out
+    assert "ORT: registered" not in out and "vkep.register: returned" not in out, out
+    for words in install + ["Debian/Ubuntu:", "Fedora:", "Windows:", "macOS:"]:
+        assert out.count(words) >= 3, (words, out)
+    assert "VkResult -9" not in out
+
+
+def test_no_vulkan_driver_says_what_to_install(tmp_path):
+    empty = tmp_path / "no-icds"
+    empty.mkdir()
+    result = _run_child(_ENTRY_POINTS, {"VK_DRIVER_FILES": str(empty), "VK_ICD_FILENAMES": str(empty)})
+    _assert_says(result, "vkep: no Vulkan driver: the Vulkan loader found no driver (ICD) it could use",
+                 ["mesa-vulkan-drivers", "VK_DRIVER_FILES=", "nvidia-driver", "molten-vk"])
+
+
+_HIDE_LOADER = """
+set -e
+lib=$(readlink -f "$1"); shift
+dir=$(dirname "$lib"); farm=$(mktemp -d); orig=$(mktemp -d)
+mount --bind "$dir" "$orig"
+for f in "$orig"/*; do n=$(basename "$f"); case "$n" in libvulkan.so*) ;; *) ln -s "$orig/$n" "$farm/$n";; esac; done
+mount --bind "$farm" "$dir"
+exec "$@"
+"""
+
+
+def _loader_path() -> str | None:
+    import ctypes.util
+
+    name = ctypes.util.find_library("vulkan")
+    found = [p for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu")
+             if name and os.path.exists(p := os.path.join(d, name))]
+    return found[0] if found else None
+
+
+def test_no_vulkan_loader_says_what_to_install(tmp_path):
+    """A real process where libvulkan cannot be found: in a private mount namespace, the loader's directory is
+    replaced by links to everything in it except libvulkan (nothing changes outside the namespace)."""
+    loader = _loader_path()
+    unshare = shutil.which("unshare")
+    if not loader or not unshare or subprocess.run([unshare, "-rm", "true"], capture_output=True).returncode:
+        pytest.skip("needs libvulkan in a system directory and unprivileged mount namespaces (unshare -rm)")
+    script = tmp_path / "hide_loader.sh"
+    script.write_text(_HIDE_LOADER)
+    result = subprocess.run([unshare, "-rm", "sh", str(script), loader, sys.executable, "-c",
+                             textwrap.dedent(_ENTRY_POINTS)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    _assert_says(result, "vkep: the Vulkan loader (libvulkan) cannot be loaded (libvulkan.so.1: cannot open shared "
+                         "object file", ["libvulkan1", "vulkan-loader", "vulkan-1.dll"])
+
+
+# --- vkep's messages go through ORT's loggers ------------------------------------------------------------
+_LOGGED = """
+    import sys
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+    from vkep import runner
+    # Einsum's diagonal: a kernel that declines; Det: no vkep kernel at all
+    graph = helper.make_graph(
+        [helper.make_node("Einsum", ["x"], ["d"], "diag", equation="ii->i"), helper.make_node("Relu", ["d"], ["y"]),
+         helper.make_node("Det", ["x"], ["z"], "det")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("z", TensorProto.FLOAT, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    so = runner.session_options()
+    so.log_severity_level = int(sys.argv[1])
+    session = ort.InferenceSession(model.SerializeToString(), sess_options=so, enable_fallback=0)
+    print("placement:", sorted({ep for _, _, ep in runner.placement(session)}))
+"""
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_vkep_logs_at_ort_severities(level):
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(_LOGGED), str(level)], capture_output=True,
+                            text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "placement: ['CPUExecutionProvider', 'VulkanExecutionProvider']" in result.stdout
+    err = result.stderr
+    info = [ln for ln in err.splitlines() if "[I:onnxruntime" in ln and "vkep:" in ln]
+    verbose = [ln for ln in err.splitlines() if "[V:onnxruntime" in ln and "vkep:" in ln]
+    if level <= 1:  # the device, the claims, and why the Einsum stays off vkep, at INFO
+        text = "\n".join(info)
+        assert "vkep: runs on #0" in text and "vkep: claims 1 of 3 nodes" in text, err
+        assert "vkep: declines Einsum node 'diag': Einsum 'ii->i': only two-operand forms" in text, err
+    else:
+        assert not info, err
+    assert any("vkep: declines Det node 'det': vkep has no Det kernel" in ln for ln in verbose) == (level == 0), err
+    assert "vkep: error" not in err

@@ -249,7 +249,7 @@ def test_ort_shared_prepack_cache_option(ep_devices):
 
 
 def test_bad_prepack_cache_option_is_a_clear_error(ep_devices):
-    with pytest.raises(Exception, match="prepack_cache must be 'vkep' or 'ort'"):
+    with pytest.raises(Exception, match="EP option prepack_cache='sometimes' is not valid: expected 'vkep' or 'ort'"):
         runner.vkep_session(models.add_chain(2), ep_options={"prepack_cache": "sometimes"})
 
 

@@ -134,7 +134,7 @@ def _session(model: bytes, level, devices=None):
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     if devices is None:
         return ort.InferenceSession(model, sess_options=so, providers=["CPUExecutionProvider"])
-    so.add_provider_for_devices(devices, {})
+    so.add_provider_for_devices(devices, {"allow_cpu_device": "1"})
     return ort.InferenceSession(model, sess_options=so, enable_fallback=0)
 
 

@@ -65,7 +65,7 @@ _PROBE = textwrap.dedent("""
 
     def session():
         so = ort.SessionOptions()
-        so.add_provider_for_devices(devices, {"prepack_cache": sys.argv[1]})
+        so.add_provider_for_devices(devices, {"prepack_cache": sys.argv[1], "allow_cpu_device": "1"})
         so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
         return ort.InferenceSession(model, sess_options=so, enable_fallback=0)

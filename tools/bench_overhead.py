@@ -109,7 +109,7 @@ def bench_vkep(model_bytes, feeds, ref, args) -> dict:
     try:
         devices = vkep.register()
         so = ort.SessionOptions()
-        so.add_provider_for_devices(devices, {})
+        so.add_provider_for_devices(devices, {"allow_cpu_device": "1"})  # lavapipe too: asked for explicitly
         so.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
         # enable_fallback=0: never let a silent retry on the CPU EP pass for vkep's time.
         sess = ort.InferenceSession(model_bytes, sess_options=so, enable_fallback=0)

@@ -9,10 +9,14 @@
 
 from __future__ import annotations
 
+from vkep.gpu.diagnose import VulkanUnavailable
+
 __version__ = "0.1.0"
 
 EP_NAME = "VulkanExecutionProvider"
 REGISTRATION_NAME = "vkep"
+__all__ = ["EP_NAME", "REGISTRATION_NAME", "VulkanUnavailable", "devices", "get_library_path", "register",
+           "reset_stats", "stats", "unregister"]
 
 
 def get_library_path() -> str:
@@ -34,9 +38,16 @@ def get_ep_names() -> list[str]:
 
 
 def register(name: str = REGISTRATION_NAME) -> list:
-    """Register the plugin with ORT (once per process) and return vkep's `OrtEpDevice`s."""
+    """Register the plugin with ORT (once per process) and return vkep's `OrtEpDevice`s.
+
+    Raises `VulkanUnavailable`, saying what is missing and how to install it, where vkep cannot run: no
+    Vulkan loader, no driver, or no device with what vkep needs (ORT's own registration of the library
+    fails with the same message)."""
     import onnxruntime as ort
 
+    from vkep.gpu.device import usable_devices
+
+    usable_devices()  # the same check the plugin makes, raised here as a Python exception of its own type
     if not any(d.ep_name == EP_NAME for d in ort.get_ep_devices()):
         ort.register_execution_provider_library(name, get_library_path())
     return devices()

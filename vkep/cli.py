@@ -10,24 +10,34 @@ from pathlib import Path
 
 
 def _devices(args) -> int:
-    from vkep.gpu.device import physical_devices
+    from vkep.gpu.diagnose import VulkanUnavailable, no_usable_device
 
-    infos = [d.summary() for d in physical_devices()]
+    try:
+        from vkep.gpu.device import physical_devices
+
+        found = physical_devices()
+    except VulkanUnavailable as exc:  # no loader or no driver: what is missing, what to install
+        print(exc, file=sys.stderr)
+        return 1
+    infos = [d.summary() for d in found]
     if args.json:
         print(json.dumps(infos, indent=2))
-        return 0
-    if not infos:
-        print("no Vulkan physical devices (is a Vulkan driver installed? Debian: mesa-vulkan-drivers)")
+    else:
+        rows = [("#", "device", "type", "vendor", "driver", "Vulkan", "unified", "fp16", "uuid", "usable by vkep")]
+        for d in infos:
+            usable = "yes" if d["usable"] else "no: lacks " + ", ".join(d["missing"])
+            rows.append((str(d["index"]), d["name"], d["type"], d["vendor"], d["driver_info"] or d["driver"],
+                         d["api_version"], "yes" if d["unified_memory"] else "no", "yes" if d["fp16"] else "no",
+                         d["uuid"], usable))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for r in rows:
+            print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+        if any(d.cpu_implemented and d.usable for d in found):
+            print("\nA cpu device (lavapipe, SwiftShader) runs Vulkan on the CPU, where ORT's CPU EP is faster: vkep "
+                  "runs on one only when a session asks (EP option device=<#, name or uuid>, or allow_cpu_device=1).")
+    if not any(d.usable for d in found):
+        print(no_usable_device([(d.name, d.missing) for d in found]), file=sys.stderr)
         return 1
-    rows = [("#", "device", "type", "vendor", "driver", "Vulkan", "unified", "fp16", "usable by vkep")]
-    for d in infos:
-        usable = "yes" if d["usable"] else "no: lacks " + ", ".join(d["missing"])
-        rows.append((str(d["index"]), d["name"], d["type"], d["vendor"], d["driver_info"] or d["driver"],
-                     d["api_version"], "yes" if d["unified_memory"] else "no", "yes" if d["fp16"] else "no",
-                     usable))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
     return 0
 
 
@@ -142,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except Exception as exc:  # noqa: BLE001 — a command-line tool reports, it does not dump a traceback
-        print(f"vkep: error: {exc}", file=sys.stderr)
+        text = str(exc)
+        print(text if text.startswith("vkep:") else f"vkep: error: {text}", file=sys.stderr)
         return 1
 
 

@@ -148,7 +148,9 @@ class Runtime:
                 ep_options: dict[str, str] | None = None, weights: WeightsContainer | None = None) -> Session:
         """A session on vkep; sessions given one `weights` container share their pre-packed weights
         through ORT (with ep_options {"prepack_cache": "ort"})."""
-        return Session(self, model, config or {}, self.devices[device], ep_options or {}, weights)
+        # the application chose vkep and this device: run on it even where it is CPU-implemented (lavapipe)
+        chosen = {"allow_cpu_device": "1", **(ep_options or {})}
+        return Session(self, model, config or {}, self.devices[device], chosen, weights)
 
     def weights_container(self) -> WeightsContainer:
         return WeightsContainer(self)

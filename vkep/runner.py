@@ -14,10 +14,11 @@ def session_options(disable_cpu_fallback: bool = False, threads: int = 0,
                     ep_options: dict[str, str] | None = None, free_dims: dict[str, int] | None = None,
                     log_severity: int | None = None, with_vkep: bool = True) -> ort.SessionOptions:
     """Session options with vkep; `ep_options` are vkep's EP options (README: EP options); `free_dims` are
-    ORT's free-dimension overrides by name."""
+    ORT's free-dimension overrides by name. vkep is asked for explicitly here, so it runs on a
+    CPU-implemented device (lavapipe) too where there is no GPU."""
     so = ort.SessionOptions()
     if with_vkep:
-        so.add_provider_for_devices(vkep.register(), ep_options or {})
+        so.add_provider_for_devices(vkep.register(), {"allow_cpu_device": "1", **(ep_options or {})})
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     for name, value in (free_dims or {}).items():
         so.add_free_dimension_override_by_name(name, value)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 
-from vkep.gpu.vk import check, cstr, ffi, lib, new, version_string
+from vkep import options
+from vkep.gpu import diagnose
+from vkep.gpu.vk import VulkanError, check, cstr, driver_version_string, ffi, lib, new, version_string
 
 VALIDATION_LAYER = b"VK_LAYER_KHRONOS_validation"
 HOST_IMPORT_EXTENSION = "VK_EXT_external_memory_host"
@@ -17,12 +18,14 @@ DEVICE_TYPES = {
     lib.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual",
     lib.VK_PHYSICAL_DEVICE_TYPE_CPU: "cpu",
 }
+# PCI vendor ids, and Khronos-assigned ids (VkVendorId) for vendors without one
 VENDORS = {0x1002: "AMD", 0x10DE: "NVIDIA", 0x8086: "Intel", 0x106B: "Apple", 0x13B5: "ARM",
-           0x5143: "Qualcomm", 0x10005: "Mesa", 0x1010: "ImgTec"}
+           0x5143: "Qualcomm", 0x1010: "ImgTec", 0x1AE0: "Google", 0x10001: "Vivante", 0x10002: "VeriSilicon",
+           0x10003: "Kazan", 0x10004: "Codeplay", 0x10005: "Mesa", 0x10006: "PoCL"}
 
 
 def validation_wanted() -> bool:
-    return os.environ.get("VKEP_VALIDATION", "0") not in ("", "0", "false", "no")
+    return bool(options.env("VKEP_VALIDATION"))
 
 
 @dataclass
@@ -39,6 +42,7 @@ class PhysicalDeviceInfo:
     driver_name: str
     driver_info: str
     driver_version: int
+    uuid: str  # VkPhysicalDeviceIDProperties.deviceUUID, 32 hex digits
     pipeline_cache_uuid: bytes
     subgroup_size: int
     max_push_constants: int
@@ -60,11 +64,21 @@ class PhysicalDeviceInfo:
     def vendor(self) -> str:
         return VENDORS.get(self.vendor_id, f"0x{self.vendor_id:04x}")
 
+    @property
+    def cpu_implemented(self) -> bool:
+        """A Vulkan device that runs on the host's CPU (lavapipe, SwiftShader): VK_PHYSICAL_DEVICE_TYPE_CPU."""
+        return self.device_type == "cpu"
+
+    @property
+    def driver_version_text(self) -> str:
+        return driver_version_string(self.vendor_id, self.driver_version)
+
     def summary(self) -> dict:
         return {
             "index": self.index, "name": self.name, "vendor": self.vendor, "vendor_id": self.vendor_id,
             "device_id": self.device_id, "type": self.device_type, "api_version": self.api_version,
-            "driver": self.driver_name, "driver_info": self.driver_info, "unified_memory": self.unified_memory,
+            "driver": self.driver_name, "driver_info": self.driver_info,
+            "driver_version": self.driver_version_text, "uuid": self.uuid, "unified_memory": self.unified_memory,
             "subgroup_size": self.subgroup_size, "fp16": self.features.get("fp16", False),
             "usable": self.usable, "missing": self.missing,
         }
@@ -87,8 +101,7 @@ class Instance:
         layers, extensions = [], []
         self.validation = validation and self._has_layer(VALIDATION_LAYER)
         if validation and not self.validation:
-            raise RuntimeError("VKEP_VALIDATION is set but VK_LAYER_KHRONOS_validation is not installed "
-                               "(Debian: apt-get install vulkan-validationlayers)")
+            raise diagnose.no_validation_layer()
         if self.validation:
             layers.append(VALIDATION_LAYER)
             extensions.append(b"VK_EXT_debug_utils")
@@ -102,7 +115,12 @@ class Instance:
                    enabledLayerCount=len(layers), ppEnabledLayerNames=layer_ptrs,
                    enabledExtensionCount=len(extensions), ppEnabledExtensionNames=ext_ptrs)
         out = ffi.new("VkInstance*")
-        check(lib.vkCreateInstance(info, ffi.NULL, out), "vkCreateInstance")
+        try:
+            check(lib.vkCreateInstance(info, ffi.NULL, out), "vkCreateInstance")
+        except VulkanError as exc:  # the loader found no driver that can make a Vulkan 1.3 instance
+            if exc.result in (lib.VK_ERROR_INCOMPATIBLE_DRIVER, lib.VK_ERROR_INITIALIZATION_FAILED):
+                raise diagnose.no_driver(str(exc)) from exc
+            raise
         self.handle = out[0]
         self.messenger = None
         if self.validation:
@@ -138,7 +156,9 @@ def _device_extensions(handle) -> set[str]:
 
 
 def _describe(index: int, handle) -> PhysicalDeviceInfo:
-    driver = new("VkPhysicalDeviceDriverProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES)
+    ids = new("VkPhysicalDeviceIDProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES)
+    driver = new("VkPhysicalDeviceDriverProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
+                 pNext=ids)
     subgroup = new("VkPhysicalDeviceSubgroupProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
                    pNext=driver)
     props2 = new("VkPhysicalDeviceProperties2", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=subgroup)
@@ -181,6 +201,7 @@ def _describe(index: int, handle) -> PhysicalDeviceInfo:
         index=index, handle=handle, name=cstr(p.deviceName), vendor_id=p.vendorID, device_id=p.deviceID,
         device_type=DEVICE_TYPES.get(p.deviceType, "other"), api_version=version_string(p.apiVersion),
         driver_name=cstr(driver.driverName), driver_info=cstr(driver.driverInfo), driver_version=p.driverVersion,
+        uuid=bytes(ffi.buffer(ids.deviceUUID, 16)).hex(),
         pipeline_cache_uuid=bytes(ffi.buffer(p.pipelineCacheUUID, 16)), subgroup_size=subgroup.subgroupSize,
         max_push_constants=p.limits.maxPushConstantsSize, max_shared_memory=p.limits.maxComputeSharedMemorySize,
         max_workgroup_invocations=p.limits.maxComputeWorkGroupInvocations,
@@ -200,7 +221,17 @@ def _describe(index: int, handle) -> PhysicalDeviceInfo:
 
 
 def physical_devices() -> list[PhysicalDeviceInfo]:
+    """Every Vulkan physical device, usable by vkep or not (raises VulkanUnavailable without loader or driver)."""
     return Instance.get().physical_devices()
+
+
+def usable_devices() -> list[PhysicalDeviceInfo]:
+    """The devices vkep can run on; VulkanUnavailable, saying what is missing, when there is none."""
+    infos = physical_devices()
+    usable = [d for d in infos if d.usable]
+    if not usable:
+        raise diagnose.no_usable_device([(d.name, d.missing) for d in infos])
+    return usable
 
 
 class Device:
@@ -208,7 +239,7 @@ class Device:
 
     def __init__(self, info: PhysicalDeviceInfo):
         if not info.usable:
-            raise RuntimeError(f"{info.name} cannot run vkep: lacks {', '.join(info.missing)}")
+            raise RuntimeError("vkep: " + diagnose.unusable_device(info.name, info.missing))
         self.info = info
         self.instance = Instance.get()
         f = info.features

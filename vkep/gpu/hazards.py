@@ -10,12 +10,13 @@ a violation: a conflict raises HazardError naming the access and the command's l
 
 from __future__ import annotations
 
-import os
 import struct
 import threading
 from dataclasses import dataclass
 
-ENABLED = os.environ.get("VKEP_DEBUG_HAZARDS", "0") not in ("", "0", "false", "no")
+from vkep import options
+
+ENABLED = bool(options.env("VKEP_DEBUG_HAZARDS"))
 
 
 class HazardError(RuntimeError):

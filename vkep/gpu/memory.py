@@ -8,10 +8,10 @@ any address inside a block back to (block, offset) through one sorted span table
 from __future__ import annotations
 
 import bisect
-import os
 import threading
 from dataclasses import dataclass
 
+from vkep import options
 from vkep.gpu.vk import OutOfDeviceMemory, check, ffi, lib, new
 
 ALIGNMENT = 256
@@ -173,7 +173,7 @@ class MemoryPool:
         budget = self.manager.budget
         if budget and self.manager.reserved() + size > budget:
             raise OutOfDeviceMemory(f"a {size}-byte block ({self.name}) past vkep's budget of {budget} bytes "
-                                    f"(VKEP_MEMORY_BUDGET_MB)", lib.VK_ERROR_OUT_OF_DEVICE_MEMORY)
+                                    f"(EP option memory_budget_mb)", lib.VK_ERROR_OUT_OF_DEVICE_MEMORY)
         dev = self.manager.device.handle
         usage = (lib.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | lib.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                  | lib.VK_BUFFER_USAGE_TRANSFER_DST_BIT | lib.VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT)
@@ -264,13 +264,14 @@ class MemoryManager:
                                                visible | coherent])
         # VKEP_FORCE_DISCRETE=1 runs a unified device the way a discrete GPU is run: device memory is
         # never touched by the host; transfers go through staging buffers and copy commands
-        forced = os.environ.get("VKEP_FORCE_DISCRETE", "0") not in ("", "0")
+        forced = options.env("VKEP_FORCE_DISCRETE")
         device_visible = bool(info.memory_types[device_type][0] & visible) and not forced
         self.unified = info.unified_memory and not forced
         self.device_pool = MemoryPool(self, "device", device_type, device_visible, host_pointers=False)
         self.host_pool = MemoryPool(self, "host", host_type, True, host_pointers=True)
-        # an optional cap on what vkep reserves on this device (sharing a GPU; testing out-of-memory)
-        self.budget = int(float(os.environ.get("VKEP_MEMORY_BUDGET_MB", "0")) * (1 << 20))
+        # an optional cap in bytes on what vkep reserves on this device (sharing a GPU; testing out-of-memory):
+        # set from the sessions' EP option memory_budget_mb (vkep/ort/ep.py); 0: none
+        self.budget = 0
 
     def reserved(self) -> int:
         return self.device_pool.reserved + self.host_pool.reserved

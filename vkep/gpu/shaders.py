@@ -10,13 +10,15 @@ import subprocess
 import threading
 from pathlib import Path
 
+from vkep import options
+
 ROOT = Path(__file__).resolve().parents[2]
-SHADER_DIR = Path(os.environ.get("VKEP_SHADER_DIR", ROOT / "shaders"))
+SHADER_DIR = options.env("VKEP_SHADER_DIR") or ROOT / "shaders"
 TARGET_ENV = "vulkan1.2"
 
 
 def cache_dir() -> Path:
-    base = Path(os.environ.get("VKEP_CACHE_DIR", Path.home() / ".cache" / "vkep"))
+    base = options.env("VKEP_CACHE_DIR") or Path.home() / ".cache" / "vkep"
     base.mkdir(parents=True, exist_ok=True)
     return base
 

@@ -8,19 +8,19 @@ everything and reports `file: entry N (Op): field: problem`.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from vkep import options
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def manifest_paths() -> list[Path]:
     """kernels.yaml, or the files VKEP_MANIFEST lists (os.pathsep-separated; later files add kernels)."""
-    env = os.environ.get("VKEP_MANIFEST")
-    return [Path(p) for p in env.split(os.pathsep) if p] if env else [ROOT / "kernels.yaml"]
+    return options.env("VKEP_MANIFEST") or [ROOT / "kernels.yaml"]
 MAX_VERSION = 2**31 - 1
 DTYPES = {"float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
           "uint64", "bool", "bfloat16"}

@@ -7,13 +7,13 @@ every other module in vkep.ort uses them from here.
 from __future__ import annotations
 
 import functools
-import os
 import sys
-import traceback
+
+from vkep import options
 
 ffi = None
 lib = None
-_TRACE = bool(os.environ.get("VKEP_TRACE_CALLBACKS"))
+_TRACE = bool(options.env("VKEP_TRACE_CALLBACKS"))
 
 ORT_FAIL = 1
 ORT_INVALID_ARGUMENT = 2
@@ -64,8 +64,9 @@ def make_status(exc: BaseException):
 
 
 def _report(exc_type, exc, tb) -> None:
-    sys.stderr.write("vkep: error in an ORT callback:\n")
-    traceback.print_exception(exc_type, exc, tb)
+    from vkep.ort import log
+
+    log.report_exception(exc_type, exc, tb)
 
 
 def status_callback(name: str):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
-import logging
+import re
 
+from vkep import options
 from vkep.kernels import manifest
 from vkep.kernels.base import Kernel, device_supports, implementation
 from vkep.ort import api
 from vkep.ort.api import status_callback
+from vkep.ort.log import INFO, VERBOSE, Logger
 from vkep.ort.memory import ALLOCATORS
 
 EPS: dict[int, Ep] = {}
@@ -16,19 +18,19 @@ EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE = 27
 # kernel-create state → (device, spec): what py_kernel_create needs to build a node's kernel
 KERNEL_STATES: dict[int, tuple] = {}
 _state_ids = itertools.count(1)
-_registries: dict[int, tuple] = {}  # device index → (OrtKernelRegistry*, specs)
-log = logging.getLogger(__name__)
+_registries: dict[tuple[int, bool], tuple] = {}  # (device index, fp16) → (OrtKernelRegistry*, specs)
 
 
-def registry_for(device):
-    """The OrtKernelRegistry of one device: every manifest entry × opset range, built once."""
-    found = _registries.get(device.info.index)
-    if found is None:
-        found = _registries[device.info.index] = _build_registry(device)
-    return found[0]
+def registry_for(device, fp16: bool) -> tuple:
+    """(the OrtKernelRegistry, the manifest entries) of one device, with or without float16 kernels:
+    every manifest entry × opset range, built once."""
+    key = (device.info.index, fp16)
+    if key not in _registries:
+        _registries[key] = _build_registry(device, fp16)
+    return _registries[key]
 
 
-def _build_registry(device):
+def _build_registry(device, fp16: bool):
     lib, ffi = api.lib, api.ffi
     specs = manifest.load()
     out = ffi.new("OrtKernelRegistry**")
@@ -36,8 +38,10 @@ def _build_registry(device):
     registry = out[0]
     features = device.info.features
     for spec in specs:
-        # a type needing storage the device lacks is left out (views move bytes without a shader)
-        types = {name: [t for t in allowed if not spec.shader or device_supports(features, t)]
+        # a type needing storage the device lacks is left out (views move bytes without a shader), and
+        # float16 everywhere when the session turned it off (EP option fp16=0)
+        types = {name: [t for t in allowed if (not spec.shader or device_supports(features, t))
+                        and (fp16 or t != "float16")]
                  for name, allowed in spec.types.items()}
         if not all(types.values()):
             continue
@@ -96,10 +100,41 @@ def _add_kernel_def(registry, spec, types, start: int, end: int, state: int, hos
 
 
 class Ep:
-    def __init__(self, factory, device, session_options):
+    """One session's EP. `given`: the vkep devices ORT created it for (the OrtEpDevices the application
+    passed to add_provider_for_devices, or the one a selection policy chose); it runs on one of them
+    (EP option `device`), or on none, claiming no node (choose_device)."""
+
+    def __init__(self, factory, given: list, session_options, logger: Logger):
         lib, ffi = api.lib, api.ffi
         self.factory = factory
-        self.device = device
+        self.log = logger
+        self.given = given
+        given_options = session_ep_options(session_options)
+        try:  # what can fail comes before the struct ORT will own
+            self.settings = options.parse_session(given_options)
+            self.device, why = choose_device(given, factory.devices, self.settings)
+        except options.OptionError as exc:
+            raise api.OrtError(str(exc), api.ORT_INVALID_ARGUMENT) from None
+        self.prepack_cache = self.settings["prepack_cache"]
+        self.budget = self.settings["memory_budget_mb"]
+        self.wait_limit: float | None = self.settings["wait_limit_s"]
+        self.fp16 = False  # whether this session's kernels take float16
+        self.registry = ffi.NULL  # a NULL registry: an EP that claims no node
+        self.specs: dict[tuple[str, str], list] = {}
+        # names of values the host reads in place (see _note_host_readers)
+        self.host_read_values: set[str] = set()
+        # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
+        self.declined: dict[tuple[str, str], str] = {}
+        if self.device is not None:
+            fp16, has_fp16 = self.settings["fp16"], bool(self.device.info.features.get("fp16"))
+            if fp16 and not has_fp16:
+                raise api.OrtError(f"vkep: EP option fp16=1, but {self.device.describe()} has no 16-bit storage "
+                                   "(storageBuffer16BitAccess); use fp16=auto or 0", api.ORT_INVALID_ARGUMENT)
+            self.fp16 = has_fp16 and fp16 is not False
+            self.registry, specs = registry_for(self.device, self.fp16)
+            for spec in specs:
+                self.specs.setdefault((spec.domain, spec.op), []).append(spec)
+            self.gpu = self.device.gpu  # open the logical device now, not inside the first run
         self.name = api.cstring(api.EP_NAME)
         self.wrapper = api.new_struct("vkep_ep")
         self.wrapper.name = self.name
@@ -112,33 +147,22 @@ class Ep:
         # members up to GetDefaultMemoryDevice (ORT 1.27); the ones between stay NULL (optional)
         s.ort_version_supported = EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE
         s.GetDefaultMemoryDevice = lib.py_ep_get_default_memory_device
-        self.registry = registry_for(device)
-        self.specs: dict[tuple[str, str], list] = {}
-        for spec in _registries[device.info.index][1]:
-            self.specs.setdefault((spec.domain, spec.op), []).append(spec)
-        self.gpu = device.gpu  # open the logical device now, not inside the first run
-        self.prepack_cache = session_option(session_options, "prepack_cache") or "vkep"
-        if self.prepack_cache not in ("vkep", "ort"):
-            raise api.OrtError(f"vkep: prepack_cache must be 'vkep' or 'ort', not {self.prepack_cache!r}",
-                               api.ORT_INVALID_ARGUMENT)
-        limit = session_option(session_options, "wait_limit_s")
-        try:
-            self.wait_limit = float(limit) if limit else None
-        except ValueError:
-            self.wait_limit = -1.0
-        if self.wait_limit is not None and not self.wait_limit > 0:
-            raise api.OrtError(f"vkep: wait_limit_s must be a number of seconds above 0, not {limit!r}",
-                               api.ORT_INVALID_ARGUMENT)
-        # names of values the host reads in place (see _note_host_readers)
-        self.host_read_values: set[str] = set()
-        # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
-        self.declined: dict[tuple[str, str], str] = {}
         EPS[api.address(s)] = self
+        if self.device is None:
+            # ORT's selection policies offer vkep a CPU-implemented device, which ORT's CPU EP outruns
+            self.log.warning(why)
+        else:
+            _apply_budget(self.device)
+            self.log.info(f"runs on {self.device.describe()} ({why}); options: "
+                          + ", ".join(f"{k}={v}" for k, v in sorted(given_options.items())))
 
     def release(self) -> None:
         EPS.pop(api.address(self.struct), None)
-        self.device.gpu.pipelines.save()
         api.free_struct(self.struct)
+        if self.device is None:
+            return
+        self.device.gpu.pipelines.save()
+        _apply_budget(self.device)
         if not any(ep.device is self.device for ep in list(EPS.values())):
             # ORT keeps its allocators for the environment's life: with no session left on this device,
             # the chunks their C fronts keep for reuse go back to the pools
@@ -147,24 +171,79 @@ class Ep:
                     allocator.drain()
 
 
-def session_option(session_options, name: str) -> str | None:
-    """An EP option (`add_provider_for_devices(devices, {name: value})`), which ORT keeps in the session
-    config as `ep.<ep name, lower case>.<name>`."""
+def _apply_budget(device) -> None:
+    """The device's memory cap: the smallest memory_budget_mb of the sessions on it (one device serves them
+    all, so each session's cap holds for the device while the session lives)."""
+    budgets = [ep.budget for ep in list(EPS.values()) if ep.device is device and ep.budget]
+    device.gpu.memory.budget = min(budgets, default=0)
+
+
+def session_ep_options(session_options) -> dict[str, str]:
+    """The EP options of a session, given as `add_provider_for_devices(devices, {name: value})` (or published
+    defaults): ORT keeps them in the session config as `ep.<ep name, lower case>.<name>`."""
     lib, ffi = api.lib, api.ffi
     if session_options == ffi.NULL:
-        return None
-    key = f"ep.{api.EP_NAME.lower()}.{name}".encode()
-    has = ffi.new("int*")
-    api.check(lib.ort_HasSessionConfigEntry(session_options, key, has))
-    if not has[0]:
-        return None
-    size = ffi.new("size_t*", 0)
-    status = lib.ort_GetSessionConfigEntry(session_options, key, ffi.NULL, size)  # asks for the size
-    if status != ffi.NULL:
-        lib.ort_ReleaseStatus(status)
-    buf = ffi.new("char[]", max(size[0], 1))
-    api.check(lib.ort_GetSessionConfigEntry(session_options, key, buf, size))
-    return ffi.string(buf).decode()
+        return {}
+    entries = ffi.new("OrtKeyValuePairs**")
+    api.check(lib.ort_GetSessionOptionsConfigEntries(session_options, entries))
+    try:
+        keys, values, count = ffi.new("const char* const**"), ffi.new("const char* const**"), ffi.new("size_t*")
+        lib.ort_GetKeyValuePairs(entries[0], keys, values, count)
+        prefix = f"ep.{api.EP_NAME.lower()}."
+        found = {}
+        for i in range(count[0]):
+            key = ffi.string(keys[0][i]).decode(errors="replace")
+            if key.startswith(prefix):
+                found[key[len(prefix):]] = ffi.string(values[0][i]).decode(errors="replace")
+        return found
+    finally:
+        lib.ort_ReleaseKeyValuePairs(entries[0])
+
+
+_UUID = re.compile(r"^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
+
+
+def choose_device(given: list, every: list, settings: dict) -> tuple[object | None, str]:
+    """(the device of `given` the session runs on, or None: no node on vkep; why, for the log).
+
+    `device=auto` takes the first GPU of `given`. A CPU-implemented device (lavapipe, SwiftShader) is taken
+    only when the session asks: by naming it in `device`, or with allow_cpu_device=1. ORT's selection
+    policies hand vkep such a device whenever one exists (it sorts every non-default CPU-type device
+    before ORT's CPU EP), and an EP cannot tell that from add_provider_for_devices: without an ask,
+    vkep leaves the nodes to the CPU EP (docs/design.md, "Automatic device selection")."""
+    wanted = settings["device"]
+    if wanted.lower() == "auto":
+        gpus = [d for d in given if not d.info.cpu_implemented]
+        if gpus:
+            return gpus[0], "device=auto: the first GPU of the session"
+        if settings["allow_cpu_device"]:
+            return given[0], "device=auto, allow_cpu_device=1"
+        names = ", ".join(d.describe() for d in given)
+        return None, (f"claims no node: {names} is a CPU-implemented Vulkan device, where ORT's CPU EP is "
+                      "faster, and ORT's automatic device selection offers vkep such a device whenever there "
+                      "is one. To run on it anyway, give the session the EP option device="
+                      f"{given[0].info.index} (its index, name or UUID) or allow_cpu_device=1")
+    key = wanted.lower()
+    if key.isdigit():
+        matches = [d for d in every if d.info.index == int(key)]
+    elif _UUID.match(key):
+        matches = [d for d in every if d.info.uuid == key.replace("-", "")]
+    else:
+        matches = [d for d in every if key in d.info.name.lower()]
+    listing = "; ".join(f"#{d.info.index} {d.info.name} (UUID {d.info.uuid})" for d in every)
+    if not matches:
+        raise options.OptionError(f"vkep: EP option device={wanted!r} matches no Vulkan device vkep can use; "
+                                  f"they are: {listing}")
+    mine = [d for d in matches if d in given]
+    if not mine:
+        names = "; ".join(d.describe() for d in given)
+        raise options.OptionError(f"vkep: EP option device={wanted!r} is {matches[0].describe()}, which is not "
+                                  f"among the devices this session was given ({names}): pass its OrtEpDevice to "
+                                  "add_provider_for_devices")
+    if len(mine) > 1:
+        raise options.OptionError(f"vkep: EP option device={wanted!r} matches {len(mine)} devices: "
+                                  + "; ".join(d.describe() for d in mine) + ". Name one by index or UUID")
+    return mine[0], f"device={wanted}"
 
 
 def ep_of(ptr) -> Ep:
@@ -180,18 +259,24 @@ def _get_capability(this, graph, support_info):
         return
     nodes = ffi.new("const OrtNode*[]", count[0])
     api.check(lib.ort_Graph_GetNodes(graph, nodes, count[0]))
-    kdef = ffi.new("const OrtKernelDef**")
     ep = ep_of(this)
+    if ep.device is None:  # see choose_device (the reason went to the log when the EP was created)
+        return
+    kdef = ffi.new("const OrtKernelDef**")
     claimed = []
     for i in range(count[0]):
         kdef[0] = ffi.NULL
         api.check(lib.ep_EpGraphSupportInfo_LookUpKernel(support_info, nodes[i], kdef))
-        reason = _declined(nodes[i], ep.specs) if kdef[0] != ffi.NULL else _no_kernel(nodes[i], ep)
+        if kdef[0] == ffi.NULL:
+            reason, severity = _no_kernel(nodes[i], ep), VERBOSE
+        else:
+            reason, severity = _declined(nodes[i], ep.specs), INFO
         if reason is None:
             api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, nodes[i]))
             claimed.append(nodes[i])
         else:
-            _note_declined(ep, nodes[i], reason)
+            _note_declined(ep, nodes[i], reason, severity)
+    ep.log.info(f"claims {len(claimed)} of {count[0]} nodes for {ep.device.info.name}")
     if ep.device.shares_host_memory:
         _note_host_readers(ep, claimed)
 
@@ -309,13 +394,16 @@ def _no_kernel(node, ep: Ep) -> str:
                            for s in candidates for a, b in s.version_ranges())
         return f"vkep's {qualified} covers opset versions {ranges}, not {version}"
     ins, outs = ([t or "?" for t in _inputs(node, outputs)[1]] for outputs in (False, True))
-    features = ep.device.info.features  # the types this device can run (as in _build_registry)
-    allowed = sorted({t for ts in spec.types.values() for t in ts if not spec.shader or device_supports(features, t)})
+    features = ep.device.info.features  # the types this device and session can run (as in _build_registry)
+    allowed = sorted({t for ts in spec.types.values() for t in ts
+                      if (not spec.shader or device_supports(features, t)) and (ep.fp16 or t != "float16")})
     return (f"no vkep {qualified} kernel for types ({', '.join(ins)}) -> ({', '.join(outs)}) "
             f"(it takes {', '.join(allowed)})")
 
 
-def _note_declined(ep: Ep, node, reason: str) -> None:
+def _note_declined(ep: Ep, node, reason: str, severity: int) -> None:
+    """Record why a node stays on another EP (`vkep run` prints it) and say so in the session's log: at
+    INFO where a kernel declined it, at VERBOSE where vkep has no kernel for it."""
     lib, ffi = api.lib, api.ffi
     out = ffi.new("const char**")
     api.check(lib.ort_Node_GetName(node, out))
@@ -323,7 +411,7 @@ def _note_declined(ep: Ep, node, reason: str) -> None:
     api.check(lib.ort_Node_GetOperatorType(node, out))
     op = ffi.string(out[0]).decode()
     ep.declined[(name, op)] = reason
-    log.info("vkep declines %s node %r: %s", op, name, reason)
+    ep.log.log(severity, f"declines {op} node {name!r}: {reason}", 2)
 
 
 def _inputs(node, outputs: bool = False) -> tuple[list[int | None], list[str | None]]:
@@ -363,7 +451,7 @@ def _inputs(node, outputs: bool = False) -> tuple[list[int | None], list[str | N
 
 @status_callback("py_ep_get_kernel_registry")
 def _get_kernel_registry(this, out):
-    out[0] = ep_of(this).registry
+    out[0] = ep_of(this).registry  # NULL for an EP that claims no node (ORT allows it)
 
 
 @status_callback("py_ep_is_concurrent_run_supported")
@@ -375,5 +463,6 @@ def _is_concurrent_run_supported(this, out):
 def _get_default_memory_device(this, out):
     """On unified memory, HOST_ACCESSIBLE memory declared as host memory (factory.memory_device_type): ORT
     then copies nothing between CPU and vkep memory. Elsewhere DEFAULT."""
-    device = ep_of(this).device
+    ep = ep_of(this)
+    device = ep.device or ep.given[0]  # the chosen one among several OrtEpDevices
     out[0] = api.lib.ep_MemoryInfo_GetMemoryDevice(device.memory_infos[device.default_mem_type])

@@ -1,16 +1,22 @@
-"""OrtEpFactory: one per registration; offers one OrtEpDevice per usable Vulkan physical device."""
+"""OrtEpFactory: one per registration; offers one OrtEpDevice per usable Vulkan physical device.
+
+Each OrtEpDevice says truthfully what its device is (docs/design.md, "Automatic device selection"): a GPU
+is attached to the OrtHardwareDevice ORT discovered for it (matched by PCI vendor and device id), or to
+one vkep creates where discovery missed it; a CPU-implemented device (lavapipe, SwiftShader) gets its own
+OrtHardwareDevice of type CPU with the driver's vendor, never ORT's CPU device.
+"""
 
 from __future__ import annotations
 
-import os
 import threading
 
-from vkep import __version__
+from vkep import __version__, options
 from vkep.gpu import device as gpu_device
-from vkep.ort import api
+from vkep.gpu import diagnose
+from vkep.ort import api, log
 from vkep.ort.api import callback, status_callback
 
-HW_CPU, HW_GPU = 0, 1
+HW_CPU, HW_GPU = 0, 1  # OrtHardwareDeviceType
 
 
 class VulkanDevice:
@@ -50,12 +56,26 @@ class VulkanDevice:
         return gpu_device.open_device(self.info.index)
 
     def metadata(self) -> dict[str, str]:
+        """The OrtEpDevice's ep_metadata (`os_driver_version` is ORT's own key)."""
         i = self.info
         return {"vulkan.device_name": i.name, "vulkan.device_index": str(i.index), "vulkan.device_type": i.device_type,
-                "vulkan.driver": f"{i.driver_name} {i.driver_info}".strip(), "vulkan.api_version": i.api_version,
+                "vulkan.device_uuid": i.uuid, "vulkan.vendor": i.vendor,
+                "vulkan.driver": f"{i.driver_name} {i.driver_info}".strip(), "os_driver_version": i.driver_version_text,
+                "vulkan.api_version": i.api_version,
                 "vulkan.vendor_id": f"0x{i.vendor_id:04x}", "vulkan.device_id": f"0x{i.device_id:04x}",
                 "vulkan.unified_memory": "1" if i.unified_memory else "0",
                 "vulkan.fp16": "1" if i.features.get("fp16") else "0"}
+
+    def hardware_metadata(self) -> dict[str, str]:
+        """Metadata of an OrtHardwareDevice vkep creates; ORT's policies read `Discrete` (GPUs only)."""
+        meta = {"Description": self.info.name}
+        if not self.info.cpu_implemented:
+            meta["Discrete"] = "1" if self.info.device_type == "discrete" else "0"
+        return meta
+
+    def describe(self) -> str:
+        i = self.info
+        return f"#{i.index} '{i.name}' ({i.device_type} device, {i.driver_info or i.driver_name})"
 
     def owns(self, memory_device) -> int | None:
         """The ORT memory type if `memory_device` is this device's memory, else None."""
@@ -77,9 +97,8 @@ class VulkanDevice:
 def shares_host_memory(info: gpu_device.PhysicalDeviceInfo) -> bool:
     """True for a unified-memory device run as one (every device-local memory type is host-visible, and
     neither VKEP_FORCE_DISCRETE=1 nor VKEP_DEFAULT_MEMORY=default asks for the discrete-GPU path)."""
-    forced = os.environ.get("VKEP_FORCE_DISCRETE", "0") not in ("", "0")
-    chosen = os.environ.get("VKEP_DEFAULT_MEMORY", "host_accessible").lower()
-    return info.unified_memory and not forced and chosen != "default"
+    return (info.unified_memory and not options.env("VKEP_FORCE_DISCRETE")
+            and options.env("VKEP_DEFAULT_MEMORY") != "default")
 
 
 class Factory:
@@ -106,8 +125,13 @@ class Factory:
         s.IsStreamAware = lib.py_factory_is_stream_aware
         s.CreateSyncStreamForDevice = lib.py_factory_create_stream
         s.CreateExternalResourceImporterForDevice = lib.py_factory_create_importer
-        self.devices = [VulkanDevice(info) for info in gpu_device.physical_devices() if info.usable]
+        # VulkanUnavailable (no loader, driver or usable device) fails the registration with its message
+        self.devices = [VulkanDevice(info) for info in gpu_device.usable_devices()]
+        for info in gpu_device.physical_devices():
+            if not info.usable:
+                log.default.warning(diagnose.unusable_device(info.name, info.missing))
         self.hardware: dict[int, VulkanDevice] = {}  # OrtHardwareDevice address → device
+        self.own_hardware: dict[int, object] = {}  # device index → OrtHardwareDevice* vkep created
         self.ep_devices: dict[int, VulkanDevice] = {}  # OrtEpDevice address → device
         self.eps: dict[int, object] = {}
         self.allocators: dict[int, object] = {}
@@ -121,9 +145,34 @@ class Factory:
                 return dev, mem_type
         return None
 
+    def hardware_for(self, dev: VulkanDevice, hw_devices, num_hw: int):
+        """The OrtHardwareDevice that is `dev`: ORT's, for a GPU it discovered; else one vkep creates."""
+        lib, ffi = api.lib, api.ffi
+        info = dev.info
+        if not info.cpu_implemented:
+            for i in range(num_hw):
+                hw = hw_devices[i]
+                taken = self.hardware.get(api.address(hw))  # two identical GPUs: one hardware device each
+                if (lib.ort_HardwareDevice_Type(hw) == HW_GPU and lib.ort_HardwareDevice_VendorId(hw) == info.vendor_id
+                        and lib.ort_HardwareDevice_DeviceId(hw) == info.device_id and taken in (None, dev)):
+                    return hw
+        if info.index not in self.own_hardware:
+            metadata = _kvp(dev.hardware_metadata())
+            out = ffi.new("OrtHardwareDevice**")
+            try:
+                api.check(lib.ep_CreateHardwareDevice(HW_CPU if info.cpu_implemented else HW_GPU, info.vendor_id,
+                                                      info.device_id, info.vendor.encode(), metadata, out))
+            finally:
+                lib.ort_ReleaseKeyValuePairs(metadata)
+            self.own_hardware[info.index] = out[0]
+        return self.own_hardware[info.index]
+
     def release(self) -> None:
         for dev in self.devices:
             dev.release()
+        for hw in self.own_hardware.values():
+            api.lib.ep_ReleaseHardwareDevice(hw)
+        self.own_hardware.clear()
 
 
 FACTORIES: dict[int, Factory] = {}
@@ -131,15 +180,6 @@ FACTORIES: dict[int, Factory] = {}
 
 def factory_of(ptr) -> Factory:
     return FACTORIES[api.address(ptr)]
-
-
-def _match(dev: VulkanDevice, hw) -> bool:
-    lib = api.lib
-    kind = lib.ort_HardwareDevice_Type(hw)
-    if dev.info.device_type == "cpu":
-        return kind == HW_CPU
-    return (kind == HW_GPU and lib.ort_HardwareDevice_VendorId(hw) == dev.info.vendor_id
-            and lib.ort_HardwareDevice_DeviceId(hw) == dev.info.device_id)
 
 
 def _kvp(pairs: dict[str, str]):
@@ -159,6 +199,7 @@ def define_entry_points() -> None:
             num_factories[0] = 0
             if max_factories < 1:
                 raise api.OrtError("no room for a factory", api.ORT_INVALID_ARGUMENT)
+            log.set_default(logger)
             factory = Factory(ffi.string(registered_name).decode())
             FACTORIES[api.address(factory.struct)] = factory
             factories[0] = factory.struct
@@ -192,21 +233,25 @@ def _get_supported_devices(this, hw_devices, num_hw, ep_devices, max_ep_devices,
     lib, ffi = api.lib, api.ffi
     count = 0
     for dev in factory.devices:
-        hw = next((hw_devices[i] for i in range(num_hw) if _match(dev, hw_devices[i])), None)
-        if hw is None or count >= max_ep_devices:
-            continue
-        metadata = _kvp(dev.metadata())
+        if count >= max_ep_devices:
+            break
+        hw = factory.hardware_for(dev, hw_devices, num_hw)
+        metadata, ep_options = _kvp(dev.metadata()), _kvp(options.ep_option_defaults())
         out = ffi.new("OrtEpDevice**")
         try:
-            api.check(lib.ep_CreateEpDevice(this, hw, metadata, ffi.NULL, out))
+            api.check(lib.ep_CreateEpDevice(this, hw, metadata, ep_options, out))
         finally:
             lib.ort_ReleaseKeyValuePairs(metadata)
+            lib.ort_ReleaseKeyValuePairs(ep_options)
         for info in dev.memory_infos.values():
             api.check(lib.ep_EpDevice_AddAllocatorInfo(out[0], info))
         factory.hardware[api.address(hw)] = dev
         factory.ep_devices[api.address(out[0])] = dev
         ep_devices[count] = out[0]
         count += 1
+        log.default.info(f"offers {dev.describe()}"
+                         + (": CPU-implemented, used only when a session asks (EP options device, allow_cpu_device)"
+                            if dev.info.cpu_implemented else ""))
     num_ep_devices[0] = count
 
 
@@ -219,7 +264,7 @@ def _create_ep(this, hw_devices, metadata, num_devices, session_options, logger,
                if api.address(hw_devices[i]) in factory.hardware]
     if not devices:
         raise api.OrtError("none of the devices ORT chose is a vkep device", api.ORT_INVALID_ARGUMENT)
-    ep = Ep(factory, devices[0], session_options)
+    ep = Ep(factory, devices, session_options, log.Logger(logger))
     factory.eps[api.address(ep.struct)] = ep
     out[0] = ep.struct
 

@@ -82,7 +82,7 @@ def alloc_from(allocator: Allocator, size: int, what: str = "a tensor") -> int:
             return allocator.pool.alloc(size)
         except MemoryError as exc:
             stats = memory.stats()
-            budget = f"{memory.budget} bytes (VKEP_MEMORY_BUDGET_MB)" if memory.budget else "none set"
+            budget = f"{memory.budget} bytes (EP option memory_budget_mb)" if memory.budget else "none set"
             raise MemoryError(f"vkep: out of device memory for {what} of {size} bytes on {device.info.name}: "
                               f"{stats['live_bytes']} bytes in use, {stats['reserved_bytes']} reserved after "
                               f"freeing every cache; budget {budget} ({exc})") from None

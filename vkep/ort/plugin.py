@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from vkep.gpu.diagnose import VulkanUnavailable
+
 
 def attach(ffi, lib) -> None:
     from vkep.ort import api
 
     api.bind(ffi, lib)
+    try:
+        _attach_all(ffi, lib)
+    except VulkanUnavailable as exc:  # no Vulkan loader: registration fails with what to install
+        _attach_unavailable(ffi, str(exc))
+    lib.vkep_py_ready = 1
+
+
+def _attach_all(ffi, lib) -> None:
     # importing these defines their extern "Python" callbacks
     # the per-node replay records straight into vkep's gpu recorder
     from vkep.gpu.vk import ffi as vk_ffi
@@ -18,4 +28,17 @@ def attach(ffi, lib) -> None:
 
     lib.vkep_set_gpu_fns(fn("vkep_ready_fn"), fn("vkep_dispatch_fn"), fn("vkep_translate_fn"), fn("vkep_lock_fn"),
                          fn("vkep_unlock_fn"))
-    lib.vkep_py_ready = 1
+
+
+def _attach_unavailable(ffi, message: str) -> None:
+    """Entry points that only report `message`: ORT then creates no factory, so no other callback runs."""
+    from vkep.ort import api
+
+    @ffi.def_extern(name="vkep_py_create_factories")
+    def create_factories(registered_name, base, logger, factories, max_factories, num_factories):
+        num_factories[0] = 0
+        return api.lib.ort_CreateStatus(api.ORT_EP_FAIL, message.encode(errors="replace"))  # as make_status
+
+    @ffi.def_extern(name="vkep_py_release_factory")
+    def release_factory(ptr):
+        return ffi.NULL

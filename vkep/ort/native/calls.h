@@ -16,6 +16,13 @@ int ort_HardwareDevice_Type(const OrtHardwareDevice* d);
 uint32_t ort_HardwareDevice_VendorId(const OrtHardwareDevice* d);
 uint32_t ort_HardwareDevice_DeviceId(const OrtHardwareDevice* d);
 const char* ort_HardwareDevice_Vendor(const OrtHardwareDevice* d);
+const OrtKeyValuePairs* ort_HardwareDevice_Metadata(const OrtHardwareDevice* d);
+void ort_GetKeyValuePairs(const OrtKeyValuePairs* kvp, const char* const** keys, const char* const** values,
+                          size_t* n);
+OrtStatus* ort_GetSessionOptionsConfigEntries(const OrtSessionOptions* o, OrtKeyValuePairs** out);
+OrtStatus* ort_Logger_LogMessage(const OrtLogger* logger, int severity, const char* message, const char* file,
+                                 int line, const char* func);
+OrtStatus* ort_Logger_GetLoggingSeverityLevel(const OrtLogger* logger, int* out);
 OrtStatus* ort_Graph_GetNumNodes(const OrtGraph* g, size_t* n);
 OrtStatus* ort_Graph_GetNodes(const OrtGraph* g, const OrtNode** nodes, size_t n);
 OrtStatus* ort_Node_GetName(const OrtNode* node, const char** out);
@@ -65,6 +72,9 @@ OrtStatus* ep_CreateEpDevice(OrtEpFactory* f, const OrtHardwareDevice* hw, const
                              const OrtKeyValuePairs* options, OrtEpDevice** out);
 OrtStatus* ep_EpGraphSupportInfo_AddSingleNode(OrtEpGraphSupportInfo* info, const OrtNode* node);
 OrtStatus* ep_EpDevice_AddAllocatorInfo(OrtEpDevice* d, const OrtMemoryInfo* info);
+OrtStatus* ep_CreateHardwareDevice(int type, uint32_t vendor_id, uint32_t device_id, const char* vendor_name,
+                                   const OrtKeyValuePairs* metadata, OrtHardwareDevice** out);
+void ep_ReleaseHardwareDevice(OrtHardwareDevice* d);
 const OrtMemoryDevice* ep_MemoryInfo_GetMemoryDevice(const OrtMemoryInfo* info);
 const OrtMemoryDevice* ep_Value_GetMemoryDevice(const OrtValue* v);
 int ep_MemoryDevice_GetDeviceType(const OrtMemoryDevice* d);

@@ -1,0 +1,221 @@
+"""Every setting vkep reads, declared once: name, parser, default, meaning, scope.
+
+- **Per session** settings are EP options, given as `add_provider_for_devices(devices, {name: value})`. ORT
+  keeps them in the session config as `ep.vulkanexecutionprovider.<name>`; vkep publishes each with its
+  default in every OrtEpDevice's `ep_options`, and validates them all when a session is created
+  (`parse_session`): an unknown name or a bad value fails session creation with a message naming it.
+- **Process-wide** settings (what one VkInstance, one logical device per physical device, or ORT's view of
+  a device fixed at registration serves for every session) are environment variables, read through `env`.
+
+Both kinds go through the same parsers. The README's two tables are rendered from this module
+(`python -m vkep.options`) and tests/test_options.py checks that they match. Nothing here imports the
+rest of vkep, so every layer can use it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SESSION = "session"
+PROCESS = "process"
+
+
+class OptionError(ValueError):
+    """A setting with a value vkep does not accept, or an EP option vkep does not know."""
+
+
+@dataclass(frozen=True)
+class Parser:
+    """Turns the text of a setting into its value; `accepted` says what it takes, for messages."""
+
+    accepted: str
+    parse: Callable[[str], Any]
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _flag(text: str) -> bool:
+    word = text.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ValueError
+
+
+def _choice(*values: str) -> Parser:
+    def parse(text: str) -> str:
+        if text.strip().lower() not in values:
+            raise ValueError
+        return text.strip().lower()
+
+    return Parser(" or ".join(repr(v) for v in values), parse)
+
+
+def _switch(text: str) -> bool | None:
+    """auto → None (decided per device), else a flag."""
+    return None if text.strip().lower() == "auto" else _flag(text)
+
+
+def _megabytes(text: str) -> int:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):  # also rejects NaN
+        raise ValueError
+    return int(value * (1 << 20))
+
+
+def _seconds(text: str) -> float | None:
+    if text.strip().lower() == "none":
+        return None
+    value = float(text)
+    if not 0 < value < float("inf"):  # also rejects NaN
+        raise ValueError
+    return value
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise ValueError
+    return text.strip()
+
+
+def _paths(text: str) -> list[Path]:
+    return [Path(p) for p in text.split(os.pathsep) if p]
+
+
+FLAG = Parser("1, 0, true, false, yes, no, on or off", _flag)
+SWITCH = Parser("'auto', or 1, 0, true, false, yes, no, on or off", _switch)
+MEGABYTES = Parser("a number of MiB >= 0 (0: no cap)", _megabytes)
+SECONDS = Parser("a number of seconds above 0, or 'none'", _seconds)
+TEXT = Parser("a non-empty string", _text)
+PATH = Parser("a path", lambda text: Path(text).expanduser())
+PATHS = Parser(f"paths separated by {os.pathsep!r}", _paths)
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    parser: Parser
+    default: str  # as a user writes it; "" for an environment variable means "unset"
+    meaning: str  # README's "Meaning" column (markdown)
+    scope: str  # SESSION (an EP option) or PROCESS (an environment variable)
+    shown_default: str = ""  # README's "Default" column when it is not `default` itself
+
+    def parse(self, text: str) -> Any:
+        try:
+            return self.parser.parse(text)
+        except (ValueError, TypeError):
+            where = f"EP option {self.name}" if self.scope == SESSION else self.name
+            raise OptionError(f"vkep: {where}={text!r} is not valid: expected {self.parser.accepted}") from None
+
+    @property
+    def default_cell(self) -> str:
+        return self.shown_default or f"`{self.default}`"
+
+
+# Per-session settings: EP options. (Room for more: one entry each.)
+EP_OPTIONS = [
+    Setting("device", TEXT, "auto",
+            "Which of the session's Vulkan devices vkep runs on: its index in `vkep devices`, a substring of its "
+            "name, or its UUID (`vulkan.device_uuid` in the OrtEpDevice's metadata). `auto`: the first GPU among "
+            "the devices given to the session; a CPU-implemented device (lavapipe, SwiftShader) only with "
+            "`allow_cpu_device=1`. Naming a device asks for it, whatever its type", SESSION),
+    Setting("allow_cpu_device", FLAG, "0",
+            "`1` lets `device=auto` use a CPU-implemented Vulkan device (lavapipe, SwiftShader) when the session "
+            "has no GPU. Off by default: ORT's CPU EP is 5-70x faster there, and ORT's automatic selection "
+            "(`set_provider_selection_policy`) always offers such a device to vkep (see \"Automatic device "
+            "selection\"), so vkep claims no node on one unless asked", SESSION),
+    Setting("prepack_cache", _choice("vkep", "ort"), "vkep",
+            "`vkep`: packed weights in vkep's content-keyed cache, shared by every session of the process; "
+            "`ort`: in ORT's shared pre-packed weight cache", SESSION),
+    Setting("memory_budget_mb", MEGABYTES, "0",
+            "Cap, in MiB, on the memory vkep reserves on the session's device (beyond it, allocations fail "
+            "cleanly). The device is shared by the process's sessions: the smallest budget of its live sessions "
+            "applies. `0`: no cap", SESSION),
+    Setting("fp16", SWITCH, "auto",
+            "float16 kernels. `auto`: where the device has 16-bit storage (`vkep devices`, fp16 column); `0`: "
+            "float16 nodes stay on other EPs; `1`: as auto, but session creation fails on a device without "
+            "16-bit storage", SESSION),
+    Setting("wait_limit_s", SECONDS, "none",
+            "seconds any one wait for the device may take before the run fails with an error naming the node (the "
+            "session stays usable); waits go in 100 ms slices, so without it slow work (a cold driver compiling "
+            "shaders) is never a failure; host memory the run lent the device is still waited for", SESSION),
+]
+
+# Process-wide settings: environment variables.
+ENV_VARS = [
+    Setting("VKEP_VALIDATION", FLAG, "0", "`1` enables the Vulkan validation layer (the tests set it)", PROCESS,
+            "off"),
+    Setting("VKEP_CACHE_DIR", PATH, "", "where SPIR-V and the pipeline cache live", PROCESS, "`~/.cache/vkep`"),
+    Setting("VKEP_MANIFEST", PATHS, "", "the kernel manifest(s) to load (later files add kernels)", PROCESS,
+            "`kernels.yaml` in the repository"),
+    Setting("VKEP_SHADER_DIR", PATH, "", "where shaders are compiled from", PROCESS, "`shaders/` in the repository"),
+    Setting("VKEP_FORCE_DISCRETE", FLAG, "0",
+            "`1` runs a unified-memory device the way a discrete GPU is run (staging copies, no host access to "
+            "device memory): tests that path anywhere. Process-wide: ORT reads a device's memory kinds from its "
+            "OrtEpDevice once, at registration, and every session shares the device's memory pools", PROCESS,
+            "off"),
+    Setting("VKEP_DEFAULT_MEMORY", _choice("host_accessible", "default"), "host_accessible",
+            "the EP's default memory on a unified device: `host_accessible` (declared to ORT as host memory: no "
+            "copies at graph inputs, outputs and CPU-EP boundaries) or `default` (device memory with ORT's Memcpy "
+            "nodes: one host copy per transfer). Process-wide for the same reason as `VKEP_FORCE_DISCRETE`",
+            PROCESS),
+    Setting("VKEP_DEBUG_HAZARDS", FLAG, "0",
+            "`1` checks every host access to vkep memory against recorded GPU work that has not completed, and "
+            "fails on a conflict (native replay off; slow: for debugging, see docs/design.md)", PROCESS, "off"),
+    Setting("VKEP_TRACE_CALLBACKS", FLAG, "0",
+            "`1` writes the name of every ORT callback vkep enters to stderr (debugging the plugin ABI)",
+            PROCESS, "off"),
+]
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in EP_OPTIONS + ENV_VARS}
+EP_OPTION_NAMES = [s.name for s in EP_OPTIONS]
+
+
+def env(name: str) -> Any:
+    """The parsed value of a process-wide setting (its default when unset or empty)."""
+    setting = SETTINGS[name]
+    assert setting.scope == PROCESS, name
+    text = os.environ.get(name, "")
+    if not text.strip():
+        return setting.parse(setting.default) if setting.default else None
+    return setting.parse(text)
+
+
+def ep_option_defaults() -> dict[str, str]:
+    """What every OrtEpDevice publishes as its `ep_options`: each EP option with its default."""
+    return {s.name: s.default for s in EP_OPTIONS}
+
+
+def parse_session(given: dict[str, str]) -> dict[str, Any]:
+    """Every EP option of a session, parsed (defaults for those not given). `given` maps option names to
+    text; a name vkep does not know is an error naming the ones it does."""
+    for name in given:
+        if name not in SETTINGS or SETTINGS[name].scope != SESSION:
+            raise OptionError(f"vkep: unknown EP option {name!r}; vkep's EP options are: "
+                              + ", ".join(EP_OPTION_NAMES) + " (README: EP options)")
+    return {s.name: s.parse(given.get(s.name, s.default)) for s in EP_OPTIONS}
+
+
+def markdown_table(scope: str) -> str:
+    """The README table of one scope, rendered from the declarations above."""
+    head = "| Option | Meaning | Default |" if scope == SESSION else "| Variable | Meaning | Default |"
+    rows = [head, "|---|---|---|"]
+    rows += [f"| `{s.name}` | {s.meaning} | {s.default_cell} |" for s in EP_OPTIONS + ENV_VARS if s.scope == scope]
+    return "\n".join(rows)
+
+
+def main() -> int:
+    sys.stdout.write("EP options:\n\n" + markdown_table(SESSION) + "\n\nEnvironment variables:\n\n"
+                     + markdown_table(PROCESS) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
