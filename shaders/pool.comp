@@ -5,6 +5,7 @@
 // row-major, or column-major over the spatial dims when STORAGE_ORDER = 1.
 // AveragePool with COUNT_PAD divides by the taps inside the padded input (ORT's CPU EP convention).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -41,6 +42,8 @@ void main() {
     int d0 = int((q / pc.oh) * pc.sd) - pc.pd;
     Tensor X = Tensor(pc.x);
     uint base = nc * isz;
+    // max starts at the lowest float and takes only what is greater, as ORT's CPU EP: NaN is skipped
+    // (a window of NaN and -inf gives -FLT_MAX); the index is the first tap's until something is greater
     float acc = OP == 0 ? -3.402823466e38 : 0.0;
     uint best = 0, count = 0;
     bool found = false;
@@ -50,23 +53,32 @@ void main() {
         for (uint b = 0; b < pc.kh; ++b) {
             int h = h0 + int(b * pc.dh);
             if (uint(h) >= pc.ih) continue;
-            for (uint c = 0; c < pc.kw; ++c) {
-                int w = w0 + int(c * pc.dw);
-                if (uint(w) >= pc.iw) continue;
-                uint at = (uint(d) * pc.ih + uint(h)) * pc.iw + uint(w);
-                float v = LOAD(X, base + at);
-                if (OP == 0) {
-                    if (!found || v > acc) {
-                        acc = v;
-                        best = STORAGE_ORDER == 0 ? at : (uint(w) * pc.ih + uint(h)) * pc.id + uint(d);
-                        found = true;
+            // rows in steps of 8 unrolled taps: lavapipe ends an invocation's loops after 65,535
+            // iterations in all, and unrolled iterations do not count (vkep/kernels/pool.py checks the rest)
+            for (uint c0 = 0; c0 < pc.kw; c0 += 8) {
+                [[unroll]] for (uint j = 0; j < 8; ++j) {
+                    uint c = c0 + j;
+                    int w = w0 + int(c * pc.dw);
+                    if (c >= pc.kw || uint(w) >= pc.iw) continue;
+                    uint at = (uint(d) * pc.ih + uint(h)) * pc.iw + uint(w);
+                    float v = LOAD(X, base + at);
+                    if (OP == 0) {
+                        uint index = STORAGE_ORDER == 0 ? at : (uint(w) * pc.ih + uint(h)) * pc.id + uint(d);
+                        if (!found) {
+                            best = index;
+                            found = true;
+                        }
+                        if (v > acc) {
+                            acc = v;
+                            best = index;
+                        }
+                    } else if (OP == 1) {
+                        acc += v;
+                    } else {
+                        acc += P == 1 ? abs(v) : (P == 2 ? v * v : pow(abs(v), float(P)));
                     }
-                } else if (OP == 1) {
-                    acc += v;
-                } else {
-                    acc += P == 1 ? abs(v) : (P == 2 ? v * v : pow(abs(v), float(P)));
+                    ++count;
                 }
-                ++count;
             }
         }
     }

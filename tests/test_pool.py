@@ -40,6 +40,12 @@ POOL_CASES = {
     "global_avg_3d": ("GlobalAveragePool", (1, 4, 3, 5, 6), {}),
     "global_avg_large": ("GlobalAveragePool", (1, 8, 64, 64), {}),
     "global_max_2d": ("GlobalMaxPool", (2, 3, 7, 9), {}),
+    # windows past lavapipe's 65,535 loop iterations per invocation (once silently cut short)
+    "global_avg_256": ("GlobalAveragePool", (1, 2, 256, 256), {}),
+    "global_avg_512": ("GlobalAveragePool", (1, 1, 512, 512), {}),
+    "global_max_256": ("GlobalMaxPool", (1, 2, 256, 256), {}),
+    "avg_300_window": ("AveragePool", (1, 1, 300, 300), {"kernel_shape": [300, 300]}),
+    "lp_260_window": ("LpPool", (1, 1, 260, 260), {"kernel_shape": [260, 260], "p": 2}),
     "lrn": ("LRN", (2, 9, 3, 4), {"size": 5, "alpha": 0.02, "beta": 0.6, "bias": 2.0}),
     "lrn_wide": ("LRN", (1, 5, 6, 2), {"size": 7}),
 }
@@ -76,3 +82,20 @@ def test_lrn_beyond_the_cpu_ep(ep_devices, shape, size):
         square[:, c] = (x[:, lo:hi + 1] ** 2).sum(axis=1)
     want = x / (bias + alpha / size * square) ** beta
     np.testing.assert_allclose(session.run(None, {"x": x})[0], want, **tolerance("float32"))
+
+
+@pytest.mark.parametrize("op,attrs", [("MaxPool", {"kernel_shape": [2]}), ("MaxPool", {"kernel_shape": [3], "pads": [1, 1]})])
+def test_max_pool_special_values_as_the_cpu_ep(ep_devices, op, attrs):
+    """NaN is skipped and a window of NaN and -inf gives -FLT_MAX, as ORT's CPU EP's MaxPool does (its
+    GlobalMaxPool is Eigen's maxCoeff, whose NaN result depends on where the NaN falls: not pinned here)."""
+    x = np.array([[[np.nan, np.inf, 1, np.nan, -np.inf, 2, 3, np.nan, np.nan, -0.0]]], np.float32)
+    model = single_node(op, {"x": x.shape}, 22, **attrs)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])
+
+
+def test_a_window_past_the_loop_budget_is_a_clear_error(ep_devices):
+    session = runner.vkep_session(single_node("GlobalAveragePool", {"x": (1, 1, "h", "w")}, 22), disable_cpu_fallback=True)
+    with pytest.raises(Exception, match=r"GlobalAveragePool: a window of \[2048, 2048\] taps is too large"):
+        session.run(None, {"x": np.ones((2048, 2048), np.float32).reshape(1, 1, 2048, 2048)})
+

@@ -7,6 +7,7 @@ import math
 
 from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
 from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size, window_geometry
+from vkep.kernels.reduce import LOOP_BUDGET
 
 WORKGROUP = 256
 OP_MAX, OP_AVERAGE, OP_LP = 0, 1, 2
@@ -45,6 +46,11 @@ class Pool(Kernel):
                      int(attrs.get("storage_order", 0) != 0))
         tail = pack("I3I3I3I3I3I3i3i", total, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(kernel, 1),
                     *as_3d(strides, 1), *as_3d(dilations, 1), *as_3d(begin, 0), *as_3d(end, 0))
+        # loop iterations of one invocation (rows step 8 taps at a time): within lavapipe's budget, or a
+        # clear error rather than a window silently cut short
+        kd, kh, kw = as_3d(kernel, 1)
+        if kd * (1 + kh * (1 + -(-kw // 8))) > LOOP_BUDGET:
+            raise UnsupportedError(f"{self.spec.op}: a window of {kernel} taps is too large for one invocation")
         groups = grid_1d(total, WORKGROUP)
         if groups[1] > 65535:
             raise UnsupportedError(f"{self.spec.op}: output {out_shape} is too large for one dispatch")
