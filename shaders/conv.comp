@@ -122,7 +122,9 @@ void direct() {
     uint wbase = oc * pc.cg * KSZ;
     float acc = pc.b != 0 ? LOAD(Tensor(pc.b), oc) : 0.0;
     for (uint c = 0; c < pc.cg; ++c) {
-        for (uint r = 0; r < KSZ; ++r) acc += LOAD(W, wbase + c * KSZ + r) * gather(X, xbase + c * isz, r, d0, h0, w0);
+        // (unrolled: KSZ is a specialization constant, and only the channel loop counts against lavapipe's
+        // loop budget, see vkep/kernels/conv.py)
+        [[unroll]] for (uint r = 0; r < KSZ; ++r) acc += LOAD(W, wbase + c * KSZ + r) * gather(X, xbase + c * isz, r, d0, h0, w0);
     }
     STORE(Tensor(pc.y), bat * per_batch + i, acc);
 }

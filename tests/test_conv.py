@@ -117,3 +117,16 @@ def test_onnx_backend_node(ep_devices, case):
         for g, w in zip(got, outputs, strict=True):
             tol = tolerance(w.dtype)
             np.testing.assert_allclose(g, w, rtol=max(tol["rtol"], case.rtol), atol=max(tol["atol"], case.atol))
+
+
+def test_conv_with_many_input_channels_past_the_loop_budget(ep_devices):
+    """8192 channels x 3x3 taps per output: more than lavapipe's 65,535 loop iterations unless the taps
+    are unrolled (they are); a sum silently cut short would differ from the CPU EP."""
+    check("Conv", {"x": (1, 8192, 4, 4), "w": (2, 8192, 3, 3)}, loose={"rtol": 1e-3, "atol": 1e-3})
+
+
+def test_conv_transpose_past_the_loop_budget_is_a_clear_error(ep_devices):
+    model = single_node("ConvTranspose", {"x": (1, 8192, 2, 2), "w": (8192, 1, 3, 3)}, 22)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    with pytest.raises(Exception, match="ConvTranspose: 8192 input channels x \\[3, 3\\] taps exceed"):
+        session.run(None, {"x": np.ones((1, 8192, 2, 2), np.float32), "w": np.ones((8192, 1, 3, 3), np.float32)})

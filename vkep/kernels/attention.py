@@ -13,9 +13,17 @@ import math
 
 import numpy as np
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, float_bits, grid_1d, pack, shader_dtype
+from vkep.kernels.base import (
+    LOOP_BUDGET,
+    Kernel,
+    Tensor,
+    UnsupportedError,
+    float_bits,
+    grid_1d,
+    pack,
+    shader_dtype,
+)
 from vkep.kernels.elementwise import broadcast_strides
-from vkep.kernels.reduce import LOOP_BUDGET
 
 CHUNK = 2048  # keys whose scores stay in shared memory (attention.comp)
 MAX_D = 512  # Q/K head size held in shared memory

@@ -14,6 +14,11 @@ import numpy as np
 
 from vkep.kernels.manifest import KernelSpec
 
+# lavapipe (llvmpipe) silently ends a shader's loops after 65,535 iterations in all, per invocation
+# (unrolled loops do not count): every kernel keeps each invocation's loop iterations under this, or
+# raises UnsupportedError before recording
+LOOP_BUDGET = 60000
+
 ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
             "uint32": 4, "int64": 8, "uint64": 8, "bool": 1, "bfloat16": 2}
 # the shader variant (DTYPE / DTYPE_Y define, see shaders/common.glsl) of each element type

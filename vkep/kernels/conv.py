@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
 
 MAX_SPATIAL = 3
 MAX_ELEMENTS = 2**32 - 1
@@ -119,6 +119,10 @@ class Conv(_ConvBase):
             groups = (-(-pixels // (wn * GEMM_TN)), -(-mg // (wm * GEMM_TM)), batch * group)
         if max(groups) > 65535:
             raise UnsupportedError(f"Conv output {out_shape} is too large for one dispatch")
+        # each invocation loops over the group's input channels (the taps are unrolled): within
+        # lavapipe's budget, or a clear error rather than a sum silently cut short
+        if cg + 1 > LOOP_BUDGET:
+            raise UnsupportedError(f"Conv: {cg} input channels x {k3} taps exceed one invocation's loop budget")
         tail = pack("3I3I3I3I3I3i", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
                     *as_3d(dilations, 1), *as_3d(begin, 0))
         return out_shape, (mode, *k3, wn, wm, GEMM_TM, GEMM_TN), tail, groups
@@ -161,6 +165,10 @@ class ConvTranspose(_ConvBase):
         groups = grid_1d(math.prod(out_shape[1:]), WORKGROUP)
         if groups[1] > 65535 or batch > 65535:
             raise UnsupportedError(f"ConvTranspose output {out_shape} is too large for one dispatch")
+        kd, kh, kw = as_3d(kernel, 1)
+        if kd * (1 + kh * (1 + kw * (1 + cg))) > LOOP_BUDGET:  # the taps' loops around the channel loop
+            raise UnsupportedError(f"ConvTranspose: {cg} input channels x {kernel} taps exceed one invocation's "
+                                   "loop budget")
         tail = pack("3I3I3I3I3I3i", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
                     *as_3d(dilations, 1), *as_3d(begin, 0))
         return out_shape, tuple(as_3d(kernel, 1)), tail, (groups[0], groups[1], batch)

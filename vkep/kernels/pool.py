@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
 from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size, window_geometry
-from vkep.kernels.reduce import LOOP_BUDGET
 
 WORKGROUP = 256
 OP_MAX, OP_AVERAGE, OP_LP = 0, 1, 2

@@ -5,13 +5,10 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
 
 WG = 64  # thread-per-output workgroups of reduce.comp / argreduce.comp
 MAX_GROUPS = 4  # kept and reduced dim groups reduce.comp decodes
-# lavapipe (llvmpipe) silently ends a shader's loops after 65535 iterations in all, per invocation:
-# every shader here keeps each thread's loop iterations under this
-LOOP_BUDGET = 60000
 CUMSUM_SERIAL = 4096  # longest line cumsum.comp scans with one thread
 CUMSUM_WG = 256
 TOPK_MAX = 2048  # elements topk.comp sorts at once in shared memory
