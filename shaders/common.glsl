@@ -70,3 +70,12 @@ layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Int64Tensor 
 uint flat_index(uint wg_size) {
     return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * wg_size;
 }
+
+// An index out of range (Gather*, Scatter*): the shader clamps it so that nothing is read or written out
+// of bounds, and sets the device's error word (`err` in its push constants), which the host checks when
+// it next waits for the device and turns into the run's error, as ORT's CPU EP fails the run.
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer ErrorWord { uint v; };
+void report_index_error(uint64_t err) {
+    if (err != 0) ErrorWord(err).v = 1u;
+}
+

@@ -1,6 +1,6 @@
 #version 450
 // Index-driven reads; indices (int32 or int64, IDX64) are read on the device, negatives wrap, and
-// out-of-range ones are clamped so that no read leaves the tensor.
+// out-of-range ones are clamped so that no read leaves the tensor, and reported (common.glsl).
 //   MODE 0 Gather:         p0 inner, p1 index count, p2 axis length; out = [outer, count, inner]
 //   MODE 1 GatherElements: out shape = dims (rank), data strides = strides, p0 axis, p1 axis length
 //   MODE 2 GatherND:       p0 inner (slice size), p1 index rows per batch, p2 K (index depth),
@@ -16,7 +16,7 @@ layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Int32Tensor 
 
 #define MAX_RANK 6
 layout(push_constant, scalar) uniform Push {
-    uint64_t x, idx, y;
+    uint64_t x, idx, y, err;  // err: the device's error word (common.glsl)
     uint n, p0, p1, p2, p3, rank;
     uint dims[MAX_RANK];
     uint strides[MAX_RANK];
@@ -26,10 +26,12 @@ uint index_at(uint k, uint len) {
     if (IDX64 == 1) {
         int64_t v = Int64Tensor(pc.idx).v[k];
         if (v < 0) v += int64_t(len);
+        if (v < 0 || v >= int64_t(len)) report_index_error(pc.err);
         return uint(clamp(v, int64_t(0), int64_t(len) - 1));
     }
     int v = Int32Tensor(pc.idx).v[k];
     if (v < 0) v += int(len);
+    if (v < 0 || v >= int(len)) report_index_error(pc.err);
     return uint(clamp(v, 0, int(len) - 1));
 }
 

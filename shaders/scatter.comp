@@ -18,7 +18,7 @@ layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Int32Tensor 
 
 #define MAX_RANK 6
 layout(push_constant, scalar) uniform Push {
-    uint64_t x, idx, upd, y;
+    uint64_t x, idx, upd, y, err;  // err: the device's error word (common.glsl)
     uint n, p0, p1, p2, p3, rank;
     uint dims[MAX_RANK];
     uint strides[MAX_RANK];
@@ -28,10 +28,12 @@ uint index_at(uint k, uint len) {
     if (IDX64 == 1) {
         int64_t v = Int64Tensor(pc.idx).v[k];
         if (v < 0) v += int64_t(len);
+        if (v < 0 || v >= int64_t(len)) report_index_error(pc.err);
         return uint(clamp(v, int64_t(0), int64_t(len) - 1));
     }
     int v = Int32Tensor(pc.idx).v[k];
     if (v < 0) v += int(len);
+    if (v < 0 || v >= int(len)) report_index_error(pc.err);
     return uint(clamp(v, 0, int(len) - 1));
 }
 

@@ -283,6 +283,7 @@ class Device:
         # held frees its weights, which synchronizes the device, on the same thread
         self.streams_lock = threading.RLock()
         self.lost = ""  # why the device was lost (VK_ERROR_DEVICE_LOST): no more work runs on it
+        self._error_word: tuple[int, int] | None = None  # (host pointer, device address), made on first use
         self._default_stream = None
         from vkep.gpu.transfer import TransferStats
 
@@ -318,6 +319,27 @@ class Device:
             self.streams.discard(stream)
             if stream is self._default_stream:
                 self._default_stream = None
+
+    @property
+    def error_word(self) -> int:
+        """Device address of a word shaders set when they meet an index out of range (shaders/common.glsl
+        report_index_error); the host checks it after each wait (take_errors)."""
+        with self.streams_lock:
+            if self._error_word is None:
+                host = self.memory.host_pool.alloc(4)
+                ffi.cast("uint32_t*", host)[0] = 0
+                self._error_word = (host, self.memory.device_address(host))
+            return self._error_word[1]
+
+    def take_errors(self) -> int:
+        """The error word's value, cleared (0: nothing reported since the last call)."""
+        if self._error_word is None:
+            return 0
+        word = ffi.cast("uint32_t*", self._error_word[0])
+        value = word[0]
+        if value:
+            word[0] = 0
+        return value
 
     def streams_snapshot(self) -> list:
         with self.streams_lock:

@@ -22,6 +22,10 @@ waiting = threading.local()
 class WaitLimitExceeded(TimeoutError):
     """The work did not complete within the limit the application set (a provider option)."""
 
+
+class IndexOutOfRange(IndexError):
+    """A shader met an index out of range (it clamped it); the run fails as on ORT's CPU EP."""
+
 # A wait returns to Python this often (signals such as Ctrl-C are handled there, and the caller's limit
 # is checked): slow work is never a failure by itself, however long a cold driver compiles.
 WAIT_SLICE_NS = 100 * 10**6
@@ -204,6 +208,11 @@ class Stream:
                 self.device.lost = str(exc)
                 raise
         self._release_done(value)
+        if value and self.device.take_errors():
+            label = getattr(waiting, "label", None)
+            raise IndexOutOfRange("vkep: an index was out of range in a Gather, GatherElements, GatherND, "
+                                  "ScatterElements or ScatterND node" + (f" (found when {label} waited)" if label
+                                                                         else ""))
 
     def release_after(self, pool, address: int) -> None:
         """Free `address` once the work recorded so far has completed."""
@@ -234,7 +243,10 @@ class Stream:
             if self.rec.recording and not self.device.lost:
                 self.flush()
             if not self.device.lost:
-                self.wait(self.rec.submitted)
+                try:
+                    self.wait(self.rec.submitted)
+                except IndexOutOfRange:
+                    pass  # the stream goes: nothing runs on to be failed
             dev = self.device.handle
             self.device.retired_commands += self.rec.total_commands
             lib.vkDestroyCommandPool(dev, self.pool, ffi.NULL)

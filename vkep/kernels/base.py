@@ -82,6 +82,9 @@ class Call(Protocol):
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor: ...
 
+    def error_word(self) -> Tensor:
+        """The device's error word, for shaders that report an index out of range (common.glsl)."""
+
     def dispatch(self, shader: str, dtype: str | tuple[str, str], constants: tuple[int, ...],
                  addresses: list[Tensor | None], tail: bytes, groups: tuple[int, int, int], reads: list[Tensor],
                  writes: list[Tensor]) -> None:

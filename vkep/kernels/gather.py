@@ -1,5 +1,6 @@
 """Index-driven ops: Gather, GatherElements, GatherND (gather.comp) and ScatterND, ScatterElements
-(scatter.comp). Indices stay on the device: the shaders read them, wrap negatives and clamp."""
+(scatter.comp). Indices stay on the device: the shaders read them, wrap negatives, clamp, and report one out of range
+(the run then fails, as on ORT's CPU EP: shaders/common.glsl, gpu.stream.IndexOutOfRange)."""
 
 from __future__ import annotations
 
@@ -73,7 +74,8 @@ class Gather(_Indexed):
         out, tail = self._cached(call)
         y = call.output(0, out)
         if y.size:
-            call.dispatch("gather.comp", shader_dtype(x), (self.constants[0], _idx64(idx)), [x, idx, y], tail,
+            call.dispatch("gather.comp", shader_dtype(x), (self.constants[0], _idx64(idx)),
+                          [x, idx, y, call.error_word()], tail,
                           grid_1d(y.size, WG), [x, idx], [y])
 
 
@@ -120,7 +122,9 @@ class Scatter(_Indexed):
         if not y.size:
             return
         dtype, i64 = shader_dtype(x), _idx64(idx)
-        call.dispatch("scatter.comp", dtype, (COPY, i64, 0), [x, None, None, y], copy, grid_1d(y.size, WG), [x], [y])
+        call.dispatch("scatter.comp", dtype, (COPY, i64, 0), [x, None, None, y, None], copy, grid_1d(y.size, WG),
+                      [x], [y])
         if n:
-            call.dispatch("scatter.comp", dtype, (mode, i64, self.reduction), [None, idx, upd, y], tail,
+            call.dispatch("scatter.comp", dtype, (mode, i64, self.reduction), [None, idx, upd, y, call.error_word()],
+                          tail,
                           grid_1d(n, WG), [idx, upd, y], [y])

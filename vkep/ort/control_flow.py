@@ -97,6 +97,9 @@ class _DeviceCall:
             raise api.OrtError(f"transpose to {tuple(shape)} into a tensor of shape {out.shape}")
         return out
 
+    def error_word(self) -> Tensor:
+        return Tensor(self.gpu.error_word, (1,), "int32", Tensor.PERSISTENT)
+
     def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
         pipeline = self.gpu.pipelines.get(shader, variant(dtype), constants)
         push, spans = encode_dispatch(addresses, tail, reads, writes)

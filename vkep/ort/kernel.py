@@ -166,6 +166,9 @@ class KernelCall:
                                 nbytes)
             gpu.memory.host_pool.free(staging)
 
+    def error_word(self) -> Tensor:
+        return Tensor(self.kernel.gpu.error_word, (1,), "int32", Tensor.PERSISTENT)
+
     def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
         pipeline = self.kernel.pipeline(shader, dtype, constants)
         push, spans = encode_dispatch(addresses, tail, reads, writes)
