@@ -145,7 +145,9 @@ EP_OPTIONS = [
     Setting("wait_limit_s", SECONDS, "none",
             "seconds any one wait for the device may take before the run fails with an error naming the node (the "
             "session stays usable); waits go in 100 ms slices, so without it slow work (a cold driver compiling "
-            "shaders) is never a failure; host memory the run lent the device is still waited for", SESSION),
+            "shaders) is never a failure; host memory the run lent the device is still waited for; it limits the "
+            "waits inside vkep's nodes (on a discrete GPU the run's last wait is ORT's stream synchronisation, "
+            "which it does not limit)", SESSION),
 ]
 
 # Process-wide settings: environment variables.
