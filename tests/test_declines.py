@@ -48,3 +48,13 @@ def test_rank6_add_still_runs_on_vkep(ep_devices):
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
     np.testing.assert_array_equal(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])
+
+
+def test_huge_geometry_attribute_is_declined(ep_devices):
+    """A stride beyond 32 bits (the shaders' parameters) keeps the node on the CPU EP, which runs it."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], strides=[2**33])
+    model = _model(node, [("x", F, [1, 1, 8])])
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    x = np.arange(8, dtype=np.float32).reshape(1, 1, 8)
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])

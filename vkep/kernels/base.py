@@ -172,7 +172,14 @@ def device_supports(features: dict[str, bool], dtype: str) -> bool:
 
 
 def pack(fmt: str, *values) -> bytes:
-    return struct.pack("<" + fmt, *values)
+    """Push-constant bytes; a value that does not fit its field (a huge attribute or size) is a clear
+    UnsupportedError, not struct's range error."""
+    try:
+        return struct.pack("<" + fmt, *values)
+    except struct.error as exc:
+        big = [v for v in values if isinstance(v, int) and not -(2**31) <= v < 2**32]
+        raise UnsupportedError(f"a size or attribute does not fit the shader's 32-bit parameters "
+                               f"({', '.join(map(str, big[:4])) or exc})") from None
 
 
 def float_bits(x: float) -> int:

@@ -366,14 +366,27 @@ def _declined(node, specs) -> str | None:
     if spec is None:
         return None
     cls = implementation(spec)
-    if cls.declines.__func__ is Kernel.declines.__func__:
+    overridden = cls.declines.__func__ is not Kernel.declines.__func__
+    geometry = [a for a in spec.attributes if a.name in GEOMETRY_ATTRIBUTES]
+    if not overridden and not geometry:
         return None
     attrs = {a.name: a.default for a in spec.attributes}
-    for a in spec.attributes:
+    for a in spec.attributes if overridden else geometry:
         value = _node_attribute(node, a.name, a.kind)
         if value is not None:
             attrs[a.name] = value
-    return cls.declines(spec, attrs, version, *_inputs(node))
+    for a in geometry:  # shaders take them as 32-bit parameters
+        values = attrs.get(a.name)
+        values = values if isinstance(values, list) else [values]
+        if any(isinstance(v, int) and not -(2**31) <= v < 2**31 for v in values):
+            return f"{spec.op}: attribute {a.name}={attrs[a.name]} is beyond the shaders' 32-bit parameters"
+    return cls.declines(spec, attrs, version, *_inputs(node)) if overridden else None
+
+
+# window and layout attributes that go to shaders as 32-bit values (sentinel-free: INT64_MAX is never a
+# meaningful value of these, unlike Slice's ends)
+GEOMETRY_ATTRIBUTES = {"strides", "dilations", "pads", "kernel_shape", "output_padding", "output_shape", "group",
+                       "size", "blocksize"}
 
 
 def _no_kernel(node, ep: Ep) -> str:
