@@ -273,12 +273,17 @@ class MemoryManager:
         # set from the sessions' EP option memory_budget_mb (vkep/ort/ep.py); 0: none
         self.budget = 0
 
+    last_failure = ""  # the last allocation that failed where ORT could not be told (ort/memory.py _alloc)
+
     def reserved(self) -> int:
         return self.device_pool.reserved + self.host_pool.reserved
 
     def resolve(self, address: int) -> tuple[Block, int]:
         found = self.spans.find(address)
         if found is None:
+            if address == 0 and self.last_failure:  # an allocation ORT made without checking it failed
+                failure, self.last_failure = self.last_failure, ""
+                raise MemoryError(failure)
             raise ValueError(f"address 0x{address:x} is not vkep memory on {self.device.info.name}")
         return found
 

@@ -90,7 +90,13 @@ def alloc_from(allocator: Allocator, size: int, what: str = "a tensor") -> int:
 
 @callback("py_alloc")
 def _alloc(this, size):
-    return api.ffi.cast("void*", alloc_from(ALLOCATORS[api.address(this)], size))
+    allocator = ALLOCATORS[api.address(this)]
+    try:
+        return api.ffi.cast("void*", alloc_from(allocator, size))
+    except MemoryError as exc:
+        # ORT does not check an allocator's result: the copy or kernel that gets the NULL reports this
+        allocator.device.gpu.memory.last_failure = str(exc)
+        return api.ffi.NULL
 
 
 class SyncStream:
