@@ -78,7 +78,7 @@ def test_malformed_manifest_through_ort_keeps_process_alive(tmp_path):
 
 def test_shader_compile_error_shows_file_and_line(tmp_path):
     shader_dir = tmp_path / "shaders"
-    shutil.copytree(ROOT / "shaders", shader_dir)
+    shutil.copytree(ROOT / "vkep" / "shaders", shader_dir)
     src = shader_dir / "binary.comp"
     lines = src.read_text().splitlines()
     broken_line = next(i for i, ln in enumerate(lines) if "COMP_T r;" in ln) + 1

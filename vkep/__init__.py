@@ -20,11 +20,10 @@ __all__ = ["EP_NAME", "REGISTRATION_NAME", "VulkanUnavailable", "devices", "get_
 
 
 def get_library_path() -> str:
-    """Path of the plugin shared library (built on first use if needed)."""
-    from vkep import build
+    """Path of the plugin shared library ORT loads (only looked up: nothing is built)."""
+    from vkep import _native
 
-    build.ensure_built()
-    return str(build.module_path("_vkep_plugin"))
+    return str(_native.loader_path())
 
 
 def get_ep_name() -> str:
@@ -78,7 +77,8 @@ def stats() -> dict:
         with dev.streams_lock:
             commands = dev.retired_commands + sum(s.commands for s in dev.streams)
         entry = {"device": dev.info.name, **dev.transfer_stats.as_dict(), **dev.memory.stats(),
-                 "commands_recorded": commands, "prepacked_bytes": dev.weights.packed_bytes}
+                 "commands_recorded": commands, "prepacked_bytes": dev.weights.packed_bytes,
+                 "pipelines_built": dev.pipelines.built}
         entry["allocators"] = {("host_accessible" if a.mem_type else "default"): a.stats()
                                for a in list(allocators.values()) if a.device.info.index == index}
         out[index] = entry

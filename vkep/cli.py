@@ -48,30 +48,54 @@ def _run(args) -> int:
 
 
 def _shaders_build(args) -> int:
-    from vkep.gpu.shaders import ShaderError, compile_shader, spirv_key
-    from vkep.kernels import manifest
-    from vkep.kernels.base import SHADER_DTYPE
+    from vkep.gpu import shaders
+    from vkep.kernels import variants
 
-    # every element type a kernel lists, in the variant its shader computes it with
-    variants = sorted({(spec.shader, SHADER_DTYPE[t]) for spec in manifest.load() if spec.shader
-                       for allowed in spec.types.values() for t in allowed if t in SHADER_DTYPE})
-    from vkep.gpu.shaders import cache_dir
-
+    if args.out:
+        return _shaders_ship(Path(args.out), args.verbose)
     built = cached = failed = 0
-    for shader, dtype in variants:
-        key = spirv_key(shader, {"DTYPE": dtype})
-        fresh = not (cache_dir() / "spirv" / f"{Path(shader).stem}-{key}.spv").exists()
+    required = variants.required()
+    for shader, defines in sorted(required):
+        key = shaders.spirv_key(shader, dict(defines))
+        fresh = not (shaders.shipped_path(shader, key).exists() or shaders.cache_path(shader, key).exists())
         try:
-            compile_shader(shader, {"DTYPE": dtype})
-        except ShaderError as exc:
+            shaders.compile_shader(shader, dict(defines))
+        except shaders.ShaderError as exc:
             failed += 1
             print(exc, file=sys.stderr)
             continue
         built += fresh
         cached += not fresh
         if args.verbose or fresh:
-            print(f"{'built ' if fresh else 'cached'}  {shader} DTYPE={dtype}")
-    print(f"{len(variants)} variants: {built} built, {cached} unchanged, {failed} failed")
+            print(f"{'built ' if fresh else 'cached'}  {shader} {shaders.describe(dict(defines))}")
+    print(f"{len(required)} variants: {built} built, {cached} unchanged, {failed} failed")
+    return 1 if failed else 0
+
+
+def _shaders_ship(out: Path, verbose: bool) -> int:
+    """Compile every variant a kernel can ask for into `out` (a wheel's vkep/spirv), with an index."""
+    from vkep.gpu import shaders
+    from vkep.kernels import variants
+
+    required = variants.required()
+    out.mkdir(parents=True, exist_ok=True)
+    index, failed = {}, 0
+    for shader, defines in sorted(variants.possible()):
+        key = shaders.spirv_key(shader, dict(defines))
+        target = out / f"{Path(shader).stem}-{key}.spv"
+        try:
+            shaders.compile_to(shaders.SHADER_DIR / shader, dict(defines), target)
+        except shaders.ShaderError as exc:
+            if (shader, defines) in required:
+                failed += 1
+                print(exc, file=sys.stderr)
+            elif verbose:
+                print(f"skipped {shader} {shaders.describe(dict(defines))}: does not compile (no kernel uses it)")
+            continue
+        index[target.name] = {"shader": shader, "defines": dict(defines)}
+    (out / "index.json").write_text(json.dumps({"compiler": shaders.compiler_version(),
+                                                "target_env": shaders.TARGET_ENV, "variants": index}, indent=1))
+    print(f"{len(index)} SPIR-V variants in {out} ({len(required)} required, {failed} failed)")
     return 1 if failed else 0
 
 
@@ -128,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     shaders = p.add_subparsers(dest="action", required=True)
     b = shaders.add_parser("build", help="compile and validate every shader variant in kernels.yaml")
     b.add_argument("-v", "--verbose", action="store_true")
+    b.add_argument("--out", metavar="DIR", help="compile every variant a kernel can ask for into DIR, with an "
+                                                "index (what a wheel ships in vkep/spirv)")
     b.set_defaults(fn=_shaders_build)
     p = sub.add_parser("stats", help="print vkep's counters for this process (mostly useful from Python)")
     p.set_defaults(fn=_stats)

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from vkep import conformance_report as report_mod
+from vkep import resources
 from vkep.conformance_pool import Case, Progress, WorkerStartError, run_cases
 from vkep.conformance_worker import VULKAN, WEBGPU
 
@@ -29,7 +30,7 @@ __all__ = ["Case", "corpus", "run", "run_cases", "Progress", "WorkerStartError",
            "load_expectations", "update_expectations", "main"]
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPECTATIONS_DIR = ROOT / "conformance"
+EXPECTATIONS_DIR = resources.EXPECTED_DIR
 EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
 REGENERATE = "vkep conformance --update-expectations"
 

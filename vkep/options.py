@@ -154,10 +154,13 @@ EP_OPTIONS = [
 ENV_VARS = [
     Setting("VKEP_VALIDATION", FLAG, "0", "`1` enables the Vulkan validation layer (the tests set it)", PROCESS,
             "off"),
-    Setting("VKEP_CACHE_DIR", PATH, "", "where SPIR-V and the pipeline cache live", PROCESS, "`~/.cache/vkep`"),
+    Setting("VKEP_CACHE_DIR", PATH, "", "where SPIR-V compiled at run time and the pipeline cache live", PROCESS,
+            "`$XDG_CACHE_HOME/vkep`, else `~/.cache/vkep`"),
+    Setting("XDG_CACHE_HOME", PATH, "", "the base of per-user caches (XDG): vkep's is its `vkep` directory, the "
+            "only place vkep writes to", PROCESS, "`~/.cache`"),
     Setting("VKEP_MANIFEST", PATHS, "", "the kernel manifest(s) to load (later files add kernels)", PROCESS,
-            "`kernels.yaml` in the repository"),
-    Setting("VKEP_SHADER_DIR", PATH, "", "where shaders are compiled from", PROCESS, "`shaders/` in the repository"),
+            "`kernels.yaml` in the package"),
+    Setting("VKEP_SHADER_DIR", PATH, "", "where shaders are compiled from", PROCESS, "`shaders/` in the package"),
     Setting("VKEP_FORCE_DISCRETE", FLAG, "0",
             "`1` runs a unified-memory device the way a discrete GPU is run (staging copies, no host access to "
             "device memory): tests that path anywhere. Process-wide: ORT reads a device's memory kinds from its "

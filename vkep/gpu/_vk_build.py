@@ -18,5 +18,5 @@ def builder(module_name: str) -> cffi.FFI:
     ffi = cffi.FFI()
     ffi.cdef((NATIVE / "vk_cdef.h").read_text())
     source = (NATIVE / "recorder.c").read_text() + (NATIVE / "interop.c").read_text()
-    ffi.set_source(module_name, source, libraries=["vulkan"], extra_compile_args=["-O2"])
+    ffi.set_source(module_name, source, libraries=["vulkan"], extra_compile_args=["-O2", "-g0"])  # -g0: no path of this machine in the binary
     return ffi

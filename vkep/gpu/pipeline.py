@@ -10,8 +10,9 @@ import os
 import struct
 import threading
 
-from vkep.gpu.shaders import cache_dir, compile_shader
+from vkep.gpu.shaders import compile_shader
 from vkep.gpu.vk import check, ffi, lib, new
+from vkep.resources import cache_dir
 
 PUSH_CONSTANT_BYTES = 128
 
@@ -23,6 +24,7 @@ class PipelineCache:
         self._pipelines: dict[tuple, object] = {}
         self._modules: dict[str, object] = {}
         self._keep = []
+        self.built = 0  # pipelines created (vkep.stats: a cold start's progress)
         dev = device.handle
         rng = ffi.new("VkPushConstantRange*", {"stageFlags": lib.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0,
                                                "size": PUSH_CONSTANT_BYTES})
@@ -85,6 +87,7 @@ class PipelineCache:
         out = ffi.new("VkPipeline*")
         check(lib.vkCreateComputePipelines(dev, self.cache, 1, info, ffi.NULL, out), f"pipeline for {shader}")
         self._dirty = True
+        self.built += 1
         return out[0]
 
     def save(self) -> None:

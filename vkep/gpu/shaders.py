@@ -1,7 +1,14 @@
-"""GLSL → SPIR-V through the glslang executable, validated by spirv-val, cached by content hash."""
+"""GLSL → SPIR-V: the SPIR-V a wheel ships, else compiled by glslang and validated by spirv-val into the user's
+cache. Both are found by a key of the sources' content and the defines, so an edited shader never meets stale code.
+
+A wheel's build compiles every variant into the package (`vkep shaders build --out`, run by setup.py), so a user
+never needs the shader tools; they are a build and kernel-author dependency. SPIR-V compiled at run time (a kernel
+author's edit, a variant the wheel lacks) is keyed by the compiler's version too: a new glslang recompiles.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -10,21 +17,18 @@ import subprocess
 import threading
 from pathlib import Path
 
-from vkep import options
+from vkep import options, resources
 
-ROOT = Path(__file__).resolve().parents[2]
-SHADER_DIR = options.env("VKEP_SHADER_DIR") or ROOT / "shaders"
+SHADER_DIR = options.env("VKEP_SHADER_DIR") or resources.SHADER_DIR
 TARGET_ENV = "vulkan1.2"
-
-
-def cache_dir() -> Path:
-    base = options.env("VKEP_CACHE_DIR") or Path.home() / ".cache" / "vkep"
-    base.mkdir(parents=True, exist_ok=True)
-    return base
 
 
 class ShaderError(RuntimeError):
     """A shader failed to compile or validate; the message carries the compiler's file:line output."""
+
+
+TOOLS_HINT = ("Debian/Ubuntu: apt-get install glslang-tools spirv-tools; Fedora: dnf install glslang spirv-tools; "
+              "macOS: brew install glslang spirv-tools; Windows: the Vulkan SDK")
 
 
 def _tool(*names: str) -> str:
@@ -32,7 +36,14 @@ def _tool(*names: str) -> str:
         found = shutil.which(name)
         if found:
             return found
-    raise ShaderError(f"none of {', '.join(names)} is installed (Debian: apt-get install glslang-tools spirv-tools)")
+    raise ShaderError(f"none of {', '.join(names)} is installed ({TOOLS_HINT})")
+
+
+@functools.cache
+def compiler_version() -> str:
+    """glslangValidator's version line (part of the key of SPIR-V compiled at run time)."""
+    res = subprocess.run([_tool("glslangValidator"), "--version"], capture_output=True, text=True)
+    return next((ln.strip() for ln in res.stdout.splitlines() if ln.strip()), "glslangValidator (unknown version)")
 
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -67,22 +78,35 @@ def spirv_key(shader: str, defines: dict[str, object]) -> str:
 
 
 def compile_shader(shader: str, defines: dict[str, object] | None = None) -> tuple[str, bytes]:
-    """(key, SPIR-V words) for `shaders/<shader>` with the given -D defines; compiled at most once."""
+    """(key, SPIR-V words) for `shaders/<shader>` with the given -D defines: the wheel's, else compiled once."""
     defines = defines or {}
     key = spirv_key(shader, defines)
     with _lock:
         if key in _memory:
             return key, _memory[key]
-    out = cache_dir() / "spirv" / f"{Path(shader).stem}-{key}.spv"
+    out = shipped_path(shader, key)
     if not out.exists():
-        _compile_to(SHADER_DIR / shader, defines, out)
+        out = cache_path(shader, key)
+        if not out.exists():
+            compile_to(SHADER_DIR / shader, defines, out)
     code = out.read_bytes()
     with _lock:
         _memory[key] = code
     return key, code
 
 
-def _compile_to(path: Path, defines: dict[str, object], out: Path) -> None:
+def shipped_path(shader: str, key: str) -> Path:
+    """Where a wheel holds the SPIR-V of this key (compiled when it was built)."""
+    return resources.SPIRV_DIR / f"{Path(shader).stem}-{key}.spv"
+
+
+def cache_path(shader: str, key: str) -> Path:
+    """Where SPIR-V compiled here lives: the key of the sources, with the compiler's version."""
+    ckey = hashlib.sha256(f"{key} {compiler_version()}".encode()).hexdigest()[:24]
+    return resources.cache_dir() / "spirv" / f"{Path(shader).stem}-{ckey}.spv"
+
+
+def compile_to(path: Path, defines: dict[str, object], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     cmd = [_tool("glslangValidator"), "-V", "--target-env", TARGET_ENV, "-I" + str(SHADER_DIR),
@@ -91,11 +115,11 @@ def _compile_to(path: Path, defines: dict[str, object], out: Path) -> None:
     if res.returncode != 0:
         tmp.unlink(missing_ok=True)
         detail = "\n".join(_diagnostics(res.stdout + res.stderr, path))
-        raise ShaderError(f"shader {path.name} failed to compile with {_fmt(defines)}:\n{detail}")
+        raise ShaderError(f"shader {path.name} failed to compile with {describe(defines)}:\n{detail}")
     val = subprocess.run([_tool("spirv-val"), "--target-env", TARGET_ENV, str(tmp)], capture_output=True, text=True)
     if val.returncode != 0:
         tmp.unlink(missing_ok=True)
-        raise ShaderError(f"shader {path.name} ({_fmt(defines)}) produced invalid SPIR-V:\n{val.stdout}{val.stderr}")
+        raise ShaderError(f"shader {path.name} ({describe(defines)}) produced invalid SPIR-V:\n{val.stdout}{val.stderr}")
     tmp.replace(out)
 
 
@@ -109,5 +133,5 @@ def _diagnostics(output: str, path: Path) -> list[str]:
     return kept or lines
 
 
-def _fmt(defines: dict[str, object]) -> str:
+def describe(defines: dict[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(defines.items())) or "no defines"

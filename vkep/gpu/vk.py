@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from vkep.build import load_vk
+from vkep import _native
 from vkep.gpu.diagnose import no_loader
 
 try:
-    _mod = load_vk()
+    _mod = _native.load("_vk")
 except ImportError as exc:  # the binding links libvulkan: without the loader it cannot load
     if "vulkan" not in str(exc).lower():
         raise

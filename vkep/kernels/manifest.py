@@ -13,14 +13,12 @@ from pathlib import Path
 
 import yaml
 
-from vkep import options
-
-ROOT = Path(__file__).resolve().parents[2]
+from vkep import options, resources
 
 
 def manifest_paths() -> list[Path]:
     """kernels.yaml, or the files VKEP_MANIFEST lists (os.pathsep-separated; later files add kernels)."""
-    return options.env("VKEP_MANIFEST") or [ROOT / "kernels.yaml"]
+    return options.env("VKEP_MANIFEST") or [resources.MANIFEST]
 MAX_VERSION = 2**31 - 1
 DTYPES = {"float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
           "uint64", "bool", "bfloat16"}

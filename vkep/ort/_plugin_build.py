@@ -8,8 +8,6 @@ addresses and shapes so Python is entered once per node.
 
 from __future__ import annotations
 
-import sys
-import sysconfig
 from pathlib import Path
 
 import cffi
@@ -189,15 +187,14 @@ def _wrappers(prefix: str, table: str, slots) -> str:
 
 
 
-def _init_code() -> str:
-    # The embedded interpreter of a C host knows nothing of this environment: give it our paths.
-    paths = [str(Path(__file__).resolve().parents[2])] + [p for p in sys.path if p.endswith("site-packages")]
-    return f"""
-import sys
-for _p in {paths!r}:
-    if _p not in sys.path:
-        sys.path.append(_p)
+# The embedded interpreter's start: find the package beside this library (a C host's interpreter knows nothing
+# of where vkep is installed; a Python host already has it on sys.path, and this changes nothing there).
+INIT_CODE = """
+import os, sys
 from _vkep_plugin import ffi, lib
+_site = os.path.dirname(os.path.dirname(os.path.dirname(ffi.string(lib.vkep_library_file()).decode())))
+if _site not in sys.path:
+    sys.path.append(_site)
 import vkep.ort.plugin
 vkep.ort.plugin.attach(ffi, lib)
 """
@@ -215,13 +212,14 @@ OrtStatus* ep_KernelRegistry_AddKernel_py(OrtKernelRegistry* r, const OrtKernelD
 }"""
     source = (NATIVE / "plugin.c").read_text().replace("/* @@WRAPPERS@@: ORT function-table wrappers, generated */",
                                                         wrappers) + (NATIVE / "alloc_front.c").read_text()
-    libpython = sysconfig.get_config_var("INSTSONAME") or sysconfig.get_config_var("LDLIBRARY") or ""
-    libdir = sysconfig.get_config_var("LIBDIR") or ""
-    ffi.embedding_init_code(_init_code())
+    ffi.embedding_init_code(INIT_CODE)
     ffi.set_source(
         module_name, source,
-        define_macros=[("VKEP_ORT_API_VERSION", str(ORT_API_VERSION)),
-                       ("VKEP_LIBPYTHON", f'"{Path(libdir) / libpython}"')],
-        extra_compile_args=["-O2"], libraries=["dl"], include_dirs=[str(NATIVE)],
+        define_macros=[("VKEP_ORT_API_VERSION", str(ORT_API_VERSION))],
+        extra_compile_args=["-O2", "-g0"], libraries=["dl"], include_dirs=[str(NATIVE)],
     )
+    # cffi links an embedding module to libpython; vkep's is not: the Python process that loads it (or, for
+    # a C host, vkep's loader library, native/loader.c) provides libpython's symbols, and a link would name
+    # this machine's libpython
+    ffi._apply_embedding_fix = lambda kwds: None
     return ffi

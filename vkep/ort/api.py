@@ -23,6 +23,23 @@ ORT_EP_FAIL = 11
 EP_NAME = "VulkanExecutionProvider"
 EP_VENDOR = "vkep"
 
+# The onnxruntime releases whose plugin API vkep implements: its ORT API version (ORT_API_VERSION in
+# _plugin_build.py; ORT 1.N serves API N) and every later 1.x (ORT keeps older API versions working).
+# pyproject.toml requires the same range (tests/test_wheel.py holds them equal).
+SUPPORTED_ORT = "onnxruntime>=1.24,<2"
+
+
+def unsupported_ort(version: str, api_version: int) -> str | None:
+    """Why an ORT of this version cannot load vkep, or None when it can."""
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return None  # a development build: its API table was found, so try it
+    if major == 1 and minor >= api_version:
+        return None
+    return (f"vkep: this is onnxruntime {version}; vkep supports {SUPPORTED_ORT} (ORT API version {api_version} "
+            f"and later 1.x releases): pip install '{SUPPORTED_ORT}'")
+
 # ONNXTensorElementDataType ↔ numpy-style names
 ELEMENT_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
                  10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}

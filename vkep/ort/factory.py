@@ -200,6 +200,9 @@ def define_entry_points() -> None:
             if max_factories < 1:
                 raise api.OrtError("no room for a factory", api.ORT_INVALID_ARGUMENT)
             log.set_default(logger)
+            problem = api.unsupported_ort(ffi.string(api.lib.vkep_ort_version()).decode(), api.lib.vkep_api_version())
+            if problem:
+                raise api.OrtError(problem, api.ORT_FAIL)
             factory = Factory(ffi.string(registered_name).decode())
             FACTORIES[api.address(factory.struct)] = factory
             factories[0] = factory.struct

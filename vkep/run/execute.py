@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import time
@@ -13,6 +14,7 @@ import numpy as np
 import onnxruntime as ort
 
 import vkep
+from vkep.run import progress
 
 SESSION_LOG_SEVERITY = 3  # errors only: GetCapability errors still show; ORT's placement warning does not
 # ORT logs a failing node at error level and raises the same text: vkep run reports it once, itself
@@ -90,7 +92,8 @@ def attempt(ep: str, make_session: Callable[[], ort.InferenceSession], feeds: di
     eps_before = _live_eps()
     start = time.perf_counter()
     try:
-        session = make_session()
+        with _phase(ep, "creating the session", "loading shaders, creating pipelines, prepacking"):
+            session = make_session()
     except Exception as exc:  # noqa: BLE001 — any failure is reported, with the node ORT names
         result.failure = Failure.of("session", exc)
         return result
@@ -103,7 +106,8 @@ def attempt(ep: str, make_session: Callable[[], ort.InferenceSession], feeds: di
     result.output_names = [o.name for o in session.get_outputs()]
     try:
         start = time.perf_counter()
-        result.outputs = session.run(None, feeds, _RUN_OPTIONS)
+        with _phase(ep, "first run", "a cold driver compiles each shader the first time it runs it"):
+            result.outputs = session.run(None, feeds, _RUN_OPTIONS)
         result.timing.first_ms = (time.perf_counter() - start) * 1e3
         for _ in range(runs):
             start = time.perf_counter()
@@ -113,6 +117,11 @@ def attempt(ep: str, make_session: Callable[[], ort.InferenceSession], feeds: di
         result.failure = Failure.of("run", exc)
         result.failure.node_ep = next((e for n, _, e in result.placement if n == result.failure.node), None)
     return result
+
+
+def _phase(ep: str, label: str, why: str):
+    """Progress of a slow vkep phase on stderr (vkep's counters mean nothing for the CPU EP)."""
+    return progress.phase(label, why) if ep == "vkep" else contextlib.nullcontext()
 
 
 def _live_eps() -> list:

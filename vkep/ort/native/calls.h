@@ -134,3 +134,4 @@ void vkep_reset_fast_path_hits(void);
 void* calloc(size_t n, size_t size);
 void free(void* p);
 const char* vkep_ort_version(void);
+const char* vkep_library_file(void);

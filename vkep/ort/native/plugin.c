@@ -8,6 +8,7 @@
 #endif
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <Python.h>
 #include "ort_abi.h"
@@ -227,6 +228,12 @@ static OrtStatus* vkep_compute(OrtKernelImpl* self, OrtKernelContext* ctx) {
 
 void* vkep_compute_fn = (void*)vkep_compute;
 
+/* this library's own file: the embedded interpreter finds the vkep package beside it */
+const char* vkep_library_file(void) {
+    Dl_info self;
+    return dladdr((void*)vkep_library_file, &self) && self.dli_fname ? self.dli_fname : "";
+}
+
 static const OrtMemoryInfo* vkep_alloc_info(const OrtAllocator* a) { return ((const vkep_allocator*)a)->info; }
 static const char* vkep_factory_name(const OrtEpFactory* f) { return ((const vkep_factory*)f)->name; }
 static const char* vkep_factory_vendor(const OrtEpFactory* f) { return ((const vkep_factory*)f)->vendor; }
@@ -240,7 +247,7 @@ void* vkep_ep_name_fn = (void*)vkep_ep_name;
 
 /* ---- exported entry points -------------------------------------------------------------------- */
 static OrtStatus* fail(const OrtApiBase* base, const char* msg) {
-    const OrtApi* api = base ? base->GetApi(VKEP_ORT_API_VERSION) : NULL;
+    const OrtApi* api = base ? base->GetApi(1) : NULL;  /* CreateStatus is slot 0 in every API version */
     if (!api) return NULL;
     typedef OrtStatus* (*create_t)(int, const char*);
     return ((create_t)((void* const*)api)[0])(1, msg);
@@ -252,12 +259,16 @@ OrtStatus* CreateEpFactories(const char* registered_name, const OrtApiBase* base
     *num_factories = 0;
     if (!base) return NULL;
     g_api = base->GetApi(VKEP_ORT_API_VERSION);
-    if (!g_api) return NULL;  /* an ORT older than vkep needs: nothing to return a status with */
+    if (!g_api) {  /* an ORT older than the plugin API vkep implements */
+        char msg[256];
+        snprintf(msg, sizeof msg, "vkep: this is onnxruntime %s; vkep needs onnxruntime 1.%d or a later 1.x release "
+                 "(ORT API version %d): pip install -U onnxruntime", base->GetVersionString(), VKEP_ORT_API_VERSION,
+                 VKEP_ORT_API_VERSION);
+        return fail(base, msg);
+    }
     typedef const OrtEpApi* (*get_ep_api_t)(void);
     g_ep_api = ((get_ep_api_t)((void* const*)g_api)[317])();
     g_ort_version = base->GetVersionString();
-    /* a C host dlopens us RTLD_LOCAL: make libpython's symbols global before extension modules load */
-    if (!Py_IsInitialized()) dlopen(VKEP_LIBPYTHON, RTLD_NOW | RTLD_GLOBAL);
     /* stay loaded after ORT unregisters us: the interpreter keeps our Python callbacks attached to this
      * copy of the library, so a later registration must find the same one */
     Dl_info self;

@@ -1,0 +1,39 @@
+"""Every shader variant a kernel can ask for: what a wheel's build compiles ahead of time.
+
+Kernels pick a variant at run time from their tensors' element types (`base.variant`): one element type
+(DTYPE), or an (input, output) pair (DTYPE_Y) in the shaders written for two types. `required()` are the
+variants of the types the manifest lists: they must compile. `possible()` adds every other type and pair a
+kernel could reach (helper shaders such as strided_copy.comp serve any type); those that do not compile are
+types no kernel dispatches that shader with.
+"""
+
+from __future__ import annotations
+
+import re
+
+from vkep.gpu.shaders import SHADER_DIR
+from vkep.kernels import manifest
+from vkep.kernels.base import SHADER_DTYPE, variant
+
+Variant = tuple[str, tuple[tuple[str, int], ...]]  # (shader file, sorted -D defines)
+
+_TWO_TYPES = re.compile(r"\bDTYPE_Y\b|\bTensorY\b|\bSTORE_Y\b")
+
+
+def _key(shader: str, defines: dict[str, int]) -> Variant:
+    return shader, tuple(sorted(defines.items()))
+
+
+def required() -> set[Variant]:
+    return {_key(spec.shader, variant(t)) for spec in manifest.load() if spec.shader
+            for allowed in spec.types.values() for t in allowed if t in SHADER_DTYPE}
+
+
+def possible() -> set[Variant]:
+    codes = sorted(set(SHADER_DTYPE.values()))
+    out = set(required())
+    for path in sorted(SHADER_DIR.glob("*.comp")):
+        out |= {_key(path.name, {"DTYPE": c}) for c in codes}
+        if _TWO_TYPES.search(path.read_text()):
+            out |= {_key(path.name, {"DTYPE": x, "DTYPE_Y": y}) for x in codes for y in codes}
+    return out
