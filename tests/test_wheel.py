@@ -120,11 +120,11 @@ def test_wheel_installs_and_runs_as_a_user():
 
         # nothing written beside the package; vkep's files only below its cache directory
         assert _tree(venv) == before
-        written = [p for p in cache.rglob("*") if p.is_file()]
+        # (ORT keeps its own files in the cache directory, under Microsoft/, and Mesa its shader cache)
+        others = {"Microsoft", "mesa_shader_cache"}
+        written = [p for root in (cache, home) for p in root.rglob("*") if p.is_file() and not others & set(p.parts)]
         assert written and all(p.is_relative_to(cache / "vkep") for p in written), written
         assert not (cache / "vkep" / "spirv").exists(), "SPIR-V compiled at run time: the wheel should ship it"
-        strays = [p for p in home.rglob("*") if p.is_file() and "Microsoft" not in p.parts]  # ORT's own files
-        assert not strays, strays
 
         # 4. uninstall leaves nothing of vkep behind
         _run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q", "vkep"])
