@@ -126,7 +126,23 @@ def test_wheel_installs_and_runs_as_a_user():
         assert written and all(p.is_relative_to(cache / "vkep") for p in written), written
         assert not (cache / "vkep" / "spirv").exists(), "SPIR-V compiled at run time: the wheel should ship it"
 
-        # 4. uninstall leaves nothing of vkep behind
+        # 4. a C host (no Python in it) loads the installed plugin through ORT's C API: vkep's loader brings the
+        # Python runtime; session.disable_cpu_ep_fallback makes creation fail unless every node is on vkep
+        if shutil.which("gcc"):
+            host = work / "run_model"
+            _run(["gcc", "-O1", "-o", str(host), str(ROOT / "tests" / "c_host" / "run_model.c"), "-ldl"])
+            model = work / "chain.onnx"
+            _run([str(venv / "bin" / "python"), "-c", "import sys; from vkep import models; "
+                  "open(sys.argv[1], 'wb').write(models.add_chain(3).SerializeToString())", str(model)])
+            (libort,) = (site / "onnxruntime" / "capi").glob("libonnxruntime.so.*")
+            library = site / "vkep" / "_native" / "libvkep_ep.so"
+            done = _run(["runuser", "-u", "nobody", "--", "env", "-i", "PATH=/usr/bin:/bin", f"HOME={home}",
+                         f"XDG_CACHE_HOME={cache}", str(host), str(libort), str(library), str(model)], cwd=str(home))
+            assert "vkep devices: 1" in done.stdout, done.stdout + done.stderr
+            y = [float(v) for v in done.stdout.split("y:")[1].split()]
+            assert len(y) == 16 and all(abs(v - (i - 8)) < 0.01 for i, v in enumerate(y)), y  # x + three tiny Adds
+
+        # 5. uninstall leaves nothing of vkep behind
         _run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q", "vkep"])
         left = [p for p in site.iterdir() if p.name.startswith("vkep")] + list(venv.glob("bin/vkep*"))
         assert not left, left

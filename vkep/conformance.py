@@ -134,7 +134,7 @@ def expectations_path(driver: str | None = None) -> Path:
 
 def load_expectations(path: Path | None = None) -> dict | None:
     path = path or expectations_path()
-    return json.loads(path.read_text()) if path.exists() else None
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def expectations_key(optimization: str = "default") -> str:

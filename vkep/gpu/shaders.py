@@ -58,7 +58,7 @@ def _sources(path: Path, seen: set[Path] | None = None) -> list[Path]:
         return []
     seen.add(path)
     out = [path]
-    for name in _INCLUDE.findall(path.read_text()):
+    for name in _INCLUDE.findall(path.read_text(encoding="utf-8")):
         inc = (path.parent / name) if (path.parent / name).exists() else SHADER_DIR / name
         if inc.exists():
             out += _sources(inc, seen)

@@ -86,7 +86,7 @@ def load(path: Path | str | None = None) -> list[KernelSpec]:
 
 def _load_file(path: Path, first_index: int = 0) -> list[KernelSpec]:
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ManifestError(f"{path}: not valid YAML: {exc}") from None
     except OSError as exc:

@@ -34,6 +34,6 @@ def possible() -> set[Variant]:
     out = set(required())
     for path in sorted(SHADER_DIR.glob("*.comp")):
         out |= {_key(path.name, {"DTYPE": c}) for c in codes}
-        if _TWO_TYPES.search(path.read_text()):
+        if _TWO_TYPES.search(path.read_text(encoding="utf-8")):
             out |= {_key(path.name, {"DTYPE": x, "DTYPE_Y": y}) for x in codes for y in codes}
     return out
