@@ -252,3 +252,21 @@ def test_version_and_ep_names():
     done = subprocess.run([sys.executable, "-m", "vkep.cli", "--version"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.startswith(f"vkep {vkep.__version__} (onnxruntime "), done
     assert vkep.get_ep_name() == "VulkanExecutionProvider" and vkep.get_ep_names() == ["VulkanExecutionProvider"]
+
+
+def test_slow_phases_show_progress(capsys, monkeypatch):
+    """A phase longer than progress.DELAY shows what vkep has done so far (a cold start is not silent); a short
+    one prints nothing."""
+    import time
+
+    from vkep.run import progress
+
+    monkeypatch.setattr(progress, "DELAY", 0.2)
+    with progress.phase("first run", "a cold driver compiles each shader the first time it runs it"):
+        time.sleep(0.5)
+    shown = capsys.readouterr().err.splitlines()
+    assert shown[0].startswith("vkep: first run: 0 s, ") and "pipelines created" in shown[0], shown
+    assert "(a cold driver compiles" in shown[0] and "(a cold driver" not in shown[-1], shown
+    with progress.phase("quick"):
+        pass
+    assert capsys.readouterr().err == ""

@@ -1,5 +1,5 @@
 """Conformance: the ONNX backend node test cases that passed with every node on vkep when the expectations
-were last generated (`conformance/expected-<driver>.json`, written by `vkep conformance
+were last generated (`vkep/expected/expected-<driver>.json`, written by `vkep conformance
 --update-expectations`) still do. They run through the same worker pool as `vkep conformance` (a case that
 crashes the driver cannot take pytest down), with the Vulkan validation layer on as everywhere in the tests.
 

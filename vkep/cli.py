@@ -1,4 +1,6 @@
-"""The `vkep` command: devices, run, shaders build, stats, conformance."""
+"""The `vkep` command: devices, run, shaders build, conformance.
+
+(vkep's counters belong to a process that runs models: `vkep run --stats`, or `vkep.stats()` in Python.)"""
 
 from __future__ import annotations
 
@@ -99,13 +101,6 @@ def _shaders_ship(out: Path, verbose: bool) -> int:
     return 1 if failed else 0
 
 
-def _stats(args) -> int:
-    import vkep
-
-    print(json.dumps(vkep.stats(), indent=2))
-    return 0
-
-
 def _conformance(args) -> int:
     from vkep import conformance
 
@@ -155,8 +150,6 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--out", metavar="DIR", help="compile every variant a kernel can ask for into DIR, with an "
                                                 "index (what a wheel ships in vkep/spirv)")
     b.set_defaults(fn=_shaders_build)
-    p = sub.add_parser("stats", help="print vkep's counters for this process (mostly useful from Python)")
-    p.set_defaults(fn=_stats)
     p = sub.add_parser("conformance", help="run the ONNX backend node tests through ORT on vkep (or another EP)")
     p.add_argument("--filter", metavar="REGEX", help="only the cases whose name matches (re.search)")
     p.add_argument("--json", metavar="OUT.json", help="write every case's record, the summary and device info")
@@ -171,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="ORT's graph optimization level for every session (disable_all: every node runs)")
     p.add_argument("--no-mem-reuse", action="store_true", help="sessions with ORT's memory reuse off")
     p.add_argument("--update-expectations", action="store_true",
-                   help="rewrite conformance/expected-<driver>.json from this run (the cases tests run)")
+                   help="rewrite vkep/expected/expected-<driver>.json from this run (the cases tests run)")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), help="print two reports side by side")
     p.set_defaults(fn=_conformance)
     args = parser.parse_args(argv)

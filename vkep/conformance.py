@@ -2,7 +2,7 @@
 
     vkep conformance [--filter REGEX] [--json OUT.json] [--markdown OUT.md] [--jobs N] [--timeout S]
                      [--validation] [--ep VulkanExecutionProvider|WebGpuExecutionProvider|CPUExecutionProvider]
-    vkep conformance --update-expectations        # rewrite conformance/expected-<driver>.json
+    vkep conformance --update-expectations        # rewrite vkep/expected/expected-<driver>.json
     vkep conformance --compare A.json B.json      # two reports side by side
 
 The corpus is `onnx.backend.test.case.node.collect_testcases()` (1,884 cases in onnx 1.23), checked with the
