@@ -58,3 +58,29 @@ def test_huge_geometry_attribute_is_declined(ep_devices):
     assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
     x = np.arange(8, dtype=np.float32).reshape(1, 1, 8)
     np.testing.assert_array_equal(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])
+
+
+def _expand(out_shape) -> bytes:
+    graph = helper.make_graph([helper.make_node("Expand", ["x", "s"], ["y"])], "big",
+                              [helper.make_tensor_value_info("x", TensorProto.UINT8, [1]),
+                               helper.make_tensor_value_info("s", TensorProto.INT64, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, out_shape)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+
+
+def test_more_elements_than_a_shader_indexes(ep_devices):
+    """Past 2^31 - 1 elements a shader's (signed) index wraps below the buffer: a static shape is declined at
+    GetCapability; a shape known only at run time fails that run with a clear error (it used to crash the
+    process: the allocation past the heap's size was asked for, and the shader wrote below the buffer), and
+    the session stays usable."""
+    big = 2**31 + 16
+    declared = runner.vkep_session(_expand([big]))
+    assert {ep for _, _, ep in runner.placement(declared)} == {"CPUExecutionProvider"}
+    session = runner.vkep_session(_expand(["n"]))
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    # where the device's heap holds 2 GB (lavapipe's does not), the dispatch refuses the tensor instead
+    with pytest.raises(Exception, match=r"vkep: (a tensor of 2,147,483,664 elements .*32-bit signed indices|"
+                                        r"out of device memory .* larger than its memory heap)"):
+        session.run(None, {"x": np.array([7], np.uint8), "s": np.array([big], np.int64)})
+    y = session.run(None, {"x": np.array([7], np.uint8), "s": np.array([5], np.int64)})[0]
+    assert y.tolist() == [7] * 5

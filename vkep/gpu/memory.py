@@ -187,6 +187,12 @@ class MemoryPool:
                     flags=lib.VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT)
         alloc = new("VkMemoryAllocateInfo", sType=lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, pNext=flags,
                     allocationSize=req.size, memoryTypeIndex=self.type_index)
+        info = self.manager.device.info
+        heap = info.heap_sizes[info.memory_types[self.type_index][1]]
+        if req.size > heap:  # Vulkan forbids asking for more than the heap holds: out of memory, said so
+            lib.vkDestroyBuffer(dev, buf[0], ffi.NULL)
+            raise OutOfDeviceMemory(f"a {req.size}-byte block ({self.name}) is larger than its memory heap "
+                                    f"({heap} bytes)", lib.VK_ERROR_OUT_OF_DEVICE_MEMORY)
         mem = ffi.new("VkDeviceMemory*")
         result = lib.vkAllocateMemory(dev, alloc, ffi.NULL, mem)
         if result != lib.VK_SUCCESS:

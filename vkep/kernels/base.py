@@ -19,6 +19,11 @@ from vkep.kernels.manifest import KernelSpec
 # raises UnsupportedError before recording
 LOOP_BUDGET = 60000
 
+# SPIR-V treats the indices of an access chain as signed: a shader reaches a tensor's elements up to 2^31 - 1
+# (an element past that is addressed below the buffer). Every dispatch checks its tensors against this
+# (vkep.ort.kernel), and GetCapability declines nodes whose static shapes exceed it (vkep.ort.ep).
+MAX_ELEMENTS = 2**31 - 1
+
 ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
             "uint32": 4, "int64": 8, "uint64": 8, "bool": 1, "bfloat16": 2}
 # the shader variant (DTYPE / DTYPE_Y define, see shaders/common.glsl) of each element type

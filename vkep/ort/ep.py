@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import math
 import re
 
 from vkep import options
 from vkep.kernels import manifest
-from vkep.kernels.base import Kernel, device_supports, implementation
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, device_supports, implementation
 from vkep.ort import api
 from vkep.ort.api import status_callback
 from vkep.ort.log import INFO, VERBOSE, Logger
@@ -270,7 +271,7 @@ def _get_capability(this, graph, support_info):
         if kdef[0] == ffi.NULL:
             reason, severity = _no_kernel(nodes[i], ep), VERBOSE
         else:
-            reason, severity = _declined(nodes[i], ep.specs), INFO
+            reason, severity = _too_large(nodes[i]) or _declined(nodes[i], ep.specs), INFO
         if reason is None:
             api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, nodes[i]))
             claimed.append(nodes[i])
@@ -381,6 +382,47 @@ def _declined(node, specs) -> str | None:
         if any(isinstance(v, int) and not -(2**31) <= v < 2**31 for v in values):
             return f"{spec.op}: attribute {a.name}={attrs[a.name]} is beyond the shaders' 32-bit parameters"
     return cls.declines(spec, attrs, version, *_inputs(node)) if overridden else None
+
+
+def _too_large(node) -> str | None:
+    """A tensor of the node whose static shape has more elements than a shader can index (MAX_ELEMENTS)."""
+    lib, ffi = api.lib, api.ffi
+    for get_count, get in ((lib.ort_Node_GetNumInputs, lib.ort_Node_GetInputs),
+                           (lib.ort_Node_GetNumOutputs, lib.ort_Node_GetOutputs)):
+        count = ffi.new("size_t*")
+        api.check(get_count(node, count))
+        infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
+        api.check(get(node, infos, count[0]))
+        for i in range(count[0]):
+            dims = _static_dims(infos[i])
+            if dims and math.prod(d for d in dims if d > 0) > MAX_ELEMENTS:
+                return (f"a tensor of shape {dims} has more elements than vkep's shaders index (32-bit signed "
+                        "indices)")
+    return None
+
+
+def _static_dims(info) -> list[int] | None:
+    """The dimensions a value's type declares (-1 where symbolic), or None where it declares no tensor shape."""
+    lib, ffi = api.lib, api.ffi
+    if info == ffi.NULL:
+        return None
+    type_info, tensor_info = ffi.new("const OrtTypeInfo**"), ffi.new("const OrtTensorTypeAndShapeInfo**")
+    rank = ffi.new("size_t*")
+    for status in (lambda: lib.ort_GetValueInfoTypeInfo(info, type_info),
+                   lambda: lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info),
+                   lambda: lib.ort_GetDimensionsCount(tensor_info[0], rank) if tensor_info[0] != ffi.NULL else None):
+        s = status()
+        if s is None:
+            return None
+        if s != ffi.NULL:
+            lib.ort_ReleaseStatus(s)
+            return None
+    dims = ffi.new("int64_t[]", max(rank[0], 1))
+    s = lib.ort_GetDimensions(tensor_info[0], dims, rank[0])
+    if s != ffi.NULL:
+        lib.ort_ReleaseStatus(s)
+        return None
+    return list(dims[0:rank[0]])
 
 
 # window and layout attributes that go to shaders as 32-bit values (sentinel-free: INT64_MAX is never a

@@ -12,7 +12,15 @@ import numpy as np
 from vkep.gpu import hazards, transfer
 from vkep.gpu.interop import InPlace
 from vkep.gpu.stream import WaitLimitExceeded, waiting
-from vkep.kernels.base import ITEMSIZE, Tensor, encode_dispatch, implementation, variant
+from vkep.kernels.base import (
+    ITEMSIZE,
+    MAX_ELEMENTS,
+    Tensor,
+    UnsupportedError,
+    encode_dispatch,
+    implementation,
+    variant,
+)
 from vkep.kernels.control_flow import ControlFlow
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
@@ -170,6 +178,10 @@ class KernelCall:
         return Tensor(self.kernel.gpu.error_word, (1,), "int32", Tensor.PERSISTENT)
 
     def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
+        for t in (*reads, *writes):
+            if t.size > MAX_ELEMENTS:
+                raise UnsupportedError(f"a tensor of {t.size:,} elements {list(t.shape)}: vkep's shaders index "
+                                       f"tensors with 32-bit signed indices (at most {MAX_ELEMENTS:,} elements)")
         pipeline = self.kernel.pipeline(shader, dtype, constants)
         push, spans = encode_dispatch(addresses, tail, reads, writes)
         self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))
