@@ -310,3 +310,31 @@ def test_vkep_logs_at_ort_severities(level):
         assert not info, err
     assert any("vkep: declines Det node 'det': vkep has no Det kernel" in ln for ln in verbose) == (level == 0), err
     assert "vkep: error" not in err
+
+
+def test_ctrl_c_during_a_run_raises_keyboard_interrupt():
+    """SIGINT while a run is inside vkep ends the run with KeyboardInterrupt (not ORT's EP failure), and the
+    same session runs again (vkep.ort.interrupts)."""
+    result = _run_child("""
+    import os, signal, threading, time
+    import numpy as np
+    from vkep import models, runner
+    model = models.add_chain(400, shape=(1, 1 << 18))
+    session = runner.vkep_session(model)
+    x = np.ones((1, 1 << 18), np.float32)
+    session.run(None, {"x": x})
+    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            session.run(None, {"x": x})
+        print("not interrupted")
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt")
+    except Exception as exc:
+        print("other:", type(exc).__name__, exc)
+    print("again:", float(session.run(None, {"x": x})[0].mean()))
+    """, {})
+    assert result.returncode == 0, result.stderr
+    assert "KeyboardInterrupt" in result.stdout and "again: 0.99" in result.stdout, result.stdout + result.stderr
+    assert "vkep: interrupted (KeyboardInterrupt)" in result.stderr  # ORT's log of the node the run ended in

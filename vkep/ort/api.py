@@ -10,6 +10,7 @@ import functools
 import sys
 
 from vkep import options
+from vkep.ort import interrupts
 
 ffi = None
 lib = None
@@ -75,15 +76,26 @@ def check(status) -> None:
 
 
 def make_status(exc: BaseException):
-    code = getattr(exc, "code", ORT_EP_FAIL)
-    message = f"vkep: {exc}" if not str(exc).startswith("vkep") else str(exc)
+    interrupts.hold(exc)
+    code = getattr(exc, "code", ORT_EP_FAIL) if not isinstance(exc, interrupts.INTERRUPTS) else ORT_EP_FAIL
+    text = str(exc) if not isinstance(exc, interrupts.INTERRUPTS) else f"interrupted ({type(exc).__name__})"
+    message = f"vkep: {text}" if not text.startswith("vkep") else text
     return lib.ort_CreateStatus(code, message.encode(errors="replace"))
 
 
 def _report(exc_type, exc, tb) -> None:
     from vkep.ort import log
 
+    if isinstance(exc, interrupts.INTERRUPTS):
+        interrupts.hold(exc)
+        return
     log.report_exception(exc_type, exc, tb)
+
+
+def _status_on_error(exc_type, exc, tb):
+    """An exception raised before a status callback's own handler (an interrupt lands at a function's first
+    instruction): the same status as any other."""
+    return make_status(exc)
 
 
 def status_callback(name: str):
@@ -100,7 +112,7 @@ def status_callback(name: str):
             except BaseException as exc:  # noqa: BLE001 — nothing may cross into ORT
                 return make_status(exc)
 
-        ffi.def_extern(name=name)(inner)
+        ffi.def_extern(name=name, onerror=_status_on_error)(inner)
         return fn
 
     return wrap

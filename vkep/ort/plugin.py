@@ -6,9 +6,10 @@ from vkep.gpu.diagnose import VulkanUnavailable
 
 
 def attach(ffi, lib) -> None:
-    from vkep.ort import api
+    from vkep.ort import api, interrupts
 
     api.bind(ffi, lib)
+    interrupts.reraise_at_run_end()
     try:
         _attach_all(ffi, lib)
     except VulkanUnavailable as exc:  # no Vulkan loader: registration fails with what to install
