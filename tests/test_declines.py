@@ -84,3 +84,43 @@ def test_more_elements_than_a_shader_indexes(ep_devices):
         session.run(None, {"x": np.array([7], np.uint8), "s": np.array([big], np.int64)})
     y = session.run(None, {"x": np.array([7], np.uint8), "s": np.array([5], np.int64)})[0]
     assert y.tolist() == [7] * 5
+
+
+# invalid attributes where the graph does not tell the rank (so ONNX's shape inference cannot reject them):
+# vkep fails where and as ORT's CPU EP does, at creation or at run, never an answer
+ATTRIBUTE_CASES = {
+    "softmax_axis": (helper.make_node("Softmax", ["x"], ["y"], axis=5), ["x"], "axis 5 is not in valid range"),
+    "logsoftmax_axis": (helper.make_node("LogSoftmax", ["x"], ["y"], axis=-7), ["x"], "axis -7 is not in valid range"),
+    "concat_axis": (helper.make_node("Concat", ["x", "x"], ["y"], axis=7), ["x"], "axis 7 is not in valid range"),
+    "gather_axis": (helper.make_node("Gather", ["x", "i"], ["y"], axis=3), ["x", "i"], "axis 3 is not in valid range"),
+    "flatten_axis": (helper.make_node("Flatten", ["x"], ["y"], axis=9), ["x"], "axis 9 is not in valid range"),
+    "transpose_perm": (helper.make_node("Transpose", ["x"], ["y"], perm=[0, 5]), ["x"], "invalid attribute perm"),
+    "lrn_size": (helper.make_node("LRN", ["x"], ["y"], size=0), ["x"], "invalid attribute size=0"),
+}
+
+
+def _phase_of_failure(make, feeds) -> tuple[str, str]:
+    try:
+        session = make()
+    except Exception as exc:  # noqa: BLE001
+        return "creation", str(exc)
+    try:
+        session.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001
+        return "run", str(exc)
+    return "none", ""
+
+
+@pytest.mark.parametrize("name", list(ATTRIBUTE_CASES))
+def test_invalid_attribute_fails_as_on_the_cpu_ep(ep_devices, name):
+    node, names, message = ATTRIBUTE_CASES[name]
+    types = {"x": F, "i": TensorProto.INT64}
+    graph = helper.make_graph([node], "m", [helper.make_tensor_value_info(n, types[n], None) for n in names],
+                              [helper.make_tensor_value_info("y", F, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    feeds = {"x": np.ones((1, 2, 3, 3) if name == "lrn_size" else (2, 3), np.float32), "i": np.array([1, 0])}
+    feeds = {n: feeds[n] for n in names}
+    cpu_phase, _ = _phase_of_failure(lambda: runner.cpu_session(model), feeds)
+    vkep_phase, text = _phase_of_failure(lambda: runner.vkep_session(model), feeds)
+    assert cpu_phase != "none" and vkep_phase == cpu_phase, (cpu_phase, vkep_phase, text)
+    assert message in text

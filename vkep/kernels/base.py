@@ -45,6 +45,15 @@ class UnsupportedError(ValueError):
     """The kernel cannot run this input (shape, rank, type); ORT reports it as a failed status."""
 
 
+def axis_in(axis: int, rank: int, op: str, inclusive_end: bool = False) -> int:
+    """`axis` as an index into `rank` dimensions ([-rank, rank - 1], or [-rank, rank] where the op allows the
+    end, as Flatten's does); out of range fails the run as ORT's CPU EP does."""
+    end = rank if inclusive_end else rank - 1
+    if not -rank <= axis <= end:
+        raise UnsupportedError(f"{op}: axis {axis} is not in valid range [{-rank},{end}]")
+    return axis + rank if axis < 0 else axis
+
+
 class Tensor:
     """A tensor as kernels see it. `io` says where it came from, so a call can be replayed with new
     addresses: input i → i, output j → -1-j, memory that outlives the call (weights) → PERSISTENT."""
@@ -122,6 +131,14 @@ class Kernel:
         self.since_version = since_version
         self.input_types = input_types
         self.constants = tuple(spec.constants.values())
+        problem = self.invalid_attribute()
+        if problem:  # fails session creation, as ORT's CPU EP does for the same node
+            raise UnsupportedError(f"{spec.op}: invalid attribute {problem}")
+
+    def invalid_attribute(self) -> str | None:
+        """'name=value: why' for an attribute no input can make valid (the session then fails to be
+        created), or None."""
+        return None
 
     def compute(self, call: Call) -> None:
         raise NotImplementedError

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
 from vkep.kernels.movement import MAX_RANK, WG, _check_size, contiguous_strides
 
 GATHER, GATHER_ELEMENTS, GATHER_ND = 0, 1, 2
@@ -46,13 +46,13 @@ class Gather(_Indexed):
     def _plan(self, shape, ishape) -> tuple:
         mode = self.constants[0]
         if mode == GATHER:
-            axis = self.attrs.get("axis", 0) % len(shape)
+            axis = axis_in(self.attrs.get("axis", 0), len(shape), self.spec.op)
             out = shape[:axis] + ishape + shape[axis + 1:]
             inner = math.prod(shape[axis + 1:])
             args = [inner, math.prod(ishape), shape[axis], 0, 0] + _arrays([], [])
         elif mode == GATHER_ELEMENTS:
             rank = len(shape)
-            axis = self.attrs.get("axis", 0) % rank
+            axis = axis_in(self.attrs.get("axis", 0), rank, self.spec.op)
             if len(ishape) != rank:
                 raise UnsupportedError(f"GatherElements: indices {ishape} and data {shape} differ in rank")
             out = ishape
@@ -98,7 +98,7 @@ class Scatter(_Indexed):
             args = [inner, k, rows, 0, 0]
         else:
             rank = len(shape)
-            axis = self.attrs.get("axis", 0) % rank
+            axis = axis_in(self.attrs.get("axis", 0), rank, self.spec.op)
             if len(ishape) != rank or ushape != ishape:
                 raise UnsupportedError(f"ScatterElements: indices {ishape}, updates {ushape}, data {shape}")
             mode = SCATTER_ELEMENTS

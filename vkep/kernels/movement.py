@@ -10,7 +10,16 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, float_bits, grid_1d, pack, shader_dtype
+from vkep.kernels.base import (
+    Kernel,
+    Tensor,
+    UnsupportedError,
+    axis_in,
+    float_bits,
+    grid_1d,
+    pack,
+    shader_dtype,
+)
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides
 
 MAX_RANK = 6
@@ -91,10 +100,14 @@ class Strided(Kernel):
 
 
 class Transpose(Strided):
+    def invalid_attribute(self) -> str | None:
+        perm = list(self.attrs.get("perm") or [])
+        return f"perm={perm}: not a permutation of 0..{len(perm) - 1}" if sorted(perm) != list(range(len(perm))) else None
+
     def _plan(self, call):
         shape = call.inputs[0].shape
         perm = list(self.attrs.get("perm") or []) or list(range(len(shape)))[::-1]
-        if sorted(p % max(len(shape), 1) for p in perm) != list(range(len(shape))):
+        if sorted(perm) != list(range(len(shape))):
             raise UnsupportedError(f"Transpose: perm {perm} does not fit rank {len(shape)}")
         strides = contiguous_strides(shape)
         out = [shape[p] for p in perm]
@@ -199,7 +212,7 @@ class Pad(Strided):
             cv = host_values(call, optional_input(call, 2))
             value = cv[0] if cv else 0
             axes = host_values(call, optional_input(call, 3))
-        axes = list(range(rank)) if axes is None else [a % rank for a in axes]
+        axes = list(range(rank)) if axes is None else [axis_in(a, rank, "Pad") for a in axes]
         if len(pads) != 2 * len(axes):
             raise UnsupportedError(f"Pad: {len(pads)} pads for {len(axes)} axes")
         begin, end = [0] * rank, [0] * rank
@@ -311,7 +324,7 @@ class Split(Kernel):
                               grid_1d(y.size, WG), [x], [y])
 
     def _plan(self, call, shape) -> list:
-        axis = self.attrs.get("axis", 0) % len(shape)
+        axis = axis_in(self.attrs.get("axis", 0), len(shape), "Split")
         sizes = self._sizes(call, shape[axis])
         if sum(sizes) != shape[axis] or any(s < 0 for s in sizes):
             raise UnsupportedError(f"Split: sizes {sizes} do not add up to {shape[axis]}")
@@ -331,7 +344,7 @@ class Concat(Kernel):
     def _plan(self, shapes: tuple) -> tuple:
         ref = max(shapes, key=len)
         rank = len(ref)
-        axis = self.attrs["axis"] % rank
+        axis = axis_in(self.attrs["axis"], rank, "Concat")
         for s in shapes:
             if len(s) != rank or any(a != b for d, (a, b) in enumerate(zip(s, ref, strict=True)) if d != axis):
                 raise UnsupportedError(f"Concat: shapes {shapes} differ off axis {axis}")

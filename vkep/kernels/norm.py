@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
 from vkep.kernels.softmax import row_workgroup
 
 WG = 128  # norm.comp's workgroup size for BatchNormalization (a thread per element)
@@ -51,10 +51,7 @@ class LayerNorm(Kernel):
         x, scale = call.inputs[:2]
         bias = call.inputs[2] if len(call.inputs) > 2 else None
         rank = len(x.shape)
-        axis = self.attrs["axis"]
-        if not -rank <= axis < rank:
-            raise UnsupportedError(f"{self.spec.op}: axis {axis} is out of range for rank {rank}")
-        axis %= rank
+        axis = axis_in(self.attrs["axis"], rank, self.spec.op)
         rows, length = math.prod(x.shape[:axis]), math.prod(x.shape[axis:])
         index = param_index(x.shape, scale.shape) + (param_index(x.shape, bias.shape) if bias is not None else (1, 1))
         y = call.output(0, x.shape, scale.dtype)

@@ -68,6 +68,10 @@ class Pool(Kernel):
 
 
 class LRN(Kernel):
+    def invalid_attribute(self) -> str | None:
+        size = self.attrs.get("size")
+        return f"size={size}: it must be positive" if isinstance(size, int) and size <= 0 else None
+
     def compute(self, call) -> None:
         x = call.inputs[0]
         if len(x.shape) < 2:

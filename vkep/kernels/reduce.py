@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
 
 WG = 64  # thread-per-output workgroups of reduce.comp / argreduce.comp
 MAX_GROUPS = 4  # kept and reduced dim groups reduce.comp decodes
@@ -37,9 +37,8 @@ def _ints(call, index: int) -> list[int] | None:
 
 
 def _axis(axis: int, rank: int) -> int:
-    if not -rank <= axis < max(rank, 1):
-        raise UnsupportedError(f"axis {axis} is out of range for rank {rank}")
-    return axis % max(rank, 1)
+    """A reduction's axis (a scalar's reduction takes axis 0 or -1)."""
+    return axis_in(axis, max(rank, 1), "reduction")
 
 
 def reduce_plan(shape: tuple[int, ...], axes: set[int], keepdims: bool) -> tuple:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from vkep.kernels.base import Kernel, UnsupportedError, float_bits, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError, axis_in, float_bits, grid_1d, pack, shader_dtype
 from vkep.kernels.movement import WG, _check_size, host_values, optional_input
 
 R = 4
@@ -50,7 +50,7 @@ class Resize(Kernel):
             roi, scales, sizes = None, host_values(call, call.inputs[1]), None
         else:
             roi, scales, sizes = (host_values(call, optional_input(call, i)) for i in (1, 2, 3))
-        axes = [a % rank for a in self.attrs.get("axes") or []] or list(range(rank))
+        axes = [axis_in(a, rank, "Resize") for a in self.attrs.get("axes") or []] or list(range(rank))
         full_scales = np.ones(rank, np.float32)
         out = list(shape)
         if sizes:

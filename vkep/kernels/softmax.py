@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
 from vkep.kernels.reduce import LOOP_BUDGET
 
 
@@ -25,7 +25,7 @@ class Softmax(Kernel):
         if x.size == 0:
             return
         rank = len(x.shape)
-        axis = self.attrs["axis"] % max(rank, 1)
+        axis = axis_in(self.attrs["axis"], max(rank, 1), self.spec.op)
         if self.since_version >= 13:
             outer, length, inner = math.prod(x.shape[:axis]), x.shape[axis], math.prod(x.shape[axis + 1:])
         else:  # opset 1-12: the input is read as 2-D [prod(:axis), prod(axis:)]

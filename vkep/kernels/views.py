@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
 
 
 class View(Kernel):
@@ -40,12 +40,11 @@ class View(Kernel):
         return out
 
     def _flatten(self, call, shape):
-        axis = self.attrs["axis"]
-        axis = axis + len(shape) if axis < 0 else axis  # ONNX: axis in [-r, r]
+        axis = axis_in(self.attrs["axis"], len(shape), "Flatten", inclusive_end=True)
         return [math.prod(shape[:axis]), math.prod(shape[axis:])]
 
     def _squeeze(self, call, shape):
-        axes = {a % len(shape) for a in self._axes(call, 1)} if shape else set()
+        axes = {axis_in(a, len(shape), "Squeeze") for a in self._axes(call, 1)}
         if not axes:
             return [d for d in shape if d != 1]
         if any(shape[a] != 1 for a in axes):
@@ -55,7 +54,7 @@ class View(Kernel):
     def _unsqueeze(self, call, shape):
         axes = self._axes(call, 1)
         rank = len(shape) + len(axes)
-        axes = sorted(a % rank for a in axes)
+        axes = sorted(axis_in(a, rank, "Unsqueeze") for a in axes)
         out = list(shape)
         for a in axes:
             out.insert(a, 1)

@@ -402,7 +402,10 @@ def _kernel_create(state, info, out):
     if issubclass(cls, ControlFlow):
         out[0] = control_flow_kernel(device, spec, info)
         return
-    impl = cls(spec, _read_attributes(info, spec), since[0], input_types)
+    try:
+        impl = cls(spec, _read_attributes(info, spec), since[0], input_types)
+    except UnsupportedError as exc:  # an invalid attribute: the session is not created, and says which node
+        raise UnsupportedError(f"node {_node_name(info)!r}: {exc}") from exc
     outputs = ffi.new("size_t*")
     api.check(lib.ort_KernelInfo_GetOutputCount(info, outputs))
     impl.output_count = outputs[0]
