@@ -330,11 +330,14 @@ def test_ctrl_c_during_a_run_raises_keyboard_interrupt():
             session.run(None, {"x": x})
         print("not interrupted")
     except KeyboardInterrupt:
-        print("KeyboardInterrupt")
+        import traceback
+        # raised where ORT's run returned, by vkep's wrapper, from inside one of vkep's callbacks
+        print("KeyboardInterrupt", "held by vkep" if "interrupts.py" in traceback.format_exc() else "")
     except Exception as exc:
         print("other:", type(exc).__name__, exc)
     print("again:", float(session.run(None, {"x": x})[0].mean()))
-    """, {})
+    """, {"VKEP_DEBUG_HAZARDS": "1"})  # native replay off: the run spends its time in vkep's Python, where
+    # the signal lands (a natively replayed run has none to interrupt; Python raises after it returns)
     assert result.returncode == 0, result.stderr
-    assert "KeyboardInterrupt" in result.stdout and "again: 0.99" in result.stdout, result.stdout + result.stderr
-    assert "vkep: interrupted (KeyboardInterrupt)" in result.stderr  # ORT's log of the node the run ended in
+    assert "KeyboardInterrupt held by vkep" in result.stdout, result.stdout + result.stderr
+    assert "again: 0.99" in result.stdout, result.stdout + result.stderr
