@@ -121,6 +121,30 @@ def test_pipelines_are_built_once_and_cached_on_disk(dev):
     assert dev.pipelines._file.exists() and dev.pipelines._file.stat().st_size > 0
 
 
+def test_a_damaged_or_foreign_pipeline_cache_is_not_given_to_the_driver(dev):
+    """The cache file's header must be this device's: anything else (truncated, another GPU or driver) is
+    ignored, the pipelines still build, and the next save rewrites the file."""
+    from vkep.gpu.pipeline import PipelineCache, cache_data_fits
+
+    info = dev.info
+    dev.pipelines.get("unary.comp", {"DTYPE": 0}, (0,))
+    dev.pipelines._dirty = True
+    dev.pipelines.save()
+    good = dev.pipelines._file.read_bytes()
+    assert cache_data_fits(good, info.vendor_id, info.device_id, info.pipeline_cache_uuid)
+    foreign = good[:8] + struct.pack("<I", info.vendor_id ^ 1) + good[12:]
+    for bad in (good[:20], foreign, b"\xff" * 64):
+        assert not cache_data_fits(bad, info.vendor_id, info.device_id, info.pipeline_cache_uuid)
+        dev.pipelines._file.write_bytes(bad)
+        fresh = PipelineCache(dev)
+        try:
+            assert fresh.get("unary.comp", {"DTYPE": 0}, (0,))
+            fresh.save()
+            assert cache_data_fits(fresh._file.read_bytes(), info.vendor_id, info.device_id, info.pipeline_cache_uuid)
+        finally:
+            fresh.destroy()
+
+
 def test_validation_layer_reports_misuse(dev):
     """The check every test relies on can fail: a real misuse is reported."""
     if not dev.instance.validation:

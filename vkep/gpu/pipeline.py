@@ -10,11 +10,23 @@ import os
 import struct
 import threading
 
+from vkep import __version__
 from vkep.gpu.shaders import compile_shader
 from vkep.gpu.vk import check, ffi, lib, new
 from vkep.resources import cache_dir
 
 PUSH_CONSTANT_BYTES = 128
+
+
+def cache_data_fits(data: bytes, vendor_id: int, device_id: int, uuid: bytes) -> bool:
+    """Whether pipeline cache data carries this device's header (VkPipelineCacheHeaderVersionOne: header size,
+    version 1, vendor id, device id, pipeline cache UUID): drivers should reject a foreign or damaged one
+    themselves, but not every driver does it gracefully."""
+    if len(data) < 32:
+        return False
+    size, version, vendor, device = struct.unpack_from("<4I", data)
+    return size >= 32 and size <= len(data) and version == 1 and (vendor, device) == (vendor_id, device_id) \
+        and data[16:32] == uuid
 
 
 class PipelineCache:
@@ -34,8 +46,12 @@ class PipelineCache:
         check(lib.vkCreatePipelineLayout(dev, info, ffi.NULL, out), "vkCreatePipelineLayout")
         self.layout = out[0]
         pi = device.info
-        self._file = cache_dir() / f"pipelines-{pi.vendor_id:x}-{pi.device_id:x}-{pi.pipeline_cache_uuid.hex()}.bin"
+        # one file per device, driver build and vkep version; its header is checked before the driver sees it
+        self._file = cache_dir() / (f"pipelines-{pi.vendor_id:x}-{pi.device_id:x}-{pi.driver_version:x}-"
+                                    f"{pi.pipeline_cache_uuid.hex()}-{__version__}.bin")
         initial = self._file.read_bytes() if self._file.exists() else b""
+        if initial and not cache_data_fits(initial, pi.vendor_id, pi.device_id, pi.pipeline_cache_uuid):
+            initial = b""  # truncated, or written by another device or driver: start empty (rewritten on save)
         data = ffi.from_buffer(initial) if initial else ffi.NULL
         cinfo = new("VkPipelineCacheCreateInfo", sType=lib.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
                     initialDataSize=len(initial), pInitialData=data)
