@@ -24,6 +24,7 @@ layout(constant_id = 4) const uint WN = 64;
 layout(constant_id = 5) const uint WM = 1;
 layout(constant_id = 6) const uint TM = 8;   // output channels per thread
 layout(constant_id = 7) const uint TN = 8;   // output pixels per thread
+layout(constant_id = 8) const uint UNROLLED_TAPS = 1;  // the GEMM unrolls a kernel's taps up to this many
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, w, b, y;     // b: bias or 0
@@ -41,6 +42,26 @@ float gather(Tensor X, uint c_off, uint r, int d0, int h0, int w0) {
     int d = d0 + int(kd * pc.dd), h = h0 + int((r2 / KW) * pc.dh), w = w0 + int((r2 % KW) * pc.dw);
     if (uint(d) >= pc.id || uint(h) >= pc.ih || uint(w) >= pc.iw) return 0.0;
     return LOAD(X, c_off + (uint(d) * pc.ih + uint(h)) * pc.iw + uint(w));
+}
+
+// One kernel tap r of input channel c (at cx) for the thread's TM x TN block: TM weights, TN inputs, TM x TN
+// multiply-adds (a macro, so that the unrolled and the looped forms share it without copying the block).
+#define TAP(r) {                                                                                              \
+    uint k = c * KSZ + (r);                                                                                   \
+    float a[TM], b[TN];                                                                                       \
+    [[unroll]] for (uint i = 0; i < TM; ++i) a[i] = LOAD(W, wrow[i] + k);                                     \
+    if (MODE == 1) {                                                                                          \
+        [[unroll]] for (uint j = 0; j < TN; ++j) b[j] = LOAD(X, cx + pix[j]);                                 \
+    } else {                                                                                                  \
+        uint kd = (r) / KHW, kh = ((r) % KHW) / KW, kw = (r) % KW;                                            \
+        [[unroll]] for (uint j = 0; j < TN; ++j) {                                                            \
+            int d = d0[j] + int(kd * pc.dd), h = h0[j] + int(kh * pc.dh), w = w0[j] + int(kw * pc.dw);        \
+            bool inside = uint(d) < pc.id && uint(h) < pc.ih && uint(w) < pc.iw;                              \
+            float v = LOAD(X, inside ? cx + (uint(d) * pc.ih + uint(h)) * pc.iw + uint(w) : cx);              \
+            b[j] = inside ? v : 0.0;                                                                          \
+        }                                                                                                     \
+    }                                                                                                         \
+    [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j]; \
 }
 
 // Register-blocked GEMM straight from memory: per reduction step a thread loads TM weights and TN input
@@ -72,22 +93,11 @@ void gemm() {
 
     for (uint c = 0; c < pc.cg; ++c) {
         uint cx = xbase + c * isz;
-        [[unroll]] for (uint r = 0; r < KSZ; ++r) {
-            uint k = c * KSZ + r;
-            float a[TM], b[TN];
-            [[unroll]] for (uint i = 0; i < TM; ++i) a[i] = LOAD(W, wrow[i] + k);
-            if (MODE == 1) {
-                [[unroll]] for (uint j = 0; j < TN; ++j) b[j] = LOAD(X, cx + pix[j]);
-            } else {
-                uint kd = r / KHW, kh = (r % KHW) / KW, kw = r % KW;
-                [[unroll]] for (uint j = 0; j < TN; ++j) {
-                    int d = d0[j] + int(kd * pc.dd), h = h0[j] + int(kh * pc.dh), w = w0[j] + int(kw * pc.dw);
-                    bool inside = uint(d) < pc.id && uint(h) < pc.ih && uint(w) < pc.iw;
-                    float v = LOAD(X, inside ? cx + (uint(d) * pc.ih + uint(h)) * pc.iw + uint(w) : cx);
-                    b[j] = inside ? v : 0.0;
-                }
-            }
-            [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+        // taps unrolled only up to UNROLLED_TAPS (set by conv.py, which says why: compile time)
+        if (KSZ <= UNROLLED_TAPS) {
+            [[unroll]] for (uint r = 0; r < KSZ; ++r) TAP(r)
+        } else {
+            [[dont_unroll]] for (uint r = 0; r < KSZ; ++r) TAP(r)
         }
     }
 

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Cold start, per pipeline: what each of a model's Vulkan pipelines costs to create and to compile.
+
+Runs the model once on vkep to learn which pipelines it uses (shader, variant, specialization constants),
+then, in a child process with cold caches (MESA_SHADER_CACHE_DISABLE=true, an empty VKEP_CACHE_DIR), times
+for each: vkCreateComputePipelines, and the driver's own compile where it defers it to the pipeline's
+first execution (lavapipe does): a dispatch of zero workgroups runs no invocation, so it costs exactly that
+compile. Also times the model's cold session creation and first run beside a warm run.
+
+    .venv/bin/python tools/bench_cold.py [MODEL.onnx ...] [--json]    (default: onnx's light_resnet50)
+
+A benchmark, not a test: it asserts nothing; compare figures within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_CHILD = r"""
+import json, sys, time
+from vkep.gpu import device as gd
+dev = gd.open_device(next(d.index for d in gd.physical_devices() if d.usable))
+stream = dev.default_stream()
+out = []
+for shader, defines, constants in json.loads(sys.argv[1]):
+    start = time.perf_counter()
+    pipeline = dev.pipelines.get(shader, dict(defines), tuple(constants))
+    created = time.perf_counter()
+    stream.dispatch(pipeline, bytes(128), (0, 0, 0), b"", 0, 0)
+    stream.finish()
+    out.append([shader, defines, constants, created - start, time.perf_counter() - created])
+print(json.dumps(out))
+"""
+
+_MODEL = r"""
+import json, sys, time
+import numpy as np
+from vkep import runner
+from vkep.gpu import device as gd
+model = sys.argv[1]
+start = time.perf_counter()
+session = runner.vkep_session(model)
+created = time.perf_counter()
+feeds = {i.name: np.random.default_rng(0).uniform(-1, 1, [d if isinstance(d, int) else 1 for d in i.shape])
+         .astype(np.float32) for i in session.get_inputs()}
+session.run(None, feeds)
+first = time.perf_counter()
+session.run(None, feeds)
+warm = time.perf_counter()
+keys = sorted({(k[0], tuple(k[1]), tuple(k[2])) for d in gd._devices.values() for k in d.pipelines._pipelines})
+print(json.dumps({"session_s": created - start, "first_run_s": first - created, "warm_run_s": warm - first,
+                  "pipelines": keys}))
+"""
+
+
+def _python(code: str, *args: str, cold: bool) -> dict | list:
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="vkep-cold-") as cache:
+        if cold:
+            env.update(MESA_SHADER_CACHE_DISABLE="true", VKEP_CACHE_DIR=cache)
+        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                              timeout=3600)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    import onnx
+
+    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    report = []
+    for model in args.models or [str(light / "light_resnet50.onnx")]:
+        run = _python(_MODEL, model, cold=True)
+        per = _python(_CHILD, json.dumps(run["pipelines"]), cold=True)
+        per.sort(key=lambda p: -(p[3] + p[4]))
+        report.append({"model": model, **{k: v for k, v in run.items() if k != "pipelines"},
+                       "pipelines": [{"shader": s, "defines": dict(d), "constants": c, "create_s": a,
+                                      "first_dispatch_compile_s": b} for s, d, c, a, b in per]})
+        if args.json:
+            continue
+        print(f"{Path(model).name}: cold session {run['session_s']:.2f} s, cold first run {run['first_run_s']:.2f} s, "
+              f"warm run {run['warm_run_s']:.3f} s; {len(per)} pipelines, compiled cold one by one:")
+        print(f"  {'create':>7} {'compile':>8}  pipeline")
+        for shader, defines, constants, create, compile_s in per:
+            print(f"  {create:6.2f}s {compile_s:7.2f}s  {shader} {dict(defines)} {tuple(constants)}")
+        print(f"  {sum(p[3] for p in per):6.2f}s {sum(p[4] for p in per):7.2f}s  in all")
+    if args.json:
+        print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    started = time.perf_counter()
+    code = main()
+    print(f"(bench_cold: {time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    raise SystemExit(code)
