@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import LOOP_BUDGET, MAX_ELEMENTS, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
 
 MAX_SPATIAL = 3
-MAX_ELEMENTS = 2**32 - 1
 # conv.comp's GEMM: threads per workgroup, output channels and pixels per thread. Measured on lavapipe,
 # where every load costs tens of cycles: 16 x 8 halves Mesa 22.3's time against 8 x 8 and costs Mesa 25
 # little (32 x 8 is faster on 22.3 but slower on 25 and wastes more on layers with few channels).
 GEMM_WG, GEMM_TM, GEMM_TN = 64, 16, 8  # conv.comp: threads per workgroup, channels and pixels per thread
-# taps conv.comp's GEMM unrolls: a 1x1 kernel's one; larger kernels loop over theirs. Unrolled, lavapipe
-# (Mesa 22.3) took 0.8 s to compile a 3x3 variant and 7.5 s a 7x7 one, 0.28 s each looped, and warm runs are
-# as fast or faster looped (light_vgg19 3.6 s vs 4.6 s): tools/bench_cold.py
-GEMM_UNROLLED_TAPS = 1
+
 WORKGROUP = 256
 MODE_GEMM, MODE_POINTWISE, MODE_DIRECT = 0, 1, 2
 DIRECT_MAX_CHANNELS = 8  # fewer output channels per group than this: one thread per output (depthwise)
@@ -111,7 +107,7 @@ class Conv(_ConvBase):
         if mg < DIRECT_MAX_CHANNELS:
             mode = MODE_DIRECT
             groups = grid_1d(group * mg * pixels, GEMM_WG)
-            wn, wm = GEMM_WG, 1
+            wn = GEMM_WG
             if groups[1] > 65535:
                 raise UnsupportedError(f"Conv output {out_shape} is too large for one dispatch")
             groups = (groups[0], groups[1], batch)
@@ -123,15 +119,18 @@ class Conv(_ConvBase):
             groups = (-(-pixels // (wn * GEMM_TN)), -(-mg // (wm * GEMM_TM)), batch * group)
         if max(groups) > 65535:
             raise UnsupportedError(f"Conv output {out_shape} is too large for one dispatch")
-        # each invocation loops over the group's input channels, and over the taps of a kernel larger than
-        # GEMM_UNROLLED_TAPS (smaller ones are unrolled): within lavapipe's budget, or a clear error rather than
-        # a sum silently cut short
-        taps = math.prod(k3)
-        if cg * (1 + (taps if taps > GEMM_UNROLLED_TAPS and mode != MODE_DIRECT else 0)) + 1 > LOOP_BUDGET:
+        # each invocation loops over the group's input channels, and in MODE_GEMM over each channel's taps
+        # (the direct mode unrolls them, MODE_POINTWISE has one): within lavapipe's budget, or a clear error
+        # rather than a sum silently cut short
+        taps = math.prod(k3) if mode == MODE_GEMM else 0
+        if cg * (1 + taps) + 1 > LOOP_BUDGET:
             raise UnsupportedError(f"Conv: {cg} input channels x {k3} taps exceed one invocation's loop budget")
-        tail = pack("3I3I3I3I3I3i", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
-                    *as_3d(dilations, 1), *as_3d(begin, 0))
-        return out_shape, (mode, *k3, wn, wm, GEMM_TM, GEMM_TN, GEMM_UNROLLED_TAPS), tail, groups
+        tail = pack("3I3I3I3I3I3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
+                    *as_3d(dilations, 1), *as_3d(begin, 0), *k3, wn)
+        # the GEMM modes read the kernel's size and the workgroup's shape from the push constants: one pipeline
+        # per mode for every conv of a model (conv.comp's header says why)
+        spec_kernel = k3 if mode == MODE_DIRECT else [1, 1, 1]
+        return out_shape, (mode, *spec_kernel, GEMM_TM, GEMM_TN), tail, groups
 
 
 class ConvTranspose(_ConvBase):

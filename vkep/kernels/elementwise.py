@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, pack, shader_dtype
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, pack, shader_dtype
 
 MAX_RANK = 6
-MAX_ELEMENTS = 2**32 - 1  # shaders index with 32-bit integers
 WORKGROUP = 256
 
 # shaders/binary.comp op codes chosen at run time (the others come from the manifest)

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
 
 WG = 256  # grid_sample.comp's workgroup size
-MAX_ELEMENTS = 2**32 - 1  # the shader indexes with 32-bit unsigned integers
 # the shader's MODE by mode name: opset 16 says bilinear/bicubic, opset 20 renamed them linear/cubic. The other
 # opset's names are declined, so ORT's CPU EP rejects such a node with its own message, as without vkep
 MODES = {"nearest": 0, "bilinear": 1, "linear": 1, "bicubic": 2, "cubic": 2}

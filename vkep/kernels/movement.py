@@ -11,6 +11,7 @@ import math
 import struct
 
 from vkep.kernels.base import (
+    MAX_ELEMENTS,
     Kernel,
     Tensor,
     UnsupportedError,
@@ -23,7 +24,6 @@ from vkep.kernels.base import (
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides
 
 MAX_RANK = 6
-MAX_ELEMENTS = 2**32 - 1
 WG = 256
 GATHER, TILE, PAD, TRILU = 0, 1, 2, 3
 PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}

@@ -8,10 +8,9 @@ cache; the CPU EP rejects both."""
 
 from __future__ import annotations
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
 
 WG = 256  # rotary_embedding.comp's workgroup size
-MAX_ELEMENTS = 2**32 - 1  # the shader indexes with 32-bit unsigned integers
 
 
 class RotaryEmbedding(Kernel):

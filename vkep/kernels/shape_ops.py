@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import Kernel, UnsupportedError, float_bits, grid_1d, pack, shader_dtype
-from vkep.kernels.movement import MAX_ELEMENTS, WG, host_values
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, UnsupportedError, float_bits, grid_1d, pack, shader_dtype
+from vkep.kernels.movement import WG, host_values
 
 
 class Shape(Kernel):
