@@ -5,9 +5,11 @@ Runs the model once on vkep to learn which pipelines it uses (shader, variant, s
 then, in a child process with cold caches (MESA_SHADER_CACHE_DISABLE=true, an empty VKEP_CACHE_DIR), times
 for each: vkCreateComputePipelines, and the driver's own compile where it defers it to the pipeline's
 first execution (lavapipe does): a dispatch of zero workgroups runs no invocation, so it costs exactly that
-compile. Also times the model's cold session creation and first run beside a warm run.
+compile. Also times the model's cold session creation and first run beside a warm run, and with --webgpu
+the same for ORT's WebGPU EP (Dawn on Vulkan) on the same driver, from its own virtualenv (tools/
+bench_overhead.py makes it; Debian 12's lavapipe is too old for Dawn: eval "$(tools/mesa_backports.sh)").
 
-    .venv/bin/python tools/bench_cold.py [MODEL.onnx ...] [--json]    (default: onnx's light_resnet50)
+    .venv/bin/python tools/bench_cold.py [MODEL.onnx ...] [--webgpu] [--json]   (default: light_resnet50)
 
 A benchmark, not a test: it asserts nothing; compare figures within one run.
 """
@@ -72,9 +74,32 @@ def _python(code: str, *args: str, cold: bool) -> dict | list:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _webgpu_cold(model: str) -> dict:
+    """ORT's WebGPU EP on the same model and driver, cold: its session creation and first run."""
+    import numpy as np
+    import onnxruntime as ort
+    from bench_overhead import WORKER, webgpu_python
+
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.random.default_rng(0).uniform(-1, 1, [d if isinstance(d, int) else 1 for d in i.shape])
+             .astype(np.float32) for i in session.get_inputs()}
+    with tempfile.TemporaryDirectory(prefix="vkep-cold-") as tmp:
+        inputs = Path(tmp) / "inputs.npz"
+        np.savez(inputs, **feeds)
+        env = dict(os.environ, MESA_SHADER_CACHE_DISABLE="true", HOME=tmp, XDG_CACHE_HOME=tmp)  # Dawn's cache too
+        done = subprocess.run([str(webgpu_python()), str(WORKER), model, str(inputs), "--runs", "1", "--warmup", "0"],
+                              capture_output=True, text=True, env=env, timeout=3600)
+    result = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {"error": done.stderr[-500:]}
+    if "error" in result:
+        return {"error": result["error"]}
+    return {"session_s": result["session_create_s"], "first_run_s": result["first_run_s"],
+            "warm_run_s": result["times_s"][0], "nodes_by_ep": result.get("nodes_by_ep")}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*")
+    parser.add_argument("--webgpu", action="store_true", help="also ORT's WebGPU EP, cold, on the same driver")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     import onnx
@@ -85,11 +110,19 @@ def main() -> int:
         run = _python(_MODEL, model, cold=True)
         per = _python(_CHILD, json.dumps(run["pipelines"]), cold=True)
         per.sort(key=lambda p: -(p[3] + p[4]))
+        webgpu = _webgpu_cold(model) if args.webgpu else None
         report.append({"model": model, **{k: v for k, v in run.items() if k != "pipelines"},
                        "pipelines": [{"shader": s, "defines": dict(d), "constants": c, "create_s": a,
-                                      "first_dispatch_compile_s": b} for s, d, c, a, b in per]})
+                                      "first_dispatch_compile_s": b} for s, d, c, a, b in per], "webgpu": webgpu})
         if args.json:
             continue
+        if webgpu and "error" not in webgpu:
+            ours, theirs = run["session_s"] + run["first_run_s"], webgpu["session_s"] + webgpu["first_run_s"]
+            print(f"{Path(model).name}: cold session + first run: vkep {ours:.2f} s, WebGPU EP {theirs:.2f} s "
+                  f"(session {webgpu['session_s']:.2f} s, first run {webgpu['first_run_s']:.2f} s, then "
+                  f"{webgpu['warm_run_s']:.3f} s; nodes {webgpu['nodes_by_ep']}): vkep takes {ours / theirs:.2f}x")
+        elif webgpu:
+            print(f"{Path(model).name}: WebGPU EP: {webgpu['error']}")
         print(f"{Path(model).name}: cold session {run['session_s']:.2f} s, cold first run {run['first_run_s']:.2f} s, "
               f"warm run {run['warm_run_s']:.3f} s; {len(per)} pipelines, compiled cold one by one:")
         print(f"  {'create':>7} {'compile':>8}  pipeline")
