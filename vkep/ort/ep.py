@@ -9,7 +9,7 @@ import re
 from vkep import options
 from vkep.kernels import manifest
 from vkep.kernels.base import MAX_ELEMENTS, Kernel, device_supports, implementation
-from vkep.ort import api
+from vkep.ort import api, warmup
 from vkep.ort.api import status_callback
 from vkep.ort.log import INFO, VERBOSE, Logger
 from vkep.ort.memory import ALLOCATORS
@@ -126,6 +126,7 @@ class Ep:
         self.host_read_values: set[str] = set()
         # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
         self.declined: dict[tuple[str, str], str] = {}
+        self.created_kernels: list = []  # this session's kernels, until OnSessionInitializationEnd warms them
         if self.device is not None:
             fp16, has_fp16 = self.settings["fp16"], bool(self.device.info.features.get("fp16"))
             if fp16 and not has_fp16:
@@ -148,6 +149,7 @@ class Ep:
         # members up to GetDefaultMemoryDevice (ORT 1.27); the ones between stay NULL (optional)
         s.ort_version_supported = EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE
         s.GetDefaultMemoryDevice = lib.py_ep_get_default_memory_device
+        s.OnSessionInitializationEnd = lib.py_ep_on_session_initialization_end
         EPS[api.address(s)] = self
         if self.device is None:
             # ORT's selection policies offer vkep a CPU-implemented device, which ORT's CPU EP outruns
@@ -512,6 +514,16 @@ def _get_kernel_registry(this, out):
 @status_callback("py_ep_is_concurrent_run_supported")
 def _is_concurrent_run_supported(this, out):
     out[0] = True
+
+
+@status_callback("py_ep_on_session_initialization_end")
+def _on_session_initialization_end(this):
+    ep = ep_of(this)
+    kernels, ep.created_kernels = ep.created_kernels, []
+    try:
+        warmup.warm(kernels, ep.log)
+    except Exception as exc:  # noqa: BLE001 — compiling ahead is a head start: the first run does it otherwise
+        ep.log.warning(f"could not build the session's pipelines before its first run: {exc}")
 
 
 @status_callback("py_ep_get_default_memory_device")

@@ -57,6 +57,8 @@ class KernelInstance:
         self.prepack_cache = "vkep"  # or "ort": ORT's shared pre-packed weight cache, where it offers one
         self.wait_limit: float | None = None  # the EP option wait_limit_s: seconds a wait may take
         self.shared_layouts: dict[int, tuple] = {}  # input index → (shape, dtype) of a weight ORT shares
+        # (shape or None, dtype) per input as the graph declares it, None where a shape is symbolic (warmup.py)
+        self.static_inputs: list[tuple] | None = None
         self.held_imports: list = []  # host memory ORT's cache shares that the device reads in place
         with _ids_lock:
             self.id = next(_ids)
@@ -411,6 +413,7 @@ def _kernel_create(state, info, out):
     impl.output_count = outputs[0]
     impl.device_info = device.info
     kernel = KernelInstance(device, spec, impl, _node_name(info))
+    kernel.static_inputs = _declared_inputs(info, input_types)
     ep_ptr = ffi.new("const OrtEp**")
     api.check(lib.ep_KernelInfo_GetEp(info, ep_ptr))
     ep = EPS.get(api.address(ep_ptr[0]))
@@ -419,7 +422,25 @@ def _kernel_create(state, info, out):
         kernel.host_read_outputs = _host_read_outputs(ep, info, outputs[0]) - kernel.cpu_outputs
         kernel.prepack_cache = ep.prepack_cache
         kernel.wait_limit = ep.wait_limit
+        ep.created_kernels.append(kernel)
     out[0] = ffi.cast("OrtKernelImpl*", kernel.struct)
+
+
+def _declared_inputs(info, input_types: list[str]) -> list[tuple] | None:
+    """Each input's (shape, element type) as the graph declares it ((None, "") for an absent optional one);
+    None when any present input's shape is symbolic or undeclared."""
+    dims = api.ffi.new("int64_t[]", RANK)
+    out = []
+    for i, dtype in enumerate(input_types):
+        if not dtype:
+            out.append((None, ""))
+            continue
+        rank = api.lib.ort_KernelInfo_InputShape(info, i, dims)
+        shape = tuple(dims[0:rank]) if rank >= 0 else None
+        if shape is None or any(d < 0 for d in shape):
+            return None
+        out.append((shape, dtype))
+    return out
 
 
 def _host_read_outputs(ep, info, count: int) -> frozenset[int]:

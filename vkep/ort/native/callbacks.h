@@ -18,6 +18,7 @@ extern "Python" OrtStatus* py_ep_get_capability(OrtEp*, const OrtGraph*, OrtEpGr
 extern "Python" OrtStatus* py_ep_get_kernel_registry(OrtEp*, const OrtKernelRegistry**);
 extern "Python" OrtStatus* py_ep_is_concurrent_run_supported(OrtEp*, bool*);
 extern "Python" OrtStatus* py_ep_get_default_memory_device(const OrtEp*, const OrtMemoryDevice**);
+extern "Python" OrtStatus* py_ep_on_session_initialization_end(OrtEp*);
 
 extern "Python+C" OrtStatus* py_kernel_create(void*, const OrtKernelInfo*, OrtKernelImpl**);
 extern "Python+C" OrtStatus* py_kernel_compute(int64_t, OrtKernelContext*, vkep_io*);

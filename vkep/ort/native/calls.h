@@ -66,6 +66,7 @@ OrtStatus* ort_KernelInfo_GetNodeName(const OrtKernelInfo* info, char* out, size
 OrtStatus* ort_KernelInfo_GetOutputName(const OrtKernelInfo* info, size_t i, char* out, size_t* size);
 OrtStatus* ort_KernelInfo_GetOperatorSinceVersion(const OrtKernelInfo* info, int* out);
 int ort_KernelInfo_InputElementType(const OrtKernelInfo* info, size_t index);
+int ort_KernelInfo_InputShape(const OrtKernelInfo* info, size_t index, int64_t* dims);
 OrtStatus* ort_GetSessionConfigEntry(const OrtSessionOptions* o, const char* key, char* out, size_t* size);
 OrtStatus* ort_HasSessionConfigEntry(const OrtSessionOptions* o, const char* key, int* out);
 /* OrtEpApi */

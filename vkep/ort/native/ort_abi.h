@@ -118,7 +118,7 @@ typedef struct OrtEp {
     void* ReplayGraph;
     void* GetGraphCaptureNodeAssignmentPolicy;
     void* GetAvailableResource;
-    void* OnSessionInitializationEnd;
+    OrtStatus* (*OnSessionInitializationEnd)(struct OrtEp* self);
     OrtStatus* (*GetDefaultMemoryDevice)(const struct OrtEp* self, const OrtMemoryDevice** device);
     void* ReleaseCapturedGraph;
 } OrtEp;

@@ -80,6 +80,26 @@ int ort_KernelInfo_InputElementType(const OrtKernelInfo* info, size_t index) {
     return type;
 }
 
+/* the rank of input `index` as the graph declares it, its dims in `dims` (-1 where symbolic); -1 when it
+ * declares none (or more than VKEP_MAX_RANK) */
+int ort_KernelInfo_InputShape(const OrtKernelInfo* info, size_t index, int64_t* dims) {
+    OrtTypeInfo* t = NULL;
+    const OrtTensorTypeAndShapeInfo* ti = NULL;
+    size_t rank = 0;
+    int out = -1;
+    OrtStatus* s = ort_KernelInfo_GetInputTypeInfo(info, index, &t);
+    if (s) { ort_ReleaseStatus(s); return -1; }
+    s = ort_CastTypeInfoToTensorInfo(t, &ti);
+    if (!s && ti) s = ort_GetDimensionsCount(ti, &rank);
+    if (!s && ti && rank <= VKEP_MAX_RANK) {
+        s = ort_GetDimensions(ti, dims, rank);
+        if (!s) out = (int)rank;
+    }
+    if (s) ort_ReleaseStatus(s);
+    ort_ReleaseTypeInfo(t);
+    return out;
+}
+
 OrtStatus* ep_KernelDefBuilder_AddTypeConstraint_types(OrtKernelDefBuilder* b, const char* name,
                                                        const int* elem_types, size_t n) {
     const OrtDataType* types[32];

@@ -1,0 +1,93 @@
+"""A session's pipelines, built and compiled before its first run (OrtEp::OnSessionInitializationEnd, ORT 1.27+).
+
+Which pipelines a node uses follows from its shapes (kernels pick variants and specialization constants from
+them), so each kernel whose input shapes the graph declares in full is run dry once: a `DryCall` records the
+pipelines its dispatches would use and touches no memory. Each pipeline is then created and executed once with
+zero workgroups: a driver that compiles a shader when it first executes it (lavapipe does) compiles it then,
+and nothing runs. Kernels that need a value only a run has (a CPU input such as Reshape's shape) or declare
+symbolic dimensions are left to their first run (docs/design.md, "Cold start").
+"""
+
+from __future__ import annotations
+
+import time
+
+from vkep.kernels.base import Tensor
+
+
+class NeedsRunValue(Exception):
+    """The dry run reached a value only a run has."""
+
+
+class DryCall:
+    """`vkep.kernels.base.Call` for planning only: outputs are shapes at address 0, dispatches are recorded."""
+
+    def __init__(self, inputs: list[Tensor | None]):
+        self.inputs = inputs
+        self.pipelines: set[tuple] = set()
+
+    def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
+        return Tensor(0, tuple(shape), dtype or self.inputs[0].dtype, -1 - index)
+
+    def error_word(self) -> Tensor:
+        return Tensor(0, (1,), "int32", Tensor.PERSISTENT)
+
+    def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
+        self.pipelines.add((shader, dtype, tuple(constants)))
+
+    def read_host(self, tensor: Tensor) -> bytes:
+        raise NeedsRunValue
+
+    def copy(self, src: Tensor, dst: Tensor) -> None:
+        pass
+
+    def write_host(self, tensor: Tensor, data: bytes) -> None:
+        pass
+
+    def upload(self, host: Tensor, dst: Tensor) -> None:
+        pass
+
+    def download(self, src: Tensor, host: Tensor) -> None:
+        pass
+
+
+def planned_pipelines(kernel) -> set[tuple]:
+    """(shader, element type, constants) of every dispatch the kernel's first run will make, as far as its
+    declared input shapes tell (empty where they do not)."""
+    if kernel.static_inputs is None:
+        return set()
+    inputs = [None if shape is None else Tensor(0, shape, dtype, i)
+              for i, (shape, dtype) in enumerate(kernel.static_inputs)]
+    for index, (_, tensor) in kernel.packed.items():
+        inputs[index] = tensor
+    call = DryCall(inputs)
+    try:
+        kernel.impl.compute(call)
+    except Exception:  # noqa: BLE001 — a value only the run has, or an input the run will reject
+        return set()
+    return call.pipelines
+
+
+def warm(kernels: list, log) -> None:
+    """Build every pipeline the kernels will use and have the driver compile each (a zero-workgroup dispatch)."""
+    start = time.perf_counter()
+    by_device: dict[int, tuple] = {}
+    for kernel in kernels:
+        for shader, dtype, constants in planned_pipelines(kernel):
+            gpu = kernel.gpu
+            entry = by_device.setdefault(id(gpu), (gpu, {}))
+            try:
+                entry[1][(shader, dtype, constants)] = kernel.pipeline(shader, dtype, constants)
+            except Exception as exc:  # noqa: BLE001 — a head start, not a check: the run meets it, with its node
+                log.verbose(f"no head start for {shader} ({kernel.spec.op} node {kernel.node_name!r}): {exc}")
+    count = 0
+    for gpu, pipelines in by_device.values():
+        stream = gpu.default_stream()
+        for pipeline in pipelines.values():
+            stream.dispatch(pipeline, bytes(16), (0, 0, 0), b"", 0, 0)
+        stream.finish()
+        gpu.pipelines.warmed += len(pipelines)
+        count += len(pipelines)
+    if count:
+        log.info(f"built and compiled the session's {count} pipelines before its first run in "
+                 f"{time.perf_counter() - start:.2f} s")
