@@ -78,7 +78,8 @@ def stats() -> dict:
             commands = dev.retired_commands + sum(s.commands for s in dev.streams)
         entry = {"device": dev.info.name, **dev.transfer_stats.as_dict(), **dev.memory.stats(),
                  "commands_recorded": commands, "prepacked_bytes": dev.weights.packed_bytes,
-                 "pipelines_built": dev.pipelines.built, "pipelines_warmed": dev.pipelines.warmed}
+                 "pipelines_built": dev.pipelines.built, "pipelines_warmed": dev.pipelines.warmed,
+                 "pipelines_warming": dev.pipelines.warming}
         entry["allocators"] = {("host_accessible" if a.mem_type else "default"): a.stats()
                                for a in list(allocators.values()) if a.device.info.index == index}
         out[index] = entry

@@ -38,6 +38,7 @@ class PipelineCache:
         self._keep = []
         self.built = 0  # pipelines created (vkep.stats: a cold start's progress)
         self.warmed = 0  # of those, compiled before a session's first run (vkep.ort.warmup)
+        self.warming: list[int] | None = None  # [done, total] while a session's are being compiled
         dev = device.handle
         rng = ffi.new("VkPushConstantRange*", {"stageFlags": lib.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0,
                                                "size": PUSH_CONSTANT_BYTES})

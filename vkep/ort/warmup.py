@@ -69,25 +69,35 @@ def planned_pipelines(kernel) -> set[tuple]:
 
 
 def warm(kernels: list, log) -> None:
-    """Build every pipeline the kernels will use and have the driver compile each (a zero-workgroup dispatch)."""
+    """Build every pipeline the kernels will use and have the driver compile each (a zero-workgroup dispatch),
+    one at a time, counting them in the device's PipelineCache.warming (vkep run shows it as progress)."""
     start = time.perf_counter()
-    by_device: dict[int, tuple] = {}
+    wanted: dict[tuple, object] = {}  # (device, shader, dtype, constants) → a kernel that uses it
     for kernel in kernels:
-        for shader, dtype, constants in planned_pipelines(kernel):
-            gpu = kernel.gpu
-            entry = by_device.setdefault(id(gpu), (gpu, {}))
-            try:
-                entry[1][(shader, dtype, constants)] = kernel.pipeline(shader, dtype, constants)
-            except Exception as exc:  # noqa: BLE001 — a head start, not a check: the run meets it, with its node
-                log.verbose(f"no head start for {shader} ({kernel.spec.op} node {kernel.node_name!r}): {exc}")
+        for key in planned_pipelines(kernel):
+            wanted.setdefault((id(kernel.gpu), *key), kernel)
+    by_device: dict[int, list] = {}
+    for (_, *key), kernel in wanted.items():
+        by_device.setdefault(id(kernel.gpu), []).append((kernel, tuple(key)))
     count = 0
-    for gpu, pipelines in by_device.values():
-        stream = gpu.default_stream()
-        for pipeline in pipelines.values():
-            stream.dispatch(pipeline, bytes(16), (0, 0, 0), b"", 0, 0)
-        stream.finish()
-        gpu.pipelines.warmed += len(pipelines)
-        count += len(pipelines)
+    for work in by_device.values():
+        cache = work[0][0].gpu.pipelines
+        cache.warming = [0, len(work)]
+        try:
+            for kernel, (shader, dtype, constants) in work:
+                try:
+                    pipeline = kernel.pipeline(shader, dtype, constants)
+                except Exception as exc:  # noqa: BLE001 — a head start, not a check: the run meets it, with its node
+                    log.verbose(f"no head start for {shader} ({kernel.spec.op} node {kernel.node_name!r}): {exc}")
+                    continue
+                stream = kernel.gpu.default_stream()
+                stream.dispatch(pipeline, bytes(16), (0, 0, 0), b"", 0, 0)
+                stream.finish()
+                cache.warming[0] += 1
+                cache.warmed += 1
+                count += 1
+        finally:
+            cache.warming = None
     if count:
         log.info(f"built and compiled the session's {count} pipelines before its first run in "
                  f"{time.perf_counter() - start:.2f} s")

@@ -19,7 +19,13 @@ def _done_so_far() -> str:
     devices = [v for k, v in vkep.stats().items() if k != "process"]
     pipelines = sum(d.get("pipelines_built", 0) for d in devices)
     packed = sum(d.get("prepacked_bytes", 0) for d in devices)
-    parts = [f"{pipelines} pipelines created"]
+    warming = [d["pipelines_warming"] for d in devices if d.get("pipelines_warming")]
+    if warming:  # the session's pipelines, compiled before its first run: a bar of done / total
+        done, total = (sum(w[i] for w in warming) for i in (0, 1))
+        filled = round(20 * done / max(total, 1))
+        parts = [f"[{'#' * filled}{'.' * (20 - filled)}] {done}/{total} pipelines compiled"]
+    else:
+        parts = [f"{pipelines} pipelines created"]
     if packed:
         parts.append(f"{packed / 2**20:.0f} MB of weights prepacked")
     return ", ".join(parts)
