@@ -121,6 +121,21 @@ def test_pipelines_are_built_once_and_cached_on_disk(dev):
     assert dev.pipelines._file.exists() and dev.pipelines._file.stat().st_size > 0
 
 
+def test_pipelines_build_in_parallel_and_each_once(dev):
+    """Threads asking for pipelines at once (a session's warm-up) build different ones in parallel and the
+    same one once: every caller of a key gets the same VkPipeline."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    keys = [("unary.comp", {"DTYPE": 0}, (op,)) for op in (9001, 9002, 9003)] * 4  # codes no test uses
+    before = dev.pipelines.built
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        got = list(pool.map(lambda k: dev.pipelines.get(*k), keys))
+    for i, key in enumerate(keys):
+        assert got[i] == got[keys.index(key)]
+    assert len({int(ffi.cast("uintptr_t", p)) for p in got}) == 3
+    assert dev.pipelines.built - before == 3
+
+
 def test_a_damaged_or_foreign_pipeline_cache_is_not_given_to_the_driver(dev):
     """The cache file's header must be this device's: anything else (truncated, another GPU or driver) is
     ignored, the pipelines still build, and the next save rewrites the file."""

@@ -34,6 +34,7 @@ class PipelineCache:
         self.device = device
         self._lock = threading.Lock()
         self._pipelines: dict[tuple, object] = {}
+        self._building: dict[tuple, threading.Lock] = {}  # pipelines being built, each held by its builder
         self._modules: dict[str, object] = {}
         self._keep = []
         self.built = 0  # pipelines created (vkep.stats: a cold start's progress)
@@ -63,30 +64,48 @@ class PipelineCache:
         self._dirty = False
 
     def get(self, shader: str, defines: dict | None = None, constants: tuple[int, ...] = ()):
-        """The VkPipeline for shader + defines (compile-time variant) + uint32 specialization constants."""
+        """The VkPipeline for shader + defines (compile-time variant) + uint32 specialization constants.
+        Different pipelines build in parallel (a session's, ahead of its first run: vkep.ort.warmup); a second
+        caller of the same one waits for the first."""
         key = (shader, tuple(sorted((defines or {}).items())), constants)
         pipeline = self._pipelines.get(key)
         if pipeline is not None:
             return pipeline
         with self._lock:
             pipeline = self._pipelines.get(key)
-            if pipeline is None:
-                pipeline = self._build(shader, defines or {}, constants)
-                self._pipelines[key] = pipeline
+            if pipeline is not None:
+                return pipeline
+            building = self._building.get(key)
+            mine = building is None
+            if mine:
+                building = self._building[key] = threading.Lock()
+                building.acquire()
+        if not mine:
+            with building:  # the builder's lock: released when it is done
+                pass
+            return self.get(shader, defines, constants)  # built, or (the builder failed) build it here
+        try:
+            pipeline = self._build(shader, defines or {}, constants)
+            self._pipelines[key] = pipeline
+        finally:
+            with self._lock:
+                del self._building[key]
+            building.release()
         return pipeline
 
     def _build(self, shader: str, defines: dict, constants: tuple[int, ...]):
         dev = self.device.handle
         spv_key, code = compile_shader(shader, defines)
-        module = self._modules.get(spv_key)
-        if module is None:
-            words = ffi.new("uint32_t[]", len(code) // 4)
-            ffi.memmove(words, code, len(code))
-            minfo = new("VkShaderModuleCreateInfo", sType=lib.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                        codeSize=len(code), pCode=words)
-            out = ffi.new("VkShaderModule*")
-            check(lib.vkCreateShaderModule(dev, minfo, ffi.NULL, out), "vkCreateShaderModule")
-            module = self._modules[spv_key] = out[0]
+        with self._lock:  # (shared by the variants' parallel builds)
+            module = self._modules.get(spv_key)
+            if module is None:
+                words = ffi.new("uint32_t[]", len(code) // 4)
+                ffi.memmove(words, code, len(code))
+                minfo = new("VkShaderModuleCreateInfo", sType=lib.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                            codeSize=len(code), pCode=words)
+                out = ffi.new("VkShaderModule*")
+                check(lib.vkCreateShaderModule(dev, minfo, ffi.NULL, out), "vkCreateShaderModule")
+                module = self._modules[spv_key] = out[0]
         entry = ffi.new("char[]", b"main")
         spec = ffi.NULL
         if constants:
@@ -104,8 +123,9 @@ class PipelineCache:
         info.stage.pSpecializationInfo = spec
         out = ffi.new("VkPipeline*")
         check(lib.vkCreateComputePipelines(dev, self.cache, 1, info, ffi.NULL, out), f"pipeline for {shader}")
-        self._dirty = True
-        self.built += 1
+        with self._lock:
+            self._dirty = True
+            self.built += 1
         return out[0]
 
     def save(self) -> None:

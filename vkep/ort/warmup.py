@@ -10,7 +10,9 @@ symbolic dimensions are left to their first run (docs/design.md, "Cold start").
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from vkep.kernels.base import Tensor
 
@@ -83,12 +85,22 @@ def warm(kernels: list, log) -> None:
     for work in by_device.values():
         cache = work[0][0].gpu.pipelines
         cache.warming = [0, len(work)]
+
+        def build(item):
+            kernel, (shader, dtype, constants) = item
+            try:
+                return kernel.pipeline(shader, dtype, constants)
+            except Exception as exc:  # noqa: BLE001 — a head start, not a check: the run meets it, with its node
+                log.verbose(f"no head start for {shader} ({kernel.spec.op} node {kernel.node_name!r}): {exc}")
+                return None
+
         try:
-            for kernel, (shader, dtype, constants) in work:
-                try:
-                    pipeline = kernel.pipeline(shader, dtype, constants)
-                except Exception as exc:  # noqa: BLE001 — a head start, not a check: the run meets it, with its node
-                    log.verbose(f"no head start for {shader} ({kernel.spec.op} node {kernel.node_name!r}): {exc}")
+            # created in parallel (a GPU driver compiles here); each then executes once, with zero workgroups,
+            # in order on the device's queue (lavapipe compiles there: its one queue serialises these)
+            with ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="vkep-pipelines") as pool:
+                built = list(pool.map(build, work))
+            for (kernel, _), pipeline in zip(work, built, strict=True):
+                if pipeline is None:
                     continue
                 stream = kernel.gpu.default_stream()
                 stream.dispatch(pipeline, bytes(16), (0, 0, 0), b"", 0, 0)
