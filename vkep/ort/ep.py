@@ -520,6 +520,10 @@ def _is_concurrent_run_supported(this, out):
 def _on_session_initialization_end(this):
     ep = ep_of(this)
     kernels, ep.created_kernels = ep.created_kernels, []
+    packed = [tensor for kernel in kernels for _, tensor in kernel.packed.values()]
+    if packed:  # one line per stage of session creation: the weights, then the pipelines (warmup.py)
+        ep.log.info(f"the session's {len(packed)} prepacked weights ({sum(t.nbytes for t in packed) / 2**20:.1f} MB) "
+                    "are on the device")
     try:
         warmup.warm(kernels, ep.log)
     except Exception as exc:  # noqa: BLE001 — compiling ahead is a head start: the first run does it otherwise
