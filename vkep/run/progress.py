@@ -1,6 +1,6 @@
 """A status line on stderr while a slow phase of `vkep run` goes on: on a cold start (lavapipe compiles each
 shader the first time it runs it, vkep prepacks weights), creating a session or the first run can take a
-minute, and a silent minute looks like a hang. Nothing is printed for a phase shorter than `DELAY`."""
+minute, and a silent minute looks like a hang. Nothing is printed for a phase shorter than `DELAY` (1 s)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import vkep
 
-DELAY = 2.0  # seconds before a phase is shown at all
+DELAY = 1.0  # seconds before a phase is shown at all
 
 
 def _done_so_far() -> str:
