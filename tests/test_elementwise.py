@@ -417,3 +417,18 @@ def test_special_values_as_the_cpu_ep(ep_devices, op, dtype):
     opset = 22 if op in ("Mish", "HardSwish", "Softplus", "Softsign") else 21
     values = SPECIAL_VALUES if dtype == "float32" else np.append(SPECIAL_VALUES, [65504, -65504, 6e-8]).astype(dtype)
     _check(op, {"x": values}, dtype, opset=opset)
+
+
+BINARY_SPECIAL = np.array([NAN, INF, -INF, -0.0, 0.0, 1e-40, -1e-40, 3.4e38, -3.4e38, 1.0, -1.0, -2.5, 2.0, 0.5, 3.0],
+                          np.float32)
+
+
+@pytest.mark.parametrize("op,attrs", [("Max", {}), ("Min", {}), ("Add", {}), ("Sub", {}), ("Mul", {}), ("Div", {}),
+                                      ("Pow", {}), ("Mod", {"fmod": 1}), ("PRelu", {})])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_binary_special_values_as_the_cpu_ep(ep_devices, op, attrs, dtype):
+    """Every pair of special values (NaN, ±Inf, ±0, denormals, ±3.4e38, integers and fractions) as the CPU EP:
+    C's powf (NaN bases, 0 and ±inf bases, ±inf exponents, denormal bases) and an exact fmod (a quotient past
+    2^24, denormal divisors: x - z * trunc(x / z) gave ±inf or 0)."""
+    a, b = (v.ravel().astype(dtype) for v in np.meshgrid(BINARY_SPECIAL, BINARY_SPECIAL))
+    _check(op, {"a": a, "b": b}, dtype, opset=18, **attrs)

@@ -222,3 +222,27 @@ def test_cumprod(ep_devices, dtype):
     long = rng.choice(np.array([1, -1], dtype), size=(2, 9000))
     long[0, 4500] = 0
     check_node("CumProd", {"x": long}, 26, {"axis": np.array(1, np.int64)}, reverse=1)
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ReduceLogSumExp"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("length", [5, 3000])  # one thread per output, and a workgroup's tree (SPLIT)
+def test_nan_propagates_through_max_and_min(ep_devices, op, dtype, length):
+    """A NaN in a reduced row makes the result NaN (numpy's rule). ORT's CPU EP gives NaN for most positions
+    of a NaN, but not all (Eigen's reduction tree keeps the first operand of a comparison with NaN), so where
+    a row holds a NaN the test asks for NaN from vkep and from no one else; rows without NaN (±inf, ±0,
+    denormals, ±3.4e38) match the CPU EP."""
+    rng = np.random.default_rng(0)
+    values = np.array([np.inf, -np.inf, -0.0, 0.0, 1e-40, -1e-40, 3.4e38, -3.4e38, 1.0, -2.5], np.float32)
+    x = rng.choice(values, size=(6, length)).astype(dtype)
+    x[[0, 2, 4], rng.integers(0, length, 3)] = np.nan
+    T = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph([helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)], "r",
+                              [helper.make_tensor_value_info("x", T, x.shape)], [helper.make_tensor_value_info("y", T, None)],
+                              [numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
+    want = runner.cpu_session(model).run(None, {"x": x})[0]
+    has_nan = np.isnan(x).any(axis=1)
+    assert np.isnan(got[has_nan]).all(), got
+    np.testing.assert_allclose(got[~has_nan].astype(np.float64), want[~has_nan].astype(np.float64), **tolerance(dtype))

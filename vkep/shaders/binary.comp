@@ -56,10 +56,37 @@ int64_t float_to_y(float r) {
 int float_to_y(float r) { return r >= -2147483648.0 && r < 2147483648.0 ? int(r) : (-2147483647 - 1); }
 #endif
 
-// C's powf for the cases GLSL's pow() leaves undefined (x < 0, x == 0); integer exponents by squaring
+#define F_INF uintBitsToFloat(0x7f800000u)
+#define F_NAN uintBitsToFloat(0x7fc00000u)
+
+// log2 of a positive finite x, denormals included: lavapipe flushes a denormal operand to zero, so its
+// logarithm is taken from its bits (mantissa * 2^-149)
+float log2_positive(float x) {
+    uint bits = floatBitsToUint(x);
+    return (bits & 0x7f800000u) == 0u ? log2(float(bits & 0x7fffffu)) - 149.0 : log2(x);
+}
+
+// C's powf (C99 Annex F), which GLSL's pow() leaves undefined for x <= 0, infinities and NaN; integer
+// exponents by squaring
 float pow_float(float x, float e) {
     if (e == 0.0 || x == 1.0) return 1.0;  // even for a NaN exponent or base
-    if (floor(e) == e && abs(e) <= 64.0) {
+    if (isnan(x) || isnan(e)) return F_NAN;
+    bool integral = floor(e) == e;  // (infinities count: they are even)
+    bool odd = integral && abs(e) < 16777216.0 && mod(e, 2.0) == 1.0;
+    if (isinf(e)) {
+        float m = abs(x);
+        if (m == 1.0) return 1.0;  // (-1)^±inf
+        return (m < 1.0) == (e < 0.0) ? F_INF : 0.0;
+    }
+    if (x == 0.0) {  // ±0: the sign survives odd exponents
+        float r = e > 0.0 ? 0.0 : F_INF;
+        return odd && floatBitsToUint(x) != 0u ? -r : r;
+    }
+    if (isinf(x)) {  // ±inf: inf for a positive exponent, 0 for a negative one; -inf keeps its sign if odd
+        float r = e > 0.0 ? F_INF : 0.0;
+        return x < 0.0 && odd ? -r : r;
+    }
+    if (integral && abs(e) <= 64.0) {
         float r = 1.0, p = x;
         for (uint k = uint(abs(e)); k != 0; k >>= 1) {
             if ((k & 1) != 0) r *= p;
@@ -67,13 +94,9 @@ float pow_float(float x, float e) {
         }
         return e < 0.0 ? 1.0 / r : r;
     }
-    if (x < 0.0) {
-        if (floor(e) != e) return uintBitsToFloat(0x7fc00000u);  // NaN
-        float r = pow(-x, e);
-        return mod(e, 2.0) == 1.0 ? -r : r;
-    }
-    if (x == 0.0) return e > 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u);  // 0^negative = inf
-    return pow(x, e);
+    if (x < 0.0 && !integral) return F_NAN;
+    float r = exp2(e * log2_positive(abs(x)));
+    return x < 0.0 && odd ? -r : r;
 }
 
 COMP_TY pow_op(uint ia, uint ib) {
@@ -101,11 +124,28 @@ COMP_TY pow_op(uint ia, uint ib) {
 }
 
 #if IS_FLOAT
-// C's fmod: the sign of the dividend (also for a zero result); x mod ±inf = x
+// C's fmod, exact for all finite inputs (denormals included, which lavapipe flushes in arithmetic, and a
+// quotient past 2^24, where x - z * trunc(x / z) loses everything): long division on the integer
+// significands. The sign of the dividend, also for a zero result; x mod ±inf = x.
 float fmod_c(float x, float z) {
-    if (isinf(z) && !isinf(x)) return x;
-    float r = x - z * trunc(x / z);
-    return r == 0.0 ? x * 0.0 : r;
+    if (isnan(x) || isnan(z) || isinf(x) || z == 0.0) return F_NAN;
+    if (isinf(z)) return x;
+    uint bx = floatBitsToUint(x), bz = floatBitsToUint(z), sign = bx & 0x80000000u;
+    int ex = int((bx >> 23) & 0xffu), ez = int((bz >> 23) & 0xffu);
+    uint mx = bx & 0x7fffffu, mz = bz & 0x7fffffu;
+    // significands as integers (the hidden bit set for normal numbers); a denormal's exponent is 1
+    if (ex != 0) mx |= 0x800000u; else ex = 1;
+    if (ez != 0) mz |= 0x800000u; else ez = 1;
+    if (ex < ez || (ex == ez && mx < mz)) return x;  // |x| < |z|
+    // |x| mod |z| = ((mx * 2^(ex - ez)) mod mz) * 2^ez: one doubling per step of exponent difference
+    uint r = mx % mz;
+    for (int k = ex - ez; k > 0; --k) r = (r << 1) % mz;
+    if (r == 0u) return uintBitsToFloat(sign);  // ±0
+    // back to a float: normalise the significand down to exponent 1 (a denormal result stays so)
+    int e = ez;
+    while (r < 0x800000u && e > 1) { r <<= 1; --e; }
+    uint bits = r < 0x800000u ? r : ((uint(e) << 23) | (r & 0x7fffffu));
+    return uintBitsToFloat(bits | sign);
 }
 
 // numpy's mod (ONNX Mod fmod=0): the sign of the divisor

@@ -58,9 +58,27 @@ ACC_T identity() {
     return ACC_T(0);
 }
 
+// max and min with NaN propagating (numpy's rule; ORT's CPU EP gives NaN for a NaN in most positions, and
+// GLSL's max/min may return either operand)
+ACC_T max_of(ACC_T a, ACC_T b) {
+#if IS_FLOAT
+    return isnan(a) || a > b ? a : b;
+#else
+    return max(a, b);
+#endif
+}
+
+ACC_T min_of(ACC_T a, ACC_T b) {
+#if IS_FLOAT
+    return isnan(a) || a < b ? a : b;
+#else
+    return min(a, b);
+#endif
+}
+
 ACC_T combine(ACC_T a, ACC_T b) {
-    if (OP == 2) return max(a, b);
-    if (OP == 3) return min(a, b);
+    if (OP == 2) return max_of(a, b);
+    if (OP == 3) return min_of(a, b);
     if (OP == 4) return a * b;
     return a + b;
 }
@@ -99,7 +117,7 @@ ACC_T group_reduce(ACC_T v, bool use_max) {
     partial[t] = v;
     barrier();
     for (uint s = WG / 2; s > 0; s >>= 1) {
-        if (t < s) partial[t] = use_max ? max(partial[t], partial[t + s]) : combine(partial[t], partial[t + s]);
+        if (t < s) partial[t] = use_max ? max_of(partial[t], partial[t + s]) : combine(partial[t], partial[t + s]);
         barrier();
     }
     ACC_T r = partial[0];
@@ -126,7 +144,7 @@ void main() {
 #if IS_FLOAT
     if (OP == 8) {  // log-sum-exp: the max first, so exp() cannot overflow
         m = lowest();
-        for (uint r = first; r < pc.n_red; r += step) m = max(m, LOAD(X, base + decode(r, pc.red_dims, pc.red_strides)));
+        for (uint r = first; r < pc.n_red; r += step) m = max_of(m, LOAD(X, base + decode(r, pc.red_dims, pc.red_strides)));
         if (SPLIT == 1) m = group_reduce(m, true);
     }
 #endif
