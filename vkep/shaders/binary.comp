@@ -56,16 +56,6 @@ int64_t float_to_y(float r) {
 int float_to_y(float r) { return r >= -2147483648.0 && r < 2147483648.0 ? int(r) : (-2147483647 - 1); }
 #endif
 
-#define F_INF uintBitsToFloat(0x7f800000u)
-#define F_NAN uintBitsToFloat(0x7fc00000u)
-
-// log2 of a positive finite x, denormals included: lavapipe flushes a denormal operand to zero, so its
-// logarithm is taken from its bits (mantissa * 2^-149)
-float log2_positive(float x) {
-    uint bits = floatBitsToUint(x);
-    return (bits & 0x7f800000u) == 0u ? log2(float(bits & 0x7fffffu)) - 149.0 : log2(x);
-}
-
 // C's powf (C99 Annex F), which GLSL's pow() leaves undefined for x <= 0, infinities and NaN; integer
 // exponents by squaring
 float pow_float(float x, float e) {
@@ -95,7 +85,7 @@ float pow_float(float x, float e) {
         return e < 0.0 ? 1.0 / r : r;
     }
     if (x < 0.0 && !integral) return F_NAN;
-    float r = exp2(e * log2_positive(abs(x)));
+    float r = pow_nonnegative(abs(x), e);
     return x < 0.0 && odd ? -r : r;
 }
 

@@ -79,3 +79,24 @@ void report_index_error(uint64_t err) {
     if (err != 0) ErrorWord(err).v = 1u;
 }
 
+
+// ---- pow for a base >= 0 (or NaN), as C's powf ------------------------------------------------------------
+// GLSL leaves pow() undefined for x <= 0, and lavapipe flushes denormal operands and mishandles infinities:
+// this one follows C for every special value. (binary.comp's pow_float adds negative bases.)
+#define F_INF uintBitsToFloat(0x7f800000u)
+#define F_NAN uintBitsToFloat(0x7fc00000u)
+
+// log2 of a positive finite x, denormals included (their logarithm from the bits: mantissa * 2^-149)
+float log2_positive(float x) {
+    uint bits = floatBitsToUint(x);
+    return (bits & 0x7f800000u) == 0u ? log2(float(bits & 0x7fffffu)) - 149.0 : log2(x);
+}
+
+float pow_nonnegative(float x, float e) {
+    if (e == 0.0 || x == 1.0) return 1.0;
+    if (isnan(x) || isnan(e)) return F_NAN;
+    if (x == 0.0) return e > 0.0 ? 0.0 : F_INF;
+    if (isinf(x)) return e > 0.0 ? F_INF : 0.0;
+    if (isinf(e)) return (x < 1.0) == (e < 0.0) ? F_INF : 0.0;
+    return exp2(e * log2_positive(x));
+}

@@ -26,5 +26,5 @@ void main() {
         sum += v * v;
     }
     float v = LOAD(X, i);
-    STORE(Tensor(pc.y), i, v / pow(pc.bias + pc.alpha / float(pc.size) * sum, pc.beta));
+    STORE(Tensor(pc.y), i, v / pow_nonnegative(pc.bias + pc.alpha / float(pc.size) * sum, pc.beta));
 }

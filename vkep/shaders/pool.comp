@@ -75,7 +75,7 @@ void main() {
                     } else if (OP == 1) {
                         acc += v;
                     } else {
-                        acc += P == 1 ? abs(v) : (P == 2 ? v * v : pow(abs(v), float(P)));
+                        acc += P == 1 ? abs(v) : (P == 2 ? v * v : pow_nonnegative(abs(v), float(P)));
                     }
                     ++count;
                 }
@@ -89,7 +89,7 @@ void main() {
         }
         acc /= float(count);
     } else if (OP == 2) {
-        acc = P == 1 ? acc : (P == 2 ? sqrt(acc) : pow(acc, 1.0 / float(P)));
+        acc = P == 1 ? acc : (P == 2 ? sqrt(acc) : pow_nonnegative(acc, 1.0 / float(P)));
     }
     STORE(Tensor(pc.y), i, acc);
     if (OP == 0 && pc.indices != 0) Int64Tensor(pc.indices).v[i] = int64_t(nc) * int64_t(isz) + int64_t(best);
