@@ -432,3 +432,15 @@ def test_binary_special_values_as_the_cpu_ep(ep_devices, op, attrs, dtype):
     2^24, denormal divisors: x - z * trunc(x / z) gave ±inf or 0)."""
     a, b = (v.ravel().astype(dtype) for v in np.meshgrid(BINARY_SPECIAL, BINARY_SPECIAL))
     _check(op, {"a": a, "b": b}, dtype, opset=18, **attrs)
+
+
+@pytest.mark.parametrize("op", ["Sum", "Mean"])
+def test_float16_sum_of_many_rounds_once(ep_devices, op):
+    """float16 Sum and Mean of three or more inputs add in float32 and round once, as the CPU EP does: with
+    one rounding after each add, 2472 - 1733 - 0.0503 - 736 gave 3.0 (the CPU EP: 2.949; exact 2.9497)."""
+    rng = np.random.default_rng(3)
+    feeds = {"a": np.array([2472.0], np.float16), "b": np.full((3, 1), -1733.0, np.float16),
+             "c": np.array([[-0.0503, 1.5, 7.25]], np.float16),
+             "d": (rng.standard_normal((3, 3)) * 900).astype(np.float16)}
+    feeds["d"][0, 0] = -736.0
+    _check(op, feeds, "float16", opset=13)

@@ -105,6 +105,10 @@ class Call(Protocol):
         """Record a dispatch of the shader's variant for `dtype` (or (input, output) types) whose push
         constants are the tensors' 64-bit addresses (None: 0) followed by `tail`."""
 
+    def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
+        """Device memory for this call's own use, released once its GPU work completes (a call that takes
+        scratch memory is not replayed)."""
+
     def copy(self, src: Tensor, dst: Tensor) -> None: ...
 
     def read_host(self, tensor: Tensor) -> bytes: ...

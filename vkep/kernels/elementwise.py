@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, pack, shader_dtype
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
 
 MAX_RANK = 6
 WORKGROUP = 256
 
 # shaders/binary.comp op codes chosen at run time (the others come from the manifest)
-OP_FMOD, OP_MOD, OP_SHIFT_LEFT, OP_SHIFT_RIGHT, OP_FIRST, OP_ADD_SCALE = 5, 6, 21, 22, 23, 24
+OP_ADD, OP_FMOD, OP_MOD, OP_SHIFT_LEFT, OP_SHIFT_RIGHT, OP_FIRST, OP_ADD_SCALE, OP_ACCUMULATE = 0, 5, 6, 21, 22, 23, 24, 25
 # shaders/unary.comp
 OP_CAST = 42
 # ONNX TensorProto element types → vkep dtype names (the ones the shaders have)
@@ -175,12 +175,31 @@ class Variadic(Binary):
             self.dispatch_1d(call, n, WORKGROUP, dtype, [xs[0], xs[0], y], tail, [xs[0]], [y], (OP_FIRST,))
             return
         mean = self.spec.op == "Mean"
+        if dtype == "float16" and len(xs) > 2 and self.spec.op in ("Sum", "Mean"):
+            self._sum_in_float32(call, xs, y, mean)
+            return
         for k in range(1, len(xs)):
             a = xs[0] if k == 1 else y  # y = x0 OP x1 first, then y = y OP xk in place
             last = k == len(xs) - 1
             _, n, tail = self.plan(a.shape, xs[k].shape, out, 1.0 / len(xs) if mean and last else 1.0)
             code = OP_ADD_SCALE if mean and last else self.constants[0]
             self.dispatch_1d(call, n, WORKGROUP, dtype, [a, xs[k], y], tail, [a, xs[k]], [y], (code,))
+
+
+    def _sum_in_float32(self, call, xs: list[Tensor], y: Tensor, mean: bool) -> None:
+        """float16 Sum and Mean of three or more inputs add in float32 and round once, as ORT's CPU EP does
+        (rounding after every add loses a small term beside a large one that a later one cancels)."""
+        acc = call.scratch(y.shape, "float32")
+        for k in range(1, len(xs)):
+            a = xs[0] if k == 1 else acc
+            last = k == len(xs) - 1
+            _, n, tail = self.plan(a.shape, xs[k].shape, y.shape, 1.0 / len(xs) if mean and last else 1.0)
+            code = OP_ADD if k == 1 else OP_ACCUMULATE  # (x0 + x1 of float16 is exact in float32)
+            self.dispatch_1d(call, n, WORKGROUP, ("float16", "float32"), [a, xs[k], acc], tail, [a, xs[k]], [acc],
+                             (code,))
+        n = y.size
+        call.dispatch("unary.comp", ("float32", "float16"), (OP_CAST, 0), [acc, y, None, None],
+                      pack("I", n) + pack("ff", 0.0, 0.0), grid_1d(n, WORKGROUP), [acc], [y])
 
 
 class Where(Kernel):

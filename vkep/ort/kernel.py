@@ -190,6 +190,14 @@ class KernelCall:
         if self.replayable:
             self.ops.append((pipeline, addresses, push, groups, reads, writes))
 
+    def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
+        self.replayable = False  # a plan would keep this call's address
+        memory = self.kernel.gpu.memory
+        pool = memory.device_pool
+        address = pool.alloc(max(math.prod(shape) * ITEMSIZE[dtype], 1))
+        self.stream.release_after(pool, address)
+        return Tensor(memory.device_address(address), tuple(shape), dtype, None)
+
     def copy(self, src: Tensor, dst: Tensor) -> None:
         if src.addr == dst.addr:
             if src.io is not None and dst.io is not None and src.io >= 0 > dst.io:

@@ -34,6 +34,7 @@ layout(constant_id = 0) const uint OP = 0;
 #define OP_SHIFT_RIGHT 22
 #define OP_FIRST 23  // y = a (a variadic op of one input)
 #define OP_ADD_SCALE 24  // y = (a + b) * scale (the last step of Mean)
+#define OP_ACCUMULATE 25 // y = (a + b) * scale with a of y's type: a float16 Sum's float32 accumulator
 
 #define MAX_RANK 6
 layout(push_constant, scalar) uniform Push {
@@ -207,6 +208,12 @@ void main() {
         STORE_Y(y, i, pow_op(ia, ib));
         return;
     }
+#if IS_FLOAT_Y
+    if (OP == OP_ACCUMULATE) {
+        STORE_Y(y, i, (COMP_TY(TensorY(pc.a).v[ia]) + COMP_TY(LOAD(Tensor(pc.b), ib))) * pc.scale);
+        return;
+    }
+#endif
     COMP_T x = LOAD(Tensor(pc.a), ia);
     COMP_T z = LOAD(Tensor(pc.b), ib);
     if (OP >= OP_EQUAL && OP <= OP_XOR) {
