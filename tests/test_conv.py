@@ -125,8 +125,16 @@ def test_conv_with_many_input_channels_past_the_loop_budget(ep_devices):
     check("Conv", {"x": (1, 8192, 4, 4), "w": (2, 8192, 3, 3)}, loose={"rtol": 1e-3, "atol": 1e-3})
 
 
-def test_conv_transpose_past_the_loop_budget_is_a_clear_error(ep_devices):
-    model = single_node("ConvTranspose", {"x": (1, 8192, 2, 2), "w": (8192, 1, 3, 3)}, 22)
-    session = runner.vkep_session(model, disable_cpu_fallback=True)
+def test_conv_transpose_past_the_loop_budget(ep_devices):
+    """Shapes the graph declares: the node is declined at GetCapability (planned dry) and runs on the CPU EP.
+    Shapes known only at run time: the run fails with a clear error."""
+    x, w = np.ones((1, 8192, 2, 2), np.float32), np.ones((8192, 1, 3, 3), np.float32)
+    declared = single_node("ConvTranspose", {"x": x.shape, "w": w.shape}, 22)
+    session = runner.vkep_session(declared)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    np.testing.assert_allclose(session.run(None, {"x": x, "w": w})[0],
+                               runner.cpu_session(declared).run(None, {"x": x, "w": w})[0], rtol=1e-5)
+    free = single_node("ConvTranspose", {"x": ("n", 8192, "h", "w"), "w": w.shape}, 22)
+    session = runner.vkep_session(free, disable_cpu_fallback=True)
     with pytest.raises(Exception, match="ConvTranspose: 8192 input channels x \\[3, 3\\] taps exceed"):
-        session.run(None, {"x": np.ones((1, 8192, 2, 2), np.float32), "w": np.ones((8192, 1, 3, 3), np.float32)})
+        session.run(None, {"x": x, "w": w})

@@ -25,6 +25,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import vkep
+from vkep import options
 
 SEEDS = list(range(12))
 LEVELS = {"default": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
@@ -213,3 +214,40 @@ def test_hazard_debug_mode_flags_a_pending_write(ep_devices):
 
 def test_vkep_is_registered():
     assert vkep.register()
+
+
+@pytest.mark.xfail(condition=not options.env("VKEP_FORCE_DISCRETE"), strict=True,
+                   reason="known wrong answer on the unified path (lavapipe), not yet found: an If branch whose output "
+                   "a CPU EP node produces (issue 20's note has the investigation)")
+def test_if_branch_output_made_by_the_cpu_ep(ep_devices, monkeypatch):
+    """onnx's test_affine_grid_2d_expanded with the last Concat of its 2-D branch left to the CPU EP (as vkep
+    declines nodes it cannot run): the If's output, theta_3d, arrives as zeros on the unified path (right on
+    the discrete path, and with every vkep node finishing its GPU work before Compute returns; the branch's
+    inputs to that Concat are right)."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    from vkep import runner
+    from vkep.ort import ep as ep_module
+
+    dry_run = ep_module._refused_in_a_dry_run
+
+    def refuse_the_branch_output(node, ep):
+        lib, ffi = ep_module.api.lib, ep_module.api.ffi
+        op, name, count = ffi.new("const char**"), ffi.new("const char**"), ffi.new("size_t*")
+        lib.ort_Node_GetOperatorType(node, op)
+        if ffi.string(op[0]) == b"Concat":
+            outputs = ffi.new("const OrtValueInfo*[]", 1)
+            lib.ort_Node_GetNumOutputs(node, count)
+            lib.ort_Node_GetOutputs(node, outputs, 1)
+            lib.ort_GetValueInfoName(outputs[0], name)
+            if ffi.string(name[0]).endswith(b"theta_then"):
+                return "left to the CPU EP by this test"
+        return dry_run(node, ep)
+
+    monkeypatch.setattr(ep_module, "_refused_in_a_dry_run", refuse_the_branch_output)
+    case = next(c for c in collect_testcases() if c.name == "test_affine_grid_2d_expanded")
+    session = runner.vkep_session(case.model)
+    assert ("Concat", "CPUExecutionProvider") in {(op, ep) for _, op, ep in runner.placement(session)}
+    inputs, outputs = case.data_sets[0]
+    feeds = {vi.name: np.asarray(v) for vi, v in zip(case.model.graph.input, inputs, strict=True)}
+    np.testing.assert_allclose(session.run(None, feeds)[0], np.asarray(outputs[0]), rtol=1e-3, atol=1e-6)

@@ -109,6 +109,7 @@ ORT_SLOTS = [
      "OrtKernelContext* c, size_t i, const int64_t* dims, size_t n, OrtValue** out", "c, i, dims, n, out"),
     (193, "KernelContext_GetGPUComputeStream", "OrtStatus*", "const OrtKernelContext* c, void** out", "c, out"),
     (65, "GetTensorTypeAndShape", "OrtStatus*", "const OrtValue* v, OrtTensorTypeAndShapeInfo** out", "v, out"),
+    (390, "TensorTypeAndShape_HasShape", "bool", "const OrtTensorTypeAndShapeInfo* i", "i"),
     (60, "GetTensorElementType", "OrtStatus*", "const OrtTensorTypeAndShapeInfo* i, int* out", "i, out"),
     (61, "GetDimensionsCount", "OrtStatus*", "const OrtTensorTypeAndShapeInfo* i, size_t* out", "i, out"),
     (62, "GetDimensions", "OrtStatus*", "const OrtTensorTypeAndShapeInfo* i, int64_t* out, size_t n", "i, out, n"),

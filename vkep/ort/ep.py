@@ -8,7 +8,8 @@ import re
 
 from vkep import options
 from vkep.kernels import manifest
-from vkep.kernels.base import MAX_ELEMENTS, Kernel, device_supports, implementation
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, device_supports, implementation
+from vkep.kernels.control_flow import ControlFlow
 from vkep.ort import api, warmup
 from vkep.ort.api import status_callback
 from vkep.ort.log import INFO, VERBOSE, Logger
@@ -273,7 +274,8 @@ def _get_capability(this, graph, support_info):
         if kdef[0] == ffi.NULL:
             reason, severity = _no_kernel(nodes[i], ep), VERBOSE
         else:
-            reason, severity = _too_large(nodes[i]) or _declined(nodes[i], ep.specs), INFO
+            reason = _too_large(nodes[i]) or _declined(nodes[i], ep.specs) or _refused_in_a_dry_run(nodes[i], ep)
+            severity = INFO
         if reason is None:
             api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, nodes[i]))
             claimed.append(nodes[i])
@@ -386,6 +388,49 @@ def _declined(node, specs) -> str | None:
     return cls.declines(spec, attrs, version, *_inputs(node)) if overridden else None
 
 
+def _refused_in_a_dry_run(node, ep: Ep) -> str | None:
+    """Why the node's kernel would refuse its inputs at run time (a limit of a shader or of the device), found
+    by planning it now, where the graph declares every input's shape: the kernel runs dry (warmup.DryCall,
+    no memory touched), and the node stays on another EP instead of failing its run. None when it plans
+    (or needs a value only a run has)."""
+    spec, version = _spec_of(node, ep.specs)
+    if spec is None:
+        return None
+    cls = implementation(spec)
+    if issubclass(cls, ControlFlow):
+        return None
+    lib, ffi = api.lib, api.ffi
+    count = ffi.new("size_t*")
+    api.check(lib.ort_Node_GetNumInputs(node, count))
+    infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
+    api.check(lib.ort_Node_GetInputs(node, infos, count[0]))
+    _, types = _inputs(node)
+    inputs = []
+    for i in range(count[0]):
+        if infos[i] == ffi.NULL:
+            inputs.append(None)
+            continue
+        dims = _static_dims(infos[i])
+        if dims is None or any(d < 0 for d in dims) or types[i] is None:
+            return None  # a shape known only at run time: the run decides
+        inputs.append(Tensor(0, tuple(dims), types[i], i))
+    attrs = {a.name: a.default for a in spec.attributes}
+    for a in spec.attributes:
+        value = _node_attribute(node, a.name, a.kind)
+        if value is not None:
+            attrs[a.name] = value
+    try:
+        kernel = cls(spec, attrs, version, [t or "" for t in types])
+        api.check(lib.ort_Node_GetNumOutputs(node, count))
+        kernel.output_count, kernel.device_info = count[0], ep.device.info
+        kernel.compute(warmup.DryCall(inputs))
+    except UnsupportedError as exc:
+        return str(exc)
+    except Exception:  # noqa: BLE001 — a value only the run has (warmup.NeedsRunValue), or anything else: the run decides
+        return None
+    return None
+
+
 def _too_large(node) -> str | None:
     """A tensor of the node whose static shape has more elements than a shader can index (MAX_ELEMENTS)."""
     lib, ffi = api.lib, api.ffi
@@ -412,7 +457,9 @@ def _static_dims(info) -> list[int] | None:
     rank = ffi.new("size_t*")
     for status in (lambda: lib.ort_GetValueInfoTypeInfo(info, type_info),
                    lambda: lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info),
-                   lambda: lib.ort_GetDimensionsCount(tensor_info[0], rank) if tensor_info[0] != ffi.NULL else None):
+                   # (no shape declared: GetDimensionsCount would give 0, as for a scalar)
+                   lambda: lib.ort_GetDimensionsCount(tensor_info[0], rank)
+                   if tensor_info[0] != ffi.NULL and lib.ort_TensorTypeAndShape_HasShape(tensor_info[0]) else None):
         s = status()
         if s is None:
             return None
@@ -491,8 +538,12 @@ def _inputs(node, outputs: bool = False) -> tuple[list[int | None], list[str | N
         status = lib.ort_GetValueInfoTypeInfo(infos[i], type_info)
         if status == ffi.NULL:
             status = lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info)
+        shaped = True
         if status == ffi.NULL and tensor_info[0] != ffi.NULL:
-            status = lib.ort_GetDimensionsCount(tensor_info[0], rank)
+            # no shape declared: the rank is unknown (GetDimensionsCount would say 0, as for a scalar)
+            shaped = lib.ort_TensorTypeAndShape_HasShape(tensor_info[0])
+            if shaped:
+                status = lib.ort_GetDimensionsCount(tensor_info[0], rank)
             if status == ffi.NULL:
                 status = lib.ort_GetTensorElementType(tensor_info[0], elem)
         if status != ffi.NULL or tensor_info[0] == ffi.NULL:
@@ -501,7 +552,7 @@ def _inputs(node, outputs: bool = False) -> tuple[list[int | None], list[str | N
             ranks.append(-1)
             types.append(None)
         else:
-            ranks.append(rank[0])
+            ranks.append(rank[0] if shaped else -1)
             types.append(api.ELEMENT_TYPES.get(elem[0]))
     return ranks, types
 

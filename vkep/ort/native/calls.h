@@ -42,6 +42,7 @@ OrtStatus* ort_ValueInfo_IsGraphOutput(const OrtValueInfo* v, bool* out);
 OrtStatus* ort_CastTypeInfoToTensorInfo(const OrtTypeInfo* t, const OrtTensorTypeAndShapeInfo** out);
 OrtStatus* ort_GetDimensionsCount(const OrtTensorTypeAndShapeInfo* i, size_t* out);
 OrtStatus* ort_GetDimensions(const OrtTensorTypeAndShapeInfo* i, int64_t* out, size_t n);
+bool ort_TensorTypeAndShape_HasShape(const OrtTensorTypeAndShapeInfo* i);
 OrtStatus* ort_GetTensorElementType(const OrtTensorTypeAndShapeInfo* i, int* out);
 OrtStatus* ort_Node_GetAttributeByName(const OrtNode* node, const char* name, const OrtOpAttr** out);
 OrtStatus* ort_ReadOpAttr(const OrtOpAttr* attr, int type, void* data, size_t len, size_t* out);

@@ -90,7 +90,8 @@ int ort_KernelInfo_InputShape(const OrtKernelInfo* info, size_t index, int64_t* 
     OrtStatus* s = ort_KernelInfo_GetInputTypeInfo(info, index, &t);
     if (s) { ort_ReleaseStatus(s); return -1; }
     s = ort_CastTypeInfoToTensorInfo(t, &ti);
-    if (!s && ti) s = ort_GetDimensionsCount(ti, &rank);
+    if (!s && ti && ort_TensorTypeAndShape_HasShape(ti)) s = ort_GetDimensionsCount(ti, &rank);
+    else if (!s) rank = VKEP_MAX_RANK + 1;  /* no shape declared (a rank of 0 would say scalar) */
     if (!s && ti && rank <= VKEP_MAX_RANK) {
         s = ort_GetDimensions(ti, dims, rank);
         if (!s) out = (int)rank;
