@@ -229,7 +229,7 @@ def test_if_branch_output_made_by_the_cpu_ep(ep_devices, monkeypatch):
     from vkep import runner
     from vkep.ort import ep as ep_module
 
-    dry_run = ep_module._refused_in_a_dry_run
+    refused = ep_module._refused
 
     def refuse_the_branch_output(node, ep):
         lib, ffi = ep_module.api.lib, ep_module.api.ffi
@@ -242,9 +242,9 @@ def test_if_branch_output_made_by_the_cpu_ep(ep_devices, monkeypatch):
             lib.ort_GetValueInfoName(outputs[0], name)
             if ffi.string(name[0]).endswith(b"theta_then"):
                 return "left to the CPU EP by this test"
-        return dry_run(node, ep)
+        return refused(node, ep)
 
-    monkeypatch.setattr(ep_module, "_refused_in_a_dry_run", refuse_the_branch_output)
+    monkeypatch.setattr(ep_module, "_refused", refuse_the_branch_output)
     case = next(c for c in collect_testcases() if c.name == "test_affine_grid_2d_expanded")
     session = runner.vkep_session(case.model)
     assert ("Concat", "CPUExecutionProvider") in {(op, ep) for _, op, ep in runner.placement(session)}

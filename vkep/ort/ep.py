@@ -274,8 +274,7 @@ def _get_capability(this, graph, support_info):
         if kdef[0] == ffi.NULL:
             reason, severity = _no_kernel(nodes[i], ep), VERBOSE
         else:
-            reason = _too_large(nodes[i]) or _declined(nodes[i], ep.specs) or _refused_in_a_dry_run(nodes[i], ep)
-            severity = INFO
+            reason, severity = _refused(nodes[i], ep), INFO
         if reason is None:
             api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, nodes[i]))
             claimed.append(nodes[i])
@@ -365,65 +364,58 @@ def _spec_of(node, specs) -> tuple:
     return next((s for s in specs.get((domain, op), ()) if any(a <= v <= b for a, b in s.version_ranges())), None), v
 
 
-def _declined(node, specs) -> str | None:
-    """Why the node's kernel cannot run these attributes (it then stays on another EP), or None."""
-    spec, version = _spec_of(node, specs)
-    if spec is None:
-        return None
-    cls = implementation(spec)
-    overridden = cls.declines.__func__ is not Kernel.declines.__func__
-    geometry = [a for a in spec.attributes if a.name in GEOMETRY_ATTRIBUTES]
-    if not overridden and not geometry:
-        return None
-    attrs = {a.name: a.default for a in spec.attributes}
-    for a in spec.attributes if overridden else geometry:
-        value = _node_attribute(node, a.name, a.kind)
-        if value is not None:
-            attrs[a.name] = value
-    for a in geometry:  # shaders take them as 32-bit parameters
-        values = attrs.get(a.name)
-        values = values if isinstance(values, list) else [values]
-        if any(isinstance(v, int) and not -(2**31) <= v < 2**31 for v in values):
-            return f"{spec.op}: attribute {a.name}={attrs[a.name]} is beyond the shaders' 32-bit parameters"
-    return cls.declines(spec, attrs, version, *_inputs(node)) if overridden else None
-
-
-def _refused_in_a_dry_run(node, ep: Ep) -> str | None:
-    """Why the node's kernel would refuse its inputs at run time (a limit of a shader or of the device), found
-    by planning it now, where the graph declares every input's shape: the kernel runs dry (warmup.DryCall,
-    no memory touched), and the node stays on another EP instead of failing its run. None when it plans
-    (or needs a value only a run has)."""
+def _refused(node, ep: Ep) -> str | None:
+    """Why vkep leaves a node it has a kernel for to another EP, or None: what the graph declares of its
+    tensors, its attributes, or planning it (each read once per node)."""
+    inputs, outputs = _values(node), _values(node, outputs=True)
+    too_large = _too_large(inputs + outputs)
     spec, version = _spec_of(node, ep.specs)
-    if spec is None:
-        return None
-    cls = implementation(spec)
-    if issubclass(cls, ControlFlow):
-        return None
-    lib, ffi = api.lib, api.ffi
-    count = ffi.new("size_t*")
-    api.check(lib.ort_Node_GetNumInputs(node, count))
-    infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
-    api.check(lib.ort_Node_GetInputs(node, infos, count[0]))
-    _, types = _inputs(node)
-    inputs = []
-    for i in range(count[0]):
-        if infos[i] == ffi.NULL:
-            inputs.append(None)
-            continue
-        dims = _static_dims(infos[i])
-        if dims is None or any(d < 0 for d in dims) or types[i] is None:
-            return None  # a shape known only at run time: the run decides
-        inputs.append(Tensor(0, tuple(dims), types[i], i))
+    if too_large or spec is None:
+        return too_large
     attrs = {a.name: a.default for a in spec.attributes}
     for a in spec.attributes:
         value = _node_attribute(node, a.name, a.kind)
         if value is not None:
             attrs[a.name] = value
+    return _declined(spec, version, attrs, inputs) or _refused_in_a_dry_run(ep, spec, version, attrs, inputs,
+                                                                            len(outputs))
+
+
+def _declined(spec, version: int, attrs: dict, inputs: list) -> str | None:
+    """Why the node's kernel cannot run these attributes, ranks or types (Kernel.declines), or None."""
+    for a in spec.attributes:  # shaders take window and layout attributes as 32-bit parameters
+        if a.name in GEOMETRY_ATTRIBUTES:
+            values = attrs.get(a.name)
+            values = values if isinstance(values, list) else [values]
+            if any(isinstance(v, int) and not -(2**31) <= v < 2**31 for v in values):
+                return f"{spec.op}: attribute {a.name}={attrs[a.name]} is beyond the shaders' 32-bit parameters"
+    cls = implementation(spec)
+    if cls.declines.__func__ is Kernel.declines.__func__:
+        return None
+    return cls.declines(spec, attrs, version, *_ranks_and_types(inputs))
+
+
+def _refused_in_a_dry_run(ep: Ep, spec, version: int, attrs: dict, inputs: list, output_count: int) -> str | None:
+    """Why the node's kernel would refuse its inputs at run time (a limit of a shader or of the device), found
+    by planning it now, where the graph declares every input's shape: the kernel runs dry (warmup.DryCall,
+    no memory touched), and the node stays on another EP instead of failing its run. None when it plans
+    (or needs a value only a run has)."""
+    cls = implementation(spec)
+    if issubclass(cls, ControlFlow):
+        return None
+    tensors = []
+    for i, value in enumerate(inputs):
+        if value is None:
+            tensors.append(None)
+            continue
+        dims, dtype = value
+        if dims is None or any(d < 0 for d in dims) or dtype is None:
+            return None  # a shape known only at run time: the run decides
+        tensors.append(Tensor(0, tuple(dims), dtype, i))
     try:
-        kernel = cls(spec, attrs, version, [t or "" for t in types])
-        api.check(lib.ort_Node_GetNumOutputs(node, count))
-        kernel.output_count, kernel.device_info = count[0], ep.device.info
-        kernel.compute(warmup.DryCall(inputs))
+        kernel = cls(spec, attrs, version, [v[1] or "" if v else "" for v in inputs])
+        kernel.output_count, kernel.device_info = output_count, ep.device.info
+        kernel.compute(warmup.DryCall(tensors))
     except UnsupportedError as exc:
         return str(exc)
     except Exception:  # noqa: BLE001 — a value only the run has (warmup.NeedsRunValue), or anything else: the run decides
@@ -431,47 +423,57 @@ def _refused_in_a_dry_run(node, ep: Ep) -> str | None:
     return None
 
 
-def _too_large(node) -> str | None:
-    """A tensor of the node whose static shape has more elements than a shader can index (MAX_ELEMENTS)."""
-    lib, ffi = api.lib, api.ffi
-    for get_count, get in ((lib.ort_Node_GetNumInputs, lib.ort_Node_GetInputs),
-                           (lib.ort_Node_GetNumOutputs, lib.ort_Node_GetOutputs)):
-        count = ffi.new("size_t*")
-        api.check(get_count(node, count))
-        infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
-        api.check(get(node, infos, count[0]))
-        for i in range(count[0]):
-            dims = _static_dims(infos[i])
-            if dims and math.prod(d for d in dims if d > 0) > MAX_ELEMENTS:
-                return (f"a tensor of shape {dims} has more elements than vkep's shaders index (32-bit signed "
-                        "indices)")
+def _too_large(values: list) -> str | None:
+    """A tensor whose declared shape has more elements than a shader can index (MAX_ELEMENTS)."""
+    for value in values:
+        dims = value[0] if value else None
+        if dims and math.prod(d for d in dims if d > 0) > MAX_ELEMENTS:
+            return f"a tensor of shape {dims} has more elements than vkep's shaders index (32-bit signed indices)"
     return None
 
 
-def _static_dims(info) -> list[int] | None:
-    """The dimensions a value's type declares (-1 where symbolic), or None where it declares no tensor shape."""
+def _values(node, outputs: bool = False) -> list[tuple[list[int] | None, str | None] | None]:
+    """What the graph declares of each input (or output): (dims, -1 where symbolic, or None where it declares
+    no shape; element type, or None where unknown), or None for an absent optional one."""
     lib, ffi = api.lib, api.ffi
-    if info == ffi.NULL:
-        return None
+    count = ffi.new("size_t*")
+    api.check((lib.ort_Node_GetNumOutputs if outputs else lib.ort_Node_GetNumInputs)(node, count))
+    infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
+    api.check((lib.ort_Node_GetOutputs if outputs else lib.ort_Node_GetInputs)(node, infos, count[0]))
+    return [None if info == ffi.NULL else _declared(info) for info in infos[0:count[0]]]
+
+
+def _declared(info) -> tuple[list[int] | None, str | None]:
+    """(dims or None, element type or None) of one value info (see _values)."""
+    lib, ffi = api.lib, api.ffi
     type_info, tensor_info = ffi.new("const OrtTypeInfo**"), ffi.new("const OrtTensorTypeAndShapeInfo**")
-    rank = ffi.new("size_t*")
-    for status in (lambda: lib.ort_GetValueInfoTypeInfo(info, type_info),
-                   lambda: lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info),
-                   # (no shape declared: GetDimensionsCount would give 0, as for a scalar)
-                   lambda: lib.ort_GetDimensionsCount(tensor_info[0], rank)
-                   if tensor_info[0] != ffi.NULL and lib.ort_TensorTypeAndShape_HasShape(tensor_info[0]) else None):
-        s = status()
-        if s is None:
-            return None
-        if s != ffi.NULL:
-            lib.ort_ReleaseStatus(s)
-            return None
-    dims = ffi.new("int64_t[]", max(rank[0], 1))
-    s = lib.ort_GetDimensions(tensor_info[0], dims, rank[0])
-    if s != ffi.NULL:
-        lib.ort_ReleaseStatus(s)
-        return None
-    return list(dims[0:rank[0]])
+    rank, elem = ffi.new("size_t*"), ffi.new("int*")
+    status = lib.ort_GetValueInfoTypeInfo(info, type_info)
+    if status == ffi.NULL:
+        status = lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info)
+    if status == ffi.NULL and tensor_info[0] == ffi.NULL:
+        return None, None  # not a tensor
+    if status == ffi.NULL:
+        status = lib.ort_GetTensorElementType(tensor_info[0], elem)
+    dims = None
+    # no shape declared: GetDimensionsCount would say 0, as for a scalar
+    if status == ffi.NULL and lib.ort_TensorTypeAndShape_HasShape(tensor_info[0]):
+        status = lib.ort_GetDimensionsCount(tensor_info[0], rank)
+        if status == ffi.NULL:
+            buf = ffi.new("int64_t[]", max(rank[0], 1))
+            status = lib.ort_GetDimensions(tensor_info[0], buf, rank[0])
+            dims = list(buf[0:rank[0]])
+    if status != ffi.NULL:
+        lib.ort_ReleaseStatus(status)
+        return None, None
+    return dims, api.ELEMENT_TYPES.get(elem[0])
+
+
+def _ranks_and_types(values: list) -> tuple[list[int | None], list[str | None]]:
+    """The rank and element type of each value, as Kernel.declines takes them: None for an absent optional
+    one; rank -1 where unknown."""
+    ranks = [None if v is None else (len(v[0]) if v[0] is not None else -1) for v in values]
+    return ranks, [None if v is None else v[1] for v in values]
 
 
 # window and layout attributes that go to shaders as 32-bit values (sentinel-free: INT64_MAX is never a
@@ -497,7 +499,7 @@ def _no_kernel(node, ep: Ep) -> str:
         ranges = ", ".join(f"{a}-{b}" if b < manifest.MAX_VERSION else f"{a}+"
                            for s in candidates for a, b in s.version_ranges())
         return f"vkep's {qualified} covers opset versions {ranges}, not {version}"
-    ins, outs = ([t or "?" for t in _inputs(node, outputs)[1]] for outputs in (False, True))
+    ins, outs = ([t or "?" for t in _ranks_and_types(_values(node, outputs))[1]] for outputs in (False, True))
     features = ep.device.info.features  # the types this device and session can run (as in _build_registry)
     allowed = sorted({t for ts in spec.types.values() for t in ts
                       if (not spec.shader or device_supports(features, t)) and (ep.fp16 or t != "float16")})
@@ -518,45 +520,6 @@ def _note_declined(ep: Ep, node, reason: str, severity: int) -> None:
     ep.log.log(severity, f"declines {op} node {name!r}: {reason}", 2)
 
 
-def _inputs(node, outputs: bool = False) -> tuple[list[int | None], list[str | None]]:
-    """The rank and element type of each input (or output) as the graph knows them: None for an absent
-    optional input; rank -1 and type None where unknown."""
-    lib, ffi = api.lib, api.ffi
-    count = ffi.new("size_t*")
-    api.check((lib.ort_Node_GetNumOutputs if outputs else lib.ort_Node_GetNumInputs)(node, count))
-    infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
-    api.check((lib.ort_Node_GetOutputs if outputs else lib.ort_Node_GetInputs)(node, infos, count[0]))
-    ranks: list[int | None] = []
-    types: list[str | None] = []
-    for i in range(count[0]):
-        if infos[i] == ffi.NULL:
-            ranks.append(None)
-            types.append(None)
-            continue
-        type_info, tensor_info = ffi.new("const OrtTypeInfo**"), ffi.new("const OrtTensorTypeAndShapeInfo**")
-        rank, elem = ffi.new("size_t*"), ffi.new("int*")
-        status = lib.ort_GetValueInfoTypeInfo(infos[i], type_info)
-        if status == ffi.NULL:
-            status = lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info)
-        shaped = True
-        if status == ffi.NULL and tensor_info[0] != ffi.NULL:
-            # no shape declared: the rank is unknown (GetDimensionsCount would say 0, as for a scalar)
-            shaped = lib.ort_TensorTypeAndShape_HasShape(tensor_info[0])
-            if shaped:
-                status = lib.ort_GetDimensionsCount(tensor_info[0], rank)
-            if status == ffi.NULL:
-                status = lib.ort_GetTensorElementType(tensor_info[0], elem)
-        if status != ffi.NULL or tensor_info[0] == ffi.NULL:
-            if status != ffi.NULL:
-                lib.ort_ReleaseStatus(status)
-            ranks.append(-1)
-            types.append(None)
-        else:
-            ranks.append(rank[0] if shaped else -1)
-            types.append(api.ELEMENT_TYPES.get(elem[0]))
-    return ranks, types
-
-
 @status_callback("py_ep_get_kernel_registry")
 def _get_kernel_registry(this, out):
     out[0] = ep_of(this).registry  # NULL for an EP that claims no node (ORT allows it)
@@ -571,12 +534,14 @@ def _is_concurrent_run_supported(this, out):
 def _on_session_initialization_end(this):
     ep = ep_of(this)
     kernels, ep.created_kernels = ep.created_kernels, []
+    if ep.device is None:  # (claims no node: no kernel)
+        return
     packed = [tensor for kernel in kernels for _, tensor in kernel.packed.values()]
     if packed:  # one line per stage of session creation: the weights, then the pipelines (warmup.py)
         ep.log.info(f"the session's {len(packed)} prepacked weights ({sum(t.nbytes for t in packed) / 2**20:.1f} MB) "
                     "are on the device")
     try:
-        warmup.warm(kernels, ep.log)
+        warmup.warm(kernels, ep.gpu, ep.log)
     except Exception as exc:  # noqa: BLE001 — compiling ahead is a head start: the first run does it otherwise
         ep.log.warning(f"could not build the session's pipelines before its first run: {exc}")
 

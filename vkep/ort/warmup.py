@@ -73,46 +73,39 @@ def planned_pipelines(kernel) -> set[tuple]:
     return call.pipelines
 
 
-def warm(kernels: list, log) -> None:
-    """Build every pipeline the kernels will use and have the driver compile each (a zero-workgroup dispatch),
-    one at a time, counting them in the device's PipelineCache.warming (vkep run shows it as progress)."""
+def warm(kernels: list, gpu, log) -> None:
+    """Build every pipeline the kernels (a session's, all on `gpu`) will use and have the driver compile each
+    (a zero-workgroup dispatch), counting them in the device's PipelineCache.warming (vkep run's progress)."""
     start = time.perf_counter()
-    wanted: dict[tuple, object] = {}  # (device, shader, dtype, constants) → a kernel that uses it
+    work: dict[tuple, object] = {}  # (shader, dtype, constants) → a kernel that uses it
     for kernel in kernels:
         for key in planned_pipelines(kernel):
-            wanted.setdefault((id(kernel.gpu), *key), kernel)
-    by_device: dict[int, list] = {}
-    for (_, *key), kernel in wanted.items():
-        by_device.setdefault(id(kernel.gpu), []).append((kernel, tuple(key)))
-    count = 0
-    for work in by_device.values():
-        cache = work[0][0].gpu.pipelines
-        cache.warming = [0, len(work)]
+            work.setdefault(key, kernel)
+    if not work:
+        return
 
-        def build(item):
-            kernel, (shader, dtype, constants) = item
-            try:
-                return kernel.pipeline(shader, dtype, constants)
-            except Exception as exc:  # noqa: BLE001 — a head start, not a check: the run meets it, with its node
-                log.verbose(f"no head start for {shader} ({kernel.spec.op} node {kernel.node_name!r}): {exc}")
-                return None
-
+    def build(item):
+        (shader, dtype, constants), kernel = item
         try:
-            # created in parallel (a GPU driver compiles here); each then executes once, with zero workgroups,
-            # in order on the device's queue (lavapipe compiles there: its one queue serialises these)
-            with ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="vkep-pipelines") as pool:
-                built = list(pool.map(build, work))
-            for (kernel, _), pipeline in zip(work, built, strict=True):
-                if pipeline is None:
-                    continue
-                stream = kernel.gpu.default_stream()
-                stream.dispatch(pipeline, bytes(16), (0, 0, 0), b"", 0, 0)
-                stream.finish()
-                cache.warming[0] += 1
-                cache.warmed += 1
-                count += 1
-        finally:
-            cache.warming = None
-    if count:
-        log.info(f"built and compiled the session's {count} pipelines before its first run in "
-                 f"{time.perf_counter() - start:.2f} s")
+            return kernel.pipeline(shader, dtype, constants)
+        except Exception as exc:  # noqa: BLE001 — a head start, not a check: the run meets it, with its node
+            log.verbose(f"no head start for {shader} ({kernel.spec.op} node {kernel.node_name!r}): {exc}")
+            return None
+
+    cache, stream = gpu.pipelines, gpu.default_stream()
+    cache.warming = [0, len(work)]
+    try:
+        # created in parallel (a GPU driver compiles here); each then executes once, with zero workgroups, in
+        # order on the device's queue (lavapipe compiles there: its one queue serialises these)
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="vkep-pipelines") as pool:
+            built = [p for p in pool.map(build, work.items()) if p is not None]
+        for pipeline in built:
+            stream.dispatch(pipeline, bytes(16), (0, 0, 0), b"", 0, 0)
+            stream.finish()
+            cache.warming[0] += 1
+            cache.warmed += 1
+        if built:
+            log.info(f"built and compiled the session's {len(built)} pipelines before its first run in "
+                     f"{time.perf_counter() - start:.2f} s")
+    finally:
+        cache.warming = None
