@@ -57,37 +57,26 @@ int64_t float_to_y(float r) {
 int float_to_y(float r) { return r >= -2147483648.0 && r < 2147483648.0 ? int(r) : (-2147483647 - 1); }
 #endif
 
-// C's powf (C99 Annex F), which GLSL's pow() leaves undefined for x <= 0, infinities and NaN; integer
-// exponents by squaring
+// C's powf (C99 Annex F), which GLSL's pow() leaves undefined for x <= 0, infinities and NaN: the magnitude
+// from |x| (integer exponents by squaring, pow_nonnegative for every other case, special values included),
+// then the sign a negative base (-0 and -inf too) gives an odd exponent
 float pow_float(float x, float e) {
-    if (e == 0.0 || x == 1.0) return 1.0;  // even for a NaN exponent or base
-    if (isnan(x) || isnan(e)) return F_NAN;
-    bool integral = floor(e) == e;  // (infinities count: they are even)
+    bool integral = floor(e) == e;  // (infinities count: they are even; NaN does not)
+    if (x < 0.0 && !isinf(x) && !integral) return F_NAN;  // a negative finite base, a fractional exponent
     bool odd = integral && abs(e) < 16777216.0 && mod(e, 2.0) == 1.0;
-    if (isinf(e)) {
-        float m = abs(x);
-        if (m == 1.0) return 1.0;  // (-1)^±inf
-        return (m < 1.0) == (e < 0.0) ? F_INF : 0.0;
-    }
-    if (x == 0.0) {  // ±0: the sign survives odd exponents
-        float r = e > 0.0 ? 0.0 : F_INF;
-        return odd && floatBitsToUint(x) != 0u ? -r : r;
-    }
-    if (isinf(x)) {  // ±inf: inf for a positive exponent, 0 for a negative one; -inf keeps its sign if odd
-        float r = e > 0.0 ? F_INF : 0.0;
-        return x < 0.0 && odd ? -r : r;
-    }
-    if (integral && abs(e) <= 64.0) {
-        float r = 1.0, p = x;
+    float m = abs(x), r;
+    if (integral && abs(e) <= 64.0 && m != 0.0 && !isinf(m) && !isnan(m)) {
+        r = 1.0;
+        float p = m;
         for (uint k = uint(abs(e)); k != 0; k >>= 1) {
             if ((k & 1) != 0) r *= p;
             p *= p;
         }
-        return e < 0.0 ? 1.0 / r : r;
+        r = e < 0.0 ? 1.0 / r : r;
+    } else {
+        r = pow_nonnegative(m, e);
     }
-    if (x < 0.0 && !integral) return F_NAN;
-    float r = pow_nonnegative(abs(x), e);
-    return x < 0.0 && odd ? -r : r;
+    return odd && (floatBitsToUint(x) >> 31) != 0u ? -r : r;
 }
 
 COMP_TY pow_op(uint ia, uint ib) {
