@@ -175,31 +175,21 @@ class Variadic(Binary):
             self.dispatch_1d(call, n, WORKGROUP, dtype, [xs[0], xs[0], y], tail, [xs[0]], [y], (OP_FIRST,))
             return
         mean = self.spec.op == "Mean"
-        if dtype == "float16" and len(xs) > 2 and self.spec.op in ("Sum", "Mean"):
-            self._sum_in_float32(call, xs, y, mean)
-            return
+        # float16 Sum and Mean of three or more inputs add in float32 and round once, as ORT's CPU EP does
+        # (rounding after every add loses a small term beside a large one that a later one cancels)
+        wide = dtype == "float16" and len(xs) > 2 and self.spec.op in ("Sum", "Mean")
+        acc = call.scratch(out, "float32") if wide else y
         for k in range(1, len(xs)):
-            a = xs[0] if k == 1 else y  # y = x0 OP x1 first, then y = y OP xk in place
+            a = xs[0] if k == 1 else acc  # acc = x0 OP x1 first, then acc = acc OP xk in place
             last = k == len(xs) - 1
             _, n, tail = self.plan(a.shape, xs[k].shape, out, 1.0 / len(xs) if mean and last else 1.0)
-            code = OP_ADD_SCALE if mean and last else self.constants[0]
-            self.dispatch_1d(call, n, WORKGROUP, dtype, [a, xs[k], y], tail, [a, xs[k]], [y], (code,))
-
-
-    def _sum_in_float32(self, call, xs: list[Tensor], y: Tensor, mean: bool) -> None:
-        """float16 Sum and Mean of three or more inputs add in float32 and round once, as ORT's CPU EP does
-        (rounding after every add loses a small term beside a large one that a later one cancels)."""
-        acc = call.scratch(y.shape, "float32")
-        for k in range(1, len(xs)):
-            a = xs[0] if k == 1 else acc
-            last = k == len(xs) - 1
-            _, n, tail = self.plan(a.shape, xs[k].shape, y.shape, 1.0 / len(xs) if mean and last else 1.0)
-            code = OP_ADD if k == 1 else OP_ACCUMULATE  # (x0 + x1 of float16 is exact in float32)
-            self.dispatch_1d(call, n, WORKGROUP, ("float16", "float32"), [a, xs[k], acc], tail, [a, xs[k]], [acc],
-                             (code,))
-        n = y.size
-        call.dispatch("unary.comp", ("float32", "float16"), (OP_CAST, 0), [acc, y, None, None],
-                      pack("I", n) + pack("ff", 0.0, 0.0), grid_1d(n, WORKGROUP), [acc], [y])
+            if wide:  # (x0 + x1 of float16 is exact in float32)
+                code, types = (OP_ADD if k == 1 else OP_ACCUMULATE), ("float16", "float32")
+            else:
+                code, types = (OP_ADD_SCALE if mean and last else self.constants[0]), dtype
+            self.dispatch_1d(call, n, WORKGROUP, types, [a, xs[k], acc], tail, [a, xs[k]], [acc], (code,))
+        if wide:
+            dispatch_unary(call, "unary.comp", (OP_CAST, 0), acc, y, pack("ff", 0.0, 0.0))
 
 
 class Where(Kernel):
@@ -253,9 +243,16 @@ class Unary(Kernel):
         if n > MAX_ELEMENTS:
             raise UnsupportedError(f"{x.shape} has {n} elements; shaders index at most {MAX_ELEMENTS}")
         if n:
-            reads = [x] + [t for t in (lo, hi) if t is not None]
-            self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(x), shader_dtype(y)), [x, y, lo, hi],
-                             pack("I", n) + self.params, reads, [y])
+            dispatch_unary(call, self.spec.shader, self.constants, x, y, self.params, lo, hi)
+
+
+def dispatch_unary(call, shader: str, constants: tuple[int, ...], x: Tensor, y: Tensor, params: bytes,
+                   lo: Tensor | None = None, hi: Tensor | None = None) -> None:
+    """y = f(x) in one dispatch of unary.comp: push constants x, y, lo, hi, the element count, then `params`
+    (alpha and beta, two floats)."""
+    reads = [x] + [t for t in (lo, hi) if t is not None]
+    call.dispatch(shader, variant(shader_dtype(x), shader_dtype(y)), constants, [x, y, lo, hi],
+                  pack("I", x.size) + params, grid_1d(x.size, WORKGROUP), reads, [y])
 
 
 class Predicate(Unary):
