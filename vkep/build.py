@@ -89,12 +89,12 @@ def _build_loader(target: Path, only_changed: bool, verbose: bool) -> list[Path]
     libpython = sysconfig.get_config_var("INSTSONAME") or ""
     if not libpython.startswith("libpython"):  # a static interpreter: the name its shared library would have
         libpython = f"libpython{sys.version_info.major}.{sys.version_info.minor}{sys.abiflags}.so.1.0"
-    source = _plugin_build.NATIVE / "loader.c"
+    source, header = _plugin_build.NATIVE / "loader.c", _plugin_build.NATIVE / "ort_abi.h"
     out, stamp = target / _native.LOADER_FILE, target / "loader.stamp"
     cmd = [*shlex.split(sysconfig.get_config_var("CC") or "cc"), "-shared", "-fPIC", "-O2", "-g0",
            f'-DVKEP_PLUGIN_FILE="{_native.filename("_vkep_plugin")}"', f'-DVKEP_LIBPYTHON="{libpython}"',
            str(source), "-o", str(out), "-ldl", "-lpthread"]
-    digest = hashlib.sha256(source.read_bytes() + " ".join(cmd).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(source.read_bytes() + header.read_bytes() + " ".join(cmd).encode()).hexdigest()[:16]
     if only_changed and out.exists() and stamp.exists() and stamp.read_text() == digest:
         return []
     if verbose:

@@ -9,19 +9,12 @@
 #endif
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-
-typedef struct OrtStatus OrtStatus;
-typedef struct OrtApi OrtApi;
-typedef struct OrtLogger OrtLogger;
-typedef struct OrtEpFactory OrtEpFactory;
-typedef struct OrtApiBase {
-    const OrtApi* (*GetApi)(uint32_t version);
-    const char* (*GetVersionString)(void);
-} OrtApiBase;
+#include "ort_abi.h"
 
 typedef OrtStatus* (*create_t)(const char*, const OrtApiBase*, const OrtLogger*, OrtEpFactory**, size_t, size_t*);
 typedef OrtStatus* (*release_t)(OrtEpFactory*);
