@@ -97,3 +97,63 @@ def test_scan_with_scan_axes_transposes_on_the_device(ep_devices):
     feeds = {"init": np.zeros(3, np.float32), "xs": np.arange(12, dtype=np.float32).reshape(3, 4)}
     session = _check(_model(graph, 21), [feeds])
     assert "Scan" in _ops_on(session)["VulkanExecutionProvider"]
+
+
+# ---- If outputs made on the other EP (docs/design.md, "Host access and reused memory", rule 5) ----------
+
+def _leave_named_nodes_to_the_cpu_ep(monkeypatch):
+    """vkep declines every node whose name starts with "cpu_", as it declines nodes it cannot run."""
+    from vkep.ort import api
+    from vkep.ort import ep as ep_module
+
+    refused = ep_module._refused
+
+    def refuse(node, ep):
+        name = api.ffi.new("const char**")
+        api.check(api.lib.ort_Node_GetName(node, name))
+        return "left to the CPU EP by this test" if api.ffi.string(name[0]).startswith(b"cpu_") else refused(node, ep)
+
+    monkeypatch.setattr(ep_module, "_refused", refuse)
+
+
+def _if_model(if_name: str, maker_name: str, dims) -> object:
+    """y = If(x's size is 6) then Concat(Relu(x), -x) (made by `maker_name`) else Unsqueeze(x); x of `dims`."""
+    axis0 = numpy_helper.from_array(np.array([0], np.int64), "axis0")
+    then_graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["a"], name="dev_relu"),
+         helper.make_node("Unsqueeze", ["a", "axis0"], ["a1"], name="dev_unsqueeze_a"),
+         helper.make_node("Neg", ["x"], ["b"], name="dev_neg"),
+         helper.make_node("Unsqueeze", ["b", "axis0"], ["b1"], name="dev_unsqueeze_b"),
+         helper.make_node("Concat", ["a1", "b1"], ["t"], axis=0, name=maker_name)],
+        "then", [], [_vi("t")])
+    else_graph = helper.make_graph([helper.make_node("Unsqueeze", ["x", "axis0"], ["e"], name="dev_else")],
+                                   "else", [], [_vi("e")])
+    nodes = [helper.make_node("Size", ["x"], ["size"], name="dev_size"),
+             helper.make_node("Equal", ["size", "six"], ["c"], name="dev_equal"),
+             helper.make_node("If", ["c"], ["y"], then_branch=then_graph, else_branch=else_graph, name=if_name),
+             helper.make_node("Mul", ["y", "y"], ["z"], name="dev_mul")]
+    six = numpy_helper.from_array(np.array(6, np.int64), "six")
+    graph = helper.make_graph(nodes, "if", [_vi("x", F32, dims)], [_vi("z"), _vi("y")], [axis0, six])
+    return _model(graph)
+
+
+@pytest.mark.parametrize("dims", [["n", 3], [2, 3]], ids=["runtime_shape", "static_shape"])
+@pytest.mark.parametrize("if_name, maker_name", [("if", "cpu_concat"), ("cpu_if", "dev_concat")],
+                         ids=["vkep_if_cpu_maker", "cpu_if_vkep_maker"])
+def test_if_output_made_on_the_other_ep(ep_devices, monkeypatch, if_name, maker_name, dims):
+    """An If whose branch output the other EP makes: ORT loses the output (it keeps whatever its memory held)
+    when the shape is known only at run time and vkep's memory is host memory of its own, so vkep runs the If
+    and that node on the same EP; with a static shape ORT copies it and vkep keeps its side."""
+    _leave_named_nodes_to_the_cpu_ep(monkeypatch)
+    model = _if_model(if_name, maker_name, dims)
+    session, cpu = runner.vkep_session(model), runner.cpu_session(model)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    for got, want in zip(session.run(None, {"x": x}), cpu.run(None, {"x": x}), strict=True):
+        np.testing.assert_array_equal(got, want)
+    placed = {name: ep for name, _, ep in runner.placement(session)}
+    from vkep.gpu.device import physical_devices
+    from vkep.ort.factory import shares_host_memory
+
+    tied = shares_host_memory(physical_devices()[0]) and dims[0] == "n"
+    assert (placed[if_name] == placed[maker_name]) == tied, (tied, sorted(placed.items()))
+    assert placed["dev_relu"] == "VulkanExecutionProvider"  # only the tied nodes move

@@ -10,7 +10,7 @@ from vkep import options
 from vkep.kernels import manifest
 from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, device_supports, implementation
 from vkep.kernels.control_flow import ControlFlow
-from vkep.ort import api, warmup
+from vkep.ort import api, declared, ties, warmup
 from vkep.ort.api import status_callback
 from vkep.ort.log import INFO, VERBOSE, Logger
 from vkep.ort.memory import ALLOCATORS
@@ -267,14 +267,22 @@ def _get_capability(this, graph, support_info):
     if ep.device is None:  # see choose_device (the reason went to the log when the EP was created)
         return
     kdef = ffi.new("const OrtKernelDef**")
+    decided: dict[int, tuple[str | None, int]] = {}
+
+    def declined(node) -> tuple[str | None, int]:
+        """(why vkep leaves `node` to another EP or None, the log severity of that), each node once."""
+        key = api.address(node)
+        if key not in decided:
+            kdef[0] = ffi.NULL
+            api.check(lib.ep_EpGraphSupportInfo_LookUpKernel(support_info, node, kdef))
+            decided[key] = (_no_kernel(node, ep), VERBOSE) if kdef[0] == ffi.NULL else (_refused(node, ep), INFO)
+        return decided[key]
+
     claimed = []
     for i in range(count[0]):
-        kdef[0] = ffi.NULL
-        api.check(lib.ep_EpGraphSupportInfo_LookUpKernel(support_info, nodes[i], kdef))
-        if kdef[0] == ffi.NULL:
-            reason, severity = _no_kernel(nodes[i], ep), VERBOSE
-        else:
-            reason, severity = _refused(nodes[i], ep), INFO
+        reason, severity = declined(nodes[i])
+        if reason is None and ep.device.shares_host_memory:
+            reason = ties.reason_to_decline(nodes[i], graph, lambda node: declined(node)[0])
         if reason is None:
             api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, nodes[i]))
             claimed.append(nodes[i])
@@ -367,7 +375,7 @@ def _spec_of(node, specs) -> tuple:
 def _refused(node, ep: Ep) -> str | None:
     """Why vkep leaves a node it has a kernel for to another EP, or None: what the graph declares of its
     tensors, its attributes, or planning it (each read once per node)."""
-    inputs, outputs = _values(node), _values(node, outputs=True)
+    inputs, outputs = declared.values(node), declared.values(node, outputs=True)
     too_large = _too_large(inputs + outputs)
     spec, version = _spec_of(node, ep.specs)
     if too_large or spec is None:
@@ -432,43 +440,6 @@ def _too_large(values: list) -> str | None:
     return None
 
 
-def _values(node, outputs: bool = False) -> list[tuple[list[int] | None, str | None] | None]:
-    """What the graph declares of each input (or output): (dims, -1 where symbolic, or None where it declares
-    no shape; element type, or None where unknown), or None for an absent optional one."""
-    lib, ffi = api.lib, api.ffi
-    count = ffi.new("size_t*")
-    api.check((lib.ort_Node_GetNumOutputs if outputs else lib.ort_Node_GetNumInputs)(node, count))
-    infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
-    api.check((lib.ort_Node_GetOutputs if outputs else lib.ort_Node_GetInputs)(node, infos, count[0]))
-    return [None if info == ffi.NULL else _declared(info) for info in infos[0:count[0]]]
-
-
-def _declared(info) -> tuple[list[int] | None, str | None]:
-    """(dims or None, element type or None) of one value info (see _values)."""
-    lib, ffi = api.lib, api.ffi
-    type_info, tensor_info = ffi.new("const OrtTypeInfo**"), ffi.new("const OrtTensorTypeAndShapeInfo**")
-    rank, elem = ffi.new("size_t*"), ffi.new("int*")
-    status = lib.ort_GetValueInfoTypeInfo(info, type_info)
-    if status == ffi.NULL:
-        status = lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info)
-    if status == ffi.NULL and tensor_info[0] == ffi.NULL:
-        return None, None  # not a tensor
-    if status == ffi.NULL:
-        status = lib.ort_GetTensorElementType(tensor_info[0], elem)
-    dims = None
-    # no shape declared: GetDimensionsCount would say 0, as for a scalar
-    if status == ffi.NULL and lib.ort_TensorTypeAndShape_HasShape(tensor_info[0]):
-        status = lib.ort_GetDimensionsCount(tensor_info[0], rank)
-        if status == ffi.NULL:
-            buf = ffi.new("int64_t[]", max(rank[0], 1))
-            status = lib.ort_GetDimensions(tensor_info[0], buf, rank[0])
-            dims = list(buf[0:rank[0]])
-    if status != ffi.NULL:
-        lib.ort_ReleaseStatus(status)
-        return None, None
-    return dims, api.ELEMENT_TYPES.get(elem[0])
-
-
 def _ranks_and_types(values: list) -> tuple[list[int | None], list[str | None]]:
     """The rank and element type of each value, as Kernel.declines takes them: None for an absent optional
     one; rank -1 where unknown."""
@@ -499,7 +470,7 @@ def _no_kernel(node, ep: Ep) -> str:
         ranges = ", ".join(f"{a}-{b}" if b < manifest.MAX_VERSION else f"{a}+"
                            for s in candidates for a, b in s.version_ranges())
         return f"vkep's {qualified} covers opset versions {ranges}, not {version}"
-    ins, outs = ([t or "?" for t in _ranks_and_types(_values(node, outputs))[1]] for outputs in (False, True))
+    ins, outs = ([t or "?" for t in _ranks_and_types(declared.values(node, outputs))[1]] for outputs in (False, True))
     features = ep.device.info.features  # the types this device and session can run (as in _build_registry)
     allowed = sorted({t for ts in spec.types.values() for t in ts
                       if (not spec.shader or device_supports(features, t)) and (ep.fp16 or t != "float16")})

@@ -39,6 +39,13 @@ OrtStatus* ort_ValueInfo_GetValueNumConsumers(const OrtValueInfo* v, size_t* out
 OrtStatus* ort_ValueInfo_GetValueConsumers(const OrtValueInfo* v, const OrtNode** nodes, int64_t* input_indices,
                                            size_t n);
 OrtStatus* ort_ValueInfo_IsGraphOutput(const OrtValueInfo* v, bool* out);
+OrtStatus* ort_ValueInfo_GetValueProducer(const OrtValueInfo* v, const OrtNode** node, size_t* index);
+OrtStatus* ort_Graph_GetNumOutputs(const OrtGraph* g, size_t* n);
+OrtStatus* ort_Graph_GetOutputs(const OrtGraph* g, const OrtValueInfo** out, size_t n);
+OrtStatus* ort_Graph_GetParentNode(const OrtGraph* g, const OrtNode** out);
+OrtStatus* ort_Node_GetNumSubgraphs(const OrtNode* node, size_t* out);
+OrtStatus* ort_Node_GetSubgraphs(const OrtNode* node, const OrtGraph** out, size_t n, const char** names);
+OrtStatus* ort_Node_GetGraph(const OrtNode* node, const OrtGraph** out);
 OrtStatus* ort_CastTypeInfoToTensorInfo(const OrtTypeInfo* t, const OrtTensorTypeAndShapeInfo** out);
 OrtStatus* ort_GetDimensionsCount(const OrtTensorTypeAndShapeInfo* i, size_t* out);
 OrtStatus* ort_GetDimensions(const OrtTensorTypeAndShapeInfo* i, int64_t* out, size_t n);

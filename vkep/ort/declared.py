@@ -1,0 +1,42 @@
+"""What a graph declares of the values its nodes read and write (ORT's inferred types and shapes)."""
+
+from __future__ import annotations
+
+from vkep.ort import api
+
+
+def values(node, outputs: bool = False) -> list[tuple[list[int] | None, str | None] | None]:
+    """What the graph declares of each input (or output): (dims, -1 where symbolic, or None where it declares
+    no shape; element type, or None where unknown), or None for an absent optional one."""
+    lib, ffi = api.lib, api.ffi
+    count = ffi.new("size_t*")
+    api.check((lib.ort_Node_GetNumOutputs if outputs else lib.ort_Node_GetNumInputs)(node, count))
+    infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
+    api.check((lib.ort_Node_GetOutputs if outputs else lib.ort_Node_GetInputs)(node, infos, count[0]))
+    return [None if info == ffi.NULL else declared(info) for info in infos[0:count[0]]]
+
+
+def declared(info) -> tuple[list[int] | None, str | None]:
+    """(dims or None, element type or None) of one value info (see values)."""
+    lib, ffi = api.lib, api.ffi
+    type_info, tensor_info = ffi.new("const OrtTypeInfo**"), ffi.new("const OrtTensorTypeAndShapeInfo**")
+    rank, elem = ffi.new("size_t*"), ffi.new("int*")
+    status = lib.ort_GetValueInfoTypeInfo(info, type_info)
+    if status == ffi.NULL:
+        status = lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info)
+    if status == ffi.NULL and tensor_info[0] == ffi.NULL:
+        return None, None  # not a tensor
+    if status == ffi.NULL:
+        status = lib.ort_GetTensorElementType(tensor_info[0], elem)
+    dims = None
+    # no shape declared: GetDimensionsCount would say 0, as for a scalar
+    if status == ffi.NULL and lib.ort_TensorTypeAndShape_HasShape(tensor_info[0]):
+        status = lib.ort_GetDimensionsCount(tensor_info[0], rank)
+        if status == ffi.NULL:
+            buf = ffi.new("int64_t[]", max(rank[0], 1))
+            status = lib.ort_GetDimensions(tensor_info[0], buf, rank[0])
+            dims = list(buf[0:rank[0]])
+    if status != ffi.NULL:
+        lib.ort_ReleaseStatus(status)
+        return None, None
+    return dims, api.ELEMENT_TYPES.get(elem[0])
