@@ -148,6 +148,15 @@ EP_OPTIONS = [
             "shaders) is never a failure; host memory the run lent the device is still waited for; it limits the "
             "waits inside vkep's nodes (on a discrete GPU the run's last wait is ORT's stream synchronisation, "
             "which it does not limit)", SESSION),
+    Setting("enable_graph_capture", FLAG, "0",
+            "`1`: the session's device work is recorded once and every later run is one submit of the recorded "
+            "command buffers, whatever the node count. ORT then needs every node on vkep and no control flow. "
+            "Bind every input and output with IOBinding to an OrtValue in vkep memory "
+            "(`OrtValue.ortvalue_from_shape_and_type(..., memory_info=ep_device.memory_info(...))`) and refill "
+            "the same buffers in place, as with CUDA graphs; a capture over host arrays fails with an error "
+            "saying so. Values the host reads (shapes, Reshape targets) are those of the captured run; a run "
+            "config entry `gpu_graph_id` captures one graph per id (`-1`: run the nodes). docs/design.md, "
+            "\"Graph capture\"", SESSION),
 ]
 
 # Process-wide settings: environment variables.

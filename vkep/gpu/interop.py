@@ -147,6 +147,7 @@ class InPlace:
     def __init__(self, device):
         self.device = device
         self.imports: list[HostMemoryImport] = []
+        self.staged = 0  # host tensors copied to the device instead (memory it cannot import)
 
     def address(self, pointer: int, nbytes: int, stream=None) -> int:
         """The device address of `pointer`; for host memory only read, pass the `stream` that may then
@@ -163,6 +164,7 @@ class InPlace:
         except InteropError:
             if stream is None:
                 raise
+            self.staged += 1
             return transfer.stage(self.device, pointer, nbytes, stream)
         transfer.count_elided(self.device, nbytes)
         self.imports.append(imported)

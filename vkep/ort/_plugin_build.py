@@ -109,6 +109,7 @@ ORT_SLOTS = [
      "const OrtSessionOptions* o, const char* key, char* out, size_t* size", "o, key, out, size"),
     (237, "HasSessionConfigEntry", "OrtStatus*", "const OrtSessionOptions* o, const char* key, int* out",
      "o, key, out"),
+    (373, "GetRunConfigEntry", "const char*", "const OrtRunOptions* o, const char* key", "o, key"),
     # used only inside the C helpers below
     (88, "KernelContext_GetInputCount", "OrtStatus*", "const OrtKernelContext* c, size_t* out", "c, out"),
     (89, "KernelContext_GetOutputCount", "OrtStatus*", "const OrtKernelContext* c, size_t* out", "c, out"),

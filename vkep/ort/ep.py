@@ -10,7 +10,7 @@ from vkep import options
 from vkep.kernels import manifest
 from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, device_supports, implementation
 from vkep.kernels.control_flow import ControlFlow
-from vkep.ort import api, declared, ties, warmup
+from vkep.ort import api, capture, declared, ties, warmup
 from vkep.ort.api import status_callback
 from vkep.ort.log import INFO, VERBOSE, Logger
 from vkep.ort.memory import ALLOCATORS
@@ -128,6 +128,10 @@ class Ep:
         # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
         self.declined: dict[tuple[str, str], str] = {}
         self.created_kernels: list = []  # this session's kernels, until OnSessionInitializationEnd warms them
+        self.kernels: list = []  # every kernel of this session (a captured graph redirects them)
+        self.graphs: dict[int, object] = {}  # graph annotation id → capture.CapturedGraph
+        self.runs_before_capture: dict[int, int] = {}
+        self.capturing = None  # the CapturedGraph of the run now being captured
         if self.device is not None:
             fp16, has_fp16 = self.settings["fp16"], bool(self.device.info.features.get("fp16"))
             if fp16 and not has_fp16:
@@ -152,6 +156,8 @@ class Ep:
         s.GetDefaultMemoryDevice = lib.py_ep_get_default_memory_device
         s.OnSessionInitializationEnd = lib.py_ep_on_session_initialization_end
         EPS[api.address(s)] = self
+        if self.device is not None and self.settings["enable_graph_capture"]:
+            capture.enable(self)
         if self.device is None:
             # ORT's selection policies offer vkep a CPU-implemented device, which ORT's CPU EP outruns
             self.log.warning(why)
@@ -161,6 +167,7 @@ class Ep:
                           + ", ".join(f"{k}={v}" for k, v in sorted(given_options.items())))
 
     def release(self) -> None:
+        capture.release_all(self)
         EPS.pop(api.address(self.struct), None)
         api.free_struct(self.struct)
         if self.device is None:

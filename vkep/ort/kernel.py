@@ -60,6 +60,7 @@ class KernelInstance:
         # (shape or None, dtype) per input as the graph declares it, None where a shape is symbolic (warmup.py)
         self.static_inputs: list[tuple] | None = None
         self.held_imports: list = []  # host memory ORT's cache shares that the device reads in place
+        self.capture = None  # the CapturedGraph its session is capturing, if any (capture.py)
         with _ids_lock:
             self.id = next(_ids)
         self.struct = api.new_struct("vkep_kernel")
@@ -151,6 +152,9 @@ class KernelCall:
         for index in kernel.host_read_outputs:
             if index < len(self.outputs):
                 transfer.count_elided(kernel.gpu, self.outputs[index][1])
+        if kernel.capture is not None and ((self.host and (self.host.imports or self.host.staged))
+                                           or self.foreign_outputs):
+            kernel.capture.host_memory_used(f"{kernel.spec.op} node {kernel.node_name!r}")
         if not ((self.host and self.host.imports) or self.foreign_outputs or kernel.host_read_outputs):
             return
         try:
@@ -431,6 +435,7 @@ def _kernel_create(state, info, out):
         kernel.prepack_cache = ep.prepack_cache
         kernel.wait_limit = ep.wait_limit
         ep.created_kernels.append(kernel)
+        ep.kernels.append(kernel)
     out[0] = ffi.cast("OrtKernelImpl*", kernel.struct)
 
 
@@ -494,7 +499,8 @@ def _kernel_compute(kernel_id, ctx, io):
     for index, (_, tensor) in kernel.packed.items():
         inputs[index] = tensor
     # without an ORT stream, the device's default one (which the C replay then uses too)
-    stream = (stream_of(io.stream) if io.stream != ffi.NULL else None) or kernel.gpu.default_stream()
+    stream = (kernel.capture.stream if kernel.capture is not None
+              else (stream_of(io.stream) if io.stream != ffi.NULL else None) or kernel.gpu.default_stream())
     # replay needs no tensor written on the host, and takes the values of CPU inputs as part of its key
     # (save_plan); a call that comes here with a plan (new shapes, values, or an allocator the plan did not
     # know) replaces it, so the latest signature replays; debug mode

@@ -20,11 +20,11 @@ class Logger:
     """One OrtLogger; a NULL one drops everything."""
 
     def __init__(self, ptr=None):
-        self.ptr = ptr if ptr is not None else api.ffi.NULL
+        self.ptr = ptr  # None or NULL: no logger (vkep.ort may be imported before ORT loads the plugin)
 
     def enabled(self, severity: int) -> bool:
         """Whether ORT would show a message of `severity` (ask before building a costly message)."""
-        if self.ptr == api.ffi.NULL:
+        if self.ptr is None or self.ptr == api.ffi.NULL:
             return False
         level = api.ffi.new("int*")
         status = api.lib.ort_Logger_GetLoggingSeverityLevel(self.ptr, level)

@@ -247,6 +247,7 @@ class DataTransfer:
             raise api.OrtError("CPU to CPU copy asked of vkep", api.ORT_INVALID_ARGUMENT)
         # where vkep memory is host memory, ORT's CPU kernels also make host tensors under vkep's label
         src_dev, dst_dev = _holder(src_side, src), _holder(dst_side, dst)
+        _note_copy_while_capturing((src_side or dst_side)[0])
         if src_dev is None and dst_dev is None:
             transfer.host_copy((src_side or dst_side)[0].gpu, src, dst, n, "uploads" if dst_side else "downloads")
         elif src_dev is None:
@@ -257,6 +258,15 @@ class DataTransfer:
             transfer.device_copy(src_dev.gpu, src, dst, n, stream)
         else:
             raise api.OrtError("copies between two Vulkan devices are not supported yet", api.ORT_NOT_IMPLEMENTED)
+
+
+def _note_copy_while_capturing(device) -> None:
+    """ORT copies a run's host inputs and outputs to and from device memory; a replay would not."""
+    from vkep.ort.ep import EPS
+
+    for ep in list(EPS.values()):
+        if ep.capturing is not None and ep.device is device:
+            ep.capturing.host_memory_used("ORT's copy of a graph input or output")
 
 
 def _holder(side, pointer: int):

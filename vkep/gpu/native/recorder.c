@@ -14,6 +14,7 @@ typedef struct vkep_recorder {
     VkDevice device; VkQueue queue; VkCommandBuffer cmd; VkPipelineLayout layout;
     VkSemaphore timeline; uint64_t submitted; uint32_t recording; uint32_t commands; uint32_t barriers;
     uint32_t batch_limit; uint64_t total_commands;
+    uint32_t reusable;  /* a captured graph's stream: its command buffers are submitted again */
     VkPipeline bound;
     pthread_mutex_t mutex;  /* recursive: Python and the native replay path may record on one stream */
     int n_ext_wait, n_ext_signal;  /* external timeline semaphores joined to the next submit */
@@ -76,7 +77,7 @@ int vkep_begin(vkep_recorder* r, VkCommandBuffer cmd) {
 
 static int vkep_begin_locked(vkep_recorder* r, VkCommandBuffer cmd) {
     VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
-                                   VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+                                   r->reusable ? 0 : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
     int res = vkBeginCommandBuffer(cmd, &bi);
     if (res != VK_SUCCESS) return res;
     r->cmd = cmd; r->recording = 1; r->commands = 0; r->bound = VK_NULL_HANDLE;
@@ -169,6 +170,17 @@ static int vkep_submit_locked(vkep_recorder* r, uint64_t signal_value) {
                        with_commands ? 1u : 0u, &r->cmd, (uint32_t)(1 + r->n_ext_signal), signals};
     res = vkQueueSubmit(r->queue, 1, &si, VK_NULL_HANDLE);
     if (res == VK_SUCCESS) { r->submitted = signal_value; r->n_ext_wait = r->n_ext_signal = 0; }
+    return res;
+}
+
+/* a captured graph's replay: its command buffers again, in order, in one submit that signals `value` */
+int vkep_submit_again(vkep_recorder* r, const VkCommandBuffer* cmds, uint32_t n, uint64_t value) {
+    pthread_mutex_lock(&r->mutex);
+    VkTimelineSemaphoreSubmitInfo ts = {VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, NULL, 0, NULL, 1, &value};
+    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, &ts, 0, NULL, NULL, n, cmds, 1, &r->timeline};
+    int res = vkQueueSubmit(r->queue, 1, &si, VK_NULL_HANDLE);
+    if (res == VK_SUCCESS) r->submitted = value;
+    pthread_mutex_unlock(&r->mutex);
     return res;
 }
 

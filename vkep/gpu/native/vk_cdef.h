@@ -225,9 +225,10 @@ VkResult vkGetSemaphoreCounterValue(VkDevice, VkSemaphore, uint64_t*);
 typedef struct vkep_recorder {
     VkDevice device; VkQueue queue; VkCommandBuffer cmd; VkPipelineLayout layout;
     VkSemaphore timeline; uint64_t submitted; uint32_t recording; uint32_t commands; uint32_t barriers;
-    uint32_t batch_limit; uint64_t total_commands; int n_ext_wait, n_ext_signal;
+    uint32_t batch_limit; uint64_t total_commands; uint32_t reusable; int n_ext_wait, n_ext_signal;
     ...;
 } vkep_recorder;
+int vkep_submit_again(vkep_recorder* r, const VkCommandBuffer* cmds, uint32_t n, uint64_t value);
 int vkep_begin(vkep_recorder* r, VkCommandBuffer cmd);
 int vkep_dispatch(vkep_recorder* r, VkPipeline pipeline, const char* push, uint32_t push_size,
     uint32_t gx, uint32_t gy, uint32_t gz, const char* spans, int nreads, int nwrites);

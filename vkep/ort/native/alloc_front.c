@@ -11,6 +11,8 @@ struct vkep_alloc_cache {
     uint64_t* keys; uint64_t* vals; size_t cap, count;   /* live chunks: pointer -> size (linear probing) */
     alloc_bucket* buckets; size_t nbuckets, bcap;
     uint64_t live, peak, cached, python_allocs;
+    /* while a graph is captured, freed chunks are held for it (its replays use them) instead of reused */
+    int holding; uint64_t* held_ptrs; uint64_t* held_sizes; size_t nheld, heldcap;
 };
 
 void* py_alloc(OrtAllocator* self, size_t size);
@@ -26,6 +28,7 @@ vkep_alloc_cache* vkep_alloc_cache_new(void) {
 
 void vkep_alloc_cache_delete(vkep_alloc_cache* c) {
     for (size_t i = 0; i < c->nbuckets; i++) free(c->buckets[i].ptrs);
+    free(c->held_ptrs); free(c->held_sizes);
     free(c->buckets); free(c->keys); free(c->vals);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -110,7 +113,15 @@ static void vkep_free(OrtAllocator* self, void* ptr) {
     vkep_alloc_cache* c = ((vkep_allocator*)self)->cache;
     pthread_mutex_lock(&c->lock);
     uint64_t size = live_take(c, (uint64_t)(uintptr_t)ptr);
-    if (size) {
+    if (size && c->holding) {
+        if (c->nheld == c->heldcap) {
+            c->heldcap = c->heldcap ? 2 * c->heldcap : 64;
+            c->held_ptrs = realloc(c->held_ptrs, c->heldcap * sizeof(uint64_t));
+            c->held_sizes = realloc(c->held_sizes, c->heldcap * sizeof(uint64_t));
+        }
+        c->held_ptrs[c->nheld] = (uint64_t)(uintptr_t)ptr; c->held_sizes[c->nheld++] = size;
+        c->live -= size;
+    } else if (size) {
         alloc_bucket* b = bucket_of(c, size, 1);
         if (b->n == b->cap) { b->cap = b->cap ? 2 * b->cap : 8; b->ptrs = realloc(b->ptrs, b->cap * sizeof(uint64_t)); }
         b->ptrs[b->n++] = (uint64_t)(uintptr_t)ptr;
@@ -127,6 +138,22 @@ size_t vkep_alloc_cache_drain(vkep_alloc_cache* c, uint64_t* ptrs, uint64_t* siz
         alloc_bucket* b = &c->buckets[i];
         while (b->n && k < max) { ptrs[k] = b->ptrs[--b->n]; sizes[k++] = b->size; c->cached -= b->size; }
     }
+    pthread_mutex_unlock(&c->lock);
+    return k;
+}
+
+/* holding on: chunks freed from now on are held (see vkep_alloc_cache_take_held) instead of reused */
+void vkep_alloc_cache_hold(vkep_alloc_cache* c, int on) {
+    pthread_mutex_lock(&c->lock);
+    c->holding = on;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* hands over the held chunks (the caller gives them back with vkep_alloc_cache_put); returns how many */
+size_t vkep_alloc_cache_take_held(vkep_alloc_cache* c, uint64_t* ptrs, uint64_t* sizes, size_t max) {
+    size_t k = 0;
+    pthread_mutex_lock(&c->lock);
+    while (c->nheld && k < max) { c->nheld--; ptrs[k] = c->held_ptrs[c->nheld]; sizes[k++] = c->held_sizes[c->nheld]; }
     pthread_mutex_unlock(&c->lock);
     return k;
 }

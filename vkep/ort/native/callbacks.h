@@ -19,6 +19,12 @@ extern "Python" OrtStatus* py_ep_get_kernel_registry(OrtEp*, const OrtKernelRegi
 extern "Python" OrtStatus* py_ep_is_concurrent_run_supported(OrtEp*, bool*);
 extern "Python" OrtStatus* py_ep_get_default_memory_device(const OrtEp*, const OrtMemoryDevice**);
 extern "Python" OrtStatus* py_ep_on_session_initialization_end(OrtEp*);
+extern "Python" OrtStatus* py_ep_on_run_start(OrtEp*, const OrtRunOptions*);
+extern "Python" OrtStatus* py_ep_on_run_end(OrtEp*, const OrtRunOptions*, bool);
+extern "Python" bool py_ep_is_graph_capture_enabled(const OrtEp*);
+extern "Python" bool py_ep_is_graph_captured(const OrtEp*, int);
+extern "Python" OrtStatus* py_ep_replay_graph(OrtEp*, int);
+extern "Python" OrtStatus* py_ep_release_captured_graph(OrtEp*, int);
 
 extern "Python+C" OrtStatus* py_kernel_create(void*, const OrtKernelInfo*, OrtKernelImpl**);
 extern "Python+C" OrtStatus* py_kernel_compute(int64_t, OrtKernelContext*, vkep_io*);

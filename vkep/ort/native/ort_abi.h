@@ -248,6 +248,7 @@ typedef struct vkep_plan {
 typedef struct vkep_kernel {
     OrtKernelImpl base; int64_t id; uint32_t plan_seq; uint32_t packed_mask; vkep_plan plan;
     void* recorder;  /* the device's default stream, for calls without an ORT stream */
+    void* capture_recorder;  /* while its session captures a graph: the capture's stream, before any other */
 } vkep_kernel;
 typedef struct vkep_allocator { OrtAllocator base; int64_t id; const OrtMemoryInfo* info; vkep_alloc_cache* cache; }
     vkep_allocator;

@@ -160,7 +160,8 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
         if (memcmp(p.dims + i * VKEP_MAX_RANK, io->dims + i * VKEP_MAX_RANK, sizeof(int64_t) * (size_t)io->ranks[i]))
             return 0;
     }
-    void* rec = io->stream ? ((vkep_stream*)io->stream)->recorder : k->recorder;
+    void* rec = k->capture_recorder ? k->capture_recorder
+                                    : io->stream ? ((vkep_stream*)io->stream)->recorder : k->recorder;
     if (!rec) return 0;
     for (int i = 0; i < io->n_inputs; i++) {
         if (p.cpu_mask & (1u << i)) {  /* a value read on the host: the plan holds for the same bytes */

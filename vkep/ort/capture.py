@@ -1,0 +1,185 @@
+"""Graph capture (the EP option enable_graph_capture): a run's device work recorded once, then every run
+is one submit of the recorded command buffers (docs/design.md, "Graph capture").
+
+ORT drives it: it asks IsGraphCaptured before each run; until that says yes it runs the graph normally
+(OnRunStart, the nodes, OnRunEnd), and from then on it calls ReplayGraph instead of running any node.
+vkep captures the run after WARMUP_RUNS ordinary ones, into a stream of its own. For the captured
+addresses to stay valid, the chunks ORT frees while the capture runs are held for the graph instead of
+reused and scratch memory stays allocated, until the graph is released. Inputs and outputs must be vkep
+memory: host memory the device would read in place may be gone by a replay (ORT hands ReplayGraph no
+tensors to check), so a capture that meets it fails, naming how to bind vkep memory instead.
+"""
+
+from __future__ import annotations
+
+from vkep.gpu.capture import CaptureStream
+from vkep.ort import api
+from vkep.ort.api import callback, status_callback
+
+WARMUP_RUNS = 1  # ordinary runs before the one captured: plans, lazily made state, ORT's memory pattern
+GRAPH_ID_KEY = b"gpu_graph_id"  # the run config entry ORT passes on as graph_annotation_id
+
+
+class CaptureError(RuntimeError):
+    """The captured run did something a replay would not repeat."""
+
+
+class CapturedGraph:
+    def __init__(self, ep):
+        self.ep = ep
+        self.gpu = ep.device.gpu
+        self.stream = CaptureStream(self.gpu)
+        with self.gpu.streams_lock:
+            self.gpu.streams.add(self.stream)
+        self.kept_chunks: list[tuple] = []  # (allocator, pointer, size) held from ORT's allocators
+        self.problems: list[str] = []
+        self.captured = False
+
+    def _allocators(self) -> list:
+        from vkep.ort.memory import ALLOCATORS
+
+        return [a for a in list(ALLOCATORS.values()) if a.device is self.ep.device]
+
+    def begin(self) -> None:
+        self.gpu.synchronize()  # what other streams recorded before is submitted ahead of the graph
+        recorder = api.ffi.cast("void*", self.stream.recorder_address)
+        for kernel in self.ep.kernels:
+            kernel.capture = self
+            kernel.struct.capture_recorder = recorder
+        for allocator in self._allocators():
+            api.lib.vkep_alloc_cache_hold(allocator.struct.cache, 1)
+
+    def end(self) -> None:
+        try:
+            self.stream.finish()  # the captured run's own results
+        finally:
+            for kernel in self.ep.kernels:
+                kernel.capture = None
+                kernel.struct.capture_recorder = api.ffi.NULL
+            ffi, lib = api.ffi, api.lib
+            ptrs, sizes = ffi.new("uint64_t[256]"), ffi.new("uint64_t[256]")
+            for allocator in self._allocators():
+                lib.vkep_alloc_cache_hold(allocator.struct.cache, 0)
+                while n := lib.vkep_alloc_cache_take_held(allocator.struct.cache, ptrs, sizes, 256):
+                    self.kept_chunks.extend((allocator, ptrs[i], sizes[i]) for i in range(n))
+        if self.problems:
+            raise CaptureError("vkep: cannot capture the graph (EP option enable_graph_capture): "
+                               + "; ".join(dict.fromkeys(self.problems)))
+        self.captured = True
+
+    def problem(self, what: str) -> None:
+        self.problems.append(what)
+
+    def host_memory_used(self, node_name: str) -> None:
+        self.problem(f"{node_name} reads or writes host memory that is not vkep's (a graph input or output "
+                     "bound as a host array); bind every input and output with IOBinding to an OrtValue in vkep "
+                     "memory, e.g. OrtValue.ortvalue_from_shape_and_type(shape, dtype, memory_info="
+                     "ep_device.memory_info(OrtDeviceMemoryType.HOST_ACCESSIBLE)) (DEFAULT on a discrete GPU), "
+                     "refilled in place between runs")
+
+    def replay(self) -> None:
+        self.stream.wait(self.stream.replay())
+
+    def release(self) -> None:
+        if not self.stream.destroyed:
+            self.stream.destroy()  # waits for a replay still running
+        from vkep.ort.memory import ALLOCATORS
+
+        for allocator, pointer, size in self.kept_chunks:
+            if allocator in ALLOCATORS.values():
+                api.lib.vkep_alloc_cache_put(allocator.struct.cache, pointer, size)
+            else:  # ORT released that allocator first (its cache is gone): the chunk goes back to the pool
+                allocator.pool.free(pointer)
+        self.kept_chunks.clear()
+
+
+def _graph_id(run_options) -> int:
+    if run_options == api.ffi.NULL:
+        return 0
+    value = api.lib.ort_GetRunConfigEntry(run_options, GRAPH_ID_KEY)
+    if value == api.ffi.NULL:
+        return 0
+    text = api.ffi.string(value).decode()
+    try:
+        return int(text)
+    except ValueError:
+        raise api.OrtError(f"vkep: run config entry gpu_graph_id={text!r} is not an integer",
+                           api.ORT_INVALID_ARGUMENT) from None
+
+
+def enable(ep) -> None:
+    """Give ORT the graph-capture entry points of `ep` (its option enable_graph_capture=1)."""
+    s, lib, ffi = ep.struct, api.lib, api.ffi
+    s.OnRunStart = ffi.cast("void*", lib.py_ep_on_run_start)
+    s.OnRunEnd = ffi.cast("void*", lib.py_ep_on_run_end)
+    s.IsGraphCaptureEnabled = ffi.cast("void*", lib.py_ep_is_graph_capture_enabled)
+    s.IsGraphCaptured = ffi.cast("void*", lib.py_ep_is_graph_captured)
+    s.ReplayGraph = ffi.cast("void*", lib.py_ep_replay_graph)
+    s.ReleaseCapturedGraph = ffi.cast("void*", lib.py_ep_release_captured_graph)
+
+
+def release_all(ep) -> None:
+    for graph in list(ep.graphs.values()):
+        graph.release()
+    ep.graphs.clear()
+
+
+def _ep(this):
+    from vkep.ort.ep import ep_of
+
+    return ep_of(this)
+
+
+@status_callback("py_ep_on_run_start")
+def _on_run_start(this, run_options):
+    ep = _ep(this)
+    graph_id = _graph_id(run_options)
+    if graph_id == -1 or graph_id in ep.graphs or ep.device is None:
+        return
+    runs = ep.runs_before_capture.get(graph_id, 0)
+    if runs < WARMUP_RUNS:
+        ep.runs_before_capture[graph_id] = runs + 1
+        return
+    ep.capturing = CapturedGraph(ep)
+    ep.capturing.begin()
+
+
+@status_callback("py_ep_on_run_end")
+def _on_run_end(this, run_options, sync_stream):
+    ep = _ep(this)
+    graph, ep.capturing = ep.capturing, None
+    if graph is None:
+        return
+    try:
+        graph.end()
+    except BaseException:
+        graph.release()
+        raise
+    ep.graphs[_graph_id(run_options)] = graph
+    ep.log.info(f"captured a graph of {len(graph.stream.captured)} command buffer(s) "
+                f"({graph.stream.commands} commands); later runs replay it")
+
+
+@callback("py_ep_is_graph_capture_enabled")
+def _is_graph_capture_enabled(this):
+    return bool(_ep(this).settings["enable_graph_capture"])
+
+
+@callback("py_ep_is_graph_captured")
+def _is_graph_captured(this, graph_id):
+    return graph_id in _ep(this).graphs
+
+
+@status_callback("py_ep_replay_graph")
+def _replay_graph(this, graph_id):
+    graph = _ep(this).graphs.get(graph_id)
+    if graph is None:
+        raise api.OrtError(f"vkep: no captured graph {graph_id} to replay", api.ORT_INVALID_ARGUMENT)
+    graph.replay()
+
+
+@status_callback("py_ep_release_captured_graph")
+def _release_captured_graph(this, graph_id):
+    graph = _ep(this).graphs.pop(graph_id, None)
+    if graph is not None:
+        graph.release()
