@@ -33,6 +33,7 @@ class CapturedGraph:
             self.gpu.streams.add(self.stream)
         self.kept_chunks: list[tuple] = []  # (allocator, pointer, size) held from ORT's allocators
         self.problems: list[str] = []
+        self.hint = ""
         self.captured = False
 
     def _allocators(self) -> list:
@@ -63,19 +64,23 @@ class CapturedGraph:
                 while n := lib.vkep_alloc_cache_take_held(allocator.struct.cache, ptrs, sizes, 256):
                     self.kept_chunks.extend((allocator, ptrs[i], sizes[i]) for i in range(n))
         if self.problems:
+            shown = list(dict.fromkeys(self.problems))
+            more = f" (and {len(shown) - 3} more)" if len(shown) > 3 else ""
             raise CaptureError("vkep: cannot capture the graph (EP option enable_graph_capture): "
-                               + "; ".join(dict.fromkeys(self.problems)))
+                               + "; ".join(shown[:3]) + more + (f". To capture, {self.hint}" if self.hint else ""))
         self.captured = True
 
     def problem(self, what: str) -> None:
         self.problems.append(what)
 
     def host_memory_used(self, node_name: str) -> None:
-        self.problem(f"{node_name} reads or writes host memory that is not vkep's (a graph input or output "
-                     "bound as a host array); bind every input and output with IOBinding to an OrtValue in vkep "
-                     "memory, e.g. OrtValue.ortvalue_from_shape_and_type(shape, dtype, memory_info="
-                     "ep_device.memory_info(OrtDeviceMemoryType.HOST_ACCESSIBLE)) (DEFAULT on a discrete GPU), "
-                     "refilled in place between runs")
+        self.problem(f"{node_name} reads or writes host memory that is not vkep's, which a replay may find "
+                     "gone or changed")
+        self.hint = ("bind every input and output with IOBinding to an OrtValue in vkep memory, e.g. "
+                     "OrtValue.ortvalue_from_shape_and_type(shape, dtype, memory_info=ep_device.memory_info("
+                     "OrtDeviceMemoryType.HOST_ACCESSIBLE)) (DEFAULT on a discrete GPU), refilled in place between "
+                     "runs. On a discrete GPU, a computed value at an input vkep packs (a MatMul's B) also passes "
+                     "through host memory, which no binding avoids")
 
     def replay(self) -> None:
         self.stream.wait(self.stream.replay())
