@@ -10,6 +10,7 @@ from conftest import tolerance
 from onnx import helper, numpy_helper
 
 from vkep import runner
+from vkep.kernels import manifest
 
 REDUCE_OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
               "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
@@ -246,3 +247,26 @@ def test_nan_propagates_through_max_and_min(ep_devices, op, dtype, length):
     has_nan = np.isnan(x).any(axis=1)
     assert np.isnan(got[has_nan]).all(), got
     np.testing.assert_allclose(got[~has_nan].astype(np.float64), want[~has_nan].astype(np.float64), **tolerance(dtype))
+
+
+REDUCE_SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40, -1e-40, 3.4e38, -3.4e38, 1e38, -1e38, 0.5, -0.5,
+                           2.0], np.float32)
+
+
+@pytest.mark.parametrize("op", sorted({s.op for s in manifest.load() if s.shader == "reduce.comp"}))
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_special_values_through_every_reduction(ep_devices, op, dtype):
+    """Every reduction of the manifest over rows that each hold one special value (NaN, ±inf, ±0, denormals,
+    extreme finite values; in float16 the large ones are already ±inf) among ordinary ones, as the CPU EP
+    (NaN where it gives NaN). One special value per row: the CPU EP's answers for rows mixing NaN with
+    others depend on its reduction order (test_nan_propagates_through_max_and_min)."""
+    with np.errstate(over="ignore"):
+        x = np.stack([np.array([v, 1.0, -2.0, 0.25], np.float32) for v in REDUCE_SPECIAL]).astype(dtype)
+    T = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph([helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)], "r",
+                              [helper.make_tensor_value_info("x", T, x.shape)], [helper.make_tensor_value_info("y", T, None)],
+                              [numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
+    want = runner.cpu_session(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), **tolerance(dtype))
