@@ -18,9 +18,20 @@ SPECS = manifest.load()
 DEFAULT_SHAPES = {1: [[2, 3, 4]], 2: [[2, 3, 4], [3, 1]], 3: [[2, 3, 4], [2, 3, 4], [2, 3, 4]]}
 
 
+def _schema(spec, opset: int):
+    """ONNX's schema of the op at that opset, or ORT's own (its contrib ops, SimplifiedLayerNormalization)."""
+    try:
+        return onnx.defs.get_schema(spec.op, opset, spec.domain)
+    except onnx.defs.SchemaError:
+        from onnxruntime.capi.onnxruntime_pybind11_state import get_all_operator_schema
+
+        return max((s for s in get_all_operator_schema() if s.name == spec.op and s.domain == spec.domain
+                    and s.since_version <= opset), key=lambda s: s.since_version)
+
+
 def _schema_allows(spec, opset: int, constraint: str, dtype: str) -> bool:
-    """Whether ONNX's schema of that opset admits the type (older opsets admit fewer)."""
-    schema = onnx.defs.get_schema(spec.op, opset, spec.domain)
+    """Whether the op's schema of that opset admits the type (older opsets admit fewer)."""
+    schema = _schema(spec, opset)
     onnx_type = f"tensor({ {'float32': 'float', 'float64': 'double'}.get(dtype, dtype) })"
     return any(c.type_param_str == constraint and onnx_type in c.allowed_type_strs for c in schema.type_constraints)
 

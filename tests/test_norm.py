@@ -96,3 +96,47 @@ def test_batch_norm_training_mode_stays_on_the_cpu_ep(ep_devices):
     x = np.random.default_rng(0).uniform(-1, 1, (2, c, 4)).astype(np.float32)
     for got, want in zip(session.run(None, {"x": x}), runner.cpu_session(model).run(None, {"x": x}), strict=True):
         np.testing.assert_allclose(got, want)
+
+
+@pytest.mark.parametrize("op", ["SkipLayerNormalization", "SkipSimplifiedLayerNormalization"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_skip_norm_outputs(ep_devices, op, dtype):
+    """com.microsoft's skip norms with their optional outputs: the statistics ORT's CPU EP fills and the
+    input + skip + bias sum (the next block's residual), with and without bias."""
+    from onnx import TensorProto, helper
+
+    from vkep import runner
+
+    simplified = op.startswith("SkipSimplified")
+    for with_bias in (False, True):
+        feeds = {"x": _data((2, 5, 16), dtype), "skip": _data((2, 5, 16), dtype, seed=1),
+                 "gamma": _data((16,), dtype, seed=2)}
+        if not simplified:
+            feeds["beta"] = _data((16,), dtype, seed=3)
+        if with_bias:
+            feeds["bias"] = _data((16,), dtype, seed=4)
+        names = ["x", "skip", "gamma"] + ([] if simplified else ["beta" if "beta" in feeds else ""]) + (
+            ["bias"] if with_bias else [])
+        # SkipSimplifiedLayerNormalization's "mean" is not one ORT's CPU EP writes: leave it unnamed
+        outs = ["y", "" if simplified else "mean", "inv", "sum"]
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+        types = {"y": elem, "mean": TensorProto.FLOAT, "inv": TensorProto.FLOAT, "sum": elem}
+        node = helper.make_node(op, names, outs, domain="com.microsoft", epsilon=1e-5)
+        graph = helper.make_graph([node], op, [helper.make_tensor_value_info(k, elem, v.shape) for k, v in feeds.items()],
+                                  [helper.make_tensor_value_info(o, types[o], None) for o in outs if o])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                        helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+        session = runner.vkep_session(model, disable_cpu_fallback=True)
+        assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+        want = runner.cpu_session(model).run(None, feeds)
+        for got, w in zip(session.run(None, feeds), want, strict=True):
+            # (float16: vkep normalises the float16 sum it outputs; ORT's CPU EP keeps it in float32 inside)
+            tol = {"rtol": 1e-2, "atol": 2e-3} if dtype == "float16" else {"rtol": 1e-4, "atol": 1e-5}
+            np.testing.assert_allclose(got.astype(np.float64), w.astype(np.float64), **tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_simplified_layer_norm_inv_std_var(ep_devices, dtype):
+    """ORT's SimplifiedLayerNormalization (RMS norm, in the ONNX domain) with its optional inv_std_var."""
+    feeds = {"x": _data((2, 3, 8), dtype), "scale": _data((8,), dtype, seed=1)}
+    check_node("SimplifiedLayerNormalization", feeds, 17, outputs=[("y", None), ("inv", np.float32)], epsilon=1e-3)

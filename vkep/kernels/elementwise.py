@@ -255,6 +255,13 @@ def dispatch_unary(call, shader: str, constants: tuple[int, ...], x: Tensor, y: 
                   pack("I", x.size) + params, grid_1d(x.size, WORKGROUP), reads, [y])
 
 
+def dispatch_binary(call, code: int, a: Tensor, b: Tensor, y: Tensor) -> None:
+    """y = a OP b (binary.comp's op `code`), broadcast to y's shape, in one dispatch."""
+    _, n, tail = broadcast_plan([a.shape, b.shape], y.shape)
+    call.dispatch("binary.comp", variant(shader_dtype(a), shader_dtype(y)), (code,), [a, b, y], tail + pack("f", 1.0),
+                  grid_1d(n, WORKGROUP), [a, b], [y])
+
+
 class Predicate(Unary):
     """IsNaN, IsInf: bool results."""
 

@@ -31,7 +31,7 @@ def param_index(shape: tuple[int, ...], param: tuple[int, ...]) -> tuple[int, in
     return math.prod(shape[last + 1:]), math.prod(shape[first:last + 1])
 
 
-def _dispatch(kernel: Kernel, call, mode: int, x: Tensor, scale: Tensor, bias: Tensor | None, y: Tensor,
+def dispatch_norm(kernel: Kernel, call, mode: int, x: Tensor, scale: Tensor, bias: Tensor | None, y: Tensor,
               extra: list[Tensor | None], rows: int, length: int, index: tuple[int, int, int, int], eps: float,
               reads: list[Tensor], writes: list[Tensor]) -> None:
     tail = pack("6If", rows, length, *index, eps)
@@ -44,8 +44,9 @@ def _dispatch(kernel: Kernel, call, mode: int, x: Tensor, scale: Tensor, bias: T
 
 
 class LayerNorm(Kernel):
-    """LayerNormalization (mode 0, outputs Y, Mean, InvStdDev) and RMSNormalization (mode 1): rows are
-    the dims from `axis` on; Scale (and B) broadcast over X."""
+    """LayerNormalization (mode 0, outputs Y, Mean, InvStdDev) and RMSNormalization / com.microsoft's
+    SimplifiedLayerNormalization (mode 1, outputs Y, InvStdDev): rows are the dims from `axis` on; Scale
+    (and B) broadcast over X."""
 
     def compute(self, call) -> None:
         x, scale = call.inputs[:2]
@@ -55,18 +56,18 @@ class LayerNorm(Kernel):
         rows, length = math.prod(x.shape[:axis]), math.prod(x.shape[axis:])
         index = param_index(x.shape, scale.shape) + (param_index(x.shape, bias.shape) if bias is not None else (1, 1))
         y = call.output(0, x.shape, scale.dtype)
-        stats: list[Tensor | None] = [None, None]
-        if self.constants[0] == MODE_MEAN_VAR:
-            stat_shape = x.shape[:axis] + (1,) * (rank - axis)
-            for j in range(1, min(self.output_count or 1, 3)):
-                t = call.output(j, stat_shape, "float32")
-                stats[j - 1] = t if t is not None and t.addr else None  # an optional output named ""
+        stats: list[Tensor | None] = [None, None]  # the shader's mean and inverse deviation outputs
+        stat_shape = x.shape[:axis] + (1,) * (rank - axis)
+        kinds = [0, 1] if self.constants[0] == MODE_MEAN_VAR else [1]  # output j + 1 is stats[kinds[j]]
+        for j, kind in enumerate(kinds[:max((self.output_count or 1) - 1, 0)]):
+            t = call.output(j + 1, stat_shape, "float32")
+            stats[kind] = t if t is not None and t.addr else None  # an optional output named ""
         if rows == 0:
             return
         if length == 0:
             raise UnsupportedError(f"{self.spec.op} over an empty axis")
         params = [t for t in (scale, bias) if t is not None]
-        _dispatch(self, call, self.constants[0], x, scale, bias, y, stats, rows, length,
+        dispatch_norm(self, call, self.constants[0], x, scale, bias, y, stats, rows, length,
                   index, float(self.attrs["epsilon"]), [x, *params],
                   [y] + [t for t in stats if t is not None])
 
@@ -96,7 +97,7 @@ class ChannelNorm(Kernel):
         y = call.output(0, x.shape)
         if x.size == 0:
             return
-        _dispatch(self, call, MODE_MEAN_VAR, x, scale, bias, y, [None, None], n * groups, per_group * spatial,
+        dispatch_norm(self, call, MODE_MEAN_VAR, x, scale, bias, y, [None, None], n * groups, per_group * spatial,
                   index, float(self.attrs["epsilon"]), [x, scale, bias], [y])
 
 
@@ -120,5 +121,5 @@ class BatchNorm(Kernel):
         if x.size == 0:
             return
         spatial = math.prod(x.shape[2:])
-        _dispatch(self, call, MODE_BATCH, x, scale, bias, y, [mean, var], x.size // spatial, spatial,
+        dispatch_norm(self, call, MODE_BATCH, x, scale, bias, y, [mean, var], x.size // spatial, spatial,
                   (spatial, c) * 2, float(self.attrs["epsilon"]), [x, scale, bias, mean, var], [y])

@@ -59,6 +59,7 @@ layout(push_constant, scalar) uniform Push {
 #define OP_CLIP 40
 #define OP_SHRINK 41
 #define OP_CAST 42
+#define OP_QUICK_GELU 43
 
 // erf as a rational approximation on [-4, 4] (Eigen's float erf; |error| ~ 1 ulp); erf(±4) rounds to ±1
 float erf_approx(float x) {
@@ -204,6 +205,7 @@ float compute_float(float v) {
         if (a != 0.0) return 0.5 * v * (1.0 + tanh_safe(0.7978845608028654 * (v + 0.044715 * v * v * v)));
         return 0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476));
     case OP_THRESHOLDED_RELU: return v > a ? v : 0.0;
+    case OP_QUICK_GELU: return v / (1.0 + exp(-a * v));  // x * sigmoid(alpha * x)
     case OP_CLIP: {  // min > max gives max (as ORT); NaN stays NaN
         float lo = pc.lo != 0 ? LOAD(Tensor(pc.lo), 0) : a;
         float hi = pc.hi != 0 ? LOAD(Tensor(pc.hi), 0) : b;

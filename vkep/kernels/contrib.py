@@ -1,0 +1,63 @@
+"""com.microsoft ops of exported transformer models (ORT's contrib domain), built from vkep's shaders."""
+
+from __future__ import annotations
+
+import math
+
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, pack
+from vkep.kernels.elementwise import OP_ADD, Unary, broadcast_shape, dispatch_binary, dispatch_unary
+from vkep.kernels.norm import MODE_RMS, dispatch_norm, param_index
+
+
+class BiasedGelu(Unary):
+    """FastGelu (the tanh approximation; bias optional) and BiasGelu (erf): gelu(x + bias), the add in a
+    dispatch of its own, then unary.comp's gelu in place."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.params = pack("ff", 1.0 if self.spec.op == "FastGelu" else 0.0, 0.0)  # alpha 1: tanh
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        bias = call.inputs[1] if len(call.inputs) > 1 else None
+        if bias is None:
+            self.run(call)
+            return
+        y = call.output(0, broadcast_shape(x.shape, bias.shape), x.dtype)
+        if y.size:
+            dispatch_binary(call, OP_ADD, x, bias, y)
+            dispatch_unary(call, "unary.comp", self.constants, y, y, self.params)
+
+
+class SkipNorm(Kernel):
+    """SkipLayerNormalization (mode 0: input, skip, gamma, beta, bias) and SkipSimplifiedLayerNormalization
+    (mode 1: input, skip, gamma, bias): s = input + skip (+ bias), normalised over the last axis. Outputs:
+    output, mean, inv_std_var (float32, [..., 1]) and input_skip_bias_sum (s itself, the next residual)."""
+
+    def compute(self, call) -> None:
+        x, skip, gamma = call.inputs[:3]
+        mode = self.constants[0]
+        rest = list(call.inputs[3:]) + [None, None]
+        beta, bias = (None, rest[0]) if mode == MODE_RMS else (rest[0], rest[1])
+        if x.shape[-1:] != gamma.shape[-1:] or len(x.shape) < 2:
+            raise UnsupportedError(f"{self.spec.op}: input {x.shape} with gamma {gamma.shape}")
+        y = call.output(0, x.shape, x.dtype)
+        stats: list[Tensor | None] = [None, None]
+        count = self.output_count or 1
+        for j in (1, 2):
+            if j < count:
+                t = call.output(j, x.shape[:-1] + (1,), "float32")
+                stats[j - 1] = t if t is not None and t.addr else None  # an optional output named ""
+        s = call.output(3, x.shape, x.dtype) if count > 3 else None
+        if s is None or not s.addr:
+            s = call.scratch(x.shape, x.dtype)
+        if not x.size:
+            return
+        dispatch_binary(call, OP_ADD, x, skip, s)
+        if bias is not None:
+            dispatch_binary(call, OP_ADD, s, bias, s)
+        length = x.shape[-1]
+        index = param_index(x.shape, gamma.shape) + (param_index(x.shape, beta.shape) if beta is not None else (1, 1))
+        params = [t for t in (gamma, beta) if t is not None]
+        dispatch_norm(self, call, mode, s, gamma, beta, y, stats, math.prod(x.shape[:-1]), length, index,
+                  float(self.attrs["epsilon"]), [s, *params], [y] + [t for t in stats if t is not None])
