@@ -82,3 +82,32 @@ def test_declined_stays_on_cpu(ep_devices, shapes, attrs):
     feeds = {n: np.zeros(s, np.int64 if n == "pos" else np.float32) for n, s in shapes.items()}
     session = runner.vkep_session(_model(feeds, **attrs))
     assert [ep for _, _, ep in runner.placement(session)] == ["CPUExecutionProvider"]
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("x_shape,num_heads,rot", [([2, 5, 16], 2, 0), ([2, 5, 16], 2, 4), ([2, 2, 5, 8], 0, 0),
+                                                   ([2, 2, 5, 8], 2, 4)])
+def test_contrib_rotary_embedding(ep_devices, interleaved, x_shape, num_heads, rot):
+    """com.microsoft's RotaryEmbedding (input, position_ids, cos_cache, sin_cache) as ORT's CPU EP."""
+    from onnx import TensorProto
+
+    from vkep import runner
+
+    attrs = {"interleaved": interleaved, "rotary_embedding_dim": rot, "num_heads": num_heads}
+    half = (rot or x_shape[-1] // (num_heads if len(x_shape) == 3 else 1)) // 2
+    node = helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain="com.microsoft", **attrs)
+    f32 = TensorProto.FLOAT
+    graph = helper.make_graph([node], "rot", [helper.make_tensor_value_info("x", f32, x_shape),
+                                              helper.make_tensor_value_info("pos", TensorProto.INT64, [2, 5]),
+                                              helper.make_tensor_value_info("cos", f32, [10, half]),
+                                              helper.make_tensor_value_info("sin", f32, [10, half])],
+                              [helper.make_tensor_value_info("y", f32, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32), "pos": rng.integers(0, 10, (2, 5)),
+             "cos": rng.standard_normal((10, half)).astype(np.float32),
+             "sin": rng.standard_normal((10, half)).astype(np.float32)}
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    np.testing.assert_allclose(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0],
+                               rtol=1e-5, atol=1e-5)

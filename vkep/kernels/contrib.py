@@ -7,6 +7,7 @@ import math
 from vkep.kernels.base import Kernel, Tensor, UnsupportedError, pack
 from vkep.kernels.elementwise import OP_ADD, Unary, broadcast_shape, dispatch_binary, dispatch_unary
 from vkep.kernels.norm import MODE_RMS, dispatch_norm, param_index
+from vkep.kernels.rotary import RotaryEmbedding
 
 
 class BiasedGelu(Unary):
@@ -61,3 +62,31 @@ class SkipNorm(Kernel):
         params = [t for t in (gamma, beta) if t is not None]
         dispatch_norm(self, call, mode, s, gamma, beta, y, stats, math.prod(x.shape[:-1]), length, index,
                   float(self.attrs["epsilon"]), [s, *params], [y] + [t for t in stats if t is not None])
+
+
+class ContribRotary(RotaryEmbedding):
+    """com.microsoft's RotaryEmbedding: ONNX's (opset 23) with its inputs in another order (input,
+    position_ids, cos_cache, sin_cache); position ids per token ([batch, sequence]), scale 1, not packed."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        if attrs.get("scale", 1.0) != 1.0:
+            return f"scale {attrs['scale']}"
+        if attrs.get("is_packed_batching", 0):
+            return "is_packed_batching"
+        if attrs.get("rotary_embedding_dim", 0) and attrs.get("num_heads", 0) <= 0:
+            return "rotary_embedding_dim without num_heads (the CPU EP then fails the session, naming it)"
+        ranks = list(input_ranks) + [None] * (4 - len(input_ranks))
+        types = list(input_types) + [None] * (4 - len(input_types))
+        if ranks[1] not in (2, -1):
+            return f"position_ids of rank {ranks[1]} (a start offset is not supported)"
+        return super().declines(spec, attrs, since_version, [ranks[i] for i in ONNX_ORDER],
+                                [types[i] for i in ONNX_ORDER])
+
+    def compute(self, call) -> None:
+        inputs = list(call.inputs) + [None] * (4 - len(call.inputs))
+        call.inputs = [inputs[i] for i in ONNX_ORDER]
+        super().compute(call)
+
+
+ONNX_ORDER = (0, 2, 3, 1)  # ONNX's (X, cos_cache, sin_cache, position_ids) from com.microsoft's order
