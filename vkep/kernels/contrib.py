@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, pack
+from vkep.kernels.base import (
+    LOOP_BUDGET,
+    MAX_ELEMENTS,
+    Kernel,
+    Tensor,
+    UnsupportedError,
+    grid_1d,
+    pack,
+    shader_dtype,
+)
 from vkep.kernels.elementwise import OP_ADD, Unary, broadcast_shape, dispatch_binary, dispatch_unary
 from vkep.kernels.norm import MODE_RMS, dispatch_norm, param_index
 from vkep.kernels.rotary import RotaryEmbedding
@@ -90,3 +99,44 @@ class ContribRotary(RotaryEmbedding):
 
 
 ONNX_ORDER = (0, 2, 3, 1)  # ONNX's (X, cos_cache, sin_cache, position_ids) from com.microsoft's order
+
+
+class MatMulNBits(Kernel):
+    """com.microsoft MatMulNBits: A [..., K] times 4- or 8-bit blockwise-quantized weights [N, K] (ORT's
+    packing, matmul_nbits.comp's header), dequantized in the shader; uint8 zero points or none."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        if attrs.get("bits", 4) not in (4, 8):
+            return f"bits={attrs.get('bits')}"
+        if attrs.get("weight_prepacked", 0):
+            return "weight_prepacked=1 (a layout of another EP's)"
+        block = attrs.get("block_size", 0)
+        if block < 16 or block & (block - 1):
+            return f"block_size={block} (a power of two from 16)"
+        if len(input_ranks) > 4 and input_ranks[4] is not None:
+            return "g_idx (act-order)"
+        if attrs.get("K", 0) > LOOP_BUDGET:
+            return f"K={attrs['K']} past one invocation's loop budget"
+        return None
+
+    def compute(self, call) -> None:
+        inputs = list(call.inputs) + [None] * (6 - len(call.inputs))
+        a, b, scales, zp, _, bias = inputs[:6]
+        k, n, block = int(self.attrs["K"]), int(self.attrs["N"]), int(self.attrs["block_size"])
+        if not a.shape or a.shape[-1] != k:
+            raise UnsupportedError(f"MatMulNBits: A {a.shape} with K={k}")
+        blocks = -(-k // block)
+        if scales.size != n * blocks or b.size != n * blocks * block * self.attrs["bits"] // 8:
+            raise UnsupportedError(f"MatMulNBits: B {b.shape} and scales {scales.shape} for N={n}, K={k}, "
+                                   f"block_size={block}")
+        y = call.output(0, a.shape[:-1] + (n,), a.dtype)
+        m = math.prod(a.shape[:-1])
+        if not y.size:
+            return
+        if m * n > MAX_ELEMENTS:
+            raise UnsupportedError(f"MatMulNBits: {m} x {n} outputs")
+        tail = pack("5I", m, n, k, block, blocks)
+        reads = [t for t in (a, b, scales, zp, bias) if t is not None]
+        call.dispatch(self.spec.shader, shader_dtype(a), (int(self.attrs["bits"]),), [a, b, scales, zp, bias, y],
+                      tail, grid_1d(m * n, 64), reads, [y])

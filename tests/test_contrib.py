@@ -1,0 +1,67 @@
+"""com.microsoft ops that need more than the manifest's generated one-node tests (quantized weights)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from vkep import runner
+
+MS = "com.microsoft"
+
+
+def _matmul_nbits(k: int, n: int, bits: int, block: int, zero_points: bool, bias: bool, a_shape, dtype, seed=0):
+    """A MatMulNBits model with random quantized weights in ORT's packing, and its feeds."""
+    rng = np.random.default_rng(seed)
+    blocks = -(-k // block)
+    b = rng.integers(0, 256, (n, blocks, block * bits // 8), dtype=np.uint8)
+    inits = [numpy_helper.from_array(b, "b"),
+             numpy_helper.from_array((rng.uniform(0.01, 0.1, n * blocks)).astype(dtype), "scales")]
+    names = ["a", "b", "scales"]
+    if zero_points:
+        inits.append(numpy_helper.from_array(rng.integers(0, 256, (n, (blocks * bits + 7) // 8), dtype=np.uint8), "zp"))
+        names.append("zp")
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(dtype), "bias"))
+        names += [""] * (5 - len(names)) + ["bias"]
+    node = helper.make_node("MatMulNBits", names, ["y"], domain=MS, K=k, N=n, bits=bits, block_size=block)
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph([node], "mmnb", [helper.make_tensor_value_info("a", elem, a_shape)],
+                              [helper.make_tensor_value_info("y", elem, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+                              ir_version=8)
+    return model, {"a": rng.standard_normal(a_shape).astype(dtype)}
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("block", [16, 32, 128])
+@pytest.mark.parametrize("zero_points,bias", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("k,a_shape", [(64, [1, 64]), (40, [2, 3, 40]), (256, [5, 256])])
+def test_matmul_nbits_as_the_cpu_ep(ep_devices, bits, block, zero_points, bias, k, a_shape):
+    model, feeds = _matmul_nbits(k, 24, bits, block, zero_points, bias, a_shape, np.float32)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=2e-4, atol=2e-4)
+
+
+def test_matmul_nbits_float16(ep_devices):
+    """float16 activations and scales, against the CPU EP's float32 twin (its fp16 kernel rounds inside)."""
+    model, feeds = _matmul_nbits(128, 32, 4, 32, True, True, [3, 128], np.float16)
+    twin, _ = _matmul_nbits(128, 32, 4, 32, True, True, [3, 128], np.float32)
+    got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, feeds)[0]
+    want = runner.cpu_session(twin).run(None, {"a": feeds["a"].astype(np.float32)})[0]
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=1e-2, atol=3e-2)
+
+
+def test_matmul_nbits_declines_what_it_cannot_run(ep_devices):
+    """2-bit weights and act-order (g_idx) stay on the CPU EP."""
+    model, feeds = _matmul_nbits(64, 8, 4, 32, False, False, [1, 64], np.float32)
+    model.graph.node[0].attribute[2].i = 2  # bits
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.zeros((8, 2, 8), np.uint8), "b"))
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    np.testing.assert_allclose(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])
+    assert TensorProto.UINT8  # (the packing's byte type)
