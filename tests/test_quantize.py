@@ -1,0 +1,106 @@
+"""QuantizeLinear and DequantizeLinear against the CPU EP, and a QDQ model made by ORT's quantizer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from vkep import runner
+
+
+def _model(op: str, opset: int, x_type, scale, zp, axis: int | None, x_shape):
+    if op == "QuantizeLinear":
+        y_type = helper.np_dtype_to_tensor_dtype(zp.dtype) if zp is not None else TensorProto.UINT8
+    else:
+        y_type = helper.np_dtype_to_tensor_dtype(scale.dtype)
+    inits = [numpy_helper.from_array(scale, "scale")] + ([numpy_helper.from_array(zp, "zp")] if zp is not None else [])
+    attrs = {} if axis is None else {"axis": axis}
+    node = helper.make_node(op, ["x", "scale"] + (["zp"] if zp is not None else []), ["y"], **attrs)
+    graph = helper.make_graph([node], op, [helper.make_tensor_value_info("x", x_type, x_shape)],
+                              [helper.make_tensor_value_info("y", y_type, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+
+
+def _check(model, feeds):
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    got, want = session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("opset", [13, 19, 21, 23])
+@pytest.mark.parametrize("zp_type", [np.uint8, np.int8, None])
+@pytest.mark.parametrize("per_axis", [False, True])
+@pytest.mark.parametrize("float_type", [np.float32, np.float16])
+def test_quantize_and_dequantize(ep_devices, opset, zp_type, per_axis, float_type):
+    if float_type == np.float16 and opset < 19:
+        pytest.skip("float16 scales from opset 19")
+    rng = np.random.default_rng(opset)
+    shape, axis = (2, 4, 5), 1
+    channels = shape[axis] if per_axis else 1
+    scale = rng.uniform(0.01, 0.2, channels).astype(float_type).reshape(-1 if per_axis else ())
+    zp = None
+    if zp_type is not None:
+        info = np.iinfo(zp_type)
+        zp = rng.integers(info.min // 2, info.max // 2, channels).astype(zp_type).reshape(-1 if per_axis else ())
+    # values around the rounding boundaries and past the saturation points
+    x = (rng.standard_normal(shape) * 10).astype(float_type)
+    x.flat[:6] = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 1e4])
+    x = x.astype(float_type)
+    f_type = TensorProto.FLOAT if float_type == np.float32 else TensorProto.FLOAT16
+    _check(_model("QuantizeLinear", opset, f_type, scale, zp, axis if per_axis else None, shape), {"x": x})
+    q_type = np.dtype(zp_type or np.uint8)
+    q = rng.integers(np.iinfo(q_type).min, np.iinfo(q_type).max, shape).astype(q_type)
+    q_proto = TensorProto.UINT8 if q_type == np.uint8 else TensorProto.INT8
+    _check(_model("DequantizeLinear", opset, q_proto, scale, zp, axis if per_axis else None, shape), {"x": q})
+
+
+def test_dequantize_int32(ep_devices):
+    scale = np.array(0.125, np.float32)
+    x = np.array([[-(2**31), -7, 0, 9, 2**31 - 1]], np.int32)
+    _check(_model("DequantizeLinear", 19, TensorProto.INT32, scale, None, None, x.shape), {"x": x})
+
+
+def test_blocked_quantization_stays_on_the_cpu_ep(ep_devices):
+    scale = np.full((2, 2), 0.1, np.float32)
+    model = _model("DequantizeLinear", 21, TensorProto.INT8, scale, None, 1, [2, 4])
+    model.graph.node[0].attribute.append(helper.make_attribute("block_size", 2))
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+
+
+def test_qdq_model_from_orts_quantizer(ep_devices, tmp_path):
+    """vkep's default model quantized by ORT's quantize_static (QDQ, per-channel int8 weights, uint8
+    activations): every node on vkep; outputs within a quantization step or two of the CPU EP's (which
+    fuses the Q/DQ pairs into integer kernels) and the same top-1."""
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    from vkep import models
+
+    model = models.all_ops()
+    src, dst = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
+    onnx.save(model, src)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([models.random_inputs(model, seed=s) for s in range(8)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    qdq = onnx.load(dst)
+    session, cpu = runner.vkep_session(qdq), runner.cpu_session(qdq)
+    placed = [ep for _, _, ep in runner.placement(session)]
+    assert placed.count("VulkanExecutionProvider") >= 0.95 * len(placed), placed
+    for seed in range(3):
+        feeds = models.random_inputs(model, seed=100 + seed)
+        for got, want in zip(session.run(None, feeds), cpu.run(None, feeds), strict=True):
+            # a quantization step of these outputs (calibrated over ranges up to about 1, or their own)
+            step = max(float(np.abs(want).max()), 1.0) / 127
+            np.testing.assert_allclose(got, want, atol=2 * step + 1e-6, rtol=0)
+            assert np.array_equal(got.reshape(got.shape[0], -1).argmax(1), want.reshape(want.shape[0], -1).argmax(1))

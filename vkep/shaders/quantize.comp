@@ -1,0 +1,36 @@
+#version 450
+// QuantizeLinear (MODE 0: float x -> 8-bit y = clamp(round_half_even(x / scale) + zp)) and DequantizeLinear
+// (MODE 1: 8-bit or int32 x -> float y = (x - zp) * scale), per tensor or per axis: the scale and zero
+// point of element g are at (g / div) % mod (div = mod = 1 per tensor). The scale has the float side's
+// type, the zero point the integer side's; a zero zp address means zero points of 0.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint MODE = 0;
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, scale, zp, y;
+    uint n, div, mod;
+} pc;
+
+void main() {
+    uint i = flat_index(256);
+    if (i >= pc.n) return;
+    uint c = (i / pc.div) % pc.mod;
+    if (MODE == 0) {
+        float scale = LOAD(Tensor(pc.scale), c);
+        float zp = pc.zp != 0 ? float(TensorY(pc.zp).v[c]) : 0.0;
+        float q = roundEven(LOAD(Tensor(pc.x), i) / scale) + zp;
+#if DTYPE_Y == 4
+        q = clamp(q, 0.0, 255.0);
+#else
+        q = clamp(q, -128.0, 127.0);
+#endif
+        TensorY(pc.y).v[i] = STORE_TY(int(q));
+    } else {
+        float scale = float(TensorY(pc.scale).v[c]);
+        float zp = pc.zp != 0 ? float(LOAD(Tensor(pc.zp), c)) : 0.0;
+        STORE_Y(TensorY(pc.y), i, (float(LOAD(Tensor(pc.x), i)) - zp) * scale);
+    }
+}
