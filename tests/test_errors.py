@@ -319,6 +319,9 @@ def test_ctrl_c_during_a_run_raises_keyboard_interrupt():
     import os, signal, threading, time
     import numpy as np
     from vkep import models, runner
+    # Python keeps SIGINT ignored when it starts that way (a CI job launched in the background without job
+    # control): a terminal user's handler is the default one
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     model = models.add_chain(400, shape=(1, 1 << 18))
     session = runner.vkep_session(model)
     x = np.ones((1, 1 << 18), np.float32)
