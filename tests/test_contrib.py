@@ -65,3 +65,65 @@ def test_matmul_nbits_declines_what_it_cannot_run(ep_devices):
     assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
     np.testing.assert_allclose(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])
     assert TensorProto.UINT8  # (the packing's byte type)
+
+
+def _mha(q_len: int, kv_len: int, heads: int = 2, head_size: int = 8, attention_bias: bool = False, past: int = 0,
+         unidirectional: int = 0, key_padding_mask: bool = False, dtype=np.float32, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    hidden = heads * head_size
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    feeds = {"q": rng.standard_normal((2, q_len, hidden)).astype(dtype),
+             "k": rng.standard_normal((2, kv_len, hidden)).astype(dtype),
+             "v": rng.standard_normal((2, kv_len, hidden)).astype(dtype)}
+    names = ["q", "k", "v", "", "", ""]
+    if key_padding_mask:
+        feeds["kpm"] = np.ones((2, kv_len), np.int32)
+        names[4] = "kpm"
+    if attention_bias:
+        feeds["bias"] = rng.standard_normal((1, heads, q_len, past + kv_len)).astype(dtype)
+        names[5] = "bias"
+    outs = ["y"]
+    if past:
+        feeds["pk"] = rng.standard_normal((2, heads, past, head_size)).astype(dtype)
+        feeds["pv"] = rng.standard_normal((2, heads, past, head_size)).astype(dtype)
+        names += ["pk", "pv"]
+        outs += ["present_k", "present_v"]
+    while names and names[-1] == "":
+        names.pop()
+    node = helper.make_node("MultiHeadAttention", names, outs, domain=MS, num_heads=heads,
+                            unidirectional=unidirectional)
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT32 if n == "kpm" else elem, feeds[n].shape)
+              for n in names if n]
+    graph = helper.make_graph([node], "mha", inputs, [helper.make_tensor_value_info(o, elem, None) for o in outs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+                              ir_version=8)
+    return model, feeds
+
+
+@pytest.mark.parametrize("case", [
+    {"q_len": 5, "kv_len": 7},
+    {"q_len": 5, "kv_len": 7, "attention_bias": True},
+    {"q_len": 6, "kv_len": 6, "unidirectional": 1},
+    {"q_len": 1, "kv_len": 1, "past": 9},
+    {"q_len": 3, "kv_len": 3, "past": 4, "attention_bias": True},
+    {"q_len": 4, "kv_len": 4, "heads": 4, "head_size": 16, "dtype": np.float16},
+], ids=["cross", "attention_bias", "causal", "decode_with_past", "past_and_bias", "float16"])
+def test_multi_head_attention_as_the_cpu_ep(ep_devices, case):
+    model, feeds = _mha(**case)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    want = runner.cpu_session(model).run(None, feeds)
+    tol = {"rtol": 2e-2, "atol": 2e-3} if case.get("dtype") == np.float16 else {"rtol": 1e-4, "atol": 1e-5}
+    for _ in range(2):
+        for got, w in zip(session.run(None, feeds), want, strict=True):
+            np.testing.assert_allclose(got.astype(np.float32), w.astype(np.float32), **tol)
+
+
+@pytest.mark.parametrize("case", [{"q_len": 4, "kv_len": 4, "key_padding_mask": True},
+                                  {"q_len": 2, "kv_len": 2, "past": 3, "unidirectional": 1}],
+                         ids=["key_padding_mask", "causal_with_past"])
+def test_multi_head_attention_left_to_the_cpu_ep(ep_devices, case):
+    model, feeds = _mha(**case)
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    for got, want in zip(session.run(None, feeds), runner.cpu_session(model).run(None, feeds), strict=True):
+        np.testing.assert_allclose(got, want)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from vkep.kernels.attention import Attention
 from vkep.kernels.base import (
     LOOP_BUDGET,
     MAX_ELEMENTS,
@@ -140,3 +141,48 @@ class MatMulNBits(Kernel):
         reads = [t for t in (a, b, scales, zp, bias) if t is not None]
         call.dispatch(self.spec.shader, shader_dtype(a), (int(self.attrs["bits"]),), [a, b, scales, zp, bias, y],
                       tail, grid_1d(m * n, 64), reads, [y])
+
+
+class ContribMultiHeadAttention(Attention):
+    """com.microsoft's MultiHeadAttention as ONNX's Attention (opset 23) over 3-D query, key and value, with
+    attention_bias as the additive mask and a 4-D past KV cache. Left to the CPU EP: packed QKV or 4-D/5-D
+    key and value, the bias input, key_padding_mask, past_sequence_length, cache_indirection, and
+    unidirectional masks with a past (ORT aligns those bottom-right, ONNX's Attention top-left)."""
+
+    @staticmethod
+    def onnx_attrs(attrs: dict) -> dict:
+        heads = attrs.get("num_heads", 0)
+        return {**attrs, "q_num_heads": heads, "kv_num_heads": heads, "is_causal": attrs.get("unidirectional", 0),
+                "softcap": 0.0, "softmax_precision": None, "qk_matmul_output_mode": 0}
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        ranks = list(input_ranks) + [None] * (10 - len(input_ranks))
+        types = list(input_types) + [None] * (10 - len(input_types))
+        for index, name in ((3, "bias"), (4, "key_padding_mask"), (8, "past_sequence_length"),
+                            (9, "cache_indirection")):
+            if ranks[index] is not None:
+                return f"the {name} input"
+        if ranks[1] not in (3, -1) or ranks[2] not in (3, -1):
+            return f"key / value of rank {ranks[1]} / {ranks[2]} (packed QKV or KV)"
+        if attrs.get("unidirectional", 0) and ranks[6] is not None:
+            return "unidirectional with a past KV cache"
+        return super().declines(spec, cls.onnx_attrs(attrs), since_version, [ranks[i] for i in MHA_TO_ONNX],
+                                [types[i] for i in MHA_TO_ONNX])
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.attrs = self.onnx_attrs(self.attrs)
+
+    def compute(self, call) -> None:
+        if (self.output_count or 1) > 3:
+            raise UnsupportedError("MultiHeadAttention: the qk output")
+        inputs = list(call.inputs) + [None] * (10 - len(call.inputs))
+        q, k = inputs[0], inputs[1]
+        if self.attrs["is_causal"] and q.shape[1] != k.shape[1]:
+            raise UnsupportedError("MultiHeadAttention: unidirectional with query and key of other lengths")
+        call.inputs = [inputs[i] for i in MHA_TO_ONNX] + [None]
+        super().compute(call)
+
+
+MHA_TO_ONNX = (0, 1, 2, 5, 6, 7)  # query, key, value, attention_bias (ONNX's attn_mask), past_key, past_value
