@@ -107,7 +107,10 @@ def _mha(q_len: int, kv_len: int, heads: int = 2, head_size: int = 8, attention_
     {"q_len": 1, "kv_len": 1, "past": 9},
     {"q_len": 3, "kv_len": 3, "past": 4, "attention_bias": True},
     {"q_len": 4, "kv_len": 4, "heads": 4, "head_size": 16, "dtype": np.float16},
-], ids=["cross", "attention_bias", "causal", "decode_with_past", "past_and_bias", "float16"])
+    {"q_len": 2, "kv_len": 2, "past": 3, "unidirectional": 1},
+    {"q_len": 3, "kv_len": 3, "past": 4, "unidirectional": 1, "attention_bias": True},
+], ids=["cross", "attention_bias", "causal", "decode_with_past", "past_and_bias", "float16", "causal_with_past",
+        "causal_past_bias"])
 def test_multi_head_attention_as_the_cpu_ep(ep_devices, case):
     model, feeds = _mha(**case)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
@@ -119,8 +122,8 @@ def test_multi_head_attention_as_the_cpu_ep(ep_devices, case):
 
 
 @pytest.mark.parametrize("case", [{"q_len": 4, "kv_len": 4, "key_padding_mask": True},
-                                  {"q_len": 2, "kv_len": 2, "past": 3, "unidirectional": 1}],
-                         ids=["key_padding_mask", "causal_with_past"])
+                                  {"q_len": 3, "kv_len": 5, "unidirectional": 1}],
+                         ids=["key_padding_mask", "causal_shorter_query"])
 def test_multi_head_attention_left_to_the_cpu_ep(ep_devices, case):
     model, feeds = _mha(**case)
     session = runner.vkep_session(model)

@@ -146,8 +146,8 @@ class MatMulNBits(Kernel):
 class ContribMultiHeadAttention(Attention):
     """com.microsoft's MultiHeadAttention as ONNX's Attention (opset 23) over 3-D query, key and value, with
     attention_bias as the additive mask and a 4-D past KV cache. Left to the CPU EP: packed QKV or 4-D/5-D
-    key and value, the bias input, key_padding_mask, past_sequence_length, cache_indirection, and
-    unidirectional masks with a past (ORT aligns those bottom-right, ONNX's Attention top-left)."""
+    key and value, the bias input, key_padding_mask, past_sequence_length, cache_indirection, and a
+    unidirectional mask over query and key of other lengths without a past (aligned otherwise by ORT)."""
 
     @staticmethod
     def onnx_attrs(attrs: dict) -> dict:
@@ -165,8 +165,6 @@ class ContribMultiHeadAttention(Attention):
                 return f"the {name} input"
         if ranks[1] not in (3, -1) or ranks[2] not in (3, -1):
             return f"key / value of rank {ranks[1]} / {ranks[2]} (packed QKV or KV)"
-        if attrs.get("unidirectional", 0) and ranks[6] is not None:
-            return "unidirectional with a past KV cache"
         return super().declines(spec, cls.onnx_attrs(attrs), since_version, [ranks[i] for i in MHA_TO_ONNX],
                                 [types[i] for i in MHA_TO_ONNX])
 
@@ -178,9 +176,10 @@ class ContribMultiHeadAttention(Attention):
         if (self.output_count or 1) > 3:
             raise UnsupportedError("MultiHeadAttention: the qk output")
         inputs = list(call.inputs) + [None] * (10 - len(call.inputs))
-        q, k = inputs[0], inputs[1]
-        if self.attrs["is_causal"] and q.shape[1] != k.shape[1]:
-            raise UnsupportedError("MultiHeadAttention: unidirectional with query and key of other lengths")
+        q, k, past_k = inputs[0], inputs[1], inputs[6]
+        if self.attrs["is_causal"] and past_k is None and q.shape[1] != k.shape[1]:
+            # (ORT aligns that mask otherwise than ONNX's Attention: measured different)
+            raise UnsupportedError("MultiHeadAttention: unidirectional over query and key of other lengths")
         call.inputs = [inputs[i] for i in MHA_TO_ONNX] + [None]
         super().compute(call)
 
