@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vkep import conformance, conformance_report
-from vkep.conformance_worker import CPU, compare
+from vkep import conformance
+from vkep.conformance import report as conformance_report
+from vkep.conformance.worker import CPU, compare
 
 
 @pytest.mark.parametrize("optimization", ["default", "disable_all"])

@@ -8,7 +8,7 @@
 
 The `onnxruntime-webgpu` wheel replaces the `onnxruntime` module, so the workers run in their own
 virtualenv, `.venv-webgpu` (created on first use, as tools/bench_overhead.py does), through
-tools/_conformance_webgpu_worker.py, which runs vkep's own worker code (`vkep.conformance_worker`: numpy
+tools/_conformance_webgpu_worker.py, which runs vkep's own worker code (`vkep.conformance.worker`: numpy
 and onnxruntime only). This process (vkep's `.venv`) builds the corpus from its onnx package, runs the
 pool and writes the reports with `vkep.conformance`; `vkep conformance --ep WebGpuExecutionProvider`
 runs this tool. Placement comes from ORT's verbose "Node placements" log: the WebGPU wheel's
@@ -29,7 +29,8 @@ if str(ROOT) not in sys.path:
 
 from bench_overhead import NO_ADAPTER_HINT, WEBGPU_VENV, webgpu_python  # noqa: E402
 
-from vkep import conformance, conformance_report  # noqa: E402
+from vkep import conformance  # noqa: E402
+from vkep.conformance import report as conformance_report  # noqa: E402
 
 WORKER = TOOLS / "_conformance_webgpu_worker.py"
 

@@ -1,6 +1,6 @@
 """The worker pool of `vkep conformance`: N worker processes, one case at a time each.
 
-A worker is `python -m vkep.conformance_worker EP FD_IN FD_OUT` (or another interpreter running the same
+A worker is `python -m vkep.conformance.worker EP FD_IN FD_OUT` (or another interpreter running the same
 code, e.g. the WebGPU tool's virtualenv): pickled tasks go in through one pipe, records come back through
 another. A worker that dies during a case (a driver crash) or gives no answer within the timeout (a hang)
 is replaced; its case is recorded as `error` ("crashed (signal SIGSEGV): ..." / "timeout: ...").
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
-from vkep.conformance_worker import VULKAN
+from vkep.conformance.worker import VULKAN
 
 
 @dataclass
@@ -79,7 +79,7 @@ class _Worker:
 
 
 def worker_command(ep: str) -> list[str]:
-    return [sys.executable, "-m", "vkep.conformance_worker", ep]
+    return [sys.executable, "-m", "vkep.conformance.worker", ep]
 
 
 def run_cases(cases: list[Case], ep: str = VULKAN, jobs: int = 2, timeout: float = 60.0, validation: bool = False,
@@ -87,9 +87,9 @@ def run_cases(cases: list[Case], ep: str = VULKAN, jobs: int = 2, timeout: float
               startup_timeout: float = 300.0, session: dict | None = None) -> tuple[list[dict], dict]:
     """Run `cases` on `ep` in a pool of `jobs` workers; (records in corpus order, the first worker's info).
 
-    `cmd` is the worker command (default: this interpreter, `-m vkep.conformance_worker EP`); the two pipe
+    `cmd` is the worker command (default: this interpreter, `-m vkep.conformance.worker EP`); the two pipe
     descriptors are appended. `debug` maps a case name to "crash" or "hang" (tests of the pool itself).
-    `session` holds the session settings of every case (conformance_worker.configure: optimization level,
+    `session` holds the session settings of every case (worker.configure: optimization level,
     memory reuse), for the reference and the EP under test alike.
     """
     cmd = cmd or worker_command(ep)

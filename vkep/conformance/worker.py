@@ -4,7 +4,7 @@ A worker is a separate process (a driver bug may crash or hang it; the parent in
 then records the case and starts a new worker). It reads pickled tasks from one pipe and writes pickled
 records to another, so nothing that ORT, Dawn or a Vulkan driver prints can corrupt the channel:
 
-    python -m vkep.conformance_worker EP FD_IN FD_OUT
+    python -m vkep.conformance.worker EP FD_IN FD_OUT
 
 It needs only numpy and onnxruntime (vkep only when EP is VulkanExecutionProvider), so the WebGPU tool
 runs the same code from the `onnxruntime-webgpu` virtualenv (tools/_conformance_webgpu_worker.py).
@@ -375,7 +375,7 @@ def serve(ep: str, fd_in: int, fd_out: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 3:
-        print("usage: python -m vkep.conformance_worker EP FD_IN FD_OUT", file=sys.stderr)
+        print("usage: python -m vkep.conformance.worker EP FD_IN FD_OUT", file=sys.stderr)
         return 2
     import faulthandler
     import warnings

@@ -6,9 +6,9 @@
     vkep conformance --compare A.json B.json      # two reports side by side
 
 The corpus is `onnx.backend.test.case.node.collect_testcases()` (1,884 cases in onnx 1.23), checked with the
-tolerances of onnx's backend test runner. Each case runs in a worker process (`vkep.conformance_worker`)
-from a pool of N (`vkep.conformance_pool`); a worker that crashes or hangs (a driver bug) is replaced and
-its case recorded as `error`. Statuses, the JSON format and the markdown page: `vkep.conformance_report`.
+tolerances of onnx's backend test runner. Each case runs in a worker process (`vkep.conformance.worker`)
+from a pool of N (`vkep.conformance.pool`); a worker that crashes or hangs (a driver bug) is replaced and
+its case recorded as `error`. Statuses, the JSON format and the markdown page: `vkep.conformance.report`.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ import sys
 import time
 from pathlib import Path
 
-from vkep import conformance_report as report_mod
 from vkep import resources
-from vkep.conformance_pool import Case, Progress, WorkerStartError, run_cases
-from vkep.conformance_worker import VULKAN, WEBGPU
+from vkep.conformance import report as report_mod
+from vkep.conformance.pool import Case, Progress, WorkerStartError, run_cases
+from vkep.conformance.worker import VULKAN, WEBGPU
 
 __all__ = ["Case", "corpus", "run", "run_cases", "Progress", "WorkerStartError", "expectations_path",
            "load_expectations", "update_expectations", "main"]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXPECTATIONS_DIR = resources.EXPECTED_DIR
 EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
 REGENERATE = "vkep conformance --update-expectations"
@@ -90,8 +90,8 @@ def run(ep: str = VULKAN, pattern: str | None = None, names: set[str] | None = N
         timeout: float = 60.0, validation: bool = False, cmd: list[str] | None = None, quiet: bool = False,
         command: list[str] | None = None, versions: dict | None = None, optimization: str = "default",
         mem_reuse: bool = True) -> dict:
-    """Run the corpus (or part of it) on `ep` and return the report (see `vkep.conformance_report`).
-    `optimization` (conformance_worker.OPTIMIZATION_LEVELS) and `mem_reuse` set up every session, the
+    """Run the corpus (or part of it) on `ep` and return the report (see `vkep.conformance.report`).
+    `optimization` (worker.OPTIMIZATION_LEVELS) and `mem_reuse` set up every session, the
     CPU EP's reference included: at "disable_all" ORT folds nothing, so every node of a case runs."""
     import onnx
 
