@@ -128,6 +128,8 @@ class Kernel:
 
     output_count: int | None = None  # how many outputs the node has (set by the runtime)
     device_info = None  # the gpu.device.PhysicalDeviceInfo it runs on (set by the runtime)
+    # (shape, dtype) per input as the graph declares it, None when a shape is symbolic (set by the runtime)
+    declared_inputs: list[tuple] | None = None
 
     def __init__(self, spec: KernelSpec, attrs: dict, since_version: int, input_types: list[str]):
         self.spec = spec

@@ -50,11 +50,17 @@ class MatMul(_Tiled):
 
     def pack(self, index: int, weight):
         """On CPU devices a 2-D constant B is stored [N, K], so that rows of A meet it contiguously along K
-        (vec4 loads in matmul.comp's few-rows mode; its other modes read any strides)."""
-        if index == 1 and weight.ndim == 2 and _on_cpu_device(self):
+        (vec4 loads in matmul.comp's few-rows mode), unless the graph declares A with more rows than that
+        mode takes: the direct mode reads B faster as it is ([K, N]: 9.6 against 13.8 GFLOPS at 512^3)."""
+        if index == 1 and weight.ndim == 2 and _on_cpu_device(self) and not self._many_rows():
             self.b_packed_nk = True
             return weight.T.copy(), "matmul-b-nk"
         return weight, "raw"
+
+    def _many_rows(self) -> bool:
+        declared = self.declared_inputs
+        shape = declared[0][0] if declared else None
+        return shape is not None and math.prod(shape[:-1]) > FEW_ROWS
 
     def _plan(self, sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple:
         if self.b_packed_nk:

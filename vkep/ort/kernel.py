@@ -425,7 +425,7 @@ def _kernel_create(state, info, out):
     impl.output_count = outputs[0]
     impl.device_info = device.info
     kernel = KernelInstance(device, spec, impl, _node_name(info))
-    kernel.static_inputs = _declared_inputs(info, input_types)
+    kernel.static_inputs = impl.declared_inputs = _declared_inputs(info, input_types)
     ep_ptr = ffi.new("const OrtEp**")
     api.check(lib.ep_KernelInfo_GetEp(info, ep_ptr))
     ep = EPS.get(api.address(ep_ptr[0]))
