@@ -104,3 +104,72 @@ def test_qdq_model_from_orts_quantizer(ep_devices, tmp_path):
             step = max(float(np.abs(want).max()), 1.0) / 127
             np.testing.assert_allclose(got, want, atol=2 * step + 1e-6, rtol=0)
             assert np.array_equal(got.reshape(got.shape[0], -1).argmax(1), want.reshape(want.shape[0], -1).argmax(1))
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 40), (2, 5, 300)])
+@pytest.mark.parametrize("offset", [0.0, 3.0, -3.0])
+def test_dynamic_quantize_linear(ep_devices, shape, offset):
+    """Scale and zero point from the data (its range widened to hold 0), then quantized: as the CPU EP."""
+    x = (np.random.default_rng(len(shape)).standard_normal(shape) + offset).astype(np.float32)
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zp"])
+    graph = helper.make_graph([node], "dql", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None),
+                               helper.make_tensor_value_info("scale", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("zp", TensorProto.UINT8, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    for got, want in zip(session.run(None, {"x": x}), runner.cpu_session(model).run(None, {"x": x}), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("a_type,b_type", [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8)])
+@pytest.mark.parametrize("zero_points", ["none", "scalar", "per_row_col"])
+@pytest.mark.parametrize("a_shape,b_shape", [((5, 12), (12, 7)), ((2, 3, 16), (16, 4)), ((2, 3, 8), (2, 8, 5))])
+def test_matmul_integer(ep_devices, a_type, b_type, zero_points, a_shape, b_shape):
+    rng = np.random.default_rng(0)
+    info_a, info_b = np.iinfo(a_type), np.iinfo(b_type)
+    feeds = {"a": rng.integers(info_a.min, info_a.max + 1, a_shape).astype(a_type),
+             "b": rng.integers(info_b.min, info_b.max + 1, b_shape).astype(b_type)}
+    names = ["a", "b"]
+    if zero_points != "none":
+        if zero_points == "per_row_col" and len(a_shape) > 2:
+            pytest.skip("per-row zero points are for a 2-D A")
+        m, n = a_shape[-2], b_shape[-1]
+        feeds["azp"] = rng.integers(info_a.min, info_a.max + 1, (m,) if zero_points == "per_row_col" else ()).astype(a_type)
+        feeds["bzp"] = rng.integers(info_b.min, info_b.max + 1, (n,) if zero_points == "per_row_col" else ()).astype(b_type)
+        names += ["azp", "bzp"]
+    node = helper.make_node("MatMulInteger", names, ["y"])
+    graph = helper.make_graph([node], "mmi", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                                                            v.shape) for k, v in feeds.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    try:
+        want = runner.cpu_session(model).run(None, feeds)[0]
+    except Exception as exc:  # the CPU EP has no kernel for some type pairs (int8 A with uint8 B)
+        pytest.skip(f"the CPU EP cannot run the reference: {exc}")
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    np.testing.assert_array_equal(session.run(None, feeds)[0], want)
+
+
+def test_model_from_orts_dynamic_quantizer(ep_devices, tmp_path):
+    """A BERT-style encoder quantized by ORT's quantize_dynamic (DynamicQuantizeLinear + MatMulInteger around
+    every MatMul with a weight): nodes on vkep, outputs close to the CPU EP's."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from vkep import models
+
+    model = models.bert_encoder()
+    src, dst = tmp_path / "float.onnx", tmp_path / "dynamic.onnx"
+    onnx.save(model, src)
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
+    quantized = onnx.load(dst)
+    ops = {n.op_type for n in quantized.graph.node}
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops, ops
+    session, cpu = runner.vkep_session(quantized), runner.cpu_session(quantized)
+    placed = [(op, ep) for _, op, ep in runner.placement(session)]
+    on_vkep = [op for op, ep in placed if ep == "VulkanExecutionProvider"]
+    assert len(on_vkep) >= 0.95 * len(placed), [p for p in placed if p[1] != "VulkanExecutionProvider"]
+    feeds = models.bert_inputs(model)
+    for got, want in zip(session.run(None, feeds), cpu.run(None, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
+from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
 
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
 ONNX_8BIT = {2: "uint8", 3: "int8"}  # TensorProto codes of output_dtype
@@ -48,3 +48,55 @@ class QuantizeLinear(Kernel):
             reads = [t for t in (x, scale, zp) if t is not None]
             call.dispatch(self.spec.shader, (shader_dtype(x), shader_dtype(y)), self.constants, [x, scale, zp, y],
                           pack("3I", x.size, div, mod), grid_1d(x.size, 256), reads, [y])
+
+
+class DynamicQuantizeLinear(Kernel):
+    """y, y_scale, y_zero_point of x (float32 to uint8): the parameters in one workgroup of
+    dynamic_quantize.comp, then quantize.comp with them."""
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        y = call.output(0, x.shape, "uint8")
+        scale, zp = call.output(1, (), "float32"), call.output(2, (), "uint8")
+        if x.size > 256 * LOOP_BUDGET:
+            raise UnsupportedError(f"DynamicQuantizeLinear over {x.size} elements (one workgroup's loop budget)")
+        call.dispatch(self.spec.shader, "float32", (), [x, scale, zp], pack("I", x.size), (1, 1, 1), [x],
+                      [scale, zp])
+        if x.size:
+            call.dispatch("quantize.comp", ("float32", "uint8"), (MODE_QUANTIZE,), [x, scale, zp, y],
+                          pack("3I", x.size, 1, 1), grid_1d(x.size, 256), [x, scale, zp], [y])
+
+
+class MatMulInteger(Kernel):
+    """A [..., M, K] times B [K, N] (or the same batches) in int32 from 8-bit operands; zero points
+    scalar, per row of a 2-D A or per column of B."""
+
+    def compute(self, call) -> None:
+        inputs = list(call.inputs) + [None] * (4 - len(call.inputs))
+        a, b, azp, bzp = inputs[:4]
+        if len(a.shape) < 2 or len(b.shape) < 2 or a.shape[-1] != b.shape[-2]:
+            raise UnsupportedError(f"MatMulInteger of {a.shape} and {b.shape}")
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        batches = math.prod(a.shape[:-2])
+        if len(b.shape) == 2:
+            b_stride = 0
+        elif b.shape[:-2] == a.shape[:-2]:
+            b_stride = k * n
+        else:
+            raise UnsupportedError(f"MatMulInteger: batch dimensions of {a.shape} and {b.shape}")
+        steps = []
+        for zp, length, name in ((azp, m, "a_zero_point"), (bzp, n, "b_zero_point")):
+            if zp is None or zp.size == 1:
+                steps.append(0)
+            elif zp.shape in ((length,), (length, 1) if name == "a_zero_point" else (1, length)) and batches == 1:
+                steps.append(1)
+            else:
+                raise UnsupportedError(f"MatMulInteger: {name} of shape {zp.shape}")
+        if k > LOOP_BUDGET:
+            raise UnsupportedError(f"MatMulInteger: K={k} past one invocation's loop budget")
+        y = call.output(0, a.shape[:-1] + (n,), "int32")
+        if y.size:
+            constants = (int(a.dtype == "int8"), int(b.dtype == "int8"))
+            tail = pack("7I", m, n, k, batches, b_stride, *steps)
+            call.dispatch(self.spec.shader, shader_dtype(a), constants, [a, b, azp, bzp, y], tail,
+                          grid_1d(y.size, 64), [t for t in (a, b, azp, bzp) if t is not None], [y])
