@@ -270,3 +270,22 @@ def test_special_values_through_every_reduction(ep_devices, op, dtype):
     got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
     want = runner.cpu_session(model).run(None, {"x": x})[0]
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), **tolerance(dtype))
+
+
+@pytest.mark.parametrize("op", ["ReduceLogSum", "ReduceLogSumExp"])
+def test_log_of_a_denormal_sum(ep_devices, op):
+    """Found by the fuzzer: the log of a sum that stays denormal (lavapipe's log flushes it) gave -88.0
+    where the CPU EP gives -92.1 for 1e-40."""
+    x = np.array([[1e-40, 0.0], [1e-40, 2e-40], [-1e-40, 0.0]], np.float32)
+    consts = {"axes": np.array([1], np.int64)}
+    check_node(op, {"x": x} if op == "ReduceLogSum" else {"x": np.log(np.maximum(x, 1e-45)).astype(np.float32)},
+               18, consts, input_order=["x", "axes"], keepdims=0)
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "int64", "float32"])
+def test_max_and_min_of_nothing(ep_devices, op, dtype):
+    """Found by the fuzzer: the max (min) of an empty set is the element type's lowest (highest) value, as
+    the CPU EP gives it; int8 and uint8 gave 0 (a 32-bit extreme's low byte)."""
+    check_node(op, {"x": np.zeros((2, 0), dtype)}, 20, {"axes": np.array([1], np.int64)}, input_order=["x", "axes"],
+               keepdims=0)

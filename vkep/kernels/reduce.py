@@ -93,6 +93,8 @@ class Reduce(Kernel):
             raise UnsupportedError(f"{x.shape} has more than 2^32 elements")
         out_shape, n_out, n_red, tail = self.planned(
             key, lambda: reduce_plan(x.shape, reduced, bool(self.attrs.get("keepdims", 1))))
+        if n_red == 0 and n_out and x.dtype == "bool":  # (as ORT's CPU EP: no max or min of no bools)
+            raise UnsupportedError(f"{self.spec.op} is not defined for empty set with bool type")
         y = call.output(0, out_shape)
         if n_out == 0:
             return

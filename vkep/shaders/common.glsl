@@ -80,6 +80,13 @@ void report_index_error(uint64_t err) {
 }
 
 
+// ---- log that takes denormals: lavapipe flushes denormal operands to zero (log would give -inf) ----------
+float log_any(float v) {
+    uint bits = floatBitsToUint(v);
+    if ((bits & 0x7F800000u) != 0u || (bits & 0x7FFFFFu) == 0u) return log(v);
+    return (bits >> 31) != 0u ? uintBitsToFloat(0x7FC00000u) : log(float(bits & 0x7FFFFFu)) - 149.0 * 0.6931471805599453;
+}
+
 // ---- pow for a base >= 0 (or NaN), as C's powf ------------------------------------------------------------
 // GLSL leaves pow() undefined for x <= 0, and lavapipe flushes denormal operands and mishandles infinities:
 // this one follows C for every special value. (binary.comp's pow_float adds negative bases.)

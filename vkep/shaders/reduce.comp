@@ -31,11 +31,16 @@ layout(push_constant, scalar) uniform Push {
 
 shared ACC_T partial[MAX_WG];
 
+// the element type's own extremes: the max (min) of nothing, as ORT's CPU EP gives it
 ACC_T lowest() {
 #if IS_FLOAT
     return uintBitsToFloat(0xff800000u);  // -inf
 #elif DTYPE == 3
     return -9223372036854775807l - 1l;
+#elif DTYPE == 4
+    return ACC_T(0);  // uint8 (and bool)
+#elif DTYPE == 5
+    return ACC_T(-128);
 #else
     return ACC_T(-2147483647 - 1);
 #endif
@@ -46,6 +51,10 @@ ACC_T highest() {
     return uintBitsToFloat(0x7f800000u);  // +inf
 #elif DTYPE == 3
     return 9223372036854775807l;
+#elif DTYPE == 4
+    return ACC_T(255);
+#elif DTYPE == 5
+    return ACC_T(127);
 #else
     return ACC_T(2147483647);
 #endif
@@ -103,8 +112,8 @@ ACC_T finish(ACC_T acc, ACC_T m) {
 #if IS_FLOAT
     if (OP == 1) return pc.n_red == 0 ? 0.0 : acc / float(pc.n_red);  // ORT: the mean of nothing is 0
     if (OP == 6) return sqrt(acc);
-    if (OP == 7) return log(acc);
-    if (OP == 8) return isinf(m) ? m : m + log(acc);
+    if (OP == 7) return log_any(acc);  // (a sum of denormals stays one)
+    if (OP == 8) return isinf(m) ? m : m + log_any(acc);
 #else
     if (OP == 1) return pc.n_red == 0 ? ACC_T(0) : acc / ACC_T(pc.n_red);
 #endif

@@ -139,11 +139,6 @@ float softplus(float v) { return max(v, 0.0) + log1p_accurate(exp(-abs(v))); }
 #if IS_FLOAT
 const float LN2 = 0.6931471805599453;
 
-// log of a denormal, from its bits: lavapipe flushes denormal operands to zero (log would give -inf)
-float log_denormal(uint bits) {
-    return (bits >> 31) != 0u ? uintBitsToFloat(0x7FC00000u) : log(float(bits & 0x7FFFFFu)) - 149.0 * LN2;
-}
-
 // ops whose result for NaN is not NaN (or is decided in the op): every other float op returns NaN
 // for NaN, as ORT's CPU EP does (lavapipe's tanh/atan, and clamps, turn it into a number)
 bool nan_is_computed() {
@@ -163,10 +158,7 @@ float compute_float(float v) {
     case OP_ABS: return abs(v);
     case OP_NEG: return -v;
     case OP_EXP: return exp(v);
-    case OP_LOG: {
-        uint bits = floatBitsToUint(v);
-        return (bits & 0x7F800000u) == 0u && (bits & 0x7FFFFFu) != 0u ? log_denormal(bits) : log(v);
-    }
+    case OP_LOG: return log_any(v);
     case OP_SQRT: return sqrt(v);
     case OP_RECIPROCAL: return 1.0 / v;
     case OP_FLOOR: return floor(v);
