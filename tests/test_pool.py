@@ -99,3 +99,20 @@ def test_a_window_past_the_loop_budget_is_a_clear_error(ep_devices):
     with pytest.raises(Exception, match=r"GlobalAveragePool: a window of \[2048, 2048\] taps is too large"):
         session.run(None, {"x": np.ones((2048, 2048), np.float32).reshape(1, 1, 2048, 2048)})
 
+
+
+@pytest.mark.parametrize("op,attrs", [("AveragePool", {"count_include_pad": 0}), ("LpPool", {}), ("MaxPool", {})])
+def test_window_larger_than_its_padded_input_stays_on_the_cpu_ep(ep_devices, op, attrs):
+    """Found by fuzzing: a window longer than its padded input has no output by ONNX's formula, but one by
+    ORT's CPU EP (its C++ division truncates toward zero); vkep answered the former, and now leaves such a
+    node to the CPU EP."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node(op, ["x"], ["y"], kernel_shape=[3, 2], strides=[2, 2], pads=[0, 0, 0, 0], **attrs)
+    graph = helper.make_graph([node], op, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+    x = np.random.default_rng(0).standard_normal((1, 2, 6, 1)).astype(np.float32)
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])

@@ -44,6 +44,10 @@ def window_geometry(in_dims, kernel, strides, dilations, pads, auto_pad: str,
         elif auto_pad not in ("NOTSET", ""):
             raise UnsupportedError(f"auto_pad {auto_pad!r}")
         span = size + begin[i] + end[i] - k
+        if span < 0:
+            # ONNX's formula gives no output there; ORT's CPU EP gives one (its C++ division truncates
+            # toward zero): left to the CPU EP rather than answering otherwise
+            raise UnsupportedError(f"a window of {k} over {size} elements padded by {begin[i]} + {end[i]}")
         if ceil_mode:
             o = -(-span // s) + 1
             if (o - 1) * s >= size + begin[i]:  # the last window must start inside the input or left padding
