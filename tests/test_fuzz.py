@@ -1,8 +1,9 @@
 """Property-based differential test: random one-node models of every elementwise manifest entry (unary,
 binary, comparison, variadic, Where, Pow, Mod…) with random shapes — rank 0 to 8, zero-sized dimensions,
-broadcasting — element types and values, run on vkep (nodes it declines stay on the CPU EP) and on ORT's
-CPU EP; the outputs must agree (NaN equal to NaN), and where the CPU EP fails, vkep may fail too but
-never answer something else.
+broadcasting — element types and values; of every reduction, the softmax family, Transpose and Concat with
+random axes; and of Conv, ConvTranspose and the pools with random windows. Each runs on vkep (nodes it
+declines stay on the CPU EP) and on ORT's CPU EP; the outputs must agree (NaN equal to NaN), and where the
+CPU EP fails, vkep may fail too but never answer something else.
 
 The default profile is quick (VKEP_FUZZ_EXAMPLES examples a test, 25 unless set) with finite values;
 `VKEP_FUZZ_EXAMPLES=2000 VKEP_FUZZ_SPECIAL=1 .venv/bin/python -m pytest tests/test_fuzz.py` is the long
@@ -233,3 +234,54 @@ def test_axes_and_shapes_match_cpu_ep(ep_devices, case):
         assume(False)
     got = runner.vkep_session(data).run(None, feeds)[0]
     assert _close(got, want), (spec.op, opset, attrs, axes_input, [(v.dtype, v.shape) for v in values], got, want)
+
+
+# ---- windows: Conv, ConvTranspose and the pools ------------------------------------------------------------
+
+@st.composite
+def window_cases(draw):
+    """(op, attributes, x, initializers): 1-3 spatial dims, kernel, strides, dilations, pads, groups,
+    ceil_mode and count_include_pad at random; small channel counts."""
+    op = draw(st.sampled_from(["Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool"]))
+    nd = draw(st.integers(1, 3))
+    cin = draw(st.integers(1, 4))
+    group = draw(st.sampled_from([1, cin])) if op in ("Conv", "ConvTranspose") else 1
+    cout = group * draw(st.integers(1, 3))
+    kernel = [draw(st.integers(1, 3)) for _ in range(nd)]
+    attrs: dict = {"kernel_shape": kernel, "strides": [draw(st.integers(1, 2)) for _ in range(nd)],
+                   "pads": [draw(st.integers(0, k - 1)) for k in kernel * 2]}
+    if op in ("Conv", "ConvTranspose", "MaxPool"):
+        attrs["dilations"] = [draw(st.integers(1, 2)) for _ in range(nd)]
+    if op in ("Conv", "ConvTranspose"):
+        attrs["group"] = group
+    if op in ("MaxPool", "AveragePool"):
+        attrs["ceil_mode"] = draw(st.integers(0, 1))
+    if op == "AveragePool":
+        attrs["count_include_pad"] = draw(st.integers(0, 1))
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal([draw(st.integers(1, 2)), cin] + [draw(st.integers(1, 8)) for _ in range(nd)])
+    inits = []
+    if op in ("Conv", "ConvTranspose"):
+        shape = [cout, cin // group] + kernel if op == "Conv" else [cin, cout // group] + kernel
+        inits.append(onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), "w"))
+        if draw(st.booleans()):
+            inits.append(onnx.numpy_helper.from_array(rng.standard_normal(cout).astype(np.float32), "b"))
+    return op, attrs, x.astype(np.float32), inits
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@given(window_cases())
+def test_windows_match_cpu_ep(ep_devices, case):
+    op, attrs, x, inits = case
+    node = helper.make_node(op, ["x"] + [t.name for t in inits], ["y"], **attrs)
+    graph = helper.make_graph([node], "fuzz", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x.shape))],
+                              [onnx.ValueInfoProto(name="y")], inits)
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9).SerializeToString()
+    try:
+        want = runner.cpu_session(data).run(None, {"x": x})[0]
+    except Exception:  # noqa: BLE001 — the reference rejects it (an output of no size, a bad window)
+        assume(False)
+    got = runner.vkep_session(data).run(None, {"x": x})[0]
+    assert got.shape == want.shape and np.allclose(got, want, rtol=1e-3, atol=1e-4), (op, attrs, x.shape)
