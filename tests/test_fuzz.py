@@ -1,7 +1,8 @@
 """Property-based differential test: random one-node models of every elementwise manifest entry (unary,
 binary, comparison, variadic, Where, Pow, Mod…) with random shapes — rank 0 to 8, zero-sized dimensions,
 broadcasting — element types and values; of every reduction, the softmax family, Transpose and Concat with
-random axes; and of Conv, ConvTranspose and the pools with random windows. Each runs on vkep (nodes it
+random axes; of Conv, ConvTranspose and the pools with random windows; and of Gather, GatherElements,
+Slice, Pad, Tile, Expand and DepthToSpace with random indices, bounds and modes. Each runs on vkep (nodes it
 declines stay on the CPU EP) and on ORT's CPU EP; the outputs must agree (NaN equal to NaN), and where the
 CPU EP fails, vkep may fail too but never answer something else.
 
@@ -285,3 +286,69 @@ def test_windows_match_cpu_ep(ep_devices, case):
         assume(False)
     got = runner.vkep_session(data).run(None, {"x": x})[0]
     assert got.shape == want.shape and np.allclose(got, want, rtol=1e-3, atol=1e-4), (op, attrs, x.shape)
+
+
+# ---- data movement: Gather, GatherElements, Slice, Pad, Tile, Expand, DepthToSpace --------------------------
+
+def _movement_case(seed: int):
+    """(op, attributes, x, initializers) from one seed, or None when the draw makes no valid node."""
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(1, 5))
+    shape = [int(rng.integers(0 if rng.random() < 0.1 else 1, 5)) for _ in range(rank)]
+    x = rng.standard_normal(shape).astype(np.float32)
+    ops = ["Gather", "GatherElements", "Slice", "Pad", "Tile", "Expand"] + (["DepthToSpace"] if rank == 4 else [])
+    op = str(rng.choice(ops))
+    axis = int(rng.integers(-rank, rank))
+    consts: dict[str, np.ndarray] = {}
+    attrs: dict = {}
+    if op in ("Gather", "GatherElements"):
+        n = shape[axis]
+        if n == 0:
+            return None
+        if op == "Gather":
+            index_shape = [int(rng.integers(0, 4)) for _ in range(int(rng.integers(0, 3)))]
+        else:
+            index_shape = list(shape)
+            index_shape[axis] = int(rng.integers(0, 4))
+        consts["i"] = rng.integers(-n, n, size=index_shape).astype(np.int64)
+        attrs["axis"] = axis
+    elif op == "Slice":
+        k = int(rng.integers(1, rank + 1))
+        consts.update(s=rng.integers(-6, 7, k), e=rng.integers(-6, 7, k), a=rng.permutation(rank)[:k],
+                      st=rng.choice([-2, -1, 1, 2, 3], k))
+        consts = {name: np.asarray(v, np.int64) for name, v in consts.items()}
+    elif op == "Pad":
+        mode = str(rng.choice(["constant", "reflect", "edge", "wrap"]))
+        pads = rng.integers(0, 3, 2 * rank)
+        if mode != "constant" and (0 in shape or (mode == "reflect" and any(
+                pads[i] >= shape[i % rank] for i in range(2 * rank)))):
+            return None
+        consts["p"], attrs["mode"] = pads.astype(np.int64), mode
+    elif op == "Tile":
+        consts["r"] = rng.integers(0, 3, rank).astype(np.int64)
+    elif op == "Expand":
+        consts["sh"] = np.array([int(rng.choice([1, d])) if d != 1 else int(rng.integers(1, 4)) for d in shape], np.int64)
+    elif shape[1] % 4 or shape[1] == 0:  # DepthToSpace
+        return None
+    else:
+        attrs = {"blocksize": 2, "mode": str(rng.choice(["DCR", "CRD"]))}
+    return op, attrs, x, [onnx.numpy_helper.from_array(v, name) for name, v in consts.items()]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@given(st.integers(0, 2**31 - 1))
+def test_movement_matches_cpu_ep(ep_devices, seed):
+    case = _movement_case(seed)
+    assume(case is not None)
+    op, attrs, x, inits = case
+    node = helper.make_node(op, ["x"] + [t.name for t in inits], ["y"], **attrs)
+    graph = helper.make_graph([node], "fuzz", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x.shape))],
+                              [onnx.ValueInfoProto(name="y")], inits)
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9).SerializeToString()
+    try:
+        want = runner.cpu_session(data).run(None, {"x": x})[0]
+    except Exception:  # noqa: BLE001 — the reference rejects it
+        assume(False)
+    got = runner.vkep_session(data).run(None, {"x": x})[0]
+    assert got.shape == want.shape and np.array_equal(got, want), (op, attrs, x.shape)
