@@ -15,6 +15,7 @@ from __future__ import annotations
 from vkep.gpu.capture import CaptureStream
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
+from vkep.ort.memory import allocators_of
 
 WARMUP_RUNS = 1  # ordinary runs before the one captured: plans, lazily made state, ORT's memory pattern
 GRAPH_ID_KEY = b"gpu_graph_id"  # the run config entry ORT passes on as graph_annotation_id
@@ -22,6 +23,14 @@ GRAPH_ID_KEY = b"gpu_graph_id"  # the run config entry ORT passes on as graph_an
 
 class CaptureError(RuntimeError):
     """The captured run did something a replay would not repeat."""
+
+
+# what a capture that met host memory says to do instead
+HINT = ("bind every input and output with IOBinding to an OrtValue in vkep memory, e.g. "
+        "OrtValue.ortvalue_from_shape_and_type(shape, dtype, memory_info=ep_device.memory_info("
+        "OrtDeviceMemoryType.HOST_ACCESSIBLE)) (DEFAULT on a discrete GPU), refilled in place between runs. On a "
+        "discrete GPU, a computed value at an input vkep packs (a MatMul's B) also passes through host memory, "
+        "which no binding avoids")
 
 
 class CapturedGraph:
@@ -32,14 +41,7 @@ class CapturedGraph:
         with self.gpu.streams_lock:
             self.gpu.streams.add(self.stream)
         self.kept_chunks: list[tuple] = []  # (allocator, pointer, size) held from ORT's allocators
-        self.problems: list[str] = []
-        self.hint = ""
-        self.captured = False
-
-    def _allocators(self) -> list:
-        from vkep.ort.memory import ALLOCATORS
-
-        return [a for a in list(ALLOCATORS.values()) if a.device is self.ep.device]
+        self.problems: list[str] = []  # host memory the captured run met (see host_memory_used)
 
     def begin(self) -> None:
         self.gpu.synchronize()  # what other streams recorded before is submitted ahead of the graph
@@ -47,8 +49,8 @@ class CapturedGraph:
         for kernel in self.ep.kernels:
             kernel.capture = self
             kernel.struct.capture_recorder = recorder
-        for allocator in self._allocators():
-            api.lib.vkep_alloc_cache_hold(allocator.struct.cache, 1)
+        for allocator in allocators_of(self.ep.device):
+            allocator.hold(True)
 
     def end(self) -> None:
         try:
@@ -57,30 +59,18 @@ class CapturedGraph:
             for kernel in self.ep.kernels:
                 kernel.capture = None
                 kernel.struct.capture_recorder = api.ffi.NULL
-            ffi, lib = api.ffi, api.lib
-            ptrs, sizes = ffi.new("uint64_t[256]"), ffi.new("uint64_t[256]")
-            for allocator in self._allocators():
-                lib.vkep_alloc_cache_hold(allocator.struct.cache, 0)
-                while n := lib.vkep_alloc_cache_take_held(allocator.struct.cache, ptrs, sizes, 256):
-                    self.kept_chunks.extend((allocator, ptrs[i], sizes[i]) for i in range(n))
+            for allocator in allocators_of(self.ep.device):
+                allocator.hold(False)
+                self.kept_chunks.extend((allocator, pointer, size) for pointer, size in allocator.take_held())
         if self.problems:
             shown = list(dict.fromkeys(self.problems))
             more = f" (and {len(shown) - 3} more)" if len(shown) > 3 else ""
             raise CaptureError("vkep: cannot capture the graph (EP option enable_graph_capture): "
-                               + "; ".join(shown[:3]) + more + (f". To capture, {self.hint}" if self.hint else ""))
-        self.captured = True
+                               + "; ".join(shown[:3]) + more + f". To capture, {HINT}")
 
-    def problem(self, what: str) -> None:
-        self.problems.append(what)
-
-    def host_memory_used(self, node_name: str) -> None:
-        self.problem(f"{node_name} reads or writes host memory that is not vkep's, which a replay may find "
-                     "gone or changed")
-        self.hint = ("bind every input and output with IOBinding to an OrtValue in vkep memory, e.g. "
-                     "OrtValue.ortvalue_from_shape_and_type(shape, dtype, memory_info=ep_device.memory_info("
-                     "OrtDeviceMemoryType.HOST_ACCESSIBLE)) (DEFAULT on a discrete GPU), refilled in place between "
-                     "runs. On a discrete GPU, a computed value at an input vkep packs (a MatMul's B) also passes "
-                     "through host memory, which no binding avoids")
+    def host_memory_used(self, what: str) -> None:
+        self.problems.append(f"{what} reads or writes host memory that is not vkep's, which a replay may find "
+                             "gone or changed")
 
     def replay(self) -> None:
         self.stream.wait(self.stream.replay())
@@ -88,13 +78,8 @@ class CapturedGraph:
     def release(self) -> None:
         if not self.stream.destroyed:
             self.stream.destroy()  # waits for a replay still running
-        from vkep.ort.memory import ALLOCATORS
-
         for allocator, pointer, size in self.kept_chunks:
-            if allocator in ALLOCATORS.values():
-                api.lib.vkep_alloc_cache_put(allocator.struct.cache, pointer, size)
-            else:  # ORT released that allocator first (its cache is gone): the chunk goes back to the pool
-                allocator.pool.free(pointer)
+            allocator.give_back(pointer, size)
         self.kept_chunks.clear()
 
 

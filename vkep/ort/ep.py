@@ -13,7 +13,7 @@ from vkep.kernels.control_flow import ControlFlow
 from vkep.ort import api, capture, declared, ties, warmup
 from vkep.ort.api import status_callback
 from vkep.ort.log import INFO, VERBOSE, Logger
-from vkep.ort.memory import ALLOCATORS
+from vkep.ort.memory import allocators_of
 
 EPS: dict[int, Ep] = {}
 EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE = 27
@@ -127,8 +127,8 @@ class Ep:
         self.host_read_values: set[str] = set()
         # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
         self.declined: dict[tuple[str, str], str] = {}
-        self.created_kernels: list = []  # this session's kernels, until OnSessionInitializationEnd warms them
-        self.kernels: list = []  # every kernel of this session (a captured graph redirects them)
+        self.kernels: list = []  # every kernel of this session (warmed at its initialization's end; a captured
+        # graph redirects them)
         self.graphs: dict[int, object] = {}  # graph annotation id → capture.CapturedGraph
         self.runs_before_capture: dict[int, int] = {}
         self.capturing = None  # the CapturedGraph of the run now being captured
@@ -177,9 +177,8 @@ class Ep:
         if not any(ep.device is self.device for ep in list(EPS.values())):
             # ORT keeps its allocators for the environment's life: with no session left on this device,
             # the chunks their C fronts keep for reuse go back to the pools
-            for allocator in list(ALLOCATORS.values()):
-                if allocator.device is self.device:
-                    allocator.drain()
+            for allocator in allocators_of(self.device):
+                allocator.drain()
 
 
 def _apply_budget(device) -> None:
@@ -511,7 +510,7 @@ def _is_concurrent_run_supported(this, out):
 @status_callback("py_ep_on_session_initialization_end")
 def _on_session_initialization_end(this):
     ep = ep_of(this)
-    kernels, ep.created_kernels = ep.created_kernels, []
+    kernels = ep.kernels
     if ep.device is None:  # (claims no node: no kernel)
         return
     packed = [tensor for kernel in kernels for _, tensor in kernel.packed.values()]

@@ -26,7 +26,7 @@ from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.control_flow import control_flow_kernel
 from vkep.ort.ep import EPS, KERNEL_STATES
-from vkep.ort.memory import ALLOCATORS, alloc_from, default_allocator, stream_of
+from vkep.ort.memory import alloc_from, allocators_of, default_allocator, stream_of
 
 KERNELS: dict[int, KernelInstance] = {}
 PYTHON_COMPUTES = [0]  # node executions that entered Python (the rest replayed natively): vkep.stats()
@@ -57,8 +57,6 @@ class KernelInstance:
         self.prepack_cache = "vkep"  # or "ort": ORT's shared pre-packed weight cache, where it offers one
         self.wait_limit: float | None = None  # the EP option wait_limit_s: seconds a wait may take
         self.shared_layouts: dict[int, tuple] = {}  # input index → (shape, dtype) of a weight ORT shares
-        # (shape or None, dtype) per input as the graph declares it, None where a shape is symbolic (warmup.py)
-        self.static_inputs: list[tuple] | None = None
         self.held_imports: list = []  # host memory ORT's cache shares that the device reads in place
         self.capture = None  # the CapturedGraph its session is capturing, if any (capture.py)
         with _ids_lock:
@@ -318,8 +316,8 @@ def _reserve(kernel: KernelInstance, nbytes: int) -> None:
 
 
 def _owner(kernel: KernelInstance, ptr: int):
-    for allocator in list(ALLOCATORS.values()):
-        if allocator.device is kernel.device and api.lib.vkep_alloc_cache_owns(allocator.struct.cache, ptr):
+    for allocator in allocators_of(kernel.device):
+        if api.lib.vkep_alloc_cache_owns(allocator.struct.cache, ptr):
             return allocator
     return None
 
@@ -425,7 +423,7 @@ def _kernel_create(state, info, out):
     impl.output_count = outputs[0]
     impl.device_info = device.info
     kernel = KernelInstance(device, spec, impl, _node_name(info))
-    kernel.static_inputs = impl.declared_inputs = _declared_inputs(info, input_types)
+    impl.declared_inputs = _declared_inputs(info, input_types)
     ep_ptr = ffi.new("const OrtEp**")
     api.check(lib.ep_KernelInfo_GetEp(info, ep_ptr))
     ep = EPS.get(api.address(ep_ptr[0]))
@@ -434,7 +432,6 @@ def _kernel_create(state, info, out):
         kernel.host_read_outputs = _host_read_outputs(ep, info, outputs[0]) - kernel.cpu_outputs
         kernel.prepack_cache = ep.prepack_cache
         kernel.wait_limit = ep.wait_limit
-        ep.created_kernels.append(kernel)
         ep.kernels.append(kernel)
     out[0] = ffi.cast("OrtKernelImpl*", kernel.struct)
 

@@ -37,11 +37,29 @@ class Allocator:
 
     def drain(self) -> None:
         """Give the chunks the C front keeps back to the device pool."""
-        ffi, lib = api.ffi, api.lib
+        for pointer, _ in self._taken(api.lib.vkep_alloc_cache_drain):
+            self.pool.free(pointer)
+
+    def hold(self, on: bool) -> None:
+        """While on, chunks ORT frees are held (for a graph being captured) instead of cached for reuse."""
+        api.lib.vkep_alloc_cache_hold(self.struct.cache, int(on))
+
+    def take_held(self) -> list[tuple[int, int]]:
+        """(pointer, size) of the chunks held since `hold(True)`; the taker gives each back (`give_back`)."""
+        return list(self._taken(api.lib.vkep_alloc_cache_take_held))
+
+    def give_back(self, pointer: int, size: int) -> None:
+        """A chunk taken from this allocator, for reuse; to the pool where ORT has released the allocator."""
+        if self in ALLOCATORS.values():
+            api.lib.vkep_alloc_cache_put(self.struct.cache, pointer, size)
+        else:  # (its C front is gone)
+            self.pool.free(pointer)
+
+    def _taken(self, take):
+        ffi = api.ffi
         ptrs, sizes = ffi.new("uint64_t[256]"), ffi.new("uint64_t[256]")
-        while n := lib.vkep_alloc_cache_drain(self.struct.cache, ptrs, sizes, 256):
-            for i in range(n):
-                self.pool.free(ptrs[i])
+        while n := take(self.struct.cache, ptrs, sizes, 256):
+            yield from ((ptrs[i], sizes[i]) for i in range(n))
 
     def stats(self) -> dict:
         out = api.ffi.new("uint64_t[5]")
@@ -56,10 +74,14 @@ class Allocator:
         api.free_struct(self.struct)
 
 
+def allocators_of(device) -> list[Allocator]:
+    """The allocators ORT created over `device`'s memory, oldest first."""
+    return [a for a in list(ALLOCATORS.values()) if a.device is device]
+
+
 def default_allocator(device) -> Allocator | None:
     """The most recent allocator ORT created for `device`'s default memory."""
-    kind = device.default_mem_type
-    found = [a for a in list(ALLOCATORS.values()) if a.device is device and a.mem_type == kind]
+    found = [a for a in allocators_of(device) if a.mem_type == device.default_mem_type]
     return found[-1] if found else None
 
 
@@ -72,9 +94,8 @@ def alloc_from(allocator: Allocator, size: int, what: str = "a tensor") -> int:
     except MemoryError:
         device = allocator.device
         device.gpu.synchronize()  # chunks freed while work was pending are safe to give back after this
-        for other in list(ALLOCATORS.values()):
-            if other.device is device:
-                other.drain()
+        for other in allocators_of(device):
+            other.drain()
         memory = device.gpu.memory
         for pool in (memory.device_pool, memory.host_pool):
             pool.trim()

@@ -59,10 +59,10 @@ class DryCall:
 def planned_pipelines(kernel) -> set[tuple]:
     """(shader, element type, constants) of every dispatch the kernel's first run will make, as far as its
     declared input shapes tell (empty where they do not)."""
-    if kernel.static_inputs is None:
+    declared = kernel.impl.declared_inputs
+    if declared is None:
         return set()
-    inputs = [None if shape is None else Tensor(0, shape, dtype, i)
-              for i, (shape, dtype) in enumerate(kernel.static_inputs)]
+    inputs = [None if shape is None else Tensor(0, shape, dtype, i) for i, (shape, dtype) in enumerate(declared)]
     for index, (_, tensor) in kernel.packed.items():
         inputs[index] = tensor
     call = DryCall(inputs)
