@@ -1,19 +1,43 @@
-"""What a graph declares of the values its nodes read and write (ORT's inferred types and shapes)."""
+"""What a graph declares of its nodes (op, domain, name) and of the values they read and write (ORT's
+inferred types and shapes)."""
 
 from __future__ import annotations
 
 from vkep.ort import api
 
 
-def values(node, outputs: bool = False) -> list[tuple[list[int] | None, str | None] | None]:
-    """What the graph declares of each input (or output): (dims, -1 where symbolic, or None where it declares
-    no shape; element type, or None where unknown), or None for an absent optional one."""
+def op_type(node) -> str:
+    return _text(api.lib.ort_Node_GetOperatorType, node)
+
+
+def domain(node) -> str:
+    return _text(api.lib.ort_Node_GetDomain, node)
+
+
+def name(node) -> str:
+    return _text(api.lib.ort_Node_GetName, node)
+
+
+def _text(get, node) -> str:
+    out = api.ffi.new("const char**")
+    api.check(get(node, out))
+    return api.ffi.string(out[0]).decode()
+
+
+def value_infos(node, outputs: bool = False) -> list:
+    """The OrtValueInfo of each input (or output), NULL for an absent optional one."""
     lib, ffi = api.lib, api.ffi
     count = ffi.new("size_t*")
     api.check((lib.ort_Node_GetNumOutputs if outputs else lib.ort_Node_GetNumInputs)(node, count))
     infos = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
     api.check((lib.ort_Node_GetOutputs if outputs else lib.ort_Node_GetInputs)(node, infos, count[0]))
-    return [None if info == ffi.NULL else declared(info) for info in infos[0:count[0]]]
+    return list(infos[0:count[0]])
+
+
+def values(node, outputs: bool = False) -> list[tuple[list[int] | None, str | None] | None]:
+    """What the graph declares of each input (or output): (dims, -1 where symbolic, or None where it declares
+    no shape; element type, or None where unknown), or None for an absent optional one."""
+    return [None if info == api.ffi.NULL else declared(info) for info in value_infos(node, outputs)]
 
 
 def declared(info) -> tuple[list[int] | None, str | None]:

@@ -308,10 +308,7 @@ def _note_host_readers(ep: Ep, claimed: list) -> None:
     mine = {api.address(n) for n in claimed}
     count, name, is_output = ffi.new("size_t*"), ffi.new("const char**"), ffi.new("bool*")
     for node in claimed:
-        api.check(lib.ort_Node_GetNumOutputs(node, count))
-        outputs = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
-        api.check(lib.ort_Node_GetOutputs(node, outputs, count[0]))
-        for value in outputs[0:count[0]]:
+        for value in declared.value_infos(node, outputs=True):
             if value == ffi.NULL:
                 continue
             api.check(lib.ort_GetValueInfoName(value, name))
@@ -367,15 +364,11 @@ def _node_attribute(node, name: str, kind: str):
 
 def _spec_of(node, specs) -> tuple:
     """(the manifest entry that serves this node or None, the node's opset version)."""
-    lib, ffi = api.lib, api.ffi
-    out, version = ffi.new("const char**"), ffi.new("int*")
-    api.check(lib.ort_Node_GetOperatorType(node, out))
-    op = ffi.string(out[0]).decode()
-    api.check(lib.ort_Node_GetDomain(node, out))
-    domain = ffi.string(out[0]).decode()
-    api.check(lib.ort_Node_GetSinceVersion(node, version))
+    version = api.ffi.new("int*")
+    api.check(api.lib.ort_Node_GetSinceVersion(node, version))
     v = version[0]
-    return next((s for s in specs.get((domain, op), ()) if any(a <= v <= b for a, b in s.version_ranges())), None), v
+    candidates = specs.get((declared.domain(node), declared.op_type(node)), ())
+    return next((s for s in candidates if any(a <= v <= b for a, b in s.version_ranges())), None), v
 
 
 def _refused(node, ep: Ep) -> str | None:
@@ -461,12 +454,7 @@ GEOMETRY_ATTRIBUTES = {"strides", "dilations", "pads", "kernel_shape", "output_p
 
 def _no_kernel(node, ep: Ep) -> str:
     """Why ORT's kernel lookup found no vkep kernel for the node: op, opset version or element types."""
-    lib, ffi = api.lib, api.ffi
-    out = ffi.new("const char**")
-    api.check(lib.ort_Node_GetOperatorType(node, out))
-    op = ffi.string(out[0]).decode()
-    api.check(lib.ort_Node_GetDomain(node, out))
-    domain = ffi.string(out[0]).decode()
+    op, domain = declared.op_type(node), declared.domain(node)
     qualified = f"{domain}::{op}" if domain not in ("", "ai.onnx") else op
     candidates = ep.specs.get((domain, op), ())
     if not candidates:
@@ -487,12 +475,7 @@ def _no_kernel(node, ep: Ep) -> str:
 def _note_declined(ep: Ep, node, reason: str, severity: int) -> None:
     """Record why a node stays on another EP (`vkep run` prints it) and say so in the session's log: at
     INFO where a kernel declined it, at VERBOSE where vkep has no kernel for it."""
-    lib, ffi = api.lib, api.ffi
-    out = ffi.new("const char**")
-    api.check(lib.ort_Node_GetName(node, out))
-    name = ffi.string(out[0]).decode()
-    api.check(lib.ort_Node_GetOperatorType(node, out))
-    op = ffi.string(out[0]).decode()
+    name, op = declared.name(node), declared.op_type(node)
     ep.declined[(name, op)] = reason
     ep.log.log(severity, f"declines {op} node {name!r}: {reason}", 2)
 

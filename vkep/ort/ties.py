@@ -16,9 +16,7 @@ from vkep.ort import api, declared
 
 
 def _is_if(node) -> bool:
-    op = api.ffi.new("const char**")
-    api.check(api.lib.ort_Node_GetOperatorType(node, op))
-    return api.ffi.string(op[0]) == b"If"
+    return declared.op_type(node) == "If"
 
 
 def _runtime_shaped(info) -> bool:
@@ -29,14 +27,10 @@ def _runtime_shaped(info) -> bool:
 
 
 def _makes_runtime_shaped_graph_output(node) -> bool:
-    lib, ffi = api.lib, api.ffi
-    count, is_output = ffi.new("size_t*"), ffi.new("bool*")
-    api.check(lib.ort_Node_GetNumOutputs(node, count))
-    outputs = ffi.new("const OrtValueInfo*[]", max(count[0], 1))
-    api.check(lib.ort_Node_GetOutputs(node, outputs, count[0]))
-    for value in outputs[0:count[0]]:
-        if value != ffi.NULL:
-            api.check(lib.ort_ValueInfo_IsGraphOutput(value, is_output))
+    is_output = api.ffi.new("bool*")
+    for value in declared.value_infos(node, outputs=True):
+        if value != api.ffi.NULL:
+            api.check(api.lib.ort_ValueInfo_IsGraphOutput(value, is_output))
             if is_output[0] and _runtime_shaped(value):
                 return True
     return False
@@ -123,8 +117,4 @@ def reason_to_decline(node, graph, claimable: Callable[[object], str | None]) ->
 
 
 def _describe(node) -> str:
-    lib, ffi = api.lib, api.ffi
-    op, name = ffi.new("const char**"), ffi.new("const char**")
-    api.check(lib.ort_Node_GetOperatorType(node, op))
-    api.check(lib.ort_Node_GetName(node, name))
-    return f"{ffi.string(op[0]).decode()} node {ffi.string(name[0]).decode()!r}"
+    return f"{declared.op_type(node)} node {declared.name(node)!r}"
