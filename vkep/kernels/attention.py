@@ -21,6 +21,7 @@ from vkep.kernels.base import (
     float_bits,
     grid_1d,
     pack,
+    padded,
     shader_dtype,
 )
 from vkep.kernels.elementwise import broadcast_strides
@@ -69,7 +70,7 @@ def _workgroup(total: int, d: int, dv: int) -> int:
 class Attention(Kernel):
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        ranks = list(input_ranks) + [None] * (7 - len(input_ranks))
+        ranks = padded(input_ranks, 7)
         if ranks[0] == 3 and (attrs.get("q_num_heads") is None or attrs.get("kv_num_heads") is None):
             return "3-D inputs need q_num_heads and kv_num_heads"
         if ranks[0] not in (3, 4, -1):
@@ -92,7 +93,7 @@ class Attention(Kernel):
         return None
 
     def compute(self, call) -> None:
-        inputs = list(call.inputs) + [None] * (7 - len(call.inputs))
+        inputs = padded(call.inputs, 7)
         q, k, v, mask, past_k, past_v, nonpad = inputs[:7]
         dtype = shader_dtype(q)
         for t in (k, v, past_k, past_v):

@@ -179,6 +179,11 @@ class Kernel:
                       grid_1d(n, wg), reads, writes)
 
 
+def padded(values, count: int) -> list:
+    """`values` (inputs, their ranks or types) with None for the optional ones left off the end: `count` in all."""
+    return list(values) + [None] * (count - len(values))
+
+
 def grid_1d(n: int, wg: int) -> tuple[int, int, int]:
     groups = max(1, -(-n // wg))
     return (groups, 1, 1) if groups <= 65535 else (65535, -(-groups // 65535), 1)

@@ -9,14 +9,14 @@ from vkep.kernels.base import (
     LOOP_BUDGET,
     MAX_ELEMENTS,
     Kernel,
-    Tensor,
     UnsupportedError,
     grid_1d,
     pack,
+    padded,
     shader_dtype,
 )
 from vkep.kernels.elementwise import OP_ADD, Unary, broadcast_shape, dispatch_binary, dispatch_unary
-from vkep.kernels.norm import MODE_RMS, dispatch_norm, param_index
+from vkep.kernels.norm import MODE_RMS, affine_index, normalize_rows, stat_outputs
 from vkep.kernels.rotary import RotaryEmbedding
 
 
@@ -37,7 +37,7 @@ class BiasedGelu(Unary):
         y = call.output(0, broadcast_shape(x.shape, bias.shape), x.dtype)
         if y.size:
             dispatch_binary(call, OP_ADD, x, bias, y)
-            dispatch_unary(call, "unary.comp", self.constants, y, y, self.params)
+            dispatch_unary(call, self.spec.shader, self.constants, y, y, self.params)
 
 
 class SkipNorm(Kernel):
@@ -53,13 +53,8 @@ class SkipNorm(Kernel):
         if x.shape[-1:] != gamma.shape[-1:] or len(x.shape) < 2:
             raise UnsupportedError(f"{self.spec.op}: input {x.shape} with gamma {gamma.shape}")
         y = call.output(0, x.shape, x.dtype)
-        stats: list[Tensor | None] = [None, None]
-        count = self.output_count or 1
-        for j in (1, 2):
-            if j < count:
-                t = call.output(j, x.shape[:-1] + (1,), "float32")
-                stats[j - 1] = t if t is not None and t.addr else None  # an optional output named ""
-        s = call.output(3, x.shape, x.dtype) if count > 3 else None
+        stats = stat_outputs(self, call, x.shape[:-1] + (1,), [0, 1])  # outputs 1, 2: mean, inv_std_var
+        s = call.output(3, x.shape, x.dtype) if (self.output_count or 1) > 3 else None
         if s is None or not s.addr:
             s = call.scratch(x.shape, x.dtype)
         if not x.size:
@@ -67,11 +62,8 @@ class SkipNorm(Kernel):
         dispatch_binary(call, OP_ADD, x, skip, s)
         if bias is not None:
             dispatch_binary(call, OP_ADD, s, bias, s)
-        length = x.shape[-1]
-        index = param_index(x.shape, gamma.shape) + (param_index(x.shape, beta.shape) if beta is not None else (1, 1))
-        params = [t for t in (gamma, beta) if t is not None]
-        dispatch_norm(self, call, mode, s, gamma, beta, y, stats, math.prod(x.shape[:-1]), length, index,
-                  float(self.attrs["epsilon"]), [s, *params], [y] + [t for t in stats if t is not None])
+        normalize_rows(self, call, mode, s, gamma, beta, y, stats, math.prod(x.shape[:-1]), x.shape[-1],
+                       affine_index(x, gamma, beta))
 
 
 class ContribRotary(RotaryEmbedding):
@@ -86,15 +78,15 @@ class ContribRotary(RotaryEmbedding):
             return "is_packed_batching"
         if attrs.get("rotary_embedding_dim", 0) and attrs.get("num_heads", 0) <= 0:
             return "rotary_embedding_dim without num_heads (the CPU EP then fails the session, naming it)"
-        ranks = list(input_ranks) + [None] * (4 - len(input_ranks))
-        types = list(input_types) + [None] * (4 - len(input_types))
+        ranks = padded(input_ranks, 4)
+        types = padded(input_types, 4)
         if ranks[1] not in (2, -1):
             return f"position_ids of rank {ranks[1]} (a start offset is not supported)"
         return super().declines(spec, attrs, since_version, [ranks[i] for i in ONNX_ORDER],
                                 [types[i] for i in ONNX_ORDER])
 
     def compute(self, call) -> None:
-        inputs = list(call.inputs) + [None] * (4 - len(call.inputs))
+        inputs = padded(call.inputs, 4)
         call.inputs = [inputs[i] for i in ONNX_ORDER]
         super().compute(call)
 
@@ -122,7 +114,7 @@ class MatMulNBits(Kernel):
         return None
 
     def compute(self, call) -> None:
-        inputs = list(call.inputs) + [None] * (6 - len(call.inputs))
+        inputs = padded(call.inputs, 6)
         a, b, scales, zp, _, bias = inputs[:6]
         k, n, block = int(self.attrs["K"]), int(self.attrs["N"]), int(self.attrs["block_size"])
         if not a.shape or a.shape[-1] != k:
@@ -157,8 +149,8 @@ class ContribMultiHeadAttention(Attention):
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        ranks = list(input_ranks) + [None] * (10 - len(input_ranks))
-        types = list(input_types) + [None] * (10 - len(input_types))
+        ranks = padded(input_ranks, 10)
+        types = padded(input_types, 10)
         for index, name in ((3, "bias"), (4, "key_padding_mask"), (8, "past_sequence_length"),
                             (9, "cache_indirection")):
             if ranks[index] is not None:
@@ -175,7 +167,7 @@ class ContribMultiHeadAttention(Attention):
     def compute(self, call) -> None:
         if (self.output_count or 1) > 3:
             raise UnsupportedError("MultiHeadAttention: the qk output")
-        inputs = list(call.inputs) + [None] * (10 - len(call.inputs))
+        inputs = padded(call.inputs, 10)
         q, k, past_k = inputs[0], inputs[1], inputs[6]
         if self.attrs["is_causal"] and past_k is None and q.shape[1] != k.shape[1]:
             # (ORT aligns that mask otherwise than ONNX's Attention: measured different)

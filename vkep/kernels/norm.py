@@ -54,22 +54,40 @@ class LayerNorm(Kernel):
         rank = len(x.shape)
         axis = axis_in(self.attrs["axis"], rank, self.spec.op)
         rows, length = math.prod(x.shape[:axis]), math.prod(x.shape[axis:])
-        index = param_index(x.shape, scale.shape) + (param_index(x.shape, bias.shape) if bias is not None else (1, 1))
+        index = affine_index(x, scale, bias)
         y = call.output(0, x.shape, scale.dtype)
-        stats: list[Tensor | None] = [None, None]  # the shader's mean and inverse deviation outputs
-        stat_shape = x.shape[:axis] + (1,) * (rank - axis)
-        kinds = [0, 1] if self.constants[0] == MODE_MEAN_VAR else [1]  # output j + 1 is stats[kinds[j]]
-        for j, kind in enumerate(kinds[:max((self.output_count or 1) - 1, 0)]):
-            t = call.output(j + 1, stat_shape, "float32")
-            stats[kind] = t if t is not None and t.addr else None  # an optional output named ""
+        # outputs 1 and 2: Mean and InvStdDev in mode 0, InvStdDev alone in mode 1
+        stats = stat_outputs(self, call, x.shape[:axis] + (1,) * (rank - axis),
+                             [0, 1] if self.constants[0] == MODE_MEAN_VAR else [1])
         if rows == 0:
             return
         if length == 0:
             raise UnsupportedError(f"{self.spec.op} over an empty axis")
-        params = [t for t in (scale, bias) if t is not None]
-        dispatch_norm(self, call, self.constants[0], x, scale, bias, y, stats, rows, length,
-                  index, float(self.attrs["epsilon"]), [x, *params],
-                  [y] + [t for t in stats if t is not None])
+        normalize_rows(self, call, self.constants[0], x, scale, bias, y, stats, rows, length, index)
+
+
+def stat_outputs(kernel: Kernel, call, shape: tuple[int, ...], kinds: list[int]) -> list[Tensor | None]:
+    """The shader's [mean, inverse deviation] outputs the node has (float32, `shape`): output j + 1 is
+    stats[kinds[j]]; None where the node has no such output."""
+    stats: list[Tensor | None] = [None, None]
+    for j, kind in enumerate(kinds[:max((kernel.output_count or 1) - 1, 0)]):
+        t = call.output(j + 1, shape, "float32")
+        stats[kind] = t if t is not None and t.addr else None  # an optional output named ""
+    return stats
+
+
+def affine_index(x: Tensor, scale: Tensor, bias: Tensor | None) -> tuple[int, int, int, int]:
+    """norm.comp's (div, mod) of scale and of bias broadcast over x (see param_index)."""
+    return param_index(x.shape, scale.shape) + (param_index(x.shape, bias.shape) if bias is not None else (1, 1))
+
+
+def normalize_rows(kernel: Kernel, call, mode: int, x: Tensor, scale: Tensor, bias: Tensor | None, y: Tensor,
+                   stats: list[Tensor | None], rows: int, length: int, index: tuple[int, int, int, int]) -> None:
+    """y = each row of x normalised (mode 0 or 1), times scale plus bias broadcast over x (`index`:
+    affine_index), with the node's epsilon."""
+    params = [t for t in (scale, bias) if t is not None]
+    dispatch_norm(kernel, call, mode, x, scale, bias, y, stats, rows, length, index, float(kernel.attrs["epsilon"]),
+                  [x, *params], [y] + [t for t in stats if t is not None])
 
 
 class ChannelNorm(Kernel):

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
+from vkep.kernels.base import (
+    LOOP_BUDGET,
+    Kernel,
+    Tensor,
+    UnsupportedError,
+    axis_in,
+    grid_1d,
+    pack,
+    padded,
+    shader_dtype,
+)
 
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
 ONNX_8BIT = {2: "uint8", 3: "int8"}  # TensorProto codes of output_dtype
@@ -25,17 +35,15 @@ class QuantizeLinear(Kernel):
     def compute(self, call) -> None:
         x, scale = call.inputs[:2]
         zp = call.inputs[2] if len(call.inputs) > 2 else None
-        quantize = self.constants[0] == MODE_QUANTIZE
-        float_side = x if quantize else None
-        if quantize:
+        if self.constants[0] == MODE_QUANTIZE:
             out = zp.dtype if zp is not None else ONNX_8BIT.get(self.attrs.get("output_dtype", 0), "uint8")
+            if scale.dtype != x.dtype:
+                raise UnsupportedError(f"QuantizeLinear: x of {x.dtype} with scales of {scale.dtype}")
         else:
             out = scale.dtype
             wanted = self.attrs.get("output_dtype", 0)
             if wanted and wanted != {"float32": 1, "float16": 10}.get(out):
                 raise UnsupportedError(f"DequantizeLinear: output_dtype {wanted} with {out} scales")
-        if float_side is not None and scale.dtype != float_side.dtype:
-            raise UnsupportedError(f"QuantizeLinear: x of {x.dtype} with scales of {scale.dtype}")
         if scale.size == 1:
             div = mod = 1
         else:
@@ -45,9 +53,14 @@ class QuantizeLinear(Kernel):
             div, mod = math.prod(x.shape[axis + 1:]), x.shape[axis]
         y = call.output(0, x.shape, out)
         if x.size:
-            reads = [t for t in (x, scale, zp) if t is not None]
-            call.dispatch(self.spec.shader, (shader_dtype(x), shader_dtype(y)), self.constants, [x, scale, zp, y],
-                          pack("3I", x.size, div, mod), grid_1d(x.size, 256), reads, [y])
+            dispatch_quantize(call, self.constants[0], x, scale, zp, y, div, mod)
+
+
+def dispatch_quantize(call, mode: int, x: Tensor, scale: Tensor, zp: Tensor | None, y: Tensor, div: int,
+                      mod: int) -> None:
+    """quantize.comp over x: scale and zero point of element g at (g / div) % mod."""
+    call.dispatch("quantize.comp", (shader_dtype(x), shader_dtype(y)), (mode,), [x, scale, zp, y],
+                  pack("3I", x.size, div, mod), grid_1d(x.size, 256), [t for t in (x, scale, zp) if t is not None], [y])
 
 
 class DynamicQuantizeLinear(Kernel):
@@ -63,8 +76,7 @@ class DynamicQuantizeLinear(Kernel):
         call.dispatch(self.spec.shader, "float32", (), [x, scale, zp], pack("I", x.size), (1, 1, 1), [x],
                       [scale, zp])
         if x.size:
-            call.dispatch("quantize.comp", ("float32", "uint8"), (MODE_QUANTIZE,), [x, scale, zp, y],
-                          pack("3I", x.size, 1, 1), grid_1d(x.size, 256), [x, scale, zp], [y])
+            dispatch_quantize(call, MODE_QUANTIZE, x, scale, zp, y, 1, 1)
 
 
 class MatMulInteger(Kernel):
@@ -72,7 +84,7 @@ class MatMulInteger(Kernel):
     scalar, per row of a 2-D A or per column of B."""
 
     def compute(self, call) -> None:
-        inputs = list(call.inputs) + [None] * (4 - len(call.inputs))
+        inputs = padded(call.inputs, 4)
         a, b, azp, bzp = inputs[:4]
         if len(a.shape) < 2 or len(b.shape) < 2 or a.shape[-1] != b.shape[-2]:
             raise UnsupportedError(f"MatMulInteger of {a.shape} and {b.shape}")

@@ -8,7 +8,16 @@ cache; the CPU EP rejects both."""
 
 from __future__ import annotations
 
-from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import (
+    MAX_ELEMENTS,
+    Kernel,
+    Tensor,
+    UnsupportedError,
+    grid_1d,
+    pack,
+    padded,
+    shader_dtype,
+)
 
 WG = 256  # rotary_embedding.comp's workgroup size
 
@@ -16,7 +25,7 @@ WG = 256  # rotary_embedding.comp's workgroup size
 class RotaryEmbedding(Kernel):
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        ranks = list(input_ranks) + [None] * (4 - len(input_ranks))
+        ranks = padded(input_ranks, 4)
         x_rank, cos_rank, sin_rank, pos_rank = ranks[:4]
         if x_rank not in (3, 4, -1):
             return f"X of rank {x_rank}"
@@ -35,7 +44,7 @@ class RotaryEmbedding(Kernel):
         return None
 
     def compute(self, call) -> None:
-        inputs = list(call.inputs) + [None] * (4 - len(call.inputs))
+        inputs = padded(call.inputs, 4)
         x, cos, sin, pos = inputs[:4]
         dtype = shader_dtype(x)
         if cos.dtype != dtype or sin.dtype != dtype:
