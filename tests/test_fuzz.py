@@ -82,13 +82,29 @@ def cases(draw):
     return spec, values
 
 
-def _model(spec, values) -> bytes:
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+
+
+def _model(op: str, values, opset: int, attrs: dict | None = None, inits=(), ir_version: int = 8):
+    """One `op` node over inputs x0, x1, ... (of `values`) and then the initializers `inits`."""
     inputs = [f"x{i}" for i in range(len(values))]
-    node = helper.make_node(spec.op, inputs, ["y"])
+    node = helper.make_node(op, inputs + [t.name for t in inits], ["y"], **(attrs or {}))
     graph = helper.make_graph([node], "fuzz", [helper.make_tensor_value_info(
         name, ONNX_TYPES[str(v.dtype)], list(v.shape)) for name, v in zip(inputs, values, strict=True)],
-        [onnx.ValueInfoProto(name="y")])  # (type and shape: ORT infers them)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", spec.since[-1])], ir_version=8)
+        [onnx.ValueInfoProto(name="y")], list(inits))  # (type and shape: ORT infers them)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version)
+
+
+def _vkep_and_reference(model, values) -> tuple[np.ndarray, np.ndarray]:
+    """The node's output on vkep and on the CPU EP; a case the CPU EP rejects is not one (assume)."""
+    data = model.SerializeToString()
+    feeds = {f"x{i}": v for i, v in enumerate(values)}
+    try:
+        want = runner.cpu_session(data).run(None, feeds)[0]
+    except Exception:  # noqa: BLE001 — the reference rejects it (a type or shape the schema or CPU EP lacks)
+        assume(False)
+    return runner.vkep_session(data).run(None, feeds)[0], want
 
 
 def _close(got: np.ndarray, want: np.ndarray) -> bool:
@@ -100,18 +116,11 @@ def _close(got: np.ndarray, want: np.ndarray) -> bool:
     return bool(np.allclose(got.astype(np.float64), want.astype(np.float64), equal_nan=True, **tol))
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@FUZZ
 @given(cases())
 def test_elementwise_matches_cpu_ep(ep_devices, case):
     spec, values = case
-    data = _model(spec, values).SerializeToString()
-    feeds = {f"x{i}": v for i, v in enumerate(values)}
-    try:
-        want = runner.cpu_session(data).run(None, feeds)[0]
-    except Exception:  # noqa: BLE001 — the reference rejects it (types the schema or the CPU EP lacks)
-        assume(False)
-    got = runner.vkep_session(data).run(None, feeds)[0]
+    got, want = _vkep_and_reference(_model(spec.op, values, spec.since[-1]), values)
     assert _close(got, want), (spec.op, [(v.dtype, v.shape) for v in values], got, want)
 
 
@@ -137,7 +146,7 @@ FOUND = [
 @pytest.mark.parametrize("op,values", FOUND)
 def test_found_by_the_fuzzer(ep_devices, op, values):
     spec = max((s for s in SPECS if s.op == op), key=lambda s: s.since[-1])
-    data = _model(spec, values).SerializeToString()
+    data = _model(spec.op, values, spec.since[-1]).SerializeToString()
     feeds = {f"x{i}": v for i, v in enumerate(values)}
     want = runner.cpu_session(data).run(None, feeds)[0]
     got = runner.vkep_session(data).run(None, feeds)[0]
@@ -213,27 +222,12 @@ def axis_cases(draw):
     return spec, opset, values, attrs, axes_input
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@FUZZ
 @given(axis_cases())
 def test_axes_and_shapes_match_cpu_ep(ep_devices, case):
     spec, opset, values, attrs, axes_input = case
-    inputs = [f"x{i}" for i in range(len(values))]
-    inits = []
-    if axes_input is not None:
-        inputs.append("axes")
-        inits.append(onnx.numpy_helper.from_array(axes_input, "axes"))
-    node = helper.make_node(spec.op, inputs, ["y"], **attrs)
-    graph = helper.make_graph([node], "fuzz", [helper.make_tensor_value_info(
-        f"x{i}", ONNX_TYPES[str(v.dtype)], list(v.shape)) for i, v in enumerate(values)],
-        [onnx.ValueInfoProto(name="y")], inits)
-    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8).SerializeToString()
-    feeds = {f"x{i}": v for i, v in enumerate(values)}
-    try:
-        want = runner.cpu_session(data).run(None, feeds)[0]
-    except Exception:  # noqa: BLE001 — the reference rejects it (an empty reduction it cannot do, a type)
-        assume(False)
-    got = runner.vkep_session(data).run(None, feeds)[0]
+    inits = [] if axes_input is None else [onnx.numpy_helper.from_array(axes_input, "axes")]
+    got, want = _vkep_and_reference(_model(spec.op, values, opset, attrs, inits), values)
     assert _close(got, want), (spec.op, opset, attrs, axes_input, [(v.dtype, v.shape) for v in values], got, want)
 
 
@@ -271,20 +265,11 @@ def window_cases(draw):
     return op, attrs, x.astype(np.float32), inits
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@FUZZ
 @given(window_cases())
 def test_windows_match_cpu_ep(ep_devices, case):
     op, attrs, x, inits = case
-    node = helper.make_node(op, ["x"] + [t.name for t in inits], ["y"], **attrs)
-    graph = helper.make_graph([node], "fuzz", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x.shape))],
-                              [onnx.ValueInfoProto(name="y")], inits)
-    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9).SerializeToString()
-    try:
-        want = runner.cpu_session(data).run(None, {"x": x})[0]
-    except Exception:  # noqa: BLE001 — the reference rejects it (an output of no size, a bad window)
-        assume(False)
-    got = runner.vkep_session(data).run(None, {"x": x})[0]
+    got, want = _vkep_and_reference(_model(op, [x], 19, attrs, inits, ir_version=9), [x])
     assert got.shape == want.shape and np.allclose(got, want, rtol=1e-3, atol=1e-4), (op, attrs, x.shape)
 
 
@@ -335,20 +320,11 @@ def _movement_case(seed: int):
     return op, attrs, x, [onnx.numpy_helper.from_array(v, name) for name, v in consts.items()]
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@FUZZ
 @given(st.integers(0, 2**31 - 1))
 def test_movement_matches_cpu_ep(ep_devices, seed):
     case = _movement_case(seed)
     assume(case is not None)
     op, attrs, x, inits = case
-    node = helper.make_node(op, ["x"] + [t.name for t in inits], ["y"], **attrs)
-    graph = helper.make_graph([node], "fuzz", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x.shape))],
-                              [onnx.ValueInfoProto(name="y")], inits)
-    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9).SerializeToString()
-    try:
-        want = runner.cpu_session(data).run(None, {"x": x})[0]
-    except Exception:  # noqa: BLE001 — the reference rejects it
-        assume(False)
-    got = runner.vkep_session(data).run(None, {"x": x})[0]
+    got, want = _vkep_and_reference(_model(op, [x], 19, attrs, inits, ir_version=9), [x])
     assert got.shape == want.shape and np.array_equal(got, want), (op, attrs, x.shape)
