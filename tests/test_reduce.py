@@ -225,6 +225,17 @@ def test_cumprod(ep_devices, dtype):
     check_node("CumProd", {"x": long}, 26, {"axis": np.array(1, np.int64)}, reverse=1)
 
 
+def _reduce_rows(op: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """op over the rows of x (axes=[1], keepdims=0, opset 18) on vkep alone and on the CPU EP."""
+    T = helper.np_dtype_to_tensor_dtype(x.dtype)
+    graph = helper.make_graph([helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)], "r",
+                              [helper.make_tensor_value_info("x", T, x.shape)], [helper.make_tensor_value_info("y", T, None)],
+                              [numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
+    return got, runner.cpu_session(model).run(None, {"x": x})[0]
+
+
 @pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ReduceLogSumExp"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("length", [5, 3000])  # one thread per output, and a workgroup's tree (SPLIT)
@@ -237,13 +248,7 @@ def test_nan_propagates_through_max_and_min(ep_devices, op, dtype, length):
     values = np.array([np.inf, -np.inf, -0.0, 0.0, 1e-40, -1e-40, 3.4e38, -3.4e38, 1.0, -2.5], np.float32)
     x = rng.choice(values, size=(6, length)).astype(dtype)
     x[[0, 2, 4], rng.integers(0, length, 3)] = np.nan
-    T = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    graph = helper.make_graph([helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)], "r",
-                              [helper.make_tensor_value_info("x", T, x.shape)], [helper.make_tensor_value_info("y", T, None)],
-                              [numpy_helper.from_array(np.array([1], np.int64), "axes")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
-    got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
-    want = runner.cpu_session(model).run(None, {"x": x})[0]
+    got, want = _reduce_rows(op, x)
     has_nan = np.isnan(x).any(axis=1)
     assert np.isnan(got[has_nan]).all(), got
     np.testing.assert_allclose(got[~has_nan].astype(np.float64), want[~has_nan].astype(np.float64), **tolerance(dtype))
@@ -262,13 +267,7 @@ def test_special_values_through_every_reduction(ep_devices, op, dtype):
     others depend on its reduction order (test_nan_propagates_through_max_and_min)."""
     with np.errstate(over="ignore"):
         x = np.stack([np.array([v, 1.0, -2.0, 0.25], np.float32) for v in REDUCE_SPECIAL]).astype(dtype)
-    T = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    graph = helper.make_graph([helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)], "r",
-                              [helper.make_tensor_value_info("x", T, x.shape)], [helper.make_tensor_value_info("y", T, None)],
-                              [numpy_helper.from_array(np.array([1], np.int64), "axes")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
-    got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
-    want = runner.cpu_session(model).run(None, {"x": x})[0]
+    got, want = _reduce_rows(op, x)
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), **tolerance(dtype))
 
 
