@@ -14,28 +14,22 @@ every time); a failure found once is kept below as an `@example`.
 
 from __future__ import annotations
 
-import os
-
+import fuzzing
 import numpy as np
 import onnx
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from fuzzing import FUZZ, close, run_both
+from fuzzing import values as values_of
+from hypothesis import assume, given
 from hypothesis import strategies as st
-from onnx import helper
 
 from vkep import runner
 from vkep.kernels import manifest
 
-EXAMPLES = int(os.environ.get("VKEP_FUZZ_EXAMPLES", "25"))
-SPECIAL = os.environ.get("VKEP_FUZZ_SPECIAL", "0") not in ("", "0")
 ELEMENTWISE = ("Unary", "Binary", "Compare", "Variadic", "Where", "Pow", "Mod", "Predicate")
 SPECS = [s for s in manifest.load()
          if s.impl.startswith("elementwise.") and s.impl.split(".")[1] in ELEMENTWISE and not s.cpu_inputs
          and s.domain == "" and not any(a.default is None and not a.optional for a in s.attributes)]
-ONNX_TYPES = {"float32": onnx.TensorProto.FLOAT, "float16": onnx.TensorProto.FLOAT16, "int32": onnx.TensorProto.INT32,
-              "int64": onnx.TensorProto.INT64, "int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
-              "bool": onnx.TensorProto.BOOL}
-SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 1e-40, -1e-40, 3.4e38, -3.4e38, 1e38]
 
 
 def _shapes(draw, n: int) -> list[tuple[int, ...]]:
@@ -51,22 +45,6 @@ def _shapes(draw, n: int) -> list[tuple[int, ...]]:
     return out
 
 
-def _values(draw, shape, dtype: str, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    if dtype == "bool":
-        return rng.random(shape) > 0.5
-    if dtype.startswith("float"):
-        x = (rng.standard_normal(shape) * draw(st.sampled_from([0.5, 3.0, 50.0]))).astype(dtype)
-        if SPECIAL and x.size:
-            flat = x.reshape(-1)
-            idx = rng.integers(0, flat.size, size=max(1, flat.size // 3))
-            flat[idx] = rng.choice(np.array(SPECIALS, dtype=np.float64), size=idx.size).astype(dtype)
-        return x
-    info = np.iinfo(dtype)
-    lo, hi = max(info.min, -50), min(info.max, 50)
-    return rng.integers(lo, hi + 1, size=shape).astype(dtype)
-
-
 @st.composite
 def cases(draw):
     spec = draw(st.sampled_from(SPECS))
@@ -78,42 +56,17 @@ def cases(draw):
         names[min(i, len(names) - 1)], [names[min(i, len(names) - 1)]])[0]) for i in range(n)]
     shapes = _shapes(draw, n)
     seed = draw(st.integers(0, 2**31 - 1))
-    values = [_values(draw, s, t, seed + i) for i, (s, t) in enumerate(zip(shapes, types, strict=True))]
+    values = [values_of(draw, s, t, seed + i) for i, (s, t) in enumerate(zip(shapes, types, strict=True))]
     return spec, values
 
 
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
-
-
 def _model(op: str, values, opset: int, attrs: dict | None = None, inits=(), ir_version: int = 8):
-    """One `op` node over inputs x0, x1, ... (of `values`) and then the initializers `inits`."""
-    inputs = [f"x{i}" for i in range(len(values))]
-    node = helper.make_node(op, inputs + [t.name for t in inits], ["y"], **(attrs or {}))
-    graph = helper.make_graph([node], "fuzz", [helper.make_tensor_value_info(
-        name, ONNX_TYPES[str(v.dtype)], list(v.shape)) for name, v in zip(inputs, values, strict=True)],
-        [onnx.ValueInfoProto(name="y")], list(inits))  # (type and shape: ORT infers them)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version)
+    return fuzzing.model(op, values, opset, attrs, inits, ir_version)
 
 
-def _vkep_and_reference(model, values) -> tuple[np.ndarray, np.ndarray]:
-    """The node's output on vkep and on the CPU EP; a case the CPU EP rejects is not one (assume)."""
-    data = model.SerializeToString()
-    feeds = {f"x{i}": v for i, v in enumerate(values)}
-    try:
-        want = runner.cpu_session(data).run(None, feeds)[0]
-    except Exception:  # noqa: BLE001 — the reference rejects it (a type or shape the schema or CPU EP lacks)
-        assume(False)
-    return runner.vkep_session(data).run(None, feeds)[0], want
-
-
-def _close(got: np.ndarray, want: np.ndarray) -> bool:
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return False
-    if got.dtype.kind != "f":
-        return bool(np.array_equal(got, want))
-    tol = {"rtol": 1e-2, "atol": 1e-3} if got.dtype == np.float16 else {"rtol": 1e-3, "atol": 1e-5}
-    return bool(np.allclose(got.astype(np.float64), want.astype(np.float64), equal_nan=True, **tol))
+def _vkep_and_reference(m, values) -> tuple[np.ndarray, np.ndarray]:
+    got, want = run_both(m, values)
+    return got[0], want[0]
 
 
 @FUZZ
@@ -121,7 +74,7 @@ def _close(got: np.ndarray, want: np.ndarray) -> bool:
 def test_elementwise_matches_cpu_ep(ep_devices, case):
     spec, values = case
     got, want = _vkep_and_reference(_model(spec.op, values, spec.since[-1]), values)
-    assert _close(got, want), (spec.op, [(v.dtype, v.shape) for v in values], got, want)
+    assert close(got, want), (spec.op, [(v.dtype, v.shape) for v in values], got, want)
 
 
 def test_there_is_something_to_fuzz():
@@ -150,7 +103,7 @@ def test_found_by_the_fuzzer(ep_devices, op, values):
     feeds = {f"x{i}": v for i, v in enumerate(values)}
     want = runner.cpu_session(data).run(None, feeds)[0]
     got = runner.vkep_session(data).run(None, feeds)[0]
-    assert _close(got, want), (got, want)
+    assert close(got, want), (got, want)
 
 
 # ---- axes and shapes: reductions, arg reductions, the softmax family, Transpose, Concat ----------------------
@@ -196,7 +149,7 @@ def axis_cases(draw):
         attrs["axis"] = draw(st.integers(-rank, rank - 1))
     elif spec.impl == "movement.Transpose":
         attrs["perm"] = draw(st.permutations(list(range(rank))))
-    values = [_values(draw, shape, dtype, seed)]
+    values = [values_of(draw, shape, dtype, seed)]
     if spec.op in ("ReduceMax", "ReduceMin", "ReduceLogSumExp", "ArgMax", "ArgMin", "Hardmax"):
         # the CPU EP's answer for a NaN depends on its position (Eigen's and MLAS's comparisons keep one
         # operand): tests/test_reduce.py::test_nan_propagates_through_max_and_min checks vkep's NaN rule
@@ -218,7 +171,7 @@ def axis_cases(draw):
         for i in range(draw(st.integers(0, 2))):
             other = list(shape)
             other[attrs["axis"]] = draw(st.integers(0, 3))
-            values.append(_values(draw, tuple(other), dtype, seed + 1 + i))
+            values.append(values_of(draw, tuple(other), dtype, seed + 1 + i))
     return spec, opset, values, attrs, axes_input
 
 
@@ -228,7 +181,7 @@ def test_axes_and_shapes_match_cpu_ep(ep_devices, case):
     spec, opset, values, attrs, axes_input = case
     inits = [] if axes_input is None else [onnx.numpy_helper.from_array(axes_input, "axes")]
     got, want = _vkep_and_reference(_model(spec.op, values, opset, attrs, inits), values)
-    assert _close(got, want), (spec.op, opset, attrs, axes_input, [(v.dtype, v.shape) for v in values], got, want)
+    assert close(got, want), (spec.op, opset, attrs, axes_input, [(v.dtype, v.shape) for v in values], got, want)
 
 
 # ---- windows: Conv, ConvTranspose and the pools ------------------------------------------------------------

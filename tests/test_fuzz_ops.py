@@ -1,0 +1,249 @@
+"""Differential fuzzing, continued (tests/test_fuzz.py has elementwise ops, axes, windows and data movement):
+one family of manifest entries per test — casts and clips, scans and selections (CumSum, CumProd, TopK),
+Split and Trilu, GatherND and the scatters, views, shape ops and Range — with random shapes (zero-sized
+dimensions too), attributes, types and values, on vkep and on ORT's CPU EP; every output must agree.
+
+Each family names the ops it covers; the family's test also fails if none of its cases of an op ran on
+vkep (by ORT's assignment record), so a fuzzer that vkep declines wholesale cannot pass vacuously.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from fuzzing import INTS, TYPES, Case, Family, data, fuzz_family, shape_of
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+# ---- casts, clips, shifts -----------------------------------------------------------------------------------
+
+def cast(rng) -> Case:
+    src, dst = str(rng.choice(TYPES)), str(rng.choice(TYPES))
+    shape = shape_of(rng, int(rng.integers(0, 4)))
+    if src.startswith("float") and dst not in ("float32", "float16", "bool"):
+        # a float outside the integer's range (or NaN) converts as C++ leaves undefined: stay inside it
+        info = np.iinfo(dst)
+        x = np.asarray(rng.uniform(max(info.min, -1e6), min(info.max, 1e6), shape), src)
+        x = np.asarray(np.where(rng.random(shape) < 0.2, np.round(x) + 0.5, x), src)  # exact halves: truncation
+    elif src.startswith("float"):
+        x = np.asarray(rng.standard_normal(shape) * float(rng.choice([1.0, 1e3, 1e5])), src)
+        x[rng.random(shape) < 0.1] = float(rng.choice([np.nan, np.inf, -np.inf, -0.0, 1e-40, 65520.0]))
+    elif src == "bool":
+        x = np.asarray(rng.random(shape) > 0.5)
+    else:
+        info = np.iinfo(src)
+        x = np.asarray(rng.integers(info.min, int(info.max) + 1, size=shape, dtype=src))  # narrowing wraps, as in C++
+    return Case("Cast", 21, [x], {"to": int(onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dst)))})
+
+
+def clip(rng) -> Case:
+    dtype = str(rng.choice(("float32", "float16") + INTS))
+    x = data(rng, shape_of(rng, int(rng.integers(0, 4))), dtype)
+    inputs, names, consts = [x], ["x0"], {}
+    for bound in ("lo", "hi"):
+        kind = rng.integers(0, 3)  # absent, a constant, a graph input
+        value = data(rng, [], dtype, scale=2.0)
+        if kind == 1:
+            consts[bound] = value
+        elif kind == 2:
+            inputs.append(value)
+        names.append(("", bound, f"x{len(inputs) - 1}")[kind])
+    while names[-1] == "":
+        names.pop()
+    return Case("Clip", 13, inputs, consts=consts, names=names)
+
+
+def bitshift(rng) -> Case:
+    dtype = "uint8"
+    shape = shape_of(rng, int(rng.integers(0, 3)))
+    x = np.asarray(rng.integers(0, 256, size=shape), dtype)
+    y = np.asarray(rng.integers(0, 8, size=shape[int(rng.integers(0, len(shape) + 1)):]), dtype)  # shifts < width
+    return Case("BitShift", 11, [x, y], {"direction": str(rng.choice(["LEFT", "RIGHT"]))})
+
+
+# ---- scans and selections -----------------------------------------------------------------------------------
+
+def cumulative(rng) -> Case:
+    op = str(rng.choice(["CumSum", "CumProd"]))
+    dtype = str(rng.choice(["float32", "float16", "int32", "int64"]))
+    rank = int(rng.integers(1, 4))
+    shape = shape_of(rng, rank, high=6)
+    x = data(rng, shape, dtype, scale=1.0) if op == "CumSum" else rng.choice([-2, -1, 1, 2], shape).astype(dtype)
+    if op == "CumProd" and dtype.startswith("float"):
+        x = (x * rng.uniform(0.5, 1.5, shape)).astype(dtype)
+    axis = np.array(int(rng.integers(-rank, rank)), str(rng.choice(["int32", "int64"])))
+    attrs = {"exclusive": int(rng.integers(0, 2)), "reverse": int(rng.integers(0, 2))}
+    return Case(op, 26 if op == "CumProd" else 14, [x], attrs, {"axis": axis}, tol={"rtol": 1e-3, "atol": 1e-4})
+
+
+def topk(rng) -> Case:
+    dtype = str(rng.choice(["float32", "float16", "int32", "int64"]))
+    rank = int(rng.integers(1, 4))
+    shape = shape_of(rng, rank, high=7)
+    axis = int(rng.integers(-rank, rank))
+    # few distinct values, so ties are common: the CPU EP keeps the lower index first
+    x = rng.integers(-3, 4, size=shape).astype(dtype) if rng.random() < 0.5 else data(rng, shape, dtype)
+    k = np.array([int(rng.integers(0, shape[axis] + 1))], np.int64)
+    return Case("TopK", 11, [x], {"axis": axis, "largest": int(rng.integers(0, 2)), "sorted": 1}, {"k": k},
+                outputs=2)
+
+
+# ---- Split, Trilu, SpaceToDepth ------------------------------------------------------------------------------
+
+def split(rng) -> Case | None:
+    dtype = str(rng.choice(TYPES))
+    rank = int(rng.integers(1, 4))
+    shape = shape_of(rng, rank, high=7)
+    axis = int(rng.integers(-rank, rank))
+    x = data(rng, shape, dtype)
+    n = int(rng.integers(1, 4))
+    if rng.random() < 0.5:
+        if shape[axis] < n:
+            return None
+        return Case("Split", 18, [x], {"axis": axis, "num_outputs": n}, outputs=n)
+    cuts = np.sort(rng.integers(0, shape[axis] + 1, n - 1))
+    sizes = np.diff(np.concatenate([[0], cuts, [shape[axis]]])).astype(np.int64)
+    return Case("Split", 18, [x], {"axis": axis}, {"split": sizes}, outputs=n)
+
+
+def trilu(rng) -> Case:
+    dtype = str(rng.choice(TYPES))
+    x = data(rng, shape_of(rng, int(rng.integers(2, 5)), high=6), dtype)
+    consts = {"k": np.array(int(rng.integers(-6, 7)), np.int64)} if rng.random() < 0.7 else {}
+    return Case("Trilu", 14, [x], {"upper": int(rng.integers(0, 2))}, consts)
+
+
+def space_to_depth(rng) -> Case:
+    b = int(rng.integers(1, 4))
+    shape = [int(rng.integers(1, 3)), int(rng.integers(1, 4)), b * int(rng.integers(0, 4)), b * int(rng.integers(1, 4))]
+    return Case("SpaceToDepth", 13, [data(rng, shape, str(rng.choice(TYPES)))], {"blocksize": b})
+
+
+# ---- GatherND and the scatters -------------------------------------------------------------------------------
+
+def gather_nd(rng) -> Case | None:
+    rank = int(rng.integers(1, 5))
+    shape = shape_of(rng, rank, high=5, empty=0.05)
+    batch = int(rng.integers(0, rank))
+    k = int(rng.integers(1, rank - batch + 1))
+    dims = shape[batch:batch + k]
+    if 0 in dims:
+        return None
+    extra = shape_of(rng, int(rng.integers(0, 3)), high=4)
+    idx = np.stack([rng.integers(-d, d, size=shape[:batch] + extra) for d in dims], axis=-1).astype(np.int64)
+    x = data(rng, shape, str(rng.choice(TYPES)))
+    return Case("GatherND", 13, [x], {"batch_dims": batch}, {"i": idx})
+
+
+def scatter_elements(rng) -> Case | None:
+    rank = int(rng.integers(1, 4))
+    shape = shape_of(rng, rank, high=5, empty=0.05)
+    axis = int(rng.integers(-rank, rank))
+    if shape[axis] == 0:
+        return None
+    reduction = str(rng.choice(["none", "add", "mul", "max", "min"]))
+    dtype = str(rng.choice(["float32", "float16", "int32", "int64"] if reduction != "none" else TYPES))
+    ishape = [int(rng.integers(0, d + 1)) for d in shape]
+    # along the axis: distinct positions per line (duplicates are undefined for "none"), else random
+    n = shape[axis]
+    idx = np.moveaxis(np.argsort(rng.random(np.moveaxis(np.zeros(ishape), axis, -1).shape[:-1] + (n,)), axis=-1)
+                      [..., :ishape[axis]], -1, axis)
+    if reduction != "none":
+        idx = rng.integers(0, n, size=ishape)
+    idx = np.where(rng.random(idx.shape) < 0.3, idx - n, idx).astype(str(rng.choice(["int32", "int64"])))
+    x = data(rng, shape, dtype, scale=1.0)
+    u = data(rng, ishape, dtype, scale=1.0)
+    return Case("ScatterElements", 18, [x, u], {"axis": axis, "reduction": reduction}, {"i": idx},
+                names=["x0", "i", "x1"], tol={"rtol": 1e-3, "atol": 1e-4})
+
+
+def scatter_nd(rng) -> Case | None:
+    rank = int(rng.integers(1, 4))
+    shape = shape_of(rng, rank, high=5, empty=0.0)
+    k = int(rng.integers(1, rank + 1))
+    reduction = str(rng.choice(["none", "add", "mul", "max", "min"]))
+    dtype = str(rng.choice(["float32", "float16", "int32", "int64"] if reduction != "none" else TYPES))
+    lead = shape_of(rng, int(rng.integers(0, 3)), high=4, empty=0.0)
+    count = int(np.prod(lead))
+    space = int(np.prod(shape[:k]))
+    if reduction == "none" and count > space:
+        return None
+    flat = rng.permutation(space)[:count] if reduction == "none" else rng.integers(0, space, count)
+    idx = np.stack(np.unravel_index(flat, shape[:k]), axis=-1).reshape(lead + [k]).astype(np.int64)
+    idx = np.where(rng.random(idx.shape) < 0.3, idx - np.array(shape[:k]), idx)
+    x = data(rng, shape, dtype, scale=1.0)
+    u = data(rng, lead + shape[k:], dtype, scale=1.0)
+    return Case("ScatterND", 18, [x, u], {"reduction": reduction}, {"i": idx}, names=["x0", "i", "x1"],
+                tol={"rtol": 1e-3, "atol": 1e-4})
+
+
+# ---- views and shape ops -------------------------------------------------------------------------------------
+
+def view(rng) -> Case | None:
+    op = str(rng.choice(["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"]))
+    rank = int(rng.integers(0 if op in ("Reshape", "Identity", "Unsqueeze") else 1, 5))
+    shape = shape_of(rng, rank, high=4)
+    dtype = str(rng.choice(("float32", "float16") if op == "Dropout" else TYPES))
+    x = data(rng, shape, dtype)
+    if op == "Reshape":
+        target = [int(d) for d in rng.permutation(shape)] if shape else []
+        allowzero = int(rng.integers(0, 2))
+        if target and rng.random() < 0.5:
+            target[int(rng.integers(0, len(target)))] = -1
+        if target and not allowzero and rng.random() < 0.5:
+            i = int(rng.integers(0, min(len(target), rank)))
+            if target[i] == shape[i]:
+                target[i] = 0
+        return Case(op, 21, [x], {"allowzero": allowzero}, {"s": np.array(target, np.int64)})
+    if op == "Flatten":
+        return Case(op, 21, [x], {"axis": int(rng.integers(-rank, rank + 1))})
+    if op == "Squeeze":
+        ones = [i for i, d in enumerate(shape) if d == 1]
+        axes = [i - rank if rng.random() < 0.5 else i for i in ones if rng.random() < 0.6]
+        return Case(op, 21, [x], consts={"a": np.array(axes, np.int64)} if axes or rng.random() < 0.5 else {})
+    if op == "Unsqueeze":
+        n = int(rng.integers(1, 3))
+        axes = rng.choice(rank + n, n, replace=False)
+        axes = [int(a) - (rank + n) if rng.random() < 0.5 else int(a) for a in axes]
+        return Case(op, 21, [x], consts={"a": np.array(axes, np.int64)})
+    if op == "Dropout":
+        consts = {"r": np.array(rng.uniform(0, 0.9), np.float32)} if rng.random() < 0.5 else {}
+        return Case(op, 13, [x], consts=consts, outputs=int(rng.integers(1, 3)))
+    return Case(op, 21, [x])
+
+
+def shape_ops(rng) -> Case | None:
+    op = str(rng.choice(["Shape", "Size", "ConstantOfShape", "Range"]))
+    if op in ("Shape", "Size"):
+        rank = int(rng.integers(0, 5))
+        x = data(rng, shape_of(rng, rank), str(rng.choice(TYPES)))
+        attrs = {}
+        if op == "Shape" and rng.random() < 0.6:
+            attrs = {"start": int(rng.integers(-rank - 2, rank + 3)), "end": int(rng.integers(-rank - 2, rank + 3))}
+        return Case(op, 21, [x], attrs, symbolic=True)
+    if op == "ConstantOfShape":
+        dtype = str(rng.choice(TYPES))
+        shape = np.array(shape_of(rng, int(rng.integers(0, 4))), np.int64)
+        value = onnx.numpy_helper.from_array(data(rng, [1], dtype), "value")
+        return Case(op, 21, [shape], {"value": value} if rng.random() < 0.8 else {})
+    dtype = str(rng.choice(["float32", "int32", "int64"]))
+    start, delta = data(rng, [], dtype, 5.0), data(rng, [], dtype, 2.0)
+    if delta == 0:
+        return None
+    limit = np.asarray(start + delta * rng.uniform(-2, 40), dtype)
+    return Case(op, 11, [start, limit, delta], tol={"rtol": 1e-5, "atol": 1e-4})
+
+
+FAMILIES: dict[Family, tuple[str, ...]] = {
+    cast: ("Cast",), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
+    topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
+    gather_nd: ("GatherND",), scatter_elements: ("ScatterElements",), scatter_nd: ("ScatterND",),
+    view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
+    shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.__name__)
+def test_family_matches_cpu_ep(ep_devices, family):
+    fuzz_family(family, FAMILIES[family])
