@@ -237,6 +237,24 @@ def test_resize_sizes_fp16(ep_devices, mode, coord, nearest):
     _check(model, {"x": x}, "Resize")
 
 
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_resize_crop_at_scale_one_follows_onnx(ep_devices, mode):
+    """tf_crop_and_resize with a dimension whose scale is 1 still crops it (ONNX's formula, onnx.reference).
+    ORT's CPU EP returns its input unchanged when every scale is 1 and ignores the crop of such a dimension
+    otherwise, so the fuzzer leaves these cases out and this test holds vkep to ONNX's reference instead."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = RNG.standard_normal((6, 5)).astype(np.float32)
+    for roi, scales in (([0, 0.2, 1, 0.9], [1, 1]), ([0.2, 0.3, 0.7, 0.8], [0.5, 1])):
+        model = _model("Resize", [("x", (F, x.shape)), ("roi", 0), ("sc", 0)], opset=19,
+                       inits={"roi": np.array(roi, np.float32), "sc": np.array(scales, np.float32)}, mode=mode,
+                       coordinate_transformation_mode="tf_crop_and_resize")
+        session = runner.vkep_session(model)
+        assert [ep for _, _, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+        want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-5)
+
+
 def test_trilu_k_beyond_matrix(ep_devices):
     x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
     for k, upper in ((-10, 1), (10, 0), (2, 1), (-1, 0)):

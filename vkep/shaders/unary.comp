@@ -100,6 +100,71 @@ float acos_accurate(float x) {
     return 1.5707963267948966 - asin_core(x);
 }
 
+// sin, cos and tan with vkep's own argument reduction: Vulkan bounds sin() and cos() only inside [-pi, pi]
+// (lavapipe's lose every digit past |x| ~ 1e8). x = q pi/2 + r, |r| <= pi/4, where q and r come from
+// x 2/pi modulo 4 computed exactly from 2/pi's bits (Payne-Hanek), so that every float32 reduces right.
+// 2/pi's first 224 bits after the point, behind a zero word (for the windows of |x| < 2^8 or so)
+const uint TWO_OVER_PI[8] = uint[8](0u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u, 0xdb629599u,
+                                    0x3c439041u, 0xfe5163abu);
+
+float reduce_half_pi(float x, out uint q) {
+    float a = abs(x);
+    q = 0u;
+    if (a <= 0.7853981633974483) return x;
+    uint bits = floatBitsToUint(a);
+    int k = int(bits >> 23) - 150;  // a = m 2^k with m the 24-bit significand
+    uint64_t m = uint64_t((bits & 0x7fffffu) | 0x800000u);
+    // m 2^k times 2/pi's bits b_i (worth 2^-i) before b_(k-1) gives multiples of 4: the 96-bit window from
+    // b_(k-1) on (table offset 30 + k, as G:H) is all that x 2/pi modulo 4 needs, = (m G + m H 2^-32) 2^-62
+    uint o = uint(30 + k), w = o >> 5, s = o & 31u;
+    uint64_t hi = packUint2x32(uvec2(TWO_OVER_PI[w + 1], TWO_OVER_PI[w]));
+    uint64_t lo = packUint2x32(uvec2(TWO_OVER_PI[w + 3], TWO_OVER_PI[w + 2]));
+    uint64_t g = s == 0u ? hi : (hi << s) | (lo >> (64u - s));
+    uint64_t h = (lo << s) >> 32;
+    uint64_t v = m * g + ((m * h) >> 32);  // modulo 2^64: 2 integer bits, 62 fraction bits
+    uint64_t f = v << 2;
+    q = uint(v >> 62) + uint(f >> 63);  // a fraction of 1/2 or more rounds q up and r goes negative
+    float r = float(int64_t(f)) * 8.515303950216380e-20;  // (pi/2) 2^-64
+    if (x < 0.0) {
+        q = 0u - q;
+        r = -r;
+    }
+    return r;
+}
+
+// sin and cos on [-pi/4, pi/4] (Cephes sinf/cosf polynomials, ~1 ulp)
+float sin_core(float r) {
+    float z = r * r;
+    return ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
+}
+
+float cos_core(float r) {
+    float z = r * r;
+    return ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
+}
+
+// (not x - x for an infinite x: compilers fold it to 0)
+float nan_f() { return uintBitsToFloat(0x7fc00000u); }
+
+// sin (shift 0) or cos (shift 1) of any float
+float sin_cos_accurate(float x, uint shift) {
+    if (isinf(x)) return nan_f();
+    if (shift == 0u && abs(x) < 2.44140625e-4) return x;  // sin x = x in float32 below 2^-12 (keeps -0)
+    uint q;
+    float r = reduce_half_pi(x, q);
+    q += shift;
+    float v = (q & 1u) == 0u ? sin_core(r) : cos_core(r);
+    return (q & 2u) == 0u ? v : -v;
+}
+
+float tan_accurate(float x) {
+    if (isinf(x)) return nan_f();
+    if (abs(x) < 2.44140625e-4) return x;  // tan x = x in float32 below 2^-12 (keeps -0)
+    uint q;
+    float r = reduce_half_pi(x, q);
+    return (q & 1u) == 0u ? sin_core(r) / cos_core(r) : -cos_core(r) / sin_core(r);
+}
+
 // tanh as a rational approximation (Eigen's float tanh, a few ulp): lavapipe's tanh() loses all relative
 // precision near 0 and overflows exp() for large arguments
 float tanh_safe(float v) {
@@ -165,9 +230,9 @@ float compute_float(float v) {
     case OP_CEIL: return ceil(v);
     case OP_ROUND: return roundEven(v);
     case OP_SIGN: return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : (v == 0.0 ? 0.0 : v));  // NaN → NaN
-    case OP_SIN: return sin(v);
-    case OP_COS: return cos(v);
-    case OP_TAN: return tan(v);
+    case OP_SIN: return sin_cos_accurate(v, 0u);
+    case OP_COS: return sin_cos_accurate(v, 1u);
+    case OP_TAN: return tan_accurate(v);
     case OP_ASIN: return asin_accurate(v);
     case OP_ACOS: return acos_accurate(v);
     case OP_ATAN: return atan(v);

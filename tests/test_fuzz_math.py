@@ -1,0 +1,410 @@
+"""Differential fuzzing of the arithmetic families (tests/test_fuzz.py and tests/test_fuzz_ops.py have the
+rest): MatMul, Gemm and Einsum with broadcast batches and zero-sized dimensions; the normalizations and LRN;
+Resize and GridSample over their modes; quantization (Q/DQ per tensor, per axis and blocked,
+DynamicQuantizeLinear, MatMulInteger); the global pools; attention and rotary embeddings (ONNX's and
+com.microsoft's); the com.microsoft Gelu and skip-norm compositions and MatMulNBits.
+
+tests/test_fuzz_ops.py::test_every_manifest_entry_is_fuzzed holds the list of families complete.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fuzzing import Case, Family, data, fuzz_family, shape_of
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+FLOATS = ("float32", "float16")
+MS = "com.microsoft"
+LOOSE = {"rtol": 2e-3, "atol": 2e-4}  # sums of products in another order
+
+
+def _float(rng) -> str:
+    return str(rng.choice(FLOATS))
+
+
+# ---- products -----------------------------------------------------------------------------------------------
+
+def matmul(rng) -> Case:
+    dtype = _float(rng)
+    m, k, n = (int(rng.choice([0, 1, 2, 5, 17])) if rng.random() < 0.2 else int(rng.integers(1, 20)) for _ in range(3))
+    batch = shape_of(rng, int(rng.integers(0, 3)), high=4)
+    a_shape = [d if rng.random() < 0.7 else 1 for d in batch][int(rng.integers(0, len(batch) + 1)):] + [m, k]
+    b_shape = [d if rng.random() < 0.7 else 1 for d in batch][int(rng.integers(0, len(batch) + 1)):] + [k, n]
+    if rng.random() < 0.2:
+        a_shape = [k]
+    if rng.random() < 0.2:
+        b_shape = [k]
+    a, b = data(rng, a_shape, dtype, 1.0), data(rng, b_shape, dtype, 1.0)
+    if rng.random() < 0.5:  # a weight: prepacked
+        return Case("MatMul", 13, [a], consts={"b": b}, tol=LOOSE)
+    return Case("MatMul", 13, [a, b], tol=LOOSE)
+
+
+def gemm(rng) -> Case:
+    dtype = _float(rng)
+    m, k, n = (int(rng.integers(0 if rng.random() < 0.1 else 1, 20)) for _ in range(3))
+    ta, tb = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+    a = data(rng, [k, m] if ta else [m, k], dtype, 1.0)
+    b = data(rng, [n, k] if tb else [k, n], dtype, 1.0)
+    attrs = {"transA": ta, "transB": tb}
+    if rng.random() < 0.5:
+        attrs.update(alpha=float(rng.choice([0.0, 0.5, -2.0])), beta=float(rng.choice([0.0, 1.0, 0.25])))
+    inputs, names, consts = [a], ["x0"], {}
+    if rng.random() < 0.5:
+        consts["b"] = b
+        names.append("b")
+    else:
+        inputs.append(b)
+        names.append("x1")
+    c_shape = [[], [n], [1, n], [m, 1], [m, n], None][int(rng.integers(0, 6))]
+    if c_shape is not None:
+        c = data(rng, c_shape, dtype, 1.0)
+        if rng.random() < 0.5:
+            consts["c"] = c
+            names.append("c")
+        else:
+            inputs.append(c)
+            names.append(f"x{len(inputs) - 1}")
+    return Case("Gemm", 13, inputs, attrs, consts, names=names, tol=LOOSE)
+
+
+EQUATIONS = ["ij,jk->ik", "bij,bjk->bik", "bij,bjk->ibk", "ii->i", "ij->ji", "ij->", "i,i->", "i,j->ij",
+             "bhqd,bhkd->bhqk", "...ij,...jk->...ik", "ij,ij->ij", "abc->cba", "ijk,k->ij", "ij,kj->ik",
+             "bij->bi", "ijk->", "ij,jk", "ba,ab->", "i->i", "bhqk,bhkd->bhqd", "ii", "ik,kj->ji"]
+
+
+def einsum(rng) -> Case:
+    equation = str(rng.choice(EQUATIONS))
+    dims = {c: int(rng.integers(0 if rng.random() < 0.05 else 1, 6)) for c in "abcdhijkq"}
+    lhs = equation.split("->")[0].split(",")
+    ell = shape_of(rng, int(rng.integers(0, 3)), high=4)
+    shapes = [(ell if term.startswith("...") else []) + [dims[c] for c in term.replace("...", "")] for term in lhs]
+    dtype = _float(rng)
+    return Case("Einsum", 12, [data(rng, s, dtype, 1.0) for s in shapes], {"equation": equation}, tol=LOOSE)
+
+
+# ---- normalizations -----------------------------------------------------------------------------------------
+
+def layer_norms(rng) -> Case:
+    op = str(rng.choice(["LayerNormalization", "RMSNormalization", "SimplifiedLayerNormalization"]))
+    dtype = _float(rng)
+    rank = int(rng.integers(1, 5))
+    shape = shape_of(rng, rank, high=9, empty=0.05)
+    axis = int(rng.integers(-rank, rank))
+    norm_shape = shape[axis:]
+    x = data(rng, shape, dtype, float(rng.choice([0.1, 1.0, 30.0])))
+    if rng.random() < 0.3:
+        x = np.asarray(x + 100, dtype)  # a large mean: one-pass variance loses it
+    consts = {"scale": data(rng, norm_shape, dtype, 1.0)}
+    attrs = {"axis": axis, "epsilon": float(rng.choice([1e-5, 1e-2]))}
+    outputs = 1
+    if op == "LayerNormalization":
+        if rng.random() < 0.5:
+            consts["bias"] = data(rng, norm_shape, dtype, 1.0)
+        outputs = int(rng.integers(1, 4))
+    if op != "RMSNormalization" and rng.random() < 0.3:
+        attrs["stash_type"] = 1
+    opset = {"LayerNormalization": 17, "RMSNormalization": 23, "SimplifiedLayerNormalization": 17}[op]
+    return Case(op, opset, [x], attrs, consts, outputs=outputs, tol=LOOSE)
+
+
+def channel_norms(rng) -> Case | None:
+    op = str(rng.choice(["BatchNormalization", "InstanceNormalization", "GroupNormalization"]))
+    dtype = "float32" if op == "GroupNormalization" else _float(rng)
+    n, c = int(rng.integers(1, 3)), int(rng.integers(1, 7))
+    x = data(rng, [n, c] + shape_of(rng, int(rng.integers(0 if op == "BatchNormalization" else 1, 4)), high=7),
+             dtype, float(rng.choice([0.5, 5.0])))
+    eps = float(rng.choice([1e-5, 1e-2]))
+    if op == "BatchNormalization":
+        consts = {"s": data(rng, [c], dtype), "b": data(rng, [c], dtype),
+                  "m": data(rng, [c], dtype), "v": np.asarray(rng.uniform(0.1, 3, c), dtype)}
+        return Case(op, 15, [x], {"epsilon": eps}, consts, tol=LOOSE)
+    if op == "InstanceNormalization":
+        return Case(op, 22, [x], {"epsilon": eps}, {"s": data(rng, [c], dtype), "b": data(rng, [c], dtype)},
+                    tol=LOOSE)
+    groups = [g for g in range(1, c + 1) if c % g == 0]
+    g = int(rng.choice(groups))
+    return Case(op, 21, [x], {"epsilon": eps, "num_groups": g},
+                {"s": data(rng, [c], dtype), "b": data(rng, [c], dtype)}, tol=LOOSE)
+
+
+def lrn(rng) -> Case:
+    x = data(rng, [int(rng.integers(1, 3)), int(rng.integers(1, 9))] + shape_of(rng, int(rng.integers(0, 3)), high=5),
+             _float(rng))
+    attrs = {"size": int(rng.integers(1, 6)), "alpha": float(rng.choice([1e-4, 0.5])),
+             "beta": float(rng.choice([0.75, 1.0, 0.3])), "bias": float(rng.choice([1.0, 2.0, 0.5]))}
+    return Case("LRN", 13, [x], attrs, tol=LOOSE)
+
+
+def global_pools(rng) -> Case:
+    op = str(rng.choice(["GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"]))
+    spatial = [int(rng.integers(1, 40 if rng.random() < 0.3 else 6)) for _ in range(int(rng.integers(1, 4)))]
+    x = data(rng, [int(rng.integers(1, 3)), int(rng.integers(1, 5))] + spatial, _float(rng))
+    attrs = {"p": int(rng.integers(1, 4))} if op == "GlobalLpPool" else {}
+    return Case(op, 18, [x], attrs, tol=LOOSE)  # (the CPU EP has no GlobalLpPool-22)
+
+
+# ---- sampling -----------------------------------------------------------------------------------------------
+
+def resize(rng) -> Case | None:
+    rank = int(rng.integers(2, 6))
+    shape = [int(rng.integers(1, 3)) for _ in range(rank - 2)] + [int(rng.integers(1, 9)) for _ in range(2)]
+    mode = str(rng.choice(["nearest", "linear", "cubic"]))
+    ctm = str(rng.choice(["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                          "asymmetric", "tf_crop_and_resize"]))
+    attrs: dict = {"mode": mode, "coordinate_transformation_mode": ctm}
+    if mode == "nearest":
+        attrs["nearest_mode"] = str(rng.choice(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]))
+    if mode == "cubic":
+        attrs["cubic_coeff_a"] = float(rng.choice([-0.75, -0.5]))
+        attrs["exclude_outside"] = int(rng.integers(0, 2))
+    if mode != "nearest" and rng.random() < 0.3:
+        attrs["antialias"] = 1
+    consts: dict = {}
+    names = ["x0", ""]
+    if ctm == "tf_crop_and_resize":
+        consts["roi"] = np.asarray([0.0] * (rank - 2) + list(rng.uniform(-0.2, 0.5, 2)) + [1.0] * (rank - 2)
+                                   + list(rng.uniform(0.5, 1.2, 2)), np.float32)
+        names[1] = "roi"
+        attrs["extrapolation_value"] = float(rng.choice([0.0, -1.5]))
+    scales = [1.0] * (rank - 2) + [float(rng.choice([0.5, 0.6, 1.0, 1.5, 2.0, 3.0, 0.25])) for _ in range(2)]
+    if rng.random() < 0.5:
+        consts["scales"] = np.asarray(scales, np.float32)
+        names.append("scales")
+    else:
+        consts["sizes"] = np.asarray([d if i < rank - 2 else max(1, int(d * s) + int(rng.integers(-1, 2)))
+                                      for i, (d, s) in enumerate(zip(shape, scales, strict=True))], np.int64)
+        names += ["", "sizes"]
+        if rng.random() < 0.3:
+            attrs["keep_aspect_ratio_policy"] = str(rng.choice(["not_larger", "not_smaller"]))
+    if ctm == "tf_crop_and_resize":
+        # ORT's CPU EP leaves a dimension whose scale is 1 as it is, ignoring its crop (with every scale 1 it
+        # returns the input); vkep follows ONNX (and onnx.reference): tests/test_movement.py checks that case
+        out = consts["sizes"] if "sizes" in consts else np.floor(np.asarray(shape) * consts["scales"])
+        if "keep_aspect_ratio_policy" in attrs or any(o == d for o, d in zip(out[-2:], shape[-2:], strict=True)) \
+                or any(s == 1.0 for s in scales[-2:]):
+            return None
+    x = data(rng, shape, _float(rng))
+    return Case("Resize", 19, [x], attrs, consts, names=names, tol={"rtol": 1e-3, "atol": 1e-3})
+
+
+def grid_sample(rng) -> Case:
+    nd = int(rng.integers(2, 4))
+    dtype = _float(rng)
+    n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
+    x = data(rng, [n, c] + [int(rng.integers(1, 7)) for _ in range(nd)], dtype)
+    out = [int(rng.integers(1, 6)) for _ in range(nd)]
+    grid = np.asarray(rng.uniform(-1.3, 1.3, [n] + out + [nd]), dtype)
+    attrs = {"mode": str(rng.choice(["linear", "nearest", "cubic"])),
+             "padding_mode": str(rng.choice(["zeros", "border", "reflection"])),
+             "align_corners": int(rng.integers(0, 2))}
+    return Case("GridSample", 20, [x, grid], attrs, tol={"rtol": 2e-3, "atol": 2e-3})
+
+
+# ---- quantization -------------------------------------------------------------------------------------------
+
+def quantize_linear(rng) -> Case | None:
+    op = str(rng.choice(["QuantizeLinear", "DequantizeLinear"]))
+    qtype = str(rng.choice(["int8", "uint8"]))
+    ftype = _float(rng)
+    rank = int(rng.integers(1, 4))
+    shape = shape_of(rng, rank, high=9, empty=0.05)
+    granularity = str(rng.choice(["tensor", "axis", "block"]))
+    axis = int(rng.integers(-rank, rank))
+    attrs: dict = {}
+    if granularity == "tensor":
+        pshape: list[int] = []
+    elif granularity == "axis":
+        pshape, attrs["axis"] = [shape[axis]], axis
+    else:
+        block = int(rng.integers(1, 5))
+        pshape = list(shape)
+        pshape[axis] = -(-shape[axis] // block)
+        attrs.update(axis=axis, block_size=block)
+    scale = np.asarray(rng.uniform(0.01, 0.5, pshape), ftype)
+    consts = {"s": scale}
+    if rng.random() < 0.7:
+        consts["z"] = data(rng, pshape, qtype)
+    if op == "QuantizeLinear":
+        x = np.asarray(rng.standard_normal(shape) * 20, ftype)
+        if x.size:  # exact halves of a step: ties to even
+            flat = x.reshape(-1)
+            flat[::3] = np.asarray(np.round(rng.standard_normal(flat[::3].shape) * 8) + 0.5, ftype)
+    else:
+        x = data(rng, shape, qtype)
+    return Case(op, 21, [x], attrs, consts, tol={"rtol": 1e-3, "atol": 1e-3})
+
+
+def dynamic_quantize(rng) -> Case:
+    shape = shape_of(rng, int(rng.integers(1, 4)), high=9, empty=0.05)
+    kind = int(rng.integers(0, 4))
+    x = np.asarray(rng.standard_normal(shape) * float(rng.choice([0.01, 1.0, 100.0])), np.float32)
+    if kind == 1:
+        x = np.abs(x) + 0.5  # all positive: the range still holds 0
+    elif kind == 2:
+        x = -np.abs(x) - 0.5
+    elif kind == 3:
+        x = np.zeros(shape, np.float32)
+    return Case("DynamicQuantizeLinear", 11, [np.asarray(x, np.float32)], outputs=3)
+
+
+def matmul_integer(rng) -> Case:
+    at, bt = str(rng.choice(["uint8", "int8"])), str(rng.choice(["uint8", "int8"]))
+    m, k, n = (int(rng.integers(1, 12)) for _ in range(3))
+    batch = shape_of(rng, int(rng.integers(0, 2)), high=3, empty=0.0)
+    a = np.asarray(rng.integers(-128 if at == "int8" else 0, 128 if at == "int8" else 256, batch + [m, k]), at)
+    b = np.asarray(rng.integers(-128 if bt == "int8" else 0, 128 if bt == "int8" else 256, [k, n]), bt)
+    names, consts = ["x0", "b"], {"b": b}
+    if rng.random() < 0.7:
+        consts["az"] = data(rng, [], at)
+        names.append("az")
+    if rng.random() < 0.7:
+        consts["bz"] = data(rng, [n] if rng.random() < 0.5 else [], bt)
+        names += [""] * (3 - len(names)) + ["bz"]
+    return Case("MatMulInteger", 10, [a], consts=consts, names=names)
+
+
+# ---- attention and rotary embeddings ------------------------------------------------------------------------
+
+def attention(rng) -> Case | None:
+    dtype = _float(rng)
+    b, qn, kn = int(rng.integers(1, 3)), int(rng.integers(1, 6)), int(rng.integers(1, 7))
+    kv_heads = int(rng.integers(1, 3))
+    heads = kv_heads * int(rng.integers(1, 3))
+    d, dv = int(rng.choice([4, 8])), int(rng.choice([4, 8]))
+    attrs: dict = {}
+    if rng.random() < 0.5:  # 3-D: heads folded into the last dimension
+        q = data(rng, [b, qn, heads * d], dtype, 1.0)
+        k = data(rng, [b, kn, kv_heads * d], dtype, 1.0)
+        v = data(rng, [b, kn, kv_heads * dv], dtype, 1.0)
+        attrs.update(q_num_heads=heads, kv_num_heads=kv_heads)
+    else:
+        q = data(rng, [b, heads, qn, d], dtype, 1.0)
+        k = data(rng, [b, kv_heads, kn, d], dtype, 1.0)
+        v = data(rng, [b, kv_heads, kn, dv], dtype, 1.0)
+    inputs = [q, k, v]
+    if rng.random() < 0.4:
+        mask_shape = [[qn, kn], [1, 1, qn, kn], [b, 1, qn, kn], [kn]][int(rng.integers(0, 4))]
+        mask = (rng.random(mask_shape) > 0.3) if rng.random() < 0.5 else data(rng, mask_shape, dtype, 1.0)
+        inputs.append(np.asarray(mask))
+    elif rng.random() < 0.5:
+        attrs["is_causal"] = 1
+    if rng.random() < 0.3:
+        attrs["scale"] = float(rng.choice([0.1, 1.0]))
+    if rng.random() < 0.2:
+        attrs["softcap"] = float(rng.choice([2.0, 30.0]))
+    return Case("Attention", 23, inputs, attrs, tol={"rtol": 2e-3, "atol": 1e-3})
+
+
+def rotary(rng) -> Case | None:
+    dtype = _float(rng)
+    b, s, heads = int(rng.integers(1, 3)), int(rng.integers(1, 6)), int(rng.integers(1, 4))
+    d = int(rng.choice([4, 8, 16]))
+    rot = int(rng.choice([d, d // 2])) if rng.random() < 0.5 else d
+    max_pos = s + int(rng.integers(0, 6))
+    cos = np.asarray(np.cos(rng.uniform(0, 6, [max_pos, rot // 2])), dtype)
+    sin = np.asarray(np.sin(rng.uniform(0, 6, [max_pos, rot // 2])), dtype)
+    interleaved = int(rng.integers(0, 2))
+    contrib = rng.random() < 0.4
+    if contrib:  # com.microsoft: [batch, seq, hidden] or [batch, heads, seq, head], positions first
+        x = data(rng, [b, s, heads * d] if rng.random() < 0.5 else [b, heads, s, d], dtype)
+        pos = rng.integers(0, max_pos - s + 1, [b, 1]) + np.arange(s) if rng.random() < 0.7 else \
+            np.asarray(rng.integers(0, max_pos - s + 1), np.int64)
+        attrs = {"interleaved": interleaved}
+        if x.ndim == 3 and rot != d:
+            attrs.update(num_heads=heads, rotary_embedding_dim=rot)
+        elif rot != d:
+            return None
+        return Case("RotaryEmbedding", 1, [x], attrs, {"pos": np.asarray(pos, np.int64), "cos": cos, "sin": sin},
+                    names=["x0", "pos", "cos", "sin"], domain=MS, tol=LOOSE)
+    if rng.random() < 0.5:
+        x, attrs = data(rng, [b, heads, s, d], dtype), {}
+    else:
+        x, attrs = data(rng, [b, s, heads * d], dtype), {"num_heads": heads}
+    attrs["interleaved"] = interleaved
+    if rot != d:
+        attrs["rotary_embedding_dim"] = rot
+    pos = np.asarray(rng.integers(0, max_pos, [b, s]), np.int64)
+    return Case("RotaryEmbedding", 23, [x], attrs, {"cos": cos, "sin": sin, "pos": pos},
+                names=["x0", "cos", "sin", "pos"], tol=LOOSE)
+
+
+# ---- com.microsoft compositions -----------------------------------------------------------------------------
+
+def contrib_gelu_norms(rng) -> Case | None:
+    op = str(rng.choice(["FastGelu", "BiasGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"]))
+    dtype = _float(rng)
+    hidden = int(rng.integers(1, 40))
+    lead = shape_of(rng, int(rng.integers(1, 3)), high=5, empty=0.0)
+    x = data(rng, lead + [hidden], dtype)
+    if op in ("FastGelu", "BiasGelu"):
+        if op == "FastGelu" and rng.random() < 0.4:
+            return Case(op, 1, [x], domain=MS, tol=LOOSE)
+        return Case(op, 1, [x], consts={"bias": data(rng, [hidden], dtype)}, domain=MS, tol=LOOSE)
+    skip = data(rng, ([1] if rng.random() < 0.3 else lead) + [hidden], dtype)
+    names, consts = ["x0", "x1", "g"], {"g": data(rng, [hidden], dtype)}
+    if op == "SkipLayerNormalization" and rng.random() < 0.6:
+        consts["beta"] = data(rng, [hidden], dtype)
+        names.append("beta")
+    if rng.random() < 0.5:
+        consts["bias"] = data(rng, [hidden], dtype)
+        names += [""] * ((4 if op == "SkipLayerNormalization" else 3) - len(names)) + ["bias"]
+    outputs = int(rng.integers(1, 5 if op == "SkipLayerNormalization" else 4))
+    return Case(op, 1, [x, skip], {"epsilon": 1e-5}, consts, outputs=outputs, names=names, domain=MS, tol=LOOSE)
+
+
+def matmul_nbits(rng) -> Case:
+    dtype = "float32"
+    bits = int(rng.choice([4, 8]))
+    block = int(rng.choice([16, 32, 64, 128]))
+    k, n = int(rng.integers(1, 300)), int(rng.integers(1, 40))
+    blocks = -(-k // block)
+    consts = {"b": np.asarray(rng.integers(0, 256, (n, blocks, block * bits // 8)), np.uint8),
+              "scales": np.asarray(rng.uniform(0.01, 0.1, n * blocks), dtype)}
+    names = ["x0", "b", "scales"]
+    if rng.random() < 0.6:
+        consts["zp"] = np.asarray(rng.integers(0, 256, (n, (blocks * bits + 7) // 8)), np.uint8)
+        names.append("zp")
+    if rng.random() < 0.4:
+        consts["bias"] = data(rng, [n], dtype)
+        names += [""] * (5 - len(names)) + ["bias"]
+    a = data(rng, shape_of(rng, int(rng.integers(0, 3)), high=4, empty=0.0) + [k], dtype, 1.0)
+    return Case("MatMulNBits", 1, [a], {"K": k, "N": n, "bits": bits, "block_size": block}, consts, names=names,
+                domain=MS, tol={"rtol": 2e-4, "atol": 2e-4})
+
+
+def multi_head_attention(rng) -> Case | None:
+    dtype = "float32"
+    b, s, kv = int(rng.integers(1, 3)), int(rng.integers(1, 6)), int(rng.integers(1, 7))
+    heads, d = int(rng.integers(1, 4)), int(rng.choice([4, 8]))
+    q = data(rng, [b, s, heads * d], dtype, 1.0)
+    k = data(rng, [b, kv, heads * d], dtype, 1.0)
+    v = data(rng, [b, kv, heads * d], dtype, 1.0)
+    attrs: dict = {"num_heads": heads}
+    if rng.random() < 0.3:
+        attrs["scale"] = 0.5
+    inputs, names = [q, k, v], ["x0", "x1", "x2"]
+    if rng.random() < 0.4:
+        inputs.append(data(rng, [[1, 1, s, kv], [b, 1, s, kv], [b, heads, s, kv]][int(rng.integers(0, 3))], dtype))
+        names += ["", "", "x3"]
+    return Case("MultiHeadAttention", 1, inputs, attrs, names=names, domain=MS, tol={"rtol": 2e-3, "atol": 1e-4})
+
+
+FAMILIES: dict[Family, tuple[str, ...]] = {
+    matmul: ("MatMul",), gemm: ("Gemm",), einsum: ("Einsum",),
+    layer_norms: ("LayerNormalization", "RMSNormalization", "SimplifiedLayerNormalization"),
+    channel_norms: ("BatchNormalization", "InstanceNormalization", "GroupNormalization"), lrn: ("LRN",),
+    global_pools: ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"),
+    resize: ("Resize",), grid_sample: ("GridSample",),
+    quantize_linear: ("QuantizeLinear", "DequantizeLinear"), dynamic_quantize: ("DynamicQuantizeLinear",),
+    matmul_integer: ("MatMulInteger",), attention: ("Attention",), rotary: ("RotaryEmbedding",),
+    contrib_gelu_norms: ("FastGelu", "BiasGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"),
+    matmul_nbits: ("MatMulNBits",), multi_head_attention: ("MultiHeadAttention",),
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.__name__)
+def test_family_matches_cpu_ep(ep_devices, family):
+    fuzz_family(family, FAMILIES[family])
