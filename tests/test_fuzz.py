@@ -186,11 +186,15 @@ def test_axes_and_shapes_match_cpu_ep(ep_devices, case):
 
 # ---- windows: Conv, ConvTranspose and the pools ------------------------------------------------------------
 
+WINDOW_OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool")
+MOVEMENT_OPS = ("Gather", "GatherElements", "Slice", "Pad", "Tile", "Expand", "DepthToSpace")
+
+
 @st.composite
 def window_cases(draw):
     """(op, attributes, x, initializers): 1-3 spatial dims, kernel, strides, dilations, pads, groups,
     ceil_mode and count_include_pad at random; small channel counts."""
-    op = draw(st.sampled_from(["Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool"]))
+    op = draw(st.sampled_from(WINDOW_OPS))
     nd = draw(st.integers(1, 3))
     cin = draw(st.integers(1, 4))
     group = draw(st.sampled_from([1, cin])) if op in ("Conv", "ConvTranspose") else 1
@@ -234,7 +238,7 @@ def _movement_case(seed: int):
     rank = int(rng.integers(1, 5))
     shape = [int(rng.integers(0 if rng.random() < 0.1 else 1, 5)) for _ in range(rank)]
     x = rng.standard_normal(shape).astype(np.float32)
-    ops = ["Gather", "GatherElements", "Slice", "Pad", "Tile", "Expand"] + (["DepthToSpace"] if rank == 4 else [])
+    ops = [op for op in MOVEMENT_OPS if op != "DepthToSpace" or rank == 4]
     op = str(rng.choice(ops))
     axis = int(rng.integers(-rank, rank))
     consts: dict[str, np.ndarray] = {}

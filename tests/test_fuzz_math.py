@@ -37,9 +37,11 @@ def matmul(rng) -> Case:
     if rng.random() < 0.2:
         b_shape = [k]
     a, b = data(rng, a_shape, dtype, 1.0), data(rng, b_shape, dtype, 1.0)
+    # an empty sum is 0; ORT's CPU EP leaves such an output as its memory was (garbage), so numpy decides
+    expect = [np.matmul(a, b)] if k == 0 else None
     if rng.random() < 0.5:  # a weight: prepacked
-        return Case("MatMul", 13, [a], consts={"b": b}, tol=LOOSE)
-    return Case("MatMul", 13, [a, b], tol=LOOSE)
+        return Case("MatMul", 13, [a], consts={"b": b}, tol=LOOSE, expect=expect)
+    return Case("MatMul", 13, [a, b], tol=LOOSE, expect=expect)
 
 
 def gemm(rng) -> Case:
@@ -114,8 +116,10 @@ def channel_norms(rng) -> Case | None:
     op = str(rng.choice(["BatchNormalization", "InstanceNormalization", "GroupNormalization"]))
     dtype = "float32" if op == "GroupNormalization" else _float(rng)
     n, c = int(rng.integers(1, 3)), int(rng.integers(1, 7))
-    x = data(rng, [n, c] + shape_of(rng, int(rng.integers(0 if op == "BatchNormalization" else 1, 4)), high=7),
-             dtype, float(rng.choice([0.5, 5.0])))
+    # (no zero-sized dimension in float16 InstanceNormalization: ORT's CPU EP crashes the process on one)
+    spatial = shape_of(rng, int(rng.integers(0 if op == "BatchNormalization" else 1, 4)), high=7,
+                       empty=0.0 if op == "InstanceNormalization" and dtype == "float16" else 0.1)
+    x = data(rng, [n, c] + spatial, dtype, float(rng.choice([0.5, 5.0])))
     eps = float(rng.choice([1e-5, 1e-2]))
     if op == "BatchNormalization":
         consts = {"s": data(rng, [c], dtype), "b": data(rng, [c], dtype),
@@ -154,6 +158,11 @@ def resize(rng) -> Case | None:
     mode = str(rng.choice(["nearest", "linear", "cubic"]))
     ctm = str(rng.choice(["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
                           "asymmetric", "tf_crop_and_resize"]))
+    if mode == "nearest" and ctm == "half_pixel_symmetric":
+        # on a rounding boundary the CPU EP and onnx.reference pick different pixels (each in some cases);
+        # vkep computes ORT's formula (float32, its sum in double): equal to the CPU EP in all but one of
+        # 2,500 cases here, which onnx.reference decides vkep's way
+        return None
     attrs: dict = {"mode": mode, "coordinate_transformation_mode": ctm}
     if mode == "nearest":
         attrs["nearest_mode"] = str(rng.choice(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]))
@@ -355,6 +364,13 @@ def contrib_gelu_norms(rng) -> Case | None:
     return Case(op, 1, [x, skip], {"epsilon": 1e-5}, consts, outputs=outputs, names=names, domain=MS, tol=LOOSE)
 
 
+def contrib_unary(rng) -> Case:
+    op = str(rng.choice(["Gelu", "QuickGelu"]))
+    x = data(rng, shape_of(rng, int(rng.integers(0, 4))), _float(rng))
+    attrs = {"alpha": float(rng.choice([1.702, 1.0, -0.5]))} if op == "QuickGelu" and rng.random() < 0.6 else {}
+    return Case(op, 1, [x], attrs, domain=MS, tol=LOOSE)
+
+
 def matmul_nbits(rng) -> Case:
     dtype = "float32"
     bits = int(rng.choice([4, 8]))
@@ -401,7 +417,8 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     quantize_linear: ("QuantizeLinear", "DequantizeLinear"), dynamic_quantize: ("DynamicQuantizeLinear",),
     matmul_integer: ("MatMulInteger",), attention: ("Attention",), rotary: ("RotaryEmbedding",),
     contrib_gelu_norms: ("FastGelu", "BiasGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"),
-    matmul_nbits: ("MatMulNBits",), multi_head_attention: ("MultiHeadAttention",),
+    contrib_unary: ("Gelu", "QuickGelu"), matmul_nbits: ("MatMulNBits",),
+    multi_head_attention: ("MultiHeadAttention",),
 }
 
 

@@ -109,7 +109,7 @@ def test_skip_norm_outputs(ep_devices, op, dtype):
 
     simplified = op.startswith("SkipSimplified")
     for with_bias in (False, True):
-        feeds = {"x": _data((2, 5, 16), dtype), "skip": _data((2, 5, 16), dtype, seed=1),
+        feeds = {"x": _data((2, 5, 16), dtype) * 5, "skip": _data((2, 5, 16), dtype, seed=1),
                  "gamma": _data((16,), dtype, seed=2)}
         if not simplified:
             feeds["beta"] = _data((16,), dtype, seed=3)
@@ -130,8 +130,10 @@ def test_skip_norm_outputs(ep_devices, op, dtype):
         assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
         want = runner.cpu_session(model).run(None, feeds)
         for got, w in zip(session.run(None, feeds), want, strict=True):
-            # (float16: vkep normalises the float16 sum it outputs; ORT's CPU EP keeps it in float32 inside)
-            tol = {"rtol": 1e-2, "atol": 2e-3} if dtype == "float16" else {"rtol": 1e-4, "atol": 1e-5}
+            # the sum is taken in float32 for float16 too, as ORT's CPU EP does: the float32 statistics agree
+            # to float32 rounding, the float16 outputs to a float16 step (the fuzzer found the float16 sum
+            # rounded before the statistics: 2e-3 apart)
+            tol = {"rtol": 2e-3, "atol": 2e-3} if got.dtype == np.float16 else {"rtol": 1e-4, "atol": 1e-5}
             np.testing.assert_allclose(got.astype(np.float64), w.astype(np.float64), **tol)
 
 

@@ -16,7 +16,7 @@ from vkep.kernels.base import (
     shader_dtype,
 )
 from vkep.kernels.elementwise import OP_ADD, Unary, broadcast_shape, dispatch_binary, dispatch_unary
-from vkep.kernels.norm import MODE_RMS, affine_index, normalize_rows, stat_outputs
+from vkep.kernels.norm import MODE_RMS, Skip, affine_index, normalize_rows, stat_outputs
 from vkep.kernels.rotary import RotaryEmbedding
 
 
@@ -52,18 +52,20 @@ class SkipNorm(Kernel):
         beta, bias = (None, rest[0]) if mode == MODE_RMS else (rest[0], rest[1])
         if x.shape[-1:] != gamma.shape[-1:] or len(x.shape) < 2:
             raise UnsupportedError(f"{self.spec.op}: input {x.shape} with gamma {gamma.shape}")
+        if skip.shape != x.shape and (skip.size != x.shape[-1] or skip.shape[-1:] != x.shape[-1:]):
+            raise UnsupportedError(f"{self.spec.op}: skip {skip.shape} with input {x.shape}")
+        if bias is not None and bias.shape != x.shape[-1:]:
+            raise UnsupportedError(f"{self.spec.op}: bias {bias.shape} with input {x.shape}")
         y = call.output(0, x.shape, x.dtype)
         stats = stat_outputs(self, call, x.shape[:-1] + (1,), [0, 1])  # outputs 1, 2: mean, inv_std_var
         s = call.output(3, x.shape, x.dtype) if (self.output_count or 1) > 3 else None
-        if s is None or not s.addr:
-            s = call.scratch(x.shape, x.dtype)
         if not x.size:
             return
-        dispatch_binary(call, OP_ADD, x, skip, s)
-        if bias is not None:
-            dispatch_binary(call, OP_ADD, s, bias, s)
-        normalize_rows(self, call, mode, s, gamma, beta, y, stats, math.prod(x.shape[:-1]), x.shape[-1],
-                       affine_index(x, gamma, beta))
+        # one dispatch: the sum x + skip + bias in float32 (as ORT's CPU EP, also for float16) is normalised
+        # and stored as output 3 where the node has it
+        added = Skip(skip, skip.size, bias, s if s is not None and s.addr else None)
+        normalize_rows(self, call, mode, x, gamma, beta, y, stats, math.prod(x.shape[:-1]), x.shape[-1],
+                       affine_index(x, gamma, beta), added)
 
 
 class ContribRotary(RotaryEmbedding):

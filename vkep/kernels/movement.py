@@ -339,7 +339,7 @@ class Split(Kernel):
 
 class Concat(Kernel):
     SLOTS = 8  # input addresses concat.comp takes
-    MAX_INPUTS = 7  # per dispatch: 7 inputs + the output fit a replayable plan's 8 slots
+    MAX_INPUTS = 7  # per dispatch: concat.comp's push constants hold 7 inputs + the output
 
     def _plan(self, shapes: tuple) -> tuple:
         ref = max(shapes, key=len)

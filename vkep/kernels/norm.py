@@ -4,6 +4,7 @@ BatchNormalization (inference). All run norm.comp; see its header for the parame
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
 from vkep.kernels.softmax import row_workgroup
@@ -31,16 +32,28 @@ def param_index(shape: tuple[int, ...], param: tuple[int, ...]) -> tuple[int, in
     return math.prod(shape[last + 1:]), math.prod(shape[first:last + 1])
 
 
+@dataclass
+class Skip:
+    """What the skip norms add to x before normalising it (norm.comp's `skip` fields): skip broadcast over x
+    (read at g % skip_mod), an optional bias over the last axis, and where the sum goes (None: nowhere)."""
+
+    skip: Tensor
+    skip_mod: int
+    bias: Tensor | None
+    sum: Tensor | None
+
+
 def dispatch_norm(kernel: Kernel, call, mode: int, x: Tensor, scale: Tensor, bias: Tensor | None, y: Tensor,
-              extra: list[Tensor | None], rows: int, length: int, index: tuple[int, int, int, int], eps: float,
-              reads: list[Tensor], writes: list[Tensor]) -> None:
-    tail = pack("6If", rows, length, *index, eps)
+                  extra: list[Tensor | None], rows: int, length: int, index: tuple[int, int, int, int], eps: float,
+                  reads: list[Tensor], writes: list[Tensor], skip: Skip | None = None) -> None:
+    tail = pack("7If", rows, length, *index, skip.skip_mod if skip else 1, eps)
+    skips = [skip.skip, skip.bias, skip.sum] if skip else [None, None, None]
     if mode == MODE_BATCH:
         wg, groups = WG, grid_1d(rows * length, WG)
     else:
         wg, groups = row_workgroup(length, 3), grid_1d(rows, 1)
-    call.dispatch(kernel.spec.shader, (shader_dtype(x), shader_dtype(y)), (mode, wg), [x, scale, bias, y, *extra],
-                  tail, groups, reads, writes)
+    call.dispatch(kernel.spec.shader, (shader_dtype(x), shader_dtype(y)), (mode, wg),
+                  [x, scale, bias, y, *extra, *skips], tail, groups, reads, writes)
 
 
 class LayerNorm(Kernel):
@@ -82,12 +95,15 @@ def affine_index(x: Tensor, scale: Tensor, bias: Tensor | None) -> tuple[int, in
 
 
 def normalize_rows(kernel: Kernel, call, mode: int, x: Tensor, scale: Tensor, bias: Tensor | None, y: Tensor,
-                   stats: list[Tensor | None], rows: int, length: int, index: tuple[int, int, int, int]) -> None:
-    """y = each row of x normalised (mode 0 or 1), times scale plus bias broadcast over x (`index`:
-    affine_index), with the node's epsilon."""
+                   stats: list[Tensor | None], rows: int, length: int, index: tuple[int, int, int, int],
+                   skip: Skip | None = None) -> None:
+    """y = each row of x (or of x + skip: Skip) normalised (mode 0 or 1), times scale plus bias broadcast over
+    x (`index`: affine_index), with the node's epsilon."""
     params = [t for t in (scale, bias) if t is not None]
+    added = [t for t in (skip.skip, skip.bias) if t is not None] if skip else []
+    written = [t for t in (*stats, skip.sum if skip else None) if t is not None]
     dispatch_norm(kernel, call, mode, x, scale, bias, y, stats, rows, length, index, float(kernel.attrs["epsilon"]),
-                  [x, *params], [y] + [t for t in stats if t is not None])
+                  [x, *params, *added], [y] + written, skip)
 
 
 class ChannelNorm(Kernel):

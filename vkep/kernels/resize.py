@@ -63,7 +63,8 @@ class Resize(Kernel):
                 r = np.float32(min(ratios) if policy == "not_larger" else max(ratios))
                 for a in axes:
                     full_scales[a] = r
-                    out[a] = int(np.round(r * np.float32(shape[a])))
+                    # rounding half away from zero, as ONNX's shape inference and ORT (numpy's rounds to even)
+                    out[a] = int(np.floor(r * np.float32(shape[a]) + np.float32(0.5)))
         elif scales:
             for a, s in zip(axes, scales, strict=True):
                 full_scales[a] = np.float32(s)

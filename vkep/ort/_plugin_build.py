@@ -66,6 +66,8 @@ ORT_SLOTS = [
     (325, "ValueInfo_GetValueConsumers", "OrtStatus*",
      "const OrtValueInfo* v, const OrtNode** nodes, int64_t* input_indices, size_t n", "v, nodes, input_indices, n"),
     (330, "ValueInfo_IsGraphOutput", "OrtStatus*", "const OrtValueInfo* v, bool* out", "v, out"),
+    (326, "ValueInfo_GetInitializerValue", "OrtStatus*", "const OrtValueInfo* v, const OrtValue** out", "v, out"),
+    (331, "ValueInfo_IsConstantInitializer", "OrtStatus*", "const OrtValueInfo* v, bool* out", "v, out"),
     (323, "ValueInfo_GetValueProducer", "OrtStatus*", "const OrtValueInfo* v, const OrtNode** node, size_t* index",
      "v, node, index"),
     (340, "Graph_GetNumOutputs", "OrtStatus*", "const OrtGraph* g, size_t* n", "g, n"),
@@ -186,6 +188,11 @@ EP_SLOTS = [
 ]
 
 
+def _declarations(prefix: str, slots) -> str:
+    """The cdef of each slot's wrapper (Python calls them through the module's lib)."""
+    return "".join(f"{ret} {prefix}_{name}({params});\n" for _, name, ret, params, _ in slots)
+
+
 def _wrappers(prefix: str, table: str, slots) -> str:
     out = []
     for slot, name, ret, params, args in slots:
@@ -214,7 +221,8 @@ vkep.ort.plugin.attach(ffi, lib)
 def builder(module_name: str) -> cffi.FFI:
     ffi = cffi.FFI()
     # read now, not at import: the digest vkep/build.py compares is of the files as they are now
-    ffi.cdef("".join((NATIVE / name).read_text() for name in ("ort_abi.h", "calls.h", "callbacks.h")))
+    ffi.cdef((NATIVE / "ort_abi.h").read_text() + _declarations("ort", ORT_SLOTS) + _declarations("ep", EP_SLOTS)
+             + "".join((NATIVE / name).read_text() for name in ("calls.h", "callbacks.h")))
     ffi.embedding_api(EMBEDDING_API)
     wrappers = _wrappers("ort", "g_api", ORT_SLOTS) + "\n" + _wrappers("ep", "g_ep_api", EP_SLOTS)
     wrappers += """

@@ -64,3 +64,27 @@ def declared(info) -> tuple[list[int] | None, str | None]:
         lib.ort_ReleaseStatus(status)
         return None, None
     return dims, api.ELEMENT_TYPES.get(elem[0])
+
+
+CONSTANT_READ_LIMIT = 1 << 16  # bytes: the small constants kernels read on the host (shapes, sizes, axes)
+
+
+def constant_bytes(info) -> bytes | None:
+    """The bytes of a value the graph holds as a constant initializer (up to CONSTANT_READ_LIMIT), else None:
+    lets GetCapability plan a kernel over the CPU inputs it reads (Resize's sizes, Reshape's shape)."""
+    lib, ffi = api.lib, api.ffi
+    if info == ffi.NULL:
+        return None
+    flag, value = ffi.new("bool*"), ffi.new("const OrtValue**")
+    size, data = ffi.new("size_t*"), ffi.new("void**")
+    for status in (lambda: lib.ort_ValueInfo_IsConstantInitializer(info, flag),
+                   lambda: lib.ort_ValueInfo_GetInitializerValue(info, value) if flag[0] else ffi.NULL,
+                   lambda: lib.ort_GetTensorSizeInBytes(value[0], size) if value[0] != ffi.NULL else ffi.NULL):
+        result = status()
+        if result != ffi.NULL:
+            lib.ort_ReleaseStatus(result)
+            return None
+    if not flag[0] or value[0] == ffi.NULL or size[0] > CONSTANT_READ_LIMIT:
+        return None
+    api.check(lib.ort_GetTensorMutableData(ffi.cast("OrtValue*", value[0]), data))
+    return ffi.buffer(ffi.cast("char*", data[0]), size[0])[:]

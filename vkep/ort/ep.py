@@ -384,8 +384,9 @@ def _refused(node, ep: Ep) -> str | None:
         value = _node_attribute(node, a.name, a.kind)
         if value is not None:
             attrs[a.name] = value
-    return _declined(spec, version, attrs, inputs) or _refused_in_a_dry_run(ep, spec, version, attrs, inputs,
-                                                                            len(outputs))
+    infos = declared.value_infos(node)
+    return _declined(spec, version, attrs, inputs) or _refused_in_a_dry_run(
+        ep, spec, version, attrs, inputs, len(outputs), lambda i: declared.constant_bytes(infos[i]))
 
 
 def _declined(spec, version: int, attrs: dict, inputs: list) -> str | None:
@@ -402,11 +403,12 @@ def _declined(spec, version: int, attrs: dict, inputs: list) -> str | None:
     return cls.declines(spec, attrs, version, *_ranks_and_types(inputs))
 
 
-def _refused_in_a_dry_run(ep: Ep, spec, version: int, attrs: dict, inputs: list, output_count: int) -> str | None:
+def _refused_in_a_dry_run(ep: Ep, spec, version: int, attrs: dict, inputs: list, output_count: int,
+                          constants) -> str | None:
     """Why the node's kernel would refuse its inputs at run time (a limit of a shader or of the device), found
     by planning it now, where the graph declares every input's shape: the kernel runs dry (warmup.DryCall,
-    no memory touched), and the node stays on another EP instead of failing its run. None when it plans
-    (or needs a value only a run has)."""
+    no memory touched, CPU inputs read where the graph holds them as constants: `constants(i)`), and the node
+    stays on another EP instead of failing its run. None when it plans (or needs a value only a run has)."""
     cls = implementation(spec)
     if issubclass(cls, ControlFlow):
         return None
@@ -422,7 +424,7 @@ def _refused_in_a_dry_run(ep: Ep, spec, version: int, attrs: dict, inputs: list,
     try:
         kernel = cls(spec, attrs, version, [v[1] or "" if v else "" for v in inputs])
         kernel.output_count, kernel.device_info = output_count, ep.device.info
-        kernel.compute(warmup.DryCall(tensors))
+        kernel.compute(warmup.DryCall(tensors, constants))
     except UnsupportedError as exc:
         return str(exc)
     except Exception:  # noqa: BLE001 — a value only the run has (warmup.NeedsRunValue), or anything else: the run decides

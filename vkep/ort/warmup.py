@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from vkep.kernels.base import Tensor
@@ -24,8 +25,9 @@ class NeedsRunValue(Exception):
 class DryCall:
     """`vkep.kernels.base.Call` for planning only: outputs are shapes at address 0, dispatches are recorded."""
 
-    def __init__(self, inputs: list[Tensor | None]):
+    def __init__(self, inputs: list[Tensor | None], constants: Callable[[int], bytes | None] = lambda index: None):
         self.inputs = inputs
+        self.constants = constants  # the bytes of input i where the graph holds it as a constant, else None
         self.pipelines: set[tuple] = set()
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
@@ -38,7 +40,10 @@ class DryCall:
         self.pipelines.add((shader, dtype, tuple(constants)))
 
     def read_host(self, tensor: Tensor) -> bytes:
-        raise NeedsRunValue
+        value = self.constants(tensor.io) if tensor.io is not None and tensor.io >= 0 else None
+        if value is None:
+            raise NeedsRunValue
+        return value
 
     def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
         return Tensor(0, tuple(shape), dtype, None)

@@ -6,6 +6,9 @@
 // Scale and bias (TensorY, the output type) are indexed by (g / div) % mod for the element at flat index g
 // of X, which covers parameters broadcast over X, per-channel and per-group ones. A zero bias
 // address means no bias; zero mean/inv addresses (MODE 0/1) mean those outputs are not wanted.
+// A nonzero `skip` address (MODE 0/1, the com.microsoft skip norms) normalises x + skip (+ skip_bias) instead
+// of x, summed in float32 as ORT's CPU EP does (skip indexed by g % skip_mod, skip_bias by g % len), and
+// stores that sum at `sum` (the output type) where that address is nonzero.
 // The workgroup size is specialization constant 1 (up to 1024: lavapipe ends a shader's loops after
 // 65535 iterations in all, so long rows need wide workgroups).
 #extension GL_GOOGLE_include_directive : require
@@ -18,10 +21,20 @@ layout(constant_id = 0) const uint MODE = 0;
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer FloatTensor { float v[]; };
 
 layout(push_constant, scalar) uniform Push {
-    uint64_t x, scale, bias, y, mean, inv;
-    uint rows, len, sdiv, smod, bdiv, bmod;
+    uint64_t x, scale, bias, y, mean, inv, skip, skip_bias, sum;
+    uint rows, len, sdiv, smod, bdiv, bmod, skip_mod;
     float eps;
 } pc;
+
+// element i of the rows to normalise: x, or x + skip (+ skip_bias)
+float row_value(uint i) {
+    float v = LOAD(Tensor(pc.x), i);
+    if (pc.skip != 0) {
+        v += LOAD(Tensor(pc.skip), i % pc.skip_mod);
+        if (pc.skip_bias != 0) v += LOAD(Tensor(pc.skip_bias), i % pc.len);
+    }
+    return v;
+}
 
 shared float partial[1024];
 
@@ -63,16 +76,20 @@ void main() {
     float mean = 0.0;
     if (MODE == 0) {
         float s = 0.0;
-        for (uint j = t; j < pc.len; j += WG) s += LOAD(X, base + j);
+        for (uint j = t; j < pc.len; j += WG) s += row_value(base + j);
         mean = group_sum(s) / float(pc.len);
     }
     float s2 = 0.0;
     for (uint j = t; j < pc.len; j += WG) {
-        float d = LOAD(X, base + j) - mean;
+        float d = row_value(base + j) - mean;
         s2 += d * d;
     }
     float inv = inversesqrt(group_sum(s2) / float(pc.len) + pc.eps);
-    for (uint j = t; j < pc.len; j += WG) STORE_Y(Y, base + j, affine((LOAD(X, base + j) - mean) * inv, base + j));
+    for (uint j = t; j < pc.len; j += WG) {
+        float v = row_value(base + j);
+        if (pc.sum != 0) STORE_Y(TensorY(pc.sum), base + j, v);
+        STORE_Y(Y, base + j, affine((v - mean) * inv, base + j));
+    }
     if (t == 0 && pc.mean != 0) FloatTensor(pc.mean).v[row] = mean;
     if (t == 0 && pc.inv != 0) FloatTensor(pc.inv).v[row] = inv;
 }
