@@ -94,11 +94,24 @@ def test_max_pool_special_values_as_the_cpu_ep(ep_devices, op, attrs):
     np.testing.assert_array_equal(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])
 
 
-def test_a_window_past_the_loop_budget_is_a_clear_error(ep_devices):
-    session = runner.vkep_session(single_node("GlobalAveragePool", {"x": (1, 1, "h", "w")}, 22), disable_cpu_fallback=True)
-    with pytest.raises(Exception, match=r"GlobalAveragePool: a window of \[2048, 2048\] taps is too large"):
-        session.run(None, {"x": np.ones((2048, 2048), np.float32).reshape(1, 1, 2048, 2048)})
+@pytest.mark.parametrize("op,attrs", [("GlobalAveragePool", {}), ("GlobalLpPool", {"p": 2}), ("GlobalLpPool", {"p": 1})])
+def test_a_global_pool_past_the_loop_budget_runs_as_a_reduction(ep_devices, op, attrs):
+    """2048 x 2048 taps are past what one invocation loops over (lavapipe's budget): the pool runs as a
+    reduction over the spatial dims split across a workgroup (reduce.comp), on vkep, shapes known only at
+    run time. Compared with float64 sums: ORT's CPU EP sums 4M terms in float32 (6.5e-4 off for L2)."""
+    session = runner.vkep_session(single_node(op, {"x": (2, 1, "h", "w")}, 18, **attrs), disable_cpu_fallback=True)
+    x = np.random.default_rng(0).standard_normal((2, 1, 2048, 2048)).astype(np.float32)
+    wide = x.astype(np.float64).reshape(2, 1, -1)
+    p = attrs.get("p")
+    want = wide.mean(-1) if op == "GlobalAveragePool" else (np.abs(wide) ** p).sum(-1) ** (1 / p)
+    np.testing.assert_allclose(session.run(None, {"x": x})[0].reshape(2, 1), want, rtol=1e-5, atol=1e-6)
 
+
+def test_a_global_max_pool_past_the_loop_budget_is_a_clear_error(ep_devices):
+    """(MaxPool skips NaN as ORT's CPU EP does; the reductions propagate it: no reduction stands in.)"""
+    session = runner.vkep_session(single_node("GlobalMaxPool", {"x": (1, 1, "h", "w")}, 22), disable_cpu_fallback=True)
+    with pytest.raises(Exception, match=r"GlobalMaxPool: a window of \[2048, 2048\] taps is too large"):
+        session.run(None, {"x": np.ones((2048, 2048), np.float32).reshape(1, 1, 2048, 2048)})
 
 
 @pytest.mark.parametrize("op,attrs", [("AveragePool", {"count_include_pad": 0}), ("LpPool", {}), ("MaxPool", {})])

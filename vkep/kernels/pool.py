@@ -7,6 +7,7 @@ import math
 
 from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
 from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size, window_geometry
+from vkep.kernels.reduce import reduce_geometry, reduce_op_code, reduce_plan
 
 WORKGROUP = 256
 OP_MAX, OP_AVERAGE, OP_LP = 0, 1, 2
@@ -49,22 +50,40 @@ class Pool(Kernel):
         # clear error rather than a window silently cut short
         kd, kh, kw = as_3d(kernel, 1)
         if kd * (1 + kh * (1 + -(-kw // 8))) > LOOP_BUDGET:
+            reduction = self._as_reduction(xs, p)
+            if reduction is not None:
+                return reduction
             raise UnsupportedError(f"{self.spec.op}: a window of {kernel} taps is too large for one invocation")
         groups = grid_1d(total, WORKGROUP)
         if groups[1] > 65535:
             raise UnsupportedError(f"{self.spec.op}: output {out_shape} is too large for one dispatch")
-        return out_shape, total, constants, tail, groups
+        return out_shape, total, self.spec.shader, constants, tail, groups
+
+    def _as_reduction(self, xs: tuple[int, ...], p) -> tuple | None:
+        """A global average or L1/L2 pool whose window is past one invocation's loop budget is a reduction
+        over the spatial dims: reduce.comp's workgroup-per-output mode splits it across a workgroup (the
+        plan Pool.compute runs), or None where the pool is not one (max: NaN is skipped there)."""
+        if not self.is_global:
+            return None
+        name = {OP_AVERAGE: "ReduceMean"}.get(self.op) or {1: "ReduceL1", 2: "ReduceL2"}.get(p if self.op == OP_LP
+                                                                                            else 0)
+        if name is None:
+            return None
+        out_shape, n_out, n_red, tail = reduce_plan(xs, set(range(2, len(xs))), True)
+        shape, groups = reduce_geometry(n_red, n_out)
+        return out_shape, n_out, "reduce.comp", (reduce_op_code(name), *shape), tail, groups
 
     def compute(self, call) -> None:
         x = call.inputs[0]
         plan = self.planned(x.shape, lambda: self._plan(x.shape))
-        out_shape, total, constants, tail, groups = plan
+        out_shape, total, shader, constants, tail, groups = plan
         y = call.output(0, out_shape)
         indices = call.output(1, out_shape, "int64") if (self.output_count or 1) > 1 else None  # MaxPool's
         if total == 0:
             return
         writes = [y] + ([indices] if indices is not None else [])
-        call.dispatch(self.spec.shader, shader_dtype(x), constants, [x, y, indices], tail, groups, [x], writes)
+        call.dispatch(shader, shader_dtype(x), constants, [x, y, indices][:2 if shader != self.spec.shader else 3],
+                      tail, groups, [x], writes)
 
 
 class LRN(Kernel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 
@@ -15,7 +16,15 @@ TOPK_MAX = 2048  # elements topk.comp sorts at once in shared memory
 TOPK_CHUNK_LOOPS = 400  # loop iterations topk.comp spends per chunk of TOPK_MAX
 
 
-def _geometry(n_red: int, n_out: int, passes: int = 1) -> tuple[tuple[int, int], tuple[int, int, int]]:
+@functools.cache
+def reduce_op_code(op: str) -> int:
+    """reduce.comp's op code of a reduction (its manifest entry's `op` constant)."""
+    from vkep.kernels import manifest  # (at call time: the manifest names this module's kernels)
+
+    return next(s.constants["op"] for s in manifest.load() if s.op == op and s.impl == "reduce.Reduce")
+
+
+def reduce_geometry(n_red: int, n_out: int, passes: int = 1) -> tuple[tuple[int, int], tuple[int, int, int]]:
     """((split, workgroup size), groups): a thread per output element, or a workgroup per output element
     for long reductions (or too few outputs to fill the device), wide enough for the loop budget."""
     if n_red < 256 and not (n_red >= 32 and n_out <= 2048):
@@ -99,7 +108,7 @@ class Reduce(Kernel):
         if n_out == 0:
             return
         op = self.constants[0]
-        shape, groups = _geometry(n_red, n_out, 2 if op == 8 else 1)
+        shape, groups = reduce_geometry(n_red, n_out, 2 if op == 8 else 1)
         call.dispatch(self.spec.shader, shader_dtype(x), (op, *shape), [x, y], tail, groups, [x], [y])
 
 
@@ -120,7 +129,7 @@ class ArgReduce(Kernel):
             return
         if length == 0:
             raise UnsupportedError(f"{self.spec.op} over an empty axis")
-        shape, groups = _geometry(length, rows)
+        shape, groups = reduce_geometry(length, rows)
         tail = pack("4I", rows, length, inner, int(self.attrs.get("select_last_index", 0)))
         call.dispatch(self.spec.shader, shader_dtype(x), (self.constants[0], *shape), [x, y], tail, groups, [x], [y])
 
