@@ -255,6 +255,40 @@ def test_resize_crop_at_scale_one_follows_onnx(ep_devices, mode):
         np.testing.assert_allclose(session.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("shape,names,inits,attrs", [
+    # keep_aspect_ratio_policy rounds half away from zero (2.5 -> 3) as ORT: vkep's numpy round gave 2
+    ((2, 8, 5), ["x", "", "", "sz"], {"sz": np.array([2, 4, 14], np.int64)},
+     {"mode": "nearest", "nearest_mode": "round_prefer_ceil", "keep_aspect_ratio_policy": "not_larger"}),
+    # a source coordinate of exactly 2.0 (half_pixel_symmetric, scale 1.5): fma contraction made it 1.99999
+    ((5, 5), ["x", "", "sc"], {"sc": np.array([2.0, 1.5], np.float32)},
+     {"mode": "nearest", "coordinate_transformation_mode": "half_pixel_symmetric", "nearest_mode": "floor"}),
+    ((5, 4), ["x", "", "sc"], {"sc": np.array([1.5, 1.0], np.float32)},
+     {"mode": "nearest", "coordinate_transformation_mode": "half_pixel_symmetric", "nearest_mode": "floor"}),
+    # ORT sums half_pixel_symmetric's coordinate in double: 0.99999994 in float32, 1.0 there
+    ((8, 3), ["x", "", "", "sz"], {"sz": np.array([15, 1], np.int64)},
+     {"mode": "nearest", "coordinate_transformation_mode": "half_pixel_symmetric", "nearest_mode": "floor"}),
+])
+def test_resize_on_rounding_boundaries_as_the_cpu_ep(ep_devices, shape, names, inits, attrs):
+    """Cases the fuzzer found (tests/test_fuzz_math.py): vkep picked another pixel than ORT's CPU EP."""
+    x = RNG.standard_normal(shape).astype(np.float32)
+    model = _model("Resize", [(n, (F, shape) if n == "x" else 0) for n in names], opset=19, inits=inits, **attrs)
+    _check(model, {"x": x}, "Resize")
+
+
+def test_resize_the_kernel_cannot_plan_is_declined_at_creation(ep_devices):
+    """Found by the fuzzer: sizes and keep_aspect_ratio_policy that resize all 5 dims were accepted, then
+    the run failed ('interpolates over 5 > 4 dims'). The dry run of GetCapability now reads the constant
+    sizes, and the node stays on the CPU EP."""
+    x = RNG.standard_normal((1, 2, 1, 8, 1)).astype(np.float32)
+    model = _model("Resize", [("x", (F, x.shape)), ("", 0), ("", 0), ("sz", 0)], opset=19,
+                   inits={"sz": np.array([2, 3, 2, 13, 2], np.int64)}, mode="nearest",
+                   keep_aspect_ratio_policy="not_smaller")
+    session = runner.vkep_session(model)
+    assert [ep for _, _, ep in runner.placement(session)] == ["CPUExecutionProvider"]
+    want = runner.cpu_session(model).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], want)
+
+
 def test_trilu_k_beyond_matrix(ep_devices):
     x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
     for k, upper in ((-10, 1), (10, 0), (2, 1), (-1, 0)):
