@@ -39,7 +39,8 @@ class PipelineCache:
         self._keep = []
         self.built = 0  # pipelines created (vkep.stats: a cold start's progress)
         self.warmed = 0  # of those, compiled before a session's first run (vkep.ort.warmup)
-        self.warming: list[int] | None = None  # [done, total] while a session's are being compiled
+        self._warming: dict[int, list[int]] = {}  # [done, total] of each session compiling its pipelines now
+        self._warming_next = 0
         dev = device.handle
         rng = ffi.new("VkPushConstantRange*", {"stageFlags": lib.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0,
                                                "size": PUSH_CONSTANT_BYTES})
@@ -62,6 +63,29 @@ class PipelineCache:
         check(lib.vkCreatePipelineCache(dev, cinfo, ffi.NULL, cache), "vkCreatePipelineCache")
         self.cache = cache[0]
         self._dirty = False
+
+    # -- compiling ahead (vkep.ort.warmup): sessions created at once on several threads each count theirs
+    def warming_started(self, total: int) -> int:
+        with self._lock:
+            self._warming_next += 1
+            self._warming[self._warming_next] = [0, total]
+            return self._warming_next
+
+    def warmed_one(self, job: int) -> None:
+        with self._lock:
+            self._warming[job][0] += 1
+            self.warmed += 1
+
+    def warming_ended(self, job: int) -> None:
+        with self._lock:
+            self._warming.pop(job, None)
+
+    @property
+    def warming(self) -> list[int] | None:
+        """[compiled, total] over the sessions compiling ahead now (vkep run's progress line), or None."""
+        with self._lock:
+            jobs = list(self._warming.values())
+        return [sum(j[0] for j in jobs), sum(j[1] for j in jobs)] if jobs else None
 
     def get(self, shader: str, defines: dict | None = None, constants: tuple[int, ...] = ()):
         """The VkPipeline for shader + defines (compile-time variant) + uint32 specialization constants.

@@ -33,27 +33,37 @@ class Allocator:
         s.info = device.memory_infos[mem_type]
         memory = device.gpu.memory
         self.pool = memory.host_pool if mem_type == api.MEM_HOST_ACCESSIBLE else memory.device_pool
+        # other threads reach an allocator while ORT releases it (vkep.stats(), the out-of-memory drain of
+        # every allocator, a captured graph giving chunks back): its C front goes under this lock
+        self._lock = threading.RLock()
+        self.released = False
         ALLOCATORS[api.address(self.struct)] = self
 
     def drain(self) -> None:
         """Give the chunks the C front keeps back to the device pool."""
-        for pointer, _ in self._taken(api.lib.vkep_alloc_cache_drain):
-            self.pool.free(pointer)
+        with self._lock:
+            if not self.released:
+                for pointer, _ in self._taken(api.lib.vkep_alloc_cache_drain):
+                    self.pool.free(pointer)
 
     def hold(self, on: bool) -> None:
         """While on, chunks ORT frees are held (for a graph being captured) instead of cached for reuse."""
-        api.lib.vkep_alloc_cache_hold(self.struct.cache, int(on))
+        with self._lock:
+            if not self.released:
+                api.lib.vkep_alloc_cache_hold(self.struct.cache, int(on))
 
     def take_held(self) -> list[tuple[int, int]]:
         """(pointer, size) of the chunks held since `hold(True)`; the taker gives each back (`give_back`)."""
-        return list(self._taken(api.lib.vkep_alloc_cache_take_held))
+        with self._lock:
+            return [] if self.released else list(self._taken(api.lib.vkep_alloc_cache_take_held))
 
     def give_back(self, pointer: int, size: int) -> None:
         """A chunk taken from this allocator, for reuse; to the pool where ORT has released the allocator."""
-        if self in ALLOCATORS.values():
-            api.lib.vkep_alloc_cache_put(self.struct.cache, pointer, size)
-        else:  # (its C front is gone)
-            self.pool.free(pointer)
+        with self._lock:
+            if not self.released:
+                api.lib.vkep_alloc_cache_put(self.struct.cache, pointer, size)
+                return
+        self.pool.free(pointer)  # (its C front is gone)
 
     def _taken(self, take):
         ffi = api.ffi
@@ -63,15 +73,19 @@ class Allocator:
 
     def stats(self) -> dict:
         out = api.ffi.new("uint64_t[5]")
-        api.lib.vkep_alloc_cache_stats(self.struct.cache, out)
+        with self._lock:
+            if not self.released:
+                api.lib.vkep_alloc_cache_stats(self.struct.cache, out)
         return {"live_bytes": out[0], "peak_bytes": out[1], "cached_bytes": out[2], "pool_allocations": out[3],
                 "live_chunks": out[4]}
 
     def release(self) -> None:
-        self.drain()
-        ALLOCATORS.pop(api.address(self.struct), None)
-        api.lib.vkep_alloc_cache_delete(self.struct.cache)
-        api.free_struct(self.struct)
+        with self._lock:
+            self.drain()
+            self.released = True
+            ALLOCATORS.pop(api.address(self.struct), None)
+            api.lib.vkep_alloc_cache_delete(self.struct.cache)
+            api.free_struct(self.struct)
 
 
 def allocators_of(device) -> list[Allocator]:

@@ -98,7 +98,7 @@ def warm(kernels: list, gpu, log) -> None:
             return None
 
     cache, stream = gpu.pipelines, gpu.default_stream()
-    cache.warming = [0, len(work)]
+    job = cache.warming_started(len(work))
     try:
         # created in parallel (a GPU driver compiles here); each then executes once, with zero workgroups, in
         # order on the device's queue (lavapipe compiles there: its one queue serialises these)
@@ -107,10 +107,9 @@ def warm(kernels: list, gpu, log) -> None:
         for pipeline in built:
             stream.dispatch(pipeline, bytes(16), (0, 0, 0), b"", 0, 0)
             stream.finish()
-            cache.warming[0] += 1
-            cache.warmed += 1
+            cache.warmed_one(job)
         if built:
             log.info(f"built and compiled the session's {len(built)} pipelines before its first run in "
                      f"{time.perf_counter() - start:.2f} s")
     finally:
-        cache.warming = None
+        cache.warming_ended(job)
