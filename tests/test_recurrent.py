@@ -92,6 +92,7 @@ SWEEP = [
     {"clip": 0.4, "lens": [5, 2], "outputs": (True, False, True)},
     {"batch": 1, "steps": 1, "outputs": (False, False, True)},
     {"batch": 3, "size": 17, "hidden": 20, "lens": [1, 7, 3], "steps": 7, "h0": True, "initializers": True},
+    {"size": 12, "hidden": 12, "lens": [5, 3], "h0": True, "c0": True},  # sizes of 4s: rows read as vec4
 ]
 LSTM_ONLY = [{"peephole": True, "c0": True, "lens": [4, 2]}, {"input_forget": 1, "peephole": True, "clip": 0.7},
              {"input_forget": 1, "bias": False, "h0": True}]

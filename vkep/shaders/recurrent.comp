@@ -51,12 +51,16 @@ layout(push_constant, scalar) uniform Push {
 #define FLAG_BATCH_FIRST 8u   // layout = 1
 #define FLAG_REVERSE 16u      // direction = reverse (direction 1 of bidirectional is reverse too)
 #define FLAG_LAST 32u         // the dispatch that ends the sequence writes the final states
+#define FLAG_VEC4 64u         // float32 with input and hidden sizes multiples of 4: rows read 4 at a time
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Int32Tensor { int v[]; };
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Vec4Tensor { vec4 v[]; };
 
-shared float hs[HMAX];          // h of the previous step
+shared vec4 hs4[HMAX / 4];      // h of the previous step, 4 units an element (see dot_shared)
 shared float cs[HMAX];          // LSTM: c of the previous step
-shared float aux[HMAX];         // GRU: r (.) h, or with linear_before_reset h . Rh
+shared vec4 aux4[HMAX / 4];     // GRU: r (.) h, or with linear_before_reset h . Rh
+#define hs(j) hs4[(j) >> 2][(j) & 3]
+#define aux(j) aux4[(j) >> 2][(j) & 3]
 shared float gates[GATES * HMAX];
 
 float act(uint code, float x, float a, float b) {
@@ -105,6 +109,20 @@ float clipped(float x, float bias) {
 
 // sum over k < n of M[m + k] * V[v + k], M and V in device memory
 float dot_global(uint64_t maddr, uint m, uint64_t vaddr, uint v, uint n) {
+#if DTYPE == 0
+    if ((pc.flags & FLAG_VEC4) != 0) {  // a load costs lavapipe the same, whatever its width
+        Vec4Tensor M4 = Vec4Tensor(maddr + 4 * uint64_t(m)), V4 = Vec4Tensor(vaddr + 4 * uint64_t(v));
+        vec4 a = vec4(0.0), b = vec4(0.0);
+        uint k4 = 0;
+        for (; k4 + 2 <= n / 4; k4 += 2) {
+            a += M4.v[k4] * V4.v[k4];
+            b += M4.v[k4 + 1] * V4.v[k4 + 1];
+        }
+        if (k4 < n / 4) a += M4.v[k4] * V4.v[k4];
+        vec4 s = a + b;
+        return (s.x + s.y) + (s.z + s.w);
+    }
+#endif
     Tensor M = Tensor(maddr), V = Tensor(vaddr);
     float s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     uint k = 0;
@@ -121,27 +139,49 @@ float dot_global(uint64_t maddr, uint m, uint64_t vaddr, uint v, uint n) {
 
 // the same with V in shared memory: hs (which = 0) or aux (which = 1)
 float dot_shared(uint64_t maddr, uint m, uint n, uint which) {
+#if DTYPE == 0
+    if ((pc.flags & FLAG_VEC4) != 0) {
+        Vec4Tensor M4 = Vec4Tensor(maddr + 4 * uint64_t(m));
+        vec4 a = vec4(0.0), b = vec4(0.0);
+        uint k = 0;
+        if (which == 0) {
+            for (; k + 8 <= n; k += 8) {
+                a += M4.v[k / 4] * hs4[k / 4];
+                b += M4.v[k / 4 + 1] * hs4[k / 4 + 1];
+            }
+            if (k < n) a += M4.v[k / 4] * hs4[k / 4];
+        } else {
+            for (; k + 8 <= n; k += 8) {
+                a += M4.v[k / 4] * aux4[k / 4];
+                b += M4.v[k / 4 + 1] * aux4[k / 4 + 1];
+            }
+            if (k < n) a += M4.v[k / 4] * aux4[k / 4];
+        }
+        vec4 s = a + b;
+        return (s.x + s.y) + (s.z + s.w);
+    }
+#endif
     Tensor M = Tensor(maddr);
     float s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     uint k = 0;
     if (which == 0) {
         for (; k + 8 <= n; k += 8) {
-            s0 += LOAD(M, m + k) * hs[k] + LOAD(M, m + k + 4) * hs[k + 4];
-            s1 += LOAD(M, m + k + 1) * hs[k + 1] + LOAD(M, m + k + 5) * hs[k + 5];
-            s2 += LOAD(M, m + k + 2) * hs[k + 2] + LOAD(M, m + k + 6) * hs[k + 6];
-            s3 += LOAD(M, m + k + 3) * hs[k + 3] + LOAD(M, m + k + 7) * hs[k + 7];
+            s0 += LOAD(M, m + k) * hs(k) + LOAD(M, m + k + 4) * hs(k + 4);
+            s1 += LOAD(M, m + k + 1) * hs(k + 1) + LOAD(M, m + k + 5) * hs(k + 5);
+            s2 += LOAD(M, m + k + 2) * hs(k + 2) + LOAD(M, m + k + 6) * hs(k + 6);
+            s3 += LOAD(M, m + k + 3) * hs(k + 3) + LOAD(M, m + k + 7) * hs(k + 7);
         }
         for (uint u = 0; u < 7; ++u)
-            if (k + u < n) s0 += LOAD(M, m + k + u) * hs[k + u];
+            if (k + u < n) s0 += LOAD(M, m + k + u) * hs(k + u);
     } else {
         for (; k + 8 <= n; k += 8) {
-            s0 += LOAD(M, m + k) * aux[k] + LOAD(M, m + k + 4) * aux[k + 4];
-            s1 += LOAD(M, m + k + 1) * aux[k + 1] + LOAD(M, m + k + 5) * aux[k + 5];
-            s2 += LOAD(M, m + k + 2) * aux[k + 2] + LOAD(M, m + k + 6) * aux[k + 6];
-            s3 += LOAD(M, m + k + 3) * aux[k + 3] + LOAD(M, m + k + 7) * aux[k + 7];
+            s0 += LOAD(M, m + k) * aux(k) + LOAD(M, m + k + 4) * aux(k + 4);
+            s1 += LOAD(M, m + k + 1) * aux(k + 1) + LOAD(M, m + k + 5) * aux(k + 5);
+            s2 += LOAD(M, m + k + 2) * aux(k + 2) + LOAD(M, m + k + 6) * aux(k + 6);
+            s3 += LOAD(M, m + k + 3) * aux(k + 3) + LOAD(M, m + k + 7) * aux(k + 7);
         }
         for (uint u = 0; u < 7; ++u)
-            if (k + u < n) s0 += LOAD(M, m + k + u) * aux[k + u];
+            if (k + u < n) s0 += LOAD(M, m + k + u) * aux(k + u);
     }
     return (s0 + s1) + (s2 + s3);
 }
@@ -167,7 +207,7 @@ void main() {
     uint state = batch_first ? (b * D + d) * H : (d * B + b) * H;  // this row in [D, B, H] / [B, D, H]
     uint wrow = d * GH * I, rrow = d * GH * H, brow = d * 2 * GH;
     for (uint j = tid; j < H; j += WG) {
-        hs[j] = pc.h0 != 0 ? LOAD(Tensor(pc.h0), state + j) : 0.0;
+        hs(j) = pc.h0 != 0 ? LOAD(Tensor(pc.h0), state + j) : 0.0;
         if (CELL == 2) cs[j] = pc.c0 != 0 ? LOAD(Tensor(pc.c0), state + j) : 0.0;
     }
     barrier();
@@ -187,7 +227,7 @@ void main() {
         for (uint row = tid; row < GH; row += WG) {
             float acc = dot_global(pc.w, wrow + row * I, pc.x, xrow, I);
             if (CELL != 1 || row < 2 * H) acc += dot_shared(pc.r, rrow + row * H, H, 0);
-            else if ((pc.flags & FLAG_LINEAR_BEFORE_RESET) != 0) aux[row - 2 * H] = dot_shared(pc.r, rrow + row * H, H, 0);
+            else if ((pc.flags & FLAG_LINEAR_BEFORE_RESET) != 0) aux(row - 2 * H) = dot_shared(pc.r, rrow + row * H, H, 0);
             gates[row] = acc;
         }
         barrier();
@@ -195,7 +235,7 @@ void main() {
             // GRU: r, then (r (.) h) . Rh for the h gate
             for (uint j = tid; j < H; j += WG) {
                 float rpre = clipped(gates[H + j], has_bias ? LOAD(Bias, brow + H + j) + LOAD(Bias, brow + GH + H + j) : 0.0);
-                aux[j] = activation(d, 0, rpre) * hs[j];
+                aux(j) = activation(d, 0, rpre) * hs(j);
             }
             barrier();
         }
@@ -213,14 +253,14 @@ void main() {
                     float br = has_bias ? LOAD(Bias, brow + H + j) + LOAD(Bias, brow + GH + H + j) : 0.0;
                     float r = activation(d, 0, clipped(gates[H + j], br));
                     float rb = has_bias ? LOAD(Bias, brow + GH + 2 * H + j) : 0.0;
-                    hpre = gates[2 * H + j] + r * (aux[j] + rb);
+                    hpre = gates[2 * H + j] + r * (aux(j) + rb);
                     hbias = has_bias ? LOAD(Bias, brow + 2 * H + j) : 0.0;
                 } else {
                     hpre = gates[2 * H + j] + dot_shared(pc.r, rrow + (2 * H + j) * H, H, 1);
                     hbias = has_bias ? LOAD(Bias, brow + 2 * H + j) + LOAD(Bias, brow + GH + 2 * H + j) : 0.0;
                 }
                 float g = activation(d, 1, clipped(hpre, hbias));
-                h = (1.0 - z) * g + z * hs[j];
+                h = (1.0 - z) * g + z * hs(j);
             } else {
                 // LSTM gates in ONNX order i, o, f, c; peepholes P = [i, o, f]
                 float bi = 0.0, bo = 0.0, bf = 0.0, bc = 0.0;
@@ -245,7 +285,7 @@ void main() {
                 h = o * activation(d, 2, c);
                 cs[j] = c;
             }
-            hs[j] = h;  // (A) of this step is over: no invocation reads h until the barrier below
+            hs(j) = h;  // (A) of this step is over: no invocation reads h until the barrier below
             if (pc.y != 0) STORE(Y, yrow + j, h);
         }
         barrier();
@@ -255,7 +295,7 @@ void main() {
     bool last = (pc.flags & FLAG_LAST) != 0;
     bool empty = last && CELL != 0 && len == 0;
     for (uint j = tid; j < H; j += WG) {
-        if (pc.yh != 0) STORE(Tensor(pc.yh), state + j, empty ? 0.0 : hs[j]);
+        if (pc.yh != 0) STORE(Tensor(pc.yh), state + j, empty ? 0.0 : hs(j));
         if (CELL == 2 && pc.yc != 0) STORE(Tensor(pc.yc), state + j, empty ? 0.0 : cs[j]);
     }
 }
