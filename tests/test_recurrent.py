@@ -188,6 +188,27 @@ def test_one_dispatch_whatever_the_length(ep_devices, op):
     assert counts == [1, 1]
 
 
+@pytest.mark.parametrize("op", list(GATES))
+def test_replayed_natively(ep_devices, op):
+    """Between two vkep nodes (no feed read, no graph output made), the node replays its plan in C: its
+    dispatch passes 12 addresses (VKEP_PLAN_SLOTS)."""
+    model, feeds = _model(op, steps=20, hidden=16, size=8, direction="bidirectional", peephole=True,
+                          initializers=True, outputs=(True, False, False))
+    graph = model.graph
+    graph.node[0].input[0] = "x_relu"
+    graph.node[0].output[0] = "y_raw"
+    graph.node.insert(0, helper.make_node("Relu", ["X"], ["x_relu"]))
+    graph.node.append(helper.make_node("Relu", ["y_raw"], ["Y"]))
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    want = runner.cpu_session(model).run(None, feeds)
+    session.run(None, feeds)
+    vkep.reset_stats()
+    got = session.run(None, feeds)
+    assert vkep.stats()["process"]["nodes_replayed_natively"] == 1
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, **TOL)
+
+
 def test_sequence_split_where_the_loop_budget_ends(ep_devices, monkeypatch):
     """A sequence past one invocation's loop budget runs as a few dispatches, the state passing between
     them: forced here with a small budget (the real one splits a 1,000-step LSTM of hidden 256 in two)."""

@@ -208,7 +208,7 @@ typedef struct vkep_io {
 
 typedef struct vkep_alloc_cache vkep_alloc_cache;
 #define VKEP_PLAN_OPS 4
-#define VKEP_PLAN_SLOTS 8
+#define VKEP_PLAN_SLOTS 12
 #define VKEP_PLAN_OUTPUTS 4
 #define VKEP_IO_CONST 1000
 #define VKEP_PLAN_CPU_BYTES 256
