@@ -159,6 +159,22 @@ def test_layout_1(ep_devices, op):
         runner.cpu_session(model)
 
 
+def test_layout_1_onnx_cases(ep_devices):
+    """ONNX's own batch-major cases (test_*_batchwise), against their expected outputs."""
+    import onnx
+
+    from vkep import conformance
+
+    cases = conformance.corpus(pattern="batchwise")
+    assert sorted(c.name for c in cases) == ["test_gru_batchwise", "test_lstm_batchwise", "test_simple_rnn_batchwise"]
+    for case in cases:
+        model = onnx.load_from_string(case.model)
+        inputs, expected = case.data_sets[0]
+        got = _on_vkep(model, {i.name: v for i, v in zip(model.graph.input, inputs, strict=True)})
+        for g, w in zip(got, expected, strict=True):
+            np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol)
+
+
 @pytest.mark.parametrize("op,hidden,steps,batch,initializers", [
     ("LSTM", 64, 100, 1, True), ("LSTM", 256, 100, 1, True), ("GRU", 64, 100, 3, False), ("RNN", 256, 30, 2, True),
     ("LSTM", 256, 1, 4, False),
