@@ -56,11 +56,14 @@ layout(push_constant, scalar) uniform Push {
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Int32Tensor { int v[]; };
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Vec4Tensor { vec4 v[]; };
 
-shared vec4 hs4[HMAX / 4];      // h of the previous step, 4 units an element (see dot_shared)
+// h of the previous step, then GRU's aux: r (.) h, or with linear_before_reset h . Rh; 4 units an element
+// (vec4 reads in dot_shared)
+shared vec4 vecs[2 * HMAX / 4];
+const uint AUX = HMAX / 4;
+#define unit(from, j) vecs[(from) + ((j) >> 2)][(j) & 3]
+#define hs(j) unit(0, j)
+#define aux(j) unit(AUX, j)
 shared float cs[HMAX];          // LSTM: c of the previous step
-shared vec4 aux4[HMAX / 4];     // GRU: r (.) h, or with linear_before_reset h . Rh
-#define hs(j) hs4[(j) >> 2][(j) & 3]
-#define aux(j) aux4[(j) >> 2][(j) & 3]
 shared float gates[GATES * HMAX];
 
 float act(uint code, float x, float a, float b) {
@@ -137,26 +140,18 @@ float dot_global(uint64_t maddr, uint m, uint64_t vaddr, uint v, uint n) {
     return (s0 + s1) + (s2 + s3);
 }
 
-// the same with V in shared memory: hs (which = 0) or aux (which = 1)
-float dot_shared(uint64_t maddr, uint m, uint n, uint which) {
+// the same with V in shared memory: h (from = 0) or GRU's aux (from = AUX)
+float dot_shared(uint64_t maddr, uint m, uint n, uint from) {
 #if DTYPE == 0
     if ((pc.flags & FLAG_VEC4) != 0) {
         Vec4Tensor M4 = Vec4Tensor(maddr + 4 * uint64_t(m));
         vec4 a = vec4(0.0), b = vec4(0.0);
         uint k = 0;
-        if (which == 0) {
-            for (; k + 8 <= n; k += 8) {
-                a += M4.v[k / 4] * hs4[k / 4];
-                b += M4.v[k / 4 + 1] * hs4[k / 4 + 1];
-            }
-            if (k < n) a += M4.v[k / 4] * hs4[k / 4];
-        } else {
-            for (; k + 8 <= n; k += 8) {
-                a += M4.v[k / 4] * aux4[k / 4];
-                b += M4.v[k / 4 + 1] * aux4[k / 4 + 1];
-            }
-            if (k < n) a += M4.v[k / 4] * aux4[k / 4];
+        for (; k + 8 <= n; k += 8) {
+            a += M4.v[k / 4] * vecs[from + k / 4];
+            b += M4.v[k / 4 + 1] * vecs[from + k / 4 + 1];
         }
+        if (k < n) a += M4.v[k / 4] * vecs[from + k / 4];
         vec4 s = a + b;
         return (s.x + s.y) + (s.z + s.w);
     }
@@ -164,25 +159,14 @@ float dot_shared(uint64_t maddr, uint m, uint n, uint which) {
     Tensor M = Tensor(maddr);
     float s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     uint k = 0;
-    if (which == 0) {
-        for (; k + 8 <= n; k += 8) {
-            s0 += LOAD(M, m + k) * hs(k) + LOAD(M, m + k + 4) * hs(k + 4);
-            s1 += LOAD(M, m + k + 1) * hs(k + 1) + LOAD(M, m + k + 5) * hs(k + 5);
-            s2 += LOAD(M, m + k + 2) * hs(k + 2) + LOAD(M, m + k + 6) * hs(k + 6);
-            s3 += LOAD(M, m + k + 3) * hs(k + 3) + LOAD(M, m + k + 7) * hs(k + 7);
-        }
-        for (uint u = 0; u < 7; ++u)
-            if (k + u < n) s0 += LOAD(M, m + k + u) * hs(k + u);
-    } else {
-        for (; k + 8 <= n; k += 8) {
-            s0 += LOAD(M, m + k) * aux(k) + LOAD(M, m + k + 4) * aux(k + 4);
-            s1 += LOAD(M, m + k + 1) * aux(k + 1) + LOAD(M, m + k + 5) * aux(k + 5);
-            s2 += LOAD(M, m + k + 2) * aux(k + 2) + LOAD(M, m + k + 6) * aux(k + 6);
-            s3 += LOAD(M, m + k + 3) * aux(k + 3) + LOAD(M, m + k + 7) * aux(k + 7);
-        }
-        for (uint u = 0; u < 7; ++u)
-            if (k + u < n) s0 += LOAD(M, m + k + u) * aux(k + u);
+    for (; k + 8 <= n; k += 8) {
+        s0 += LOAD(M, m + k) * unit(from, k) + LOAD(M, m + k + 4) * unit(from, k + 4);
+        s1 += LOAD(M, m + k + 1) * unit(from, k + 1) + LOAD(M, m + k + 5) * unit(from, k + 5);
+        s2 += LOAD(M, m + k + 2) * unit(from, k + 2) + LOAD(M, m + k + 6) * unit(from, k + 6);
+        s3 += LOAD(M, m + k + 3) * unit(from, k + 3) + LOAD(M, m + k + 7) * unit(from, k + 7);
     }
+    for (uint u = 0; u < 7; ++u)
+        if (k + u < n) s0 += LOAD(M, m + k + u) * unit(from, k + u);
     return (s0 + s1) + (s2 + s3);
 }
 
@@ -256,7 +240,7 @@ void main() {
                     hpre = gates[2 * H + j] + r * (aux(j) + rb);
                     hbias = has_bias ? LOAD(Bias, brow + 2 * H + j) : 0.0;
                 } else {
-                    hpre = gates[2 * H + j] + dot_shared(pc.r, rrow + (2 * H + j) * H, H, 1);
+                    hpre = gates[2 * H + j] + dot_shared(pc.r, rrow + (2 * H + j) * H, H, AUX);
                     hbias = has_bias ? LOAD(Bias, brow + 2 * H + j) + LOAD(Bias, brow + GH + 2 * H + j) : 0.0;
                 }
                 float g = activation(d, 1, clipped(hpre, hbias));
