@@ -257,6 +257,25 @@ def test_loop_budget_bound_holds(ep_devices, monkeypatch):
     assert not np.allclose(unsplit.run(None, feeds)[0], want[0], rtol=1e-4, atol=1e-5)
 
 
+def test_batch_past_the_dispatch_limit(ep_devices, monkeypatch):
+    """More batch rows than a dispatch has workgroups in x (65,535) fold into z: with the limit made 7 here
+    (70,000 rows take lavapipe 7 s a run), 20 rows run as 3 x 7 workgroups, the last one idle."""
+    monkeypatch.setattr(recurrent, "MAX_GROUPS", 7)
+    _check("GRU", batch=20, steps=3, hidden=4, size=3, lens=[3, 1, 2, 0] * 5, h0=True, direction="bidirectional")
+
+
+def test_no_steps(ep_devices):
+    """A sequence of no steps (the CPU EP's GRU aborts the process on it): Y is empty, GRU and LSTM give zero
+    final states as for an empty sequence, RNN the initial state it carries."""
+    for op in GATES:
+        model, feeds = _model(op, steps=0, h0=True, c0=True, direction="bidirectional")
+        got = _on_vkep(model, feeds)
+        assert got[0].shape == (0, 2, 2, 8)
+        want = feeds["initial_h"] if op == "RNN" else np.zeros((2, 2, 8), np.float32)
+        for g in got[1:]:
+            np.testing.assert_array_equal(g, want)
+
+
 def test_float16(ep_devices):
     """float16 (the CPU EP has none): against the float32 model on the CPU EP."""
     kw = {"direction": "bidirectional", "lens": [6, 3], "h0": True, "c0": True, "steps": 6, "hidden": 16, "size": 8}
@@ -284,6 +303,7 @@ def test_invalid_sequence_lens_fail_the_run(ep_devices):
 
 @pytest.mark.parametrize("op,attrs", [
     ("LSTM", {"hidden": 2048}),                           # past one workgroup's shared memory
+    ("RNN", {"hidden": 4096}),
     ("GRU", {"activations": ["Sigmoid", "Gelu"]}),        # not an activation of the spec's list
     ("RNN", {"activations": ["tanh"]}),                   # ORT's RNN takes the names as written only
     ("GRU", {"clip": 0.0}),

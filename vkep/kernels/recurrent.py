@@ -26,7 +26,8 @@ DEFAULTS = {"LeakyRelu": (0.01, 0.0), "HardSigmoid": (0.2, 0.5), "Elu": (1.0, 0.
 FLAG_BIAS, FLAG_INPUT_FORGET, FLAG_LINEAR_BEFORE_RESET, FLAG_BATCH_FIRST, FLAG_REVERSE, FLAG_LAST, FLAG_VEC4 = \
     1, 2, 4, 8, 16, 32, 64
 FLT_MAX = float(np.finfo(np.float32).max)
-MAX_STEPS = 0xFFFF  # steps are 16-bit push constants
+MAX_GROUPS = 65535  # workgroups of a dispatch in x (Vulkan's minimum limit): more batch rows fold into z
+SHARED_BYTES = 32768  # shared memory assumed at GetCapability (lavapipe's; GPUs have 32-64 KiB)
 MIN_HMAX = 64
 
 
@@ -66,6 +67,11 @@ def _pow2(n: int, low: int) -> int:
     return max(low, 1 << max(n - 1, 0).bit_length())
 
 
+def _shared_bytes(op: str, hidden: int) -> int:
+    """recurrent.comp's shared memory: h, aux, c and the gates, HMAX units each."""
+    return 4 * _pow2(hidden, MIN_HMAX) * (3 + GATES[op])
+
+
 class Recurrent(Kernel):
     """Inputs X, W, R, B, sequence_lens, initial_h (and LSTM's initial_c, P); outputs Y, Y_h (and Y_c)."""
 
@@ -93,6 +99,8 @@ class Recurrent(Kernel):
         hidden = attrs.get("hidden_size")
         if hidden is None or hidden <= 0:
             return f"hidden_size={hidden} (ORT's CPU EP needs a positive one)"
+        if _shared_bytes(spec.op, hidden) > SHARED_BYTES:
+            return f"hidden_size={hidden}: its state is beyond one workgroup's shared memory ({SHARED_BYTES} bytes)"
         if attrs["direction"] not in ("forward", "reverse", "bidirectional"):
             return f"direction={attrs['direction']!r}"
         if spec.op != "RNN" and attrs.get("clip") is not None and not attrs["clip"] > 0:
@@ -118,11 +126,9 @@ class Recurrent(Kernel):
             if got is not None and tuple(got) != shape:
                 raise UnsupportedError(f"{op}: input {name} must have shape {shape}, got {got}")
         info = self.device_info
-        hmax = _pow2(hidden, MIN_HMAX)
         wg = min(_pow2(gh, 64), 1024, info.max_workgroup_invocations if info else 1024)
-        if 4 * hmax * (3 + GATES[op]) > (info.max_shared_memory if info else 32768) or batch > 65535:
-            raise UnsupportedError(f"{op}: hidden_size {hidden} or batch {batch} is beyond one workgroup's "
-                                   "shared memory or the dispatch limit")
+        if _shared_bytes(op, hidden) > (info.max_shared_memory if info else SHARED_BYTES):
+            raise UnsupportedError(f"{op}: hidden_size {hidden} is beyond one workgroup's shared memory")
         # loop iterations of one invocation per step (recurrent.comp: 8 multiply-adds an iteration), within
         # lavapipe's budget: the sequence is split where it would not fit. Measured on lavapipe (Mesa 22.3, one
         # dispatch with the budget lifted, the step where the output first goes wrong): 119.6 iterations a step
@@ -131,27 +137,28 @@ class Recurrent(Kernel):
         rows, units, dot_h = -(-gh // wg), -(-hidden // wg), -(-hidden // 8)
         gru_reset_first = op == "GRU" and not self.attrs.get("linear_before_reset")
         per_step = 1.15 * (16 + rows * (2 + -(-size // 8) + dot_h) + units * (4 + (dot_h + 4) * gru_reset_first))
-        per_dispatch = min(int((LOOP_BUDGET - 4 * units - 8) // per_step), MAX_STEPS)
-        if per_dispatch < 1 or steps > MAX_STEPS:
-            raise UnsupportedError(f"{op}: {steps} steps of input {size} and hidden {hidden} exceed one "
-                                   "invocation's loop budget")
+        per_dispatch = int((LOOP_BUDGET - 4 * units - 8) // per_step)
+        if per_dispatch < 1:
+            raise UnsupportedError(f"{op}: a step of input {size} and hidden {hidden} exceeds one invocation's "
+                                   "loop budget")
         y = (batch, steps, directions, hidden) if layout else (steps, directions, batch, hidden)
         state = (batch, directions, hidden) if layout else (directions, batch, hidden)
         tail = (steps, batch, size, hidden)
-        return y, state, tail, (CELLS[op], wg, hmax) + self.alpha_beta, max(1, -(-steps // per_dispatch)), \
-            per_dispatch
+        groups = (min(batch, MAX_GROUPS), directions, -(-batch // MAX_GROUPS))
+        return y, state, tail, (CELLS[op], wg, _pow2(hidden, MIN_HMAX)) + self.alpha_beta, groups, \
+            max(1, -(-steps // per_dispatch)), per_dispatch
 
     def compute(self, call) -> None:
         ins = list(call.inputs) + [None] * (8 - len(call.inputs))
         x, w, r, b, lens, h0, c0, p = ins[:8]
         key = tuple(t.shape if t is not None else None for t in ins)
-        y_shape, state_shape, tail, constants, chunks, per_dispatch = self.planned(key, lambda: self._plan(key))
+        y_shape, state_shape, tail, constants, groups, chunks, per_dispatch = self.planned(key, lambda: self._plan(key))
         count = self.output_count or 0
         outs = [call.output(j, y_shape if j == 0 else state_shape) if j < count else None
                 for j in range(3 if self.op == "LSTM" else 2)]
         y, yh, yc = [t if t is not None and t.addr else None for t in outs] + [None] * (3 - len(outs))
-        if x.size == 0 or math.prod(state_shape) == 0:
-            return
+        if math.prod(state_shape) == 0:
+            return  # (no steps: the final states are still written, as for an empty sequence)
         steps = tail[0]
         scratch = call.scratch((2,) + state_shape, x.dtype) if chunks > 1 else None
         halves = [Tensor(scratch.addr + i * scratch.nbytes // 2, state_shape, x.dtype) for i in (0, 1)] \
@@ -167,8 +174,7 @@ class Recurrent(Kernel):
             hout, cout = (yh, yc) if last else halves
             reads = [t for t in (x, w, r, b, lens, hin, cin, p) if t is not None]
             writes = [t for t in (y, hout, cout) if t is not None]
-            push = pack("4I3If", *tail, start | end << 16, self.codes, flags | (FLAG_LAST if last else 0),
+            push = pack("4I3If", *tail, start, end, self.codes | (flags | (FLAG_LAST if last else 0)) << 24,
                         self.clip)
             call.dispatch(self.spec.shader, shader_dtype(x), constants,
-                          [x, w, r, b, lens, hin, cin, p, y, hout, cout, err], push,
-                          (tail[1], 2 if self.attrs["direction"] == "bidirectional" else 1, 1), reads, writes)
+                          [x, w, r, b, lens, hin, cin, p, y, hout, cout, err], push, groups, reads, writes)

@@ -39,11 +39,12 @@ const uint GATES = CELL == 2 ? 4 : (CELL == 1 ? 3 : 1);
 layout(push_constant, scalar) uniform Push {
     uint64_t x, w, r, b, lens, h0, c0, p, y, yh, yc, err;  // 0: absent
     uint T, batch, I, H;
-    uint steps;  // the processing steps of this dispatch: first | end << 16
-    uint acts;   // 4 bits per activation, as the constants above (codes: vkep/kernels/recurrent.py)
-    uint flags;  // FLAG_* below
-    float clip;  // RNN: +inf for none; GRU / LSTM: FLT_MAX for none
+    uint first, end;  // the processing steps of this dispatch
+    uint acts;        // 4 bits per activation, as the constants above (codes: vkep/kernels/recurrent.py),
+                      // then FLAG_* from bit 24
+    float clip;       // RNN: +inf for none; GRU / LSTM: FLT_MAX for none
 } pc;
+#define FLAGS (pc.acts >> 24)
 
 #define FLAG_BIAS 1u
 #define FLAG_INPUT_FORGET 2u
@@ -102,7 +103,7 @@ float clipped(float x, float bias) {
         float r = c < x ? c : x;
         return r < -c ? -c : r;
     }
-    if ((pc.flags & FLAG_BIAS) != 0) {
+    if ((FLAGS & FLAG_BIAS) != 0) {
         x += bias;
         float r = x < c ? x : c;
         return -c < r ? r : -c;
@@ -113,7 +114,7 @@ float clipped(float x, float bias) {
 // sum over k < n of M[m + k] * V[v + k], M and V in device memory
 float dot_global(uint64_t maddr, uint m, uint64_t vaddr, uint v, uint n) {
 #if DTYPE == 0
-    if ((pc.flags & FLAG_VEC4) != 0) {  // a load costs lavapipe the same, whatever its width
+    if ((FLAGS & FLAG_VEC4) != 0) {  // a load costs lavapipe the same, whatever its width
         Vec4Tensor M4 = Vec4Tensor(maddr + 4 * uint64_t(m)), V4 = Vec4Tensor(vaddr + 4 * uint64_t(v));
         vec4 a = vec4(0.0), b = vec4(0.0);
         uint k4 = 0;
@@ -143,7 +144,7 @@ float dot_global(uint64_t maddr, uint m, uint64_t vaddr, uint v, uint n) {
 // the same with V in shared memory: h (from = 0) or GRU's aux (from = AUX)
 float dot_shared(uint64_t maddr, uint m, uint n, uint from) {
 #if DTYPE == 0
-    if ((pc.flags & FLAG_VEC4) != 0) {
+    if ((FLAGS & FLAG_VEC4) != 0) {
         Vec4Tensor M4 = Vec4Tensor(maddr + 4 * uint64_t(m));
         vec4 a = vec4(0.0), b = vec4(0.0);
         uint k = 0;
@@ -172,11 +173,12 @@ float dot_shared(uint64_t maddr, uint m, uint n, uint from) {
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
-    uint b = gl_WorkGroupID.x, d = gl_WorkGroupID.y, D = gl_NumWorkGroups.y;
+    uint b = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x, d = gl_WorkGroupID.y, D = gl_NumWorkGroups.y;
+    if (b >= pc.batch) return;  // batches past 65535 rows fold into z
     uint T = pc.T, B = pc.batch, I = pc.I, H = pc.H, GH = GATES * H;
-    bool batch_first = (pc.flags & FLAG_BATCH_FIRST) != 0;
-    bool reverse = d == 1 || (pc.flags & FLAG_REVERSE) != 0;
-    bool has_bias = (pc.flags & FLAG_BIAS) != 0;
+    bool batch_first = (FLAGS & FLAG_BATCH_FIRST) != 0;
+    bool reverse = d == 1 || (FLAGS & FLAG_REVERSE) != 0;
+    bool has_bias = (FLAGS & FLAG_BIAS) != 0;
     Tensor X = Tensor(pc.x), Bias = Tensor(pc.b), P = Tensor(pc.p), Y = Tensor(pc.y);
 
     uint len = T;
@@ -196,8 +198,7 @@ void main() {
     }
     barrier();
 
-    uint first = pc.steps & 0xffffu, end = pc.steps >> 16;
-    for (uint s = first; s < end; ++s) {
+    for (uint s = pc.first; s < pc.end; ++s) {
         bool valid = s < len;  // uniform in the workgroup: its barriers are too
         uint t = valid && reverse ? len - 1 - s : s;
         uint yrow = batch_first ? ((b * T + t) * D + d) * H : ((t * D + d) * B + b) * H;
@@ -211,11 +212,11 @@ void main() {
         for (uint row = tid; row < GH; row += WG) {
             float acc = dot_global(pc.w, wrow + row * I, pc.x, xrow, I);
             if (CELL != 1 || row < 2 * H) acc += dot_shared(pc.r, rrow + row * H, H, 0);
-            else if ((pc.flags & FLAG_LINEAR_BEFORE_RESET) != 0) aux(row - 2 * H) = dot_shared(pc.r, rrow + row * H, H, 0);
+            else if ((FLAGS & FLAG_LINEAR_BEFORE_RESET) != 0) aux(row - 2 * H) = dot_shared(pc.r, rrow + row * H, H, 0);
             gates[row] = acc;
         }
         barrier();
-        if (CELL == 1 && (pc.flags & FLAG_LINEAR_BEFORE_RESET) == 0) {
+        if (CELL == 1 && (FLAGS & FLAG_LINEAR_BEFORE_RESET) == 0) {
             // GRU: r, then (r (.) h) . Rh for the h gate
             for (uint j = tid; j < H; j += WG) {
                 float rpre = clipped(gates[H + j], has_bias ? LOAD(Bias, brow + H + j) + LOAD(Bias, brow + GH + H + j) : 0.0);
@@ -233,7 +234,7 @@ void main() {
                 float bz = has_bias ? LOAD(Bias, brow + j) + LOAD(Bias, brow + GH + j) : 0.0;
                 float z = activation(d, 0, clipped(gates[j], bz));
                 float hpre, hbias;
-                if ((pc.flags & FLAG_LINEAR_BEFORE_RESET) != 0) {
+                if ((FLAGS & FLAG_LINEAR_BEFORE_RESET) != 0) {
                     float br = has_bias ? LOAD(Bias, brow + H + j) + LOAD(Bias, brow + GH + H + j) : 0.0;
                     float r = activation(d, 0, clipped(gates[H + j], br));
                     float rb = has_bias ? LOAD(Bias, brow + GH + 2 * H + j) : 0.0;
@@ -261,7 +262,7 @@ void main() {
                     fpre += c_prev * LOAD(P, d * 3 * H + 2 * H + j);
                 }
                 float i = activation(d, 0, clipped(ipre, bi));
-                float f = (pc.flags & FLAG_INPUT_FORGET) != 0 ? 1.0 - i : activation(d, 0, clipped(fpre, bf));
+                float f = (FLAGS & FLAG_INPUT_FORGET) != 0 ? 1.0 - i : activation(d, 0, clipped(fpre, bf));
                 float g = activation(d, 1, clipped(gates[3 * H + j], bc));
                 float c = c_prev * f + i * g;
                 if (pc.p != 0) opre += c * LOAD(P, d * 3 * H + H + j);
@@ -276,7 +277,7 @@ void main() {
     }
 
     // the final states: GRU and LSTM give zeros for an empty sequence, RNN the state it carried
-    bool last = (pc.flags & FLAG_LAST) != 0;
+    bool last = (FLAGS & FLAG_LAST) != 0;
     bool empty = last && CELL != 0 && len == 0;
     for (uint j = tid; j < H; j += WG) {
         if (pc.yh != 0) STORE(Tensor(pc.yh), state + j, empty ? 0.0 : hs(j));
