@@ -340,6 +340,41 @@ def rotary(rng) -> Case | None:
                 names=["x0", "cos", "sin", "pos"], tol=LOOSE)
 
 
+def recurrent(rng) -> Case:
+    op = str(rng.choice(["LSTM", "GRU", "RNN"]))
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    direction = str(rng.choice(["forward", "reverse", "bidirectional"]))
+    dirs = 2 if direction == "bidirectional" else 1
+    seq, batch, size, hidden = (int(rng.integers(1, n)) for n in (7, 4, 9, 17))
+    scale = 1 / np.sqrt(hidden)  # (framework-scale weights: large ones make long sequences chaotic)
+    x = data(rng, [seq, batch, size], "float32", 1.0)
+    consts = {"w": np.asarray(rng.uniform(-scale, scale, (dirs, gates * hidden, size)), np.float32),
+              "r": np.asarray(rng.uniform(-scale, scale, (dirs, gates * hidden, hidden)), np.float32)}
+    names = ["x0", "w", "r"]
+    attrs: dict = {"hidden_size": hidden, "direction": direction}
+    if rng.random() < 0.6:
+        consts["b"] = np.asarray(rng.uniform(-scale, scale, (dirs, 2 * gates * hidden)), np.float32)
+    if rng.random() < 0.4:
+        consts["lens"] = np.asarray(rng.integers(1, seq + 1, batch), np.int32)
+    if rng.random() < 0.4:
+        consts["h0"] = data(rng, [dirs, batch, hidden], "float32", 0.5)
+    if op == "LSTM" and rng.random() < 0.4:
+        consts["c0"] = data(rng, [dirs, batch, hidden], "float32", 0.5)
+    if op == "LSTM" and rng.random() < 0.3:
+        consts["p"] = data(rng, [dirs, 3 * hidden], "float32", 0.3)
+    for slot, name in enumerate(["b", "lens", "h0", "c0", "p"][: {"LSTM": 5, "GRU": 3, "RNN": 3}[op]]):
+        if name in consts:
+            names += [""] * (3 + slot - len(names)) + [name]
+    if rng.random() < 0.3:
+        attrs["clip"] = float(rng.choice([0.5, 3.0]))
+    if op == "GRU":
+        attrs["linear_before_reset"] = int(rng.integers(0, 2))
+    if op == "LSTM" and rng.random() < 0.2:
+        attrs["input_forget"] = 1
+    outputs = int(rng.integers(1, 4 if op == "LSTM" else 3))
+    return Case(op, 22, [x], attrs, consts, outputs=outputs, names=names, tol={"rtol": 1e-4, "atol": 1e-5})
+
+
 # ---- com.microsoft compositions -----------------------------------------------------------------------------
 
 def contrib_gelu_norms(rng) -> Case | None:
@@ -417,7 +452,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     quantize_linear: ("QuantizeLinear", "DequantizeLinear"), dynamic_quantize: ("DynamicQuantizeLinear",),
     matmul_integer: ("MatMulInteger",), attention: ("Attention",), rotary: ("RotaryEmbedding",),
     contrib_gelu_norms: ("FastGelu", "BiasGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"),
-    contrib_unary: ("Gelu", "QuickGelu"), matmul_nbits: ("MatMulNBits",),
+    recurrent: ("LSTM", "GRU", "RNN"), contrib_unary: ("Gelu", "QuickGelu"), matmul_nbits: ("MatMulNBits",),
     multi_head_attention: ("MultiHeadAttention",),
 }
 

@@ -34,6 +34,21 @@ def value_infos(node, outputs: bool = False) -> list:
     return list(infos[0:count[0]])
 
 
+def output_names(node) -> tuple[str, ...]:
+    """The names of the node's outputs ("" for an absent optional one): unique in a graph, so they name the
+    node from GetCapability to its kernel's creation."""
+    lib, ffi = api.lib, api.ffi
+    name = ffi.new("const char**")
+    names = []
+    for info in value_infos(node, outputs=True):
+        if info == ffi.NULL:
+            names.append("")
+            continue
+        api.check(lib.ort_GetValueInfoName(info, name))
+        names.append(ffi.string(name[0]).decode())
+    return tuple(names)
+
+
 def values(node, outputs: bool = False) -> list[tuple[list[int] | None, str | None] | None]:
     """What the graph declares of each input (or output): (dims, -1 where symbolic, or None where it declares
     no shape; element type, or None where unknown), or None for an absent optional one."""

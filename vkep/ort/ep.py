@@ -125,6 +125,8 @@ class Ep:
         self.specs: dict[tuple[str, str], list] = {}
         # names of values the host reads in place (see _note_host_readers)
         self.host_read_values: set[str] = set()
+        # a node's output names → its STRINGS attributes, which ORT's kernel info cannot read (see _refused)
+        self.node_strings: dict[tuple[str, ...], dict[str, list[str] | None]] = {}
         # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
         self.declined: dict[tuple[str, str], str] = {}
         self.kernels: list = []  # every kernel of this session (warmed at its initialization's end; a captured
@@ -336,7 +338,7 @@ def _read_on_host(consumer, index: int, mine: set[int], specs) -> bool:
 
 
 _ATTR_TYPES = {"int": (1, "int64_t"), "ints": (2, "int64_t"), "float": (3, "float"), "floats": (4, "float"),
-               "string": (5, "char")}
+               "string": (5, "char"), "strings": (6, "char")}
 
 
 def _node_attribute(node, name: str, kind: str):
@@ -359,6 +361,8 @@ def _node_attribute(node, name: str, kind: str):
     api.check(lib.ort_ReadOpAttr(attr[0], code, buf, n * ffi.sizeof(ctype), size))
     if kind == "string":
         return ffi.string(buf, size[0]).decode()
+    if kind == "strings":  # each string ends with a NUL
+        return bytes(ffi.buffer(buf, size[0])).decode().split("\0")[:-1]
     return list(buf)[: size[0] // ffi.sizeof(ctype)] if kind in ("ints", "floats") else buf[0]
 
 
@@ -384,6 +388,9 @@ def _refused(node, ep: Ep) -> str | None:
         value = _node_attribute(node, a.name, a.kind)
         if value is not None:
             attrs[a.name] = value
+    strings = {a.name: attrs[a.name] for a in spec.attributes if a.kind == "strings"}
+    if strings:  # for the kernel's creation: ORT's OrtKernelInfo has no reader of STRINGS attributes
+        ep.node_strings[declared.output_names(node)] = strings
     infos = declared.value_infos(node)
     return _declined(spec, version, attrs, inputs) or _refused_in_a_dry_run(
         ep, spec, version, attrs, inputs, len(outputs), lambda i: declared.constant_bytes(infos[i]))

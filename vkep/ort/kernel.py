@@ -334,11 +334,19 @@ def lib_const(name: str) -> int:
     return getattr(api.lib, name)
 
 
-def _read_attributes(info, spec) -> dict:
+def _read_attributes(info, spec, strings: dict | None) -> dict:
+    """The node's attributes the manifest names; STRINGS ones come from `strings`, read by GetCapability
+    (ORT's kernel info has no reader for them): without it the node cannot be built."""
     lib, ffi = api.lib, api.ffi
     attrs = {}
     for attr in spec.attributes:
         name = attr.name.encode()
+        if attr.kind == "strings":
+            if strings is None or attr.name not in strings:
+                raise api.OrtError(f"{spec.op}: attribute {attr.name!r} was not read when the graph was "
+                                   "partitioned", api.ORT_FAIL)
+            attrs[attr.name] = attr.default if strings[attr.name] is None else strings[attr.name]
+            continue
         try:
             if attr.kind == "int":
                 out = ffi.new("int64_t*")
@@ -414,22 +422,25 @@ def _kernel_create(state, info, out):
     if issubclass(cls, ControlFlow):
         out[0] = control_flow_kernel(device, spec, info)
         return
-    try:
-        impl = cls(spec, _read_attributes(info, spec), since[0], input_types)
-    except UnsupportedError as exc:  # an invalid attribute: the session is not created, and says which node
-        raise UnsupportedError(f"node {_node_name(info)!r}: {exc}") from exc
     outputs = ffi.new("size_t*")
     api.check(lib.ort_KernelInfo_GetOutputCount(info, outputs))
+    output_names = _output_names(info, outputs[0])
+    ep_ptr = ffi.new("const OrtEp**")
+    api.check(lib.ep_KernelInfo_GetEp(info, ep_ptr))
+    ep = EPS.get(api.address(ep_ptr[0]))
+    strings = ep.node_strings.get(output_names) if ep is not None else None
+    try:
+        impl = cls(spec, _read_attributes(info, spec, strings), since[0], input_types)
+    except UnsupportedError as exc:  # an invalid attribute: the session is not created, and says which node
+        raise UnsupportedError(f"node {_node_name(info)!r}: {exc}") from exc
     impl.output_count = outputs[0]
     impl.device_info = device.info
     kernel = KernelInstance(device, spec, impl, _node_name(info))
     impl.declared_inputs = _declared_inputs(info, input_types)
-    ep_ptr = ffi.new("const OrtEp**")
-    api.check(lib.ep_KernelInfo_GetEp(info, ep_ptr))
-    ep = EPS.get(api.address(ep_ptr[0]))
     if ep is not None:
         # (a `cpu_outputs` output is host memory on every device: nothing to wait for or to count)
-        kernel.host_read_outputs = _host_read_outputs(ep, info, outputs[0]) - kernel.cpu_outputs
+        kernel.host_read_outputs = frozenset(i for i, name in enumerate(output_names)
+                                             if name in ep.host_read_values) - kernel.cpu_outputs
         kernel.prepack_cache = ep.prepack_cache
         kernel.wait_limit = ep.wait_limit
         ep.kernels.append(kernel)
@@ -453,11 +464,9 @@ def _declared_inputs(info, input_types: list[str]) -> list[tuple] | None:
     return out
 
 
-def _host_read_outputs(ep, info, count: int) -> frozenset[int]:
-    """The outputs the host reads in place, from the EP's view of the graph (ep._note_host_readers)."""
+def _output_names(info, count: int) -> tuple[str, ...]:
+    """The names of the node's outputs, as GetCapability saw them (declared.output_names)."""
     lib, ffi = api.lib, api.ffi
-    if not ep.host_read_values:
-        return frozenset()
     size = ffi.new("size_t*")
     names = []
     for i in range(count):
@@ -466,7 +475,7 @@ def _host_read_outputs(ep, info, count: int) -> frozenset[int]:
         buf = ffi.new("char[]", max(size[0], 1))
         api.check(lib.ort_KernelInfo_GetOutputName(info, i, buf, size))
         names.append(ffi.string(buf).decode())
-    return frozenset(i for i, name in enumerate(names) if name in ep.host_read_values)
+    return tuple(names)
 
 
 @status_callback("py_kernel_compute")

@@ -1,0 +1,180 @@
+"""RNN, GRU and LSTM (shaders/recurrent.comp): one dispatch walks the whole sequence, one workgroup per
+(batch row, direction), as ORT's CPU EP computes them (rnn.cc, deep_cpu_gru.cc, uni_directional_lstm.cc).
+
+A sequence longer than lavapipe's loop budget allows one invocation (kernels/base.py) is split into as
+few dispatches as fit, the state passing between them through scratch memory: the dispatch count depends
+on the sizes, never on a step or a gate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vkep.kernels.base import LOOP_BUDGET, Kernel, Tensor, UnsupportedError, float_bits, pack, shader_dtype
+
+CELLS = {"RNN": 0, "GRU": 1, "LSTM": 2}
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+ACTIVATIONS = ("Relu", "Tanh", "Sigmoid", "Affine", "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid",
+               "Elu", "Softsign", "Softplus")  # recurrent.comp's codes, in this order
+# GRU and LSTM (ORT's ActivationFuncs): whether each activation takes (alpha, beta) from the node's lists, in
+# turn, and the defaults where the lists run out
+TAKES = {"Affine": (True, True), "LeakyRelu": (True, False), "ThresholdedRelu": (True, False),
+         "ScaledTanh": (True, True), "HardSigmoid": (True, True), "Elu": (True, False)}
+DEFAULTS = {"LeakyRelu": (0.01, 0.0), "HardSigmoid": (0.2, 0.5), "Elu": (1.0, 0.0)}
+FLAG_BIAS, FLAG_INPUT_FORGET, FLAG_LINEAR_BEFORE_RESET, FLAG_BATCH_FIRST, FLAG_REVERSE, FLAG_LAST, FLAG_VEC4 = \
+    1, 2, 4, 8, 16, 32, 64
+FLT_MAX = float(np.finfo(np.float32).max)
+MAX_GROUPS = 65535  # workgroups of a dispatch in x (Vulkan's minimum limit): more batch rows fold into z
+SHARED_BYTES = 32768  # shared memory assumed at GetCapability (lavapipe's; GPUs have 32-64 KiB)
+MIN_HMAX = 64
+
+
+def _activations(op: str, attrs: dict) -> list[tuple[int, float, float]] | str:
+    """(code, alpha, beta) of each activation (f, g[, h] per direction, as the node lists them), or why
+    ORT's CPU EP refuses the list."""
+    directions = 2 if attrs["direction"] == "bidirectional" else 1
+    per_direction = {"RNN": 1, "GRU": 2, "LSTM": 3}[op]
+    names = attrs.get("activations")
+    alphas, betas = list(attrs.get("activation_alpha") or []), list(attrs.get("activation_beta") or [])
+    if op == "RNN":  # exact names; alpha and beta per direction, 0 when not given
+        names = list(names or ["Tanh"] * directions)
+        if len(names) == 2 and directions == 1:
+            names = names[:1]  # ONNX's default list is [Tanh, Tanh]: ORT takes the first
+        if len(names) != directions or any(n not in ACTIVATIONS for n in names):
+            return f"activations {names} (ORT's RNN takes {directions} of {', '.join(ACTIVATIONS)})"
+        for given, name in ((alphas, "activation_alpha"), (betas, "activation_beta")):
+            if attrs.get(name) is not None and len(given) < directions:
+                return f"{name} has {len(given)} values for {directions} directions"
+        alphas, betas = alphas or [0.0] * directions, betas or [0.0] * directions
+        return [(ACTIVATIONS.index(n), alphas[d], betas[d]) for d, n in enumerate(names)]
+    names = list(names or (["Sigmoid", "Tanh", "Tanh"][:per_direction] * directions))
+    canonical = {a.lower(): a for a in ACTIVATIONS}
+    if len(names) != per_direction * directions or any(n.lower() not in canonical for n in names):
+        return f"activations {names} ({per_direction * directions} of {', '.join(ACTIVATIONS)})"
+    out = []
+    for name in (canonical[n.lower()] for n in names):
+        takes_a, takes_b = TAKES.get(name, (False, False))
+        default_a, default_b = DEFAULTS.get(name, (0.0, 0.0))
+        alpha = (alphas.pop(0) if alphas else default_a) if takes_a else 0.0
+        beta = (betas.pop(0) if betas else default_b) if takes_b else 0.0
+        out.append((ACTIVATIONS.index(name), alpha, beta))
+    return out
+
+
+def _pow2(n: int, low: int) -> int:
+    return max(low, 1 << max(n - 1, 0).bit_length())
+
+
+def _shared_bytes(op: str, hidden: int) -> int:
+    """recurrent.comp's shared memory: h, aux, c and the gates, HMAX units each."""
+    return 4 * _pow2(hidden, MIN_HMAX) * (3 + GATES[op])
+
+
+class Recurrent(Kernel):
+    """Inputs X, W, R, B, sequence_lens, initial_h (and LSTM's initial_c, P); outputs Y, Y_h (and Y_c)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.op = self.spec.op
+        acts = _activations(self.op, self.attrs)
+        if isinstance(acts, str):
+            raise UnsupportedError(acts)
+        per_direction = {"RNN": 1, "GRU": 2, "LSTM": 3}[self.op]
+        slots = [acts[d * per_direction + k] if k < per_direction else (0, 0.0, 0.0)
+                 for d in range(len(acts) // per_direction) for k in range(3)]
+        slots += [(0, 0.0, 0.0)] * (6 - len(slots))
+        self.codes = sum(code << (4 * i) for i, (code, _, _) in enumerate(slots))
+        self.alpha_beta = tuple(float_bits(a) for _, a, _ in slots) + tuple(float_bits(b) for _, _, b in slots)
+        clip = self.attrs.get("clip")
+        self.clip = (math.inf if clip is None or clip < 0 else clip) if self.op == "RNN" else (clip or FLT_MAX)
+        self.flags = ((FLAG_INPUT_FORGET if self.attrs.get("input_forget") else 0)
+                      | (FLAG_LINEAR_BEFORE_RESET if self.attrs.get("linear_before_reset") else 0)
+                      | (FLAG_BATCH_FIRST if self.attrs.get("layout") else 0)
+                      | (FLAG_REVERSE if self.attrs["direction"] == "reverse" else 0))
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        hidden = attrs.get("hidden_size")
+        if hidden is None or hidden <= 0:
+            return f"hidden_size={hidden} (ORT's CPU EP needs a positive one)"
+        if _shared_bytes(spec.op, hidden) > SHARED_BYTES:
+            return f"hidden_size={hidden}: its state is beyond one workgroup's shared memory ({SHARED_BYTES} bytes)"
+        if attrs["direction"] not in ("forward", "reverse", "bidirectional"):
+            return f"direction={attrs['direction']!r}"
+        if spec.op != "RNN" and attrs.get("clip") is not None and not attrs["clip"] > 0:
+            return f"clip={attrs['clip']} (ORT's CPU EP needs a positive one)"
+        acts = _activations(spec.op, attrs)
+        return acts if isinstance(acts, str) else None
+
+    def _plan(self, shapes: tuple) -> tuple:
+        x, w, r, b, lens, h0 = shapes[:6]
+        op, hidden, layout = self.op, self.attrs["hidden_size"], self.attrs.get("layout", 0)
+        directions = 2 if self.attrs["direction"] == "bidirectional" else 1
+        if len(x) != 3:
+            raise UnsupportedError(f"{op}: X must have 3 dimensions, got {x}")
+        steps, batch, size = (x[1], x[0], x[2]) if layout else x
+        gh = GATES[op] * hidden
+        want = {"W": (w, (directions, gh, size)), "R": (r, (directions, gh, hidden)),
+                "B": (b, (directions, 2 * gh)), "sequence_lens": (lens, (batch,)),
+                "initial_h": (h0, (batch, directions, hidden) if layout else (directions, batch, hidden))}
+        if op == "LSTM":
+            want["initial_c"] = (shapes[6], want["initial_h"][1])
+            want["P"] = (shapes[7], (directions, 3 * hidden))
+        for name, (got, shape) in want.items():
+            if got is not None and tuple(got) != shape:
+                raise UnsupportedError(f"{op}: input {name} must have shape {shape}, got {got}")
+        info = self.device_info
+        wg = min(_pow2(gh, 64), 1024, info.max_workgroup_invocations if info else 1024)
+        if _shared_bytes(op, hidden) > (info.max_shared_memory if info else SHARED_BYTES):
+            raise UnsupportedError(f"{op}: hidden_size {hidden} is beyond one workgroup's shared memory")
+        # loop iterations of one invocation per step (recurrent.comp: 8 multiply-adds an iteration), within
+        # lavapipe's budget: the sequence is split where it would not fit. Measured on lavapipe (Mesa 22.3, one
+        # dispatch with the budget lifted, the step where the output first goes wrong): 119.6 iterations a step
+        # for GRU with input and hidden 256, 86.9 with linear_before_reset, 77.5 RNN, 75-82 LSTM, 29.8 LSTM of
+        # 64; this bound is 15% above each
+        rows, units, dot_h = -(-gh // wg), -(-hidden // wg), -(-hidden // 8)
+        gru_reset_first = op == "GRU" and not self.attrs.get("linear_before_reset")
+        per_step = 1.15 * (16 + rows * (2 + -(-size // 8) + dot_h) + units * (4 + (dot_h + 4) * gru_reset_first))
+        per_dispatch = int((LOOP_BUDGET - 4 * units - 8) // per_step)
+        if per_dispatch < 1:
+            raise UnsupportedError(f"{op}: a step of input {size} and hidden {hidden} exceeds one invocation's "
+                                   "loop budget")
+        y = (batch, steps, directions, hidden) if layout else (steps, directions, batch, hidden)
+        state = (batch, directions, hidden) if layout else (directions, batch, hidden)
+        tail = (steps, batch, size, hidden)
+        groups = (min(batch, MAX_GROUPS), directions, -(-batch // MAX_GROUPS))
+        return y, state, tail, (CELLS[op], wg, _pow2(hidden, MIN_HMAX)) + self.alpha_beta, groups, \
+            max(1, -(-steps // per_dispatch)), per_dispatch
+
+    def compute(self, call) -> None:
+        ins = list(call.inputs) + [None] * (8 - len(call.inputs))
+        x, w, r, b, lens, h0, c0, p = ins[:8]
+        key = tuple(t.shape if t is not None else None for t in ins)
+        y_shape, state_shape, tail, constants, groups, chunks, per_dispatch = self.planned(key, lambda: self._plan(key))
+        count = self.output_count or 0
+        outs = [call.output(j, y_shape if j == 0 else state_shape) if j < count else None
+                for j in range(3 if self.op == "LSTM" else 2)]
+        y, yh, yc = [t if t is not None and t.addr else None for t in outs] + [None] * (3 - len(outs))
+        if math.prod(state_shape) == 0:
+            return  # (no steps: the final states are still written, as for an empty sequence)
+        steps = tail[0]
+        scratch = call.scratch((2,) + state_shape, x.dtype) if chunks > 1 else None
+        halves = [Tensor(scratch.addr + i * scratch.nbytes // 2, state_shape, x.dtype) for i in (0, 1)] \
+            if scratch else [None, None]
+        flags = self.flags | (FLAG_BIAS if b is not None else 0)
+        if x.dtype == "float32" and tail[2] % 4 == 0 and tail[3] % 4 == 0:
+            flags |= FLAG_VEC4  # 1.3-1.5x on lavapipe (LSTM of hidden 256: 258 ms for 100 steps, was 348)
+        err = call.error_word() if lens is not None else None
+        for k in range(chunks):
+            first, last = k == 0, k == chunks - 1
+            start, end = k * per_dispatch, min(steps, (k + 1) * per_dispatch)
+            hin, cin = (h0, c0) if first else halves
+            hout, cout = (yh, yc) if last else halves
+            reads = [t for t in (x, w, r, b, lens, hin, cin, p) if t is not None]
+            writes = [t for t in (y, hout, cout) if t is not None]
+            push = pack("4I3If", *tail, start, end, self.codes | (flags | (FLAG_LAST if last else 0)) << 24,
+                        self.clip)
+            call.dispatch(self.spec.shader, shader_dtype(x), constants,
+                          [x, w, r, b, lens, hin, cin, p, y, hout, cout, err], push, groups, reads, writes)

@@ -1,0 +1,286 @@
+#version 450
+// RNN, GRU and LSTM (ONNX): one workgroup per (batch row, direction) walks the whole sequence (or the
+// steps [first, end) of it) inside one dispatch, holding the hidden state h (and LSTM's cell c) in shared
+// memory, with barriers between the phases of a step. No dispatch per step or per gate.
+//
+// Each step: (A) every gate row's pre-activation, x_t . W[row] + h . R[row], one row per invocation
+// (GRU's h gate takes only x_t . W here, and with linear_before_reset h . R apart); (B) each hidden unit's
+// update from its gates, as ORT's CPU EP computes it: the bias is added where its clip adds it, the
+// activations are those of the node. Steps past a row's sequence_lens[b] write zeros to Y and leave the
+// state; the reverse direction walks t = len - 1 down to 0.
+//
+// Tensors (layout 0 / layout 1): X [T, B, I] / [B, T, I]; Y [T, D, B, H] / [B, T, D, H]; initial and final
+// states [D, B, H] / [B, D, H]; W [D, G*H, I], R [D, G*H, H], B [D, 2*G*H], P [D, 3*H] as in ONNX.
+// A dispatch that is not the last of a sequence split into several (lavapipe's loop budget) writes the
+// running state to yh / yc, which the next one reads as h0 / c0.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "activation.glsl"
+
+#define WG gl_WorkGroupSize.x
+layout(local_size_x_id = 1) in;
+layout(constant_id = 0) const uint CELL = 2;     // 0 RNN, 1 GRU, 2 LSTM
+layout(constant_id = 2) const uint HMAX = 64;    // shared state size, >= hidden_size
+// activation_alpha / activation_beta of the activations f, g, h of direction 0, then of direction 1
+layout(constant_id = 3) const float A0 = 0.0;
+layout(constant_id = 4) const float A1 = 0.0;
+layout(constant_id = 5) const float A2 = 0.0;
+layout(constant_id = 6) const float A3 = 0.0;
+layout(constant_id = 7) const float A4 = 0.0;
+layout(constant_id = 8) const float A5 = 0.0;
+layout(constant_id = 9) const float B0 = 0.0;
+layout(constant_id = 10) const float B1 = 0.0;
+layout(constant_id = 11) const float B2 = 0.0;
+layout(constant_id = 12) const float B3 = 0.0;
+layout(constant_id = 13) const float B4 = 0.0;
+layout(constant_id = 14) const float B5 = 0.0;
+const uint GATES = CELL == 2 ? 4 : (CELL == 1 ? 3 : 1);
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, w, r, b, lens, h0, c0, p, y, yh, yc, err;  // 0: absent
+    uint T, batch, I, H;
+    uint first, end;  // the processing steps of this dispatch
+    uint acts;        // 4 bits per activation, as the constants above (codes: vkep/kernels/recurrent.py),
+                      // then FLAG_* from bit 24
+    float clip;       // RNN: +inf for none; GRU / LSTM: FLT_MAX for none
+} pc;
+#define FLAGS (pc.acts >> 24)
+
+#define FLAG_BIAS 1u
+#define FLAG_INPUT_FORGET 2u
+#define FLAG_LINEAR_BEFORE_RESET 4u
+#define FLAG_BATCH_FIRST 8u   // layout = 1
+#define FLAG_REVERSE 16u      // direction = reverse (direction 1 of bidirectional is reverse too)
+#define FLAG_LAST 32u         // the dispatch that ends the sequence writes the final states
+#define FLAG_VEC4 64u         // float32 with input and hidden sizes multiples of 4: rows read 4 at a time
+
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Int32Tensor { int v[]; };
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Vec4Tensor { vec4 v[]; };
+
+// h of the previous step, then GRU's aux: r (.) h, or with linear_before_reset h . Rh; 4 units an element
+// (vec4 reads in dot_shared)
+shared vec4 vecs[2 * HMAX / 4];
+const uint AUX = HMAX / 4;
+#define unit(from, j) vecs[(from) + ((j) >> 2)][(j) & 3]
+#define hs(j) unit(0, j)
+#define aux(j) unit(AUX, j)
+shared float cs[HMAX];          // LSTM: c of the previous step
+shared float gates[GATES * HMAX];
+
+float act(uint code, float x, float a, float b) {
+    switch (code) {
+    case 0: return x < 0.0 ? 0.0 : x;                    // Relu
+    case 1: return tanh_safe(x);                         // Tanh
+    case 2: return 1.0 / (1.0 + exp(-x));                // Sigmoid
+    case 3: return a * x + b;                            // Affine
+    case 4: return x >= 0.0 ? x : a * x;                 // LeakyRelu
+    case 5: return x > a ? x : 0.0;                      // ThresholdedRelu
+    case 6: return a * tanh_safe(b * x);                 // ScaledTanh
+    case 7: return min(1.0, max(0.0, a * x + b));        // HardSigmoid
+    case 8: return x >= 0.0 ? x : a * (exp(x) - 1.0);    // Elu
+    case 9: return x / (1.0 + abs(x));                   // Softsign
+    default: {                                           // Softplus: log(1 + e^x), inf where e^x is (as ORT)
+        float e = exp(x);
+        return isinf(e) ? e : softplus(x);
+    }
+    }
+}
+
+// activation k (0 f, 1 g, 2 h) of direction d
+float activation(uint d, uint k, float x) {
+    const float alpha[6] = float[6](A0, A1, A2, A3, A4, A5);
+    const float beta[6] = float[6](B0, B1, B2, B3, B4, B5);
+    uint slot = d * 3 + k;
+    return act((pc.acts >> (4 * slot)) & 15u, x, alpha[slot], beta[slot]);
+}
+
+// the bias added and the clip applied, as ORT's CPU EP: GRU and LSTM clip with std::min/max when there is a
+// bias (NaN becomes the bound) and with comparisons when there is none; RNN adds the bias first, NaN stays
+float clipped(float x, float bias) {
+    float c = pc.clip;
+    if (CELL == 0) {
+        x += bias;
+        float r = c < x ? c : x;
+        return r < -c ? -c : r;
+    }
+    if ((FLAGS & FLAG_BIAS) != 0) {
+        x += bias;
+        float r = x < c ? x : c;
+        return -c < r ? r : -c;
+    }
+    return x > c ? c : (x < -c ? -c : x);
+}
+
+// sum over k < n of M[m + k] * V[v + k], M and V in device memory
+float dot_global(uint64_t maddr, uint m, uint64_t vaddr, uint v, uint n) {
+#if DTYPE == 0
+    if ((FLAGS & FLAG_VEC4) != 0) {  // a load costs lavapipe the same, whatever its width
+        Vec4Tensor M4 = Vec4Tensor(maddr + 4 * uint64_t(m)), V4 = Vec4Tensor(vaddr + 4 * uint64_t(v));
+        vec4 a = vec4(0.0), b = vec4(0.0);
+        uint k4 = 0;
+        for (; k4 + 2 <= n / 4; k4 += 2) {
+            a += M4.v[k4] * V4.v[k4];
+            b += M4.v[k4 + 1] * V4.v[k4 + 1];
+        }
+        if (k4 < n / 4) a += M4.v[k4] * V4.v[k4];
+        vec4 s = a + b;
+        return (s.x + s.y) + (s.z + s.w);
+    }
+#endif
+    Tensor M = Tensor(maddr), V = Tensor(vaddr);
+    float s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    uint k = 0;
+    for (; k + 8 <= n; k += 8) {  // 8 a step: lavapipe counts loop iterations (see kernels/base.py)
+        s0 += LOAD(M, m + k) * LOAD(V, v + k) + LOAD(M, m + k + 4) * LOAD(V, v + k + 4);
+        s1 += LOAD(M, m + k + 1) * LOAD(V, v + k + 1) + LOAD(M, m + k + 5) * LOAD(V, v + k + 5);
+        s2 += LOAD(M, m + k + 2) * LOAD(V, v + k + 2) + LOAD(M, m + k + 6) * LOAD(V, v + k + 6);
+        s3 += LOAD(M, m + k + 3) * LOAD(V, v + k + 3) + LOAD(M, m + k + 7) * LOAD(V, v + k + 7);
+    }
+    for (uint u = 0; u < 7; ++u)  // a constant trip count: unrolled, outside the budget
+        if (k + u < n) s0 += LOAD(M, m + k + u) * LOAD(V, v + k + u);
+    return (s0 + s1) + (s2 + s3);
+}
+
+// the same with V in shared memory: h (from = 0) or GRU's aux (from = AUX)
+float dot_shared(uint64_t maddr, uint m, uint n, uint from) {
+#if DTYPE == 0
+    if ((FLAGS & FLAG_VEC4) != 0) {
+        Vec4Tensor M4 = Vec4Tensor(maddr + 4 * uint64_t(m));
+        vec4 a = vec4(0.0), b = vec4(0.0);
+        uint k = 0;
+        for (; k + 8 <= n; k += 8) {
+            a += M4.v[k / 4] * vecs[from + k / 4];
+            b += M4.v[k / 4 + 1] * vecs[from + k / 4 + 1];
+        }
+        if (k < n) a += M4.v[k / 4] * vecs[from + k / 4];
+        vec4 s = a + b;
+        return (s.x + s.y) + (s.z + s.w);
+    }
+#endif
+    Tensor M = Tensor(maddr);
+    float s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    uint k = 0;
+    for (; k + 8 <= n; k += 8) {
+        s0 += LOAD(M, m + k) * unit(from, k) + LOAD(M, m + k + 4) * unit(from, k + 4);
+        s1 += LOAD(M, m + k + 1) * unit(from, k + 1) + LOAD(M, m + k + 5) * unit(from, k + 5);
+        s2 += LOAD(M, m + k + 2) * unit(from, k + 2) + LOAD(M, m + k + 6) * unit(from, k + 6);
+        s3 += LOAD(M, m + k + 3) * unit(from, k + 3) + LOAD(M, m + k + 7) * unit(from, k + 7);
+    }
+    for (uint u = 0; u < 7; ++u)
+        if (k + u < n) s0 += LOAD(M, m + k + u) * unit(from, k + u);
+    return (s0 + s1) + (s2 + s3);
+}
+
+void main() {
+    uint tid = gl_LocalInvocationID.x;
+    uint b = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x, d = gl_WorkGroupID.y, D = gl_NumWorkGroups.y;
+    if (b >= pc.batch) return;  // batches past 65535 rows fold into z
+    uint T = pc.T, B = pc.batch, I = pc.I, H = pc.H, GH = GATES * H;
+    bool batch_first = (FLAGS & FLAG_BATCH_FIRST) != 0;
+    bool reverse = d == 1 || (FLAGS & FLAG_REVERSE) != 0;
+    bool has_bias = (FLAGS & FLAG_BIAS) != 0;
+    Tensor X = Tensor(pc.x), Bias = Tensor(pc.b), P = Tensor(pc.p), Y = Tensor(pc.y);
+
+    uint len = T;
+    if (pc.lens != 0) {
+        int given = Int32Tensor(pc.lens).v[b];
+        if (given < 0 || uint(given) > T) {  // the CPU EP fails the run: so does this (common.glsl)
+            report_index_error(pc.err);
+            given = clamp(given, 0, int(T));
+        }
+        len = uint(given);
+    }
+    uint state = batch_first ? (b * D + d) * H : (d * B + b) * H;  // this row in [D, B, H] / [B, D, H]
+    uint wrow = d * GH * I, rrow = d * GH * H, brow = d * 2 * GH;
+    for (uint j = tid; j < H; j += WG) {
+        hs(j) = pc.h0 != 0 ? LOAD(Tensor(pc.h0), state + j) : 0.0;
+        if (CELL == 2) cs[j] = pc.c0 != 0 ? LOAD(Tensor(pc.c0), state + j) : 0.0;
+    }
+    barrier();
+
+    for (uint s = pc.first; s < pc.end; ++s) {
+        bool valid = s < len;  // uniform in the workgroup: its barriers are too
+        uint t = valid && reverse ? len - 1 - s : s;
+        uint yrow = batch_first ? ((b * T + t) * D + d) * H : ((t * D + d) * B + b) * H;
+        if (!valid) {
+            if (pc.y != 0)
+                for (uint j = tid; j < H; j += WG) STORE(Y, yrow + j, 0.0);
+            continue;
+        }
+        uint xrow = batch_first ? (b * T + t) * I : (t * B + b) * I;
+        // (A) pre-activations of the gate rows
+        for (uint row = tid; row < GH; row += WG) {
+            float acc = dot_global(pc.w, wrow + row * I, pc.x, xrow, I);
+            if (CELL != 1 || row < 2 * H) acc += dot_shared(pc.r, rrow + row * H, H, 0);
+            else if ((FLAGS & FLAG_LINEAR_BEFORE_RESET) != 0) aux(row - 2 * H) = dot_shared(pc.r, rrow + row * H, H, 0);
+            gates[row] = acc;
+        }
+        barrier();
+        if (CELL == 1 && (FLAGS & FLAG_LINEAR_BEFORE_RESET) == 0) {
+            // GRU: r, then (r (.) h) . Rh for the h gate
+            for (uint j = tid; j < H; j += WG) {
+                float rpre = clipped(gates[H + j], has_bias ? LOAD(Bias, brow + H + j) + LOAD(Bias, brow + GH + H + j) : 0.0);
+                aux(j) = activation(d, 0, rpre) * hs(j);
+            }
+            barrier();
+        }
+        // (B) the state update of each hidden unit
+        for (uint j = tid; j < H; j += WG) {
+            float h;
+            if (CELL == 0) {
+                float bias = has_bias ? LOAD(Bias, brow + j) + LOAD(Bias, brow + GH + j) : 0.0;
+                h = activation(d, 0, clipped(gates[j], bias));
+            } else if (CELL == 1) {
+                float bz = has_bias ? LOAD(Bias, brow + j) + LOAD(Bias, brow + GH + j) : 0.0;
+                float z = activation(d, 0, clipped(gates[j], bz));
+                float hpre, hbias;
+                if ((FLAGS & FLAG_LINEAR_BEFORE_RESET) != 0) {
+                    float br = has_bias ? LOAD(Bias, brow + H + j) + LOAD(Bias, brow + GH + H + j) : 0.0;
+                    float r = activation(d, 0, clipped(gates[H + j], br));
+                    float rb = has_bias ? LOAD(Bias, brow + GH + 2 * H + j) : 0.0;
+                    hpre = gates[2 * H + j] + r * (aux(j) + rb);
+                    hbias = has_bias ? LOAD(Bias, brow + 2 * H + j) : 0.0;
+                } else {
+                    hpre = gates[2 * H + j] + dot_shared(pc.r, rrow + (2 * H + j) * H, H, AUX);
+                    hbias = has_bias ? LOAD(Bias, brow + 2 * H + j) + LOAD(Bias, brow + GH + 2 * H + j) : 0.0;
+                }
+                float g = activation(d, 1, clipped(hpre, hbias));
+                h = (1.0 - z) * g + z * hs(j);
+            } else {
+                // LSTM gates in ONNX order i, o, f, c; peepholes P = [i, o, f]
+                float bi = 0.0, bo = 0.0, bf = 0.0, bc = 0.0;
+                if (has_bias) {
+                    bi = LOAD(Bias, brow + j) + LOAD(Bias, brow + GH + j);
+                    bo = LOAD(Bias, brow + H + j) + LOAD(Bias, brow + GH + H + j);
+                    bf = LOAD(Bias, brow + 2 * H + j) + LOAD(Bias, brow + GH + 2 * H + j);
+                    bc = LOAD(Bias, brow + 3 * H + j) + LOAD(Bias, brow + GH + 3 * H + j);
+                }
+                float c_prev = cs[j];
+                float ipre = gates[j], opre = gates[H + j], fpre = gates[2 * H + j];
+                if (pc.p != 0) {
+                    ipre += c_prev * LOAD(P, d * 3 * H + j);
+                    fpre += c_prev * LOAD(P, d * 3 * H + 2 * H + j);
+                }
+                float i = activation(d, 0, clipped(ipre, bi));
+                float f = (FLAGS & FLAG_INPUT_FORGET) != 0 ? 1.0 - i : activation(d, 0, clipped(fpre, bf));
+                float g = activation(d, 1, clipped(gates[3 * H + j], bc));
+                float c = c_prev * f + i * g;
+                if (pc.p != 0) opre += c * LOAD(P, d * 3 * H + H + j);
+                float o = activation(d, 0, clipped(opre, bo));
+                h = o * activation(d, 2, c);
+                cs[j] = c;
+            }
+            hs(j) = h;  // (A) of this step is over: no invocation reads h until the barrier below
+            if (pc.y != 0) STORE(Y, yrow + j, h);
+        }
+        barrier();
+    }
+
+    // the final states: GRU and LSTM give zeros for an empty sequence, RNN the state it carried
+    bool last = (FLAGS & FLAG_LAST) != 0;
+    bool empty = last && CELL != 0 && len == 0;
+    for (uint j = tid; j < H; j += WG) {
+        if (pc.yh != 0) STORE(Tensor(pc.yh), state + j, empty ? 0.0 : hs(j));
+        if (CELL == 2 && pc.yc != 0) STORE(Tensor(pc.yc), state + j, empty ? 0.0 : cs[j]);
+    }
+}
