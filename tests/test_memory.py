@@ -133,6 +133,36 @@ def test_memory_returns_after_release_and_does_not_grow(ep_devices):
     assert memory.stats()["live_bytes"] <= start_live
 
 
+def test_a_large_intermediate_goes_back_to_the_driver_with_the_last_session(ep_devices):
+    """An 80 MB intermediate (Expand, then ReduceSum to 4 bytes) takes a block of its own; the freed chunk is
+    kept for the session's next runs, and when the device's last session goes, the pools give what they
+    hold unused back to the driver: reserved memory returns to within one standard block of its start while
+    the 4-byte output is still held. (It stayed reserved for the process's life.)"""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from vkep.gpu.device import open_device
+    from vkep.gpu.memory import BLOCK_SIZE
+
+    memory = open_device(0).memory
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["x", "s"], ["big"]), helper.make_node("ReduceSum", ["big"], ["y"], keepdims=0)],
+        "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(np.array([20_000_000], np.int64), "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    gc.collect()
+    start = memory.stats()["reserved_bytes"]
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    y = session.run(None, {"x": np.ones(1, np.float32)})[0]
+    assert memory.stats()["reserved_bytes"] >= start + 80_000_000
+    del session
+    gc.collect()
+    assert float(y) == 2e7
+    assert memory.stats()["reserved_bytes"] <= start + BLOCK_SIZE
+
+
 def _light(name: str):
     import onnx
 

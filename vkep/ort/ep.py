@@ -178,9 +178,15 @@ class Ep:
         _apply_budget(self.device)
         if not any(ep.device is self.device for ep in list(EPS.values())):
             # ORT keeps its allocators for the environment's life: with no session left on this device,
-            # the chunks their C fronts keep for reuse go back to the pools
+            # the chunks their C fronts keep for reuse go back to the pools, and what the pools then hold
+            # unused (a large intermediate's block among it) to the driver, not kept for runs that may
+            # never come
             for allocator in allocators_of(self.device):
                 allocator.drain()
+            gpu = self.device.gpu
+            gpu.synchronize()
+            for pool in (gpu.memory.device_pool, gpu.memory.host_pool):
+                pool.trim()
 
 
 def _apply_budget(device) -> None:
