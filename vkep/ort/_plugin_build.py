@@ -85,6 +85,8 @@ ORT_SLOTS = [
     (272, "ReadOpAttr", "OrtStatus*", "const OrtOpAttr* attr, int type, void* data, size_t len, size_t* out",
      "attr, type, data, len, out"),
     (51, "GetTensorMutableData", "OrtStatus*", "OrtValue* v, void** out", "v, out"),
+    (414, "GetTensorElementTypeAndShapeDataReference", "OrtStatus*",
+     "const OrtValue* v, int* elem_type, const int64_t** shape, size_t* count", "v, elem_type, shape, count"),
     (96, "ReleaseValue", "void", "OrtValue* v", "v"),
     (236, "KernelInfoGetAttribute_tensor", "OrtStatus*",
      "const OrtKernelInfo* info, const char* name, OrtAllocator* allocator, OrtValue** out", "info, name, allocator, out"),

@@ -51,15 +51,14 @@ OrtStatus* vkep_output(OrtKernelContext* ctx, size_t index, const char* dims, si
 }
 
 OrtStatus* vkep_tensor_info(const OrtValue* v, int* type, int64_t* dims, int* rank, uint64_t* ptr) {
-    OrtTensorTypeAndShapeInfo* info = NULL;
-    OrtStatus* s = ort_GetTensorTypeAndShape(v, &info);
-    if (s) return s;
+    /* (the value's own shape array, read in place: GetTensorTypeAndShape allocates an info per call, which
+     * cost a replayed node more than its dispatch) */
+    const int64_t* shape = NULL;
     size_t r = 0;
-    ort_GetTensorElementType(info, type);
-    ort_GetDimensionsCount(info, &r);
-    if (r > VKEP_MAX_RANK) { ort_ReleaseTensorTypeAndShapeInfo(info); return ort_CreateStatus(2, "vkep: rank above 8"); }
-    ort_GetDimensions(info, dims, r);
-    ort_ReleaseTensorTypeAndShapeInfo(info);
+    OrtStatus* s = ort_GetTensorElementTypeAndShapeDataReference(v, type, &shape, &r);
+    if (s) return s;
+    if (r > VKEP_MAX_RANK) return ort_CreateStatus(2, "vkep: rank above 8");
+    if (r) memcpy(dims, shape, r * sizeof(int64_t));
     *rank = (int)r;
     void* p = NULL;
     s = ort_GetTensorMutableData((OrtValue*)v, &p);
