@@ -1,0 +1,174 @@
+"""com.microsoft GroupQueryAttention (the decoder attention of ORT GenAI's and Optimum's exports) from vkep's
+rotary and attention shaders, following ORT's CPU EP:
+
+1. present_key / present_value [B, Hkv, Tp, D], Tp = max(total_sequence_length, past length): the past's
+   first `past_len` rows, the new keys (values) after them, zeros after those (attention.comp MODE 1); where
+   ORT hands present in past's own buffer (a shared KV cache) only the new rows are written, as ORT does.
+2. New keys rotated (do_rotary) or copied out of packed QKV into present, and Q rotated or unpacked into the
+   output Y (rotary_embedding.comp with strides; rot 0 copies).
+3. attention.comp over present, Q in Y (each workgroup reads its query row before it writes that row):
+   causal frontier at past_len + i, ORT's local window (window + 1 keys), softcap, attention_bias as an
+   additive mask, smooth_softmax / head_sink as an extra softmax logit.
+
+seqlens_k and total_sequence_length are read on the host (the plan keys on them). Every row of the batch must
+have the same length (seqlens_k[b] + 1 == total_sequence_length): padded batches are refused with a clear
+error. Declined at GetCapability: position_ids, a quantized KV cache (k_scale / v_scale, kv_cache_bit_width,
+k/v_quant_type), q/k_norm_weight, sliding_window_cache, qk_output, causal=0, float types that differ."""
+
+from __future__ import annotations
+
+import math
+
+from vkep.kernels.attention import QK_NONE, _float_bits, _mask_strides, _workgroup, present_copy
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, grid_1d, pack, padded, shader_dtype
+from vkep.kernels.movement import host_values
+from vkep.kernels.rotary import dispatch_rotary, rotary_tail
+
+COPY_WG = 256
+# inputs: query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache, sin_cache,
+# position_ids, attention_bias, head_sink, k_scale, v_scale, q_norm_weight, k_norm_weight
+N_INPUTS = 16
+FLOATS = (0, 1, 2, 3, 4, 7, 8, 10, 11)  # the inputs of type T (or T_CACHE, which vkep takes equal to T)
+UNSUPPORTED_INPUTS = ((9, "position_ids"), (12, "k_scale"), (13, "v_scale"), (14, "q_norm_weight"),
+                      (15, "k_norm_weight"))
+
+
+class GroupQueryAttention(Kernel):
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        ranks, types = padded(input_ranks, N_INPUTS), padded(input_types, N_INPUTS)
+        for index, name in UNSUPPORTED_INPUTS:
+            if ranks[index] is not None:
+                return f"the {name} input"
+        for name, default in (("sliding_window_cache", 0), ("kv_cache_bit_width", 0), ("qk_output", 0),
+                              ("causal", 1), ("k_quant_type", "NONE"), ("v_quant_type", "NONE")):
+            if attrs.get(name, default) != default:
+                return f"{name}={attrs[name]}"
+        heads, kv_heads = attrs.get("num_heads", 0), attrs.get("kv_num_heads", 0)
+        if heads <= 0 or kv_heads <= 0 or heads % kv_heads:
+            return f"num_heads={heads} over kv_num_heads={kv_heads}"
+        if attrs.get("local_window_size", -1) == 0:
+            return "local_window_size=0"
+        if attrs.get("scale", 0.0) < 0:
+            return "a negative scale (Q and K are each scaled by sqrt(scale))"
+        if ranks[0] not in (3, -1):
+            return f"query of rank {ranks[0]}"
+        if (ranks[1] is None) != (ranks[2] is None) or (ranks[3] is None) != (ranks[4] is None):
+            return "key without value or past_key without past_value"
+        if attrs.get("do_rotary", 0) and (ranks[7] is None or ranks[8] is None):
+            return "do_rotary without cos_cache and sin_cache"
+        floats = {types[i] for i in FLOATS if ranks[i] is not None and types[i] is not None}
+        if len(floats) > 1:
+            return f"mixed element types {sorted(floats)}"
+        return None
+
+    def compute(self, call) -> None:
+        inputs = padded(call.inputs, N_INPUTS)
+        query, key, value, past_k, past_v, seqlens, total_t, cos, sin, _, bias, sink = inputs[:12]
+        dtype = shader_dtype(query)
+        for t in (key, value, past_k, past_v, cos, sin, bias, sink):
+            if t is not None and t.dtype != dtype:
+                raise UnsupportedError(f"GroupQueryAttention: mixed element types {dtype} and {t.dtype}")
+        lengths = host_values(call, seqlens)
+        total = host_values(call, total_t)
+        if seqlens.dtype != "int32" or total_t.dtype != "int32" or len(total) != 1:
+            raise UnsupportedError("GroupQueryAttention: seqlens_k and total_sequence_length must be int32, "
+                                   "total_sequence_length one value")
+        total = total[0]
+        if len(query.shape) != 3 or len(lengths) != query.shape[0]:
+            raise UnsupportedError(f"GroupQueryAttention: query {query.shape} with seqlens_k of {len(lengths)}")
+        if any(n + 1 != total for n in lengths):
+            raise UnsupportedError(f"GroupQueryAttention: sequences of different lengths in one batch (seqlens_k "
+                                   f"{lengths}, total_sequence_length {total}) are not supported on vkep")
+        key_ = tuple(None if t is None else (t.shape, t.dtype) for t in inputs[:12]) + (total,)
+        plan = self.planned(key_, lambda: self._plan(query, key, past_k, cos, bias, sink, total))
+        y_shape, present_shape, past_len, copies, rotations, attention = plan
+        y = call.output(0, y_shape)
+        count = self.output_count or 1
+        presents = [call.output(i, present_shape) if count > i else None for i in (1, 2)]
+        presents = [p if p is not None and p.addr else call.scratch(present_shape, dtype) for p in presents]
+        if y.size == 0:
+            return
+        constants, tail, rows, wg, vec4 = attention
+        flags = (int(self.attrs.get("rotary_interleaved", 0)), 2)  # rotary_embedding.comp: positions start + s
+        for present, past, new, (n, copy_tail, direct), (source, rot, count, rotary) in zip(
+                presents, (past_k, past_v), (key, value), copies, rotations[:2], strict=True):
+            shared = past is not None and past.addr == present.addr
+            if shared:
+                call.copy(past, present)  # ORT's shared KV cache: no work, the plan requires the alias
+            elif n:
+                src = [t for t in (past, new if direct else None) if t is not None and t.size]
+                call.dispatch(self.spec.shader, dtype, (1, COPY_WG) + constants[2:],
+                              [None, new if direct else None, None, None, past, None, None, present, None],
+                              copy_tail, grid_1d(n // (4 if vec4 else 1), COPY_WG), src, [present])
+            if count and (shared or not direct):
+                dispatch_rotary(call, flags, inputs[source], cos if rot else None, sin if rot else None, None,
+                                present, rotary, count)
+        source, rot, count, rotary = rotations[2]
+        if count:
+            dispatch_rotary(call, flags, query, cos if rot else None, sin if rot else None, None, y, rotary, count)
+        q = y if count else query
+        reads = [t for t in (q, bias, presents[0], presents[1], sink) if t is not None]
+        call.dispatch(self.spec.shader, dtype if bias is None else (dtype, shader_dtype(bias)), constants,
+                      [q, None, None, bias, presents[0], presents[1], sink, y, None], tail, grid_1d(rows, 1), reads,
+                      [y])
+
+    def _plan(self, query: Tensor, key: Tensor | None, past_k: Tensor | None, cos: Tensor | None,
+              bias: Tensor | None, sink: Tensor | None, total: int) -> tuple:
+        hq, hkv = int(self.attrs["num_heads"]), int(self.attrs["kv_num_heads"])
+        batch, sq, width = query.shape
+        packed = key is None
+        d = width // (hq + 2 * hkv) if packed else width // hq
+        kv_width = width if packed else key.shape[2]
+        if d == 0 or width != d * (hq + 2 * hkv if packed else hq) or (not packed and (
+                key.shape != (batch, sq, hkv * d))):
+            raise UnsupportedError(f"GroupQueryAttention: query {query.shape}, key {None if packed else key.shape} "
+                                   f"do not split into {hq} and {hkv} heads")
+        # ORT's first prompt (S == total) ignores the past; later steps append after total - S past rows
+        past_len = 0 if sq == total else total - sq
+        buffer = past_k.shape[2] if past_k is not None else 0
+        if past_k is not None and past_k.shape != (batch, hkv, buffer, d):
+            raise UnsupportedError(f"GroupQueryAttention: past_key {past_k.shape}, expected [{batch}, {hkv}, *, {d}]")
+        if past_len < 0 or past_len > buffer:
+            raise UnsupportedError(f"GroupQueryAttention: total_sequence_length {total} with {sq} new tokens needs "
+                                   f"{past_len} past rows, past_key has {buffer}")
+        tp = max(total, buffer)
+        wg = _workgroup(tp, d, d)
+        rot = 0
+        if self.attrs.get("do_rotary", 0):
+            rot = cos.shape[1] * 2 if len(cos.shape) == 2 else -1
+            if rot <= 0 or rot > d or cos.shape[0] < total:
+                raise UnsupportedError(f"GroupQueryAttention: cos_cache {cos.shape} for head size {d} and "
+                                       f"{total} positions")
+        scale = self.attrs.get("scale") or 1.0 / math.sqrt(d)
+        softcap = float(self.attrs.get("softcap") or 0.0)
+        window = self.attrs.get("local_window_size", -1)
+        sink_mode = 2 if sink is not None else int(self.attrs.get("smooth_softmax", -1) == 1)
+        if sink is not None and sink.size != hq:
+            raise UnsupportedError(f"GroupQueryAttention: head_sink {sink.shape} for {hq} heads")
+        mask_args = (0, 0, 0, 0) if bias is None else _mask_strides(bias.shape, batch, hq, sq, tp)
+        vec4 = int(d % 4 == 0)
+        constants = (0, wg, 1, 1, int(bias is not None), QK_NONE, 0, 0, _float_bits(math.sqrt(scale), "float32"),
+                     _float_bits(softcap, "float32") if softcap > 0 else 0, 0, vec4, sink_mode)
+        rows = batch * hq * sq
+        tail = pack("12IiI", rows, hq, hq // hkv, sq, 0, tp, d, d, *mask_args, past_len, max(window, 0))
+        # new keys (values) come straight from key (value) in the copy (direct), else rotated or unpacked
+        copies = []
+        for direct in (not packed and not rot, not packed):
+            n, copy_tail = present_copy(batch, hkv, d, past_len, buffer, sq if direct else 0, tp)
+            copies.append((n if past_len or direct or tp > total else 0, copy_tail, direct))
+        row = width if packed else kv_width  # elements from one token to the next in the source
+        max_pos = cos.shape[0] if rot else 0
+        cache = (hkv * tp * d, d, tp * d, past_len * d)  # present [B, Hkv, Tp, D] from row past_len
+        rotations = []
+        for source, offset, r in ((0 if packed else 1, hq * d, rot), (0 if packed else 2, (hq + hkv) * d, 0)):
+            x = (sq * row, row, d, offset if packed else 0)
+            rotations.append((source, r, batch * sq * hkv * d,
+                              rotary_tail((batch, sq, hkv, d), r, max_pos, past_len, x, cache)))
+        # Q rotated or unpacked into Y, where attention.comp reads it
+        rotations.append((0, rot, batch * sq * hq * d if packed or rot else 0,
+                          rotary_tail((batch, sq, hq, d), rot, max_pos, past_len, (sq * width, width, d, 0),
+                                      (sq * hq * d, hq * d, d, 0))))
+        return ((batch, sq, hq * d), (batch, hkv, tp, d), past_len, copies, rotations,
+                (constants, tail, rows, wg, vec4))
+
