@@ -129,9 +129,9 @@ class GroupQueryAttention(Kernel):
         buffer = past_k.shape[2] if past_k is not None else 0
         if past_k is not None and past_k.shape != (batch, hkv, buffer, d):
             raise UnsupportedError(f"GroupQueryAttention: past_key {past_k.shape}, expected [{batch}, {hkv}, *, {d}]")
-        if past_len < 0 or past_len > buffer:
-            raise UnsupportedError(f"GroupQueryAttention: total_sequence_length {total} with {sq} new tokens needs "
-                                   f"{past_len} past rows, past_key has {buffer}")
+        if past_len < 0 or (buffer != past_len and total > buffer):  # ORT's CPU EP refuses these too
+            raise UnsupportedError(f"GroupQueryAttention: total_sequence_length {total} with {sq} new tokens and a "
+                                   f"cache of {buffer} rows (it must hold the past exactly or the total)")
         tp = max(total, buffer)
         wg = _workgroup(tp, d, d)
         rot = 0
