@@ -409,8 +409,8 @@ def multi_head_attention(rng) -> Case | None:
 
 
 def group_query_attention(rng) -> Case | None:
-    """A prompt or a decode step: packed or not, a past of the exact length, longer or empty, rotary, scale,
-    softcap, local window, smooth softmax or head_sink, attention_bias (ORT's CPU EP wants head sizes and
+    """A prompt or a decode step: packed or not, a past of the exact length, longer or empty, rotary (with
+    position_ids), scale, softcap, local window or bidirectional, smooth softmax or head_sink, attention_bias (ORT's CPU EP wants head sizes and
     rotary halves in multiples of 8, and a batch of 1 for a prompt after a past)."""
     dtype = _float(rng)
     kv_heads = int(rng.integers(1, 3))
@@ -445,6 +445,8 @@ def group_query_attention(rng) -> Case | None:
         angles = np.arange(total + 2)[:, None] * rng.uniform(0.01, 1.0, rot // 2)[None, :]
         extra += [(7, np.cos(angles).astype(dtype)), (8, np.sin(angles).astype(dtype))]
         attrs.update(do_rotary=1, rotary_interleaved=int(rng.integers(0, 2)))
+        if rng.random() < 0.3:
+            extra.append((9, rng.integers(0, total + 3 - seq, (b, seq)).astype(np.int64)))  # ORT: in the caches
     if rng.random() < 0.3:
         extra.append((10, data(rng, [[1, 1, seq, total], [b, heads, seq, total]][int(rng.integers(0, 2))], dtype)))
     if rng.random() < 0.2:
@@ -454,6 +456,8 @@ def group_query_attention(rng) -> Case | None:
     for name, p, value in (("scale", 0.3, 0.2), ("softcap", 0.2, 3.0), ("local_window_size", 0.3, 2)):
         if rng.random() < p:
             attrs[name] = value
+    if "local_window_size" not in attrs and rng.random() < 0.15:
+        attrs["causal"] = 0
     for index, value in extra:
         names += [""] * (index - len(names)) + [f"x{len(inputs)}"]
         inputs.append(value)

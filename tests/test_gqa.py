@@ -24,7 +24,8 @@ def _caches(max_pos: int, rot: int, dtype) -> tuple[np.ndarray, np.ndarray]:
 
 def gqa_case(batch: int = 1, seq: int = 4, heads: int = 4, kv_heads: int = 2, head: int = 16, past: int = 0,
              buffer: int | None = None, packed: bool = False, rotary: bool = False, rot: int | None = None,
-             bias: tuple | None = None, sink: bool = False, dtype=np.float32, seed: int = 0, **attrs):
+             bias: tuple | None = None, sink: bool = False, positions: list | None = None, dtype=np.float32,
+             seed: int = 0, **attrs):
     """A one-node GQA model and its feeds: `past` valid cache rows in a cache of `buffer` rows (None: no past
     inputs; past 0 with buffer 0: an empty cache), `bias` the attention_bias shape with -1 for the total length."""
     rng = np.random.default_rng(seed)
@@ -44,7 +45,9 @@ def gqa_case(batch: int = 1, seq: int = 4, heads: int = 4, kv_heads: int = 2, he
     feeds["seqlens_k"] = np.full(batch, total - 1, np.int32)
     feeds["total_sequence_length"] = np.array(total, np.int32)
     if rotary:
-        feeds["cos_cache"], feeds["sin_cache"] = _caches(total + 3, rot or head, dtype)
+        feeds["cos_cache"], feeds["sin_cache"] = _caches(total + 8, rot or head, dtype)
+    if positions is not None:
+        feeds["position_ids"] = np.array(positions, np.int64)
     if bias is not None:
         feeds["attention_bias"] = rng.standard_normal([total if n == -1 else n for n in bias])
     if sink:
@@ -101,6 +104,14 @@ CASES = {
     "head_sink": {"seq": 3, "past": 2, "buffer": 2, "sink": True},
     "attention_bias": {"seq": 3, "past": 2, "buffer": 2, "bias": (1, 4, 3, -1)},
     "attention_bias_decode": {"batch": 2, "seq": 1, "past": 4, "buffer": 4, "bias": (2, 1, 1, -1)},
+    "bidirectional": {"seq": 3, "past": 4, "buffer": 4, "causal": 0},
+    "bidirectional_prompt_static_cache": {"batch": 2, "seq": 3, "buffer": 6, "causal": 0, "rotary": True},
+    "position_ids_prompt": {"seq": 3, "rotary": True, "positions": [[2, 7, 1]]},
+    "position_ids_prompt_batch2": {"batch": 2, "seq": 3, "rotary": True, "positions": [[4, 0, 0], [1, 2, 3]]},
+    "position_ids_continued": {"seq": 2, "past": 3, "buffer": 3, "rotary": True, "positions": [[5, 1]]},
+    "position_ids_decode_batch2": {"batch": 2, "seq": 1, "past": 3, "buffer": 3, "rotary": True, "packed": True,
+                                   "positions": [[3], [6]]},
+    "position_ids_without_rotary": {"seq": 2, "past": 3, "buffer": 3, "positions": [[5, 1]]},
     "float16_decode": {"seq": 1, "past": 7, "buffer": 7, "rotary": True, "dtype": np.float16},
     "float16_prompt_packed": {"seq": 5, "packed": True, "rotary": True, "dtype": np.float16, "softcap": 5.0},
 }

@@ -7,13 +7,14 @@ rotary and attention shaders, following ORT's CPU EP:
 2. New keys rotated (do_rotary) or copied out of packed QKV into present, and Q rotated or unpacked into the
    output Y (rotary_embedding.comp with strides; rot 0 copies).
 3. attention.comp over present, Q in Y (each workgroup reads its query row before it writes that row):
-   causal frontier at past_len + i, ORT's local window (window + 1 keys), softcap, attention_bias as an
+   causal frontier at past_len + i (causal=0: every key up to the total), ORT's local window (the last
+   local_window_size keys), rotary positions past_len + s or from position_ids, softcap, attention_bias as an
    additive mask, smooth_softmax / head_sink as an extra softmax logit.
 
 seqlens_k and total_sequence_length are read on the host (the plan keys on them). Every row of the batch must
 have the same length (seqlens_k[b] + 1 == total_sequence_length): padded batches are refused with a clear
-error. Declined at GetCapability: position_ids, a quantized KV cache (k_scale / v_scale, kv_cache_bit_width,
-k/v_quant_type), q/k_norm_weight, sliding_window_cache, qk_output, causal=0, float types that differ."""
+error. Declined at GetCapability: a quantized KV cache (k_scale / v_scale, kv_cache_bit_width, k/v_quant_type),
+q/k_norm_weight, sliding_window_cache, qk_output, float types that differ."""
 
 from __future__ import annotations
 
@@ -29,8 +30,7 @@ COPY_WG = 256
 # position_ids, attention_bias, head_sink, k_scale, v_scale, q_norm_weight, k_norm_weight
 N_INPUTS = 16
 FLOATS = (0, 1, 2, 3, 4, 7, 8, 10, 11)  # the inputs of type T (or T_CACHE, which vkep takes equal to T)
-UNSUPPORTED_INPUTS = ((9, "position_ids"), (12, "k_scale"), (13, "v_scale"), (14, "q_norm_weight"),
-                      (15, "k_norm_weight"))
+UNSUPPORTED_INPUTS = ((12, "k_scale"), (13, "v_scale"), (14, "q_norm_weight"), (15, "k_norm_weight"))
 
 
 class GroupQueryAttention(Kernel):
@@ -41,9 +41,12 @@ class GroupQueryAttention(Kernel):
             if ranks[index] is not None:
                 return f"the {name} input"
         for name, default in (("sliding_window_cache", 0), ("kv_cache_bit_width", 0), ("qk_output", 0),
-                              ("causal", 1), ("k_quant_type", "NONE"), ("v_quant_type", "NONE")):
+                              ("k_quant_type", "NONE"), ("v_quant_type", "NONE")):
             if attrs.get(name, default) != default:
                 return f"{name}={attrs[name]}"
+        if attrs.get("causal", 1) not in (0, 1) or (attrs.get("causal", 1) == 0 and attrs.get("local_window_size",
+                                                                                            -1) != -1):
+            return f"causal={attrs.get('causal')} with local_window_size={attrs.get('local_window_size')}"
         heads, kv_heads = attrs.get("num_heads", 0), attrs.get("kv_num_heads", 0)
         if heads <= 0 or kv_heads <= 0 or heads % kv_heads:
             return f"num_heads={heads} over kv_num_heads={kv_heads}"
@@ -53,6 +56,8 @@ class GroupQueryAttention(Kernel):
             return "a negative scale (Q and K are each scaled by sqrt(scale))"
         if ranks[0] not in (3, -1):
             return f"query of rank {ranks[0]}"
+        if ranks[9] not in (None, 2, -1) or (types[9] not in (None, "int64")):
+            return f"position_ids of rank {ranks[9]} ({types[9]})"
         if (ranks[1] is None) != (ranks[2] is None) or (ranks[3] is None) != (ranks[4] is None):
             return "key without value or past_key without past_value"
         if attrs.get("do_rotary", 0) and (ranks[7] is None or ranks[8] is None):
@@ -64,7 +69,7 @@ class GroupQueryAttention(Kernel):
 
     def compute(self, call) -> None:
         inputs = padded(call.inputs, N_INPUTS)
-        query, key, value, past_k, past_v, seqlens, total_t, cos, sin, _, bias, sink = inputs[:12]
+        query, key, value, past_k, past_v, seqlens, total_t, cos, sin, pos, bias, sink = inputs[:12]
         dtype = shader_dtype(query)
         for t in (key, value, past_k, past_v, cos, sin, bias, sink):
             if t is not None and t.dtype != dtype:
@@ -81,8 +86,8 @@ class GroupQueryAttention(Kernel):
             raise UnsupportedError(f"GroupQueryAttention: sequences of different lengths in one batch (seqlens_k "
                                    f"{lengths}, total_sequence_length {total}) are not supported on vkep")
         key_ = tuple(None if t is None else (t.shape, t.dtype) for t in inputs[:12]) + (total,)
-        plan = self.planned(key_, lambda: self._plan(query, key, past_k, cos, bias, sink, total))
-        y_shape, present_shape, past_len, copies, rotations, attention = plan
+        plan = self.planned(key_, lambda: self._plan(query, key, past_k, cos, pos, bias, sink, total))
+        y_shape, present_shape, positions, copies, rotations, attention = plan
         y = call.output(0, y_shape)
         count = self.output_count or 1
         presents = [call.output(i, present_shape) if count > i else None for i in (1, 2)]
@@ -90,7 +95,8 @@ class GroupQueryAttention(Kernel):
         if y.size == 0:
             return
         constants, tail, rows, wg, vec4 = attention
-        flags = (int(self.attrs.get("rotary_interleaved", 0)), 2)  # rotary_embedding.comp: positions start + s
+        flags = (int(self.attrs.get("rotary_interleaved", 0)), positions)
+        pos = pos if positions != 2 else None
         for present, past, new, (n, copy_tail, direct), (source, rot, count, rotary) in zip(
                 presents, (past_k, past_v), (key, value), copies, rotations[:2], strict=True):
             shared = past is not None and past.addr == present.addr
@@ -102,11 +108,12 @@ class GroupQueryAttention(Kernel):
                               [None, new if direct else None, None, None, past, None, None, present, None],
                               copy_tail, grid_1d(n // (4 if vec4 else 1), COPY_WG), src, [present])
             if count and (shared or not direct):
-                dispatch_rotary(call, flags, inputs[source], cos if rot else None, sin if rot else None, None,
-                                present, rotary, count)
+                dispatch_rotary(call, flags, inputs[source], cos if rot else None, sin if rot else None,
+                                pos if rot else None, present, rotary, count)
         source, rot, count, rotary = rotations[2]
         if count:
-            dispatch_rotary(call, flags, query, cos if rot else None, sin if rot else None, None, y, rotary, count)
+            dispatch_rotary(call, flags, query, cos if rot else None, sin if rot else None, pos if rot else None, y,
+                            rotary, count)
         q = y if count else query
         reads = [t for t in (q, bias, presents[0], presents[1], sink) if t is not None]
         call.dispatch(self.spec.shader, dtype if bias is None else (dtype, shader_dtype(bias)), constants,
@@ -114,7 +121,7 @@ class GroupQueryAttention(Kernel):
                       [y])
 
     def _plan(self, query: Tensor, key: Tensor | None, past_k: Tensor | None, cos: Tensor | None,
-              bias: Tensor | None, sink: Tensor | None, total: int) -> tuple:
+              pos: Tensor | None, bias: Tensor | None, sink: Tensor | None, total: int) -> tuple:
         hq, hkv = int(self.attrs["num_heads"]), int(self.attrs["kv_num_heads"])
         batch, sq, width = query.shape
         packed = key is None
@@ -140,6 +147,11 @@ class GroupQueryAttention(Kernel):
             if rot <= 0 or rot > d or cos.shape[0] < total:
                 raise UnsupportedError(f"GroupQueryAttention: cos_cache {cos.shape} for head size {d} and "
                                        f"{total} positions")
+            if pos is not None and pos.shape != (batch, sq):
+                raise UnsupportedError(f"GroupQueryAttention: position_ids {pos.shape} for {batch} x {sq} tokens")
+        # rotary positions (rotary_embedding.comp): past_len + s, or ORT's reading of position_ids: the first
+        # prompt's positions start at position_ids[0, 0], later tokens take their own
+        positions = 2 if pos is None or not rot else 3 if past_len == 0 and sq == total else 1
         scale = self.attrs.get("scale") or 1.0 / math.sqrt(d)
         softcap = float(self.attrs.get("softcap") or 0.0)
         window = self.attrs.get("local_window_size", -1)
@@ -148,10 +160,12 @@ class GroupQueryAttention(Kernel):
             raise UnsupportedError(f"GroupQueryAttention: head_sink {sink.shape} for {hq} heads")
         mask_args = (0, 0, 0, 0) if bias is None else _mask_strides(bias.shape, batch, hq, sq, tp)
         vec4 = int(d % 4 == 0)
-        constants = (0, wg, 1, 1, int(bias is not None), QK_NONE, 0, 0, _float_bits(math.sqrt(scale), "float32"),
+        causal = 1 if self.attrs.get("causal", 1) else 2  # 2: every query attends the keys up to the total
+        constants = (0, wg, 1, causal, int(bias is not None), QK_NONE, 0, 0, _float_bits(math.sqrt(scale), "float32"),
                      _float_bits(softcap, "float32") if softcap > 0 else 0, 0, vec4, sink_mode)
         rows = batch * hq * sq
-        tail = pack("12IiI", rows, hq, hq // hkv, sq, 0, tp, d, d, *mask_args, past_len, max(window, 0))
+        tail = pack("12IiI", rows, hq, hq // hkv, sq, 0, tp, d, d, *mask_args,
+                    past_len if causal == 1 else total - 1, max(window, 0))
         # new keys (values) come straight from key (value) in the copy (direct), else rotated or unpacked
         copies = []
         for direct in (not packed and not rot, not packed):
@@ -169,6 +183,6 @@ class GroupQueryAttention(Kernel):
         rotations.append((0, rot, batch * sq * hq * d if packed or rot else 0,
                           rotary_tail((batch, sq, hq, d), rot, max_pos, past_len, (sq * width, width, d, 0),
                                       (sq * hq * d, hq * d, d, 0))))
-        return ((batch, sq, hq * d), (batch, hkv, tp, d), past_len, copies, rotations,
+        return ((batch, sq, hq * d), (batch, hkv, tp, d), positions, copies, rotations,
                 (constants, tail, rows, wg, vec4))
 

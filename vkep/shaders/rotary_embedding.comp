@@ -7,8 +7,8 @@
 // of packed QKV ([B, S, (Hq + 2 Hkv) * D]) and rows of a KV cache ([B, H, len, D]) take the same arithmetic.
 // Element c < rot of a head is rotated with its partner: (c, c + rot/2) (halves) or (2i, 2i + 1)
 // (INTERLEAVED); elements past rot are copied (rot 0: a strided copy).
-// The cos/sin row is b*S + s (POSITIONS 0: caches of [B, S, rot/2]), position_ids[b, s] (POSITIONS 1), or
-// start + s (POSITIONS 2). Position ids are read on the device: negatives wrap as numpy indexing does in
+// The cos/sin row is b*S + s (POSITIONS 0: caches of [B, S, rot/2]), position_ids[b, s] (POSITIONS 1),
+// start + s (POSITIONS 2) or position_ids[0, 0] + s (POSITIONS 3: GroupQueryAttention's first prompt). Position ids are read on the device: negatives wrap as numpy indexing does in
 // onnx's reference, and any id still outside [0, max_pos) is clamped so that no read leaves the caches
 // (ORT's CPU EP rejects those ids, a shader cannot). DTYPE is the type of X, the caches and Y; arithmetic
 // is float32.
@@ -18,7 +18,7 @@
 #define WG 256
 layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint INTERLEAVED = 0;
-layout(constant_id = 1) const uint POSITIONS = 0;   // 0: a cache row per token, 1: position_ids, 2: start + s
+layout(constant_id = 1) const uint POSITIONS = 0;   // 0: a row per token, 1: position_ids, 2: start + s, 3: ids[0] + s
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, cos_cache, sin_cache, pos, y;
@@ -31,7 +31,8 @@ layout(push_constant, scalar) uniform Push {
 uint cache_row(uint b, uint s) {
     uint bs = b * pc.seq + s;
     if (POSITIONS == 0) return bs;
-    int64_t p = POSITIONS == 2 ? int64_t(pc.start + s) : Int64Tensor(pc.pos).v[bs];
+    int64_t p = POSITIONS == 2 ? int64_t(pc.start + s)
+              : POSITIONS == 3 ? Int64Tensor(pc.pos).v[0] + int64_t(s) : Int64Tensor(pc.pos).v[bs];
     if (p < 0) p += int64_t(pc.max_pos);
     return uint(clamp(p, int64_t(0), int64_t(pc.max_pos) - 1));
 }
