@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 from vkep import runner
 
@@ -121,3 +121,107 @@ CASES = {
 def test_gqa_as_the_cpu_ep(ep_devices, case):
     model, feeds = gqa_case(**case)
     _check(model, feeds, case.get("dtype", np.float32))
+
+
+# ---- a decoder layer as ORT GenAI's model builder exports it ------------------------------------------------
+
+HIDDEN, HEADS, KV_HEADS, HEAD, FFN, VOCAB, MAX_POS = 64, 4, 2, 16, 128, 50, 32
+
+
+def _nbits(name: str, k: int, n: int, rng, block: int = 32) -> tuple[list, list]:
+    """A 4-bit MatMulNBits `name` (input name_in, output name_out) with random packed weights and zero points."""
+    blocks = k // block
+    inits = [helper.make_tensor(f"{name}_w", TensorProto.UINT8, [n, blocks, block // 2],
+                                rng.integers(0, 256, n * blocks * block // 2).tolist()),
+             helper.make_tensor(f"{name}_s", TensorProto.FLOAT, [n * blocks],
+                                rng.uniform(0.002, 0.02, n * blocks).tolist()),
+             helper.make_tensor(f"{name}_zp", TensorProto.UINT8, [n * ((blocks + 1) // 2)],
+                                rng.integers(0, 256, n * ((blocks + 1) // 2)).tolist())]
+    node = helper.make_node("MatMulNBits", [f"{name}_in", f"{name}_w", f"{name}_s", f"{name}_zp"], [f"{name}_out"],
+                            domain=MS, K=k, N=n, bits=4, block_size=block)
+    return [node], inits
+
+
+def decoder_layer(seed: int = 0):
+    """input_ids, attention_mask, past KV -> embeddings, RMSNorm, packed QKV (MatMulNBits), GQA with rotary and a
+    KV cache (seqlens_k and total_sequence_length from attention_mask, as the model builder computes them),
+    o_proj (MatMul), SkipSimplifiedLayerNormalization, SiLU-gated MLP (MatMulNBits), final norm, lm_head."""
+    rng = np.random.default_rng(seed)
+    f32 = TensorProto.FLOAT
+
+    def weight(name: str, shape: list[int], scale: float = 0.1):
+        return helper.make_tensor(name, f32, shape, (rng.standard_normal(shape) * scale).ravel().tolist())
+
+    cos, sin = _caches(MAX_POS, HEAD, np.float32)
+    qkv_nodes, qkv_inits = _nbits("qkv", HIDDEN, (HEADS + 2 * KV_HEADS) * HEAD, rng)
+    gate_nodes, gate_inits = _nbits("gate", HIDDEN, FFN, rng)
+    up_nodes, up_inits = _nbits("up", HIDDEN, FFN, rng)
+    inits = [weight("embed", [VOCAB, HIDDEN], 1.0), weight("ln1", [HIDDEN], 1.0), weight("ln2", [HIDDEN], 1.0),
+             weight("ln3", [HIDDEN], 1.0), weight("o_w", [HEADS * HEAD, HIDDEN]), weight("down_w", [FFN, HIDDEN]),
+             weight("lm_w", [HIDDEN, VOCAB]), helper.make_tensor("cos", f32, cos.shape, cos.ravel().tolist()),
+             helper.make_tensor("sin", f32, sin.shape, sin.ravel().tolist()),
+             helper.make_tensor("one", TensorProto.INT64, [], [1]),
+             helper.make_tensor("axis1", TensorProto.INT64, [1], [1])] + qkv_inits + gate_inits + up_inits
+    nodes = [
+        helper.make_node("Gather", ["embed", "input_ids"], ["x"]),
+        # seqlens_k = sum(attention_mask) - 1, total_sequence_length = attention_mask's length, as int32
+        helper.make_node("ReduceSum", ["attention_mask", "axis1"], ["mask_sum"], keepdims=0),
+        helper.make_node("Sub", ["mask_sum", "one"], ["seqlens_64"]),
+        helper.make_node("Cast", ["seqlens_64"], ["seqlens_k"], to=TensorProto.INT32),
+        helper.make_node("Shape", ["attention_mask"], ["mask_shape"], start=1, end=2),
+        helper.make_node("Squeeze", ["mask_shape"], ["total_64"]),
+        helper.make_node("Cast", ["total_64"], ["total"], to=TensorProto.INT32),
+        helper.make_node("SimplifiedLayerNormalization", ["x", "ln1"], ["qkv_in"], epsilon=1e-6, axis=-1),
+        *qkv_nodes,
+        helper.make_node("GroupQueryAttention", ["qkv_out", "", "", "past_key", "past_value", "seqlens_k", "total",
+                                                 "cos", "sin"], ["attn", "present_key", "present_value"], domain=MS,
+                         num_heads=HEADS, kv_num_heads=KV_HEADS, do_rotary=1, local_window_size=-1),
+        helper.make_node("MatMul", ["attn", "o_w"], ["attn_out"]),
+        helper.make_node("SkipSimplifiedLayerNormalization", ["x", "attn_out", "ln2"],
+                         ["gate_in", "", "", "residual"], domain=MS, epsilon=1e-6),
+        helper.make_node("Identity", ["gate_in"], ["up_in"]),
+        *gate_nodes, *up_nodes,
+        helper.make_node("Sigmoid", ["gate_out"], ["gate_sig"]),
+        helper.make_node("Mul", ["gate_out", "gate_sig"], ["gate_act"]),
+        helper.make_node("Mul", ["gate_act", "up_out"], ["mlp_in"]),
+        helper.make_node("MatMul", ["mlp_in", "down_w"], ["mlp_out"]),
+        helper.make_node("SkipSimplifiedLayerNormalization", ["residual", "mlp_out", "ln3"], ["final"], domain=MS,
+                         epsilon=1e-6),
+        helper.make_node("MatMul", ["final", "lm_w"], ["logits"]),
+    ]
+    cache = ["batch", KV_HEADS, "past", HEAD]
+    graph = helper.make_graph(
+        nodes, "decoder", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+                           helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "total"]),
+                           helper.make_tensor_value_info("past_key", f32, cache),
+                           helper.make_tensor_value_info("past_value", f32, cache)],
+        [helper.make_tensor_value_info("logits", f32, ["batch", "seq", VOCAB]),
+         helper.make_tensor_value_info("present_key", f32, ["batch", KV_HEADS, "present", HEAD]),
+         helper.make_tensor_value_info("present_value", f32, ["batch", KV_HEADS, "present", HEAD])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)],
+                             ir_version=10)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_decoder_layer_prompt_then_decode(ep_devices, batch):
+    """A 5-token prompt, then 3 greedy decode steps feeding present back as past: every node on vkep, logits and
+    the KV cache equal to the CPU EP's at each step."""
+    model = decoder_layer()
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    placed = runner.placement(session)
+    assert {ep for _, _, ep in placed} == {VULKAN}, [p for p in placed if p[2] != VULKAN]
+    cpu = runner.cpu_session(model)
+    ids = np.random.default_rng(1).integers(0, VOCAB, (batch, 5))
+    empty = np.zeros((batch, KV_HEADS, 0, HEAD), np.float32)
+    caches = {"vkep": (empty, empty), "cpu": (empty, empty)}
+    for step in range(4):
+        feeds = {"input_ids": ids, "attention_mask": np.ones((batch, 5 + step), np.int64)}
+        outs = {}
+        for name, sess in (("vkep", session), ("cpu", cpu)):
+            past_key, past_value = caches[name]
+            outs[name] = sess.run(None, {**feeds, "past_key": past_key, "past_value": past_value})
+            caches[name] = (outs[name][1], outs[name][2])
+        for got, want, what in zip(outs["vkep"], outs["cpu"], ("logits", "present_key", "present_value"), strict=True):
+            assert got.shape == want.shape, (step, what)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"step {step}: {what}")
+        ids = outs["cpu"][0][:, -1:].argmax(-1)  # the next token
