@@ -409,7 +409,7 @@ def multi_head_attention(rng) -> Case | None:
 
 
 def group_query_attention(rng) -> Case | None:
-    """A prompt or a decode step: packed or not, a past of the exact length, longer or empty, rotary (with
+    """A prompt or a decode step, padded or not: packed or not, a past of the exact length, longer or empty, rotary (with
     position_ids), scale, softcap, local window or bidirectional, smooth softmax or head_sink, attention_bias (ORT's CPU EP wants head sizes and
     rotary halves in multiples of 8, and a batch of 1 for a prompt after a past)."""
     dtype = _float(rng)
@@ -435,7 +435,11 @@ def group_query_attention(rng) -> Case | None:
             inputs.append(cache)
     else:
         names += ["", ""]
-    for value in (np.full(b, total - 1, np.int32), np.array(total, np.int32)):
+    lengths = np.full(b, total, np.int32)
+    if b > 1 and rng.random() < 0.4:  # padding: rows of other lengths, the longest total_sequence_length
+        lengths[1:] = rng.integers(max(1, total - seq + 1) if past else 1, total + 1, b - 1)
+        rng.shuffle(lengths)
+    for value in (lengths - 1, np.array(total, np.int32)):
         names.append(f"x{len(inputs)}")
         inputs.append(value)
     attrs: dict = {"num_heads": heads, "kv_num_heads": kv_heads}

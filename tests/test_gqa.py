@@ -24,10 +24,11 @@ def _caches(max_pos: int, rot: int, dtype) -> tuple[np.ndarray, np.ndarray]:
 
 def gqa_case(batch: int = 1, seq: int = 4, heads: int = 4, kv_heads: int = 2, head: int = 16, past: int = 0,
              buffer: int | None = None, packed: bool = False, rotary: bool = False, rot: int | None = None,
-             bias: tuple | None = None, sink: bool = False, positions: list | None = None, dtype=np.float32,
-             seed: int = 0, **attrs):
+             bias: tuple | None = None, sink: bool = False, positions: list | None = None,
+             lengths: list | None = None, dtype=np.float32, seed: int = 0, **attrs):
     """A one-node GQA model and its feeds: `past` valid cache rows in a cache of `buffer` rows (None: no past
-    inputs; past 0 with buffer 0: an empty cache), `bias` the attention_bias shape with -1 for the total length."""
+    inputs; past 0 with buffer 0: an empty cache), `bias` the attention_bias shape with -1 for the total length,
+    `lengths` each row's total length (a padded batch; None: past + seq for every row)."""
     rng = np.random.default_rng(seed)
     total = past + seq
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
@@ -42,7 +43,7 @@ def gqa_case(batch: int = 1, seq: int = 4, heads: int = 4, kv_heads: int = 2, he
         for name in ("past_key", "past_value"):
             feeds[name] = rng.standard_normal((batch, kv_heads, buffer, head))
             feeds[name][:, :, past:] = 0  # rows past the valid ones: zeros, as ORT's present leaves them
-    feeds["seqlens_k"] = np.full(batch, total - 1, np.int32)
+    feeds["seqlens_k"] = np.array(lengths or [total] * batch, np.int32) - 1
     feeds["total_sequence_length"] = np.array(total, np.int32)
     if rotary:
         feeds["cos_cache"], feeds["sin_cache"] = _caches(total + 8, rot or head, dtype)
@@ -112,6 +113,23 @@ CASES = {
     "position_ids_decode_batch2": {"batch": 2, "seq": 1, "past": 3, "buffer": 3, "rotary": True, "packed": True,
                                    "positions": [[3], [6]]},
     "position_ids_without_rotary": {"seq": 2, "past": 3, "buffer": 3, "positions": [[5, 1]]},
+    "padded_decode": {"batch": 3, "seq": 1, "past": 6, "buffer": 6, "rotary": True, "lengths": [7, 4, 1]},
+    "padded_decode_static_cache": {"batch": 2, "seq": 1, "past": 5, "buffer": 10, "rotary": True, "packed": True,
+                                   "lengths": [3, 6], "bias": (2, 1, 1, -1)},
+    "padded_decode_positions": {"batch": 2, "seq": 1, "past": 4, "buffer": 4, "rotary": True, "lengths": [5, 2],
+                                "positions": [[4], [1]], "local_window_size": 2},
+    "padded_prompt": {"batch": 2, "seq": 5, "rotary": True, "lengths": [5, 2]},
+    "padded_prompt_positions": {"batch": 2, "seq": 4, "rotary": True, "rotary_interleaved": 1, "lengths": [4, 3],
+                                "positions": [[2, 0, 1, 3], [5, 1, 2, 0]], "smooth_softmax": 1},
+    "padded_prompt_bias_sink": {"batch": 3, "seq": 4, "lengths": [1, 4, 3], "bias": (3, 4, 4, -1), "sink": True},
+    "padded_prompt_window": {"batch": 2, "seq": 6, "lengths": [3, 6], "local_window_size": 2, "packed": True},
+    # (ORT's CPU EP windows the rows past a prompt's length otherwise in float16, or with softcap or a sink)
+    "float16_padded_prompt_window": {"batch": 2, "seq": 6, "lengths": [2, 6], "local_window_size": 2,
+                                     "dtype": np.float16},
+    "padded_prompt_window_softcap": {"batch": 2, "seq": 6, "lengths": [1, 6], "local_window_size": 2,
+                                     "softcap": 3.0},
+    "padded_prompt_window_sink": {"batch": 2, "seq": 6, "lengths": [3, 6], "local_window_size": 2, "sink": True},
+    "padded_prompt_bidirectional": {"batch": 2, "seq": 4, "lengths": [2, 4], "causal": 0, "buffer": 7},
     "float16_decode": {"seq": 1, "past": 7, "buffer": 7, "rotary": True, "dtype": np.float16},
     "float16_prompt_packed": {"seq": 5, "packed": True, "rotary": True, "dtype": np.float16, "softcap": 5.0},
 }

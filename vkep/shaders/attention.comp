@@ -19,7 +19,9 @@
 layout(local_size_x_id = 1) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 2) const uint LAYOUT3D = 0;     // Q, K, V, Y are [B, S, heads*D] (else [B, heads, S, D])
-layout(constant_id = 3) const uint CAUSAL = 0;      // 1: causal, 2: every query attends keys j <= offset
+// CAUSAL 1: query i attends keys j <= i + offset; 2 and 3: keys j <= offset (a padded prompt's rows past its
+// length offset + 1, or bidirectional), the local window ending at i + offset + 1 (2) or at offset (3)
+layout(constant_id = 3) const uint CAUSAL = 0;
 layout(constant_id = 4) const uint MASK = 0;         // attn_mask given
 layout(constant_id = 5) const uint QK_MODE = 4;      // qk_matmul_output: 0 q.k, 1 softcapped, 2 with bias, 3 softmax, 4 none
 layout(constant_id = 6) const uint ROUND16 = 0;
@@ -35,8 +37,8 @@ layout(constant_id = 12) const uint SINK = 0;  // softmax's extra logit: 0 none,
 layout(push_constant, scalar) uniform Push {
     uint64_t q, k, v, mask, past_k, past_v, aux, y, qk;
     uint rows, hq, group, sq, kv_new, past, d, dv, mask_len, mask_sb, mask_sh, mask_sq;
-    int offset;   // causal frontier: query i attends key j <= i + offset (CAUSAL 2: j <= offset)
-    uint window;  // local window (0: none): query i attends the `window` keys up to its frontier only
+    int offset;   // the causal frontier (CAUSAL)
+    uint window;  // local window (0: none): the last `window` keys up to the frontier (CAUSAL 2: up to i + offset + 1)
 } pc;
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
@@ -108,8 +110,9 @@ float bias_of(uint b, uint h, uint i, uint j, int offset, uint valid) {
             bias = NEG_INF;
         }
     }
-    if (CAUSAL != 0 && int(j) > (CAUSAL == 2 ? 0 : int(i)) + offset) bias += NEG_INF;
-    if (pc.window != 0 && int(j) <= int(i) + offset - int(pc.window)) bias += NEG_INF;
+    int frontier = (CAUSAL == 1 ? int(i) : 0) + offset;
+    if (CAUSAL != 0 && int(j) > frontier) bias += NEG_INF;
+    if (pc.window != 0 && int(j) <= (CAUSAL == 2 ? int(i) + offset + 1 : frontier) - int(pc.window)) bias += NEG_INF;
     if (j >= valid) bias += NEG_INF;
     return bias;
 }
@@ -206,7 +209,7 @@ void main() {
     // (unless qk_matmul_output lists every key), so a decode step on a padded cache reads the valid keys only
     uint kend = total;
     if (QK_MODE == 4) {
-        if (CAUSAL != 0) kend = uint(clamp((CAUSAL == 2 ? 0 : int(i)) + offset + 1, 0, int(total)));
+        if (CAUSAL != 0) kend = uint(clamp((CAUSAL == 1 ? int(i) : 0) + offset + 1, 0, int(total)));
         kend = min(kend, valid);
     }
     bool stored = kend <= CHUNK;
