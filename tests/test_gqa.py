@@ -6,6 +6,7 @@ steps with its KV cache fed back."""
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
@@ -243,3 +244,76 @@ def test_decoder_layer_prompt_then_decode(ep_devices, batch):
             assert got.shape == want.shape, (step, what)
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"step {step}: {what}")
         ids = outs["cpu"][0][:, -1:].argmax(-1)  # the next token
+
+
+def test_shared_kv_cache_buffer(ep_devices):
+    """ORT GenAI's past_present_share_buffer: past_key/present_key (past_value/present_value) bound to one
+    OrtValue of the cache's maximum length in vkep memory; a prompt then decode steps write only their new rows,
+    equal to the CPU EP's run over the same caches as separate tensors."""
+    from vkep.gpu.device import physical_devices
+    from vkep.ort.factory import shares_host_memory
+
+    kind = "HOST_ACCESSIBLE" if shares_host_memory(physical_devices()[0]) else "DEFAULT"
+    info = ep_devices[0].memory_info(getattr(ort.OrtDeviceMemoryType, kind))
+    buffer = 10
+    caches = {n: ort.OrtValue.ortvalue_from_shape_and_type([1, 2, buffer, 16], np.float32, memory_info=info)
+              for n in ("key", "value")}
+    for cache in caches.values():
+        cache.update_inplace(np.zeros((1, 2, buffer, 16), np.float32))
+    cpu_caches = {n: np.zeros((1, 2, buffer, 16), np.float32) for n in ("key", "value")}
+    past = 0
+    for step, seq in enumerate((4, 1, 1, 1)):
+        model, feeds = gqa_case(seq=seq, past=past, buffer=buffer, rotary=True, seed=step)
+        session = runner.vkep_session(model, disable_cpu_fallback=True)
+        binding = session.io_binding()
+        binding.bind_output("output", "cpu")
+        for name, value in feeds.items():
+            if not name.startswith("past_"):
+                binding.bind_cpu_input(name, value)
+        for n in ("key", "value"):
+            binding.bind_ortvalue_input(f"past_{n}", caches[n])
+            binding.bind_ortvalue_output(f"present_{n}", caches[n])
+        session.run_with_iobinding(binding)
+        want = runner.cpu_session(model).run(None, {**feeds, "past_key": cpu_caches["key"],
+                                                    "past_value": cpu_caches["value"]})
+        np.testing.assert_allclose(binding.get_outputs()[0].numpy(), want[0], rtol=1e-4, atol=1e-5)
+        for n, w in zip(("key", "value"), want[1:], strict=True):
+            np.testing.assert_allclose(caches[n].numpy(), w, rtol=1e-5, atol=1e-6, err_msg=f"step {step}: {n}")
+            cpu_caches[n] = w
+        past += seq
+
+
+def _with_qk_output(model):
+    node = model.graph.node[0]
+    node.output.append("output_qk")
+    model.graph.output.append(helper.make_tensor_value_info("output_qk", TensorProto.FLOAT, None))
+    return model
+
+
+def _with_norm_weights(model):
+    node = model.graph.node[0]
+    node.input.extend([""] * (14 - len(node.input)) + ["q_norm", "k_norm"])
+    model.graph.initializer.extend([helper.make_tensor(n, TensorProto.FLOAT, [16], [1.0] * 16)
+                                    for n in ("q_norm", "k_norm")])
+    return model
+
+
+DECLINED = {
+    "qk_output": ({"seq": 3, "past": 2, "buffer": 2, "qk_output": 1}, _with_qk_output, True),
+    "sliding_window_cache": ({"seq": 1, "past": 4, "buffer": 4, "local_window_size": 4, "sliding_window_cache": 1},
+                             None, True),
+    "q_norm_weight": ({"seq": 2}, _with_norm_weights, False),  # (the CPU EP refuses it at run time)
+}
+
+
+@pytest.mark.parametrize("case", DECLINED.values(), ids=DECLINED.keys())
+def test_gqa_left_to_the_cpu_ep(ep_devices, case):
+    """What vkep declines at GetCapability stays on the CPU EP (and the CPU EP's answer is the session's)."""
+    kwargs, edit, runs = case
+    model, feeds = gqa_case(**kwargs)
+    model = edit(model) if edit else model
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    if runs:
+        for got, want in zip(session.run(None, feeds), runner.cpu_session(model).run(None, feeds), strict=True):
+            np.testing.assert_array_equal(got, want)
