@@ -317,3 +317,19 @@ def test_gqa_left_to_the_cpu_ep(ep_devices, case):
     if runs:
         for got, want in zip(session.run(None, feeds), runner.cpu_session(model).run(None, feeds), strict=True):
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("case", [{"seq": 3, "past": 2, "buffer": 2, "rotary": True}, {"seq": 4, "packed": True},
+                                  {"batch": 2, "seq": 1, "past": 3, "buffer": 3, "lengths": [4, 2]}],
+                         ids=["continued", "prompt", "padded_decode"])
+def test_gqa_without_present_outputs(ep_devices, case):
+    """Without present_key / present_value outputs vkep keeps the cache in scratch memory: the output is the one
+    the node gives with them (ORT's CPU EP then reads uninitialised memory for a past: its answers vary)."""
+    model, feeds = gqa_case(**case)
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    del model.graph.node[0].output[1:]
+    del model.graph.output[1:]
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VULKAN}
+    for _ in range(2):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-5)
