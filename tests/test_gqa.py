@@ -131,6 +131,7 @@ CASES = {
                                      "softcap": 3.0},
     "padded_prompt_window_sink": {"batch": 2, "seq": 6, "lengths": [3, 6], "local_window_size": 2, "sink": True},
     "padded_prompt_bidirectional": {"batch": 2, "seq": 4, "lengths": [2, 4], "causal": 0, "buffer": 7},
+    "head_size_512": {"seq": 2, "past": 1, "buffer": 1, "heads": 2, "kv_heads": 1, "head": 512},
     "float16_decode": {"seq": 1, "past": 7, "buffer": 7, "rotary": True, "dtype": np.float16},
     "float16_prompt_packed": {"seq": 5, "packed": True, "rotary": True, "dtype": np.float16, "softcap": 5.0},
 }
@@ -303,6 +304,7 @@ DECLINED = {
     "sliding_window_cache": ({"seq": 1, "past": 4, "buffer": 4, "local_window_size": 4, "sliding_window_cache": 1},
                              None, True),
     "q_norm_weight": ({"seq": 2}, _with_norm_weights, False),  # (the CPU EP refuses it at run time)
+    "head_size_520": ({"seq": 2, "heads": 2, "kv_heads": 1, "head": 520}, None, True),  # (shared memory)
 }
 
 

@@ -19,7 +19,16 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.attention import QK_NONE, _float_bits, _mask_strides, _workgroup, present_copy
+from vkep.kernels.attention import (
+    MAX_D,
+    MAX_R,
+    QK_NONE,
+    WG_SIZES,
+    _float_bits,
+    _mask_strides,
+    _workgroup,
+    present_copy,
+)
 from vkep.kernels.base import ITEMSIZE, Kernel, Tensor, UnsupportedError, grid_1d, pack, padded, shader_dtype
 from vkep.kernels.movement import host_values
 from vkep.kernels.rotary import dispatch_rotary, rotary_tail
@@ -76,6 +85,7 @@ class GroupQueryAttention(Kernel):
         if seqlens.dtype != "int32" or total_t.dtype != "int32" or total_t.size != 1:
             raise UnsupportedError("GroupQueryAttention: seqlens_k and total_sequence_length must be int32, "
                                    "total_sequence_length one value")
+        self._head_size(query, key)
         lengths = tuple(n + 1 for n in host_values(call, seqlens))
         total = host_values(call, total_t)[0]
         if len(query.shape) != 3 or len(lengths) != query.shape[0] or max(lengths, default=total) > total:
@@ -121,10 +131,11 @@ class GroupQueryAttention(Kernel):
                               [views[0], None, None, views[1], views[2], views[3], sink, views[5], None], tail,
                               grid_1d(rows, 1), [t for t in views[:5] if t is not None], [views[5]])
 
-    def _plan(self, query: Tensor, key: Tensor | None, past_k: Tensor | None, cos: Tensor | None,
-              pos: Tensor | None, bias: Tensor | None, sink: Tensor | None, lengths: tuple[int, ...],
-              total: int) -> tuple:
+    def _head_size(self, query: Tensor, key: Tensor | None) -> int:
+        """D from the shapes (before any host value is read, so that GetCapability's dry run checks it)."""
         hq, hkv = int(self.attrs["num_heads"]), int(self.attrs["kv_num_heads"])
+        if len(query.shape) != 3:
+            raise UnsupportedError(f"GroupQueryAttention: query {query.shape}")
         batch, sq, width = query.shape
         packed = key is None
         d = width // (hq + 2 * hkv) if packed else width // hq
@@ -132,6 +143,17 @@ class GroupQueryAttention(Kernel):
                 key.shape != (batch, sq, hkv * d))):
             raise UnsupportedError(f"GroupQueryAttention: query {query.shape}, key {None if packed else key.shape} "
                                    f"do not split into {hq} and {hkv} heads")
+        if d > MAX_D:  # attention.comp holds a query row in shared memory
+            raise UnsupportedError(f"GroupQueryAttention: head size {d} (at most {MAX_D})")
+        return d
+
+    def _plan(self, query: Tensor, key: Tensor | None, past_k: Tensor | None, cos: Tensor | None,
+              pos: Tensor | None, bias: Tensor | None, sink: Tensor | None, lengths: tuple[int, ...],
+              total: int) -> tuple:
+        hq, hkv = int(self.attrs["num_heads"]), int(self.attrs["kv_num_heads"])
+        batch, sq, width = query.shape
+        packed = key is None
+        d = self._head_size(query, key)
         # ORT's first prompt (S == total) ignores the past; later steps append after total_b - S past rows
         first = sq == total
         buffer = past_k.shape[2] if past_k is not None else 0
@@ -141,6 +163,8 @@ class GroupQueryAttention(Kernel):
             raise UnsupportedError(f"GroupQueryAttention: totals {lengths} (at most {total}) with {sq} new tokens "
                                    f"and a cache of {buffer} rows (it must hold the past exactly or the total)")
         tp = max(total, buffer)
+        # the smallest workgroup within lavapipe's loop budget whose threads hold a row of values (MAX_R each)
+        wg = max(_workgroup(tp, d, d), WG_SIZES[0] if d <= MAX_R * WG_SIZES[0] else WG_SIZES[-1])
         rot = 0
         if self.attrs.get("do_rotary", 0):
             rot = cos.shape[1] * 2 if len(cos.shape) == 2 else -1
@@ -159,7 +183,7 @@ class GroupQueryAttention(Kernel):
         softcap = float(self.attrs.get("softcap") or 0.0)
         sink_mode = 2 if sink is not None else int(self.attrs.get("smooth_softmax", -1) == 1)
         vec4 = int(d % 4 == 0)
-        constants = [0, _workgroup(tp, d, d), 1, 1, int(bias is not None), QK_NONE, 0, 0,
+        constants = [0, wg, 1, 1, int(bias is not None), QK_NONE, 0, 0,
                      _float_bits(math.sqrt(scale), "float32"), _float_bits(softcap, "float32") if softcap > 0 else 0,
                      0, vec4, sink_mode]
         window = max(self.attrs.get("local_window_size", -1), 0)
