@@ -2,7 +2,7 @@
 rest): MatMul, Gemm and Einsum with broadcast batches and zero-sized dimensions; the normalizations and LRN;
 Resize and GridSample over their modes; quantization (Q/DQ per tensor, per axis and blocked,
 DynamicQuantizeLinear, MatMulInteger); the global pools; attention and rotary embeddings (ONNX's and
-com.microsoft's); the com.microsoft Gelu and skip-norm compositions and MatMulNBits.
+com.microsoft's); the com.microsoft Gelu and skip-norm compositions, MatMulNBits and GroupQueryAttention.
 
 tests/test_fuzz_ops.py::test_every_manifest_entry_is_fuzzed holds the list of families complete.
 """
@@ -443,6 +443,67 @@ def multi_head_attention(rng) -> Case | None:
     return Case("MultiHeadAttention", 1, inputs, attrs, names=names, domain=MS, tol={"rtol": 2e-3, "atol": 1e-4})
 
 
+def group_query_attention(rng) -> Case | None:
+    """A prompt or a decode step, padded or not: packed or not, a past of the exact length, longer or empty, rotary (with
+    position_ids), scale, softcap, local window or bidirectional, smooth softmax or head_sink, attention_bias (ORT's CPU EP wants head sizes and
+    rotary halves in multiples of 8, and a batch of 1 for a prompt after a past)."""
+    dtype = _float(rng)
+    kv_heads = int(rng.integers(1, 3))
+    heads, d = kv_heads * int(rng.integers(1, 3)), int(rng.choice([8, 16, 32]))
+    seq = int(rng.integers(1, 5))
+    past = 0 if rng.random() < 0.4 else int(rng.integers(1, 9))
+    b = 1 if past and seq > 1 else int(rng.integers(1, 3))
+    total = past + seq
+    # a cache of the past's length, or a static one (ORT: at least the total length)
+    buffer = None if not past and rng.random() < 0.5 else past if rng.random() < 0.6 else total + int(rng.integers(0, 3))
+    packed = rng.random() < 0.3
+    width = (heads + 2 * kv_heads) * d if packed else heads * d
+    inputs, names = [data(rng, [b, seq, width], dtype, 1.0)], ["x0", "", ""]
+    if not packed:
+        inputs += [data(rng, [b, seq, kv_heads * d], dtype, 1.0) for _ in range(2)]
+        names[1:] = ["x1", "x2"]
+    if buffer is not None:
+        for _ in range(2):
+            cache = data(rng, [b, kv_heads, buffer, d], dtype, 1.0)
+            cache[:, :, past:] = 0  # ORT's CPU EP leaves rows past the total as they were (zeros here)
+            names.append(f"x{len(inputs)}")
+            inputs.append(cache)
+    else:
+        names += ["", ""]
+    lengths = np.full(b, total, np.int32)
+    if b > 1 and rng.random() < 0.4:  # padding: rows of other lengths, the longest total_sequence_length
+        lengths[1:] = rng.integers(max(1, total - seq + 1) if past else 1, total + 1, b - 1)
+        rng.shuffle(lengths)
+    for value in (lengths - 1, np.array(total, np.int32)):
+        names.append(f"x{len(inputs)}")
+        inputs.append(value)
+    attrs: dict = {"num_heads": heads, "kv_num_heads": kv_heads}
+    extra: list[tuple[int, np.ndarray]] = []
+    if d >= 16 and rng.random() < 0.4:
+        rot = int(rng.choice([16, d]))
+        angles = np.arange(total + 2)[:, None] * rng.uniform(0.01, 1.0, rot // 2)[None, :]
+        extra += [(7, np.cos(angles).astype(dtype)), (8, np.sin(angles).astype(dtype))]
+        attrs.update(do_rotary=1, rotary_interleaved=int(rng.integers(0, 2)))
+        if rng.random() < 0.3:
+            extra.append((9, rng.integers(0, total + 3 - seq, (b, seq)).astype(np.int64)))  # ORT: in the caches
+    if rng.random() < 0.3:
+        extra.append((10, data(rng, [[1, 1, seq, total], [b, heads, seq, total]][int(rng.integers(0, 2))], dtype)))
+    if rng.random() < 0.2:
+        extra.append((11, data(rng, [heads], dtype, 1.0)))
+    elif rng.random() < 0.2:
+        attrs["smooth_softmax"] = 1
+    for name, p, value in (("scale", 0.3, 0.2), ("softcap", 0.2, 3.0), ("local_window_size", 0.3, 2)):
+        if rng.random() < p:
+            attrs[name] = value
+    if "local_window_size" not in attrs and rng.random() < 0.15:
+        attrs["causal"] = 0
+    for index, value in extra:
+        names += [""] * (index - len(names)) + [f"x{len(inputs)}"]
+        inputs.append(value)
+    tol = {"rtol": 1e-2, "atol": 1e-2} if dtype == "float16" else {"rtol": 2e-3, "atol": 1e-4}
+    return Case("GroupQueryAttention", 1, inputs, attrs, names=names, domain=MS, outputs=3, tol=tol)
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     matmul: ("MatMul",), gemm: ("Gemm",), einsum: ("Einsum",),
     layer_norms: ("LayerNormalization", "RMSNormalization", "SimplifiedLayerNormalization"),
@@ -453,7 +514,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     matmul_integer: ("MatMulInteger",), attention: ("Attention",), rotary: ("RotaryEmbedding",),
     contrib_gelu_norms: ("FastGelu", "BiasGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"),
     recurrent: ("LSTM", "GRU", "RNN"), contrib_unary: ("Gelu", "QuickGelu"), matmul_nbits: ("MatMulNBits",),
-    multi_head_attention: ("MultiHeadAttention",),
+    multi_head_attention: ("MultiHeadAttention",), group_query_attention: ("GroupQueryAttention",),
 }
 
 

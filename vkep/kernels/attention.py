@@ -67,6 +67,14 @@ def _workgroup(total: int, d: int, dv: int) -> int:
     raise UnsupportedError(f"Attention: {total} keys of head size {d} exceed one workgroup's loop budget")
 
 
+def present_copy(batch: int, heads: int, width: int, rows: int, cache_len: int, new: int,
+                 total: int) -> tuple[int, bytes]:
+    """(elements, push-constant tail) of a MODE 1 dispatch writing present [batch, heads, total, width]: the first
+    `rows` rows of a past cache of `cache_len` rows, then `new` rows of the new K or V, then zeros."""
+    n = batch * heads * total * width
+    return n, pack("12IiI", n, heads, 1, cache_len, new, rows, width, total, 0, 0, 0, 0, 0, 0)
+
+
 class Attention(Kernel):
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
@@ -128,8 +136,7 @@ class Attention(Kernel):
             src = [t for t in (past, new) if t is not None]
             vec4 = constants[11]  # head sizes are multiples of 4: an invocation copies 4 elements
             call.dispatch(self.spec.shader, dtype, (1, COPY_WG) + constants[2:], [None, new, None, None, past, None,
-                          None, present, None], pack("12I", n, *args), grid_1d(n // (4 if vec4 else 1), COPY_WG),
-                          src, [present])
+                          None, present, None], args, grid_1d(n // (4 if vec4 else 1), COPY_WG), src, [present])
 
     def _plan(self, inputs: list[Tensor | None]) -> tuple:
         q, k, v, mask, past_k, past_v, nonpad = inputs[:7]
@@ -178,11 +185,10 @@ class Attention(Kernel):
         constants = (0, wg, int(rank == 3), int(bool(self.attrs.get("is_causal", 0))), int(mask is not None),
                      QK_NONE, round16, softmax16, _float_bits(math.sqrt(scale), dtype),
                      _float_bits(softcap, "float32") if softcap > 0 else 0, int(nonpad is not None),
-                     int(d % 4 == 0 and dv % 4 == 0))
+                     int(d % 4 == 0 and dv % 4 == 0), 0)
         rows = batch * hq * sq
-        tail = pack("12I", rows, hq, hq // hkv, sq, kv_new, past, d, dv, *mask_args)
+        tail = pack("12IiI", rows, hq, hq // hkv, sq, kv_new, past, d, dv, *mask_args, past, 0)
         y_shape = (batch, sq, hq * dv) if rank == 3 else (batch, hq, sq, dv)
-        # concatenation dispatches: (elements, the push constants after the count), heads in the hq slot
-        copies = [(batch * hkv * total * width, (hkv, 1, 0, kv_new, past, width, 0, 0, 0, 0, 0)) for width in (d, dv)]
+        copies = [present_copy(batch, hkv, width, past, past, kv_new, total) for width in (d, dv)]
         return (y_shape, (batch, hkv, total, d), (batch, hkv, total, dv), (batch, hq, sq, total), constants, tail,
                 rows, wg, copies)

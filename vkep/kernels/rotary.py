@@ -54,22 +54,21 @@ class RotaryEmbedding(Kernel):
         y = call.output(0, x.shape)
         if n == 0:
             return
-        constants = (int(self.attrs.get("interleaved", 0)), int(pos is not None))
-        reads = [t for t in (x, cos, sin, pos) if t is not None]
-        call.dispatch(self.spec.shader, dtype, constants, [x, cos, sin, pos, y], tail, grid_1d(n, WG), reads, [y])
+        dispatch_rotary(call, (int(self.attrs.get("interleaved", 0)), int(pos is not None)), x, cos, sin, pos, y,
+                        tail, n)
 
     def _plan(self, x: Tensor, cos: Tensor, sin: Tensor, pos: Tensor | None) -> tuple[bytes, int]:
         """(push-constant tail, element count) from the shapes alone."""
         if len(x.shape) == 4:
             batch, heads, seq, d = x.shape
-            seq_div = d  # X is [B, H, S, D]: one sequence step is one head row
+            seq_step, head_step = d, seq * d  # X is [B, H, S, D]
         elif len(x.shape) == 3:
             batch, seq, hidden = x.shape
             heads = self.attrs.get("num_heads", 0)
             if heads <= 0 or hidden % heads:
                 raise UnsupportedError(f"RotaryEmbedding: 3-D X {x.shape} does not split into {heads} heads")
             d = hidden // heads
-            seq_div = hidden  # X is [B, S, H*D]: one sequence step is every head of one token
+            seq_step, head_step = hidden, d  # X is [B, S, H*D]
         else:
             raise UnsupportedError(f"RotaryEmbedding: X of rank {len(x.shape)}")
         rot = self.attrs.get("rotary_embedding_dim", 0) or d
@@ -96,5 +95,21 @@ class RotaryEmbedding(Kernel):
         if max(n, cos.size) > MAX_ELEMENTS:
             raise UnsupportedError(f"RotaryEmbedding: X {x.shape}, caches {cos.shape} (at most {MAX_ELEMENTS} "
                                    "elements each)")
-        tail = pack("7I", n, d, rot, seq_div, seq, heads * seq * d, max_pos)
-        return tail, n
+        strides = (heads * seq * d, seq_step, head_step, 0)
+        return rotary_tail((batch, seq, heads, d), rot, max_pos, 0, strides, strides), n
+
+
+def rotary_tail(shape: tuple[int, int, int, int], rot: int, max_pos: int, start: int,
+                x_strides: tuple[int, int, int, int], y_strides: tuple[int, int, int, int]) -> bytes:
+    """rotary_embedding.comp's push-constant tail over a logical [B, S, H, D]: X's and Y's element strides of a
+    batch, a sequence step and a head, and their first element; `start` is token 0's position (POSITIONS 2)."""
+    batch, seq, heads, d = shape
+    return pack("15I", batch * seq * heads * d, d, rot, heads, seq, max_pos, start, *x_strides, *y_strides)
+
+
+def dispatch_rotary(call, constants: tuple[int, int], x: Tensor, cos: Tensor | None, sin: Tensor | None,
+                    pos: Tensor | None, y: Tensor, tail: bytes, n: int) -> None:
+    """One rotary_embedding.comp dispatch: (interleaved, position mode) constants, n output elements."""
+    reads = [t for t in (x, cos, sin, pos) if t is not None]
+    call.dispatch("rotary_embedding.comp", shader_dtype(x), constants, [x, cos, sin, pos, y], tail, grid_1d(n, WG),
+                  reads, [y])

@@ -1,11 +1,13 @@
 #version 450
-// ONNX Attention (opset 23/24), one workgroup per query row (batch, head, query position).
+// ONNX Attention (opset 23/24) and com.microsoft's GroupQueryAttention, one workgroup per query row
+// (batch, head, query position).
 //
 // MODE 0: scores s_j = (q*sqrt(scale)) . (k_j*sqrt(scale)), softcap, plus the bias (attn_mask, causal
-// frontier, nonpad_kv_seqlen padding); softmax; Y = sum_j p_j v_j. Keys come from past_key/past_value
+// frontier, local window, nonpad_kv_seqlen padding); softmax (with an extra sink logit: SINK); Y = sum_j p_j v_j. Keys come from past_key/past_value
 // (j < past) or from the new K/V. Rows of up to CHUNK keys keep their scores in shared memory; longer
 // rows recompute them chunk by chunk (the softmax statistics then come from an online pass).
-// MODE 1: present = concat(past, new) along the sequence axis, one invocation per element (4 with VEC4).
+// MODE 1: present = concat(past, new) along the sequence axis, one invocation per element (4 with VEC4);
+// rows past the concatenation are zero.
 //
 // DTYPE is the type of Q/K/V/Y, DTYPE_Y the type of attn_mask. With float16 tensors, ROUND16 rounds
 // where ONNX's reference computes in float16 (accumulation stays float32); SOFTMAX16 also inside the
@@ -17,6 +19,8 @@
 layout(local_size_x_id = 1) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 2) const uint LAYOUT3D = 0;     // Q, K, V, Y are [B, S, heads*D] (else [B, heads, S, D])
+// CAUSAL 1: query i attends keys j <= i + offset; 2 and 3: keys j <= offset (a padded prompt's rows past its
+// length offset + 1, or bidirectional), the local window ending at i + offset + 1 (2) or at offset (3)
 layout(constant_id = 3) const uint CAUSAL = 0;
 layout(constant_id = 4) const uint MASK = 0;         // attn_mask given
 layout(constant_id = 5) const uint QK_MODE = 4;      // qk_matmul_output: 0 q.k, 1 softcapped, 2 with bias, 3 softmax, 4 none
@@ -26,10 +30,15 @@ layout(constant_id = 8) const uint SCALE_BITS = 0x3f800000u;  // sqrt(scale) as 
 layout(constant_id = 9) const uint SOFTCAP_BITS = 0;          // softcap as float bits (0: none)
 layout(constant_id = 10) const uint NONPAD = 0;                // nonpad_kv_seqlen given
 layout(constant_id = 11) const uint VEC4 = 0;                  // head sizes are multiples of 4: vec4 loads
+layout(constant_id = 12) const uint SINK = 0;  // softmax's extra logit: 0 none, 1 zero (smooth softmax), 2 aux[head]
 
+// aux: nonpad_kv_seqlen (NONPAD) or head_sink (SINK 2). MODE 1 reads sq as past_k's sequence length and dv
+// as present's (past <= sq: only the first past rows are copied)
 layout(push_constant, scalar) uniform Push {
-    uint64_t q, k, v, mask, past_k, past_v, nonpad, y, qk;
+    uint64_t q, k, v, mask, past_k, past_v, aux, y, qk;
     uint rows, hq, group, sq, kv_new, past, d, dv, mask_len, mask_sb, mask_sh, mask_sq;
+    int offset;   // the causal frontier (CAUSAL)
+    uint window;  // local window (0: none): the last `window` keys up to the frontier (CAUSAL 2: up to i + offset + 1)
 } pc;
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
@@ -63,9 +72,11 @@ float s16(float x) { return SOFTMAX16 != 0 ? r16(x) : x; }
 #if DTYPE == 1
 layout(buffer_reference, scalar, buffer_reference_align = 2) buffer Quad { f16vec4 v; };
 #define ELEM_BYTES 2
+#define DTYPE_VEC4 f16vec4
 #else
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Quad { vec4 v; };
 #define ELEM_BYTES 4
+#define DTYPE_VEC4 vec4
 #endif
 
 vec4 load4(uint64_t row, uint c) { return vec4(Quad(row + uint64_t(c) * ELEM_BYTES).v); }
@@ -99,7 +110,9 @@ float bias_of(uint b, uint h, uint i, uint j, int offset, uint valid) {
             bias = NEG_INF;
         }
     }
-    if (CAUSAL != 0 && int(j) > int(i) + offset) bias += NEG_INF;
+    int frontier = (CAUSAL == 1 ? int(i) : 0) + offset;
+    if (CAUSAL != 0 && int(j) > frontier) bias += NEG_INF;
+    if (pc.window != 0 && int(j) <= (CAUSAL == 2 ? int(i) + offset + 1 : frontier) - int(pc.window)) bias += NEG_INF;
     if (j >= valid) bias += NEG_INF;
     return bias;
 }
@@ -141,20 +154,28 @@ float biased_score(uint b, uint h, uint kh, uint i, uint j, int offset, uint val
 }
 
 void concat_present() {
-    // present[b, kh, j, c] for j < past from past, else from the new K or V (pc.d is this tensor's head
-    // size); VEC4: one invocation per 4 elements
+    // present[b, kh, j, c] (pc.dv rows a head) for j < past from past, then kv_new rows from the new K or V
+    // (left to another dispatch when k is 0), then zeros (pc.d is this tensor's head size); VEC4: one
+    // invocation per 4 elements
     uint width = VEC4 != 0 ? 4 : 1;
     uint idx = flat_index(WG) * width;
     if (idx >= pc.rows) return;
-    uint total = pc.past + pc.kv_new;
-    uint c = idx % pc.d, j = (idx / pc.d) % total, bh = idx / (pc.d * total);
+    uint c = idx % pc.d, j = (idx / pc.d) % pc.dv, bh = idx / (pc.d * pc.dv);
     uint kh = bh % pc.hq, b = bh / pc.hq;
-    uint64_t src = j < pc.past ? pc.past_k + uint64_t((bh * pc.past + j) * pc.d + c) * ELEM_BYTES
+    bool is_new = j >= pc.past && j < pc.past + pc.kv_new;
+    if (is_new && pc.k == 0) return;
+    uint64_t src = j < pc.past ? pc.past_k + uint64_t((bh * pc.sq + j) * pc.d + c) * ELEM_BYTES
                                : pc.k + uint64_t(seq_index(b, kh, pc.hq, j - pc.past, pc.kv_new, pc.d, c)) * ELEM_BYTES;
-    if (VEC4 != 0)
+    if (j >= pc.past && !is_new) {
+        if (VEC4 != 0)
+            Quad(pc.y + uint64_t(idx) * ELEM_BYTES).v = DTYPE_VEC4(0.0);
+        else
+            STORE(Tensor(pc.y), idx, 0.0);
+    } else if (VEC4 != 0) {
         Quad(pc.y + uint64_t(idx) * ELEM_BYTES).v = Quad(src).v;
-    else
+    } else {
         STORE(Tensor(pc.y), idx, load1(src, 0));
+    }
 }
 
 void main() {
@@ -174,10 +195,10 @@ void main() {
     for (uint c = t; c < pc.d; c += WG)
         qs[c / 4][c % 4] = r16(LOAD(Tensor(pc.q), seq_index(b, h, pc.hq, i, pc.sq, pc.d, c)) * sqs);
     // causal frontier: key j is attended iff j <= i + offset
-    int offset = int(pc.past);
+    int offset = pc.offset;
     uint valid = total;
     if (NONPAD != 0) {
-        int n = int(Int64Tensor(pc.nonpad).v[b]);
+        int n = int(Int64Tensor(pc.aux).v[b]);
         valid = uint(clamp(n, 0, int(total)));
         if (pc.past == 0) offset = n - int(pc.sq);
     }
@@ -188,7 +209,7 @@ void main() {
     // (unless qk_matmul_output lists every key), so a decode step on a padded cache reads the valid keys only
     uint kend = total;
     if (QK_MODE == 4) {
-        if (CAUSAL != 0) kend = uint(clamp(int(i) + offset + 1, 0, int(total)));
+        if (CAUSAL != 0) kend = uint(clamp((CAUSAL == 1 ? int(i) : 0) + offset + 1, 0, int(total)));
         kend = min(kend, valid);
     }
     bool stored = kend <= CHUNK;
@@ -220,6 +241,9 @@ void main() {
     }
     m = red[0];
     bmax = red2[0];
+    // the sink logit joins the max and, below, the denominator (ORT's smooth softmax and head_sink)
+    float sink = SINK == 2 ? float(LOAD(Tensor(pc.aux), h)) : 0.0;
+    if (SINK != 0) m = max(m, sink);
     barrier();
     // a row whose bias masks every key gives zeros (the reference's fully-masked-row guard), as does a
     // row whose scores are all -inf (its softmax uses max 0: every exp is 0)
@@ -237,6 +261,7 @@ void main() {
         barrier();
     }
     l = s16(red[0]);
+    if (SINK != 0) l += exp(sink - m);
     barrier();
 
     // pass 2, chunk by chunk: probabilities into shared memory, then threads accumulate output columns:
