@@ -26,7 +26,7 @@ from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.control_flow import control_flow_kernel
 from vkep.ort.ep import EPS, KERNEL_STATES
-from vkep.ort.memory import alloc_from, allocators_of, default_allocator, stream_of
+from vkep.ort.memory import allocators_of, default_allocator, stream_of
 
 KERNELS: dict[int, KernelInstance] = {}
 PYTHON_COMPUTES = [0]  # node executions that entered Python (the rest replayed natively): vkep.stats()
@@ -307,19 +307,12 @@ def _reserve(kernel: KernelInstance, nbytes: int) -> None:
     """Allocate an output's memory before ORT asks for it: ORT does not check an allocator's result,
     so running out of memory must surface here, as an error status, not as a NULL."""
     allocator = kernel.allocator or default_allocator(kernel.device)
-    if allocator is None or not nbytes:
-        return
-    cache = allocator.struct.cache
-    if api.lib.vkep_alloc_cache_count(cache, nbytes) == 0:
-        size = -(-nbytes // 256) * 256
-        api.lib.vkep_alloc_cache_put(cache, alloc_from(allocator, size, f"an output of {kernel.node_name!r}"), size)
+    if allocator is not None and nbytes:
+        allocator.reserve(nbytes, f"an output of {kernel.node_name!r}")
 
 
 def _owner(kernel: KernelInstance, ptr: int):
-    for allocator in allocators_of(kernel.device):
-        if api.lib.vkep_alloc_cache_owns(allocator.struct.cache, ptr):
-            return allocator
-    return None
+    return next((a for a in allocators_of(kernel.device) if a.owns(ptr)), None)
 
 
 def _slot(t: Tensor | None) -> tuple[int, int]:

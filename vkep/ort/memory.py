@@ -65,6 +65,21 @@ class Allocator:
                 return
         self.pool.free(pointer)  # (its C front is gone)
 
+    def owns(self, pointer: int) -> bool:
+        """Whether `pointer` is a chunk this allocator handed out (False once released)."""
+        with self._lock:
+            return not self.released and bool(api.lib.vkep_alloc_cache_owns(self.struct.cache, pointer))
+
+    def reserve(self, nbytes: int, what: str) -> None:
+        """A chunk of `nbytes` kept ready in the C front for ORT's next request of that size (ORT does not
+        check an allocator's result: out of memory has to surface before, as an error)."""
+        with self._lock:
+            if self.released or api.lib.vkep_alloc_cache_count(self.struct.cache, nbytes):
+                return
+        size = -(-nbytes // 256) * 256
+        pointer = alloc_from(self, size, what)  # (outside the lock: out of memory drains every allocator)
+        self.give_back(pointer, size)
+
     def _taken(self, take):
         ffi = api.ffi
         ptrs, sizes = ffi.new("uint64_t[256]"), ffi.new("uint64_t[256]")
