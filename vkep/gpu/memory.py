@@ -44,24 +44,32 @@ _tables_lock = threading.Lock()
 
 
 class SpanTable:
-    """Sorted address ranges → block, for both device addresses and host pointers."""
+    """Sorted address ranges → block, for both device addresses and host pointers. Readers take no lock
+    (every node's addresses are found here): writers build a new table and swap it in whole, so a reader
+    sees the old table or the new, never a half-inserted one (that read as 'not vkep memory', or as
+    another block's range)."""
 
     def __init__(self):
-        self._starts: list[int] = []
-        self._entries: list[tuple[int, int, Block]] = []
+        self._table: tuple[list[int], list[tuple[int, int, Block]]] = ([], [])  # (starts, entries), one swap
         self._private: set[int] = set()  # ids of blocks not published to native code
         self._lock = threading.RLock()
         with _tables_lock:
             _tables.append(self)
 
+    @property
+    def _entries(self) -> list[tuple[int, int, Block]]:
+        return self._table[1]
+
     def add(self, block: Block, publish: bool = True) -> None:
         """Register `block`; `publish=False` keeps it from native code (memory ORT never addresses:
         host memory imported for one call), which spares republishing the table for it."""
         with self._lock:
+            starts, entries = list(self._table[0]), list(self._table[1])
             for base in {block.device_address, block.host_address} - {0}:
-                i = bisect.bisect(self._starts, base)
-                self._starts.insert(i, base)
-                self._entries.insert(i, (base, base + block.size, block))
+                i = bisect.bisect(starts, base)
+                starts.insert(i, base)
+                entries.insert(i, (base, base + block.size, block))
+            self._table = (starts, entries)
             if not publish:
                 self._private.add(id(block))
             else:
@@ -69,9 +77,8 @@ class SpanTable:
 
     def remove(self, block: Block) -> None:
         with self._lock:
-            keep = [(s, e) for s, e in zip(self._starts, self._entries, strict=True) if e[2] is not block]
-            self._starts = [s for s, _ in keep]
-            self._entries = [e for _, e in keep]
+            keep = [(s, e) for s, e in zip(*self._table, strict=True) if e[2] is not block]
+            self._table = ([s for s, _ in keep], [e for _, e in keep])
             if id(block) in self._private:
                 self._private.discard(id(block))
             else:
@@ -81,16 +88,17 @@ class SpanTable:
         """Give native code every range of vkep memory with what turns an address in it into a device
         address (0 for device addresses; device - host for mapped host pointers). An address in none of
         them is not vkep memory: native code leaves such a node to Python, which imports or stages it."""
-        with _tables_lock:
+        with _tables_lock:  # (held through the swap: two pools publishing at once must not store out of order)
             entries = [e for table in _tables for e in table._entries if id(e[2]) not in table._private]
-        moved = [(lo, hi, b.device_address - lo) for lo, hi, b in entries]
-        moved = list(dict.fromkeys(moved))
-        lib.vkep_set_translations([m[0] for m in moved], [m[1] for m in moved], [m[2] for m in moved], len(moved))
+            moved = list(dict.fromkeys((lo, hi, b.device_address - lo) for lo, hi, b in entries))
+            lib.vkep_set_translations([m[0] for m in moved], [m[1] for m in moved], [m[2] for m in moved],
+                                      len(moved))
 
     def find(self, address: int) -> tuple[Block, int] | None:
-        i = bisect.bisect(self._starts, address) - 1
+        starts, entries = self._table
+        i = bisect.bisect(starts, address) - 1
         if i >= 0:
-            base, end, block = self._entries[i]
+            base, end, block = entries[i]
             if address < end:
                 return block, address - base
         return None
