@@ -1,4 +1,10 @@
-"""QuantizeLinear and DequantizeLinear (quantize.comp), per tensor or per axis, 8-bit integers."""
+"""The integer quantization ops: QuantizeLinear and DequantizeLinear (quantize.comp), per tensor or per axis,
+8-bit integers; DynamicQuantizeLinear; MatMulInteger and QLinearMatMul (matmul_integer.comp); ConvInteger and
+QLinearConv (conv_integer.comp); com.microsoft QLinearAdd and QLinearMul (qlinear_binary.comp).
+
+The QLinear ops requantize as ORT's CPU EP does on x86-64 (shaders/requantize.glsl), bit for bit. Where its
+integer products saturate (uint8 x int8 pairs in MLAS's AVX2 kernels without VNNI), vkep keeps the exact
+sum that ONNX defines (and that the CPU EP gives on VNNI machines)."""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import math
 
 from vkep.kernels.base import (
     LOOP_BUDGET,
+    MAX_ELEMENTS,
     Kernel,
     Tensor,
     UnsupportedError,
@@ -15,9 +22,12 @@ from vkep.kernels.base import (
     padded,
     shader_dtype,
 )
+from vkep.kernels.conv import window_geometry
+from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse, declines_rank
 
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
 ONNX_8BIT = {2: "uint8", 3: "int8"}  # TensorProto codes of output_dtype
+BINARY_RANK = 4  # qlinear_binary.comp's broadcast rank
 
 
 class QuantizeLinear(Kernel):
@@ -79,36 +89,204 @@ class DynamicQuantizeLinear(Kernel):
             dispatch_quantize(call, MODE_QUANTIZE, x, scale, zp, y, 1, 1)
 
 
+def _scalar(t: Tensor | None, what: str, op: str) -> None:
+    """ORT's CPU EP takes this quantization parameter per tensor only."""
+    if t is not None and t.size != 1:
+        raise UnsupportedError(f"{op}: {what} of shape {t.shape} (per tensor only)")
+
+
+def _per_column(t: Tensor | None, b_shape: tuple[int, ...], what: str, op: str) -> tuple[int, int]:
+    """(step per column, step per batch) of B's zero point or scale: per tensor, (N,) for a 2-D B, or B's
+    shape with 1 for its rows (what ORT's CPU EP takes)."""
+    if t is None or t.size == 1:
+        return 0, 0
+    n = b_shape[-1]
+    if len(b_shape) == 2 and t.shape in ((n,), (1, n)):
+        return 1, 0
+    if len(t.shape) == len(b_shape) and t.shape[-2] == 1 and t.shape[:-2] + t.shape[-1:] == b_shape[:-2] + (n,):
+        return 1, n
+    raise UnsupportedError(f"{op}: {what} of shape {t.shape} with B of {b_shape}")
+
+
 class MatMulInteger(Kernel):
-    """A [..., M, K] times B [K, N] (or the same batches) in int32 from 8-bit operands; zero points
-    scalar, per row of a 2-D A or per column of B."""
+    """MatMulInteger (int32 Y) and QLinearMatMul (requantized 8-bit Y, manifest constant `requant`):
+    A [..., M, K] times B [K, N], or A [M, K] times B [..., K, N], or the same batches; 8-bit operands.
+    MatMulInteger's zero points are scalar, per row of a 2-D A or per column of B; QLinearMatMul's A and
+    Y parameters per tensor, B's per tensor or per column (per batch too), as ORT's CPU EP takes them."""
 
     def compute(self, call) -> None:
-        inputs = padded(call.inputs, 4)
-        a, b, azp, bzp = inputs[:4]
-        if len(a.shape) < 2 or len(b.shape) < 2 or a.shape[-1] != b.shape[-2]:
-            raise UnsupportedError(f"MatMulInteger of {a.shape} and {b.shape}")
-        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-        batches = math.prod(a.shape[:-2])
-        if len(b.shape) == 2:
-            b_stride = 0
-        elif b.shape[:-2] == a.shape[:-2]:
-            b_stride = k * n
+        requant = self.constants[0]
+        if requant:
+            a, a_scale, azp, b, b_scale, bzp, y_scale, yzp = padded(call.inputs, 8)
+            for t, what in ((a_scale, "a_scale"), (azp, "a_zero_point"), (y_scale, "y_scale"),
+                            (yzp, "y_zero_point")):
+                _scalar(t, what, self.spec.op)
         else:
-            raise UnsupportedError(f"MatMulInteger: batch dimensions of {a.shape} and {b.shape}")
-        steps = []
-        for zp, length, name in ((azp, m, "a_zero_point"), (bzp, n, "b_zero_point")):
-            if zp is None or zp.size == 1:
-                steps.append(0)
-            elif zp.shape in ((length,), (length, 1) if name == "a_zero_point" else (1, length)) and batches == 1:
-                steps.append(1)
-            else:
-                raise UnsupportedError(f"MatMulInteger: {name} of shape {zp.shape}")
+            a, b, azp, bzp = padded(call.inputs, 4)
+            a_scale = b_scale = y_scale = yzp = None
+        if len(a.shape) < 2 or len(b.shape) < 2 or a.shape[-1] != b.shape[-2]:
+            raise UnsupportedError(f"{self.spec.op} of {a.shape} and {b.shape}")
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        if len(b.shape) == 2:
+            batch_shape, a_stride, b_stride = a.shape[:-2], m * k, 0
+        elif len(a.shape) == 2:
+            batch_shape, a_stride, b_stride = b.shape[:-2], 0, k * n
+        elif b.shape[:-2] == a.shape[:-2]:
+            batch_shape, a_stride, b_stride = a.shape[:-2], m * k, k * n
+        else:
+            raise UnsupportedError(f"{self.spec.op}: batch dimensions of {a.shape} and {b.shape}")
+        batches = math.prod(batch_shape)
+        if azp is None or azp.size == 1:
+            a_zp_step = 0
+        elif azp.shape in ((m,), (m, 1)) and len(a.shape) == 2:
+            a_zp_step = 1
+        else:
+            raise UnsupportedError(f"{self.spec.op}: a_zero_point of shape {azp.shape}")
+        bzp_steps = _per_column(bzp, b.shape, "b_zero_point", self.spec.op)
+        bs_steps = _per_column(b_scale, b.shape, "b_scale", self.spec.op)
         if k > LOOP_BUDGET:
-            raise UnsupportedError(f"MatMulInteger: K={k} past one invocation's loop budget")
-        y = call.output(0, a.shape[:-1] + (n,), "int32")
+            raise UnsupportedError(f"{self.spec.op}: K={k} past one invocation's loop budget")
+        out_type = (yzp.dtype if yzp is not None else a.dtype) if requant else "int32"
+        y = call.output(0, batch_shape + (m, n), out_type)
         if y.size:
-            constants = (int(a.dtype == "int8"), int(b.dtype == "int8"))
-            tail = pack("7I", m, n, k, batches, b_stride, *steps)
-            call.dispatch(self.spec.shader, shader_dtype(a), constants, [a, b, azp, bzp, y], tail,
-                          grid_1d(y.size, 64), [t for t in (a, b, azp, bzp) if t is not None], [y])
+            constants = (int(a.dtype == "int8"), int(b.dtype == "int8"), requant, int(out_type == "int8"))
+            tail = pack("11I", m, n, k, batches, a_stride, b_stride, a_zp_step, *bzp_steps, *bs_steps)
+            addresses = [a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp]
+            call.dispatch(self.spec.shader, "uint8", constants, addresses, tail, grid_1d(y.size, 64),
+                          [t for t in addresses if t is not None and t is not y], [y])
+
+
+def _fits_16_bits(op: str, **values: int) -> None:
+    for name, v in values.items():
+        if not 0 <= v < 65536:
+            raise UnsupportedError(f"{op}: {name} {v} does not fit conv_integer.comp's 16-bit parameters")
+
+
+class ConvInteger(Kernel):
+    """ConvInteger (int32 Y) and QLinearConv (requantized 8-bit Y, manifest constant `requant`) over NCHW
+    with 1 or 2 spatial dims: groups, strides, dilations, pads, auto_pad. Zero points and scales per tensor;
+    W's (and QLinearConv's w_scale) per output channel too. One invocation per output (conv_integer.comp)."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        rank = input_ranks[0]
+        if rank is not None and rank not in (-1, 3, 4):
+            return f"{spec.op} with X of rank {rank}: 1 or 2 spatial dims only"
+        return None
+
+    def compute(self, call) -> None:
+        requant = self.constants[0]
+        if requant:
+            x, x_scale, xzp, w, w_scale, wzp, y_scale, yzp, bias = padded(call.inputs, 9)
+        else:
+            x, w, xzp, wzp = padded(call.inputs, 4)
+            x_scale = w_scale = y_scale = yzp = bias = None
+        key = (x.shape, w.shape, *(t.shape if t is not None else None for t in (xzp, wzp, x_scale, w_scale,
+                                                                                  y_scale, yzp, bias)))
+        out_shape, tail, groups = self.planned(key, lambda: self._plan(x, w, xzp, wzp, x_scale, w_scale, y_scale,
+                                                                        yzp, bias))
+        out_type = (yzp.dtype if yzp is not None else x.dtype) if requant else "int32"
+        y = call.output(0, out_shape, out_type)
+        if y.size == 0:
+            return
+        constants = (requant, int(x.dtype == "int8"), int(w.dtype == "int8"), int(out_type == "int8"))
+        addresses = [x, w, xzp, wzp, y, bias, x_scale, w_scale, y_scale, yzp]
+        call.dispatch(self.spec.shader, "uint8", constants, addresses, tail, groups,
+                      [t for t in addresses if t is not None and t is not y], [y])
+
+    def _plan(self, x, w, xzp, wzp, x_scale, w_scale, y_scale, yzp, bias) -> tuple:
+        op = self.spec.op
+        xs, ws = x.shape, w.shape
+        if len(xs) not in (3, 4) or len(ws) != len(xs):
+            raise UnsupportedError(f"{op}: X {xs} and W {ws} must be 3-D or 4-D and of the same rank")
+        nd = len(xs) - 2
+        kernel = list(self.attrs.get("kernel_shape") or ws[2:])
+        if kernel != list(ws[2:]):
+            raise UnsupportedError(f"{op}: kernel_shape {kernel} does not match W {ws}")
+        strides = self.attrs.get("strides") or [1] * nd
+        dilations = self.attrs.get("dilations") or [1] * nd
+        group = self.attrs["group"]
+        batch, c = xs[:2]
+        m = ws[0]
+        if group <= 0 or c % group or m % group or ws[1] != c // group:
+            raise UnsupportedError(f"{op}: X {xs}, W {ws} and group {group} do not agree")
+        for t, what in ((xzp, "x_zero_point"), (x_scale, "x_scale"), (y_scale, "y_scale"), (yzp, "y_zero_point")):
+            _scalar(t, what, op)
+        steps = 0
+        for bit, (t, what) in enumerate(((wzp, "w_zero_point"), (w_scale, "w_scale"))):
+            if t is not None and t.size != 1:
+                if t.shape != (m,):
+                    raise UnsupportedError(f"{op}: {what} of shape {t.shape} for {m} output channels")
+                steps |= 1 << bit
+        if bias is not None and bias.shape != (m,):
+            raise UnsupportedError(f"{op}: bias of shape {bias.shape} for {m} output channels")
+        out, begin, _ = window_geometry(xs[2:], kernel, strides, dilations, self.attrs.get("pads"),
+                                        self.attrs["auto_pad"])
+        out_shape = (batch, m, *out)
+        if math.prod(out_shape) > MAX_ELEMENTS:
+            raise UnsupportedError(f"{op}: output {out_shape} has more than {MAX_ELEMENTS} elements")
+        two = [(1, v) if nd == 1 else tuple(v) for v in (xs[2:], out, kernel, strides, dilations, begin)]
+        (ih, iw), (oh, ow), (kh, kw), (sh, sw), (dh, dw), (ph, pw) = two
+        _fits_16_bits(op, height=ih, width=iw, output_height=oh, output_width=ow, kernel_height=kh, kernel_width=kw,
+                      stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw, pad_h=ph, pad_w=pw)
+        cg = c // group
+        if cg * (1 + kh * (1 + kw)) + 1 > LOOP_BUDGET:
+            raise UnsupportedError(f"{op}: {cg} input channels x {kernel} taps exceed one invocation's loop budget")
+        grid = grid_1d(m * oh * ow, 64)
+        if grid[1] > 65535 or batch > 65535:
+            raise UnsupportedError(f"{op}: output {out_shape} is too large for one dispatch")
+        tail = pack("10I", cg, m, m // group, ih << 16 | iw, oh << 16 | ow, sh << 16 | sw, dh << 16 | dw,
+                    ph << 16 | pw, kh << 16 | kw, steps)
+        return out_shape, tail, (grid[0], grid[1], batch)
+
+
+class QLinearBinary(Kernel):
+    """com.microsoft QLinearAdd and QLinearMul (manifest constant `op`), broadcast, every parameter per tensor.
+    QLinearAdd's float operations follow ORT's spans (qlinear_binary.comp): which input MLAS reads as the
+    first operand, and whether it takes it as a scalar, decide the order of its fused multiply-adds."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        return declines_rank(spec, [input_ranks[0], input_ranks[3]], BINARY_RANK)
+
+    def compute(self, call) -> None:
+        a, a_scale, azp, b, b_scale, bzp, c_scale, czp = padded(call.inputs, 8)
+        for t, what in ((a_scale, "A_scale"), (azp, "A_zero_point"), (b_scale, "B_scale"), (bzp, "B_zero_point"),
+                        (c_scale, "C_scale"), (czp, "C_zero_point")):
+            _scalar(t, what, self.spec.op)
+        out, tail = self.planned((a.shape, b.shape), lambda: self._plan(a.shape, b.shape))
+        y = call.output(0, out, a.dtype)
+        if y.size:
+            addresses = [a, a_scale, azp, b, b_scale, bzp, c_scale, czp, y]
+            call.dispatch(self.spec.shader, "uint8", (self.constants[0], int(a.dtype == "int8")), addresses, tail,
+                          grid_1d(y.size, 256), [t for t in addresses if t is not None and t is not y], [y])
+
+    @staticmethod
+    def _plan(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple[int, ...], bytes]:
+        out = broadcast_shape(sa, sb)
+        dims, (stride_a, stride_b) = collapse(out, broadcast_strides(sa, out), broadcast_strides(sb, out))
+        if len(dims) > BINARY_RANK:
+            raise UnsupportedError(f"broadcast of {sa} and {sb} needs rank {len(dims)} > {BINARY_RANK}")
+        pad = [0] * (BINARY_RANK - len(dims))
+        tail = pack("14I", math.prod(out), len(dims) | _span_order(sa, sb) << 8, *(dims + pad), *(stride_a + pad),
+                    *(stride_b + pad))
+        return out, tail
+
+
+def _span_order(sa: tuple[int, ...], sb: tuple[int, ...]) -> int:
+    """qlinear_binary.comp's flags for QLinearAdd, from ORT's Broadcaster: its innermost span is the last
+    dimension pair not both 1 (or the first pair, when all are); an input of extent 1 there is a scalar of
+    the span. ORT hands MLAS the vector first (B first when A is the scalar), and MLAS takes a first
+    operand of one element (a span of 1) as its scalar: bit 0 = B's ratio is fused first in the fixed
+    part, bit 1 = B is the outer operand."""
+    if not sa or not sb:  # a scalar input: the other's last extent (1 when both are scalars)
+        ea, eb = (sa[-1] if sa else 1), (sb[-1] if sb else 1)
+    else:
+        k = 1
+        while k < min(len(sa), len(sb)) and max(sa[-k], sb[-k]) <= 1:
+            k += 1
+        ea, eb = sa[-k], sb[-k]
+    if ea > 1:
+        return 0
+    span = max(ea, eb)
+    return 1 if span <= 1 else 3

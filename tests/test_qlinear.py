@@ -1,0 +1,163 @@
+"""ConvInteger, QLinearMatMul, QLinearConv and com.microsoft QLinearAdd / QLinearMul against ORT's CPU EP, bit
+for bit, through real sessions; and a QOperator model made by ORT's quantize_static.
+
+ORT's x86-64 kernels without VNNI (this machine class: AVX2) multiply uint8 by int8 in pairs that saturate
+at int16 (vpmaddubsw), so the CPU EP's sums are wrong where a pair exceeds 32767. vkep keeps the exact sums
+that ONNX defines (the CPU EP's on VNNI machines). Tests that pair uint8 with int8 keep the int8 operand in
+[-64, 63] (what ORT's reduce_range does) where they compare with the CPU EP, and compare the full range
+with numpy's exact sums (`_reference_*`, which requantize as ORT does: checked against the CPU EP here)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from vkep import runner
+
+VKEP = "VulkanExecutionProvider"
+MS = "com.microsoft"
+
+
+def _model(op: str, inputs: dict[str, np.ndarray | None], consts: dict[str, np.ndarray], opset: int = 10,
+           domain: str = "", **attrs) -> onnx.ModelProto:
+    """One node over `inputs` (graph inputs, None: absent) then `consts` (initializers), in that order."""
+    names = [name if v is not None else "" for name, v in inputs.items()] + list(consts)
+    node = helper.make_node(op, names, ["y"], domain=domain, **attrs)
+    graph = helper.make_graph(
+        [node], op, [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                     for k, v in inputs.items() if v is not None],
+        [onnx.ValueInfoProto(name="y")], [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+def _run(model, feeds, reference: np.ndarray | None = None) -> np.ndarray:
+    """The node on vkep (asserted by ORT's record), equal to the CPU EP's answer (or to `reference`)."""
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    got = session.run(None, feeds)[0]
+    want = runner.cpu_session(model).run(None, feeds)[0] if reference is None else reference
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+    np.testing.assert_array_equal(got, want)
+    return got
+
+
+def _ints(rng, shape, dtype, low: int | None = None, high: int | None = None) -> np.ndarray:
+    info = np.iinfo(dtype)
+    lo = info.min if low is None else max(low, info.min)
+    hi = info.max if high is None else min(high, info.max)
+    return np.asarray(rng.integers(lo, hi + 1, shape), dtype)
+
+
+def _requantize(acc: np.ndarray, multiplier: np.ndarray, zp, dtype) -> np.ndarray:
+    """MLAS's MlasRequantizeOutput: float32 acc x multiplier, clamped, rounded half to even, + zp."""
+    info = np.iinfo(dtype)
+    v = (acc.astype(np.int32).astype(np.float32) * np.asarray(multiplier, np.float32)).astype(np.float32)
+    v = np.clip(v, np.float32(info.min - int(zp)), np.float32(info.max - int(zp)))
+    return (np.rint(v).astype(np.int64) + int(zp)).astype(dtype)
+
+
+def _multiplier(a_scale, b_scale, y_scale) -> np.ndarray:
+    """ORT's ComputeOutputScale: (a_scale * b_scale) / y_scale, each step in float32."""
+    product = (np.float32(a_scale) * np.asarray(b_scale, np.float32)).astype(np.float32)
+    return (product / np.float32(y_scale)).astype(np.float32)
+
+
+def _reference_qlinear_matmul(a, a_scale, azp, b, b_scale, bzp, y_scale, yzp) -> np.ndarray:
+    acc = np.matmul(a.astype(np.int64) - int(azp), b.astype(np.int64) - bzp.astype(np.int64))
+    return _requantize(acc, _multiplier(a_scale, b_scale, y_scale), yzp, yzp.dtype)
+
+
+def _reference_conv(x, w, xzp, wzp, group=1, strides=None, pads=None, dilations=None) -> np.ndarray:
+    """Exact integer convolution (int64) of (x - xzp) and (w - wzp), NC + 1 or 2 spatial dims."""
+    nd = x.ndim - 2
+    strides, dilations, pads = strides or [1] * nd, dilations or [1] * nd, pads or [0] * (2 * nd)
+    xi = np.pad(x.astype(np.int64) - int(xzp), [(0, 0), (0, 0)] + [(pads[i], pads[i + nd]) for i in range(nd)])
+    wi = w.astype(np.int64) - np.asarray(wzp, np.int64).reshape((-1,) + (1,) * (w.ndim - 1))
+    cg, mg = x.shape[1] // group, w.shape[0] // group
+    out = [(xi.shape[2 + i] - (w.shape[2 + i] - 1) * dilations[i] - 1) // strides[i] + 1 for i in range(nd)]
+    y = np.zeros((x.shape[0], w.shape[0], *out), np.int64)
+    for tap in itertools.product(*[range(k) for k in w.shape[2:]]):
+        window = tuple(slice(tap[i] * dilations[i], tap[i] * dilations[i] + (out[i] - 1) * strides[i] + 1, strides[i])
+                       for i in range(nd))
+        patch = xi[(slice(None), slice(None)) + window]
+        for g in range(group):
+            y[:, g * mg:(g + 1) * mg] += np.einsum("nc...,mc->nm...", patch[:, g * cg:(g + 1) * cg],
+                                                   wi[g * mg:(g + 1) * mg, :, *tap])
+    return y
+
+
+def _reference_qlinear_conv(x, x_scale, xzp, w, w_scale, wzp, y_scale, yzp, bias=None, **attrs) -> np.ndarray:
+    acc = _reference_conv(x, w, xzp, wzp, **attrs)
+    if bias is not None:
+        acc = acc + bias.astype(np.int64).reshape((-1,) + (1,) * (x.ndim - 2))
+    multiplier = _multiplier(x_scale, w_scale, y_scale).reshape((-1,) + (1,) * (x.ndim - 2))
+    return _requantize(acc, multiplier, yzp, yzp.dtype)
+
+
+def _scale(rng, shape=()) -> np.ndarray:
+    return np.asarray(rng.uniform(0.002, 0.05, shape), np.float32)
+
+
+# ---- QLinearMatMul ---------------------------------------------------------------------------------------------
+
+QLINEAR_TYPES = [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8")]  # what ORT's CPU EP has
+
+
+@pytest.mark.parametrize("a_type,b_type", QLINEAR_TYPES)
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("opset", [10, 21])
+@pytest.mark.parametrize("a_shape,b_shape", [((5, 12), (12, 7)), ((2, 3, 16), (16, 4)), ((2, 3, 8), (2, 8, 5)),
+                                             ((1, 64), (64, 32))])
+def test_qlinear_matmul(ep_devices, a_type, b_type, per_column, opset, a_shape, b_shape):
+    rng = np.random.default_rng(len(a_shape) * 10 + opset)
+    n = b_shape[-1]
+    mixed = a_type != b_type  # uint8 x int8: 7-bit weights, as ORT's reduce_range (module docstring)
+    lo, hi = (-64, 63) if mixed else (None, None)
+    pshape = ((n,) if len(b_shape) == 2 else b_shape[:-2] + (1, n)) if per_column else ()
+    a, b = _ints(rng, a_shape, a_type), _ints(rng, b_shape, b_type, lo, hi)
+    consts = {"a_scale": _scale(rng), "a_zp": _ints(rng, (), a_type), "b": b, "b_scale": _scale(rng, pshape),
+              "b_zp": _ints(rng, pshape, b_type, lo, hi), "y_scale": _scale(rng) * 20, "y_zp": _ints(rng, (), a_type)}
+    model = _model("QLinearMatMul", {"a": a}, consts, opset)
+    want = _reference_qlinear_matmul(a, *consts.values())
+    np.testing.assert_array_equal(runner.cpu_session(model).run(None, {"a": a})[0], want)  # the reference is ORT's
+    _run(model, {"a": a})
+
+
+@pytest.mark.parametrize("a_type,b_type", QLINEAR_TYPES)
+def test_qlinear_matmul_edges(ep_devices, a_type, b_type):
+    """Zero points at their extremes, outputs saturating both ways, values on rounding boundaries, and
+    B computed at run time (a graph input); full-range uint8 x int8 against numpy's exact sums."""
+    rng = np.random.default_rng(7)
+    ai, bi = np.iinfo(a_type), np.iinfo(b_type)
+    for azp, bzp, yzp in [(ai.min, bi.min, ai.min), (ai.max, bi.max, ai.max), (0, 0, 0)]:
+        a, b = _ints(rng, (6, 9), a_type), _ints(rng, (9, 5), b_type)
+        params = [np.asarray(x, t) for x, t in ((0.02, np.float32), (azp, a_type))]
+        params_b = [np.asarray(x, t) for x, t in ((0.03, np.float32), (bzp, b_type), (0.05, np.float32),
+                                                   (yzp, a_type))]
+        inputs = {"a": a, "a_scale": params[0], "a_zp": params[1], "b": b}
+        consts = dict(zip(["b_scale", "b_zp", "y_scale", "y_zp"], params_b, strict=True))
+        model = _model("QLinearMatMul", inputs, consts)
+        reference = _reference_qlinear_matmul(a, *params, b, *params_b)
+        assert {int(reference.min()), int(reference.max())} & {ai.min, ai.max}, "no output saturates"
+        _run(model, inputs, reference if a_type != b_type else None)
+    # accumulators that are exact halves of an output step: ties go to even
+    a = np.asarray([[1, 2, 3, 5, 7, 9]], a_type).T
+    b = np.asarray([[1]], b_type)
+    consts = {"a_scale": np.float32(1), "a_zp": np.asarray(0, a_type), "b": b, "b_scale": np.float32(0.5),
+              "b_zp": np.asarray(0, b_type), "y_scale": np.float32(1), "y_zp": np.asarray(0, a_type)}
+    got = _run(_model("QLinearMatMul", {"a": a}, consts), {"a": a})
+    np.testing.assert_array_equal(got.ravel(), [0, 1, 2, 2, 4, 4])
+
+
+def test_qlinear_matmul_empty(ep_devices):
+    rng = np.random.default_rng(0)
+    a = np.zeros((0, 4), np.uint8)
+    consts = {"a_scale": _scale(rng), "a_zp": _ints(rng, (), "uint8"), "b": _ints(rng, (4, 3), "uint8"),
+              "b_scale": _scale(rng), "b_zp": _ints(rng, (), "uint8"), "y_scale": _scale(rng),
+              "y_zp": _ints(rng, (), "uint8")}
+    assert _run(_model("QLinearMatMul", {"a": a}, consts), {"a": a}).shape == (0, 3)
