@@ -87,7 +87,7 @@ def _reference_conv(x, w, xzp, wzp, group=1, strides=None, pads=None, dilations=
         patch = xi[(slice(None), slice(None)) + window]
         for g in range(group):
             y[:, g * mg:(g + 1) * mg] += np.einsum("nc...,mc->nm...", patch[:, g * cg:(g + 1) * cg],
-                                                   wi[g * mg:(g + 1) * mg, :, *tap])
+                                                   wi[(slice(g * mg, (g + 1) * mg), slice(None), *tap)])
     return y
 
 
@@ -161,3 +161,104 @@ def test_qlinear_matmul_empty(ep_devices):
               "b_scale": _scale(rng), "b_zp": _ints(rng, (), "uint8"), "y_scale": _scale(rng),
               "y_zp": _ints(rng, (), "uint8")}
     assert _run(_model("QLinearMatMul", {"a": a}, consts), {"a": a}).shape == (0, 3)
+
+
+# ---- ConvInteger and QLinearConv -------------------------------------------------------------------------------
+
+# (x shape, w shape, attributes): real models' shapes (a 3x3 stem with stride 2, a depthwise 3x3, a pointwise
+# 1x1, a grouped conv with dilation) and 1-D ones
+CONVS = [
+    ((1, 3, 16, 16), (8, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((2, 8, 9, 9), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
+    ((1, 16, 7, 7), (24, 16, 1, 1), {}),
+    ((1, 6, 11, 10), (4, 3, 3, 2), {"group": 2, "dilations": [2, 1], "pads": [0, 1, 2, 0], "strides": [1, 2]}),
+    ((2, 4, 13), (6, 4, 3), {"strides": [2], "pads": [1, 2]}),
+    ((1, 4, 12), (4, 2, 4), {"group": 2, "strides": [3], "auto_pad": "SAME_UPPER"}),
+    ((1, 3, 7, 8), (2, 3, 2, 3), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 5, 5), (3, 2, 2, 2), {"auto_pad": "VALID", "strides": [2, 2]}),
+]
+CONV_TYPES = [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8"), ("int8", "uint8")]
+
+
+@pytest.mark.parametrize("x_type,w_type", CONV_TYPES)
+@pytest.mark.parametrize("zero_points", ["none", "x", "both", "per_channel"])
+@pytest.mark.parametrize("case", range(len(CONVS)))
+def test_conv_integer(ep_devices, x_type, w_type, zero_points, case):
+    x_shape, w_shape, attrs = CONVS[case]
+    if zero_points == "per_channel" and "auto_pad" in attrs:
+        return  # (the numpy reference takes explicit pads; the other cases cover auto_pad)
+    rng = np.random.default_rng(case)
+    mixed = x_type != w_type  # one operand in [-64, 63] where the CPU EP is the reference (module docstring)
+    # (the CPU EP pads X with its zero point: that too)
+    x_range = (-64, 63) if mixed and x_type == "int8" else (None, None)
+    w_range = (-64, 63) if mixed and w_type == "int8" else (None, None)
+    x, w = _ints(rng, x_shape, x_type, *x_range), _ints(rng, w_shape, w_type, *w_range)
+    consts = {"w": w}
+    if zero_points != "none":
+        consts["x_zp"] = _ints(rng, (), x_type, *x_range)
+    if zero_points in ("both", "per_channel"):
+        consts["w_zp"] = _ints(rng, (w_shape[0],) if zero_points == "per_channel" else (), w_type, *w_range)
+    model = _model("ConvInteger", {"x": x}, consts, **attrs)
+    reference = None
+    if "auto_pad" not in attrs:
+        reference = _reference_conv(x, w, consts.get("x_zp", 0), consts.get("w_zp", 0), **attrs).astype(np.int32)
+        if zero_points != "per_channel":  # (the CPU EP takes w_zp per tensor only)
+            np.testing.assert_array_equal(runner.cpu_session(model).run(None, {"x": x})[0], reference)
+    _run(model, {"x": x}, reference)
+
+
+def test_conv_integer_full_range_and_empty(ep_devices):
+    """uint8 x int8 over the full range (the CPU EP saturates here: numpy is the reference), zero points at
+    the extremes, and an empty batch."""
+    rng = np.random.default_rng(3)
+    x, w = _ints(rng, (1, 8, 6, 6), "uint8"), _ints(rng, (4, 8, 3, 3), "int8")
+    for x_zp, w_zp in [(0, -128), (255, 127)]:
+        consts = {"w": w, "x_zp": np.asarray(x_zp, np.uint8), "w_zp": np.asarray(w_zp, np.int8)}
+        model = _model("ConvInteger", {"x": x}, consts, pads=[1, 1, 1, 1])
+        _run(model, {"x": x}, _reference_conv(x, w, x_zp, w_zp, pads=[1, 1, 1, 1]).astype(np.int32))
+    empty = np.zeros((0, 8, 6, 6), np.uint8)
+    assert _run(_model("ConvInteger", {"x": empty}, {"w": w}), {"x": empty}).shape == (0, 4, 4, 4)
+
+
+@pytest.mark.parametrize("x_type,w_type", QLINEAR_TYPES)
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("case", range(len(CONVS)))
+def test_qlinear_conv(ep_devices, x_type, w_type, per_channel, bias, case):
+    x_shape, w_shape, attrs = CONVS[case]
+    rng = np.random.default_rng(100 + case)
+    m = w_shape[0]
+    lo, hi = (-64, 63) if x_type != w_type else (None, None)
+    x, w = _ints(rng, x_shape, x_type), _ints(rng, w_shape, w_type, lo, hi)
+    consts = {"x_scale": _scale(rng), "x_zp": _ints(rng, (), x_type), "w": w,
+              "w_scale": _scale(rng, (m,) if per_channel else ()),
+              # the CPU EP takes one zero point for every channel (and its symmetric path needs 0)
+              "w_zp": np.full((m,) if per_channel else (), 0 if w_type == "int8" else rng.integers(0, 256), w_type),
+              "y_scale": _scale(rng) * 10, "y_zp": _ints(rng, (), x_type)}
+    if bias:
+        consts["b"] = _ints(rng, (m,), "int32", -20000, 20000)
+    model = _model("QLinearConv", {"x": x}, consts, **attrs)
+    if "auto_pad" not in attrs:
+        reference = _reference_qlinear_conv(x, *consts.values(), **attrs)
+        np.testing.assert_array_equal(runner.cpu_session(model).run(None, {"x": x})[0], reference)
+    _run(model, {"x": x})
+
+
+@pytest.mark.parametrize("x_type,w_type", QLINEAR_TYPES)
+def test_qlinear_conv_edges(ep_devices, x_type, w_type):
+    """Zero points at their extremes, outputs saturating both ways, nonzero weight zero points, full-range
+    uint8 x int8 (numpy's exact sums), an empty batch."""
+    rng = np.random.default_rng(11)
+    xi, wi = np.iinfo(x_type), np.iinfo(w_type)
+    x, w = _ints(rng, (1, 6, 7, 7), x_type), _ints(rng, (5, 6, 3, 3), w_type)
+    for x_zp, w_zp, y_zp in [(xi.min, wi.min, xi.min), (xi.max, wi.max, xi.max), (0, 3, 0)]:
+        consts = {"x_scale": np.float32(0.03), "x_zp": np.asarray(x_zp, x_type), "w": w,
+                  "w_scale": _scale(rng, (5,)), "w_zp": np.asarray(w_zp, w_type), "y_scale": np.float32(0.05),
+                  "y_zp": np.asarray(y_zp, x_type), "b": _ints(rng, (5,), "int32", -30000, 30000)}
+        model = _model("QLinearConv", {"x": x}, consts, pads=[1, 1, 1, 1], strides=[2, 1])
+        reference = _reference_qlinear_conv(x, *consts.values(), pads=[1, 1, 1, 1], strides=[2, 1])
+        assert {int(reference.min()), int(reference.max())} & {xi.min, xi.max}, "no output saturates"
+        _run(model, {"x": x}, reference if x_type != w_type else None)
+    empty = np.zeros((0, 6, 7, 7), x_type)
+    model = _model("QLinearConv", {"x": empty}, consts, pads=[1, 1, 1, 1], strides=[2, 1])
+    assert _run(model, {"x": empty}).shape == (0, 5, 4, 7)

@@ -220,12 +220,16 @@ class ConvInteger(Kernel):
                 steps |= 1 << bit
         if bias is not None and bias.shape != (m,):
             raise UnsupportedError(f"{op}: bias of shape {bias.shape} for {m} output channels")
+        if self.attrs["auto_pad"] in ("SAME_UPPER", "SAME_LOWER") and any(d != 1 for d in dilations):
+            raise UnsupportedError(f"{op}: dilations with auto_pad {self.attrs['auto_pad']} (the CPU EP refuses them)")
         out, begin, _ = window_geometry(xs[2:], kernel, strides, dilations, self.attrs.get("pads"),
                                         self.attrs["auto_pad"])
         out_shape = (batch, m, *out)
         if math.prod(out_shape) > MAX_ELEMENTS:
             raise UnsupportedError(f"{op}: output {out_shape} has more than {MAX_ELEMENTS} elements")
-        two = [(1, v) if nd == 1 else tuple(v) for v in (xs[2:], out, kernel, strides, dilations, begin)]
+        # a 1-D conv is a 2-D one of height 1 (no padding along it)
+        two = [(fill, *v) if nd == 1 else tuple(v) for v, fill in ((xs[2:], 1), (out, 1), (kernel, 1), (strides, 1),
+                                                                   (dilations, 1), (begin, 0))]
         (ih, iw), (oh, ow), (kh, kw), (sh, sw), (dh, dw), (ph, pw) = two
         _fits_16_bits(op, height=ih, width=iw, output_height=oh, output_width=ow, kernel_height=kh, kernel_width=kw,
                       stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw, pad_h=ph, pad_w=pw)
