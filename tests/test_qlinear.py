@@ -262,3 +262,67 @@ def test_qlinear_conv_edges(ep_devices, x_type, w_type):
     empty = np.zeros((0, 6, 7, 7), x_type)
     model = _model("QLinearConv", {"x": empty}, consts, pads=[1, 1, 1, 1], strides=[2, 1])
     assert _run(model, {"x": empty}).shape == (0, 5, 4, 7)
+
+
+# ---- com.microsoft QLinearAdd and QLinearMul -------------------------------------------------------------------
+
+# (A shape, B shape): every value against every value (256 x 256), each of ORT's span kinds (both vectors,
+# B a scalar of the span, A a scalar of the span, spans of one element), broadcasts of real models
+BINARY_SHAPES = [((256, 256), (256, 256)), ((256, 256), (256, 1)), ((256, 1), (256, 256)), ((256, 1), (1,)),
+                 ((256,), ()), ((), (256,)), ((1,), (1,)), ((2, 8, 5, 5), (1, 8, 1, 1)), ((2, 3, 4), (4,)),
+                 ((1, 16, 1, 1), (3, 16, 7, 7)), ((3, 1, 5), (1, 4, 1)), ((0, 3), (1, 3))]
+
+
+def _table(shape, dtype, rng) -> np.ndarray:
+    """Every value of dtype along the first 256-long axis (tiled), random elsewhere."""
+    info = np.iinfo(dtype)
+    if shape and shape[0] == 256:
+        values = np.arange(info.min, info.max + 1).astype(dtype)
+        if len(shape) == 2 and shape[1] == 256:
+            return np.asarray(np.broadcast_to(values[:, None] if rng.random() < 0.5 else values, shape))
+        return np.asarray(np.broadcast_to(values.reshape((256,) + (1,) * (len(shape) - 1)), shape))
+    return _ints(rng, shape, dtype)
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shapes", range(len(BINARY_SHAPES)))
+def test_qlinear_binary(ep_devices, op, dtype, shapes):
+    a_shape, b_shape = BINARY_SHAPES[shapes]
+    rng = np.random.default_rng(shapes)
+    for trial in range(4):
+        a, b = _table(a_shape, dtype, rng), _table(b_shape, dtype, rng)
+        if trial == 0 and a.size and b.size:
+            b = np.asarray(np.flip(b), dtype)  # the other pairing of the tables
+        # scale ratios from 1/100 to 100 (outputs saturate at the large ones); zero points anywhere
+        scales = [np.asarray(rng.uniform(0.001, 0.1) * 10 ** rng.uniform(-1, 1), np.float32) for _ in range(3)]
+        zps = [_ints(rng, (), dtype) for _ in range(3)]
+        inputs = {"a": a, "a_scale": scales[0], "a_zp": zps[0], "b": b, "b_scale": scales[1], "b_zp": zps[1],
+                  "c_scale": scales[2], "c_zp": zps[2]}
+        if trial == 3:  # zero points at the extremes
+            info = np.iinfo(dtype)
+            inputs.update(a_zp=np.asarray(info.min, dtype), b_zp=np.asarray(info.max, dtype),
+                          c_zp=np.asarray(info.min if rng.random() < 0.5 else info.max, dtype))
+        _run(_model(op, inputs, {}, domain=MS), inputs)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shapes", [0, 1, 2, 3])
+def test_qlinear_add_rounding(ep_devices, dtype, shapes):
+    """QLinearAdd's chain of fused multiply-adds (about one output in 10^4 differs when one is not fused):
+    every value pair under 24 sets of scales and zero points per span kind, on one session each."""
+    a_shape, b_shape = BINARY_SHAPES[shapes]
+    rng = np.random.default_rng(40 + shapes)
+    a, b = _table(a_shape, dtype, rng), _table(b_shape, dtype, rng)
+    feeds = {"a": a, "a_scale": np.float32(1), "a_zp": _ints(rng, (), dtype), "b": b, "b_scale": np.float32(1),
+             "b_zp": _ints(rng, (), dtype), "c_scale": np.float32(1), "c_zp": _ints(rng, (), dtype)}
+    model = _model("QLinearAdd", {k: np.asarray(v) for k, v in feeds.items()}, {}, domain=MS)
+    session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    for _ in range(24):
+        for name in ("a_scale", "b_scale", "c_scale"):
+            feeds[name] = np.asarray(rng.uniform(0.001, 0.1) * 10 ** rng.uniform(-1.5, 1.5), np.float32)
+        for name in ("a_zp", "b_zp", "c_zp"):
+            feeds[name] = _ints(rng, (), dtype)
+        feeds = {k: np.asarray(v) for k, v in feeds.items()}
+        np.testing.assert_array_equal(session.run(None, feeds)[0], cpu.run(None, feeds)[0])

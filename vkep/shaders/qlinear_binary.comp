@@ -2,8 +2,8 @@
 // com.microsoft QLinearAdd (OP 0) and QLinearMul (OP 1) over 8-bit tensors (SIGNED: int8, else uint8),
 // broadcast up to rank 4, computed as ORT's CPU EP does on x86-64 (MLAS: qladd_avx2.cpp, qlmul.cpp), so
 // that values on a rounding boundary land where it puts them:
-//   Add: r_a = s_a / s_c, r_b = s_b / s_c; fixed = z_c - fma(r_f, z_f, r_g * z_g);
-//        c = fma(outer, r_outer, fma(inner, r_inner, fixed)), where which operand is f / outer follows
+//   Add: r_a = s_a / s_c, r_b = s_b / s_c; base = z_c - fma(r_f, z_f, r_g * z_g);
+//        c = fma(outer, r_outer, fma(inner, r_inner, base)), where which operand is f / outer follows
 //        ORT's broadcast spans (the host decides: bit 0 of `flags` swaps f and g, bit 1 outer and inner)
 //   Mul: c = float((a - z_a) * (b - z_b)) * ((s_a * s_b) / s_c) + z_c
 // then rounded half to even; |c| >= 2^31 and NaN give the integer indefinite value, and the packs saturate.
@@ -11,6 +11,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "requantize.glsl"
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 0;
@@ -21,6 +22,47 @@ layout(push_constant, scalar) uniform Push {
     uint n, rank_flags;        // rank in bits 0-7, flags from bit 8
     uint dims[4], a_strides[4], b_strides[4];
 } pc;
+
+// fma(float(a), r, c) with one rounding, for an integer a: GLSL's fma() need not be fused (lavapipe splits it),
+// so the exact sum is formed in int64 (a * r's 33-bit mantissa and c's 24-bit one aligned, a term more than
+// 28 binades below the other kept as a sticky bit) and rounded once by the conversion to float.
+int64_t shift_sticky(int64_t v, int s) {  // v / 2^s, truncated, with its lowest bit set when bits were lost
+    int64_t m = abs(v);
+    int64_t kept = s >= 63 ? 0l : m >> s;
+    bool lost = s >= 63 ? m != 0 : (m & ((1l << s) - 1l)) != 0;
+    kept |= lost ? 1l : 0l;
+    return v < 0 ? -kept : kept;
+}
+
+float fma_int(int a, float r, float c) {
+    if (a == 0 || r == 0.0) return c;
+    precise float product = float(a) * r;
+    if (c == 0.0) return product;
+    // special and denormal values (never among the scale ratios of real models): the plain expression
+    if (isinf(r) || isnan(r) || isinf(c) || isnan(c) || abs(r) < 1.2e-38 || abs(c) < 1.2e-38) {
+        precise float sum = product + c;
+        return sum;
+    }
+    int er, ec;
+    float fr = frexp(r, er), fc = frexp(c, ec);  // r = fr * 2^er, fr in [0.5, 1)
+    int64_t tr = int64_t(a) * int64_t(fr * 16777216.0), tc = int64_t(fc * 16777216.0);
+    er -= 24;
+    ec -= 24;
+    int d = er - ec;  // tr's binade above tc's
+    int64_t x;
+    int e;
+    if (abs(d) <= 28) {
+        x = d >= 0 ? (tr << d) + tc : tr + (tc << -d);
+        e = min(er, ec);
+    } else if (d > 0) {
+        x = (tr << 28) + shift_sticky(tc, d - 28);
+        e = er - 28;
+    } else {
+        x = shift_sticky(tr, -d - 28) + (tc << 28);
+        e = ec - 28;
+    }
+    return ldexp(float(x), e);
+}
 
 int zero_point(uint64_t t) {
     return t != 0 ? rq_byte(t, 0, SIGNED != 0) : 0;
@@ -46,9 +88,9 @@ void main() {
         float ra = rq_div(sa, sc), rb = rq_div(sb, sc);
         bool swap_fixed = (flags & 1u) != 0, swap_outer = (flags & 2u) != 0;
         precise float g = swap_fixed ? ra * float(za) : rb * float(zb);
-        precise float fixed = float(zc) - (swap_fixed ? fma(rb, float(zb), g) : fma(ra, float(za), g));
-        precise float inner = swap_outer ? fma(float(a), ra, fixed) : fma(float(b), rb, fixed);
-        c = swap_outer ? fma(float(b), rb, inner) : fma(float(a), ra, inner);
+        precise float base = float(zc) - (swap_fixed ? fma_int(zb, rb, g) : fma_int(za, ra, g));
+        float inner = swap_outer ? fma_int(a, ra, base) : fma_int(b, rb, base);
+        c = swap_outer ? fma_int(b, rb, inner) : fma_int(a, ra, inner);
     } else {
         precise float ratio = rq_div(sa * sb, sc);
         c = float((a - za) * (b - zb)) * ratio + float(zc);
