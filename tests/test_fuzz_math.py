@@ -1,7 +1,7 @@
 """Differential fuzzing of the arithmetic families (tests/test_fuzz.py and tests/test_fuzz_ops.py have the
 rest): MatMul, Gemm and Einsum with broadcast batches and zero-sized dimensions; the normalizations and LRN;
 Resize and GridSample over their modes; quantization (Q/DQ per tensor, per axis and blocked,
-DynamicQuantizeLinear, MatMulInteger); the global pools; attention and rotary embeddings (ONNX's and
+DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv, QLinearAdd/Mul); the global pools; attention and rotary embeddings (ONNX's and
 com.microsoft's); the com.microsoft Gelu and skip-norm compositions, MatMulNBits and GroupQueryAttention.
 
 tests/test_fuzz_ops.py::test_every_manifest_entry_is_fuzzed holds the list of families complete.
@@ -259,12 +259,28 @@ def dynamic_quantize(rng) -> Case:
     return Case("DynamicQuantizeLinear", 11, [np.asarray(x, np.float32)], outputs=3)
 
 
+def _int8_range(dtype: str, mixed: bool) -> tuple[int, int]:
+    """Values of an 8-bit operand: int8 multiplied by uint8 stays in [-64, 63], where ORT's AVX2 kernels without
+    VNNI do not saturate their pair sums (tests/test_qlinear.py)."""
+    if dtype == "uint8":
+        return 0, 255
+    return (-64, 63) if mixed else (-128, 127)
+
+
+def _q(rng, shape, dtype: str, mixed: bool = False) -> np.ndarray:
+    lo, hi = _int8_range(dtype, mixed)
+    return np.asarray(rng.integers(lo, hi + 1, shape), dtype)
+
+
+def _qscale(rng, shape=()) -> np.ndarray:
+    return np.asarray(rng.uniform(0.001, 0.1, shape) * 10 ** rng.uniform(-1, 1), np.float32)
+
+
 def matmul_integer(rng) -> Case:
     at, bt = str(rng.choice(["uint8", "int8"])), str(rng.choice(["uint8", "int8"]))
     m, k, n = (int(rng.integers(1, 12)) for _ in range(3))
     batch = shape_of(rng, int(rng.integers(0, 2)), high=3, empty=0.0)
-    a = np.asarray(rng.integers(-128 if at == "int8" else 0, 128 if at == "int8" else 256, batch + [m, k]), at)
-    b = np.asarray(rng.integers(-128 if bt == "int8" else 0, 128 if bt == "int8" else 256, [k, n]), bt)
+    a, b = _q(rng, batch + [m, k], at, at != bt), _q(rng, [k, n], bt, at != bt)
     names, consts = ["x0", "b"], {"b": b}
     if rng.random() < 0.7:
         consts["az"] = data(rng, [], at)
@@ -273,6 +289,95 @@ def matmul_integer(rng) -> Case:
         consts["bz"] = data(rng, [n] if rng.random() < 0.5 else [], bt)
         names += [""] * (3 - len(names)) + ["bz"]
     return Case("MatMulInteger", 10, [a], consts=consts, names=names)
+
+
+def qlinear_matmul(rng) -> Case:
+    at, bt = [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8")][int(rng.integers(0, 3))]
+    mixed = at != bt
+    m, k, n = int(rng.integers(0 if rng.random() < 0.1 else 1, 10)), int(rng.integers(1, 40)), int(rng.integers(1, 10))
+    batch = shape_of(rng, int(rng.integers(0, 3)), high=3, empty=0.05)
+    layout = int(rng.integers(0, 3))  # B shared, A shared, the same batches
+    a_shape = ([] if layout == 1 else batch) + [m, k]
+    b_shape = ([] if layout == 0 else batch) + [k, n]
+    a, b = _q(rng, a_shape, at), _q(rng, b_shape, bt, mixed)
+    per_column = rng.random() < 0.5
+    pshape = ([n] if len(b_shape) == 2 else b_shape[:-2] + [1, n]) if per_column else []
+    a_scale, b_scale = _qscale(rng), _qscale(rng, pshape)
+    # an output scale near the products' spread, so that outputs both saturate and do not
+    y_scale = np.asarray(a_scale * b_scale.max(initial=0) * np.sqrt(k) * 10 ** rng.uniform(0.5, 3.5), np.float32)
+    consts = {"as": a_scale, "az": _q(rng, [], at), "b": b, "bs": b_scale, "bz": _q(rng, pshape, bt, mixed),
+              "ys": y_scale, "yz": _q(rng, [], at)}
+    inputs, names = [a], ["x0", "as", "az", "b", "bs", "bz", "ys", "yz"]
+    if rng.random() < 0.3:  # B computed at run time
+        inputs.append(consts.pop("b"))
+        names[3] = "x1"
+    return Case("QLinearMatMul", int(rng.choice([10, 21])), inputs, consts=consts, names=names)
+
+
+def integer_conv(rng) -> Case | None:
+    """ConvInteger and QLinearConv over 1 or 2 spatial dims: groups, strides, dilations, pads, auto_pad."""
+    op = str(rng.choice(["ConvInteger", "QLinearConv"]))
+    pairs = [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8")] + ([("int8", "uint8")] if op == "ConvInteger" else [])
+    xt, wt = pairs[int(rng.integers(0, len(pairs)))]
+    mixed = xt != wt
+    nd = int(rng.integers(1, 3))
+    group, cg, mg = (int(rng.integers(1, 4)) for _ in range(3))
+    if rng.random() < 0.2:
+        cg, mg = 1, 1  # depthwise
+    batch = int(rng.integers(0, 3)) if rng.random() < 0.1 else int(rng.integers(1, 3))
+    kernel = [int(rng.integers(1, 4)) for _ in range(nd)]
+    attrs: dict = {"group": group}
+    auto_pad = str(rng.choice(["NOTSET", "NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"]))
+    if rng.random() < 0.5:
+        attrs["strides"] = [int(rng.integers(1, 3)) for _ in range(nd)]
+    if auto_pad == "NOTSET":
+        attrs["pads"] = [int(rng.integers(0, 3)) for _ in range(2 * nd)]
+    else:
+        attrs["auto_pad"] = auto_pad
+    if auto_pad in ("NOTSET", "VALID") and rng.random() < 0.4:
+        attrs["dilations"] = [int(rng.integers(1, 3)) for _ in range(nd)]
+    spatial = [int(rng.integers(1, 9)) for _ in range(nd)]
+    x = _q(rng, [batch, cg * group] + spatial, xt, mixed)
+    w = _q(rng, [mg * group, cg] + kernel, wt, mixed)
+    m = mg * group
+    if op == "ConvInteger":
+        names, consts = ["x0", "w"], {"w": w}
+        if rng.random() < 0.7:
+            consts["xz"] = _q(rng, [], xt, mixed)  # (the padding holds it too: in range as well)
+            names.append("xz")
+            if rng.random() < 0.7:
+                consts["wz"] = _q(rng, [], wt, mixed)
+                names.append("wz")
+        return Case(op, 10, [x], attrs, consts, names=names)
+    per_channel = rng.random() < 0.5
+    w_scale = _qscale(rng, [m] if per_channel else [])
+    x_scale = _qscale(rng)
+    taps = cg * int(np.prod(kernel))
+    y_scale = np.asarray(x_scale * w_scale.max() * np.sqrt(taps) * 10 ** rng.uniform(0.5, 3.5), np.float32)
+    # the CPU EP takes one weight zero point for every channel
+    w_zp = np.full([m] if per_channel and rng.random() < 0.5 else [], _q(rng, [], wt, mixed), wt)
+    consts = {"xs": x_scale, "xz": _q(rng, [], xt), "w": w, "ws": w_scale, "wz": w_zp, "ys": y_scale,
+              "yz": _q(rng, [], xt)}
+    names = ["x0", "xs", "xz", "w", "ws", "wz", "ys", "yz"]
+    if rng.random() < 0.6:
+        consts["bias"] = np.asarray(rng.integers(-20000, 20000, [m]), np.int32)
+        names.append("bias")
+    return Case(op, 10, [x], attrs, consts, names=names)
+
+
+def qlinear_binary(rng) -> Case:
+    op = str(rng.choice(["QLinearAdd", "QLinearMul"]))
+    dtype = str(rng.choice(["uint8", "int8"]))
+    out = shape_of(rng, int(rng.integers(0, 5)), high=6, empty=0.05)
+    shapes = []
+    for _ in range(2):  # each operand: trailing dimensions of the output, some of them 1
+        dims = out[int(rng.integers(0, len(out) + 1)):]
+        shapes.append([d if rng.random() < 0.7 else 1 for d in dims])
+    a, b = (_q(rng, shape, dtype) for shape in shapes)
+    consts = {"as": _qscale(rng), "az": _q(rng, [], dtype), "bs": _qscale(rng), "bz": _q(rng, [], dtype),
+              "cs": _qscale(rng), "cz": _q(rng, [], dtype)}
+    names = ["x0", "as", "az", "x1", "bs", "bz", "cs", "cz"]
+    return Case(op, 1, [a, b], consts=consts, names=names, domain=MS)
 
 
 # ---- attention and rotary embeddings ------------------------------------------------------------------------
@@ -511,7 +616,9 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     global_pools: ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"),
     resize: ("Resize",), grid_sample: ("GridSample",),
     quantize_linear: ("QuantizeLinear", "DequantizeLinear"), dynamic_quantize: ("DynamicQuantizeLinear",),
-    matmul_integer: ("MatMulInteger",), attention: ("Attention",), rotary: ("RotaryEmbedding",),
+    matmul_integer: ("MatMulInteger",), qlinear_matmul: ("QLinearMatMul",),
+    integer_conv: ("ConvInteger", "QLinearConv"), qlinear_binary: ("QLinearAdd", "QLinearMul"),
+    attention: ("Attention",), rotary: ("RotaryEmbedding",),
     contrib_gelu_norms: ("FastGelu", "BiasGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"),
     recurrent: ("LSTM", "GRU", "RNN"), contrib_unary: ("Gelu", "QuickGelu"), matmul_nbits: ("MatMulNBits",),
     multi_head_attention: ("MultiHeadAttention",), group_query_attention: ("GroupQueryAttention",),
