@@ -326,3 +326,69 @@ def test_qlinear_add_rounding(ep_devices, dtype, shapes):
             feeds[name] = _ints(rng, (), dtype)
         feeds = {k: np.asarray(v) for k, v in feeds.items()}
         np.testing.assert_array_equal(session.run(None, feeds)[0], cpu.run(None, feeds)[0])
+
+
+# ---- a QOperator model from ORT's quantizer --------------------------------------------------------------------
+
+def _small_cnn(seed: int = 0) -> onnx.ModelProto:
+    """A stride-2 stem, a depthwise and a pointwise conv, a residual Add, a Mul, a classifier MatMul: the ops a
+    mobile CNN quantizes to."""
+    rng = np.random.default_rng(seed)
+
+    def weight(name: str, shape: tuple[int, ...], scale: float | None = None):
+        scale = scale if scale is not None else 1 / np.sqrt(np.prod(shape[1:]))
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    inits = [weight("w1", (16, 3, 3, 3)), weight("b1", (16,), 0.1), weight("w2", (16, 1, 3, 3)),
+             weight("b2", (16,), 0.1), weight("w3", (32, 16, 1, 1)), weight("b3", (32,), 0.1),
+             weight("w4", (32, 32, 3, 3)), weight("b4", (32,), 0.1), weight("w5", (32, 32, 1, 1)),
+             weight("b5", (32,), 0.1), weight("fc", (32 * 4 * 4, 10)), weight("fcb", (10,), 0.1),
+             numpy_helper.from_array(np.array([1, -1], np.int64), "shape")]
+    node = helper.make_node
+    nodes = [node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]), node("Relu", ["c1"], ["r1"]),
+             node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=16), node("Relu", ["c2"], ["r2"]),
+             node("Conv", ["r2", "w3", "b3"], ["c3"]), node("Relu", ["c3"], ["r3"]),
+             node("Conv", ["r3", "w4", "b4"], ["c4"], pads=[1, 1, 1, 1], strides=[2, 2]), node("Relu", ["c4"], ["r4"]),
+             node("Conv", ["r4", "w5", "b5"], ["c5"]), node("Add", ["c5", "r4"], ["a5"]), node("Relu", ["a5"], ["r5"]),
+             node("Mul", ["r5", "r4"], ["m5"]), node("Reshape", ["m5", "shape"], ["flat"]),
+             node("MatMul", ["flat", "fc"], ["mm"]), node("Add", ["mm", "fcb"], ["y"])]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("per_channel,weight_type", [(True, "QInt8"), (False, "QUInt8")])
+def test_qoperator_model_from_orts_quantizer(ep_devices, tmp_path, per_channel, weight_type):
+    """A small CNN quantized by ORT's quantize_static in the QOperator format (QLinearConv, QLinearAdd,
+    QLinearMul, QLinearMatMul between QuantizeLinear and DequantizeLinear): every node on vkep, the same top-1 as
+    the CPU EP and outputs within two quantization steps of its own. Weights are 7-bit (reduce_range, ORT's
+    advice for x86-64 without VNNI, where the CPU EP saturates uint8 x int8 sums: module docstring)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    src, dst = tmp_path / "float.onnx", tmp_path / "qop.onnx"
+    onnx.save(_small_cnn(), src)
+
+    def image(seed: int) -> dict[str, np.ndarray]:
+        return {"x": np.random.default_rng(seed).standard_normal((1, 3, 16, 16)).astype(np.float32)}
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([image(s) for s in range(16)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QOperator, per_channel=per_channel,
+                    activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type), reduce_range=True)
+    model = onnx.load(dst)
+    ops = [n.op_type for n in model.graph.node]
+    assert {"QLinearConv", "QLinearAdd", "QLinearMul", "QLinearMatMul"} <= set(ops), ops
+    session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    placed = runner.placement(session)
+    assert [ep for _, _, ep in placed] == [VKEP] * len(placed), placed
+    out_scale = next(numpy_helper.to_array(t) for t in model.graph.initializer
+                     if t.name == next(n for n in model.graph.node if n.op_type == "DequantizeLinear").input[1])
+    for seed in range(100, 104):
+        got, want = session.run(None, image(seed))[0], cpu.run(None, image(seed))[0]
+        np.testing.assert_allclose(got, want, rtol=0, atol=2 * float(out_scale) + 1e-7)
+        assert got.argmax() == want.argmax()
