@@ -91,8 +91,10 @@ def test_qdq_model_from_orts_quantizer(ep_devices, tmp_path):
         def get_next(self):
             return next(self.batches, None)
 
+    # 7-bit weights (reduce_range): the CPU EP fuses Q/DQ into uint8 x int8 kernels that saturate on x86-64
+    # without VNNI (tests/test_qlinear.py's docstring)
     quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=True)
     qdq = onnx.load(dst)
     session, cpu = runner.vkep_session(qdq), runner.cpu_session(qdq)
     placed = [ep for _, _, ep in runner.placement(session)]
@@ -127,16 +129,18 @@ def test_dynamic_quantize_linear(ep_devices, shape, offset):
 @pytest.mark.parametrize("a_shape,b_shape", [((5, 12), (12, 7)), ((2, 3, 16), (16, 4)), ((2, 3, 8), (2, 8, 5))])
 def test_matmul_integer(ep_devices, a_type, b_type, zero_points, a_shape, b_shape):
     rng = np.random.default_rng(0)
-    info_a, info_b = np.iinfo(a_type), np.iinfo(b_type)
-    feeds = {"a": rng.integers(info_a.min, info_a.max + 1, a_shape).astype(a_type),
-             "b": rng.integers(info_b.min, info_b.max + 1, b_shape).astype(b_type)}
+    a_lo, a_hi = np.iinfo(a_type).min, np.iinfo(a_type).max
+    # int8 times uint8 in [-64, 63], where the CPU EP's AVX2 sums do not saturate (tests/test_qlinear.py)
+    b_lo, b_hi = (-64, 63) if a_type != b_type else (np.iinfo(b_type).min, np.iinfo(b_type).max)
+    feeds = {"a": rng.integers(a_lo, a_hi + 1, a_shape).astype(a_type),
+             "b": rng.integers(b_lo, b_hi + 1, b_shape).astype(b_type)}
     names = ["a", "b"]
     if zero_points != "none":
         if zero_points == "per_row_col" and len(a_shape) > 2:
             pytest.skip("per-row zero points are for a 2-D A")
         m, n = a_shape[-2], b_shape[-1]
-        feeds["azp"] = rng.integers(info_a.min, info_a.max + 1, (m,) if zero_points == "per_row_col" else ()).astype(a_type)
-        feeds["bzp"] = rng.integers(info_b.min, info_b.max + 1, (n,) if zero_points == "per_row_col" else ()).astype(b_type)
+        feeds["azp"] = rng.integers(a_lo, a_hi + 1, (m,) if zero_points == "per_row_col" else ()).astype(a_type)
+        feeds["bzp"] = rng.integers(b_lo, b_hi + 1, (n,) if zero_points == "per_row_col" else ()).astype(b_type)
         names += ["azp", "bzp"]
     node = helper.make_node("MatMulInteger", names, ["y"])
     graph = helper.make_graph([node], "mmi", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype),
@@ -162,7 +166,7 @@ def test_model_from_orts_dynamic_quantizer(ep_devices, tmp_path):
     model = models.bert_encoder()
     src, dst = tmp_path / "float.onnx", tmp_path / "dynamic.onnx"
     onnx.save(model, src)
-    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, reduce_range=True)  # (as above)
     quantized = onnx.load(dst)
     ops = {n.op_type for n in quantized.graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops, ops
