@@ -63,12 +63,35 @@ def test_dequantize_int32(ep_devices):
     _check(_model("DequantizeLinear", 19, TensorProto.INT32, scale, None, None, x.shape), {"x": x})
 
 
-def test_blocked_quantization_stays_on_the_cpu_ep(ep_devices):
-    scale = np.full((2, 2), 0.1, np.float32)
-    model = _model("DequantizeLinear", 21, TensorProto.INT8, scale, None, 1, [2, 4])
-    model.graph.node[0].attribute.append(helper.make_attribute("block_size", 2))
-    session = runner.vkep_session(model)
-    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+@pytest.mark.parametrize("op", ["QuantizeLinear", "DequantizeLinear"])
+@pytest.mark.parametrize("zp_type", [np.uint8, np.int8, None])
+@pytest.mark.parametrize("float_type", [np.float32, np.float16])
+@pytest.mark.parametrize("shape,axis,block", [((4, 10), 1, 4), ((6, 5), 0, 2), ((2, 7, 3), -2, 3), ((3, 8), 1, 1),
+                                              ((2, 3, 9), 2, 32)])
+def test_blocked_quantization(ep_devices, op, zp_type, float_type, shape, axis, block):
+    """Opset 21's block_size: a scale (and zero point) per block along the axis, the last block short; values on
+    rounding boundaries, past saturation, past int32, infinite and NaN (the lowest value, as the CPU EP)."""
+    rng = np.random.default_rng(block)
+    pshape = list(shape)
+    pshape[axis] = -(-shape[axis] // block)
+    scale = rng.uniform(0.01, 0.2, pshape).astype(float_type)
+    zp = None
+    if zp_type is not None:
+        info = np.iinfo(zp_type)
+        zp = rng.integers(info.min, info.max + 1, pshape).astype(zp_type)
+    q_type = np.dtype(zp_type or np.uint8)
+    if op == "QuantizeLinear":
+        x = (rng.standard_normal(shape) * 10).astype(float_type)
+        flat = x.reshape(-1)
+        flat[:10] = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 1e4, -1e4, 6e4 if float_type == np.float16 else 3e9, np.inf,
+                              np.nan])
+        x_type = TensorProto.FLOAT if float_type == np.float32 else TensorProto.FLOAT16
+    else:
+        x = rng.integers(np.iinfo(q_type).min, np.iinfo(q_type).max + 1, shape).astype(q_type)
+        x_type = TensorProto.UINT8 if q_type == np.uint8 else TensorProto.INT8
+    model = _model(op, 21, x_type, scale, zp, axis, list(shape))
+    model.graph.node[0].attribute.append(helper.make_attribute("block_size", block))
+    _check(model, {"x": x})
 
 
 def test_qdq_model_from_orts_quantizer(ep_devices, tmp_path):

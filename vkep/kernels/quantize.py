@@ -32,12 +32,13 @@ BINARY_RANK = 4  # qlinear_binary.comp's broadcast rank
 
 class QuantizeLinear(Kernel):
     """x's type is the scale's on the float side; the zero point's (or output_dtype, or uint8) on the
-    integer side. Blocked quantization (block_size) stays on the CPU EP."""
+    integer side. Per tensor, per axis, or blocked (block_size: the scale is x's shape with the axis
+    divided into blocks)."""
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        if attrs.get("block_size", 0):
-            return f"block_size={attrs['block_size']} (blocked quantization)"
+        if attrs.get("block_size", 0) < 0:
+            return f"block_size={attrs['block_size']}"
         if attrs.get("output_dtype", 0) not in (0, *ONNX_8BIT):
             return f"output_dtype={attrs['output_dtype']}"
         return None
@@ -54,7 +55,17 @@ class QuantizeLinear(Kernel):
             wanted = self.attrs.get("output_dtype", 0)
             if wanted and wanted != {"float32": 1, "float16": 10}.get(out):
                 raise UnsupportedError(f"DequantizeLinear: output_dtype {wanted} with {out} scales")
-        if scale.size == 1:
+        block = self.attrs.get("block_size", 0)
+        blocks = 0
+        if block:
+            axis = axis_in(self.attrs.get("axis", 1), len(x.shape), self.spec.op)
+            blocks = -(-x.shape[axis] // block)
+            want = x.shape[:axis] + (blocks,) + x.shape[axis + 1:]
+            if scale.shape != want or (zp is not None and zp.shape != scale.shape):
+                raise UnsupportedError(f"{self.spec.op}: scale {scale.shape} for blocks of {block} along axis "
+                                       f"{axis} of {x.shape}")
+            div, mod = math.prod(x.shape[axis + 1:]), x.shape[axis]
+        elif scale.size == 1:
             div = mod = 1
         else:
             axis = axis_in(self.attrs.get("axis", 1), len(x.shape), self.spec.op)
@@ -63,14 +74,15 @@ class QuantizeLinear(Kernel):
             div, mod = math.prod(x.shape[axis + 1:]), x.shape[axis]
         y = call.output(0, x.shape, out)
         if x.size:
-            dispatch_quantize(call, self.constants[0], x, scale, zp, y, div, mod)
+            dispatch_quantize(call, self.constants[0], x, scale, zp, y, div, mod, block, blocks)
 
 
 def dispatch_quantize(call, mode: int, x: Tensor, scale: Tensor, zp: Tensor | None, y: Tensor, div: int,
-                      mod: int) -> None:
-    """quantize.comp over x: scale and zero point of element g at (g / div) % mod."""
+                      mod: int, block: int = 0, blocks: int = 0) -> None:
+    """quantize.comp over x: scale and zero point of element g at (g / div) % mod, or of its block (block > 0)."""
     call.dispatch("quantize.comp", (shader_dtype(x), shader_dtype(y)), (mode,), [x, scale, zp, y],
-                  pack("3I", x.size, div, mod), grid_1d(x.size, 256), [t for t in (x, scale, zp) if t is not None], [y])
+                  pack("5I", x.size, div, mod, block, blocks), grid_1d(x.size, 256),
+                  [t for t in (x, scale, zp) if t is not None], [y])
 
 
 class DynamicQuantizeLinear(Kernel):
