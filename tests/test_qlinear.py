@@ -16,6 +16,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
+import vkep
 from vkep import runner
 
 VKEP = "VulkanExecutionProvider"
@@ -388,7 +389,41 @@ def test_qoperator_model_from_orts_quantizer(ep_devices, tmp_path, per_channel, 
     assert [ep for _, _, ep in placed] == [VKEP] * len(placed), placed
     out_scale = next(numpy_helper.to_array(t) for t in model.graph.initializer
                      if t.name == next(n for n in model.graph.node if n.op_type == "DequantizeLinear").input[1])
+    before = None
     for seed in range(100, 104):
         got, want = session.run(None, image(seed))[0], cpu.run(None, image(seed))[0]
         np.testing.assert_allclose(got, want, rtol=0, atol=2 * float(out_scale) + 1e-7)
         assert got.argmax() == want.argmax()
+        before = vkep.stats()["process"]["nodes_replayed_natively"] if before is None else before
+    # after the first run every node but the feed's reader and the output's writer replays natively
+    # (tests/test_models.py)
+    assert vkep.stats()["process"]["nodes_replayed_natively"] - before >= 3 * (len(placed) - 2)
+
+
+def _placed(model) -> set[str]:
+    return {ep for _, _, ep in runner.placement(runner.vkep_session(model))}
+
+
+def test_what_stays_on_the_cpu_ep(ep_devices):
+    """Declined at GetCapability (the node runs on the CPU EP, or fails there as the CPU EP fails it): 3-D
+    convolutions, dilations with SAME padding (the CPU EP refuses them), per-row QLinearMatMul A parameters
+    (the CPU EP takes them per tensor only), a QLinearAdd broadcast that does not collapse to rank 4."""
+    rng = np.random.default_rng(0)
+    x = _ints(rng, (1, 2, 4, 4, 4), "uint8")
+    assert _placed(_model("ConvInteger", {"x": x}, {"w": _ints(rng, (3, 2, 2, 2, 2), "uint8")})) == {"CPUExecutionProvider"}
+    x = _ints(rng, (1, 2, 8, 8), "uint8")
+    model = _model("ConvInteger", {"x": x}, {"w": _ints(rng, (3, 2, 3, 3), "uint8")}, dilations=[2, 2],
+                   auto_pad="SAME_UPPER")
+    assert _placed(model) == {"CPUExecutionProvider"}
+    a = _ints(rng, (4, 6), "uint8")
+    consts = {"a_scale": _scale(rng, (4, 1)), "a_zp": _ints(rng, (4, 1), "uint8"), "b": _ints(rng, (6, 3), "uint8"),
+              "b_scale": _scale(rng), "b_zp": _ints(rng, (), "uint8"), "y_scale": _scale(rng),
+              "y_zp": _ints(rng, (), "uint8")}
+    assert _placed(_model("QLinearMatMul", {"a": a}, consts)) == {"CPUExecutionProvider"}
+    a, b = _ints(rng, (2, 1, 2, 1, 2), "uint8"), _ints(rng, (1, 2, 1, 2, 1), "uint8")
+    params = {"a_scale": _scale(rng), "a_zp": _ints(rng, (), "uint8"), "b": b, "b_scale": _scale(rng),
+              "b_zp": _ints(rng, (), "uint8"), "c_scale": _scale(rng), "c_zp": _ints(rng, (), "uint8")}
+    assert _placed(_model("QLinearAdd", {"a": a}, params, domain=MS)) == {"CPUExecutionProvider"}
+    # the same broadcast at rank 4 collapses and runs on vkep
+    params["b"] = b.reshape(2, 1, 2, 1)
+    _run(_model("QLinearAdd", {"a": a.reshape(2, 1, 2, 2)}, params, domain=MS), {"a": a.reshape(2, 1, 2, 2)})
