@@ -341,13 +341,15 @@ def integer_conv(rng) -> Case | None:
     w = _q(rng, [mg * group, cg] + kernel, wt, mixed)
     m = mg * group
     if op == "ConvInteger":
-        names, consts = ["x0", "w"], {"w": w}
-        if rng.random() < 0.7:
+        names, consts = ["x0", "w", "", ""], {"w": w}
+        if rng.random() < 0.6:
             consts["xz"] = _q(rng, [], xt, mixed)  # (the padding holds it too: in range as well)
-            names.append("xz")
-            if rng.random() < 0.7:
-                consts["wz"] = _q(rng, [], wt, mixed)
-                names.append("wz")
+            names[2] = "xz"
+        if rng.random() < 0.6:
+            consts["wz"] = _q(rng, [], wt, mixed)
+            names[3] = "wz"
+        while names[-1] == "":
+            names.pop()
         return Case(op, 10, [x], attrs, consts, names=names)
     per_channel = rng.random() < 0.5
     w_scale = _qscale(rng, [m] if per_channel else [])
