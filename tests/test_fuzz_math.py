@@ -307,11 +307,14 @@ def qlinear_matmul(rng) -> Case:
     y_scale = np.asarray(a_scale * b_scale.max(initial=0) * np.sqrt(k) * 10 ** rng.uniform(0.5, 3.5), np.float32)
     consts = {"as": a_scale, "az": _q(rng, [], at), "b": b, "bs": b_scale, "bz": _q(rng, pshape, bt, mixed),
               "ys": y_scale, "yz": _q(rng, [], at)}
+    opset = int(rng.choice([10, 21]))
+    if opset == 21 and rng.random() < 0.3:  # float16 scales
+        consts.update({k: consts[k].astype(np.float16) for k in ("as", "bs", "ys")})
     inputs, names = [a], ["x0", "as", "az", "b", "bs", "bz", "ys", "yz"]
     if rng.random() < 0.3:  # B computed at run time
         inputs.append(consts.pop("b"))
         names[3] = "x1"
-    return Case("QLinearMatMul", int(rng.choice([10, 21])), inputs, consts=consts, names=names)
+    return Case("QLinearMatMul", opset, inputs, consts=consts, names=names)
 
 
 def integer_conv(rng) -> Case | None:

@@ -130,6 +130,24 @@ def test_qlinear_matmul(ep_devices, a_type, b_type, per_column, opset, a_shape, 
 
 
 @pytest.mark.parametrize("a_type,b_type", QLINEAR_TYPES)
+@pytest.mark.parametrize("per_column", [False, True])
+def test_qlinear_matmul_float16_scales(ep_devices, a_type, b_type, per_column):
+    """Opset 21's float16 scales: the CPU EP widens them to float32 and requantizes as with float32 ones."""
+    rng = np.random.default_rng(21)
+    lo, hi = (-64, 63) if a_type != b_type else (None, None)
+    a, b = _ints(rng, (3, 5, 24), a_type), _ints(rng, (24, 6), b_type, lo, hi)
+    pshape = (6,) if per_column else ()
+    consts = {"a_scale": _scale(rng).astype(np.float16), "a_zp": _ints(rng, (), a_type), "b": b,
+              "b_scale": _scale(rng, pshape).astype(np.float16), "b_zp": _ints(rng, pshape, b_type, lo, hi),
+              "y_scale": (_scale(rng) * 20).astype(np.float16), "y_zp": _ints(rng, (), a_type)}
+    model = _model("QLinearMatMul", {"a": a}, consts, 21)
+    want = _reference_qlinear_matmul(a, *(v.astype(np.float32) if v.dtype == np.float16 else v
+                                          for v in consts.values()))
+    np.testing.assert_array_equal(runner.cpu_session(model).run(None, {"a": a})[0], want)
+    _run(model, {"a": a})
+
+
+@pytest.mark.parametrize("a_type,b_type", QLINEAR_TYPES)
 def test_qlinear_matmul_edges(ep_devices, a_type, b_type):
     """Zero points at their extremes, outputs saturating both ways, values on rounding boundaries, and
     B computed at run time (a graph input); full-range uint8 x int8 against numpy's exact sums."""

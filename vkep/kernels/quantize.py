@@ -164,7 +164,8 @@ class MatMulInteger(Kernel):
             constants = (int(a.dtype == "int8"), int(b.dtype == "int8"), requant, int(out_type == "int8"))
             tail = pack("11I", m, n, k, batches, a_stride, b_stride, a_zp_step, *bzp_steps, *bs_steps)
             addresses = [a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp]
-            call.dispatch(self.spec.shader, "uint8", constants, addresses, tail, grid_1d(y.size, 64),
+            variant = shader_dtype(a_scale) if requant else "uint8"  # (the scales' type: float32 or float16)
+            call.dispatch(self.spec.shader, variant, constants, addresses, tail, grid_1d(y.size, 64),
                           [t for t in addresses if t is not None and t is not y], [y])
 
 

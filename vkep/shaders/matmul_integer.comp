@@ -3,7 +3,8 @@
 // QLinearMatMul (REQUANT 1): that sum requantized to 8 bits with the multiplier a_scale * b_scale / y_scale
 // (requantize.glsl). A and B 8-bit (A_SIGNED / B_SIGNED: int8, else uint8). a_zp absent, scalar or per row of
 // A (a_zp_step 1); b_zp and b_scale absent, scalar or per column of B (*_step 1), and per batch of B
-// (*_batch_step n); a batch stride of 0 shares A or B across the batches. One invocation per output.
+// (*_batch_step n); a batch stride of 0 shares A or B across the batches. One invocation per output. The
+// variant (DTYPE) is the scales' type, float32 or float16 (QLinearMatMul 21).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "requantize.glsl"
@@ -37,8 +38,8 @@ void main() {
         Ints(pc.y).v[i] = acc;
         return;
     }
-    float b_scale = RqFloats(pc.b_scale).v[batch * pc.bs_batch_step + col * pc.bs_step];
-    float mult = rq_multiplier(RqFloats(pc.a_scale).v[0], b_scale, RqFloats(pc.y_scale).v[0]);
+    float b_scale = LOAD(Tensor(pc.b_scale), batch * pc.bs_batch_step + col * pc.bs_step);
+    float mult = rq_multiplier(LOAD(Tensor(pc.a_scale), 0), b_scale, LOAD(Tensor(pc.y_scale), 0));
     int yzp = pc.yzp != 0 ? rq_byte(pc.yzp, 0, Y_SIGNED != 0) : 0;
     RqBytes(pc.y).v[i] = uint8_t(requantize(acc, mult, yzp, Y_SIGNED != 0) & 0xff);
 }
