@@ -264,7 +264,8 @@ class QLinearBinary(Kernel):
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        return declines_rank(spec, [input_ranks[0], input_ranks[3]], BINARY_RANK)
+        ranks = padded(input_ranks, 4)
+        return declines_rank(spec, [ranks[0], ranks[3]], BINARY_RANK)
 
     def compute(self, call) -> None:
         a, a_scale, azp, b, b_scale, bzp, c_scale, czp = padded(call.inputs, 8)
