@@ -327,6 +327,8 @@ def integer_conv(rng) -> Case | None:
     group, cg, mg = (int(rng.integers(1, 4)) for _ in range(3))
     if rng.random() < 0.2:
         cg, mg = 1, 1  # depthwise
+    elif rng.random() < 0.2:
+        mg = int(rng.integers(4, 40))  # conv_integer.comp's wider channel blocks, some partly used
     batch = int(rng.integers(0, 3)) if rng.random() < 0.1 else int(rng.integers(1, 3))
     kernel = [int(rng.integers(1, 4)) for _ in range(nd)]
     attrs: dict = {"group": group}

@@ -1,6 +1,6 @@
 #version 450
 // ConvInteger (REQUANT 0: int32 Y) and QLinearConv (REQUANT 1: 8-bit Y requantized as requantize.glsl says)
-// over NCHW with 1 or 2 spatial dims (1-D as H = 1): one invocation per output, summing
+// over NCHW with 1 or 2 spatial dims (1-D as H = 1): each output sums
 // (X - x_zp) * (W - w_zp) over the group's input channels and the kernel's taps in int32 (the padding adds
 // nothing: ORT pads with the zero point), plus QLinearConv's int32 bias. X and W are 8-bit (X_SIGNED /
 // W_SIGNED: int8, else uint8); w_zp and w_scale scalar or per output channel (their *_step 1); a zero
@@ -9,6 +9,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "requantize.glsl"
+#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint REQUANT = 0;
@@ -26,42 +27,70 @@ layout(push_constant, scalar) uniform Push {
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Ints { int v[]; };
 
+// Each invocation computes a TM x TN block: TM output channels of one group by TN neighbouring output pixels
+// of one row, so that every input byte it loads serves TM channels and every weight TN pixels (timings in
+// vkep/kernels/quantize.py).
+layout(constant_id = 4) const uint TM = 16;  // 1, 4 or 16 (fewer where a group has fewer channels)
+const uint TN = 8;  // CONV_TN in vkep/kernels/quantize.py
+
 void main() {
     uint i = flat_index(64);
     uint ih = pc.in_hw >> 16, iw = pc.in_hw & 0xffffu, oh = pc.out_hw >> 16, ow = pc.out_hw & 0xffffu;
-    uint pixels = oh * ow;
-    if (i >= pc.m * pixels) return;
-    uint batch = gl_WorkGroupID.z, oc = i / pixels, p = i % pixels;
-    uint kh = pc.kernel >> 16, kw = pc.kernel & 0xffffu;
-    int h0 = int((p / ow) * (pc.stride >> 16)) - int(pc.pad >> 16);
-    int w0 = int((p % ow) * (pc.stride & 0xffffu)) - int(pc.pad & 0xffffu);
-    uint dh = pc.dilation >> 16, dw = pc.dilation & 0xffffu;
-    int xzp = pc.xzp != 0 ? rq_byte(pc.xzp, 0, X_SIGNED != 0) : 0;
-    int wzp = pc.wzp != 0 ? rq_byte(pc.wzp, (pc.steps & 1u) != 0 ? oc : 0, W_SIGNED != 0) : 0;
-    uint c0 = (oc / pc.mg) * pc.cg, channels = pc.cg * (uint(pc.m / pc.mg));
-    uint x_base = (batch * channels + c0) * ih * iw, w_base = oc * pc.cg * kh * kw;
-    int acc = 0;
+    uint m_tiles = (pc.mg + TM - 1) / TM, w_tiles = (ow + TN - 1) / TN, groups = pc.m / pc.mg;
+    if (i >= groups * m_tiles * oh * w_tiles) return;
+    uint wt = i % w_tiles, row = (i / w_tiles) % oh, mt = (i / (w_tiles * oh)) % m_tiles;
+    uint g = i / (w_tiles * oh * m_tiles), batch = gl_WorkGroupID.z;
+    uint kh = pc.kernel >> 16, kw = pc.kernel & 0xffffu, taps = kh * kw;
+    uint sh = pc.stride >> 16, sw = pc.stride & 0xffffu, dh = pc.dilation >> 16, dw = pc.dilation & 0xffffu;
+    int h0 = int(row * sh) - int(pc.pad >> 16);
+    int w0 = int(wt * TN * sw) - int(pc.pad & 0xffffu);
+    bool xs = X_SIGNED != 0, ws = W_SIGNED != 0;
+    int xzp = pc.xzp != 0 ? rq_byte(pc.xzp, 0, xs) : 0;
+    uint oc[TM];
+    int wzp[TM];
+    [[unroll]] for (uint j = 0; j < TM; ++j) {
+        oc[j] = g * pc.mg + min(mt * TM + j, pc.mg - 1);  // (past the group's last channel: computed, not stored)
+        wzp[j] = pc.wzp != 0 ? rq_byte(pc.wzp, (pc.steps & 1u) != 0 ? oc[j] : 0, ws) : 0;
+    }
+    uint x_base = (batch * groups * pc.cg + g * pc.cg) * ih * iw;
+    int acc[TM][TN];
+    [[unroll]] for (uint j = 0; j < TM; ++j)
+        [[unroll]] for (uint k = 0; k < TN; ++k) acc[j][k] = 0;
     for (uint c = 0; c < pc.cg; ++c) {
         for (uint r = 0; r < kh; ++r) {
             int h = h0 + int(r * dh);
             if (uint(h) >= ih) continue;
+            uint x_row = x_base + (c * ih + uint(h)) * iw;
             for (uint s = 0; s < kw; ++s) {
-                int w = w0 + int(s * dw);
-                if (uint(w) >= iw) continue;
-                int xv = rq_byte(pc.x, x_base + (c * ih + uint(h)) * iw + uint(w), X_SIGNED != 0);
-                int wv = rq_byte(pc.w, w_base + (c * kh + r) * kw + s, W_SIGNED != 0);
-                acc += (xv - xzp) * (wv - wzp);
+                int xv[TN], wv[TM];
+                [[unroll]] for (uint k = 0; k < TN; ++k) {  // the padding adds nothing (ORT pads with x_zp)
+                    int w = w0 + int(k * sw + s * dw);
+                    xv[k] = uint(w) < iw ? rq_byte(pc.x, x_row + uint(w), xs) - xzp : 0;
+                }
+                [[unroll]] for (uint j = 0; j < TM; ++j)
+                    wv[j] = rq_byte(pc.w, (oc[j] * pc.cg + c) * taps + r * kw + s, ws) - wzp[j];
+                [[unroll]] for (uint j = 0; j < TM; ++j)
+                    [[unroll]] for (uint k = 0; k < TN; ++k) acc[j][k] += wv[j] * xv[k];
             }
         }
     }
-    uint o = batch * pc.m * pixels + i;
-    if (REQUANT == 0) {
-        Ints(pc.y).v[o] = acc;
-        return;
-    }
-    if (pc.bias != 0) acc += Ints(pc.bias).v[oc];
-    float mult = rq_multiplier(RqFloats(pc.xs).v[0], RqFloats(pc.ws).v[(pc.steps & 2u) != 0 ? oc : 0],
-                               RqFloats(pc.ys).v[0]);
+    float y_scale = REQUANT != 0 ? RqFloats(pc.ys).v[0] : 0.0, x_scale = REQUANT != 0 ? RqFloats(pc.xs).v[0] : 0.0;
     int yzp = pc.yzp != 0 ? rq_byte(pc.yzp, 0, Y_SIGNED != 0) : 0;
-    RqBytes(pc.y).v[o] = uint8_t(requantize(acc, mult, yzp, Y_SIGNED != 0) & 0xff);
+    [[unroll]] for (uint j = 0; j < TM; ++j) {
+        if (mt * TM + j >= pc.mg) break;
+        uint o = (batch * pc.m + oc[j]) * oh * ow + row * ow + wt * TN;
+        float mult = 0.0;
+        int bias = 0;
+        if (REQUANT != 0) {
+            mult = rq_multiplier(x_scale, RqFloats(pc.ws).v[(pc.steps & 2u) != 0 ? oc[j] : 0], y_scale);
+            bias = pc.bias != 0 ? Ints(pc.bias).v[oc[j]] : 0;
+        }
+        [[unroll]] for (uint k = 0; k < TN; ++k) {
+            if (wt * TN + k >= ow) break;
+            if (REQUANT == 0)
+                Ints(pc.y).v[o + k] = acc[j][k];
+            else
+                RqBytes(pc.y).v[o + k] = uint8_t(requantize(acc[j][k] + bias, mult, yzp, Y_SIGNED != 0) & 0xff);
+        }
+    }
 }
