@@ -113,7 +113,7 @@ QLINEAR_TYPES = [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8")]  # wha
 @pytest.mark.parametrize("per_column", [False, True])
 @pytest.mark.parametrize("opset", [10, 21])
 @pytest.mark.parametrize("a_shape,b_shape", [((5, 12), (12, 7)), ((2, 3, 16), (16, 4)), ((2, 3, 8), (2, 8, 5)),
-                                             ((1, 64), (64, 32))])
+                                             ((1, 64), (64, 32)), ((2, 37, 70), (70, 45))])
 def test_qlinear_matmul(ep_devices, a_type, b_type, per_column, opset, a_shape, b_shape):
     rng = np.random.default_rng(len(a_shape) * 10 + opset)
     n = b_shape[-1]

@@ -3,11 +3,12 @@
 // QLinearMatMul (REQUANT 1): that sum requantized to 8 bits with the multiplier a_scale * b_scale / y_scale
 // (requantize.glsl). A and B 8-bit (A_SIGNED / B_SIGNED: int8, else uint8). a_zp absent, scalar or per row of
 // A (a_zp_step 1); b_zp and b_scale absent, scalar or per column of B (*_step 1), and per batch of B
-// (*_batch_step n); a batch stride of 0 shares A or B across the batches. One invocation per output. The
-// variant (DTYPE) is the scales' type, float32 or float16 (QLinearMatMul 21).
+// (*_batch_step n); a batch stride of 0 shares A or B across the batches. The variant (DTYPE) is the scales'
+// type, float32 or float16 (QLinearMatMul 21).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "requantize.glsl"
+#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint A_SIGNED = 0;
@@ -24,22 +25,54 @@ layout(push_constant, scalar) uniform Push {
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Ints { int v[]; };
 
+// Each invocation computes a TM x TN block of one batch's output, so that every byte of A it loads serves TN
+// columns and every byte of B TM rows (TM_ROWS / TN_COLS in vkep/kernels/quantize.py).
+const uint TM = 8, TN = 16;
+
 void main() {
     uint i = flat_index(64);
-    if (i >= pc.batches * pc.m * pc.n) return;
-    uint col = i % pc.n, row = (i / pc.n) % pc.m, batch = i / (pc.m * pc.n);
-    int azp = pc.azp != 0 ? rq_byte(pc.azp, row * pc.a_zp_step, A_SIGNED != 0) : 0;
-    int bzp = pc.bzp != 0 ? rq_byte(pc.bzp, batch * pc.bzp_batch_step + col * pc.bzp_step, B_SIGNED != 0) : 0;
-    uint a_row = batch * pc.a_batch_stride + row * pc.k, b_base = batch * pc.b_batch_stride + col;
-    int acc = 0;
-    for (uint k = 0; k < pc.k; ++k)
-        acc += (rq_byte(pc.a, a_row + k, A_SIGNED != 0) - azp) * (rq_byte(pc.b, b_base + k * pc.n, B_SIGNED != 0) - bzp);
-    if (REQUANT == 0) {
-        Ints(pc.y).v[i] = acc;
-        return;
+    uint m_tiles = (pc.m + TM - 1) / TM, n_tiles = (pc.n + TN - 1) / TN;
+    if (i >= pc.batches * m_tiles * n_tiles) return;
+    uint nt = i % n_tiles, mt = (i / n_tiles) % m_tiles, batch = i / (n_tiles * m_tiles);
+    bool a_signed = A_SIGNED != 0, b_signed = B_SIGNED != 0;
+    uint rows[TM], cols[TN];
+    int azp[TM], bzp[TN];
+    [[unroll]] for (uint r = 0; r < TM; ++r) {
+        rows[r] = min(mt * TM + r, pc.m - 1);  // (past the last row or column: computed, not stored)
+        azp[r] = pc.azp != 0 ? rq_byte(pc.azp, rows[r] * pc.a_zp_step, a_signed) : 0;
     }
-    float b_scale = LOAD(Tensor(pc.b_scale), batch * pc.bs_batch_step + col * pc.bs_step);
-    float mult = rq_multiplier(LOAD(Tensor(pc.a_scale), 0), b_scale, LOAD(Tensor(pc.y_scale), 0));
+    [[unroll]] for (uint c = 0; c < TN; ++c) {
+        cols[c] = min(nt * TN + c, pc.n - 1);
+        bzp[c] = pc.bzp != 0 ? rq_byte(pc.bzp, batch * pc.bzp_batch_step + cols[c] * pc.bzp_step, b_signed) : 0;
+    }
+    uint a_base = batch * pc.a_batch_stride, b_base = batch * pc.b_batch_stride;
+    int acc[TM][TN];
+    [[unroll]] for (uint r = 0; r < TM; ++r)
+        [[unroll]] for (uint c = 0; c < TN; ++c) acc[r][c] = 0;
+    for (uint k = 0; k < pc.k; ++k) {
+        int av[TM], bv[TN];
+        [[unroll]] for (uint r = 0; r < TM; ++r) av[r] = rq_byte(pc.a, a_base + rows[r] * pc.k + k, a_signed) - azp[r];
+        [[unroll]] for (uint c = 0; c < TN; ++c) bv[c] = rq_byte(pc.b, b_base + k * pc.n + cols[c], b_signed) - bzp[c];
+        [[unroll]] for (uint r = 0; r < TM; ++r)
+            [[unroll]] for (uint c = 0; c < TN; ++c) acc[r][c] += av[r] * bv[c];
+    }
+    float a_scale = REQUANT != 0 ? LOAD(Tensor(pc.a_scale), 0) : 0.0;
+    float y_scale = REQUANT != 0 ? LOAD(Tensor(pc.y_scale), 0) : 0.0;
     int yzp = pc.yzp != 0 ? rq_byte(pc.yzp, 0, Y_SIGNED != 0) : 0;
-    RqBytes(pc.y).v[i] = uint8_t(requantize(acc, mult, yzp, Y_SIGNED != 0) & 0xff);
+    [[unroll]] for (uint c = 0; c < TN; ++c) {
+        if (nt * TN + c >= pc.n) break;
+        float mult = 0.0;
+        if (REQUANT != 0) {
+            float b_scale = LOAD(Tensor(pc.b_scale), batch * pc.bs_batch_step + cols[c] * pc.bs_step);
+            mult = rq_multiplier(a_scale, b_scale, y_scale);
+        }
+        [[unroll]] for (uint r = 0; r < TM; ++r) {
+            if (mt * TM + r >= pc.m) break;
+            uint o = (batch * pc.m + rows[r]) * pc.n + cols[c];
+            if (REQUANT == 0)
+                Ints(pc.y).v[o] = acc[r][c];
+            else
+                RqBytes(pc.y).v[o] = uint8_t(requantize(acc[r][c], mult, yzp, Y_SIGNED != 0) & 0xff);
+        }
+    }
 }
