@@ -199,13 +199,27 @@ CONVS = [
 CONV_TYPES = [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8"), ("int8", "uint8")]
 
 
+def _explicit_pads(x_shape, w_shape, attrs: dict) -> dict:
+    """The attributes with auto_pad resolved into pads, as ONNX defines SAME_UPPER / SAME_LOWER / VALID."""
+    attrs = dict(attrs)
+    auto_pad = attrs.pop("auto_pad", "NOTSET")
+    nd = len(x_shape) - 2
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        strides = attrs.get("strides", [1] * nd)
+        begin, end = [], []
+        for size, k, s in zip(x_shape[2:], w_shape[2:], strides, strict=True):
+            total = max(0, (-(-size // s) - 1) * s + k - size)
+            begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
+            end.append(total - begin[-1])
+        attrs["pads"] = begin + end
+    return attrs
+
+
 @pytest.mark.parametrize("x_type,w_type", CONV_TYPES)
 @pytest.mark.parametrize("zero_points", ["none", "x", "both", "per_channel"])
 @pytest.mark.parametrize("case", range(len(CONVS)))
 def test_conv_integer(ep_devices, x_type, w_type, zero_points, case):
     x_shape, w_shape, attrs = CONVS[case]
-    if zero_points == "per_channel" and "auto_pad" in attrs:
-        return  # (the numpy reference takes explicit pads; the other cases cover auto_pad)
     rng = np.random.default_rng(case)
     mixed = x_type != w_type  # one operand in [-64, 63] where the CPU EP is the reference (module docstring)
     # (the CPU EP pads X with its zero point: that too)
@@ -218,11 +232,10 @@ def test_conv_integer(ep_devices, x_type, w_type, zero_points, case):
     if zero_points in ("both", "per_channel"):
         consts["w_zp"] = _ints(rng, (w_shape[0],) if zero_points == "per_channel" else (), w_type, *w_range)
     model = _model("ConvInteger", {"x": x}, consts, **attrs)
-    reference = None
-    if "auto_pad" not in attrs:
-        reference = _reference_conv(x, w, consts.get("x_zp", 0), consts.get("w_zp", 0), **attrs).astype(np.int32)
-        if zero_points != "per_channel":  # (the CPU EP takes w_zp per tensor only)
-            np.testing.assert_array_equal(runner.cpu_session(model).run(None, {"x": x})[0], reference)
+    reference = _reference_conv(x, w, consts.get("x_zp", 0), consts.get("w_zp", 0),
+                                **_explicit_pads(x_shape, w_shape, attrs)).astype(np.int32)
+    if zero_points != "per_channel":  # (the CPU EP takes w_zp per tensor only)
+        np.testing.assert_array_equal(runner.cpu_session(model).run(None, {"x": x})[0], reference)
     _run(model, {"x": x}, reference)
 
 
@@ -257,9 +270,8 @@ def test_qlinear_conv(ep_devices, x_type, w_type, per_channel, bias, case):
     if bias:
         consts["b"] = _ints(rng, (m,), "int32", -20000, 20000)
     model = _model("QLinearConv", {"x": x}, consts, **attrs)
-    if "auto_pad" not in attrs:
-        reference = _reference_qlinear_conv(x, *consts.values(), **attrs)
-        np.testing.assert_array_equal(runner.cpu_session(model).run(None, {"x": x})[0], reference)
+    reference = _reference_qlinear_conv(x, *consts.values(), **_explicit_pads(x_shape, w_shape, attrs))
+    np.testing.assert_array_equal(runner.cpu_session(model).run(None, {"x": x})[0], reference)
     _run(model, {"x": x})
 
 
