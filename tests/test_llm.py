@@ -1,0 +1,101 @@
+"""An LLM end to end: a small int4 Llama decoder in the form ORT GenAI's model builder exports it
+(tools/tiny_llm.py), a 16-token prompt then greedy decode steps with the KV cache kept in vkep memory through
+IOBinding; every node on vkep, the tokens and logits the CPU EP's. And MatMulNBits' accuracy_level 4 (int8 A,
+what the builder writes for the CPU EP) against the CPU EP."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+import vkep
+from vkep import runner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import tiny_llm  # noqa: E402
+
+VULKAN = "VulkanExecutionProvider"
+STEPS = 16
+HOST_TRAFFIC = ("upload_bytes", "download_bytes", "staging_bytes", "device_copy_bytes")
+
+
+def _host_traffic() -> int:
+    stats = vkep.stats()[0]
+    return sum(stats[k] for k in HOST_TRAFFIC)
+
+
+@pytest.mark.parametrize("packed,shared,batch,accuracy", [(True, True, 1, 4), (False, False, 1, 4), (True, False, 2, 4),
+                                                          (False, True, 1, 0)],
+                         ids=["packed_qkv-shared_buffer", "separate_qkv-present_as_past", "batch2", "float32_A"])
+def test_tiny_llm_generates_the_cpu_eps_tokens(ep_devices, packed, shared, batch, accuracy):
+    """accuracy_level 4 (the builder's for the CPU EP) quantizes activations to int8: where an activation
+    lies within float32 rounding of a rounding boundary, vkep and the CPU EP may quantize it one step apart
+    (one element of a block off by max|a| / 127), which moves that step's logits by a few percent of their
+    spread. So logits agree to 1e-4 at most steps and within 5% of their spread at every step; the tokens
+    agree exactly. With float32 activations (accuracy_level 0) every step agrees to 1e-4."""
+    config = tiny_llm.Config(packed_qkv=packed, accuracy_level=accuracy)
+    model = tiny_llm.build(config)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    placed = runner.placement(session)
+    assert {ep for _, _, ep in placed} == {VULKAN}, [p for p in placed if p[2] != VULKAN]
+    ops = {op for _, op, _ in placed}
+    assert {"MatMulNBits", "GroupQueryAttention", "SkipSimplifiedLayerNormalization",
+            "SimplifiedLayerNormalization", "Gather", "Sigmoid"} <= ops, ops
+
+    prompt = tiny_llm.prompt_tokens(config, batch=batch)
+    generator = tiny_llm.Generator(session, config, tiny_llm.vkep_memory_info(ep_devices), shared=shared)
+    before = _host_traffic()
+    got = generator.generate(prompt, STEPS)
+    moved = _host_traffic() - before
+    cpu = tiny_llm.Generator(runner.cpu_session(model), config, shared=shared)
+    want = cpu.generate(prompt, STEPS)
+    close = 0
+    for step, (g, w) in enumerate(zip(generator.logits, cpu.logits, strict=True)):
+        close += np.allclose(g, w, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(g, w, rtol=0, atol=0.05 * w.std() if accuracy == 4 else 1e-4,
+                                   err_msg=f"step {step}")
+    assert close >= (STEPS * 3 // 4 if accuracy == 4 else STEPS), f"{close} of {STEPS} steps within 1e-4"
+    np.testing.assert_array_equal(got, want)
+    assert len(set(want.ravel().tolist())) > 3  # (a loop stuck on one token would prove little)
+    # the KV cache stays in vkep memory: what crossed to or from the host is at most the token ids, the
+    # attention mask and the logits of each step (nothing at all on a unified-memory device)
+    io = sum(batch * 8 * (n + (prompt.shape[1] + step)) + batch * n * config.vocab * 4
+             for step, n in enumerate([prompt.shape[1]] + [1] * (STEPS - 1)))
+    assert moved <= io, (moved, io)
+
+
+def _nbits_model(k: int, n: int, bits: int, block: int, zero_points: bool, accuracy_level: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    blocks = -(-k // block)
+    inits = [numpy_helper.from_array(rng.integers(0, 256, (n, blocks, block * bits // 8), dtype=np.uint8), "b"),
+             numpy_helper.from_array(rng.uniform(0.01, 0.1, (n, blocks)).astype(np.float32), "scales")]
+    if zero_points:
+        inits.append(numpy_helper.from_array(rng.integers(0, 256, (n, (blocks * bits + 7) // 8), dtype=np.uint8),
+                                             "zp"))
+    node = helper.make_node("MatMulNBits", ["a", "b", "scales"] + (["zp"] if zero_points else []), ["y"],
+                            domain=tiny_llm.MS, K=k, N=n, bits=bits, block_size=block, accuracy_level=accuracy_level)
+    graph = helper.make_graph([node], "nbits", [helper.make_tensor_value_info("a", 1, ["m", k])],
+                              [helper.make_tensor_value_info("y", 1, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(tiny_llm.MS, 1)],
+                             ir_version=10)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("k,block,zero_points", [(64, 32, False), (40, 16, True), (256, 128, True)])
+def test_matmul_nbits_int8_accuracy_as_the_cpu_ep(ep_devices, bits, k, block, zero_points):
+    """accuracy_level 4: A quantized to int8 per block as ORT's CPU EP does (MLAS CompInt8), within float32
+    rounding of the CPU EP's answer, and measurably off the float32 product (so that path really ran)."""
+    model = _nbits_model(k, 48, bits, block, zero_points, accuracy_level=4)
+    a = np.random.default_rng(1).standard_normal((5, k)).astype(np.float32)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VULKAN}
+    got = session.run(None, {"a": a})[0]
+    want = runner.cpu_session(model).run(None, {"a": a})[0]
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * scale)
+    exact = runner.cpu_session(_nbits_model(k, 48, bits, block, zero_points, accuracy_level=0)).run(None, {"a": a})[0]
+    assert np.abs(got - exact).max() > 1e-4 * scale
