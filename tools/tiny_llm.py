@@ -253,15 +253,21 @@ class Generator:
     memory, is bound as the past of step t + 1. Nothing of the cache goes through the host between steps;
     only the logits of the last position come back (argmax)."""
 
-    def __init__(self, session: ort.InferenceSession, config: Config, memory_info=None, shared: bool = True):
+    def __init__(self, session: ort.InferenceSession, config: Config, memory_info=None, shared: bool = True,
+                 device: str | None = None):
+        """`device`: instead of `memory_info`, a device name ORT's OrtValue knows (e.g. "webgpu")."""
         self.session, self.config, self.memory_info, self.shared = session, config, memory_info, shared
+        self.device = device
         self.names = [f"{i}.{kv}" for kv in ("key", "value") for i in range(config.layers)]
         self.logits: list[np.ndarray] = []  # the last position's logits of each step of the last generate()
 
     def _value(self, shape: list[int]) -> ort.OrtValue:
-        if self.memory_info is None:
+        if self.device is not None:
+            value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, self.device, 0)
+        elif self.memory_info is None:
             return ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32))
-        value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, memory_info=self.memory_info)
+        else:
+            value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, memory_info=self.memory_info)
         if self.shared:
             value.update_inplace(np.zeros(shape, np.float32))  # rows past the valid ones: zeros, as GenAI's
         return value
