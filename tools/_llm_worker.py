@@ -2,7 +2,7 @@
 is not vkep (ORT's WebGPU EP from .venv-webgpu, whose onnxruntime-webgpu wheel replaces the onnxruntime module).
 Depends on numpy, onnx and onnxruntime only.
 
-    python _llm_worker.py CONFIG_JSON [--provider WebGpuExecutionProvider] [--device webgpu] [--prompt N]
+    python _llm_worker.py CONFIG_JSON [--provider WebGpuExecutionProvider] [--device DEVICE] [--prompt N]
                           [--steps N] [--repeats N]
 
 Prints one JSON line on stdout: {"ort_version", "nodes_by_ep", "tokens", "prefill_s", "decode_s", ...}.
@@ -40,7 +40,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("config", help="tiny_llm.Config fields as JSON")
     ap.add_argument("--provider", default="WebGpuExecutionProvider")
-    ap.add_argument("--device", default="webgpu", help="OrtValue device for the KV cache ('' for CPU memory)")
+    # (IOBinding the presents to "webgpu" and feeding them back corrupts onnxruntime-webgpu 1.27's heap on
+    # Mesa 25 lavapipe: "corrupted double-linked list" in run_with_iobinding. So CPU memory by default.)
+    ap.add_argument("--device", default="", help="IOBinding device for the KV cache ('': CPU memory)")
     ap.add_argument("--prompt", type=int, default=16)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
@@ -60,7 +62,10 @@ def main() -> int:
         result["error"] = f"session creation failed: {type(e).__name__}: {str(e).strip()[:600]}"
         print(json.dumps(result))
         return 1
-    result["nodes_by_ep"] = assignment_info(session) or placement_from_log(model, args.provider)
+    # (onnxruntime-webgpu 1.27 records only the CPU EP's nodes: ORT's verbose log has them all)
+    placed = assignment_info(session)
+    logged = placement_from_log(model, args.provider)
+    result["nodes_by_ep"] = logged if sum(logged.values()) > sum(placed.values()) else placed
     prompt = tiny_llm.prompt_tokens(config, length=args.prompt)
     generator = tiny_llm.Generator(session, config, device=args.device or None)
     try:

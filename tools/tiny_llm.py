@@ -250,24 +250,22 @@ class Generator:
     """Greedy decoding through IOBinding. The KV cache lives in OrtValues of `memory_info` (an EP's memory;
     None: ORT's CPU memory): with `shared` (GenAI's past_present_share_buffer) one buffer of the context's
     length per cache, bound as past and present at once; otherwise the present of step t, allocated in that
-    memory, is bound as the past of step t + 1. Nothing of the cache goes through the host between steps;
-    only the logits of the last position come back (argmax)."""
+    memory, is bound as the past of step t + 1. With `device` (a device name IOBinding knows, e.g. "webgpu",
+    for an EP without OrtEpDevices) ORT allocates each present there and it is bound as the next past.
+    Nothing of the cache goes through the host between steps; only the logits of the last position come
+    back (argmax)."""
 
     def __init__(self, session: ort.InferenceSession, config: Config, memory_info=None, shared: bool = True,
                  device: str | None = None):
-        """`device`: instead of `memory_info`, a device name ORT's OrtValue knows (e.g. "webgpu")."""
-        self.session, self.config, self.memory_info, self.shared = session, config, memory_info, shared
-        self.device = device
+        self.session, self.config, self.memory_info, self.device = session, config, memory_info, device
+        self.shared = shared and device is None
         self.names = [f"{i}.{kv}" for kv in ("key", "value") for i in range(config.layers)]
         self.logits: list[np.ndarray] = []  # the last position's logits of each step of the last generate()
 
     def _value(self, shape: list[int]) -> ort.OrtValue:
-        if self.device is not None:
-            value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, self.device, 0)
-        elif self.memory_info is None:
+        if self.memory_info is None:
             return ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32))
-        else:
-            value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, memory_info=self.memory_info)
+        value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, memory_info=self.memory_info)
         if self.shared:
             value.update_inplace(np.zeros(shape, np.float32))  # rows past the valid ones: zeros, as GenAI's
         return value
@@ -291,13 +289,19 @@ class Generator:
             binding.bind_cpu_input("input_ids", ids)
             binding.bind_cpu_input("attention_mask", np.ones((batch, total), np.int64))
             binding.bind_output("logits", "cpu")
-            present = past if self.shared else {
+            present = past if self.shared or self.device else {
                 n: self._value([batch, c.kv_heads, total, hd]) for n in self.names}
             for n in self.names:
                 binding.bind_ortvalue_input(f"past_key_values.{n}", past[n])
-                binding.bind_ortvalue_output(f"present.{n}", present[n])
+                if self.device:
+                    binding.bind_output(f"present.{n}", self.device)
+                else:
+                    binding.bind_ortvalue_output(f"present.{n}", present[n])
             self.session.run_with_iobinding(binding)
-            logits = binding.get_outputs()[0].numpy()[:, -1]
+            outputs = binding.get_outputs()
+            if self.device:  # (outputs in binding order: logits, then the presents)
+                present = dict(zip(self.names, outputs[1:], strict=True))
+            logits = outputs[0].numpy()[:, -1]
             self.logits.append(logits)
             ids = logits.argmax(-1)[:, None].astype(np.int64)
             out.append(ids)
