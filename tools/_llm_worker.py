@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,7 +34,9 @@ def timed_generation(generator: tiny_llm.Generator, prompt, steps: int, repeats:
         tokens = generator.generate(prompt, steps, lambda step, ids: marks.append(time.perf_counter()))
         prefill.append(marks[1] - marks[0])
         decode.append((marks[-1] - marks[1]) / max(1, steps - 1))
-    return {"tokens": tokens.tolist(), "prefill_s": min(prefill), "decode_s": min(decode)}
+    top2 = np.sort(np.stack(generator.logits), -1)[..., -2:]
+    return {"tokens": tokens.tolist(), "prefill_s": min(prefill), "decode_s": min(decode),
+            "margins": (top2[..., 1] - top2[..., 0]).min(-1).tolist()}  # each step's top-2 logit margin
 
 
 def main() -> int:

@@ -124,6 +124,8 @@ def main() -> int:
             ours, theirs = np.array(r["tokens"]).ravel(), np.array(cpu["tokens"]).ravel()
             differ = np.flatnonzero(ours != theirs)
             r["tokens_equal_cpu"] = f"{differ[0] if differ.size else ours.size}/{ours.size}"
+            if differ.size:  # the CPU EP's margin between its top two logits where they part
+                r["cpu_margin_where_parted"] = cpu["margins"][int(differ[0]) % len(cpu["margins"])]
     if args.json:
         print(json.dumps({"config": dataclasses.asdict(config), "prompt": args.prompt, "steps": args.steps,
                           "results": results}))
@@ -136,7 +138,9 @@ def main() -> int:
         print(f"{name:8} {r['prefill_tok_s']:14.1f} {r['prefill_tok_s'] / cpu['prefill_tok_s']:7.3f} "
               f"{r['decode_tok_s']:13.1f} {r['decode_tok_s'] / cpu['decode_tok_s']:7.3f}  "
               f"{r['tokens_equal_cpu']:11} {r.get('nodes_by_ep')} (KV cache: {r.get('kv_cache')}"
-              + (f"; {r['kv_cache_error']}" if r.get("kv_cache_error") else "") + ")")
+              + (f"; {r['kv_cache_error']}" if r.get("kv_cache_error") else "") + ")"
+              + (f" parted where the CPU EP's top-2 margin is {r['cpu_margin_where_parted']:.3f}"
+                 if "cpu_margin_where_parted" in r else ""))
     return 0
 
 
