@@ -48,13 +48,18 @@ class Config:
     eps: float = 1e-6
     logit_scale: float = 4.0  # lm_head weights' scale over the others: decisive logits, stable greedy choices
     seed: int = 0
+    float16: bool = False  # activations, KV cache and float weights in float16, as the builder's GPU exports (-e webgpu)
 
     @property
     def head_size(self) -> int:
         return self.hidden // self.heads
 
+    @property
+    def dtype(self) -> type:
+        return np.float16 if self.float16 else np.float32
 
-def _quantize_int4(w: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+
+def _quantize_int4(w: np.ndarray, block: int, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
     """w [K, N] -> (packed uint8 [N, K/block, block/2], scales float [N, K/block]): symmetric int4 blocks
     (zero point 8, ORT's default when MatMulNBits has no zero_points input), low nibble first."""
     k, n = w.shape
@@ -62,7 +67,7 @@ def _quantize_int4(w: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
     scales = np.abs(blocks).max(-1) / 7.0
     scales[scales == 0] = 1.0
     q = np.clip(np.round(blocks / scales[..., None]) + 8, 0, 15).astype(np.uint8)
-    return (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8), scales.astype(np.float32)
+    return (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8), scales.astype(dtype)
 
 
 class _Graph:
@@ -83,13 +88,13 @@ class _Graph:
         return name
 
     def norm_weight(self, name: str) -> str:
-        return self.init(name, (1.0 + 0.1 * self.rng.standard_normal(self.config.hidden)).astype(np.float32))
+        return self.init(name, (1.0 + 0.1 * self.rng.standard_normal(self.config.hidden)).astype(self.config.dtype))
 
     def matmul_nbits(self, path: str, weight: str, x: str, k: int, n: int, scale: float = 1.0,
                      output: str | None = None) -> str:
         c = self.config
         w = self.rng.standard_normal((k, n)).astype(np.float32) * scale / np.sqrt(k)
-        packed, scales = _quantize_int4(w, c.block_size)
+        packed, scales = _quantize_int4(w, c.block_size, c.dtype)
         inputs = [x, self.init(f"{weight}.MatMul.weight_Q4", packed),
                   self.init(f"{weight}.MatMul.weight_scales", scales)]
         return self.node("MatMulNBits", f"{path}/MatMul_Q4", inputs, [output] if output else
@@ -98,9 +103,9 @@ class _Graph:
 
 
 def build(config: Config = Config()) -> onnx.ModelProto:
-    """The decoder as the model builder exports it for -p int4 -e cpu (fp32 activations)."""
+    """The decoder as the model builder exports it for -p int4 -e cpu (float32), or -e webgpu (float16)."""
     c, g = config, _Graph(config)
-    f32, hd = TensorProto.FLOAT, config.head_size
+    f32, hd = helper.np_dtype_to_tensor_dtype(np.dtype(config.dtype)), config.head_size
     # seqlens_k = sum(attention_mask) - 1 and total_sequence_length = attention_mask's width, as int32
     g.node("Constant", "/model/constant_nodes/INT64/[1]", [], [ONE_1D],
            value=numpy_helper.from_array(np.array([1], np.int64), ONE_1D))
@@ -113,15 +118,15 @@ def build(config: Config = Config()) -> onnx.ModelProto:
     width = g.node("Gather", f"{MASK}/Gather", [shape, ONE], axis=0)
     g.node("Cast", f"{MASK}/Gather/Cast", [width], [TOTAL], to=TensorProto.INT32)
 
-    embed = g.init("model.embed_tokens.weight", g.rng.standard_normal((c.vocab, c.hidden)).astype(np.float32))
+    embed = g.init("model.embed_tokens.weight", g.rng.standard_normal((c.vocab, c.hidden)).astype(c.dtype))
     x = g.node("Gather", "/model/embed_tokens/Gather", [embed, "input_ids"])
     norm = g.node("SimplifiedLayerNormalization", "/model/layers.0/input_layernorm/LayerNorm",
                   [x, g.norm_weight("model.layers.0.input_layernorm.weight")],
                   ["/model/layers.0/input_layernorm/output_0"], epsilon=c.eps, axis=-1, stash_type=1)
     inv_freq = 1.0 / c.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
     angles = np.arange(c.context, dtype=np.float64)[:, None] * inv_freq[None, :]
-    g.init("cos_cache", np.cos(angles).astype(np.float32))
-    g.init("sin_cache", np.sin(angles).astype(np.float32))
+    g.init("cos_cache", np.cos(angles).astype(c.dtype))
+    g.init("sin_cache", np.sin(angles).astype(c.dtype))
     residual = x
     for i in range(c.layers):
         layer, weights = f"/model/layers.{i}", f"model.layers.{i}"
@@ -264,10 +269,10 @@ class Generator:
 
     def _value(self, shape: list[int]) -> ort.OrtValue:
         if self.memory_info is None:
-            return ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32))
-        value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, memory_info=self.memory_info)
+            return ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, self.config.dtype))
+        value = ort.OrtValue.ortvalue_from_shape_and_type(shape, self.config.dtype, memory_info=self.memory_info)
         if self.shared:
-            value.update_inplace(np.zeros(shape, np.float32))  # rows past the valid ones: zeros, as GenAI's
+            value.update_inplace(np.zeros(shape, self.config.dtype))  # rows past the valid ones: zeros, as GenAI's
         return value
 
     def generate(self, prompt: np.ndarray, steps: int, on_step=None) -> np.ndarray:
@@ -326,7 +331,8 @@ def vkep_memory_info(ep_devices):
 
 def config_from_args(args: argparse.Namespace) -> Config:
     return Config(vocab=args.vocab, hidden=args.hidden, intermediate=args.intermediate, layers=args.layers,
-                  heads=args.heads, kv_heads=args.kv_heads, context=args.context, packed_qkv=not args.separate_qkv)
+                  heads=args.heads, kv_heads=args.kv_heads, context=args.context, packed_qkv=not args.separate_qkv,
+                  float16=args.float16)
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -334,6 +340,7 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
     for name in ("vocab", "hidden", "intermediate", "layers", "heads", "kv_heads", "context"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
     parser.add_argument("--separate-qkv", action="store_true", help="q/k/v as three MatMulNBits")
+    parser.add_argument("--float16", action="store_true", help="float16 activations (the builder's -e webgpu)")
 
 
 def main() -> int:
