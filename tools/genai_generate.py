@@ -7,7 +7,7 @@ onnxruntime-genai goes in its own virtualenv (it pins its onnxruntime; the build
 plugin library runs its Python in the host interpreter, so vkep must import there) and takes
 onnxruntime_genai from .venv-genai's site-packages; both virtualenvs must hold the same onnxruntime version.
 
-    .venv/bin/python tools/genai_generate.py [--steps 16] [--genai-site .venv-genai/lib/python3.11/site-packages]
+    .venv/bin/python tools/genai_generate.py [--steps 16] [--float16] [--genai-site .venv-genai/lib/python3.11/site-packages]
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def generate(og, folder: Path, prompt: list[int], steps: int, on_vkep: bool) -> 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--float16", action="store_true", help="the builder's GPU form (float16)")
     parser.add_argument("--genai-site", default=str(next((ROOT / ".venv-genai" / "lib").glob("python3*/site-packages"),
                                                            "")))
     args = parser.parse_args()
@@ -56,7 +57,7 @@ def main() -> int:
 
     import vkep
 
-    config = tiny_llm.Config()
+    config = tiny_llm.Config(float16=args.float16)
     prompt = tiny_llm.prompt_tokens(config)[0].tolist()
     og.register_execution_provider_library(EP, vkep.get_library_path())
     try:
