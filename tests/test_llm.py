@@ -110,3 +110,15 @@ def test_matmul_nbits_int8_accuracy_as_the_cpu_ep(ep_devices, bits, k, block, ze
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * scale)
     exact = runner.cpu_session(_nbits_model(k, 48, bits, block, zero_points, accuracy_level=0)).run(None, {"a": a})[0]
     assert np.abs(got - exact).max() > 1e-4 * scale
+
+
+@pytest.mark.parametrize("accuracy,ep", [(4, "CPUExecutionProvider"), (0, VULKAN)])
+def test_matmul_nbits_int8_accuracy_declines_past_the_loop_budget(ep_devices, accuracy, ep):
+    """The int8 path reads each block of A twice: K = 32,768 passes one invocation's loop budget with it (lavapipe
+    would end the loop early: a wrong answer), not without it. Declined at GetCapability, run by the CPU EP."""
+    model = _nbits_model(32768, 8, 4, 32, False, accuracy_level=accuracy)
+    session = runner.vkep_session(model)
+    assert {e for _, _, e in runner.placement(session)} == {ep}
+    if ep != VULKAN:
+        a = np.random.default_rng(2).standard_normal((1, 32768)).astype(np.float32)
+        np.testing.assert_array_equal(session.run(None, {"a": a})[0], runner.cpu_session(model).run(None, {"a": a})[0])
