@@ -98,7 +98,9 @@ ONNX_ORDER = (0, 2, 3, 1)  # ONNX's (X, cos_cache, sin_cache, position_ids) from
 
 class MatMulNBits(Kernel):
     """com.microsoft MatMulNBits: A [..., K] times 4- or 8-bit blockwise-quantized weights [N, K] (ORT's
-    packing, matmul_nbits.comp's header), dequantized in the shader; uint8 zero points or none."""
+    packing, matmul_nbits.comp's header), dequantized in the shader; uint8 zero points or none. With
+    accuracy_level 4 and a float32 A, A is quantized to int8 per block as ORT's CPU EP does it (MLAS's
+    CompInt8), so that an LLM exported for the CPU EP picks the CPU EP's tokens."""
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
@@ -111,7 +113,9 @@ class MatMulNBits(Kernel):
             return f"block_size={block} (a power of two from 16)"
         if len(input_ranks) > 4 and input_ranks[4] is not None:
             return "g_idx (act-order)"
-        if attrs.get("K", 0) > LOOP_BUDGET:
+        # (accuracy_level 4 reads each block of A twice: its max |a|, then its int8 dot product)
+        passes = 2 if attrs.get("accuracy_level", 0) == 4 else 1
+        if attrs.get("K", 0) * passes + -(-attrs.get("K", 0) // max(block, 1)) > LOOP_BUDGET:
             return f"K={attrs['K']} past one invocation's loop budget"
         return None
 
@@ -133,7 +137,9 @@ class MatMulNBits(Kernel):
             raise UnsupportedError(f"MatMulNBits: {m} x {n} outputs")
         tail = pack("5I", m, n, k, block, blocks)
         reads = [t for t in (a, b, scales, zp, bias) if t is not None]
-        call.dispatch(self.spec.shader, shader_dtype(a), (int(self.attrs["bits"]),), [a, b, scales, zp, bias, y],
+        bits = int(self.attrs["bits"])
+        int8_a = int(self.attrs.get("accuracy_level", 0) == 4 and a.dtype == "float32")
+        call.dispatch(self.spec.shader, shader_dtype(a), (bits, int8_a), [a, b, scales, zp, bias, y],
                       tail, grid_1d(m * n, 64), reads, [y])
 
 
