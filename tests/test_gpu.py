@@ -11,6 +11,7 @@ from vkep.gpu import device as gpu_device
 from vkep.gpu.memory import _give, _take
 from vkep.gpu.stream import pack_spans
 from vkep.gpu.vk import ffi, lib
+from vkep.kernels.elementwise import WORKGROUP
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def _host_view(dev, addr, n):
 def _add(dev, stream, a, b, y, n):
     pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, (0,))
     push = struct.pack("<3Q2I18I", a, b, y, n, 1, n, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0)
-    stream.dispatch(pipeline, push, ((n + 255) // 256, 1, 1),
+    stream.dispatch(pipeline, push, ((n + WORKGROUP - 1) // WORKGROUP, 1, 1),
                     pack_spans([(a, a + 4 * n), (b, b + 4 * n)], [(y, y + 4 * n)]), 2, 1)
 
 
@@ -173,3 +174,13 @@ def test_validation_layer_reports_misuse(dev):
         lib.vkDestroyBuffer(dev.handle, out[0], ffi.NULL)
     count, text = gpu_device.validation_messages()
     assert count >= 1 and "VUID-VkBufferCreateInfo-size" in text
+
+
+@pytest.mark.parametrize("shader", ["binary.comp", "unary.comp", "where.comp"])
+def test_elementwise_grids_match_the_shaders_workgroup(shader):
+    """elementwise.py sizes its grids by WORKGROUP; the shaders declare their own local size: read it back
+    from the SPIR-V, so the two cannot drift apart (a larger shader size would leave elements unwritten)."""
+    from vkep.gpu.shaders import compile_shader, local_size
+
+    _, spirv = compile_shader(shader, {"DTYPE": 0})
+    assert local_size(spirv) == (WORKGROUP, 1, 1)

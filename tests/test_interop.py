@@ -14,6 +14,8 @@ import pytest
 from vkep.gpu import device as gpu_device
 from vkep.gpu import interop
 from vkep.gpu.stream import pack_spans
+from vkep.kernels.base import grid_1d
+from vkep.kernels.elementwise import WORKGROUP
 
 PRODUCER = textwrap.dedent("""
     import socket, sys
@@ -71,7 +73,7 @@ def test_memory_from_another_process_is_read_and_written_in_place(dev, tmp_path)
         pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, (0,))
         push = struct.pack("<3Q2I18I", x, x, y, n, 1, n, *[0] * 5, 1, *[0] * 5, 1, *[0] * 5)
         stream = dev.default_stream()
-        stream.dispatch(pipeline, push, (1, 1, 1), pack_spans([(x, x + 4 * n)], [(y, y + 4 * n)]), 1, 1)
+        stream.dispatch(pipeline, push, grid_1d(n, WORKGROUP), pack_spans([(x, x + 4 * n)], [(y, y + 4 * n)]), 1, 1)
         stream.finish()
         conn.sendall(b"d")
         out, err = producer.communicate(timeout=120)
@@ -122,7 +124,7 @@ def test_external_timeline_semaphores_where_supported(dev):
         push = struct.pack("<3Q2I18I", x, x, y, n, 1, n, *[0] * 5, 1, *[0] * 5, 1, *[0] * 5)
         stream = dev.new_stream()
         stream.wait_external(imported.semaphore, 1)  # the work below starts once the producer says 1
-        stream.dispatch(pipeline, push, (1, 1, 1), pack_spans([(x, x + 1024)], [(y, y + 1024)]), 1, 1)
+        stream.dispatch(pipeline, push, grid_1d(n, WORKGROUP), pack_spans([(x, x + 1024)], [(y, y + 1024)]), 1, 1)
         stream.signal_external(imported.semaphore, 2)  # ... and then says 2 to the producer
         assert producer.value() == 0
         producer.signal(1)

@@ -88,6 +88,31 @@ def test_add_chain_replays_natively(ep_devices):
     assert replayed >= 3 * (32 - 2), replayed
 
 
+def test_full_batches_are_submitted_without_python(ep_devices):
+    """A run of natively replayed nodes longer than a batch (gpu.stream.BATCH_COMMANDS) submits each full
+    batch from C and goes on in a spare command buffer (recorder.c vkep_roll): only the two edge nodes
+    enter Python, not one node per batch as before (which made a 640-node chain enter Python 11 times)."""
+    import vkep
+    from vkep.gpu.stream import BATCH_COMMANDS
+
+    nodes = 640
+    model = models.add_chain(nodes)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    feeds = models.random_inputs(model)
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    session.run(None, feeds)
+    for _ in range(2):
+        vkep.reset_stats()
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, **tolerance(np.float32))
+        stats = vkep.stats()
+        device = next(v for k, v in stats.items() if k != "process")
+        batches = nodes // BATCH_COMMANDS
+        # (one more is allowed: a roll that finds no spare and the oldest batch still running hands its node
+        # to Python, which submits and tops the spares up)
+        assert stats["process"]["nodes_python_path"] <= 3, stats["process"]
+        assert device["submits_native"] >= batches - 2, device
+
+
 def test_cpu_input_values_key_the_plan(ep_devices):
     """A node that reads a CPU input's values (Slice's starts and ends) replays while those values are the
     same and runs its kernel again when they change: the values are part of the plan's key."""

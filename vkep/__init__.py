@@ -76,8 +76,11 @@ def stats() -> dict:
     for index, dev in list(device._devices.items()):
         with dev.streams_lock:
             commands = dev.retired_commands + sum(s.commands for s in dev.streams)
+            rolled = sum(s.rec.rolls for s in dev.streams)  # full batches the native replay submitted
+            submits = rolled + sum(s.submits for s in dev.streams)
         entry = {"device": dev.info.name, **dev.transfer_stats.as_dict(), **dev.memory.stats(),
-                 "commands_recorded": commands, "prepacked_bytes": dev.weights.packed_bytes,
+                 "commands_recorded": commands, "submits": submits, "submits_native": rolled,
+                 "prepacked_bytes": dev.weights.packed_bytes,
                  "pipelines_built": dev.pipelines.built, "pipelines_warmed": dev.pipelines.warmed,
                  "pipelines_warming": dev.pipelines.warming}
         entry["allocators"] = {("host_accessible" if a.mem_type else "default"): a.stats()
@@ -102,7 +105,7 @@ def reset_stats() -> None:
         dev.retired_commands = 0
         with dev.streams_lock:
             for stream in dev.streams:
-                stream.rec.total_commands = 0
+                stream.rec.total_commands = stream.rec.rolls = stream.submits = 0
         for pool in (dev.memory.device_pool, dev.memory.host_pool):
             pool.peak = pool.live
     plugin, kernel = sys.modules.get("vkep.ort.api"), sys.modules.get("vkep.ort.kernel")

@@ -44,8 +44,7 @@ class CaptureStream(Stream):
             self.wait(self.rec.submitted)  # a command buffer is submitted again only once it completed
             value = self.rec.submitted + 1
             buffers = ffi.new("VkCommandBuffer[]", self.captured)
-            with self.device.queue_lock:
-                check(lib.vkep_submit_again(self.rec, buffers, len(self.captured), value), "vkQueueSubmit")
+            check(lib.vkep_submit_again(self.rec, buffers, len(self.captured), value), "vkQueueSubmit")
             self.submits += 1
             return value
 

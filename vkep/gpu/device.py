@@ -265,7 +265,9 @@ class Device:
         queue = ffi.new("VkQueue*")
         lib.vkGetDeviceQueue(self.handle, info.compute_queue_family, 0, queue)
         self.queue = queue[0]
-        self.queue_lock = threading.RLock()  # vkQueueSubmit needs external synchronisation
+        # vkQueueSubmit needs external synchronisation: one mutex, taken in C around every submit (recorder.c),
+        # Python's flushes and the native path's alike
+        self.queue_mutex = lib.vkep_queue_mutex_new()
         # host memory the device can read in place (0: it cannot; see interop.HostMemoryImport)
         self.host_import_alignment = (lib.vkep_host_import_alignment(info.handle)
                                       if HOST_IMPORT_EXTENSION.encode() in [ffi.string(e) for e in self._ext_names]
@@ -358,6 +360,7 @@ class Device:
         self.pipelines.destroy()
         self.memory.destroy()
         lib.vkDestroyDevice(self.handle, ffi.NULL)
+        lib.vkep_queue_mutex_free(self.queue_mutex)
         self.handle = None
 
 

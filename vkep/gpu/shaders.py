@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import shutil
+import struct
 import subprocess
 import threading
 from pathlib import Path
@@ -93,6 +94,19 @@ def compile_shader(shader: str, defines: dict[str, object] | None = None) -> tup
     with _lock:
         _memory[key] = code
     return key, code
+
+
+def local_size(spirv: bytes) -> tuple[int, int, int] | None:
+    """The workgroup size a SPIR-V module declares as literals (OpExecutionMode LocalSize), or None (sizes
+    given by specialization constants): what Python's grids must agree with."""
+    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
+    i = 5  # after the header
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if opcode == 16 and count >= 6 and words[i + 2] == 17:  # OpExecutionMode <entry> LocalSize x y z
+            return words[i + 3], words[i + 4], words[i + 5]
+        i += max(count, 1)
+    return None
 
 
 def shipped_path(shader: str, key: str) -> Path:

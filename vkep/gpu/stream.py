@@ -30,8 +30,10 @@ class IndexOutOfRange(IndexError):
 # is checked): slow work is never a failure by itself, however long a cold driver compiles.
 WAIT_SLICE_NS = 100 * 10**6
 # Submit after this many recorded commands so the device starts while the host records the rest:
-# still one submit per batch, never one per node.
+# still one submit per batch, never one per node. Natively replayed nodes submit a full batch themselves
+# (recorder.c vkep_roll) into one of up to SPARE_COMMAND_BUFFERS command buffers kept ready here.
 BATCH_COMMANDS = 64
+SPARE_COMMAND_BUFFERS = 8  # (at most recorder.c VKEP_SPARE)
 
 
 class Stream:
@@ -56,6 +58,7 @@ class Stream:
         rec.layout = device.pipelines.layout
         rec.timeline = self.timeline
         rec.batch_limit = BATCH_COMMANDS
+        rec.queue_mutex = device.queue_mutex
         lib.vkep_recorder_init(rec)
         self.rec = rec
         self._idle: list = []
@@ -69,10 +72,30 @@ class Stream:
 
     # -- recording --------------------------------------------------------------------------------
     def _open(self) -> None:
-        if self.rec.recording:
-            return
-        cmd = self._idle.pop() if self._idle else self._reclaim_or_allocate()
-        check(lib.vkep_begin(self.rec, cmd), "vkBeginCommandBuffer")
+        rec = self.rec
+        lib.vkep_lock(rec)  # the native path begins command buffers of the same pool (external sync)
+        try:
+            self._take_retired()
+            if not rec.recording:
+                cmd = self._idle.pop() if self._idle else self._reclaim_or_allocate()
+                check(lib.vkep_begin(rec, cmd), "vkBeginCommandBuffer")
+            if not self.reusable:
+                while rec.n_spare < SPARE_COMMAND_BUFFERS:
+                    rec.spare[rec.n_spare] = self._idle.pop() if self._idle else self._reclaim_or_allocate()
+                    rec.n_spare += 1
+        finally:
+            lib.vkep_unlock(rec)
+
+    def _take_retired(self) -> None:
+        """Batches the native path submitted (vkep_roll) join the ones Python submitted."""
+        rec = self.rec
+        for i in range(rec.n_retired):
+            self._in_flight.append((rec.retired_value[i], rec.retired[i]))
+        rec.n_retired = 0
+
+    @property
+    def reusable(self) -> bool:
+        return bool(self.rec.reusable)
 
     def _reclaim_or_allocate(self):
         if self._in_flight:
@@ -132,12 +155,11 @@ class Stream:
 
     def _flush_locked(self) -> int:
         rec = self.rec
+        self._take_retired()  # (first: _in_flight stays in timeline order)
         if (rec.recording and rec.commands) or rec.n_ext_signal:
             value = rec.submitted + 1
             cmd = rec.cmd if rec.recording else None
-            with self.device.queue_lock:
-                result = lib.vkep_submit(rec, value)
-            check(result, "vkQueueSubmit")
+            check(lib.vkep_submit(rec, value), "vkQueueSubmit")
             for entry in self._to_free:
                 if entry[0] is None:
                     entry[0] = value
@@ -178,7 +200,7 @@ class Stream:
             rec = self.rec
             if rec.recording and rec.commands:
                 return True
-            return bool(self._in_flight) and self._in_flight[-1][0] > self.completed_value()
+            return rec.submitted > self.completed_value()  # (batches the native path submitted included)
 
     def completed_value(self) -> int:
         out = ffi.new("uint64_t*")

@@ -6,7 +6,7 @@
 #include "common.glsl"
 #include "activation.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint BOOL_OUT = 0;  // store r != 0 (Cast to bool: the byte must be 0 or 1)
 
@@ -292,7 +292,7 @@ COMP_TY to_int(float r) {
 #endif
 
 void main() {
-    uint i = flat_index(256);
+    uint i = flat_index(64);
     if (i >= pc.n) return;
     TensorY y = TensorY(pc.y);
 #if IS_FLOAT

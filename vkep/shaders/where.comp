@@ -3,7 +3,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x = 64) in;
 
 #define MAX_RANK 5  // three stride sets fill the 128-byte push block
 layout(push_constant, scalar) uniform Push {
@@ -16,7 +16,7 @@ layout(push_constant, scalar) uniform Push {
 } pc;
 
 void main() {
-    uint i = flat_index(256);
+    uint i = flat_index(64);
     if (i >= pc.n) return;
     uint ic = 0, ia = 0, ib = 0, rem = i;
     for (int d = int(pc.rank) - 1; d >= 0; --d) {

@@ -9,6 +9,8 @@
 
 #define VKEP_MAX_SPANS 64
 #define VKEP_MAX_EXTERNAL 8
+#define VKEP_SPARE 8      /* command buffers Python hands the native path for batches it rolls itself */
+#define VKEP_RETIRED 32   /* batches the native path submitted, with their timeline values, for Python */
 
 typedef struct vkep_recorder {
     VkDevice device; VkQueue queue; VkCommandBuffer cmd; VkPipelineLayout layout;
@@ -20,6 +22,14 @@ typedef struct vkep_recorder {
     int n_ext_wait, n_ext_signal;  /* external timeline semaphores joined to the next submit */
     VkSemaphore ext_wait[VKEP_MAX_EXTERNAL], ext_signal[VKEP_MAX_EXTERNAL];
     uint64_t ext_wait_value[VKEP_MAX_EXTERNAL], ext_signal_value[VKEP_MAX_EXTERNAL];
+    void* queue_mutex;  /* (a pthread_mutex_t)  the device's (one per VkQueue): vkQueueSubmit needs external sync */
+    /* a full batch is submitted natively (vkep_roll): the next one opens in a spare command buffer, and the
+     * submitted one waits in `retired` until its value passed (then it is reused) or Python takes it */
+    int n_spare, n_retired;
+    VkCommandBuffer spare[VKEP_SPARE];
+    VkCommandBuffer retired[VKEP_RETIRED];
+    uint64_t retired_value[VKEP_RETIRED];
+    uint64_t rolls;
     /* address ranges read / written since the last barrier: a new command waits only on a real hazard */
     int nr, nw;
     uint64_t r_lo[VKEP_MAX_SPANS], r_hi[VKEP_MAX_SPANS], w_lo[VKEP_MAX_SPANS], w_hi[VKEP_MAX_SPANS];
@@ -122,6 +132,25 @@ int vkep_copy(vkep_recorder* r, VkBuffer src, uint64_t src_off, VkBuffer dst, ui
 
 static int vkep_submit_locked(vkep_recorder* r, uint64_t signal_value);
 
+/* the only vkQueueSubmit: a leaf lock (nothing else is taken while it is held) */
+static int vkep_queue_submit(vkep_recorder* r, const VkSubmitInfo* si) {
+    pthread_mutex_t* m = r->queue_mutex;
+    if (m) pthread_mutex_lock(m);
+    int res = vkQueueSubmit(r->queue, 1, si, VK_NULL_HANDLE);
+    if (m) pthread_mutex_unlock(m);
+    return res;
+}
+
+void* vkep_queue_mutex_new(void) {
+    pthread_mutex_t* m = malloc(sizeof *m);
+    if (m) pthread_mutex_init(m, NULL);
+    return m;
+}
+
+void vkep_queue_mutex_free(void* m) {
+    if (m) { pthread_mutex_destroy((pthread_mutex_t*)m); free(m); }
+}
+
 int vkep_submit(vkep_recorder* r, uint64_t signal_value) {
     pthread_mutex_lock(&r->mutex);
     int res = (r->recording || r->n_ext_signal) ? vkep_submit_locked(r, signal_value) : VK_SUCCESS;
@@ -168,7 +197,7 @@ static int vkep_submit_locked(vkep_recorder* r, uint64_t signal_value) {
                                         (uint32_t)(1 + r->n_ext_signal), signal_values};
     VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, &ts, (uint32_t)r->n_ext_wait, r->ext_wait, stages,
                        with_commands ? 1u : 0u, &r->cmd, (uint32_t)(1 + r->n_ext_signal), signals};
-    res = vkQueueSubmit(r->queue, 1, &si, VK_NULL_HANDLE);
+    res = vkep_queue_submit(r, &si);
     if (res == VK_SUCCESS) { r->submitted = signal_value; r->n_ext_wait = r->n_ext_signal = 0; }
     return res;
 }
@@ -178,7 +207,7 @@ int vkep_submit_again(vkep_recorder* r, const VkCommandBuffer* cmds, uint32_t n,
     pthread_mutex_lock(&r->mutex);
     VkTimelineSemaphoreSubmitInfo ts = {VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, NULL, 0, NULL, 1, &value};
     VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, &ts, 0, NULL, NULL, n, cmds, 1, &r->timeline};
-    int res = vkQueueSubmit(r->queue, 1, &si, VK_NULL_HANDLE);
+    int res = vkep_queue_submit(r, &si);
     if (res == VK_SUCCESS) r->submitted = value;
     pthread_mutex_unlock(&r->mutex);
     return res;
@@ -189,9 +218,45 @@ int vkep_wait(VkDevice device, VkSemaphore timeline, uint64_t value, uint64_t ti
     return vkWaitSemaphores(device, &wi, timeout_ns);
 }
 
-/* can `n` more commands go into the open command buffer without a submit? (the native fast path asks) */
+/* The open batch is full: submit it and open the next in a spare command buffer, or in the oldest retired
+ * one once the device is done with it, so that a long run of natively replayed nodes never returns to
+ * Python to flush (caller holds r->mutex). 1: rolled; 0: not here (Python flushes); < 0: a Vulkan error. */
+static int vkep_roll(vkep_recorder* r) {
+    if (!r->recording || r->reusable || r->n_ext_wait || r->n_ext_signal || r->n_retired == VKEP_RETIRED)
+        return 0;  /* (a captured graph keeps its command buffers; external semaphores are Python's) */
+    VkCommandBuffer next = VK_NULL_HANDLE;
+    uint64_t done = 0;
+    if (r->n_spare) {
+        next = r->spare[--r->n_spare];
+    } else if (r->n_retired && vkGetSemaphoreCounterValue(r->device, r->timeline, &done) == VK_SUCCESS &&
+               r->retired_value[0] <= done) {
+        next = r->retired[0];
+        r->n_retired--;
+        memmove(r->retired, r->retired + 1, sizeof(VkCommandBuffer) * (size_t)r->n_retired);
+        memmove(r->retired_value, r->retired_value + 1, sizeof(uint64_t) * (size_t)r->n_retired);
+    }
+    if (next == VK_NULL_HANDLE) return 0;
+    VkCommandBuffer full = r->cmd;
+    uint64_t value = r->submitted + 1;
+    int res = vkep_submit_locked(r, value);
+    if (res != VK_SUCCESS) {
+        r->spare[r->n_spare++] = next;
+        return res < 0 ? res : -1;
+    }
+    r->retired[r->n_retired] = full;
+    r->retired_value[r->n_retired++] = value;
+    r->rolls++;
+    res = vkep_begin_locked(r, next);
+    return res == VK_SUCCESS ? 1 : (res < 0 ? res : -1);
+}
+
+/* can `n` more commands go into the open command buffer? (the native fast path asks, holding r->mutex)
+ * 1: yes (after submitting a full batch, if need be); 0: Python records this node; < 0: a Vulkan error */
 int vkep_ready(vkep_recorder* r, int n) {
-    return r->recording && r->commands + (uint32_t)n <= r->batch_limit;
+    if (!r->recording) return 0;
+    if (r->commands + (uint32_t)n <= r->batch_limit) return 1;
+    int rolled = vkep_roll(r);
+    return rolled == 1 ? r->commands + (uint32_t)n <= r->batch_limit : rolled;
 }
 
 /* ---- host pointer -> device address, for memory whose mapping differs from its device address ----

@@ -226,8 +226,12 @@ typedef struct vkep_recorder {
     VkDevice device; VkQueue queue; VkCommandBuffer cmd; VkPipelineLayout layout;
     VkSemaphore timeline; uint64_t submitted; uint32_t recording; uint32_t commands; uint32_t barriers;
     uint32_t batch_limit; uint64_t total_commands; uint32_t reusable; int n_ext_wait, n_ext_signal;
+    void* queue_mutex; int n_spare, n_retired; VkCommandBuffer spare[8]; VkCommandBuffer retired[32];
+    uint64_t retired_value[32]; uint64_t rolls;
     ...;
 } vkep_recorder;
+void* vkep_queue_mutex_new(void);
+void vkep_queue_mutex_free(void* m);
 int vkep_submit_again(vkep_recorder* r, const VkCommandBuffer* cmds, uint32_t n, uint64_t value);
 int vkep_begin(vkep_recorder* r, VkCommandBuffer cmd);
 int vkep_dispatch(vkep_recorder* r, VkPipeline pipeline, const char* push, uint32_t push_size,

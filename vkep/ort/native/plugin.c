@@ -180,7 +180,14 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
 
 static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep_io* io,
                               OrtStatus** status) {
-    if (!g_ready(rec, p->n_ops)) return 0;
+    int ready = g_ready(rec, p->n_ops);  /* (may submit a full batch and open the next: vkep_roll) */
+    if (ready < 0) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "vkep: submitting a full batch of commands failed (VkResult %d)", ready);
+        *status = ort_CreateStatus(1, msg);
+        return 1;
+    }
+    if (!ready) return 0;
     /* only when each output's allocation is certain to succeed (an aliased output allocates nothing) */
     for (int j = 0; j < p->n_outputs; j++) {
         int aliased = 0;
