@@ -387,6 +387,59 @@ def qlinear_binary(rng) -> Case:
     return Case(op, 1, [a, b], consts=consts, names=names, domain=MS)
 
 
+def _q_params(rng, dtype: str, prefix: str) -> dict[str, np.ndarray]:
+    return {f"{prefix}s": _qscale(rng), f"{prefix}z": _q(rng, [], dtype)}
+
+
+def qlinear_lookup(rng) -> Case:
+    """QLinearLeakyRelu / QLinearSigmoid of any shape, or a QLinearConcat of 1 to 4 tensors (16 node inputs at
+    most) with parameters of their own."""
+    op = str(rng.choice(["QLinearLeakyRelu", "QLinearSigmoid", "QLinearConcat"]))
+    dtype = str(rng.choice(["uint8", "int8"]))
+    if op != "QLinearConcat":
+        attrs = {"alpha": float(rng.uniform(0.0, 0.5))} if op == "QLinearLeakyRelu" and rng.random() < 0.7 else {}
+        x = _q(rng, shape_of(rng, int(rng.integers(0, 5)), high=7, empty=0.05), dtype)
+        consts = {**_q_params(rng, dtype, "x"), **_q_params(rng, dtype, "y")}
+        return Case(op, 1, [x], attrs, consts, names=["x0", "xs", "xz", "ys", "yz"], domain=MS)
+    rank = int(rng.integers(1, 5))
+    axis = int(rng.integers(-rank, rank))
+    ref = shape_of(rng, rank, high=6, empty=0.05)
+    inputs, consts, names = [], _q_params(rng, dtype, "y"), ["ys", "yz"]
+    for j in range(int(rng.integers(1, 5))):
+        shape = list(ref)
+        shape[axis] = int(rng.integers(0 if rng.random() < 0.1 else 1, 6))
+        inputs.append(_q(rng, shape, dtype))
+        consts.update(_q_params(rng, dtype, f"x{j}"))
+        names += [f"x{j}", f"x{j}s", f"x{j}z"]
+    return Case(op, 1, inputs, {"axis": axis}, consts, names=names, domain=MS)
+
+
+def qlinear_pool(rng) -> Case:
+    """QLinearGlobalAveragePool over 1 to 3 spatial dims, QLinearAveragePool over 1 or 2 with strides, pads,
+    auto_pad, ceil_mode and count_include_pad."""
+    dtype = str(rng.choice(["uint8", "int8"]))
+    consts = {**_q_params(rng, dtype, "x"), **_q_params(rng, dtype, "y")}
+    names = ["x0", "xs", "xz", "ys", "yz"]
+    if rng.random() < 0.4:
+        x = _q(rng, shape_of(rng, 2, high=4, empty=0.05) + shape_of(rng, int(rng.integers(1, 4)), high=9, empty=0.0),
+               dtype)
+        return Case("QLinearGlobalAveragePool", 1, [x], {}, consts, names=names, domain=MS)
+    n = int(rng.integers(1, 3))
+    spatial = shape_of(rng, n, low=2, high=10, empty=0.0)
+    kernel = [int(rng.integers(1, d + 1)) for d in spatial]
+    attrs: dict = {"kernel_shape": kernel, "strides": [int(rng.integers(1, 3)) for _ in range(n)]}
+    if rng.random() < 0.3:
+        attrs["auto_pad"] = str(rng.choice(["SAME_UPPER", "SAME_LOWER", "VALID"]))
+    elif rng.random() < 0.6:
+        attrs["pads"] = [int(rng.integers(0, k)) for k in kernel * 2]
+    if rng.random() < 0.3:
+        attrs["ceil_mode"] = 1
+    if rng.random() < 0.5:
+        attrs["count_include_pad"] = 1
+    x = _q(rng, shape_of(rng, 2, high=4, empty=0.05) + spatial, dtype)
+    return Case("QLinearAveragePool", 1, [x], attrs, consts, names=names, domain=MS)
+
+
 # ---- attention and rotary embeddings ------------------------------------------------------------------------
 
 def attention(rng) -> Case | None:
@@ -625,6 +678,8 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     quantize_linear: ("QuantizeLinear", "DequantizeLinear"), dynamic_quantize: ("DynamicQuantizeLinear",),
     matmul_integer: ("MatMulInteger",), qlinear_matmul: ("QLinearMatMul",),
     integer_conv: ("ConvInteger", "QLinearConv"), qlinear_binary: ("QLinearAdd", "QLinearMul"),
+    qlinear_lookup: ("QLinearLeakyRelu", "QLinearSigmoid", "QLinearConcat"),
+    qlinear_pool: ("QLinearGlobalAveragePool", "QLinearAveragePool"),
     attention: ("Attention",), rotary: ("RotaryEmbedding",),
     contrib_gelu_norms: ("FastGelu", "BiasGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"),
     recurrent: ("LSTM", "GRU", "RNN"), contrib_unary: ("Gelu", "QuickGelu"), matmul_nbits: ("MatMulNBits",),

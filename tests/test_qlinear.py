@@ -457,3 +457,145 @@ def test_what_stays_on_the_cpu_ep(ep_devices):
     # the same broadcast at rank 4 collapses and runs on vkep
     params["b"] = b.reshape(2, 1, 2, 1)
     _run(_model("QLinearAdd", {"a": a.reshape(2, 1, 2, 2)}, params, domain=MS), {"a": a.reshape(2, 1, 2, 2)})
+
+
+# ---- com.microsoft QLinearLeakyRelu, QLinearSigmoid, QLinearConcat, QLinearGlobalAveragePool, QLinearAveragePool --
+
+def _params(rng, dtype, names: tuple[str, ...], extreme: bool = False) -> dict[str, np.ndarray]:
+    """A scale (from about 1/1000 to 1) per `*scale` name, a zero point anywhere (or at the type's ends) per `*zp`."""
+    info = np.iinfo(dtype)
+    out = {}
+    for name in names:
+        if name.endswith("scale"):
+            out[name] = np.asarray(rng.uniform(0.002, 0.05) * 10 ** rng.uniform(-1, 1.3), np.float32)
+        else:
+            out[name] = np.asarray(rng.choice([info.min, info.max]) if extreme else _ints(rng, (), dtype), dtype)
+    return out
+
+
+@pytest.mark.parametrize("op", ["QLinearLeakyRelu", "QLinearSigmoid"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_qlinear_lookup(ep_devices, op, dtype):
+    """Every 8-bit value under 24 sets of scales and zero points (zero points at the extremes too: outputs
+    saturate) on one session, then a model's shape, an empty tensor and constant parameters."""
+    rng = np.random.default_rng(7)
+    x = np.arange(256).astype(np.uint8).view(dtype).reshape(1, 256, 1, 1)
+    names = ("x_scale", "x_zp", "y_scale", "y_zp")
+    attrs = {"alpha": 0.1} if op == "QLinearLeakyRelu" else {}
+    feeds = {"x": x, **_params(rng, dtype, names)}
+    model = _model(op, feeds, {}, domain=MS, **attrs)
+    session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    for trial in range(24):
+        feeds.update(_params(rng, dtype, names, extreme=trial % 6 == 5))
+        np.testing.assert_array_equal(session.run(None, feeds)[0], cpu.run(None, feeds)[0])
+    params = _params(rng, dtype, names)
+    for shape in ((2, 16, 7, 9), (0, 3)):
+        x = _ints(rng, shape, dtype)
+        _run(_model(op, {"x": x}, params, domain=MS, alpha=0.2) if attrs else _model(op, {"x": x}, params, domain=MS),
+             {"x": x})
+
+
+def _reference_lookup(x, x_scale, x_zp, y_scale, y_zp, f=lambda v: v) -> np.ndarray:
+    """QlinearBuildLookupTable's arithmetic in numpy (float32 at every step)."""
+    v = f((np.float32(x_scale) * (x.astype(np.int32) - np.int32(x_zp)).astype(np.float32)).astype(np.float32))
+    info = np.iinfo(x.dtype)
+    q = np.clip((v / np.float32(y_scale)).astype(np.float32), info.min - int(y_zp), info.max - int(y_zp))
+    return (np.rint(q).astype(np.int32) + int(y_zp)).astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("axis,shapes", [(1, [(1, 8, 4, 4), (1, 3, 4, 4), (1, 5, 4, 4)]),
+                                         (-1, [(2, 3, 256), (2, 3, 1)]), (0, [(256,), (0,), (256,), (5,)]),
+                                         (1, [(2, 0, 3), (2, 0, 3)])])
+def test_qlinear_concat(ep_devices, dtype, axis, shapes):
+    """Each input requantized to the output's parameters (the second one has the output's: a copy), against
+    the CPU EP and numpy."""
+    rng = np.random.default_rng(len(shapes))
+    for trial in range(3):
+        y = _params(rng, dtype, ("y_scale", "y_zp"), extreme=trial == 2)
+        inputs, consts, refs = {}, {}, []
+        for j, shape in enumerate(shapes):
+            x = _table(shape, dtype, rng)
+            p = _params(rng, dtype, ("scale", "zp"), extreme=trial == 1)
+            if j == 1:
+                p = {"scale": y["y_scale"].copy(), "zp": y["y_zp"].copy()}
+            inputs[f"x{j}"], consts[f"x{j}_scale"], consts[f"x{j}_zp"] = x, p["scale"], p["zp"]
+            refs.append(_reference_lookup(x, p["scale"], p["zp"], y["y_scale"], y["y_zp"]))
+        names = ["y_scale", "y_zp"] + [n for j in range(len(shapes)) for n in (f"x{j}", f"x{j}_scale", f"x{j}_zp")]
+        node = helper.make_node("QLinearConcat", names, ["y"], domain=MS, axis=axis)
+        graph = helper.make_graph(
+            [node], "concat", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                               for k, v in inputs.items()],
+            [onnx.ValueInfoProto(name="y")],
+            [numpy_helper.from_array(v, k) for k, v in {**y, **consts}.items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(MS, 1)],
+                                  ir_version=10)
+        got = _run(model, inputs)
+        np.testing.assert_array_equal(got, np.concatenate(refs, axis=axis))
+
+
+def _reference_global_pool(x, x_scale, x_zp, y_scale, y_zp) -> np.ndarray:
+    size = int(np.prod(x.shape[2:]))
+    acc = x.reshape(x.shape[:2] + (size,)).astype(np.int32).sum(-1) - np.int32(x_zp) * size
+    multiplier = np.float32(x_scale) / (np.float32(y_scale) * np.float32(size))
+    return _requantize(acc, multiplier, y_zp, x.dtype).reshape(x.shape[:2] + (1,) * (x.ndim - 2))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shape", [(1, 64, 7, 7), (2, 24, 13, 13), (1, 8, 1, 1), (1, 4, 56, 56), (1, 8, 10),
+                                   (1, 2, 3, 4, 5), (0, 4, 3, 3), (1, 3, 300, 300)])
+def test_qlinear_global_average_pool(ep_devices, dtype, shape):
+    """Against the CPU EP and numpy (the int32 sum requantized), zero points at the extremes too."""
+    rng = np.random.default_rng(sum(shape))
+    for trial in range(3):
+        x = _ints(rng, shape, dtype)
+        if trial == 2:
+            x[...] = np.iinfo(dtype).max  # (the largest sums)
+        params = _params(rng, dtype, ("x_scale", "x_zp", "y_scale", "y_zp"), extreme=trial > 0)
+        got = _run(_model("QLinearGlobalAveragePool", {"x": x}, params, domain=MS), {"x": x})
+        np.testing.assert_array_equal(got, _reference_global_pool(x, **params))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shape,attrs", [
+    ((1, 8, 9, 9), {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}),
+    ((2, 4, 10, 11), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 1], "count_include_pad": 1}),
+    ((1, 4, 10, 11), {"kernel_shape": [2, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 4, 10, 11), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1, "count_include_pad": 1,
+                      "pads": [1, 1, 1, 1]}),
+    ((1, 4, 8, 8), {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER"}),
+    ((1, 4, 12), {"kernel_shape": [5], "strides": [3], "pads": [2, 2]}),
+    ((1, 16, 7, 7), {"kernel_shape": [7, 7]}),  # the whole image: the CPU EP's global path
+    ((1, 4, 3, 3), {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((0, 4, 5, 5), {"kernel_shape": [3, 3]})])
+def test_qlinear_average_pool(ep_devices, dtype, shape, attrs):
+    rng = np.random.default_rng(len(shape) + len(attrs))
+    for trial in range(3):
+        x = _ints(rng, shape, dtype)
+        params = _params(rng, dtype, ("x_scale", "x_zp", "y_scale", "y_zp"), extreme=trial == 2)
+        _run(_model("QLinearAveragePool", {"x": x}, params, domain=MS, **attrs), {"x": x})
+
+
+def test_qlinear_pools_left_to_the_cpu_ep(ep_devices):
+    """channels_last, 3-D average pools and a QLinearConcat of more tensors than the native trampoline passes
+    (16 inputs) stay on the CPU EP."""
+    rng = np.random.default_rng(3)
+    params = _params(rng, "uint8", ("x_scale", "x_zp", "y_scale", "y_zp"))
+    x = _ints(rng, (1, 4, 4, 4), "uint8")
+    assert _placed(_model("QLinearGlobalAveragePool", {"x": x}, params, domain=MS, channels_last=1)) == {
+        "CPUExecutionProvider"}
+    assert _placed(_model("QLinearAveragePool", {"x": x}, params, domain=MS, kernel_shape=[2, 2],
+                          channels_last=1)) == {"CPUExecutionProvider"}
+    x = _ints(rng, (1, 2, 4, 4, 4), "uint8")
+    assert _placed(_model("QLinearAveragePool", {"x": x}, params, domain=MS, kernel_shape=[2, 2, 2])) == {
+        "CPUExecutionProvider"}
+    tensors = {f"x{j}": _ints(rng, (2, 3), "uint8") for j in range(5)}
+    names = ["y_scale", "y_zp"] + [n for j in range(5) for n in (f"x{j}", "x_scale", "x_zp")]
+    graph = helper.make_graph(
+        [helper.make_node("QLinearConcat", names, ["y"], domain=MS, axis=0)], "concat",
+        [helper.make_tensor_value_info(k, onnx.TensorProto.UINT8, v.shape) for k, v in tensors.items()],
+        [onnx.ValueInfoProto(name="y")], [numpy_helper.from_array(v, k) for k, v in params.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(MS, 1)],
+                              ir_version=10)
+    assert _placed(model) == {"CPUExecutionProvider"}

@@ -404,6 +404,8 @@ def _refused(node, ep: Ep) -> str | None:
 
 def _declined(spec, version: int, attrs: dict, inputs: list) -> str | None:
     """Why the node's kernel cannot run these attributes, ranks or types (Kernel.declines), or None."""
+    if len(inputs) > MAX_PACKED_INPUTS:  # the native trampoline fails such a run
+        return f"{spec.op} with {len(inputs)} inputs (at most {MAX_PACKED_INPUTS})"
     for a in spec.attributes:  # shaders take window and layout attributes as 32-bit parameters
         if a.name in GEOMETRY_ATTRIBUTES:
             values = attrs.get(a.name)
