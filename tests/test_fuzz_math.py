@@ -440,6 +440,29 @@ def qlinear_pool(rng) -> Case:
     return Case("QLinearAveragePool", 1, [x], attrs, consts, names=names, domain=MS)
 
 
+def qgemm(rng) -> Case:
+    """QGemm with transA / transB, alpha, a bias of each broadcast, B per tensor or per column, 8-bit or float
+    outputs; uint8 A with int8 B kept in [-64, 63] (_int8_range)."""
+    at, bt = [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8")][int(rng.integers(0, 3))]
+    mixed = at != bt
+    m, k, n = int(rng.integers(0 if rng.random() < 0.1 else 1, 10)), int(rng.integers(1, 40)), int(rng.integers(1, 20))
+    ta, tb = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+    a = _q(rng, [k, m] if ta else [m, k], at, mixed)
+    cols = [n] if rng.random() < 0.5 else []
+    consts = {"as": _qscale(rng), "az": _q(rng, [], at, mixed), "b": _q(rng, [n, k] if tb else [k, n], bt, mixed),
+              "bs": _qscale(rng, cols), "bz": _q(rng, cols, bt, mixed)}
+    names = ["x0", "as", "az", "b", "bs", "bz"]
+    bias = [None, [], [n], [1, n], [m, 1], [m, n]][int(rng.integers(0, 6))]
+    if bias is not None:
+        consts["c"] = np.asarray(rng.integers(-20000, 20000, bias), np.int32)
+    names.append("c" if bias is not None else "")
+    if rng.random() < 0.7:
+        consts.update(ys=_qscale(rng) * np.float32(10), yz=_q(rng, [], at))
+        names += ["ys", "yz"]
+    attrs = {"transA": ta, "transB": tb, **({"alpha": float(rng.uniform(0.1, 2))} if rng.random() < 0.4 else {})}
+    return Case("QGemm", 1, [a], attrs, consts, names=names, domain=MS)
+
+
 # ---- attention and rotary embeddings ------------------------------------------------------------------------
 
 def attention(rng) -> Case | None:
@@ -679,7 +702,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     matmul_integer: ("MatMulInteger",), qlinear_matmul: ("QLinearMatMul",),
     integer_conv: ("ConvInteger", "QLinearConv"), qlinear_binary: ("QLinearAdd", "QLinearMul"),
     qlinear_lookup: ("QLinearLeakyRelu", "QLinearSigmoid", "QLinearConcat"),
-    qlinear_pool: ("QLinearGlobalAveragePool", "QLinearAveragePool"),
+    qlinear_pool: ("QLinearGlobalAveragePool", "QLinearAveragePool"), qgemm: ("QGemm",),
     attention: ("Attention",), rotary: ("RotaryEmbedding",),
     contrib_gelu_norms: ("FastGelu", "BiasGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"),
     recurrent: ("LSTM", "GRU", "RNN"), contrib_unary: ("Gelu", "QuickGelu"), matmul_nbits: ("MatMulNBits",),

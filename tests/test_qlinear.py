@@ -430,6 +430,66 @@ def test_qoperator_model_from_orts_quantizer(ep_devices, tmp_path, per_channel, 
     assert vkep.stats()["process"]["nodes_replayed_natively"] - before >= 3 * (len(placed) - 2)
 
 
+def _branchy_cnn(seed: int = 0) -> onnx.ModelProto:
+    """A stem with LeakyRelu and MaxPool, two branches (ReLU, Sigmoid) concatenated, an AveragePool, a pointwise
+    conv, global average pooling and a Gemm classifier: the other ops ORT's quantizer emits for CNNs."""
+    rng = np.random.default_rng(seed)
+
+    def weight(name: str, shape: tuple[int, ...], scale: float | None = None):
+        scale = scale if scale is not None else 1 / np.sqrt(np.prod(shape[1:]))
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    inits = [weight("w1", (16, 3, 3, 3)), weight("b1", (16,), 0.1), weight("w2", (8, 16, 1, 1)),
+             weight("b2", (8,), 0.1), weight("w3", (8, 16, 3, 3)), weight("b3", (8,), 0.1),
+             weight("w4", (32, 16, 1, 1)), weight("b4", (32,), 0.1), weight("fc", (10, 32)), weight("fcb", (10,), 0.1)]
+    node = helper.make_node
+    nodes = [node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             node("LeakyRelu", ["c1"], ["r1"], alpha=0.1), node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             node("Conv", ["p1", "w2", "b2"], ["c2"]), node("Relu", ["c2"], ["r2"]),
+             node("Conv", ["p1", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1]), node("Sigmoid", ["c3"], ["s3"]),
+             node("Concat", ["r2", "s3"], ["cat"], axis=1),
+             node("AveragePool", ["cat"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             node("Conv", ["ap", "w4", "b4"], ["c4"]), node("Relu", ["c4"], ["r4"]),
+             node("GlobalAveragePool", ["r4"], ["g"]), node("Flatten", ["g"], ["flat"]),
+             node("Gemm", ["flat", "fc", "fcb"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("per_channel,weight_type", [(True, "QInt8"), (False, "QUInt8")])
+def test_qoperator_cnn_with_pools_concat_and_gemm(ep_devices, tmp_path, per_channel, weight_type):
+    """_branchy_cnn quantized by quantize_static (QOperator): QLinearLeakyRelu, MaxPool on uint8, QLinearSigmoid,
+    QLinearConcat, QLinearAveragePool, QLinearGlobalAveragePool and QGemm beside QLinearConv; every node on vkep
+    and every output equal to the CPU EP's (7-bit weights: module docstring)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    src, dst = tmp_path / "float.onnx", tmp_path / "qop.onnx"
+    onnx.save(_branchy_cnn(), src)
+
+    def image(seed: int) -> dict[str, np.ndarray]:
+        return {"x": np.random.default_rng(seed).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([image(s) for s in range(8)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QOperator, per_channel=per_channel,
+                    activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type), reduce_range=True)
+    model = onnx.load(dst)
+    ops = {n.op_type for n in model.graph.node}
+    assert {"QLinearLeakyRelu", "MaxPool", "QLinearSigmoid", "QLinearConcat", "QLinearAveragePool",
+            "QLinearGlobalAveragePool", "QGemm"} <= ops, ops
+    session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    placed = runner.placement(session)
+    assert [ep for _, _, ep in placed] == [VKEP] * len(placed), placed
+    for seed in range(100, 103):
+        np.testing.assert_array_equal(session.run(None, image(seed))[0], cpu.run(None, image(seed))[0])
+
+
 def _placed(model) -> set[str]:
     return {ep for _, _, ep in runner.placement(runner.vkep_session(model))}
 
@@ -599,3 +659,58 @@ def test_qlinear_pools_left_to_the_cpu_ep(ep_devices):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(MS, 1)],
                               ir_version=10)
     assert _placed(model) == {"CPUExecutionProvider"}
+
+
+# ---- com.microsoft QGemm -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("a_type,b_type", [("uint8", "int8"), ("uint8", "uint8"), ("int8", "int8")])
+@pytest.mark.parametrize("case", [
+    dict(m=1, k=512, n=10, transB=1, bias="n", per_column=True),  # a classifier as ORT's quantizer emits it
+    dict(m=5, k=33, n=20, bias="mn", alpha=0.5),
+    dict(m=7, k=16, n=17, transA=1, bias="m1"),
+    dict(m=3, k=9, n=4, transA=1, transB=1, bias="scalar", per_column=True, alpha=2.0),
+    dict(m=0, k=4, n=3), dict(m=9, k=40, n=18)])
+@pytest.mark.parametrize("float_output", [False, True])
+def test_qgemm(ep_devices, a_type, b_type, case, float_output):
+    """Against the CPU EP and numpy (the int32 sum plus C, times (alpha * a_scale) * b_scale [/ y_scale]); int8
+    weights with uint8 A in [-64, 63] (module docstring), zero points at the extremes in the last trial."""
+    mixed = a_type != b_type
+    rng = np.random.default_rng(case["m"] * 100 + case["k"])
+    m, k, n = case["m"], case["k"], case["n"]
+    alpha = case.get("alpha", 1.0)
+    for trial in range(2):
+        a = _ints(rng, (k, m) if case.get("transA") else (m, k), a_type)
+        b = _ints(rng, (n, k) if case.get("transB") else (k, n), b_type, *((-64, 63) if mixed else ()))
+        cols = (n,) if case.get("per_column") else ()
+        a_zp = _ints(rng, (), a_type) if trial == 0 else np.asarray(np.iinfo(a_type).max, a_type)
+        b_zp = _ints(rng, cols, b_type, *((-64, 63) if mixed else ()))
+        if trial == 1 and not mixed:
+            b_zp[...] = np.iinfo(b_type).min
+        a_scale, b_scale = _scale(rng), _scale(rng, cols)
+        bias_shape = {"n": (n,), "mn": (m, n), "m1": (m, 1), "scalar": ()}.get(case.get("bias"))
+        consts = {"a_scale": a_scale, "a_zp": a_zp, "b": b, "b_scale": b_scale, "b_zp": b_zp}
+        names = ["a", "a_scale", "a_zp", "b", "b_scale", "b_zp"]
+        if bias_shape is not None:
+            consts["c"] = np.asarray(rng.integers(-5000, 5000, bias_shape), np.int32)
+        names.append("c" if bias_shape is not None else "")
+        if not float_output:
+            consts["y_scale"] = np.asarray(_scale(rng) * 20, np.float32)
+            consts["y_zp"] = _ints(rng, (), a_type) if trial == 0 else np.asarray(np.iinfo(a_type).min, a_type)
+            names += ["y_scale", "y_zp"]
+        attrs = {key: case[key] for key in ("transA", "transB") if key in case}
+        node = helper.make_node("QGemm", names, ["y"], domain=MS, alpha=alpha, **attrs)
+        graph = helper.make_graph(
+            [node], "qgemm", [helper.make_tensor_value_info("a", helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)],
+            [onnx.ValueInfoProto(name="y")], [numpy_helper.from_array(v, key) for key, v in consts.items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(MS, 1)],
+                                  ir_version=10)
+        got = _run(model, {"a": a})
+        aa = (a.T if case.get("transA") else a).astype(np.int32) - np.int32(a_zp)
+        bb = (b.T if case.get("transB") else b).astype(np.int32) - b_zp.astype(np.int32)
+        acc = aa @ bb + (consts["c"] if "c" in consts else 0)
+        scale = (np.float32(alpha) * a_scale).astype(np.float32) * b_scale
+        if float_output:
+            np.testing.assert_array_equal(got, (acc.astype(np.float32) * scale).astype(np.float32))
+        else:
+            multiplier = (scale / consts["y_scale"]).astype(np.float32)
+            np.testing.assert_array_equal(got, _requantize(acc, multiplier, consts["y_zp"], a_type))

@@ -168,8 +168,8 @@ class MatMulInteger(Kernel):
         y = call.output(0, batch_shape + (m, n), out_type)
         if y.size:
             constants = (int(a.dtype == "int8"), int(b.dtype == "int8"), requant, int(out_type == "int8"))
-            tail = pack("11I", m, n, k, batches, a_stride, b_stride, a_zp_step, *bzp_steps, *bs_steps)
-            addresses = [a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp]
+            tail = pack("11If", m, n, k, batches, a_stride, b_stride, a_zp_step, *bzp_steps, *bs_steps, 1.0)
+            addresses = [a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp, None]
             variant = shader_dtype(a_scale) if requant else "uint8"  # (the scales' type: float32 or float16)
             tiles = batches * -(-m // MATMUL_TM) * -(-n // MATMUL_TN)
             call.dispatch(self.spec.shader, variant, constants, addresses, tail, grid_1d(tiles, 64),
@@ -447,3 +447,69 @@ class QLinearPool(Kernel):
             raise UnsupportedError(f"{op}: a window of {kernel} taps is too large for one invocation")
         return out_shape, 0, int(self.attrs.get("count_include_pad", 0) != 0), (ih, iw, oh, ow, kh, kw, sh, sw,
                                                                                   ph, pw)
+
+
+class QGemm(Kernel):
+    """com.microsoft QGemm: alpha * (A - a_zp)(B - b_zp) (+ int32 C) requantized to 8 bits, or float32 without
+    y_scale, as ORT's CPU EP computes it (matmul_integer.comp's QGemm mode): A per tensor, B per tensor or per
+    column, transA / transB, C scalar, per column, per row or [M, N]."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        ranks = padded(input_ranks, 9)
+        if (ranks[7] is None) != (ranks[8] is None):
+            return "QGemm with only one of y_scale and y_zero_point"
+        return None
+
+    def compute(self, call) -> None:
+        a, a_scale, azp, b, b_scale, bzp, c, y_scale, yzp = padded(call.inputs, 9)
+        for t, what in ((a_scale, "a_scale"), (azp, "a_zero_point"), (y_scale, "y_scale"), (yzp, "y_zero_point")):
+            _scalar(t, what, "QGemm")
+        key = (a.shape, b.shape, c.shape if c is not None else None, b_scale.shape,
+               bzp.shape if bzp is not None else None)
+        m, n, bias, steps = self.planned(key, lambda: self._plan(a.shape, b.shape, c, b_scale, bzp))
+        requant = 1 if y_scale is not None else 2
+        y = call.output(0, (m, n), yzp.dtype if requant == 1 else "float32")
+        if y.size:
+            k = a.shape[0] if self.attrs["transA"] else a.shape[1]
+            constants = (int(a.dtype == "int8"), int(b.dtype == "int8"), requant, int(y.dtype == "int8"),
+                         int(self.attrs["transA"] != 0), int(self.attrs["transB"] != 0), bias)
+            tail = pack("11If", m, n, k, 1, 0, 0, 0, steps[0], 0, steps[1], 0, self.attrs["alpha"])
+            addresses = [a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp, c]
+            tiles = -(-m // MATMUL_TM) * -(-n // MATMUL_TN)
+            call.dispatch(self.spec.shader, "float32", constants, addresses, tail, grid_1d(tiles, 64),
+                          [t for t in addresses if t is not None and t is not y], [y])
+
+    def _plan(self, sa, sb, c, b_scale, bzp) -> tuple:
+        if len(sa) != 2 or len(sb) != 2:
+            raise UnsupportedError(f"QGemm of {sa} and {sb}: 2-D operands only")
+        m, k = sa[::-1] if self.attrs["transA"] else sa
+        kb, n = sb[::-1] if self.attrs["transB"] else sb
+        if k != kb:
+            raise UnsupportedError(f"QGemm: A {sa} and B {sb} do not agree")
+        if k == 0:  # the CPU EP quantizes the bias in float there (HandleZeroKCase)
+            raise UnsupportedError("QGemm with K = 0")
+        if k > LOOP_BUDGET:
+            raise UnsupportedError(f"QGemm: K={k} past one invocation's loop budget")
+        steps = []
+        for t, what in ((bzp, "b_zero_point"), (b_scale, "b_scale")):
+            if t is None or t.size == 1:
+                steps.append(0)
+            elif t.shape == (n,):
+                steps.append(1)
+            else:
+                raise UnsupportedError(f"QGemm: {what} of shape {t.shape} for N = {n}")
+        bias = 0
+        if c is not None:
+            cs = c.shape
+            if math.prod(cs) == 1 and len(cs) <= 2:
+                bias = 1
+            elif cs in ((n,), (1, n)):
+                bias = 2
+            elif cs == (m, 1):
+                bias = 3
+            elif cs == (m, n):
+                bias = 4
+            else:
+                raise UnsupportedError(f"QGemm: C of shape {cs} for an output of ({m}, {n})")
+        return m, n, bias, steps
