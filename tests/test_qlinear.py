@@ -714,3 +714,49 @@ def test_qgemm(ep_devices, a_type, b_type, case, float_output):
         else:
             multiplier = (scale / consts["y_scale"]).astype(np.float32)
             np.testing.assert_array_equal(got, _requantize(acc, multiplier, consts["y_zp"], a_type))
+
+
+def _mlas_logistic(x: np.ndarray, fused: bool = True) -> np.ndarray:
+    """MlasLogisticKernelFma3 in numpy, float32: its fused multiply-adds through float64 (where the product is
+    exact), or (fused=False) each product rounded first."""
+    f32 = np.float32
+
+    def madd(a, b, c):
+        if fused:
+            return (a.astype(np.float64) * np.float64(b) + np.float64(c)).astype(f32)
+        return ((a * f32(b)).astype(f32) + f32(c)).astype(f32)
+
+    x = np.clip(x.astype(f32), f32(-18), f32(18))
+    x2 = (x * x).astype(f32)
+    p = madd(x2, f32(4.37031012579801e-11), f32(1.15627324459942e-07))
+    for c in (6.08574864600143e-05, 8.51377133304701e-03, 2.48287947061529e-01):
+        p = madd(x2, p, f32(c)) if fused else ((x2 * p).astype(f32) + f32(c)).astype(f32)
+    q = madd(x2, f32(6.10247389755681e-13), f32(5.76102136993427e-09))
+    for c in (6.29106785017040e-06, 1.70198817374094e-03, 1.16817656904453e-01, 9.93151921023180e-01):
+        q = madd(x2, q, f32(c)) if fused else ((x2 * q).astype(f32) + f32(c)).astype(f32)
+    return np.maximum(((x * p).astype(f32) / q).astype(f32) + f32(0.5), f32(0))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_qlinear_sigmoid_fused_rounding(ep_devices, dtype):
+    """Output scales that put a logistic value on a rounding boundary where MLAS's fused multiply-adds and
+    separately rounded ones quantize differently: vkep must give the fused answer, as the CPU EP does."""
+    x = np.arange(256).astype(np.uint8).view(dtype)
+    found = 0
+    for x_scale in (0.05, 0.031, 0.07, 0.02):
+        feeds = {"x": x, "x_scale": np.asarray(x_scale, np.float32), "x_zp": np.asarray(0, dtype)}
+        v = (np.float32(x_scale) * x.astype(np.int32).astype(np.float32)).astype(np.float32)
+        fused, plain = _mlas_logistic(v), _mlas_logistic(v, fused=False)
+        for i in np.flatnonzero(fused != plain)[:12]:
+            for j in range(1, 40):
+                y_scale = np.float32(fused[i] / np.float32(j + 0.5))
+                feeds.update(y_scale=np.asarray(y_scale, np.float32), y_zp=np.asarray(np.iinfo(dtype).min, dtype))
+                want = _reference_lookup(x, x_scale, feeds["x_zp"], y_scale, feeds["y_zp"], _mlas_logistic)
+                other = _reference_lookup(x, x_scale, feeds["x_zp"], y_scale, feeds["y_zp"],
+                                          lambda t: _mlas_logistic(t, fused=False))
+                if (want != other).any():
+                    model = _model("QLinearSigmoid", {k: np.asarray(val) for k, val in feeds.items()}, {}, domain=MS)
+                    np.testing.assert_array_equal(_run(model, feeds), want)
+                    found += 1
+                    break
+    assert found >= 4, found
