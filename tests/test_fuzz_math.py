@@ -631,6 +631,42 @@ def multi_head_attention(rng) -> Case | None:
     return Case("MultiHeadAttention", 1, inputs, attrs, names=names, domain=MS, tol={"rtol": 2e-3, "atol": 1e-4})
 
 
+def contrib_attention(rng) -> Case:
+    """com.microsoft Attention: packed QKV weights (V of its own size sometimes), bias or none, a mask_index of
+    each format, unidirectional, attention_bias, scale and mask_filter_value."""
+    b, s, heads = int(rng.integers(1, 3)), int(rng.integers(1, 7)), int(rng.integers(1, 4))
+    d = int(rng.choice([4, 8]))
+    hidden = heads * d
+    sizes = [hidden, hidden, heads * int(rng.choice([4, 8]))] if rng.random() < 0.2 else [hidden] * 3
+    x = data(rng, [b, s, hidden], "float32", 1.0)
+    consts = {"w": np.asarray(rng.standard_normal((hidden, sum(sizes))) / np.sqrt(hidden), np.float32)}
+    names = ["x0", "w"]
+    if rng.random() < 0.8:
+        consts["b"] = data(rng, [sum(sizes)], "float32", 0.1)
+    names.append("b" if "b" in consts else "")
+    inputs = [x]
+    kind = int(rng.integers(0, 5))
+    if kind:
+        ends = rng.integers(0 if rng.random() < 0.1 else 1, s + 1, b)
+        mask = {1: ends, 2: np.concatenate([ends, rng.integers(0, ends + 1)]),
+                3: (np.arange(s)[None, :] < ends[:, None]), 4: rng.random((b, s, s)) < 0.7}[kind]
+        inputs.append(np.asarray(mask, np.int32))
+        names.append("x1")
+    attrs: dict = {"num_heads": heads}
+    if rng.random() < 0.3:
+        inputs.append(data(rng, [int(rng.choice([1, b])), int(rng.choice([1, heads])), s, s], "float32", 1.0))
+        names += [""] * (3 + 2 - len(names)) + [f"x{len(inputs) - 1}"]
+    if sizes[2] != hidden:
+        attrs["qkv_hidden_sizes"] = sizes
+    if rng.random() < 0.3:
+        attrs["unidirectional"] = 1
+    if rng.random() < 0.2:
+        attrs["scale"] = float(rng.uniform(0.1, 1.0))
+    if rng.random() < 0.2:
+        attrs["mask_filter_value"] = float(rng.choice([-1e4, -1e3, -3e4]))
+    return Case("Attention", 1, inputs, attrs, consts, names=names, domain=MS, tol={"rtol": 1e-3, "atol": 1e-4})
+
+
 def group_query_attention(rng) -> Case | None:
     """A prompt or a decode step, padded or not: packed or not, a past of the exact length, longer or empty, rotary (with
     position_ids), scale, softcap, local window or bidirectional, smooth softmax or head_sink, attention_bias (ORT's CPU EP wants head sizes and
@@ -703,6 +739,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     integer_conv: ("ConvInteger", "QLinearConv"), qlinear_binary: ("QLinearAdd", "QLinearMul"),
     qlinear_lookup: ("QLinearLeakyRelu", "QLinearSigmoid", "QLinearConcat"),
     qlinear_pool: ("QLinearGlobalAveragePool", "QLinearAveragePool"), qgemm: ("QGemm",),
+    contrib_attention: ("Attention",),
     attention: ("Attention",), rotary: ("RotaryEmbedding",),
     contrib_gelu_norms: ("FastGelu", "BiasGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"),
     recurrent: ("LSTM", "GRU", "RNN"), contrib_unary: ("Gelu", "QuickGelu"), matmul_nbits: ("MatMulNBits",),

@@ -1,0 +1,116 @@
+"""com.microsoft Attention (packed QKV weights, as ORT's transformer optimizer exports BERT) against ORT's CPU EP:
+mask_index in each format, unidirectional, attention_bias, qkv_hidden_sizes, and what stays on the CPU EP."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from vkep import runner
+
+VKEP = "VulkanExecutionProvider"
+MS = "com.microsoft"
+
+
+def _model(batch: int, seq: int, hidden: int, heads: int, sizes: list[int] | None = None, mask: tuple | None = None,
+           attn_bias: tuple | None = None, bias: bool = True, seed: int = 0, **attrs) -> tuple:
+    """One Attention node: input (and mask_index, attention_bias) fed, weights and bias initializers."""
+    rng = np.random.default_rng(seed)
+    cols = sum(sizes) if sizes else 3 * hidden
+    w = (rng.standard_normal((hidden, cols)) / np.sqrt(hidden)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w")]
+    names = ["x", "w"]
+    if bias:
+        inits.append(numpy_helper.from_array((rng.standard_normal(cols) * 0.1).astype(np.float32), "b"))
+    names.append("b" if bias else "")
+    feeds = {"x": rng.standard_normal((batch, seq, hidden)).astype(np.float32)}
+    infos = [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [batch, seq, hidden])]
+    if mask is not None:
+        kind, values = mask
+        feeds["mask"] = np.asarray(values, np.int32)
+        infos.append(helper.make_tensor_value_info("mask", onnx.TensorProto.INT32, feeds["mask"].shape))
+    names.append("mask" if mask is not None else "")
+    if attn_bias is not None:
+        feeds["ab"] = rng.standard_normal(attn_bias).astype(np.float32)
+        infos.append(helper.make_tensor_value_info("ab", onnx.TensorProto.FLOAT, attn_bias))
+        names += ["", "ab"]
+    if sizes:
+        attrs["qkv_hidden_sizes"] = sizes
+    node = helper.make_node("Attention", names, ["y"], domain=MS, num_heads=heads, **attrs)
+    graph = helper.make_graph([node], "attention", infos, [onnx.ValueInfoProto(name="y")], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+                              ir_version=9)
+    return model, feeds
+
+
+def _check(model, feeds) -> None:
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    got, want = session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5)
+
+
+def _lengths(rng, batch: int, seq: int) -> np.ndarray:
+    return rng.integers(1, seq + 1, batch)
+
+
+@pytest.mark.parametrize("case", [
+    dict(batch=2, seq=8, hidden=64, heads=4),  # no mask
+    dict(batch=2, seq=8, hidden=64, heads=4, mask="raw2d"),  # BERT: the attention mask as int32
+    dict(batch=3, seq=7, hidden=32, heads=2, mask="ends"),
+    dict(batch=2, seq=6, hidden=32, heads=4, mask="ends_starts"),
+    dict(batch=2, seq=5, hidden=32, heads=2, mask="raw3d"),
+    dict(batch=2, seq=9, hidden=48, heads=3, unidirectional=1),
+    dict(batch=2, seq=9, hidden=48, heads=3, unidirectional=1, mask="raw2d"),
+    dict(batch=2, seq=5, hidden=48, heads=3, unidirectional=1, mask="raw3d"),  # rows masked by both
+    dict(batch=2, seq=6, hidden=32, heads=4, attn_bias=(2, 4, 6, 6)),
+    dict(batch=2, seq=6, hidden=32, heads=4, attn_bias=(1, 4, 6, 6), mask="raw2d"),
+    dict(batch=1, seq=6, hidden=32, heads=2, sizes=[32, 32, 16], scale=0.3, bias=False),
+    dict(batch=2, seq=4, hidden=32, heads=2, mask="raw2d", mask_filter_value=-1e4 * 2),
+    dict(batch=1, seq=1, hidden=32, heads=2, unidirectional=1),
+    dict(batch=1, seq=128, hidden=768, heads=12, mask="raw2d"),  # BERT-base shapes
+])
+def test_attention_matches_cpu_ep(ep_devices, case):
+    case = dict(case)
+    rng = np.random.default_rng(1)
+    batch, seq = case["batch"], case["seq"]
+    kind = case.pop("mask", None)
+    mask = None
+    if kind == "ends":
+        mask = (kind, _lengths(rng, batch, seq))
+    elif kind == "ends_starts":
+        ends = _lengths(rng, batch, seq)
+        mask = (kind, np.concatenate([ends, rng.integers(0, ends)]))
+    elif kind == "raw2d":
+        values = (np.arange(seq)[None, :] < _lengths(rng, batch, seq)[:, None]).astype(np.int32)
+        mask = (kind, values)
+    elif kind == "raw3d":
+        mask = (kind, (rng.random((batch, seq, seq)) < 0.7).astype(np.int32))
+    _check(*_model(mask=mask, **case))
+
+
+def test_attention_fully_masked_rows(ep_devices):
+    """A batch whose raw mask is all zeros: the CPU EP adds mask_filter_value to every score (a finite bias, so the
+    row is the softmax of the unmasked scores), and so does vkep."""
+    mask = np.ones((2, 6), np.int32)
+    mask[1] = 0
+    _check(*_model(2, 6, 32, 2, mask=("raw2d", mask)))
+
+
+def test_attention_left_to_the_cpu_ep(ep_devices):
+    """Weights that are not constant (vkep packs them per projection), a past state and do_rotary stay on the
+    CPU EP."""
+    model, _ = _model(1, 4, 32, 2)
+    model.graph.input.append(helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [32, 96]))
+    assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
+    model, _ = _model(1, 4, 32, 2, do_rotary=1)
+    assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
+    model, _ = _model(1, 4, 32, 2)
+    node = model.graph.node[0]
+    node.input.extend(["", "past"])
+    model.graph.input.append(helper.make_tensor_value_info("past", onnx.TensorProto.FLOAT, [2, 1, 2, 3, 16]))
+    node.output.append("present")
+    assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
