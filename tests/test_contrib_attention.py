@@ -114,3 +114,53 @@ def test_attention_left_to_the_cpu_ep(ep_devices):
     model.graph.input.append(helper.make_tensor_value_info("past", onnx.TensorProto.FLOAT, [2, 1, 2, 3, 16]))
     node.output.append("present")
     assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
+
+
+def _bert_as_exporters_write_it() -> onnx.ModelProto:
+    """vkep.models.bert_encoder with the two patterns ORT's BERT fusion looks for: the scores divided by
+    sqrt(head size), and the mask unsqueezed to [B, 1, 1, S] before (1 - mask) * -10000."""
+    from vkep import models
+
+    model = models.bert_encoder(np.float32, batch=2)
+    graph = model.graph
+    graph.initializer.extend([numpy_helper.from_array(np.array(4.0, np.float32), "sqrt_head"),
+                              numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+                              numpy_helper.from_array(np.array([2], np.int64), "axis2")])
+    nodes = []
+    for node in graph.node:
+        if node.op_type == "Mul" and "attention_scale" in node.input:
+            node = helper.make_node("Div", [node.input[0], "sqrt_head"], list(node.output))
+        elif node.op_type == "Sub" and "one" in node.input:
+            nodes += [helper.make_node("Unsqueeze", ["attention_mask", "axis1"], ["mask1"]),
+                      helper.make_node("Unsqueeze", ["mask1", "axis2"], ["mask2"]),
+                      helper.make_node("Sub", ["one", "mask2"], ["inverted"])]
+            continue
+        elif node.op_type == "Mul" and "mask_value" in node.input:
+            continue
+        elif node.op_type == "Unsqueeze" and "mask_axes" in node.input:
+            node = helper.make_node("Mul", ["inverted", "mask_value"], list(node.output))
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model
+
+
+def test_bert_fused_by_orts_transformer_optimizer(ep_devices, tmp_path):
+    """A 2-layer BERT encoder fused by onnxruntime.transformers.optimizer (Attention with a ReduceSum mask_index,
+    SkipLayerNormalization, BiasGelu): every node on vkep, outputs as the CPU EP's (padded tokens included)."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    from vkep import models
+
+    src = tmp_path / "bert.onnx"
+    onnx.save(_bert_as_exporters_write_it(), src)
+    optimized = optimize_model(str(src), model_type="bert", num_heads=4, hidden_size=64, opt_level=0)
+    assert optimized.get_fused_operator_statistics()["Attention"] == 2
+    model = optimized.model
+    feeds = models.bert_inputs(model, seed=1)
+    assert feeds["attention_mask"].min() == 0  # (padding to mask)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-3, atol=1e-5)
