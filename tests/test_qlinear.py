@@ -760,3 +760,17 @@ def test_qlinear_sigmoid_fused_rounding(ep_devices, dtype):
                     found += 1
                     break
     assert found >= 4, found
+
+
+@pytest.mark.parametrize("op", ["QLinearLeakyRelu", "QLinearSigmoid"])
+def test_qlinear_absent_zero_points(ep_devices, op):
+    """Zero points are optional inputs of these ops (0 when absent). (QLinearAveragePool's are too, but ORT's type
+    inference refuses a node without them.)"""
+    rng = np.random.default_rng(11)
+    x = np.arange(256).astype(np.uint8).reshape(1, 4, 8, 8)
+    inputs = {"x": x, "x_scale": np.asarray(0.05, np.float32), "x_zp": None, "y_scale": np.asarray(0.02, np.float32),
+              "y_zp": None}
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    _run(_model(op, inputs, {}, domain=MS), feeds)
+    feeds["x"] = inputs["x"] = _ints(rng, (2, 3, 5), "uint8")
+    _run(_model(op, inputs, {}, domain=MS), feeds)
