@@ -101,13 +101,17 @@ def test_attention_fully_masked_rows(ep_devices):
 
 
 def test_attention_left_to_the_cpu_ep(ep_devices):
-    """Weights that are not constant (vkep packs them per projection), a past state and do_rotary stay on the
-    CPU EP."""
+    """Weights that are not constant (vkep packs them per projection), do_rotary, a negative scale and a past state
+    stay on the CPU EP."""
     model, _ = _model(1, 4, 32, 2)
     model.graph.input.append(helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [32, 96]))
     assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
     model, _ = _model(1, 4, 32, 2, do_rotary=1)
     assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
+    model, feeds = _model(1, 4, 32, 2, scale=-0.5)
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    session.run(None, feeds)
     model, _ = _model(1, 4, 32, 2)
     node = model.graph.node[0]
     node.input.extend(["", "past"])

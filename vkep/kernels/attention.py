@@ -247,6 +247,8 @@ class ContribAttention(Kernel):
             return f"an attention_bias of rank {ranks[5]}"
         if attrs.get("do_rotary") or attrs.get("past_present_share_buffer"):
             return "do_rotary / past_present_share_buffer"
+        if (attrs.get("scale") or 0.0) < 0:
+            return "a negative scale (attention.comp scales Q and K by sqrt(scale))"
         sizes = attrs.get("qkv_hidden_sizes") or []
         if sizes and (len(sizes) != 3 or sizes[0] != sizes[1]):
             return f"qkv_hidden_sizes {sizes} (Q and K of the same size only)"
