@@ -431,8 +431,9 @@ def test_qoperator_model_from_orts_quantizer(ep_devices, tmp_path, per_channel, 
 
 
 def _branchy_cnn(seed: int = 0) -> onnx.ModelProto:
-    """A stem with LeakyRelu and MaxPool, two branches (ReLU, Sigmoid) concatenated, an AveragePool, a pointwise
-    conv, global average pooling and a Gemm classifier: the other ops ORT's quantizer emits for CNNs."""
+    """A stem with LeakyRelu and MaxPool, two branches (ReLU, Sigmoid) concatenated, an AveragePool, a nearest
+    upsampling, a pointwise conv, global average pooling and a Gemm classifier: the other ops ORT's quantizer emits
+    for CNNs."""
     rng = np.random.default_rng(seed)
 
     def weight(name: str, shape: tuple[int, ...], scale: float | None = None):
@@ -441,7 +442,8 @@ def _branchy_cnn(seed: int = 0) -> onnx.ModelProto:
 
     inits = [weight("w1", (16, 3, 3, 3)), weight("b1", (16,), 0.1), weight("w2", (8, 16, 1, 1)),
              weight("b2", (8,), 0.1), weight("w3", (8, 16, 3, 3)), weight("b3", (8,), 0.1),
-             weight("w4", (32, 16, 1, 1)), weight("b4", (32,), 0.1), weight("fc", (10, 32)), weight("fcb", (10,), 0.1)]
+             weight("w4", (32, 16, 1, 1)), weight("b4", (32,), 0.1), weight("fc", (10, 32)), weight("fcb", (10,), 0.1),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "up")]
     node = helper.make_node
     nodes = [node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
              node("LeakyRelu", ["c1"], ["r1"], alpha=0.1), node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
@@ -449,7 +451,8 @@ def _branchy_cnn(seed: int = 0) -> onnx.ModelProto:
              node("Conv", ["p1", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1]), node("Sigmoid", ["c3"], ["s3"]),
              node("Concat", ["r2", "s3"], ["cat"], axis=1),
              node("AveragePool", ["cat"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-             node("Conv", ["ap", "w4", "b4"], ["c4"]), node("Relu", ["c4"], ["r4"]),
+             node("Resize", ["ap", "", "up"], ["big"], mode="nearest"),
+             node("Conv", ["big", "w4", "b4"], ["c4"]), node("Relu", ["c4"], ["r4"]),
              node("GlobalAveragePool", ["r4"], ["g"]), node("Flatten", ["g"], ["flat"]),
              node("Gemm", ["flat", "fc", "fcb"], ["y"], transB=1)]
     graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 32, 32])],
@@ -459,9 +462,9 @@ def _branchy_cnn(seed: int = 0) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("per_channel,weight_type", [(True, "QInt8"), (False, "QUInt8")])
 def test_qoperator_cnn_with_pools_concat_and_gemm(ep_devices, tmp_path, per_channel, weight_type):
-    """_branchy_cnn quantized by quantize_static (QOperator): QLinearLeakyRelu, MaxPool on uint8, QLinearSigmoid,
-    QLinearConcat, QLinearAveragePool, QLinearGlobalAveragePool and QGemm beside QLinearConv; every node on vkep
-    and every output equal to the CPU EP's (7-bit weights: module docstring)."""
+    """_branchy_cnn quantized by quantize_static (QOperator): QLinearLeakyRelu, MaxPool and Resize on uint8,
+    QLinearSigmoid, QLinearConcat, QLinearAveragePool, QLinearGlobalAveragePool and QGemm beside QLinearConv; every
+    node on vkep and every output equal to the CPU EP's (7-bit weights: module docstring)."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     src, dst = tmp_path / "float.onnx", tmp_path / "qop.onnx"
@@ -481,7 +484,7 @@ def test_qoperator_cnn_with_pools_concat_and_gemm(ep_devices, tmp_path, per_chan
                     activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type), reduce_range=True)
     model = onnx.load(dst)
     ops = {n.op_type for n in model.graph.node}
-    assert {"QLinearLeakyRelu", "MaxPool", "QLinearSigmoid", "QLinearConcat", "QLinearAveragePool",
+    assert {"QLinearLeakyRelu", "MaxPool", "QLinearSigmoid", "QLinearConcat", "QLinearAveragePool", "Resize",
             "QLinearGlobalAveragePool", "QGemm"} <= ops, ops
     session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
     placed = runner.placement(session)
@@ -774,3 +777,24 @@ def test_qlinear_absent_zero_points(ep_devices, op):
     _run(_model(op, inputs, {}, domain=MS), feeds)
     feeds["x"] = inputs["x"] = _ints(rng, (2, 3, 5), "uint8")
     _run(_model(op, inputs, {}, domain=MS), feeds)
+
+
+# ---- Resize of 8-bit tensors (between QLinear ops in QOperator models) -------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("attrs,scales", [
+    ({}, [1, 1, 2, 2]),  # the upsampling of FPN / YOLO heads
+    ({"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, [1, 1, 2, 2]),
+    ({"coordinate_transformation_mode": "align_corners", "nearest_mode": "round_prefer_ceil"}, [1, 1, 1.7, 0.6]),
+    ({"coordinate_transformation_mode": "pytorch_half_pixel", "nearest_mode": "ceil"}, [1, 1, 3, 0.5])])
+def test_resize_8bit_nearest(ep_devices, dtype, attrs, scales):
+    rng = np.random.default_rng(5)
+    x = _ints(rng, (2, 3, 5, 6), dtype)
+    consts = {"roi": np.zeros(0, np.float32), "scales": np.asarray(scales, np.float32)}
+    _run(_model("Resize", {"x": x}, consts, opset=13, mode="nearest", **attrs), {"x": x})
+
+
+def test_resize_8bit_linear_stays_on_the_cpu_ep(ep_devices):
+    x = _ints(np.random.default_rng(6), (1, 2, 4, 4), "uint8")
+    consts = {"roi": np.zeros(0, np.float32), "scales": np.asarray([1, 1, 2, 2], np.float32)}
+    assert _placed(_model("Resize", {"x": x}, consts, opset=13, mode="linear")) == {"CPUExecutionProvider"}
