@@ -387,6 +387,82 @@ def qlinear_binary(rng) -> Case:
     return Case(op, 1, [a, b], consts=consts, names=names, domain=MS)
 
 
+def _q_params(rng, dtype: str, prefix: str) -> dict[str, np.ndarray]:
+    return {f"{prefix}s": _qscale(rng), f"{prefix}z": _q(rng, [], dtype)}
+
+
+def qlinear_lookup(rng) -> Case:
+    """QLinearLeakyRelu / QLinearSigmoid of any shape, or a QLinearConcat of 1 to 4 tensors (16 node inputs at
+    most) with parameters of their own."""
+    op = str(rng.choice(["QLinearLeakyRelu", "QLinearSigmoid", "QLinearConcat"]))
+    dtype = str(rng.choice(["uint8", "int8"]))
+    if op != "QLinearConcat":
+        attrs = {"alpha": float(rng.uniform(0.0, 0.5))} if op == "QLinearLeakyRelu" and rng.random() < 0.7 else {}
+        x = _q(rng, shape_of(rng, int(rng.integers(0, 5)), high=7, empty=0.05), dtype)
+        consts = {**_q_params(rng, dtype, "x"), **_q_params(rng, dtype, "y")}
+        return Case(op, 1, [x], attrs, consts, names=["x0", "xs", "xz", "ys", "yz"], domain=MS)
+    rank = int(rng.integers(1, 5))
+    axis = int(rng.integers(-rank, rank))
+    ref = shape_of(rng, rank, high=6, empty=0.05)
+    inputs, consts, names = [], _q_params(rng, dtype, "y"), ["ys", "yz"]
+    for j in range(int(rng.integers(1, 5))):
+        shape = list(ref)
+        shape[axis] = int(rng.integers(0 if rng.random() < 0.1 else 1, 6))
+        inputs.append(_q(rng, shape, dtype))
+        consts.update(_q_params(rng, dtype, f"x{j}"))
+        names += [f"x{j}", f"x{j}s", f"x{j}z"]
+    return Case(op, 1, inputs, {"axis": axis}, consts, names=names, domain=MS)
+
+
+def qlinear_pool(rng) -> Case:
+    """QLinearGlobalAveragePool over 1 to 3 spatial dims, QLinearAveragePool over 1 or 2 with strides, pads,
+    auto_pad, ceil_mode and count_include_pad."""
+    dtype = str(rng.choice(["uint8", "int8"]))
+    consts = {**_q_params(rng, dtype, "x"), **_q_params(rng, dtype, "y")}
+    names = ["x0", "xs", "xz", "ys", "yz"]
+    if rng.random() < 0.4:
+        x = _q(rng, shape_of(rng, 2, high=4, empty=0.05) + shape_of(rng, int(rng.integers(1, 4)), high=9, empty=0.0),
+               dtype)
+        return Case("QLinearGlobalAveragePool", 1, [x], {}, consts, names=names, domain=MS)
+    n = int(rng.integers(1, 3))
+    spatial = shape_of(rng, n, low=2, high=10, empty=0.0)
+    kernel = [int(rng.integers(1, d + 1)) for d in spatial]
+    attrs: dict = {"kernel_shape": kernel, "strides": [int(rng.integers(1, 3)) for _ in range(n)]}
+    if rng.random() < 0.3:
+        attrs["auto_pad"] = str(rng.choice(["SAME_UPPER", "SAME_LOWER", "VALID"]))
+    elif rng.random() < 0.6:
+        attrs["pads"] = [int(rng.integers(0, k)) for k in kernel * 2]
+    if rng.random() < 0.3:
+        attrs["ceil_mode"] = 1
+    if rng.random() < 0.5:
+        attrs["count_include_pad"] = 1
+    x = _q(rng, shape_of(rng, 2, high=4, empty=0.05) + spatial, dtype)
+    return Case("QLinearAveragePool", 1, [x], attrs, consts, names=names, domain=MS)
+
+
+def qgemm(rng) -> Case:
+    """QGemm with transA / transB, alpha, a bias of each broadcast, B per tensor or per column, 8-bit or float
+    outputs; uint8 A with int8 B kept in [-64, 63] (_int8_range)."""
+    at, bt = [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8")][int(rng.integers(0, 3))]
+    mixed = at != bt
+    m, k, n = int(rng.integers(0 if rng.random() < 0.1 else 1, 10)), int(rng.integers(1, 40)), int(rng.integers(1, 20))
+    ta, tb = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+    a = _q(rng, [k, m] if ta else [m, k], at, mixed)
+    cols = [n] if rng.random() < 0.5 else []
+    consts = {"as": _qscale(rng), "az": _q(rng, [], at, mixed), "b": _q(rng, [n, k] if tb else [k, n], bt, mixed),
+              "bs": _qscale(rng, cols), "bz": _q(rng, cols, bt, mixed)}
+    names = ["x0", "as", "az", "b", "bs", "bz"]
+    bias = [None, [], [n], [1, n], [m, 1], [m, n]][int(rng.integers(0, 6))]
+    if bias is not None:
+        consts["c"] = np.asarray(rng.integers(-20000, 20000, bias), np.int32)
+    names.append("c" if bias is not None else "")
+    if rng.random() < 0.7:
+        consts.update(ys=_qscale(rng) * np.float32(10), yz=_q(rng, [], at))
+        names += ["ys", "yz"]
+    attrs = {"transA": ta, "transB": tb, **({"alpha": float(rng.uniform(0.1, 2))} if rng.random() < 0.4 else {})}
+    return Case("QGemm", 1, [a], attrs, consts, names=names, domain=MS)
+
+
 # ---- attention and rotary embeddings ------------------------------------------------------------------------
 
 def attention(rng) -> Case | None:
@@ -555,6 +631,42 @@ def multi_head_attention(rng) -> Case | None:
     return Case("MultiHeadAttention", 1, inputs, attrs, names=names, domain=MS, tol={"rtol": 2e-3, "atol": 1e-4})
 
 
+def contrib_attention(rng) -> Case:
+    """com.microsoft Attention: packed QKV weights (V of its own size sometimes), bias or none, a mask_index of
+    each format, unidirectional, attention_bias, scale and mask_filter_value."""
+    b, s, heads = int(rng.integers(1, 3)), int(rng.integers(1, 7)), int(rng.integers(1, 4))
+    d = int(rng.choice([4, 8]))
+    hidden = heads * d
+    sizes = [hidden, hidden, heads * int(rng.choice([4, 8]))] if rng.random() < 0.2 else [hidden] * 3
+    x = data(rng, [b, s, hidden], "float32", 1.0)
+    consts = {"w": np.asarray(rng.standard_normal((hidden, sum(sizes))) / np.sqrt(hidden), np.float32)}
+    names = ["x0", "w"]
+    if rng.random() < 0.8:
+        consts["b"] = data(rng, [sum(sizes)], "float32", 0.1)
+    names.append("b" if "b" in consts else "")
+    inputs = [x]
+    kind = int(rng.integers(0, 5))
+    if kind:
+        ends = rng.integers(0 if rng.random() < 0.1 else 1, s + 1, b)
+        mask = {1: ends, 2: np.concatenate([ends, rng.integers(0, ends + 1)]),
+                3: (np.arange(s)[None, :] < ends[:, None]), 4: rng.random((b, s, s)) < 0.7}[kind]
+        inputs.append(np.asarray(mask, np.int32))
+        names.append("x1")
+    attrs: dict = {"num_heads": heads}
+    if rng.random() < 0.3:
+        inputs.append(data(rng, [int(rng.choice([1, b])), int(rng.choice([1, heads])), s, s], "float32", 1.0))
+        names += [""] * (3 + 2 - len(names)) + [f"x{len(inputs) - 1}"]
+    if sizes[2] != hidden:
+        attrs["qkv_hidden_sizes"] = sizes
+    if rng.random() < 0.3:
+        attrs["unidirectional"] = 1
+    if rng.random() < 0.2:
+        attrs["scale"] = float(rng.uniform(0.1, 1.0))
+    if rng.random() < 0.2:
+        attrs["mask_filter_value"] = float(rng.choice([-1e4, -1e3, -3e4]))
+    return Case("Attention", 1, inputs, attrs, consts, names=names, domain=MS, tol={"rtol": 1e-3, "atol": 1e-4})
+
+
 def group_query_attention(rng) -> Case | None:
     """A prompt or a decode step, padded or not: packed or not, a past of the exact length, longer or empty, rotary (with
     position_ids), scale, softcap, local window or bidirectional, smooth softmax or head_sink, attention_bias (ORT's CPU EP wants head sizes and
@@ -625,6 +737,9 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     quantize_linear: ("QuantizeLinear", "DequantizeLinear"), dynamic_quantize: ("DynamicQuantizeLinear",),
     matmul_integer: ("MatMulInteger",), qlinear_matmul: ("QLinearMatMul",),
     integer_conv: ("ConvInteger", "QLinearConv"), qlinear_binary: ("QLinearAdd", "QLinearMul"),
+    qlinear_lookup: ("QLinearLeakyRelu", "QLinearSigmoid", "QLinearConcat"),
+    qlinear_pool: ("QLinearGlobalAveragePool", "QLinearAveragePool"), qgemm: ("QGemm",),
+    contrib_attention: ("Attention",),
     attention: ("Attention",), rotary: ("RotaryEmbedding",),
     contrib_gelu_norms: ("FastGelu", "BiasGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"),
     recurrent: ("LSTM", "GRU", "RNN"), contrib_unary: ("Gelu", "QuickGelu"), matmul_nbits: ("MatMulNBits",),

@@ -430,6 +430,69 @@ def test_qoperator_model_from_orts_quantizer(ep_devices, tmp_path, per_channel, 
     assert vkep.stats()["process"]["nodes_replayed_natively"] - before >= 3 * (len(placed) - 2)
 
 
+def _branchy_cnn(seed: int = 0) -> onnx.ModelProto:
+    """A stem with LeakyRelu and MaxPool, two branches (ReLU, Sigmoid) concatenated, an AveragePool, a nearest
+    upsampling, a pointwise conv, global average pooling and a Gemm classifier: the other ops ORT's quantizer emits
+    for CNNs."""
+    rng = np.random.default_rng(seed)
+
+    def weight(name: str, shape: tuple[int, ...], scale: float | None = None):
+        scale = scale if scale is not None else 1 / np.sqrt(np.prod(shape[1:]))
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    inits = [weight("w1", (16, 3, 3, 3)), weight("b1", (16,), 0.1), weight("w2", (8, 16, 1, 1)),
+             weight("b2", (8,), 0.1), weight("w3", (8, 16, 3, 3)), weight("b3", (8,), 0.1),
+             weight("w4", (32, 16, 1, 1)), weight("b4", (32,), 0.1), weight("fc", (10, 32)), weight("fcb", (10,), 0.1),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "up")]
+    node = helper.make_node
+    nodes = [node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             node("LeakyRelu", ["c1"], ["r1"], alpha=0.1), node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             node("Conv", ["p1", "w2", "b2"], ["c2"]), node("Relu", ["c2"], ["r2"]),
+             node("Conv", ["p1", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1]), node("Sigmoid", ["c3"], ["s3"]),
+             node("Concat", ["r2", "s3"], ["cat"], axis=1),
+             node("AveragePool", ["cat"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             node("Resize", ["ap", "", "up"], ["big"], mode="nearest"),
+             node("Conv", ["big", "w4", "b4"], ["c4"]), node("Relu", ["c4"], ["r4"]),
+             node("GlobalAveragePool", ["r4"], ["g"]), node("Flatten", ["g"], ["flat"]),
+             node("Gemm", ["flat", "fc", "fcb"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("per_channel,weight_type", [(True, "QInt8"), (False, "QUInt8")])
+def test_qoperator_cnn_with_pools_concat_and_gemm(ep_devices, tmp_path, per_channel, weight_type):
+    """_branchy_cnn quantized by quantize_static (QOperator): QLinearLeakyRelu, MaxPool and Resize on uint8,
+    QLinearSigmoid, QLinearConcat, QLinearAveragePool, QLinearGlobalAveragePool and QGemm beside QLinearConv; every
+    node on vkep and every output equal to the CPU EP's (7-bit weights: module docstring)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    src, dst = tmp_path / "float.onnx", tmp_path / "qop.onnx"
+    onnx.save(_branchy_cnn(), src)
+
+    def image(seed: int) -> dict[str, np.ndarray]:
+        return {"x": np.random.default_rng(seed).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([image(s) for s in range(8)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QOperator, per_channel=per_channel,
+                    activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type), reduce_range=True)
+    model = onnx.load(dst)
+    ops = {n.op_type for n in model.graph.node}
+    assert {"QLinearLeakyRelu", "MaxPool", "QLinearSigmoid", "QLinearConcat", "QLinearAveragePool", "Resize",
+            "QLinearGlobalAveragePool", "QGemm"} <= ops, ops
+    session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    placed = runner.placement(session)
+    assert [ep for _, _, ep in placed] == [VKEP] * len(placed), placed
+    for seed in range(100, 103):
+        np.testing.assert_array_equal(session.run(None, image(seed))[0], cpu.run(None, image(seed))[0])
+
+
 def _placed(model) -> set[str]:
     return {ep for _, _, ep in runner.placement(runner.vkep_session(model))}
 
@@ -457,3 +520,281 @@ def test_what_stays_on_the_cpu_ep(ep_devices):
     # the same broadcast at rank 4 collapses and runs on vkep
     params["b"] = b.reshape(2, 1, 2, 1)
     _run(_model("QLinearAdd", {"a": a.reshape(2, 1, 2, 2)}, params, domain=MS), {"a": a.reshape(2, 1, 2, 2)})
+
+
+# ---- com.microsoft QLinearLeakyRelu, QLinearSigmoid, QLinearConcat, QLinearGlobalAveragePool, QLinearAveragePool --
+
+def _params(rng, dtype, names: tuple[str, ...], extreme: bool = False) -> dict[str, np.ndarray]:
+    """A scale (from about 1/1000 to 1) per `*scale` name, a zero point anywhere (or at the type's ends) per `*zp`."""
+    info = np.iinfo(dtype)
+    out = {}
+    for name in names:
+        if name.endswith("scale"):
+            out[name] = np.asarray(rng.uniform(0.002, 0.05) * 10 ** rng.uniform(-1, 1.3), np.float32)
+        else:
+            out[name] = np.asarray(rng.choice([info.min, info.max]) if extreme else _ints(rng, (), dtype), dtype)
+    return out
+
+
+@pytest.mark.parametrize("op", ["QLinearLeakyRelu", "QLinearSigmoid"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_qlinear_lookup(ep_devices, op, dtype):
+    """Every 8-bit value under 24 sets of scales and zero points (zero points at the extremes too: outputs
+    saturate) on one session, then a model's shape, an empty tensor and constant parameters."""
+    rng = np.random.default_rng(7)
+    x = np.arange(256).astype(np.uint8).view(dtype).reshape(1, 256, 1, 1)
+    names = ("x_scale", "x_zp", "y_scale", "y_zp")
+    attrs = {"alpha": 0.1} if op == "QLinearLeakyRelu" else {}
+    feeds = {"x": x, **_params(rng, dtype, names)}
+    model = _model(op, feeds, {}, domain=MS, **attrs)
+    session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    for trial in range(24):
+        feeds.update(_params(rng, dtype, names, extreme=trial % 6 == 5))
+        np.testing.assert_array_equal(session.run(None, feeds)[0], cpu.run(None, feeds)[0])
+    params = _params(rng, dtype, names)
+    for shape in ((2, 16, 7, 9), (0, 3)):
+        x = _ints(rng, shape, dtype)
+        _run(_model(op, {"x": x}, params, domain=MS, alpha=0.2) if attrs else _model(op, {"x": x}, params, domain=MS),
+             {"x": x})
+
+
+def _reference_lookup(x, x_scale, x_zp, y_scale, y_zp, f=lambda v: v) -> np.ndarray:
+    """QlinearBuildLookupTable's arithmetic in numpy (float32 at every step)."""
+    v = f((np.float32(x_scale) * (x.astype(np.int32) - np.int32(x_zp)).astype(np.float32)).astype(np.float32))
+    info = np.iinfo(x.dtype)
+    q = np.clip((v / np.float32(y_scale)).astype(np.float32), info.min - int(y_zp), info.max - int(y_zp))
+    return (np.rint(q).astype(np.int32) + int(y_zp)).astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("axis,shapes", [(1, [(1, 8, 4, 4), (1, 3, 4, 4), (1, 5, 4, 4)]),
+                                         (-1, [(2, 3, 256), (2, 3, 1)]), (0, [(256,), (0,), (256,), (5,)]),
+                                         (1, [(2, 0, 3), (2, 0, 3)])])
+def test_qlinear_concat(ep_devices, dtype, axis, shapes):
+    """Each input requantized to the output's parameters (the second one has the output's: a copy), against
+    the CPU EP and numpy."""
+    rng = np.random.default_rng(len(shapes))
+    for trial in range(3):
+        y = _params(rng, dtype, ("y_scale", "y_zp"), extreme=trial == 2)
+        inputs, consts, refs = {}, {}, []
+        for j, shape in enumerate(shapes):
+            x = _table(shape, dtype, rng)
+            p = _params(rng, dtype, ("scale", "zp"), extreme=trial == 1)
+            if j == 1:
+                p = {"scale": y["y_scale"].copy(), "zp": y["y_zp"].copy()}
+            inputs[f"x{j}"], consts[f"x{j}_scale"], consts[f"x{j}_zp"] = x, p["scale"], p["zp"]
+            refs.append(_reference_lookup(x, p["scale"], p["zp"], y["y_scale"], y["y_zp"]))
+        names = ["y_scale", "y_zp"] + [n for j in range(len(shapes)) for n in (f"x{j}", f"x{j}_scale", f"x{j}_zp")]
+        node = helper.make_node("QLinearConcat", names, ["y"], domain=MS, axis=axis)
+        graph = helper.make_graph(
+            [node], "concat", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                               for k, v in inputs.items()],
+            [onnx.ValueInfoProto(name="y")],
+            [numpy_helper.from_array(v, k) for k, v in {**y, **consts}.items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(MS, 1)],
+                                  ir_version=10)
+        got = _run(model, inputs)
+        np.testing.assert_array_equal(got, np.concatenate(refs, axis=axis))
+
+
+def _reference_global_pool(x, x_scale, x_zp, y_scale, y_zp) -> np.ndarray:
+    size = int(np.prod(x.shape[2:]))
+    acc = x.reshape(x.shape[:2] + (size,)).astype(np.int32).sum(-1) - np.int32(x_zp) * size
+    multiplier = np.float32(x_scale) / (np.float32(y_scale) * np.float32(size))
+    return _requantize(acc, multiplier, y_zp, x.dtype).reshape(x.shape[:2] + (1,) * (x.ndim - 2))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shape", [(1, 64, 7, 7), (2, 24, 13, 13), (1, 8, 1, 1), (1, 4, 56, 56), (1, 8, 10),
+                                   (1, 2, 3, 4, 5), (0, 4, 3, 3), (1, 3, 300, 300)])
+def test_qlinear_global_average_pool(ep_devices, dtype, shape):
+    """Against the CPU EP and numpy (the int32 sum requantized), zero points at the extremes too."""
+    rng = np.random.default_rng(sum(shape))
+    for trial in range(3):
+        x = _ints(rng, shape, dtype)
+        if trial == 2:
+            x[...] = np.iinfo(dtype).max  # (the largest sums)
+        params = _params(rng, dtype, ("x_scale", "x_zp", "y_scale", "y_zp"), extreme=trial > 0)
+        got = _run(_model("QLinearGlobalAveragePool", {"x": x}, params, domain=MS), {"x": x})
+        np.testing.assert_array_equal(got, _reference_global_pool(x, **params))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shape,attrs", [
+    ((1, 8, 9, 9), {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}),
+    ((2, 4, 10, 11), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 1], "count_include_pad": 1}),
+    ((1, 4, 10, 11), {"kernel_shape": [2, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 4, 10, 11), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1, "count_include_pad": 1,
+                      "pads": [1, 1, 1, 1]}),
+    ((1, 4, 8, 8), {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER"}),
+    ((1, 4, 12), {"kernel_shape": [5], "strides": [3], "pads": [2, 2]}),
+    ((1, 16, 7, 7), {"kernel_shape": [7, 7]}),  # the whole image: the CPU EP's global path
+    ((1, 4, 3, 3), {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((0, 4, 5, 5), {"kernel_shape": [3, 3]})])
+def test_qlinear_average_pool(ep_devices, dtype, shape, attrs):
+    rng = np.random.default_rng(len(shape) + len(attrs))
+    for trial in range(3):
+        x = _ints(rng, shape, dtype)
+        params = _params(rng, dtype, ("x_scale", "x_zp", "y_scale", "y_zp"), extreme=trial == 2)
+        _run(_model("QLinearAveragePool", {"x": x}, params, domain=MS, **attrs), {"x": x})
+
+
+def test_qlinear_pools_left_to_the_cpu_ep(ep_devices):
+    """channels_last, 3-D average pools and a QLinearConcat of more tensors than the native trampoline passes
+    (16 inputs) stay on the CPU EP."""
+    rng = np.random.default_rng(3)
+    params = _params(rng, "uint8", ("x_scale", "x_zp", "y_scale", "y_zp"))
+    x = _ints(rng, (1, 4, 4, 4), "uint8")
+    assert _placed(_model("QLinearGlobalAveragePool", {"x": x}, params, domain=MS, channels_last=1)) == {
+        "CPUExecutionProvider"}
+    assert _placed(_model("QLinearAveragePool", {"x": x}, params, domain=MS, kernel_shape=[2, 2],
+                          channels_last=1)) == {"CPUExecutionProvider"}
+    x = _ints(rng, (1, 2, 4, 4, 4), "uint8")
+    assert _placed(_model("QLinearAveragePool", {"x": x}, params, domain=MS, kernel_shape=[2, 2, 2])) == {
+        "CPUExecutionProvider"}
+    tensors = {f"x{j}": _ints(rng, (2, 3), "uint8") for j in range(5)}
+    names = ["y_scale", "y_zp"] + [n for j in range(5) for n in (f"x{j}", "x_scale", "x_zp")]
+    graph = helper.make_graph(
+        [helper.make_node("QLinearConcat", names, ["y"], domain=MS, axis=0)], "concat",
+        [helper.make_tensor_value_info(k, onnx.TensorProto.UINT8, v.shape) for k, v in tensors.items()],
+        [onnx.ValueInfoProto(name="y")], [numpy_helper.from_array(v, k) for k, v in params.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(MS, 1)],
+                              ir_version=10)
+    assert _placed(model) == {"CPUExecutionProvider"}
+
+
+# ---- com.microsoft QGemm -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("a_type,b_type", [("uint8", "int8"), ("uint8", "uint8"), ("int8", "int8")])
+@pytest.mark.parametrize("case", [
+    dict(m=1, k=512, n=10, transB=1, bias="n", per_column=True),  # a classifier as ORT's quantizer emits it
+    dict(m=5, k=33, n=20, bias="mn", alpha=0.5),
+    dict(m=7, k=16, n=17, transA=1, bias="m1"),
+    dict(m=3, k=9, n=4, transA=1, transB=1, bias="scalar", per_column=True, alpha=2.0),
+    dict(m=0, k=4, n=3), dict(m=9, k=40, n=18)])
+@pytest.mark.parametrize("float_output", [False, True])
+def test_qgemm(ep_devices, a_type, b_type, case, float_output):
+    """Against the CPU EP and numpy (the int32 sum plus C, times (alpha * a_scale) * b_scale [/ y_scale]); int8
+    weights with uint8 A in [-64, 63] (module docstring), zero points at the extremes in the last trial."""
+    mixed = a_type != b_type
+    rng = np.random.default_rng(case["m"] * 100 + case["k"])
+    m, k, n = case["m"], case["k"], case["n"]
+    alpha = case.get("alpha", 1.0)
+    for trial in range(2):
+        a = _ints(rng, (k, m) if case.get("transA") else (m, k), a_type)
+        b = _ints(rng, (n, k) if case.get("transB") else (k, n), b_type, *((-64, 63) if mixed else ()))
+        cols = (n,) if case.get("per_column") else ()
+        a_zp = _ints(rng, (), a_type) if trial == 0 else np.asarray(np.iinfo(a_type).max, a_type)
+        b_zp = _ints(rng, cols, b_type, *((-64, 63) if mixed else ()))
+        if trial == 1 and not mixed:
+            b_zp[...] = np.iinfo(b_type).min
+        a_scale, b_scale = _scale(rng), _scale(rng, cols)
+        bias_shape = {"n": (n,), "mn": (m, n), "m1": (m, 1), "scalar": ()}.get(case.get("bias"))
+        consts = {"a_scale": a_scale, "a_zp": a_zp, "b": b, "b_scale": b_scale, "b_zp": b_zp}
+        names = ["a", "a_scale", "a_zp", "b", "b_scale", "b_zp"]
+        if bias_shape is not None:
+            consts["c"] = np.asarray(rng.integers(-5000, 5000, bias_shape), np.int32)
+        names.append("c" if bias_shape is not None else "")
+        if not float_output:
+            consts["y_scale"] = np.asarray(_scale(rng) * 20, np.float32)
+            consts["y_zp"] = _ints(rng, (), a_type) if trial == 0 else np.asarray(np.iinfo(a_type).min, a_type)
+            names += ["y_scale", "y_zp"]
+        attrs = {key: case[key] for key in ("transA", "transB") if key in case}
+        node = helper.make_node("QGemm", names, ["y"], domain=MS, alpha=alpha, **attrs)
+        graph = helper.make_graph(
+            [node], "qgemm", [helper.make_tensor_value_info("a", helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)],
+            [onnx.ValueInfoProto(name="y")], [numpy_helper.from_array(v, key) for key, v in consts.items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(MS, 1)],
+                                  ir_version=10)
+        got = _run(model, {"a": a})
+        aa = (a.T if case.get("transA") else a).astype(np.int32) - np.int32(a_zp)
+        bb = (b.T if case.get("transB") else b).astype(np.int32) - b_zp.astype(np.int32)
+        acc = aa @ bb + (consts["c"] if "c" in consts else 0)
+        scale = (np.float32(alpha) * a_scale).astype(np.float32) * b_scale
+        if float_output:
+            np.testing.assert_array_equal(got, (acc.astype(np.float32) * scale).astype(np.float32))
+        else:
+            multiplier = (scale / consts["y_scale"]).astype(np.float32)
+            np.testing.assert_array_equal(got, _requantize(acc, multiplier, consts["y_zp"], a_type))
+
+
+def _mlas_logistic(x: np.ndarray, fused: bool = True) -> np.ndarray:
+    """MlasLogisticKernelFma3 in numpy, float32: its fused multiply-adds through float64 (where the product is
+    exact), or (fused=False) each product rounded first."""
+    f32 = np.float32
+
+    def madd(a, b, c):
+        if fused:
+            return (a.astype(np.float64) * np.float64(b) + np.float64(c)).astype(f32)
+        return ((a * f32(b)).astype(f32) + f32(c)).astype(f32)
+
+    x = np.clip(x.astype(f32), f32(-18), f32(18))
+    x2 = (x * x).astype(f32)
+    p = madd(x2, f32(4.37031012579801e-11), f32(1.15627324459942e-07))
+    for c in (6.08574864600143e-05, 8.51377133304701e-03, 2.48287947061529e-01):
+        p = madd(x2, p, f32(c)) if fused else ((x2 * p).astype(f32) + f32(c)).astype(f32)
+    q = madd(x2, f32(6.10247389755681e-13), f32(5.76102136993427e-09))
+    for c in (6.29106785017040e-06, 1.70198817374094e-03, 1.16817656904453e-01, 9.93151921023180e-01):
+        q = madd(x2, q, f32(c)) if fused else ((x2 * q).astype(f32) + f32(c)).astype(f32)
+    return np.maximum(((x * p).astype(f32) / q).astype(f32) + f32(0.5), f32(0))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_qlinear_sigmoid_fused_rounding(ep_devices, dtype):
+    """Output scales that put a logistic value on a rounding boundary where MLAS's fused multiply-adds and
+    separately rounded ones quantize differently: vkep must give the fused answer, as the CPU EP does."""
+    x = np.arange(256).astype(np.uint8).view(dtype)
+    found = 0
+    for x_scale in (0.05, 0.031, 0.07, 0.02):
+        feeds = {"x": x, "x_scale": np.asarray(x_scale, np.float32), "x_zp": np.asarray(0, dtype)}
+        v = (np.float32(x_scale) * x.astype(np.int32).astype(np.float32)).astype(np.float32)
+        fused, plain = _mlas_logistic(v), _mlas_logistic(v, fused=False)
+        for i in np.flatnonzero(fused != plain)[:12]:
+            for j in range(1, 40):
+                y_scale = np.float32(fused[i] / np.float32(j + 0.5))
+                feeds.update(y_scale=np.asarray(y_scale, np.float32), y_zp=np.asarray(np.iinfo(dtype).min, dtype))
+                want = _reference_lookup(x, x_scale, feeds["x_zp"], y_scale, feeds["y_zp"], _mlas_logistic)
+                other = _reference_lookup(x, x_scale, feeds["x_zp"], y_scale, feeds["y_zp"],
+                                          lambda t: _mlas_logistic(t, fused=False))
+                if (want != other).any():
+                    model = _model("QLinearSigmoid", {k: np.asarray(val) for k, val in feeds.items()}, {}, domain=MS)
+                    np.testing.assert_array_equal(_run(model, feeds), want)
+                    found += 1
+                    break
+    assert found >= 4, found
+
+
+@pytest.mark.parametrize("op", ["QLinearLeakyRelu", "QLinearSigmoid"])
+def test_qlinear_absent_zero_points(ep_devices, op):
+    """Zero points are optional inputs of these ops (0 when absent). (QLinearAveragePool's are too, but ORT's type
+    inference refuses a node without them.)"""
+    rng = np.random.default_rng(11)
+    x = np.arange(256).astype(np.uint8).reshape(1, 4, 8, 8)
+    inputs = {"x": x, "x_scale": np.asarray(0.05, np.float32), "x_zp": None, "y_scale": np.asarray(0.02, np.float32),
+              "y_zp": None}
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    _run(_model(op, inputs, {}, domain=MS), feeds)
+    feeds["x"] = inputs["x"] = _ints(rng, (2, 3, 5), "uint8")
+    _run(_model(op, inputs, {}, domain=MS), feeds)
+
+
+# ---- Resize of 8-bit tensors (between QLinear ops in QOperator models) -------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("attrs,scales", [
+    ({}, [1, 1, 2, 2]),  # the upsampling of FPN / YOLO heads
+    ({"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, [1, 1, 2, 2]),
+    ({"coordinate_transformation_mode": "align_corners", "nearest_mode": "round_prefer_ceil"}, [1, 1, 1.7, 0.6]),
+    ({"coordinate_transformation_mode": "pytorch_half_pixel", "nearest_mode": "ceil"}, [1, 1, 3, 0.5])])
+def test_resize_8bit_nearest(ep_devices, dtype, attrs, scales):
+    rng = np.random.default_rng(5)
+    x = _ints(rng, (2, 3, 5, 6), dtype)
+    consts = {"roi": np.zeros(0, np.float32), "scales": np.asarray(scales, np.float32)}
+    _run(_model("Resize", {"x": x}, consts, opset=13, mode="nearest", **attrs), {"x": x})
+
+
+def test_resize_8bit_linear_stays_on_the_cpu_ep(ep_devices):
+    x = _ints(np.random.default_rng(6), (1, 2, 4, 4), "uint8")
+    consts = {"roi": np.zeros(0, np.float32), "scales": np.asarray([1, 1, 2, 2], np.float32)}
+    assert _placed(_model("Resize", {"x": x}, consts, opset=13, mode="linear")) == {"CPUExecutionProvider"}

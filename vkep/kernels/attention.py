@@ -9,10 +9,12 @@ unwritten cache slot) cannot turn a row into NaN as it would in the reference.""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
+from vkep.kernels import manifest
 from vkep.kernels.base import (
     LOOP_BUDGET,
     Kernel,
@@ -20,11 +22,13 @@ from vkep.kernels.base import (
     UnsupportedError,
     float_bits,
     grid_1d,
+    implementation,
     pack,
     padded,
     shader_dtype,
 )
 from vkep.kernels.elementwise import broadcast_strides
+from vkep.kernels.manifest import KernelSpec
 
 CHUNK = 2048  # keys whose scores stay in shared memory (attention.comp)
 MAX_D = 512  # Q/K head size held in shared memory
@@ -192,3 +196,160 @@ class Attention(Kernel):
         copies = [present_copy(batch, hkv, width, past, past, kv_new, total) for width in (d, dv)]
         return (y_shape, (batch, hkv, total, d), (batch, hkv, total, dv), (batch, hq, sq, total), constants, tail,
                 rows, wg, copies)
+
+
+@functools.cache
+def _spec(op: str) -> KernelSpec:
+    """The manifest entry of an ONNX-domain kernel this module composes (the newest one)."""
+    return [s for s in manifest.load() if s.op == op and s.domain in ("", "ai.onnx")][-1]
+
+
+def _constant(call, t: Tensor) -> bool:
+    """Whether a planning call (GetCapability's dry run) says the graph holds `t` as a constant."""
+    holds = getattr(call, "holds_constant", None)
+    return bool(holds and holds(t))
+
+
+class _Redirect:
+    """A call seen by a composed kernel: its own inputs, and its output 0 placed at `out` (or the node's)."""
+
+    def __init__(self, call, inputs: list[Tensor | None], out: Tensor | None = None):
+        self.call, self.inputs, self.out = call, inputs, out
+
+    def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
+        return self.out if self.out is not None else self.call.output(index, shape, dtype)
+
+    def __getattr__(self, name: str):
+        return getattr(self.call, name)
+
+
+class ContribAttention(Kernel):
+    """com.microsoft Attention (BERT exports of ORT's transformer optimizer): Q, K and V projected by one
+    packed weight (matmul.comp through the Gemm kernel, one dispatch each), the mask_index (right/left padding
+    ends, raw 2-D or 3-D masks), unidirectional and attention_bias merged into one additive mask as ORT's CPU
+    EP does (attention_mask.comp: masked keys get mask_filter_value, not -inf), then ONNX Attention's
+    attention.comp over [B, S, heads * head size]. Left to the CPU EP: past / present, past_sequence_length,
+    4-D masks, do_rotary, past_present_share_buffer, the qk output, Q and K of different hidden sizes."""
+
+    w_packed = False
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        ranks = padded(input_ranks, 7)
+        if ranks[0] not in (3, -1) or ranks[1] not in (2, -1):
+            return f"input of rank {ranks[0]} / weights of rank {ranks[1]}"
+        for index, name in ((4, "past"), (6, "past_sequence_length")):
+            if ranks[index] is not None:
+                return f"the {name} input"
+        if ranks[3] not in (None, 1, 2, 3):
+            return f"a mask_index of rank {ranks[3]}"
+        if ranks[5] not in (None, 4, -1):
+            return f"an attention_bias of rank {ranks[5]}"
+        if attrs.get("do_rotary") or attrs.get("past_present_share_buffer"):
+            return "do_rotary / past_present_share_buffer"
+        if (attrs.get("scale") or 0.0) < 0:
+            return "a negative scale (attention.comp scales Q and K by sqrt(scale))"
+        sizes = attrs.get("qkv_hidden_sizes") or []
+        if sizes and (len(sizes) != 3 or sizes[0] != sizes[1]):
+            return f"qkv_hidden_sizes {sizes} (Q and K of the same size only)"
+        return None
+
+    def pack(self, index: int, weight):
+        """The weights [K, Q + K + V columns] as three contiguous [K, columns] blocks, one per projection."""
+        if index != 1 or weight.ndim != 2:
+            return weight, "raw"
+        self.w_packed = True
+        ends = np.cumsum(self._sizes(weight.shape[1]))
+        blocks = np.split(weight, ends[:-1], axis=1)
+        return np.concatenate([np.ascontiguousarray(b).ravel() for b in blocks]), "attention-qkv-blocks"
+
+    def _sizes(self, columns: int) -> list[int]:
+        sizes = list(self.attrs.get("qkv_hidden_sizes") or [])
+        if not sizes:
+            if columns % 3:
+                raise UnsupportedError(f"Attention: {columns} weight columns do not split into Q, K and V")
+            sizes = [columns // 3] * 3
+        if sum(sizes) != columns:
+            raise UnsupportedError(f"Attention: qkv_hidden_sizes {sizes} for {columns} weight columns")
+        return sizes
+
+    def _parts(self) -> tuple[Kernel, Kernel]:
+        parts = self.__dict__.get("_composed")
+        if parts is None:
+            gemm = implementation(_spec("Gemm"))(_spec("Gemm"), {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0},
+                                                 13, ["float32"] * 3)
+            heads = self.attrs["num_heads"]
+            scale = self.attrs.get("scale") or None  # (0: 1 / sqrt(head size), as ONNX's Attention's default)
+            attention = Attention(_spec("Attention"), {"q_num_heads": heads, "kv_num_heads": heads, "scale": scale,
+                                                       "is_causal": 0, "softcap": 0.0, "softmax_precision": None,
+                                                       "qk_matmul_output_mode": 0}, 23, ["float32"] * 4)
+            for part in (gemm, attention):
+                part.device_info, part.output_count = self.device_info, 1
+            parts = self.__dict__["_composed"] = (gemm, attention)
+        return parts
+
+    def compute(self, call) -> None:
+        if (self.output_count or 1) > 1:
+            raise UnsupportedError("Attention: the present output")
+        x, w, bias, mask, _, attn_bias, _ = padded(call.inputs, 7)
+        if not self.w_packed and (w.addr or not _constant(call, w)):
+            # (planning at GetCapability runs before packing, at address 0: the graph says whether it will pack)
+            raise UnsupportedError("Attention: weights that are not constant (they are packed per projection)")
+        if len(x.shape) != 3:
+            raise UnsupportedError(f"Attention: input {x.shape}")
+        batch, seq, hidden = x.shape
+        heads = self.attrs["num_heads"]
+        sizes = self._sizes(w.size // hidden if hidden else 0)
+        if w.size != hidden * sum(sizes) or heads <= 0 or any(s % heads for s in sizes):
+            raise UnsupportedError(f"Attention: weights of {w.size} elements for input {x.shape}, sizes {sizes}")
+        if bias is not None and bias.shape != (sum(sizes),):
+            raise UnsupportedError(f"Attention: bias {bias.shape}")
+        gemm, attention = self._parts()
+        rows = batch * seq
+        qkv = call.scratch((rows * sum(sizes),), "float32")
+        a = Tensor(x.addr, (rows, hidden), x.dtype, x.io)
+        views, offset = [], 0
+        for size in sizes:
+            b = Tensor(w.addr + 4 * hidden * offset, (hidden, size), w.dtype, w.io)
+            c = Tensor(bias.addr + 4 * offset, (size,), bias.dtype, bias.io) if bias is not None else None
+            out = Tensor(qkv.addr + 4 * rows * offset, (rows, size), "float32", qkv.io)
+            if rows and hidden:
+                plan = gemm.planned((a.shape, b.shape, c.shape if c else None),
+                                    lambda b=b, c=c: gemm._plan(a.shape, b.shape, c.shape if c else None))
+                gemm._record(_Redirect(call, [a, b, c], out), a, b, c, *plan)
+            views.append(Tensor(out.addr, (batch, seq, size), "float32", out.io))
+            offset += size
+        total = seq  # no past
+        additive = self._mask(call, mask, attn_bias, batch, heads, seq, total)
+        attention.compute(_Redirect(call, [*views, additive, None, None, None]))
+
+    def _mask(self, call, mask: Tensor | None, attn_bias: Tensor | None, batch: int, heads: int, seq: int,
+              total: int) -> Tensor | None:
+        """The additive mask attention.comp adds to the scaled scores: attention_bias as it is, or the merged one."""
+        causal = bool(self.attrs.get("unidirectional", 0)) and seq > 1
+        if mask is None and not causal:
+            return attn_bias
+        kind = 0
+        if mask is not None:
+            shapes = {1: ((batch,), (2 * batch,)), 2: ((batch, total),), 3: ((batch, seq, total),)}
+            if mask.shape not in shapes.get(len(mask.shape), ()):
+                raise UnsupportedError(f"Attention: mask_index {mask.shape} for batch {batch}, {seq} x {total}")
+            kind = {1: 1 if mask.shape == (batch,) else 2, 2: 3, 3: 4}[len(mask.shape)]
+        bias_sb = bias_sh = 0
+        bias_heads = 1
+        if attn_bias is not None:
+            bs = attn_bias.shape
+            if len(bs) != 4 or bs[0] not in (1, batch) or bs[1] not in (1, heads) or bs[2:] != (seq, total):
+                raise UnsupportedError(f"Attention: attention_bias {bs}")
+            bias_heads = bs[1]
+            bias_sh = seq * total if bs[1] > 1 else 0
+            bias_sb = bs[1] * seq * total if bs[0] > 1 else 0
+        out = call.scratch((batch, bias_heads, seq, total), "float32")
+        n = out.size
+        if n:
+            filter_value = self.attrs.get("mask_filter_value")
+            filter_value = -10000.0 if filter_value is None else filter_value
+            tail = pack("7If", n, bias_heads, seq, total, 0, bias_sb, bias_sh, filter_value)
+            call.dispatch("attention_mask.comp", "float32", (kind, int(causal)), [mask, attn_bias, out], tail,
+                          grid_1d(n, 256), [t for t in (mask, attn_bias) if t is not None], [out])
+        return out

@@ -168,8 +168,8 @@ class MatMulInteger(Kernel):
         y = call.output(0, batch_shape + (m, n), out_type)
         if y.size:
             constants = (int(a.dtype == "int8"), int(b.dtype == "int8"), requant, int(out_type == "int8"))
-            tail = pack("11I", m, n, k, batches, a_stride, b_stride, a_zp_step, *bzp_steps, *bs_steps)
-            addresses = [a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp]
+            tail = pack("11If", m, n, k, batches, a_stride, b_stride, a_zp_step, *bzp_steps, *bs_steps, 1.0)
+            addresses = [a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp, None]
             variant = shader_dtype(a_scale) if requant else "uint8"  # (the scales' type: float32 or float16)
             tiles = batches * -(-m // MATMUL_TM) * -(-n // MATMUL_TN)
             call.dispatch(self.spec.shader, variant, constants, addresses, tail, grid_1d(tiles, 64),
@@ -318,3 +318,198 @@ def _span_order(sa: tuple[int, ...], sb: tuple[int, ...]) -> int:
         return 0
     span = max(ea, eb)
     return 1 if span <= 1 else 3
+
+
+def _mixed_8bit(op: str, tensors: list[Tensor | None]) -> bool:
+    """Whether the 8-bit tensors are int8 (all of them: ORT's CPU EP reads every one as the output's type)."""
+    types = {t.dtype for t in tensors if t is not None}
+    if not types <= {"uint8", "int8"} or len(types) > 1:
+        raise UnsupportedError(f"{op}: 8-bit tensors of types {sorted(types)}")
+    return types == {"int8"}
+
+
+class QLinearLookup(Kernel):
+    """com.microsoft QLinearLeakyRelu, QLinearSigmoid (inputs X, X_scale, X_zero_point, Y_scale, Y_zero_point)
+    and QLinearConcat (Y_scale, Y_zero_point, then X, X_scale, X_zero_point per input): each element as ORT's
+    CPU EP computes its lookup table (qlinear_lookup.comp, manifest constant `op`), one dispatch per input.
+    Every parameter per tensor, as the CPU EP takes them."""
+
+    CONCAT = 0
+
+    def compute(self, call) -> None:
+        op = self.constants[0]
+        if op == self.CONCAT:
+            ins = padded(call.inputs, 2)
+            y_scale, yzp = ins[:2]
+            if len(ins) < 5 or (len(ins) - 2) % 3:
+                raise UnsupportedError(f"QLinearConcat with {len(ins)} inputs (2 + 3 per tensor)")
+            triples = [tuple(ins[j:j + 3]) for j in range(2, len(ins), 3)]
+        else:
+            x, x_scale, xzp, y_scale, yzp = padded(call.inputs, 5)
+            triples = [(x, x_scale, xzp)]
+        params = [y_scale, yzp] + [t for xs in triples for t in xs[1:]]
+        for t in params:
+            _scalar(t, "a scale or zero point", self.spec.op)
+        signed = _mixed_8bit(self.spec.op, [yzp] + [t for xs, _, zp in triples for t in (xs, zp)])
+        shapes = tuple(xs.shape for xs, _, _ in triples)
+        out, plan = self.planned(shapes, lambda: self._plan(shapes))
+        y = call.output(0, out, "int8" if signed else "uint8")
+        alpha = self.attrs.get("alpha", 0.0)
+        for (x, scale, zp), (n, inner, length, total, base) in zip(triples, plan, strict=True):
+            if n:
+                addresses = [x, scale, zp, y_scale, yzp, y]
+                call.dispatch(self.spec.shader, "uint8", (op, int(signed)), addresses,
+                              pack("5If", n, inner, length, total, base, alpha), grid_1d(n, 256),
+                              [t for t in addresses if t is not None and t is not y], [y])
+
+    def _plan(self, shapes: tuple) -> tuple:
+        """(output shape, (elements, inner, axis length, axis total, axis start) per input)."""
+        if self.constants[0] != self.CONCAT:
+            n = math.prod(shapes[0])
+            return shapes[0], [(n, max(n, 1), 1, 1, 0)]
+        ref = shapes[0]
+        axis = axis_in(self.attrs["axis"], len(ref), self.spec.op)
+        if any(len(s) != len(ref) or s[:axis] + s[axis + 1:] != ref[:axis] + ref[axis + 1:] for s in shapes):
+            raise UnsupportedError(f"QLinearConcat: shapes {shapes} differ off axis {axis}")
+        total = sum(s[axis] for s in shapes)
+        out = ref[:axis] + (total,) + ref[axis + 1:]
+        if math.prod(out) > MAX_ELEMENTS:
+            raise UnsupportedError(f"QLinearConcat: output {out} has more than {MAX_ELEMENTS} elements")
+        inner = math.prod(ref[axis + 1:])
+        plan, base = [], 0
+        for s in shapes:
+            plan.append((math.prod(s), max(inner, 1), s[axis], total, base))
+            base += s[axis]
+        return out, plan
+
+
+class QLinearPool(Kernel):
+    """com.microsoft QLinearGlobalAveragePool and QLinearAveragePool (manifest constant `global`) over NCHW
+    8-bit tensors, as ORT's CPU EP computes them (qlinear_pool.comp): the global form, and an average pool
+    whose window is the whole unpadded image, requantize an int32 sum; other windows average in float32.
+    Average pools with 1 or 2 spatial dims; channels_last is left to the CPU EP."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        if attrs.get("channels_last", 0):
+            return f"{spec.op} with channels_last=1"
+        rank = input_ranks[0]
+        if not spec.constants.get("global") and rank is not None and rank not in (-1, 3, 4):
+            return f"{spec.op} with X of rank {rank}: 1 or 2 spatial dims only"
+        return None
+
+    def compute(self, call) -> None:
+        x, x_scale, xzp, y_scale, yzp = padded(call.inputs, 5)
+        for t, what in ((x_scale, "x_scale"), (xzp, "x_zero_point"), (y_scale, "y_scale"), (yzp, "y_zero_point")):
+            _scalar(t, what, self.spec.op)
+        signed = _mixed_8bit(self.spec.op, [x, xzp, yzp])
+        out_shape, is_global, count_pad, geometry = self.planned(x.shape, lambda: self._plan(x.shape))
+        y = call.output(0, out_shape, x.dtype)
+        if y.size:
+            addresses = [x, x_scale, xzp, y_scale, yzp, y]
+            call.dispatch(self.spec.shader, "uint8", (is_global, int(signed), count_pad), addresses,
+                          pack("I8I2i", y.size, *geometry), grid_1d(y.size, 256),
+                          [t for t in addresses if t is not None and t is not y], [y])
+
+    def _plan(self, xs: tuple[int, ...]) -> tuple:
+        op = self.spec.op
+        if len(xs) < 3:
+            raise UnsupportedError(f"{op}: input {xs} has no spatial dims")
+        n = len(xs) - 2
+        spatial = list(xs[2:])
+        if self.spec.constants.get("global"):
+            kernel, out, begin, end = spatial, [1] * n, [0] * n, [0] * n
+        else:
+            if n > 2:
+                raise UnsupportedError(f"{op}: input {xs}: 1 or 2 spatial dims only")
+            kernel = list(self.attrs["kernel_shape"])
+            if len(kernel) != n:
+                raise UnsupportedError(f"{op}: kernel_shape {kernel} does not fit input {xs}")
+            strides = list(self.attrs.get("strides") or [1] * n)
+            out, begin, end = window_geometry(spatial, kernel, strides, [1] * n, self.attrs.get("pads"),
+                                              self.attrs["auto_pad"], self.attrs.get("ceil_mode", 0))
+        out_shape = (*xs[:2], *out)
+        if math.prod(out_shape) > MAX_ELEMENTS:
+            raise UnsupportedError(f"{op}: output {out_shape} has more than {MAX_ELEMENTS} elements")
+        # the CPU EP takes the global path where the window is the whole image and nothing is padded
+        if kernel == spatial and not any(begin) and not any(end):
+            image = math.prod(spatial)
+            if image >= 1 << 24:  # (MLAS refuses these)
+                raise UnsupportedError(f"{op}: an image of {image} elements")
+            if -(-image // 8) > LOOP_BUDGET:
+                raise UnsupportedError(f"{op}: an image of {image} elements past one invocation's loop budget")
+            return out_shape, 1, 0, (image, 1, 1, 1, 1, 1, 1, 1, 0, 0)
+        # a 1-D pool is a 2-D one of height 1 (no padding along it)
+        (ih, iw), (oh, ow), (kh, kw), (sh, sw), (ph, pw) = (
+            (fill, *v) if n == 1 else tuple(v) for v, fill in ((spatial, 1), (out, 1), (kernel, 1), (strides, 1),
+                                                                (begin, 0)))
+        if kh * (1 + -(-kw // 8)) > LOOP_BUDGET:
+            raise UnsupportedError(f"{op}: a window of {kernel} taps is too large for one invocation")
+        return out_shape, 0, int(self.attrs.get("count_include_pad", 0) != 0), (ih, iw, oh, ow, kh, kw, sh, sw,
+                                                                                  ph, pw)
+
+
+class QGemm(Kernel):
+    """com.microsoft QGemm: alpha * (A - a_zp)(B - b_zp) (+ int32 C) requantized to 8 bits, or float32 without
+    y_scale, as ORT's CPU EP computes it (matmul_integer.comp's QGemm mode): A per tensor, B per tensor or per
+    column, transA / transB, C scalar, per column, per row or [M, N]."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        ranks = padded(input_ranks, 9)
+        if (ranks[7] is None) != (ranks[8] is None):
+            return "QGemm with only one of y_scale and y_zero_point"
+        return None
+
+    def compute(self, call) -> None:
+        a, a_scale, azp, b, b_scale, bzp, c, y_scale, yzp = padded(call.inputs, 9)
+        for t, what in ((a_scale, "a_scale"), (azp, "a_zero_point"), (y_scale, "y_scale"), (yzp, "y_zero_point")):
+            _scalar(t, what, "QGemm")
+        key = (a.shape, b.shape, c.shape if c is not None else None, b_scale.shape,
+               bzp.shape if bzp is not None else None)
+        m, n, bias, steps = self.planned(key, lambda: self._plan(a.shape, b.shape, c, b_scale, bzp))
+        requant = 1 if y_scale is not None else 2
+        y = call.output(0, (m, n), yzp.dtype if requant == 1 else "float32")
+        if y.size:
+            k = a.shape[0] if self.attrs["transA"] else a.shape[1]
+            constants = (int(a.dtype == "int8"), int(b.dtype == "int8"), requant, int(y.dtype == "int8"),
+                         int(self.attrs["transA"] != 0), int(self.attrs["transB"] != 0), bias)
+            tail = pack("11If", m, n, k, 1, 0, 0, 0, steps[0], 0, steps[1], 0, self.attrs["alpha"])
+            addresses = [a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp, c]
+            tiles = -(-m // MATMUL_TM) * -(-n // MATMUL_TN)
+            call.dispatch(self.spec.shader, "float32", constants, addresses, tail, grid_1d(tiles, 64),
+                          [t for t in addresses if t is not None and t is not y], [y])
+
+    def _plan(self, sa, sb, c, b_scale, bzp) -> tuple:
+        if len(sa) != 2 or len(sb) != 2:
+            raise UnsupportedError(f"QGemm of {sa} and {sb}: 2-D operands only")
+        m, k = sa[::-1] if self.attrs["transA"] else sa
+        kb, n = sb[::-1] if self.attrs["transB"] else sb
+        if k != kb:
+            raise UnsupportedError(f"QGemm: A {sa} and B {sb} do not agree")
+        if k == 0:  # the CPU EP quantizes the bias in float there (HandleZeroKCase)
+            raise UnsupportedError("QGemm with K = 0")
+        if k > LOOP_BUDGET:
+            raise UnsupportedError(f"QGemm: K={k} past one invocation's loop budget")
+        steps = []
+        for t, what in ((bzp, "b_zero_point"), (b_scale, "b_scale")):
+            if t is None or t.size == 1:
+                steps.append(0)
+            elif t.shape == (n,):
+                steps.append(1)
+            else:
+                raise UnsupportedError(f"QGemm: {what} of shape {t.shape} for N = {n}")
+        bias = 0
+        if c is not None:
+            cs = c.shape
+            if math.prod(cs) == 1 and len(cs) <= 2:
+                bias = 1
+            elif cs in ((n,), (1, n)):
+                bias = 2
+            elif cs == (m, 1):
+                bias = 3
+            elif cs == (m, n):
+                bias = 4
+            else:
+                raise UnsupportedError(f"QGemm: C of shape {cs} for an output of ({m}, {n})")
+        return m, n, bias, steps

@@ -23,6 +23,17 @@ IDENTITY_SAFE = {"half_pixel", "asymmetric", "pytorch_half_pixel", "align_corner
 
 
 class Resize(Kernel):
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        """8-bit tensors: nearest sampling only (a copy of the picked values); the CPU EP's 8-bit linear and cubic
+        paths round otherwise, and tf_crop_and_resize casts its extrapolation value."""
+        if input_types and input_types[0] in ("uint8", "int8"):
+            if attrs.get("mode", "nearest") != "nearest":
+                return f"Resize of {input_types[0]} in mode {attrs.get('mode')!r} (nearest only)"
+            if attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize":
+                return f"Resize of {input_types[0]} with tf_crop_and_resize"
+        return None
+
     def __init__(self, *args):
         super().__init__(*args)
         a = self.attrs

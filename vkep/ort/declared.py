@@ -84,6 +84,19 @@ def declared(info) -> tuple[list[int] | None, str | None]:
 CONSTANT_READ_LIMIT = 1 << 16  # bytes: the small constants kernels read on the host (shapes, sizes, axes)
 
 
+def is_constant(info) -> bool:
+    """Whether the graph holds the value as a constant initializer (whatever its size)."""
+    lib, ffi = api.lib, api.ffi
+    if info == ffi.NULL:
+        return False
+    flag = ffi.new("bool*")
+    status = lib.ort_ValueInfo_IsConstantInitializer(info, flag)
+    if status != ffi.NULL:
+        lib.ort_ReleaseStatus(status)
+        return False
+    return bool(flag[0])
+
+
 def constant_bytes(info) -> bytes | None:
     """The bytes of a value the graph holds as a constant initializer (up to CONSTANT_READ_LIMIT), else None:
     lets GetCapability plan a kernel over the CPU inputs it reads (Resize's sizes, Reshape's shape)."""

@@ -399,11 +399,14 @@ def _refused(node, ep: Ep) -> str | None:
         ep.node_strings[declared.output_names(node)] = strings
     infos = declared.value_infos(node)
     return _declined(spec, version, attrs, inputs) or _refused_in_a_dry_run(
-        ep, spec, version, attrs, inputs, len(outputs), lambda i: declared.constant_bytes(infos[i]))
+        ep, spec, version, attrs, inputs, len(outputs), lambda i: declared.constant_bytes(infos[i]),
+        lambda i: declared.is_constant(infos[i]))
 
 
 def _declined(spec, version: int, attrs: dict, inputs: list) -> str | None:
     """Why the node's kernel cannot run these attributes, ranks or types (Kernel.declines), or None."""
+    if len(inputs) > MAX_PACKED_INPUTS:  # the native trampoline fails such a run
+        return f"{spec.op} with {len(inputs)} inputs (at most {MAX_PACKED_INPUTS})"
     for a in spec.attributes:  # shaders take window and layout attributes as 32-bit parameters
         if a.name in GEOMETRY_ATTRIBUTES:
             values = attrs.get(a.name)
@@ -417,7 +420,7 @@ def _declined(spec, version: int, attrs: dict, inputs: list) -> str | None:
 
 
 def _refused_in_a_dry_run(ep: Ep, spec, version: int, attrs: dict, inputs: list, output_count: int,
-                          constants) -> str | None:
+                          constants, is_constant=lambda i: False) -> str | None:
     """Why the node's kernel would refuse its inputs at run time (a limit of a shader or of the device), found
     by planning it now, where the graph declares every input's shape: the kernel runs dry (warmup.DryCall,
     no memory touched, CPU inputs read where the graph holds them as constants: `constants(i)`), and the node
@@ -437,7 +440,7 @@ def _refused_in_a_dry_run(ep: Ep, spec, version: int, attrs: dict, inputs: list,
     try:
         kernel = cls(spec, attrs, version, [v[1] or "" if v else "" for v in inputs])
         kernel.output_count, kernel.device_info = output_count, ep.device.info
-        kernel.compute(warmup.DryCall(tensors, constants))
+        kernel.compute(warmup.DryCall(tensors, constants, is_constant))
     except UnsupportedError as exc:
         return str(exc)
     except Exception:  # noqa: BLE001 — a value only the run has (warmup.NeedsRunValue), or anything else: the run decides

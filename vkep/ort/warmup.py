@@ -25,9 +25,11 @@ class NeedsRunValue(Exception):
 class DryCall:
     """`vkep.kernels.base.Call` for planning only: outputs are shapes at address 0, dispatches are recorded."""
 
-    def __init__(self, inputs: list[Tensor | None], constants: Callable[[int], bytes | None] = lambda index: None):
+    def __init__(self, inputs: list[Tensor | None], constants: Callable[[int], bytes | None] = lambda index: None,
+                 is_constant: Callable[[int], bool] = lambda index: False):
         self.inputs = inputs
         self.constants = constants  # the bytes of input i where the graph holds it as a constant, else None
+        self.is_constant = is_constant  # whether the graph holds input i as a constant (of any size)
         self.pipelines: set[tuple] = set()
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
@@ -44,6 +46,10 @@ class DryCall:
         if value is None:
             raise NeedsRunValue
         return value
+
+    def holds_constant(self, tensor: Tensor) -> bool:
+        """Whether `tensor` is an input the graph holds as a constant (PrepackWeight will pack it)."""
+        return tensor.io is not None and tensor.io >= 0 and self.is_constant(tensor.io)
 
     def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
         return Tensor(0, tuple(shape), dtype, None)

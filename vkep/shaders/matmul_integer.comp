@@ -5,6 +5,10 @@
 // A (a_zp_step 1); b_zp and b_scale absent, scalar or per column of B (*_step 1), and per batch of B
 // (*_batch_step n); a batch stride of 0 shares A or B across the batches. The variant (DTYPE) is the scales'
 // type, float32 or float16 (QLinearMatMul 21).
+// com.microsoft QGemm: one batch, A and B transposed or not (TRANS_A / TRANS_B), an int32 bias C added to the sum
+// (BIAS: 0 none, 1 scalar, 2 per column, 3 per row, 4 [M, N]), alpha folded into the multiplier as ORT's CPU EP
+// folds it ((alpha * a_scale) * b_scale / y_scale), and without y_scale (REQUANT 2) float32 outputs
+// float(sum) * ((alpha * a_scale) * b_scale).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "requantize.glsl"
@@ -15,12 +19,15 @@ layout(constant_id = 0) const uint A_SIGNED = 0;
 layout(constant_id = 1) const uint B_SIGNED = 0;
 layout(constant_id = 2) const uint REQUANT = 0;
 layout(constant_id = 3) const uint Y_SIGNED = 0;
+layout(constant_id = 4) const uint TRANS_A = 0;
+layout(constant_id = 5) const uint TRANS_B = 0;
+layout(constant_id = 6) const uint BIAS = 0;
 
 layout(push_constant, scalar) uniform Push {
-    uint64_t a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp;
+    uint64_t a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp, c;
     uint m, n, k, batches, a_batch_stride, b_batch_stride, a_zp_step;
     uint bzp_step, bzp_batch_step, bs_step, bs_batch_step;  // per column, per batch
-
+    float alpha;
 } pc;
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Ints { int v[]; };
@@ -51,25 +58,38 @@ void main() {
         [[unroll]] for (uint c = 0; c < TN; ++c) acc[r][c] = 0;
     for (uint k = 0; k < pc.k; ++k) {
         int av[TM], bv[TN];
-        [[unroll]] for (uint r = 0; r < TM; ++r) av[r] = rq_byte(pc.a, a_base + rows[r] * pc.k + k, a_signed) - azp[r];
-        [[unroll]] for (uint c = 0; c < TN; ++c) bv[c] = rq_byte(pc.b, b_base + k * pc.n + cols[c], b_signed) - bzp[c];
+        [[unroll]] for (uint r = 0; r < TM; ++r) {
+            uint at = TRANS_A != 0 ? k * pc.m + rows[r] : rows[r] * pc.k + k;
+            av[r] = rq_byte(pc.a, a_base + at, a_signed) - azp[r];
+        }
+        [[unroll]] for (uint c = 0; c < TN; ++c) {
+            uint at = TRANS_B != 0 ? cols[c] * pc.k + k : k * pc.n + cols[c];
+            bv[c] = rq_byte(pc.b, b_base + at, b_signed) - bzp[c];
+        }
         [[unroll]] for (uint r = 0; r < TM; ++r)
             [[unroll]] for (uint c = 0; c < TN; ++c) acc[r][c] += av[r] * bv[c];
     }
-    float a_scale = REQUANT != 0 ? LOAD(Tensor(pc.a_scale), 0) : 0.0;
+    precise float a_scale = REQUANT != 0 ? pc.alpha * LOAD(Tensor(pc.a_scale), 0) : 0.0;
     float y_scale = REQUANT != 0 ? LOAD(Tensor(pc.y_scale), 0) : 0.0;
     int yzp = pc.yzp != 0 ? rq_byte(pc.yzp, 0, Y_SIGNED != 0) : 0;
     [[unroll]] for (uint c = 0; c < TN; ++c) {
         if (nt * TN + c >= pc.n) break;
-        float mult = 0.0;
+        precise float mult = 0.0;
         if (REQUANT != 0) {
             float b_scale = LOAD(Tensor(pc.b_scale), batch * pc.bs_batch_step + cols[c] * pc.bs_step);
-            mult = rq_multiplier(a_scale, b_scale, y_scale);
+            mult = REQUANT == 2 ? a_scale * b_scale : rq_multiplier(a_scale, b_scale, y_scale);
         }
         [[unroll]] for (uint r = 0; r < TM; ++r) {
             if (mt * TM + r >= pc.m) break;
             uint o = (batch * pc.m + rows[r]) * pc.n + cols[c];
-            if (REQUANT == 0)
+            if (BIAS != 0) {
+                uint at = BIAS == 1 ? 0 : BIAS == 2 ? cols[c] : BIAS == 3 ? rows[r] : rows[r] * pc.n + cols[c];
+                acc[r][c] += Ints(pc.c).v[at];
+            }
+            if (REQUANT == 2) {
+                precise float v = float(acc[r][c]) * mult;
+                RqFloats(pc.y).v[o] = v;
+            } else if (REQUANT == 0)
                 Ints(pc.y).v[o] = acc[r][c];
             else
                 RqBytes(pc.y).v[o] = uint8_t(requantize(acc[r][c], mult, yzp, Y_SIGNED != 0) & 0xff);

@@ -1,0 +1,73 @@
+#version 450
+// com.microsoft QLinearGlobalAveragePool (GLOBAL 1) and QLinearAveragePool (GLOBAL 0) over 8-bit NCHW tensors
+// (SIGNED: int8, else uint8), one invocation per output, computed as ORT's CPU EP does:
+//   global (MlasQLinearGlobalAveragePoolNchw; also an average pool whose window is the whole image, unpadded):
+//     acc = sum(x) - x_zp * size (int32), multiplier = x_scale / (y_scale * float(size)),
+//     y = requantize(acc, multiplier, y_zp) (requantize.glsl)
+//   windowed (QLinearPool2DTask): the float sum of x_scale * float(x - x_zp) over the window's taps inside the
+//     input, row by row, divided by the taps (or kernel_size with COUNT_PAD), then
+//     y = clamp(int(round_half_even(avg / y_scale + y_zp))) (|value| >= 2^31 and NaN give the lowest value, as
+//     x86's conversion gives INT_MIN).
+// A 1-D pool is a 2-D one of height 1.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+#include "requantize.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint GLOBAL = 0;
+layout(constant_id = 1) const uint SIGNED = 0;
+layout(constant_id = 2) const uint COUNT_PAD = 0;
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, x_scale, x_zp, y_scale, y_zp, y;
+    uint n;                 // outputs
+    uint ih, iw, oh, ow;    // global: ih * iw is the image size, oh = ow = 1
+    uint kh, kw, sh, sw;
+    int ph, pw;             // leading pads
+} pc;
+
+void main() {
+    uint i = flat_index(256);
+    if (i >= pc.n) return;
+    bool s = SIGNED != 0;
+    int x_zp = pc.x_zp != 0 ? rq_byte(pc.x_zp, 0, s) : 0;
+    int y_zp = pc.y_zp != 0 ? rq_byte(pc.y_zp, 0, s) : 0;
+    float x_scale = RqFloats(pc.x_scale).v[0], y_scale = RqFloats(pc.y_scale).v[0];
+    uint osz = pc.oh * pc.ow, isz = pc.ih * pc.iw;
+    uint base = (i / osz) * isz;
+    int result;
+    if (GLOBAL == 1) {
+        // steps of 8 unrolled taps: lavapipe ends an invocation's loops after 65,535 iterations in all
+        int acc = -x_zp * int(isz);
+        for (uint t0 = 0; t0 < isz; t0 += 8) {
+            [[unroll]] for (uint j = 0; j < 8; ++j) {
+                if (t0 + j < isz) acc += rq_byte(pc.x, base + t0 + j, s);
+            }
+        }
+        precise float size_scale = y_scale * float(isz);
+        result = requantize(acc, rq_div(x_scale, size_scale), y_zp, s);
+    } else {
+        uint p = i % osz;
+        int h0 = int((p / pc.ow) * pc.sh) - pc.ph, w0 = int((p % pc.ow) * pc.sw) - pc.pw;
+        int h1 = min(h0 + int(pc.kh), int(pc.ih)), w1 = min(w0 + int(pc.kw), int(pc.iw));
+        h0 = max(h0, 0);
+        w0 = max(w0, 0);
+        precise float sum = 0.0;
+        for (int h = h0; h < h1; ++h) {
+            for (int w = w0; w < w1; w += 8) {
+                [[unroll]] for (int j = 0; j < 8; ++j) {
+                    if (w + j < w1) {
+                        precise float v = x_scale * float(rq_byte(pc.x, base + uint(h) * pc.iw + uint(w + j), s) - x_zp);
+                        sum += v;
+                    }
+                }
+            }
+        }
+        int count = COUNT_PAD == 1 ? int(pc.kh * pc.kw) : max(h1 - h0, 0) * max(w1 - w0, 0);
+        precise float q = rq_div(rq_div(sum, float(count)), y_scale) + float(y_zp);
+        result = (isnan(q) || abs(q) >= 2147483648.0) ? -2147483647 - 1 : int(roundEven(q));
+    }
+    int lo = s ? -128 : 0, hi = s ? 127 : 255;
+    RqBytes(pc.y).v[i] = uint8_t(clamp(result, lo, hi) & 0xff);
+}
