@@ -1,0 +1,165 @@
+#version 450
+// Winograd F(R x R, 3 x 3) for Conv with a 3x3 kernel, stride 1, dilation 1, one group (vkep/kernels/winograd.py).
+// The output is cut into R x R tiles, each read as an A x A input patch (A = R + 2); per tile and channel the
+// patch d becomes V = B^T d B, the weights were transformed once when packed (U = G g G^T, [A*A][M][C]), and
+//   Y'[t][m][p] = sum_c U[t][m][c] * V[t][c][p]    for each of the A*A transform points t,
+// then y = A^T Y' A (+ bias) per tile. Three dispatches (MODE), over the tiles [p0, p0 + np) of the batch:
+// MODE 0: input transform, one invocation per (channel, tile): X -> V ([A*A][C][np], float32 scratch)
+// MODE 1: the A*A GEMMs: an invocation sums over C for TM output channels x TN tiles of one point. Its channels
+//         follow from the workgroup only, so lavapipe loads each U value once for all lanes (a uniform load),
+//         and its tiles are 64 apart (lanes read V contiguously).
+// MODE 2: output transform, one invocation per (output channel, tile): Y' -> y (+ bias)
+// X, the bias and y are in the model's type (float16 storage is read into float arithmetic); U, V and Y' are
+// float32 whatever the model's type: rounded to float16, U alone put errors of 3e-3 into outputs near zero.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_ballot : require
+
+layout(local_size_x_id = 4) in;
+layout(constant_id = 0) const uint MODE = 0;
+layout(constant_id = 1) const uint R = 2;    // output tile size: F(2x2, 3x3) or F(4x4, 3x3)
+layout(constant_id = 2) const uint TM = 8;   // MODE 1: output channels per invocation
+layout(constant_id = 3) const uint TN = 2;   // MODE 1: tiles per invocation
+const uint A = R + 2;                        // input patch (and transform) size
+const uint T = A * A;                        // transform points
+layout(constant_id = 4) const uint WG = 64;  // threads per workgroup (MODE 1: 16 to 64, the others 64)
+
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { float v[]; };
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, u, b, y, v, z;  // input, packed U, bias (or 0), output, V and Y' scratch
+    uint c, m;                  // input and output channels
+    uint ih, iw, oh, ow;        // spatial dims of X and y
+    int ph, pw;                 // leading pads
+    uint th, tw;                // tiles along y's height and width (per image)
+    uint p0, np;                // the tiles of this pass: [p0, p0 + np) of batch * th * tw
+} pc;
+
+// B^T (rows: the transform points along one axis), G's counterpart for inputs; and A^T for outputs
+const float BT2[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+const float AT2[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+const float BT4[6][6] = {{4, 0, -5, 0, 1, 0}, {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                         {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+const float AT4[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+// (the unselected table is indexed within its bounds too: both may be evaluated before specialization)
+float bt(uint i, uint j) { return R == 2 ? BT2[min(i, 3)][min(j, 3)] : BT4[i][j]; }
+float at(uint i, uint j) { return R == 2 ? AT2[min(i, 1)][min(j, 3)] : AT4[i][j]; }
+
+// (image, first output row, first output column) of tile p
+uvec3 tile_origin(uint p) {
+    uint per_image = pc.th * pc.tw, q = p % per_image;
+    return uvec3(p / per_image, (q / pc.tw) * R, (q % pc.tw) * R);
+}
+
+void input_transform() {
+    uint i = gl_GlobalInvocationID.x, c = gl_WorkGroupID.y, c4 = (pc.c + 3) / 4;
+    if (i >= pc.np) return;
+    Floats V = Floats(pc.v);
+    if (c >= pc.c) {  // the channels that pad C to a multiple of 4 (as U's): zeros
+        [[unroll]] for (uint t = 0; t < T; ++t) V.v[((t * c4 + c / 4) * pc.np + i) * 4 + c % 4] = 0.0;
+        return;
+    }
+    uvec3 o = tile_origin(pc.p0 + i);
+    Tensor X = Tensor(pc.x);
+    uint base = (o.x * pc.c + c) * pc.ih * pc.iw;
+    int h0 = int(o.y) - pc.ph, w0 = int(o.z) - pc.pw;
+    float d[A][A];
+    [[unroll]] for (uint r = 0; r < A; ++r) {
+        int h = h0 + int(r);
+        [[unroll]] for (uint s = 0; s < A; ++s) {
+            int w = w0 + int(s);
+            bool inside = uint(h) < pc.ih && uint(w) < pc.iw;
+            float value = LOAD(X, inside ? base + uint(h) * pc.iw + uint(w) : base);
+            d[r][s] = inside ? value : 0.0;
+        }
+    }
+    float e[A][A];  // B^T d
+    [[unroll]] for (uint r = 0; r < A; ++r) [[unroll]] for (uint s = 0; s < A; ++s) {
+        float sum = 0.0;
+        [[unroll]] for (uint k = 0; k < A; ++k) if (bt(r, k) != 0.0) sum += bt(r, k) * d[k][s];
+        e[r][s] = sum;
+    }
+    [[unroll]] for (uint r = 0; r < A; ++r) [[unroll]] for (uint s = 0; s < A; ++s) {
+        float sum = 0.0;  // (B^T d) B
+        [[unroll]] for (uint k = 0; k < A; ++k) if (bt(s, k) != 0.0) sum += e[r][k] * bt(s, k);
+        V.v[(((r * A + s) * c4 + c / 4) * pc.np + i) * 4 + c % 4] = sum;
+    }
+}
+
+// 4 consecutive values per load: lavapipe (Mesa 22.3) pays per load, per lane, whatever its width
+layout(buffer_reference, scalar, buffer_reference_align = 16) buffer Floats4 { vec4 v[]; };
+
+// U values reach the lanes by subgroupBroadcast: lane l of each subgroup loads row m0 + 8 g + l (l < 8) and
+// hands it to the others, one load per 8 rows instead of one per row (lavapipe loads lane by lane)
+#define SG 8
+#define ROW(g, l) {                                                                                            \
+    vec4 a = subgroupBroadcast(ua[g], l);                                                                     \
+    [[unroll]] for (uint j = 0; j < TN; ++j) acc[(g) * SG + (l)][j] += dot(a, b[j]);                          \
+}
+
+void gemm() {
+    uint t = gl_WorkGroupID.z, m0 = gl_WorkGroupID.y * TM, c4 = (pc.c + 3) / 4;
+    uint n0 = gl_WorkGroupID.x * (WG * TN) + gl_LocalInvocationIndex;
+    Floats4 U = Floats4(pc.u);
+    Floats4 V = Floats4(pc.v);
+    // rows past M read row M - 1 and tiles past np read tile np - 1 (both there), and are not stored
+    const uint TG = TM / SG;
+    uint urow[TG], vcol[TN];
+    [[unroll]] for (uint g = 0; g < TG; ++g)
+        urow[g] = (t * pc.m + min(m0 + g * SG + gl_SubgroupInvocationID % SG, pc.m - 1)) * c4;
+    [[unroll]] for (uint j = 0; j < TN; ++j) vcol[j] = t * c4 * pc.np + min(n0 + WG * j, pc.np - 1);
+    float acc[TM][TN];
+    [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
+    for (uint k = 0; k < c4; ++k) {
+        vec4 ua[TG], b[TN];
+        [[unroll]] for (uint g = 0; g < TG; ++g) ua[g] = U.v[urow[g] + k];
+        [[unroll]] for (uint j = 0; j < TN; ++j) b[j] = V.v[vcol[j] + k * pc.np];
+        [[unroll]] for (uint g = 0; g < TG; ++g) {
+            ROW(g, 0) ROW(g, 1) ROW(g, 2) ROW(g, 3) ROW(g, 4) ROW(g, 5) ROW(g, 6) ROW(g, 7)
+        }
+    }
+    Floats Z = Floats(pc.z);
+    [[unroll]] for (uint i = 0; i < TM; ++i) {
+        uint m = m0 + i;
+        if (m >= pc.m) break;
+        [[unroll]] for (uint j = 0; j < TN; ++j) {
+            uint n = n0 + WG * j;
+            if (n < pc.np) Z.v[(t * pc.m + m) * pc.np + n] = acc[i][j];
+        }
+    }
+}
+
+void output_transform() {
+    uint i = gl_GlobalInvocationID.x, m = gl_WorkGroupID.y;
+    if (i >= pc.np) return;
+    Floats Z = Floats(pc.z);
+    float q[A][A];
+    [[unroll]] for (uint r = 0; r < A; ++r) [[unroll]] for (uint s = 0; s < A; ++s)
+        q[r][s] = Z.v[((r * A + s) * pc.m + m) * pc.np + i];
+    float e[R][A];  // A^T q
+    [[unroll]] for (uint r = 0; r < R; ++r) [[unroll]] for (uint s = 0; s < A; ++s) {
+        float sum = 0.0;
+        [[unroll]] for (uint k = 0; k < A; ++k) if (at(r, k) != 0.0) sum += at(r, k) * q[k][s];
+        e[r][s] = sum;
+    }
+    float bias = pc.b != 0 ? LOAD(Tensor(pc.b), m) : 0.0;
+    uvec3 o = tile_origin(pc.p0 + i);
+    Tensor Y = Tensor(pc.y);
+    uint base = (o.x * pc.m + m) * pc.oh * pc.ow;
+    [[unroll]] for (uint r = 0; r < R; ++r) {
+        uint h = o.y + r;
+        [[unroll]] for (uint s = 0; s < R; ++s) {
+            uint w = o.z + s;
+            float sum = bias;  // (A^T q) A
+            [[unroll]] for (uint k = 0; k < A; ++k) if (at(s, k) != 0.0) sum += e[r][k] * at(s, k);
+            if (h < pc.oh && w < pc.ow) STORE(Y, base + h * pc.ow + w, sum);
+        }
+    }
+}
+
+void main() {
+    if (MODE == 0) input_transform();
+    else if (MODE == 1) gemm();
+    else output_transform();
+}
