@@ -133,7 +133,8 @@ class Conv(_ConvBase):
         out_shape = (batch, m, *out)
         check_size(xs, ws, out_shape)
         if self.winograd_tile:
-            return out_shape, winograd.plan(self.winograd_tile, xs, out, begin, m)
+            cpu = self.device_info is not None and self.device_info.device_type == "cpu"
+            return out_shape, winograd.plan(self.winograd_tile, xs, out, begin, m, cpu)
         cg, mg, pixels = c // group, m // group, math.prod(out)
         k3 = as_3d(kernel, 1)
         pointwise = k3 == [1, 1, 1] and all(s == 1 for s in strides) and not any(begin) and list(out) == list(xs[2:])
