@@ -89,6 +89,11 @@ void input_transform() {
 
 // 4 consecutive values per load: lavapipe (Mesa 22.3) pays per load, per lane, whatever its width
 layout(buffer_reference, scalar, buffer_reference_align = 16) buffer Floats4 { vec4 v[]; };
+// 4 floats as two 64-bit words: lavapipe (Mesa 22.3) loads a vector lane by lane and component by component
+layout(buffer_reference, scalar, buffer_reference_align = 16) buffer Words4 { u64vec2 v[]; };
+vec4 as_floats(u64vec2 q) {
+    return vec4(uintBitsToFloat(unpackUint2x32(q.x)), uintBitsToFloat(unpackUint2x32(q.y)));
+}
 
 // U values reach the lanes by subgroupBroadcast: lane l of each subgroup loads row m0 + 8 g + l (l < 8) and
 // hands it to the others, one load per 8 rows instead of one per row (lavapipe loads lane by lane)
@@ -101,8 +106,8 @@ layout(buffer_reference, scalar, buffer_reference_align = 16) buffer Floats4 { v
 void gemm() {
     uint t = gl_WorkGroupID.z, m0 = gl_WorkGroupID.y * TM, c4 = (pc.c + 3) / 4;
     uint n0 = gl_WorkGroupID.x * (WG * TN) + gl_LocalInvocationIndex;
-    Floats4 U = Floats4(pc.u);
-    Floats4 V = Floats4(pc.v);
+    Words4 U = Words4(pc.u);
+    Words4 V = Words4(pc.v);
     // rows past M read row M - 1 and tiles past np read tile np - 1 (both there), and are not stored
     const uint TG = TM / SG;
     uint urow[TG], vcol[TN];
@@ -113,8 +118,8 @@ void gemm() {
     [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
     for (uint k = 0; k < c4; ++k) {
         vec4 ua[TG], b[TN];
-        [[unroll]] for (uint g = 0; g < TG; ++g) ua[g] = U.v[urow[g] + k];
-        [[unroll]] for (uint j = 0; j < TN; ++j) b[j] = V.v[vcol[j] + k * pc.np];
+        [[unroll]] for (uint g = 0; g < TG; ++g) ua[g] = as_floats(U.v[urow[g] + k]);
+        [[unroll]] for (uint j = 0; j < TN; ++j) b[j] = as_floats(V.v[vcol[j] + k * pc.np]);
         [[unroll]] for (uint g = 0; g < TG; ++g) {
             ROW(g, 0) ROW(g, 1) ROW(g, 2) ROW(g, 3) ROW(g, 4) ROW(g, 5) ROW(g, 6) ROW(g, 7)
         }
