@@ -102,7 +102,7 @@ def plan(r: int, xs: tuple[int, ...], out: list[int], begin: list[int], m: int, 
     passes = []
     for p0 in range(0, tiles, chunk):
         n = min(chunk, tiles - p0)
-        groups = ((-(-n // WG), c4, 1), (-(-n // step), -(-m // GEMM_TM), a2), (-(-n // WG), m, 1))
+        groups = ((-(-n // WG), c4 // 4, 1), (-(-n // step), -(-m // GEMM_TM), a2), (-(-n // (4 * WG)), m, 1))
         passes.append((pack("6I2i4I", c, m, ih, iw, oh, ow, begin[0], begin[1], th, tw, p0, n), groups))
     if max(max(g) for g in passes[0][1]) > 65535:
         raise UnsupportedError(f"Conv (Winograd) over {xs} is too large for one dispatch")
@@ -115,7 +115,7 @@ def record(call, shader: str, dtype: str, r: int, planned: tuple, x, u, b, y) ->
     passes, chunk, (k_input, k_gemm, k_output) = planned
     a2, c4, m = (r + 2) ** 2, -(-x.shape[1] // 4) * 4, y.shape[1]
     v = call.scratch((a2, c4, chunk), "float32")
-    z = call.scratch((a2, m, chunk), "float32")
+    z = call.scratch((a2, m, -(-chunk // 4) * 4), "float32")  # rows padded to 4 tiles (winograd.comp)
     addresses = [x, u, b, y, v, z]
     bias = [b] if b is not None else []
     for tail, (g_input, g_gemm, g_output) in passes:

@@ -4,11 +4,12 @@
 // patch d becomes V = B^T d B, the weights were transformed once when packed (U = G g G^T, [A*A][M][C]), and
 //   Y'[t][m][p] = sum_c U[t][m][c] * V[t][c][p]    for each of the A*A transform points t,
 // then y = A^T Y' A (+ bias) per tile. Three dispatches (MODE), over the tiles [p0, p0 + np) of the batch:
-// MODE 0: input transform, one invocation per (channel, tile): X -> V ([A*A][C][np], float32 scratch)
+// MODE 0: input transform, one invocation per (4 channels, tile): X -> V ([A*A][C / 4][np][4], float32 scratch)
 // MODE 1: the A*A GEMMs: an invocation sums over C for TM output channels x TN tiles of one point. Its channels
 //         follow from the workgroup only, so lavapipe loads each U value once for all lanes (a uniform load),
 //         and its tiles are 64 apart (lanes read V contiguously).
-// MODE 2: output transform, one invocation per (output channel, tile): Y' -> y (+ bias)
+// MODE 2: output transform, one invocation per (output channel, 4 tiles): Y' ([A*A][M][np rounded up to 4])
+//         -> y (+ bias)
 // X, the bias and y are in the model's type (float16 storage is read into float arithmetic); U, V and Y' are
 // float32 whatever the model's type: rounded to float16, U alone put errors of 3e-3 into outputs near zero.
 #extension GL_GOOGLE_include_directive : require
@@ -52,28 +53,18 @@ uvec3 tile_origin(uint p) {
     return uvec3(p / per_image, (q / pc.tw) * R, (q % pc.tw) * R);
 }
 
-void input_transform() {
-    uint i = gl_GlobalInvocationID.x, c = gl_WorkGroupID.y, c4 = (pc.c + 3) / 4;
-    if (i >= pc.np) return;
-    Floats V = Floats(pc.v);
-    if (c >= pc.c) {  // the channels that pad C to a multiple of 4 (as U's): zeros
-        [[unroll]] for (uint t = 0; t < T; ++t) V.v[((t * c4 + c / 4) * pc.np + i) * 4 + c % 4] = 0.0;
-        return;
-    }
-    uvec3 o = tile_origin(pc.p0 + i);
-    Tensor X = Tensor(pc.x);
-    uint base = (o.x * pc.c + c) * pc.ih * pc.iw;
-    int h0 = int(o.y) - pc.ph, w0 = int(o.z) - pc.pw;
-    float d[A][A];
-    [[unroll]] for (uint r = 0; r < A; ++r) {
-        int h = h0 + int(r);
-        [[unroll]] for (uint s = 0; s < A; ++s) {
-            int w = w0 + int(s);
-            bool inside = uint(h) < pc.ih && uint(w) < pc.iw;
-            float value = LOAD(X, inside ? base + uint(h) * pc.iw + uint(w) : base);
-            d[r][s] = inside ? value : 0.0;
-        }
-    }
+// 4 floats as two 64-bit words: lavapipe (Mesa 22.3) loads and stores a vector lane by lane and component by
+// component, so two 64-bit components cost half of four floats
+layout(buffer_reference, scalar, buffer_reference_align = 16) buffer Words4 { u64vec2 v[]; };
+vec4 as_floats(u64vec2 q) {
+    return vec4(uintBitsToFloat(unpackUint2x32(q.x)), uintBitsToFloat(unpackUint2x32(q.y)));
+}
+u64vec2 as_words(vec4 f) {
+    return u64vec2(packUint2x32(floatBitsToUint(f.xy)), packUint2x32(floatBitsToUint(f.zw)));
+}
+
+// B^T d B of the A x A patch d (in place)
+void transform_input(inout float d[A][A]) {
     float e[A][A];  // B^T d
     [[unroll]] for (uint r = 0; r < A; ++r) [[unroll]] for (uint s = 0; s < A; ++s) {
         float sum = 0.0;
@@ -81,18 +72,38 @@ void input_transform() {
         e[r][s] = sum;
     }
     [[unroll]] for (uint r = 0; r < A; ++r) [[unroll]] for (uint s = 0; s < A; ++s) {
-        float sum = 0.0;  // (B^T d) B
+        float sum = 0.0;
         [[unroll]] for (uint k = 0; k < A; ++k) if (bt(s, k) != 0.0) sum += e[r][k] * bt(s, k);
-        V.v[(((r * A + s) * c4 + c / 4) * pc.np + i) * 4 + c % 4] = sum;
+        d[r][s] = sum;
     }
 }
 
-// 4 consecutive values per load: lavapipe (Mesa 22.3) pays per load, per lane, whatever its width
-layout(buffer_reference, scalar, buffer_reference_align = 16) buffer Floats4 { vec4 v[]; };
-// 4 floats as two 64-bit words: lavapipe (Mesa 22.3) loads a vector lane by lane and component by component
-layout(buffer_reference, scalar, buffer_reference_align = 16) buffer Words4 { u64vec2 v[]; };
-vec4 as_floats(u64vec2 q) {
-    return vec4(uintBitsToFloat(unpackUint2x32(q.x)), uintBitsToFloat(unpackUint2x32(q.y)));
+// one tile, 4 channels (those past C are zeros): V[t][c / 4][p] holds the 4 channels of a point together
+void input_transform() {
+    uint i = gl_GlobalInvocationID.x, cq = gl_WorkGroupID.y, c4 = (pc.c + 3) / 4;
+    if (i >= pc.np) return;
+    uvec3 o = tile_origin(pc.p0 + i);
+    Tensor X = Tensor(pc.x);
+    int h0 = int(o.y) - pc.ph, w0 = int(o.z) - pc.pw;
+    vec4 v[T];
+    [[unroll]] for (uint ch = 0; ch < 4; ++ch) {
+        uint c = cq * 4 + ch;
+        uint base = (o.x * pc.c + min(c, pc.c - 1)) * pc.ih * pc.iw;
+        float d[A][A];
+        [[unroll]] for (uint r = 0; r < A; ++r) {
+            int h = h0 + int(r);
+            [[unroll]] for (uint s = 0; s < A; ++s) {
+                int w = w0 + int(s);
+                bool inside = c < pc.c && uint(h) < pc.ih && uint(w) < pc.iw;
+                float value = LOAD(X, inside ? base + uint(h) * pc.iw + uint(w) : base);
+                d[r][s] = inside ? value : 0.0;
+            }
+        }
+        transform_input(d);
+        [[unroll]] for (uint r = 0; r < A; ++r) [[unroll]] for (uint s = 0; s < A; ++s) v[r * A + s][ch] = d[r][s];
+    }
+    Words4 V = Words4(pc.v);
+    [[unroll]] for (uint t = 0; t < T; ++t) V.v[(t * c4 + cq) * pc.np + i] = as_words(v[t]);
 }
 
 // U values reach the lanes by subgroupBroadcast: lane l of each subgroup loads row m0 + 8 g + l (l < 8) and
@@ -125,40 +136,44 @@ void gemm() {
         }
     }
     Floats Z = Floats(pc.z);
+    uint zs = (pc.np + 3) & ~3u;  // Y' rows: 4 tiles per word pair for the output transform
     [[unroll]] for (uint i = 0; i < TM; ++i) {
         uint m = m0 + i;
         if (m >= pc.m) break;
         [[unroll]] for (uint j = 0; j < TN; ++j) {
             uint n = n0 + WG * j;
-            if (n < pc.np) Z.v[(t * pc.m + m) * pc.np + n] = acc[i][j];
+            if (n < pc.np) Z.v[(t * pc.m + m) * zs + n] = acc[i][j];
         }
     }
 }
 
+// 4 tiles of one output channel: Y'[t][m] is read 4 tiles at a time (its rows are padded to 4 tiles)
 void output_transform() {
-    uint i = gl_GlobalInvocationID.x, m = gl_WorkGroupID.y;
+    uint i = gl_GlobalInvocationID.x * 4, m = gl_WorkGroupID.y, zs = (pc.np + 3) & ~3u;
     if (i >= pc.np) return;
-    Floats Z = Floats(pc.z);
-    float q[A][A];
-    [[unroll]] for (uint r = 0; r < A; ++r) [[unroll]] for (uint s = 0; s < A; ++s)
-        q[r][s] = Z.v[((r * A + s) * pc.m + m) * pc.np + i];
-    float e[R][A];  // A^T q
-    [[unroll]] for (uint r = 0; r < R; ++r) [[unroll]] for (uint s = 0; s < A; ++s) {
-        float sum = 0.0;
-        [[unroll]] for (uint k = 0; k < A; ++k) if (at(r, k) != 0.0) sum += at(r, k) * q[k][s];
-        e[r][s] = sum;
-    }
+    Words4 Z = Words4(pc.z);
+    vec4 q4[T];
+    [[unroll]] for (uint t = 0; t < T; ++t) q4[t] = as_floats(Z.v[((t * pc.m + m) * zs + i) / 4]);
     float bias = pc.b != 0 ? LOAD(Tensor(pc.b), m) : 0.0;
-    uvec3 o = tile_origin(pc.p0 + i);
     Tensor Y = Tensor(pc.y);
-    uint base = (o.x * pc.m + m) * pc.oh * pc.ow;
-    [[unroll]] for (uint r = 0; r < R; ++r) {
-        uint h = o.y + r;
-        [[unroll]] for (uint s = 0; s < R; ++s) {
-            uint w = o.z + s;
-            float sum = bias;  // (A^T q) A
-            [[unroll]] for (uint k = 0; k < A; ++k) if (at(s, k) != 0.0) sum += e[r][k] * at(s, k);
-            if (h < pc.oh && w < pc.ow) STORE(Y, base + h * pc.ow + w, sum);
+    [[unroll]] for (uint tile = 0; tile < 4; ++tile) {
+        if (i + tile >= pc.np) break;
+        float e[R][A];  // A^T q
+        [[unroll]] for (uint r = 0; r < R; ++r) [[unroll]] for (uint s = 0; s < A; ++s) {
+            float sum = 0.0;
+            [[unroll]] for (uint k = 0; k < A; ++k) if (at(r, k) != 0.0) sum += at(r, k) * q4[k * A + s][tile];
+            e[r][s] = sum;
+        }
+        uvec3 o = tile_origin(pc.p0 + i + tile);
+        uint base = (o.x * pc.m + m) * pc.oh * pc.ow;
+        [[unroll]] for (uint r = 0; r < R; ++r) {
+            uint h = o.y + r;
+            [[unroll]] for (uint s = 0; s < R; ++s) {
+                uint w = o.z + s;
+                float sum = bias;  // (A^T q) A
+                [[unroll]] for (uint k = 0; k < A; ++k) if (at(s, k) != 0.0) sum += e[r][k] * at(s, k);
+                if (h < pc.oh && w < pc.ow) STORE(Y, base + h * pc.ow + w, sum);
+            }
         }
     }
 }
