@@ -18,8 +18,9 @@ WG = 64  # winograd.comp's workgroup size
 # take (gemm_shape). Measured on lavapipe (64->64 over 56x56, GEMM part, paired): 64 x 8 is 1.2x faster than
 # 32 x 8 on Mesa 22.3 and 25 but takes 7.3 s to compile cold against 1.6 s (64 x 16: 32 s).
 GEMM_TM, GEMM_TILES = 32, (8, 2)
-# threads per GEMM workgroup: on a CPU device (lavapipe runs a workgroup as a loop over 8-lane SIMD rows) 8,
-# which pads the fewest tiles (64->64 over 56x56 on Mesa 22.3: 69 ms against 82 at 16 and 101 at 64 threads)
+# threads per GEMM workgroup (gemm_shape): on a CPU device (lavapipe runs a workgroup as a loop over 8-lane
+# SIMD rows) 8, which pads the fewest tiles (64->64 over 56x56 on Mesa 22.3: 69 ms against 82 at 16 and 101
+# at 64 threads); 64 elsewhere (not measured on a GPU)
 SCRATCH_BYTES = 32 << 20  # V and Y' of one pass (float32)
 MODE_INPUT, MODE_GEMM, MODE_OUTPUT = 0, 1, 2
 
@@ -32,14 +33,14 @@ _G = {
 
 # Which convs take this path. F(2x2, 3x3): F(4x4, 3x3) is faster on lavapipe (64->64 channels over 56x56:
 # 91 against 152 ms a run on Mesa 22.3, GEMM part 5.6 against 10.7 ms on Mesa 25) but its error is 10-20x
-# the implicit GEMM's (2.2e-4 against 1.0e-5 for F(2, 3), |y| ~ 10), beyond the CPU EP's tolerances; and
-# for float16 weights U = G g G^T is rounded to float16, which F(4, 3)'s output transform magnifies.
+# the implicit GEMM's (2.2e-4 against 1.0e-5 for F(2, 3), |y| ~ 10), beyond the CPU EP's tolerances.
 TILE = 2
-# Channel counts where Winograd wins, on Mesa 22.3, ms a run against the implicit GEMM (56x56, paired in one
-# process): 16->16 28 vs 23 (GEMM wins), 32->32 57 vs 96, 3->64 44 vs 35, 8->64 44 vs 60, 64->8 85 vs 95,
-# 64->64 152 vs 392, 256->256 over 14x14 73 vs 407, 512->512 over 7x7 97 vs 249. The GEMM computes 32
-# output channels at once (GEMM_TM): fewer waste most of it.
-MIN_IN_CHANNELS, MIN_OUT_CHANNELS = 8, 32
+# Channel counts where Winograd wins: Mesa 22.3, ms a run, implicit GEMM -> Winograd (paired in one process,
+# 56x56 unless said): 4->32 6.1 -> 12.0 and 3->64 13.4 -> 14.0 (the GEMM wins), 4->64 23.7 -> 14.2,
+# 8->8 7.5 -> 4.7, 8->16 12.0 -> 9.7, 16->8 17.7 -> 9.6, 16->16 14.2 -> 7.9, 8->64 44.0 -> 24.1,
+# 64->8 55.8 -> 24.4, 32->32 55.9 -> 13.5, 8->8 over 14x14 1.6 -> 1.1, 16->16 over 14x14 9.3 -> 1.5. Below 8
+# output channels the implicit GEMM's direct mode serves the conv.
+MIN_IN_CHANNELS, MIN_OUT_CHANNELS = 8, 8
 
 
 def _fill(values, n: int, default: int) -> list[int]:

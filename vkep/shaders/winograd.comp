@@ -6,8 +6,8 @@
 // then y = A^T Y' A (+ bias) per tile. Three dispatches (MODE), over the tiles [p0, p0 + np) of the batch:
 // MODE 0: input transform, one invocation per (4 channels, tile): X -> V ([A*A][C / 4][np][4], float32 scratch)
 // MODE 1: the A*A GEMMs: an invocation sums over C for TM output channels x TN tiles of one point. Its channels
-//         follow from the workgroup only, so lavapipe loads each U value once for all lanes (a uniform load),
-//         and its tiles are 64 apart (lanes read V contiguously).
+//         follow from the workgroup only: each U value is loaded by one lane and handed to the others of its
+//         subgroup (gemm()); its tiles are WG apart (lanes read V contiguously).
 // MODE 2: output transform, one invocation per (output channel, 4 tiles): Y' ([A*A][M][np rounded up to 4])
 //         -> y (+ bias)
 // X, the bias and y are in the model's type (float16 storage is read into float arithmetic); U, V and Y' are
@@ -24,7 +24,7 @@ layout(constant_id = 2) const uint TM = 8;   // MODE 1: output channels per invo
 layout(constant_id = 3) const uint TN = 2;   // MODE 1: tiles per invocation
 const uint A = R + 2;                        // input patch (and transform) size
 const uint T = A * A;                        // transform points
-layout(constant_id = 4) const uint WG = 64;  // threads per workgroup (MODE 1: 16 to 64, the others 64)
+layout(constant_id = 4) const uint WG = 64;  // threads per workgroup (MODE 1: 8 on CPU devices, else 64)
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { float v[]; };
 
