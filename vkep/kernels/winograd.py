@@ -43,10 +43,6 @@ TILE = 2
 MIN_IN_CHANNELS, MIN_OUT_CHANNELS = 8, 8
 
 
-def _fill(values, n: int, default: int) -> list[int]:
-    return list(values) if values else [default] * n
-
-
 def choose_tile(attrs: dict, ws: tuple[int, ...], device_info) -> int:
     """The output tile size R for a Conv node with these attributes and weight shape on this device, or 0 where
     the implicit GEMM serves it better or Winograd cannot (any input shape the implicit GEMM plans, Winograd
@@ -57,7 +53,7 @@ def choose_tile(attrs: dict, ws: tuple[int, ...], device_info) -> int:
     if len(ws) != 4 or tuple(ws[2:]) != (3, 3) or attrs.get("group", 1) != 1:
         return 0
     kernel = list(attrs.get("kernel_shape") or [3, 3])
-    if kernel != [3, 3] or _fill(attrs.get("strides"), 2, 1) != [1, 1] or _fill(attrs.get("dilations"), 2, 1) != [1, 1]:
+    if kernel != [3, 3] or list(attrs.get("strides") or [1, 1]) != [1, 1] or list(attrs.get("dilations") or [1, 1]) != [1, 1]:
         return 0
     m, c = ws[:2]
     if c < MIN_IN_CHANNELS or m < MIN_OUT_CHANNELS or c > LOOP_BUDGET or m > 65535:
