@@ -1,15 +1,17 @@
 """Conv and ConvTranspose against ORT's CPU EP: every attribute and shape path of conv.comp (implicit GEMM,
-1x1 GEMM, direct for depthwise) and conv_transpose.comp, plus the ONNX backend node tests of the family."""
+1x1 GEMM, direct for depthwise), winograd.comp (3x3 convs with packed weights) and conv_transpose.comp, plus
+the ONNX backend node tests of the family."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from conftest import tolerance
-from onnx import helper
+from onnx import helper, numpy_helper
 from onnx.backend.test.case.node import collect_testcases
 
 from vkep import runner
+from vkep.kernels import winograd
 
 FAMILY = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
           "GlobalLpPool", "LRN"}
@@ -138,3 +140,103 @@ def test_conv_transpose_past_the_loop_budget(ep_devices):
     session = runner.vkep_session(free, disable_cpu_fallback=True)
     with pytest.raises(Exception, match="ConvTranspose: 8192 input channels x \\[3, 3\\] taps exceed"):
         session.run(None, {"x": x, "w": w})
+
+
+def conv_with_constant_weights(inputs: dict[str, tuple], dtype: str, **attrs) -> tuple:
+    """A Conv whose weight (and bias) are initializers, so that vkep packs them (Winograd's U = G g G^T), and
+    its float32 twin over the same (rounded) values, and the input feed."""
+    rng = np.random.default_rng(0)
+    values = {n: rng.uniform(-1, 1, s).astype(dtype) for n, s in inputs.items()}
+
+    def model(elem_type: str):
+        node = helper.make_node("Conv", list(inputs), ["y"], **attrs)
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(elem_type))
+        inits = [numpy_helper.from_array(values[n].astype(elem_type), n) for n in list(inputs)[1:]]
+        graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", elem, inputs["x"])],
+                                  [helper.make_tensor_value_info("y", elem, None)], inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
+
+    return model(dtype), model("float32"), values["x"]
+
+
+def kernels() -> dict:
+    """vkep's live kernels by id (the plugin's module: importable once ORT has loaded vkep)."""
+    from vkep.ort.kernel import KERNELS
+
+    return KERNELS
+
+
+def conv_kernels_since(first_id: int) -> list:
+    return [k for i, k in list(kernels().items()) if i > first_id and k.spec.op == "Conv"]
+
+
+def check_winograd(inputs: dict[str, tuple], dtype: str = "float32", tile: int = winograd.TILE,
+                   loose: dict | None = None, **attrs) -> None:
+    """The conv on vkep against the CPU EP, and proof that it ran as Winograd F(tile x tile, 3x3): the weight was
+    packed transformed and every dispatch of the node went to winograd.comp."""
+    model, reference, x = conv_with_constant_weights(inputs, dtype, **attrs)
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert [ep for _, _, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+    want = runner.cpu_session(reference).run(None, {"x": x.astype(np.float32)})[0]
+    tol = dict(tolerance(dtype), **(loose or {}))
+    for _ in range(2):
+        got = session.run(None, {"x": x})[0]
+        assert got.shape == want.shape and got.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), **tol)
+    (conv,) = conv_kernels_since(first)
+    assert conv.impl.winograd_tile == tile
+    assert {shader for shader, _, _ in conv.pipelines} == {"winograd.comp"}
+
+
+WINOGRAD_CASES = {
+    # odd output sizes (partial tiles), channels that are multiples of neither 4 nor the GEMM's 32 (nor 8)
+    "odd_sizes_pad1_bias": ({"x": (1, 9, 13, 11), "w": (33, 9, 3, 3), "b": (33,)}, {"pads": [1, 1, 1, 1]}),
+    "pad0_batch2_no_bias": ({"x": (2, 12, 9, 10), "w": (40, 12, 3, 3)}, {}),
+    "asymmetric_pads": ({"x": (1, 10, 7, 12), "w": (32, 10, 3, 3), "b": (32,)}, {"pads": [0, 2, 1, 0]}),
+    "same_upper_batch3": ({"x": (3, 16, 6, 5), "w": (48, 16, 3, 3), "b": (48,)},
+                          {"auto_pad": "SAME_UPPER", "kernel_shape": [3, 3], "strides": [1, 1], "dilations": [1, 1]}),
+    "one_pixel": ({"x": (1, 8, 1, 1), "w": (32, 8, 3, 3), "b": (32,)}, {"pads": [1, 1, 1, 1]}),
+    "few_channels": ({"x": (1, 8, 10, 9), "w": (11, 8, 3, 3), "b": (11,)}, {"pads": [1, 1, 1, 1]}),
+    "resnet_layer": ({"x": (1, 64, 14, 14), "w": (64, 64, 3, 3), "b": (64,)}, {"pads": [1, 1, 1, 1]}),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", list(WINOGRAD_CASES))
+def test_conv_winograd(ep_devices, case, dtype):
+    inputs, attrs = WINOGRAD_CASES[case]
+    check_winograd(inputs, dtype, **attrs)
+
+
+def test_conv_winograd_in_several_passes(ep_devices, monkeypatch):
+    """An output with more tiles than one pass's scratch memory holds runs as several passes over the tiles."""
+    monkeypatch.setattr(winograd, "SCRATCH_BYTES", 16 * 4 * (12 + 32) * 16)  # 16 tiles a pass: 7 passes here
+    check_winograd({"x": (2, 10, 9, 13), "w": (32, 10, 3, 3), "b": (32,)}, pads=[1, 0, 1, 1])
+
+
+def test_conv_winograd_f4x4(ep_devices, monkeypatch):
+    """F(4x4, 3x3), measured and left unused by default (winograd.TILE says why): its rounding error is about
+    ten times the implicit GEMM's, hence the looser tolerance."""
+    monkeypatch.setattr(winograd, "TILE", 4)
+    check_winograd({"x": (2, 12, 11, 9), "w": (36, 12, 3, 3), "b": (36,)}, tile=4, loose={"atol": 1e-4},
+                   pads=[1, 2, 0, 1])
+
+
+@pytest.mark.parametrize("case", [
+    ({"x": (1, 4, 9, 9), "w": (64, 4, 3, 3)}, {"pads": [1, 1, 1, 1]}),  # too few input channels
+    ({"x": (1, 64, 9, 9), "w": (4, 64, 3, 3)}, {"pads": [1, 1, 1, 1]}),  # too few output channels
+    ({"x": (1, 32, 9, 9), "w": (32, 32, 3, 3)}, {"strides": [2, 2]}),
+    ({"x": (1, 32, 9, 9), "w": (32, 32, 3, 3)}, {"dilations": [2, 2]}),
+    ({"x": (1, 32, 9, 9), "w": (32, 16, 3, 3)}, {"group": 2}),
+    ({"x": (1, 32, 9, 9), "w": (32, 32, 5, 5)}, {}),
+], ids=["few_inputs", "few_outputs", "strided", "dilated", "grouped", "5x5"])
+def test_conv_outside_winograd_takes_the_implicit_gemm(ep_devices, case):
+    inputs, attrs = case
+    model, reference, x = conv_with_constant_weights(inputs, "float32", **attrs)
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], runner.cpu_session(reference).run(None, {"x": x})[0],
+                               rtol=1e-4, atol=1e-4)
+    (conv,) = conv_kernels_since(first)
+    assert conv.impl.winograd_tile == 0 and {shader for shader, _, _ in conv.pipelines} == {"conv.comp"}

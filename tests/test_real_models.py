@@ -141,11 +141,12 @@ def test_light_model(ep_devices, path):
     vkep.reset_stats()
     got = session.run(None, feeds)
     process = vkep.stats()["process"]
-    # Also allowed: the node that finds the command buffer full (every gpu.stream.BATCH_COMMANDS
-    # commands Python submits it, so the device starts early) and the rare node whose plan exceeds the
-    # trampoline's limits (a Concat of many inputs).
-    total = sum(process.values())
-    assert process["nodes_python_path"] <= max(len(edges) + 1 + total // BATCH_COMMANDS, 0.05 * total), process
+    # Also allowed: a node that finds the command buffer full with no spare one ready (the trampoline
+    # submits full batches itself, gpu.stream.SPARE_COMMAND_BUFFERS), the rare node whose plan exceeds the
+    # trampoline's limits (a Concat of many inputs), and nodes that take scratch memory (Winograd convs).
+    total = process["nodes_replayed_natively"] + process["nodes_python_path"]
+    allowed = max(len(edges) + 1 + total // BATCH_COMMANDS, 0.05 * total) + process["nodes_with_scratch"]
+    assert process["nodes_python_path"] <= allowed, process
     for name, g, w in zip(names, got, runner.cpu_session(data).run(None, feeds), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-5, err_msg=f"{path.stem}: output {name} (replayed)")
 

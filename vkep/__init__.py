@@ -90,7 +90,8 @@ def stats() -> dict:
     if plugin is not None and plugin.lib is not None:
         kernel = sys.modules.get("vkep.ort.kernel")
         out["process"] = {"nodes_replayed_natively": plugin.lib.vkep_fast_path_hits(),
-                          "nodes_python_path": kernel.PYTHON_COMPUTES[0] if kernel else 0}
+                          "nodes_python_path": kernel.PYTHON_COMPUTES[0] if kernel else 0,
+                          "nodes_with_scratch": kernel.SCRATCH_COMPUTES[0] if kernel else 0}
     return out
 
 
@@ -112,4 +113,4 @@ def reset_stats() -> None:
     if plugin is not None and plugin.lib is not None:
         plugin.lib.vkep_reset_fast_path_hits()
     if kernel is not None:
-        kernel.PYTHON_COMPUTES[0] = 0
+        kernel.PYTHON_COMPUTES[0] = kernel.SCRATCH_COMPUTES[0] = 0

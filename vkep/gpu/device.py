@@ -182,6 +182,8 @@ def _describe(index: int, handle) -> PhysicalDeviceInfo:
         "shaderInt16": bool(feats.features.shaderInt16),
     }
     features["fp16"] = features["storageBuffer16BitAccess"]
+    # subgroupBroadcast in compute shaders (winograd.comp shares loads across a subgroup's lanes)
+    features["subgroupBallotCompute"] = bool(subgroup.supportedOperations & 0x8 and subgroup.supportedStages & 0x20)
     mem = ffi.new("VkPhysicalDeviceMemoryProperties*")
     lib.vkGetPhysicalDeviceMemoryProperties(handle, mem)
     types = [(mem.memoryTypes[i].propertyFlags, mem.memoryTypes[i].heapIndex) for i in range(mem.memoryTypeCount)]

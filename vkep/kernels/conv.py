@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from vkep.kernels import winograd
 from vkep.kernels.base import LOOP_BUDGET, MAX_ELEMENTS, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
 
 MAX_SPATIAL = 3
@@ -94,6 +97,30 @@ class _ConvBase(Kernel):
 
 
 class Conv(_ConvBase):
+    # Winograd's output tile size R where the weight was packed as U = G g G^T (0: the implicit GEMM), and the
+    # weight's shape before packing
+    winograd_tile = 0
+    weight_shape: tuple[int, ...] = ()
+
+    def pack(self, index: int, weight: np.ndarray) -> tuple[np.ndarray, str]:
+        """A 3x3 weight of a conv that Winograd serves (winograd.choose_tile) is packed transformed."""
+        tile = winograd.choose_tile(self.attrs, weight.shape, self.device_info) if index == 1 else 0
+        if not tile:
+            return weight, "raw"
+        self.winograd_tile, self.weight_shape = tile, tuple(weight.shape)
+        return winograd.transform_weights(weight, tile), f"winograd-{tile}"
+
+    def compute(self, call) -> None:
+        if not self.winograd_tile:
+            return super().compute(call)
+        x, u = call.inputs[:2]
+        b = call.inputs[2] if len(call.inputs) > 2 else None
+        plan = self.planned((x.shape, b is not None), lambda: self._plan(x.shape, self.weight_shape))
+        out, planned = plan
+        y = call.output(0, out)
+        if y.size:
+            winograd.record(call, "winograd.comp", shader_dtype(x), self.winograd_tile, planned, x, u, b, y)
+
     def _plan(self, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple:
         n, kernel, strides, dilations = self._spatial(xs, ws)
         group = self.attrs["group"]
@@ -105,6 +132,9 @@ class Conv(_ConvBase):
                                         self.attrs["auto_pad"])
         out_shape = (batch, m, *out)
         check_size(xs, ws, out_shape)
+        if self.winograd_tile:
+            cpu = self.device_info is not None and self.device_info.device_type == "cpu"
+            return out_shape, winograd.plan(self.winograd_tile, xs, out, begin, m, cpu)
         cg, mg, pixels = c // group, m // group, math.prod(out)
         k3 = as_3d(kernel, 1)
         pointwise = k3 == [1, 1, 1] and all(s == 1 for s in strides) and not any(begin) and list(out) == list(xs[2:])

@@ -30,6 +30,7 @@ from vkep.ort.memory import allocators_of, default_allocator, stream_of
 
 KERNELS: dict[int, KernelInstance] = {}
 PYTHON_COMPUTES = [0]  # node executions that entered Python (the rest replayed natively): vkep.stats()
+SCRATCH_COMPUTES = [0]  # of those, the ones that took scratch memory (never replayed: a plan would keep its address)
 _ids = itertools.count(1)
 _ids_lock = threading.Lock()
 RANK = 8  # VKEP_MAX_RANK of the trampoline's io struct
@@ -91,7 +92,7 @@ class KernelCall:
     """
 
     __slots__ = ("kernel", "ctx", "inputs", "stream", "outputs", "output_addresses", "ops", "aliases", "replayable",
-                 "foreign_outputs", "host", "cpu_values")
+                 "foreign_outputs", "host", "cpu_values", "took_scratch")
 
     def __init__(self, kernel: KernelInstance, ctx, inputs, stream, replayable: bool):
         self.kernel = kernel
@@ -106,6 +107,7 @@ class KernelCall:
         self.foreign_outputs: list[tuple[int, int, int]] = []  # (staging address, host pointer, bytes)
         self.host: InPlace | None = None  # host memory the device uses in place (made on first use)
         self.cpu_values: dict[int, bytes] = {}  # CPU input index → the bytes the kernel read (the plan's key)
+        self.took_scratch = False
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
         dtype = dtype or self.inputs[0].dtype
@@ -194,6 +196,9 @@ class KernelCall:
 
     def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
         self.replayable = False  # a plan would keep this call's address
+        if not self.took_scratch:
+            self.took_scratch = True
+            SCRATCH_COMPUTES[0] += 1
         memory = self.kernel.gpu.memory
         pool = memory.device_pool
         address = pool.alloc(max(math.prod(shape) * ITEMSIZE[dtype], 1))

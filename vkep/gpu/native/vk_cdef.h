@@ -107,7 +107,8 @@ typedef struct VkPhysicalDeviceDriverProperties { VkStructureType sType; void* p
     char driverName[...]; char driverInfo[...]; ...; } VkPhysicalDeviceDriverProperties;
 typedef struct VkPhysicalDeviceIDProperties { VkStructureType sType; void* pNext; uint8_t deviceUUID[16];
     uint8_t driverUUID[16]; ...; } VkPhysicalDeviceIDProperties;
-typedef struct VkPhysicalDeviceSubgroupProperties { VkStructureType sType; void* pNext; uint32_t subgroupSize; ...; }
+typedef struct VkPhysicalDeviceSubgroupProperties { VkStructureType sType; void* pNext; uint32_t subgroupSize;
+    uint32_t supportedStages; uint32_t supportedOperations; ...; }
     VkPhysicalDeviceSubgroupProperties;
 typedef struct VkPhysicalDeviceProperties2 { VkStructureType sType; void* pNext; VkPhysicalDeviceProperties properties; }
     VkPhysicalDeviceProperties2;
