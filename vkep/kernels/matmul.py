@@ -11,6 +11,11 @@ from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collaps
 TILE = 64  # output tile of matmul.comp (BM = BN)
 MAX_LOOP = 60_000  # loop steps per invocation, under lavapipe's 65,535 loop iterations
 FEW_ROWS = 8  # up to this many rows, matmul.comp's column-per-invocation mode
+# ... and up to this many (8 a workgroup row) where it reads pairs (PAIRS): per 16 of K and 8 columns,
+# 8 + 8 loads for 8 x 16 x 8 multiply-adds against the direct mode's 16 loads for 16 x 16 x 8 (M = 16 in
+# its 64-row tile)
+PAIR_ROWS = 16
+PAIRS = True  # the few-rows mode's pair loads where they apply (see _Tiled._pairs; tests switch them off)
 # matmul.comp's registers-only mode on CPU devices (lavapipe: ~5x the tiled mode's speed there)
 DIRECT_ON_CPU_DEVICES = True
 
@@ -24,7 +29,8 @@ class _Tiled(Kernel):
 
     def _record(self, call, a, b, c, out_shape, tail: bytes, batches: int, m: int, n: int) -> None:
         k = struct.unpack_from("<I", tail, 8)[0]
-        few_rows = m <= FEW_ROWS and k <= MAX_LOOP
+        pairs = self._pairs(a, tail, k)
+        few_rows = (m <= FEW_ROWS or (pairs and m <= PAIR_ROWS)) and k <= MAX_LOOP
         direct = not few_rows and DIRECT_ON_CPU_DEVICES and k <= MAX_LOOP and _on_cpu_device(self)
         if not few_rows and not direct and -(-k // 16) > MAX_LOOP:
             # lavapipe runs at most 65,535 loop iterations per invocation and then stops silently
@@ -32,7 +38,8 @@ class _Tiled(Kernel):
         y = call.output(0, out_shape)
         if math.prod(out_shape) == 0:
             return
-        groups = (-(-n // 256), 1, batches) if few_rows else (-(-n // TILE), -(-m // TILE), batches)
+        rows = min(m, FEW_ROWS)
+        groups = (-(-n // 256), -(-m // rows), batches) if few_rows else (-(-n // TILE), -(-m // TILE), batches)
         if groups[2] > 65535:
             raise UnsupportedError(f"{batches} matrices in one MatMul exceed the dispatch limit")
         reads = [a, b] + ([c] if c is not None else [])
@@ -41,8 +48,18 @@ class _Tiled(Kernel):
         # few rows with A and B contiguous along K: vec4 loads (B is kept [N, K] for this on CPU devices)
         a_k, b_k = struct.unpack_from("<I", tail, 7 * 4)[0], struct.unpack_from("<I", tail, 10 * 4)[0]
         vec4 = few_rows and a.dtype == "float32" and a_k == 1 and b_k == 1 and k % 4 == 0
-        constants = (mode, m, int(vec4)) if few_rows else (mode,)
+        constants = (mode, rows, int(vec4), int(pairs)) if few_rows else (mode,)
         call.dispatch(self.spec.shader, shader_dtype(a), constants, [a, b, c, y], tail, groups, reads, [y])
+
+    def _pairs(self, a, tail: bytes, k: int) -> bool:
+        """Whether the few-rows mode reads 2 elements a load with A shared across each subgroup (PAIRS):
+        float32 on a device with 8-wide subgroups, A and B contiguous along K, K and every other stride of
+        A and B even (64-bit loads of whole pairs). On a CPU device only: the loads it saves are lavapipe's."""
+        if not (PAIRS and a.dtype == "float32" and _on_cpu_device(self) and self.device_info.subgroup_size == 8):
+            return False
+        strides = struct.unpack_from("<8I", tail, 4 * 4)  # a_outer, a_inner, a_m, a_k, b_outer, b_inner, b_k, b_n
+        return strides[3] == 1 and strides[6] == 1 and k % 2 == 0 and all(
+            s % 2 == 0 for i, s in enumerate(strides) if i not in (3, 6))
 
 
 class MatMul(_Tiled):
@@ -50,17 +67,17 @@ class MatMul(_Tiled):
 
     def pack(self, index: int, weight):
         """On CPU devices a 2-D constant B is stored [N, K], so that rows of A meet it contiguously along K
-        (vec4 loads in matmul.comp's few-rows mode), unless the graph declares A with more rows than that
-        mode takes: the direct mode reads B faster as it is ([K, N]: 9.6 against 13.8 GFLOPS at 512^3)."""
-        if index == 1 and weight.ndim == 2 and _on_cpu_device(self) and not self._many_rows():
+        (pair or vec4 loads in matmul.comp's few-rows mode), unless the graph declares A with more rows than
+        that mode takes: the direct mode reads B faster as it is ([K, N]: 9.6 against 13.8 GFLOPS at 512^3)."""
+        if index == 1 and weight.ndim == 2 and _on_cpu_device(self) and not self._many_rows(PAIR_ROWS):
             self.b_packed_nk = True
             return weight.T.copy(), "matmul-b-nk"
         return weight, "raw"
 
-    def _many_rows(self) -> bool:
+    def _many_rows(self, few: int) -> bool:
         declared = self.declared_inputs
         shape = declared[0][0] if declared else None
-        return shape is not None and math.prod(shape[:-1]) > FEW_ROWS
+        return shape is not None and math.prod(shape[:-1]) > few
 
     def _plan(self, sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple:
         if self.b_packed_nk:
