@@ -30,7 +30,8 @@ class _Tiled(Kernel):
     def _record(self, call, a, b, c, out_shape, tail: bytes, batches: int, m: int, n: int) -> None:
         k = struct.unpack_from("<I", tail, 8)[0]
         pairs = self._pairs(a, tail, k)
-        few_rows = (m <= FEW_ROWS or (pairs and m <= PAIR_ROWS)) and k <= MAX_LOOP
+        # (loop steps of an invocation: K, or K / 16 with pairs)
+        few_rows = (m <= FEW_ROWS or pairs and m <= PAIR_ROWS) and (k <= MAX_LOOP or pairs and -(-k // 16) <= MAX_LOOP)
         direct = not few_rows and DIRECT_ON_CPU_DEVICES and k <= MAX_LOOP and _on_cpu_device(self)
         if not few_rows and not direct and -(-k // 16) > MAX_LOOP:
             # lavapipe runs at most 65,535 loop iterations per invocation and then stops silently
