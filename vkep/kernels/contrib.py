@@ -136,6 +136,8 @@ class MatMulNBits(Kernel):
         info = self.device_info
         if index not in (1, 2) or info is None or info.device_type != "cpu" or info.subgroup_size != LANES:
             return weight, "raw"
+        if index == 2 and 1 not in self.lanes_packed:  # (B stays as the node has it: so do the scales)
+            return weight, "raw"
         n, k, block = int(self.attrs["N"]), int(self.attrs["K"]), int(self.attrs["block_size"])
         blocks = -(-k // block)
         width = -(-n // (LANES * COLS)) * LANES * COLS
@@ -153,7 +155,7 @@ class MatMulNBits(Kernel):
 
     @property
     def lanes(self) -> bool:
-        return self.lanes_packed == {1, 2}
+        return 1 in self.lanes_packed
 
     def compute(self, call) -> None:
         inputs = padded(call.inputs, 6)
@@ -164,7 +166,7 @@ class MatMulNBits(Kernel):
             raise UnsupportedError(f"MatMulNBits: A {a.shape} with K={k}")
         blocks = -(-k // block)
         width = -(-n // (LANES * COLS)) * LANES * COLS if self.lanes else n
-        if scales.size != width * blocks or b.size != width * blocks * block * bits // 8:
+        if scales.size != (width if 2 in self.lanes_packed else n) * blocks or b.size != width * blocks * block * bits // 8:
             raise UnsupportedError(f"MatMulNBits: B {b.shape} and scales {scales.shape} for N={n}, K={k}, "
                                    f"block_size={block}")
         y = call.output(0, a.shape[:-1] + (n,), a.dtype)
@@ -179,7 +181,7 @@ class MatMulNBits(Kernel):
         if self.lanes:
             rows, split, groups = self.planned((m,), lambda: _lanes_plan(m, n, k, block, bits, int8_a))
             a64 = int(bits == 4 and k % 2 == 0 and a.dtype == "float32")
-            constants = (bits, int8_a, 1, rows, split, COLS, a64, int(zp is not None))
+            constants = (bits, int8_a, 1, rows, split, COLS, a64, int(zp is not None), int(2 in self.lanes_packed))
         else:
             constants, groups = (bits, int8_a), grid_1d(m * n, 64)
         call.dispatch(self.spec.shader, shader_dtype(a), constants, [a, b, scales, zp, bias, y], tail, groups,

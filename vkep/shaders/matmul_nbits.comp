@@ -37,6 +37,7 @@ layout(constant_id = 4) const uint SPLIT = 1;  // LANES: subgroups per column gr
 layout(constant_id = 5) const uint COLS = 1;   // LANES: columns per lane (1..COLS_MAX)
 layout(constant_id = 6) const uint A64 = 0;    // LANES: A read 2 elements per load (K even, float32 A)
 layout(constant_id = 7) const uint HAS_ZP = 1; // LANES: zero points given (else 2^(BITS-1), no loads)
+layout(constant_id = 8) const uint SCALES_PACKED = 1;  // LANES: scales re-laid at prepack (else as given)
 #define ROWS_MAX 8
 #define COLS_MAX 4
 #define KC (64 / BITS)  // weights per 64-bit chunk (a block holds whole chunks: block >= 16)
@@ -135,10 +136,14 @@ void lanes() {
         for (uint c = 0; c < COLS; ++c) acc[i][c] = 0.0;
     for (uint kb = kb_begin; kb < kb_end; ++kb) {
         float scale[COLS_MAX], zp[COLS_MAX];
-        for (uint c = 0; c < COLS; c += 2) {
-            uint64_t v = Words64(pc.scales).v[((group * pc.blocks + kb) * 8 + lane) * (COLS / 2) + c / 2];
-            scale[c] = uintBitsToFloat(uint(v));
-            scale[c + 1] = uintBitsToFloat(uint(v >> 32));
+        if (SCALES_PACKED != 0) {
+            for (uint c = 0; c < COLS; c += 2) {
+                uint64_t v = Words64(pc.scales).v[((group * pc.blocks + kb) * 8 + lane) * (COLS / 2) + c / 2];
+                scale[c] = uintBitsToFloat(uint(v));
+                scale[c + 1] = uintBitsToFloat(uint(v >> 32));
+            }
+        } else {  // (scales that were not constant: as the node has them)
+            for (uint c = 0; c < COLS; ++c) scale[c] = LOAD(Tensor(pc.scales), cols[c] * pc.blocks + kb);
         }
         for (uint c = 0; c < COLS; ++c) zp[c] = HAS_ZP != 0 ? zero_point(cols[c], kb) : float(1u << (BITS - 1));
         uint k_block = kb * pc.block;
