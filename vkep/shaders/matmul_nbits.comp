@@ -112,8 +112,6 @@ vec2 a_pair(uint row, uint k) {
 // the chunk's j-th element of A (j a constant after unrolling) from the lane holding it
 #define A_AT(p, j) (A64 != 0 ? subgroupBroadcast((j) % 2 == 0 ? p.x : p.y, (j) / 2) \
                              : subgroupBroadcast((j) < 8 ? p.x : p.y, (j) % 8))
-#define IA_AT(p, j) (A64 != 0 ? subgroupBroadcast((j) % 2 == 0 ? p.x : p.y, (j) / 2) \
-                              : subgroupBroadcast((j) < 8 ? p.x : p.y, (j) % 8))
 
 uint weight(uvec2 w, uint j) {  // the j-th weight of a chunk (j a constant after unrolling)
     return ((j < KC / 2 ? w.x : w.y) >> ((j % (KC / 2)) * BITS)) & ((1u << BITS) - 1u);
@@ -171,15 +169,18 @@ void lanes() {
                 }
                 for (uint i = 0; i < ROWS; ++i) {
                     precise vec2 scaled = a_pair(rows[i], ch * KC) * inverse[i];
-                    ivec2 qa = ivec2(roundEven(scaled));
-                    qsum[i] += qa.x + qa.y;
-                    int av[16];  // (broadcast once for all columns: each is a cross-lane move)
-                    for (uint j = 0; j < 16; ++j) av[j] = j < KC ? IA_AT(qa, j) : 0;  // (literal bounds: unrolled)
+                    vec2 qa = roundEven(scaled);
+                    qsum[i] += int(qa.x) + int(qa.y);
+                    float av[16];  // (broadcast once for all columns: each is a cross-lane move)
+                    for (uint j = 0; j < 16; ++j) av[j] = j < KC ? A_AT(qa, j) : 0.0;  // (literal bounds: unrolled)
                     for (uint c = 0; c < COLS; ++c) {
-                        int d = dot[i][c];
+                        // a chunk's integer products summed in float32, exactly (|sum| <= 16 * 15 * 127 or
+                        // 8 * 255 * 127, far below 2^24), then added in integers: float multiply-adds are
+                        // the fast ones here (lavapipe, Mesa 25: 3x the int32 ones)
+                        float d = 0.0;
                         for (uint j = 0; j < 16; ++j)
-                            if (j < KC) d += av[j] * int(weight(w[c], j));
-                        dot[i][c] = d;
+                            if (j < KC) d += av[j] * float(weight(w[c], j));
+                        dot[i][c] += int(d);
                     }
                 }
             }
