@@ -103,31 +103,43 @@ def test_few_rows_pairs_boundaries(monkeypatch, op, a_shape, k, n, pairs):
     if op == "Gemm" and len(a_shape) != 2:
         pytest.skip("Gemm takes 2-D A")
     answers = []
-    decide = matmul._Tiled._pairs
-
-    def spy(self, a, tail, k_):
-        answers.append(decide(self, a, tail, k_))
-        return answers[-1]
-
-    monkeypatch.setattr(matmul._Tiled, "_pairs", spy)
+    decide = matmul._Tiled._pair_mode
+    monkeypatch.setattr(matmul._Tiled, "_pair_mode", lambda *args: answers.append(decide(*args)) or answers[-1])
     model, feeds = _weight_model(a_shape, k, n, op)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     assert [ep for _, _, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
     want = runner.cpu_session(model).run(None, feeds)[0]
     for _ in range(2):
         np.testing.assert_allclose(session.run(None, feeds)[0], want, **dict(tolerance("float32"), atol=1e-4))
-    if k:
-        assert answers and answers[-1] == pairs, answers
+    if k:  # (MatMul's constant B is interleaved for the pair loads: mode 2; Gemm's is not: 1)
+        assert answers and answers[-1] == (0 if not pairs else 2 if op == "MatMul" else 1), answers
 
 
 def test_few_rows_pairs_long_k(monkeypatch):
     """K = 70,000: past what one invocation may loop over one element at a time (60,000), not in the pair
     mode's 16-wide steps: that mode sums it whole (the CPU EP's answer), never cut."""
     answers = []
-    decide = matmul._Tiled._pairs
-    monkeypatch.setattr(matmul._Tiled, "_pairs", lambda *args: answers.append(decide(*args)) or answers[-1])
+    decide = matmul._Tiled._pair_mode
+    monkeypatch.setattr(matmul._Tiled, "_pair_mode", lambda *args: answers.append(decide(*args)) or answers[-1])
     model, feeds = _weight_model((1, 70_000), 70_000, 9)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     want = runner.cpu_session(model).run(None, feeds)[0]
     np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-3)
     assert answers[-1], answers
+
+
+def test_interleaved_weight_with_symbolic_rows(monkeypatch):
+    """A graph whose rows are symbolic: MatMul's constant B is interleaved for the pair loads, the only mode
+    that reads it then, also for runs with more rows than the few-rows mode's usual 16 (workgroup rows)."""
+    answers = []
+    decide = matmul._Tiled._pair_mode
+    monkeypatch.setattr(matmul._Tiled, "_pair_mode", lambda *args: answers.append(decide(*args)) or answers[-1])
+    model, _ = _weight_model((1, 64), 64, 40)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "m"
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    cpu = runner.cpu_session(model)
+    for m in (3, 37, 1):
+        feeds = {"a": np.random.default_rng(m).uniform(-1, 1, (m, 64)).astype(np.float32)}
+        np.testing.assert_allclose(session.run(None, feeds)[0], cpu.run(None, feeds)[0],
+                                   **dict(tolerance("float32"), atol=1e-4))
+        assert answers[-1] == 2, answers

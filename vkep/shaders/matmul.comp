@@ -21,7 +21,8 @@ layout(constant_id = 0) const uint MODE = 0;
 #define ROWS_MAX 8
 layout(constant_id = 1) const uint ROWS = ROWS_MAX;  // mode 1: the rows of y
 layout(constant_id = 2) const uint VEC4 = 0;         // mode 1: vec4 loads along K (see few_rows)
-layout(constant_id = 3) const uint PAIRS = 0;        // mode 1: 64-bit loads along K, A shared by subgroup
+// mode 1: 64-bit loads along K, A shared by subgroup; 2: B packed as [N / 8][K / 2][8 lanes][2] (MatMul.pack)
+layout(constant_id = 3) const uint PAIRS = 0;
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Vec4Ref { vec4 v; };
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Pairs { uint64_t v[]; };
 vec2 pair_at(uint64_t base, uint index) {  // elements index, index + 1 of a float32 tensor (index even)
@@ -61,7 +62,7 @@ void few_rows() {
         // subgroup's 8 lanes read 16 elements of each row of A in one load each and hand them to every lane
         // by subgroupBroadcast (a register move there): per 16 of K, 8 + ROWS loads against 32 + 16 ROWS
         // with vec4 loads (tools/bench_gemv.py: 1x512x4096 30 -> 9 ms, 1x4096x4096 250 -> 80 ms)
-        uint lane = gl_SubgroupInvocationID;
+        uint lane = gl_SubgroupInvocationID, n_c = min(n, pc.N - 1);
         uint rows_here = min(ROWS, pc.M - row0);
         for (uint k0 = 0; k0 < pc.K; k0 += 16) {
             vec2 a2[ROWS_MAX];
@@ -70,7 +71,9 @@ void few_rows() {
                                                                : vec2(0.0);
             for (uint q = 0; q < 8; ++q) {  // (literal bounds: unrolled; the branch is uniform)
                 if (k0 + 2 * q >= pc.K) continue;
-                vec2 b = pair_at(pc.b, b_col + k0 + 2 * q);
+                // (2: the subgroup's 8 lanes read 64 contiguous bytes, and the next step's follow)
+                vec2 b = PAIRS == 2 ? pair_at(pc.b, (((n_c / 8) * (pc.K / 2) + k0 / 2 + q) * 8 + n_c % 8) * 2)
+                                    : pair_at(pc.b, b_col + k0 + 2 * q);
                 for (uint i = 0; i < ROWS; ++i)
                     acc[i] += subgroupBroadcast(a2[i].x, q) * b.x + subgroupBroadcast(a2[i].y, q) * b.y;
             }
