@@ -61,7 +61,8 @@ void few_rows() {
         // store-to-load stall each (seen in its JIT code), so loads are counted: B 2 elements a load, and a
         // subgroup's 8 lanes read 16 elements of each row of A in one load each and hand them to every lane
         // by subgroupBroadcast (a register move there): per 16 of K, 8 + ROWS loads against 32 + 16 ROWS
-        // with vec4 loads (tools/bench_gemv.py: 1x512x4096 30 -> 9 ms, 1x4096x4096 250 -> 80 ms)
+        // with vec4 loads (tools/bench_gemv.py: 1x512x4096 30 -> 11 ms; 1x4096x4096 250 -> 133 ms, 79 ms with
+        // B interleaved: PAIRS 2)
         uint lane = gl_SubgroupInvocationID, n_c = min(n, pc.N - 1);
         uint rows_here = min(ROWS, pc.M - row0);
         for (uint k0 = 0; k0 < pc.K; k0 += 16) {

@@ -10,15 +10,14 @@
 //
 // LANES = 0: one invocation per output element, reading B as ORT packs it (any device).
 // LANES = 1 (CPU devices with 8-wide subgroups: lavapipe; vkep/kernels/contrib.py packs B for it): a subgroup
-// owns 8 columns, one per lane, and ROWS rows. lavapipe turns every load a lane makes into a loop over the 8
-// lanes whatever its width, so loads are made few and wide: B is re-laid at prepack time as
-// [N / (8 COLS)][chunks][8 lanes][COLS] of 64 bits (16 4-bit or 8 8-bit weights of one column), one 64-bit
-// load per column per chunk, dequantized in registers, and the scales as float32 [N / (8 COLS)][blocks]
-// [8 lanes][COLS], two per load; A is read 8 or 16 elements per load (one or two per lane) and handed to
-// every lane by subgroupBroadcast. Each lane owns COLS columns: one load of A serves them all.
-// (Measured on Mesa 22.3: a load of any width up to 64 bits costs a loop over the 8 lanes with a
-// store-to-load stall per lane, so this mode counts loads, not bytes: see tools/bench_gemv.py.) SPLIT subgroups of a workgroup share
-// its columns, each summing a contiguous range of blocks (split-K), added in shared memory at the end.
+// owns 8 x COLS columns (COLS per lane) and ROWS rows. Mesa 22.3's lavapipe turns every load a lane makes,
+// whatever its width up to 64 bits, into a loop over the 8 lanes with a store-to-load stall per lane (seen in
+// its JIT code), so this mode counts loads, not bytes: B is re-laid at prepack time as [N / (8 COLS)][chunks]
+// [8 lanes][COLS] of 64 bits (16 4-bit or 8 8-bit weights of one column), one load per column per chunk,
+// dequantized in registers; the scales as float32 [N / (8 COLS)][blocks][8 lanes][COLS], two per load; A read
+// 16 (or 8) elements per load across the subgroup and handed to every lane by subgroupBroadcast, one load of
+// A serving all COLS columns (tools/bench_gemv.py). SPLIT subgroups of a workgroup share its columns, each
+// summing a contiguous range of blocks (split-K), added in shared memory at the end.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "precise.glsl"
