@@ -111,8 +111,8 @@ def test_few_rows_pairs_boundaries(monkeypatch, op, a_shape, k, n, pairs):
     want = runner.cpu_session(model).run(None, feeds)[0]
     for _ in range(2):
         np.testing.assert_allclose(session.run(None, feeds)[0], want, **dict(tolerance("float32"), atol=1e-4))
-    if k:  # (MatMul's constant B is interleaved for the pair loads: mode 2; Gemm's is not: 1)
-        assert answers and answers[-1] == (0 if not pairs else 2 if op == "MatMul" else 1), answers
+    if k:  # (a constant B is interleaved for the pair loads: mode 2)
+        assert answers and answers[-1] == (2 if pairs else 0), answers
 
 
 def test_few_rows_pairs_long_k(monkeypatch):

@@ -26,6 +26,15 @@ def _on_cpu_device(kernel: Kernel) -> bool:
     return kernel.device_info is not None and kernel.device_info.device_type == "cpu"
 
 
+def _interleave(nk: np.ndarray) -> np.ndarray:
+    """B as [N, K] (K even) laid out [ceil(N / 8)][K / 2][8][2], zero columns past N: what the few-rows mode
+    reads with PAIRS = 2."""
+    n, k = nk.shape
+    padded = np.zeros((-(-n // 8) * 8, k), np.float32)
+    padded[:n] = nk
+    return np.ascontiguousarray(padded.reshape(-1, 8, k // 2, 2).transpose(0, 2, 1, 3))
+
+
 class _Tiled(Kernel):
     """Shared by MatMul and Gemm: one dispatch of matmul.comp per call, planned once per shape."""
 
@@ -86,11 +95,8 @@ class MatMul(_Tiled):
                 and weight.shape[0] % 2 == 0 and weight.size:
             # [N / 8][K / 2][8][2]: a subgroup's 8 columns read 64 contiguous bytes a step (tools/bench_gemv.py,
             # 1x4096x4096: 133 -> 79 ms; [N, K] gives each lane its own stream, 4 KiB pages apart)
-            k, n = weight.shape
-            nk = np.zeros((-(-n // 8) * 8, k), np.float32)
-            nk[:n] = weight.T
-            self.b_interleaved, self.b_packed_nk, self.declared_n = True, True, n
-            return np.ascontiguousarray(nk.reshape(-1, 8, k // 2, 2).transpose(0, 2, 1, 3)), "matmul-b-pairs8"
+            self.b_interleaved, self.b_packed_nk, self.declared_n = True, True, weight.shape[1]
+            return _interleave(weight.T), "matmul-b-pairs8"
         if index == 1 and few:
             self.b_packed_nk = True
             return weight.T.copy(), "matmul-b-nk"
@@ -145,16 +151,32 @@ class Gemm(_Tiled):
     def pack(self, index: int, weight):
         """B is stored as [K, N] row-major, whatever transB says: the kernel then reads it with unit stride.
         On CPU devices a transB weight stays [N, K]: rows of A meet it contiguously along K (vec4 loads
-        in matmul.comp's few-rows mode, where a fully connected layer on one sample spends its time)."""
+        in matmul.comp's few-rows mode, where a fully connected layer on one sample spends its time); with
+        8-wide subgroups and few rows declared, B is interleaved for that mode's pair loads (_interleaves)."""
+        if index == 1 and self._interleaves(weight):  # (as MatMul's: see MatMul.pack)
+            self.b_interleaved, self.declared_n = True, weight.shape[0 if self.attrs["transB"] else 1]
+            return _interleave(weight if self.attrs["transB"] else weight.T), "gemm-b-pairs8"
         if index == 1 and self.attrs["transB"] and weight.ndim == 2 and not _on_cpu_device(self):
             self.b_packed_kn = True
             return weight.T.copy(), "gemm-b-kn"
         return weight, "raw"
 
+    def _interleaves(self, weight) -> bool:
+        """B interleaved for the few-rows mode's pair loads: float32 on a CPU device with 8-wide subgroups,
+        A not transposed (read along K in pairs) with up to PAIR_ROWS rows declared, K even and not 0."""
+        declared = self.declared_inputs
+        shape = declared[0][0] if declared else None
+        k = weight.shape[1 if self.attrs["transB"] else 0] if weight.ndim == 2 else 0
+        return (PAIRS and weight.dtype == np.float32 and _on_cpu_device(self) and self.device_info.subgroup_size == 8
+                and not self.attrs["transA"] and shape is not None and len(shape) == 2 and shape[0] <= PAIR_ROWS
+                and k % 2 == 0 and weight.size > 0)
+
     def _plan(self, sa, sb, sc) -> tuple:
+        ta, tb = self.attrs["transA"], self.attrs["transB"] and not self.b_packed_kn
+        if self.b_interleaved:  # (B's strides below go unused: PAIRS 2 reads it)
+            sb, tb = (sb[1] * 2, self.declared_n), False
         if len(sa) != 2 or len(sb) != 2:
             raise UnsupportedError(f"Gemm takes 2-D A and B, got {sa} and {sb}")
-        ta, tb = self.attrs["transA"], self.attrs["transB"] and not self.b_packed_kn
         m, k = (sa[1], sa[0]) if ta else sa
         k2, n = (sb[1], sb[0]) if tb else sb
         if k != k2:
