@@ -130,3 +130,50 @@ def test_multi_head_attention_left_to_the_cpu_ep(ep_devices, case):
     assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
     for got, want in zip(session.run(None, feeds), runner.cpu_session(model).run(None, feeds), strict=True):
         np.testing.assert_allclose(got, want)
+
+
+@pytest.mark.parametrize("k,n,a_shape,block,bits,accuracy", [
+    (512, 1, [1, 512], 32, 4, 0),  # N = 1: one column of 32 in the lanes' packing
+    (96, 40, [17, 96], 32, 4, 4),  # N off 32, 17 rows: 3 workgroup rows of up to 8
+    (40, 33, [2, 2, 40], 16, 4, 4),  # K off the block (padded weights past K), batch dimensions
+    (40, 8, [3, 40], 32, 8, 0),  # 8-bit weights (8 per 64-bit load), A one element per load
+    (33, 16, [1, 33], 16, 4, 0),  # K odd: A one element per load
+    (4096, 8, [1, 4096], 32, 4, 4),  # N small, K long: split-K across the subgroups of a workgroup
+    (2048, 64, [64, 2048], 128, 4, 0),  # prefill-sized: 64 rows
+])
+def test_matmul_nbits_lanes_boundaries(ep_devices, monkeypatch, k, n, a_shape, block, bits, accuracy):
+    """The lanes mode of CPU devices (weights re-laid at prepack) at its boundaries, against the CPU EP; that it
+    ran, and with which split, is read from its planner."""
+    from vkep.kernels import contrib
+
+    plans = []
+    plan = contrib._lanes_plan
+    monkeypatch.setattr(contrib, "_lanes_plan", lambda *args: plans.append(plan(*args)) or plans[-1])
+    model, feeds = _matmul_nbits(k, n, bits, block, True, False, a_shape, np.float32, seed=k + n)
+    model.graph.node[0].attribute.append(helper.make_attribute("accuracy_level", accuracy))
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):
+        got = session.run(None, feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4 * max(1.0, np.abs(want).max() / 10))
+    assert plans, "the lanes mode did not run"
+    rows, split, _ = plans[-1]
+    assert rows == min(8, int(np.prod(a_shape[:-1])))
+    if n == 8 and k == 4096:
+        assert split == 8
+
+
+def test_matmul_nbits_lanes_with_scales_as_an_input(ep_devices):
+    """Scales fed at run time (not a constant: not re-laid) with constant weights (re-laid): the lanes mode
+    reads the scales as the node has them."""
+    model, feeds = _matmul_nbits(64, 40, 4, 32, False, False, [3, 64], np.float32)
+    scales = model.graph.initializer[1]
+    feeds["scales"] = numpy_helper.to_array(scales)
+    model.graph.input.append(helper.make_tensor_value_info("scales", TensorProto.FLOAT, list(scales.dims)))
+    del model.graph.initializer[1]
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=2e-4, atol=2e-4)

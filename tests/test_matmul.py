@@ -72,3 +72,74 @@ def test_constant_weights(mode, op, m, k):
     want = runner.cpu_session(model).run(None, feeds)[0]
     for _ in range(2):
         np.testing.assert_allclose(session.run(None, feeds)[0], want, **dict(tolerance("float32"), atol=1e-4))
+
+
+def _weight_model(a_shape: tuple, k: int, n: int, op: str = "MatMul", seed: int = 3):
+    from onnx import TensorProto, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    w = rng.uniform(-1, 1, (n, k) if op == "Gemm" else (k, n)).astype(np.float32)
+    attrs = {"transB": 1} if op == "Gemm" else {}
+    graph = helper.make_graph([helper.make_node(op, ["a", "w"], ["y"], **attrs)], op,
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, a_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
+    return model, {"a": rng.uniform(-1, 1, a_shape).astype(np.float32)}
+
+
+@pytest.mark.parametrize("a_shape, k, n, pairs", [
+    ((1, 16), 16, 8, True), ((1, 50), 50, 7, True),  # K past the last 16: a partial step; N off the lanes
+    ((2, 34), 34, 300, True),  # N past one workgroup's 256 columns
+    ((9, 64), 64, 1, True), ((16, 18), 18, 40, True),  # rows 9..16: a second workgroup row; N = 1
+    ((2, 3, 40), 40, 24, True),  # batch dimensions (strides even)
+    ((1, 33), 33, 16, False), ((2, 3, 33), 33, 24, False),  # K odd: vec4 / scalar loads
+    ((3, 2), 2, 5, True), ((1, 0), 0, 6, False)])  # K = 0: y = 0
+@pytest.mark.parametrize("op", ["MatMul", "Gemm"])
+def test_few_rows_pairs_boundaries(monkeypatch, op, a_shape, k, n, pairs):
+    """The few-rows mode's pair loads (PAIRS, CPU devices) at their boundaries, against the CPU EP; that the
+    mode ran (or did not, where K is odd) is checked through the planner's last answer (the session's
+    kernel; the first comes from GetCapability's dry run, on B as the graph holds it)."""
+    if op == "Gemm" and len(a_shape) != 2:
+        pytest.skip("Gemm takes 2-D A")
+    answers = []
+    decide = matmul._Tiled._pair_mode
+    monkeypatch.setattr(matmul._Tiled, "_pair_mode", lambda *args: answers.append(decide(*args)) or answers[-1])
+    model, feeds = _weight_model(a_shape, k, n, op)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert [ep for _, _, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, **dict(tolerance("float32"), atol=1e-4))
+    if k:  # (a constant B is interleaved for the pair loads: mode 2)
+        assert answers and answers[-1] == (2 if pairs else 0), answers
+
+
+def test_few_rows_pairs_long_k(monkeypatch):
+    """K = 70,000: past what one invocation may loop over one element at a time (60,000), not in the pair
+    mode's 16-wide steps: that mode sums it whole (the CPU EP's answer), never cut."""
+    answers = []
+    decide = matmul._Tiled._pair_mode
+    monkeypatch.setattr(matmul._Tiled, "_pair_mode", lambda *args: answers.append(decide(*args)) or answers[-1])
+    model, feeds = _weight_model((1, 70_000), 70_000, 9)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-3)
+    assert answers[-1], answers
+
+
+def test_interleaved_weight_with_symbolic_rows(monkeypatch):
+    """A graph whose rows are symbolic: MatMul's constant B is interleaved for the pair loads, the only mode
+    that reads it then, also for runs with more rows than the few-rows mode's usual 16 (workgroup rows)."""
+    answers = []
+    decide = matmul._Tiled._pair_mode
+    monkeypatch.setattr(matmul._Tiled, "_pair_mode", lambda *args: answers.append(decide(*args)) or answers[-1])
+    model, _ = _weight_model((1, 64), 64, 40)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "m"
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    cpu = runner.cpu_session(model)
+    for m in (3, 37, 1):
+        feeds = {"a": np.random.default_rng(m).uniform(-1, 1, (m, 64)).astype(np.float32)}
+        np.testing.assert_allclose(session.run(None, feeds)[0], cpu.run(None, feeds)[0],
+                                   **dict(tolerance("float32"), atol=1e-4))
+        assert answers[-1] == 2, answers

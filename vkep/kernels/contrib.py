@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from vkep.kernels.attention import Attention
 from vkep.kernels.base import (
     LOOP_BUDGET,
@@ -100,7 +102,14 @@ class MatMulNBits(Kernel):
     """com.microsoft MatMulNBits: A [..., K] times 4- or 8-bit blockwise-quantized weights [N, K] (ORT's
     packing, matmul_nbits.comp's header), dequantized in the shader; uint8 zero points or none. With
     accuracy_level 4 and a float32 A, A is quantized to int8 per block as ORT's CPU EP does it (MLAS's
-    CompInt8), so that an LLM exported for the CPU EP picks the CPU EP's tokens."""
+    CompInt8), so that an LLM exported for the CPU EP picks the CPU EP's tokens.
+
+    On CPU devices with 8-wide subgroups (lavapipe) a constant B is re-laid for the shader's LANES mode
+    (8 columns per subgroup, 64-bit loads; see pack): tools/bench_gemv.py measures it against the CPU EP."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.lanes_packed: set[int] = set()  # inputs packed for matmul_nbits.comp's LANES mode (B, scales)
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
@@ -119,14 +128,45 @@ class MatMulNBits(Kernel):
             return f"K={attrs['K']} past one invocation's loop budget"
         return None
 
+    def pack(self, index: int, weight):
+        """For matmul_nbits.comp's LANES mode: B [N, blocks, blob] as [ceil(N / 32)][chunks][8 lanes]
+        [COLS columns][8 bytes] (a chunk: 8 bytes of one column's row of B; zero columns past N), so that a
+        subgroup loads 256 contiguous bytes per step, one 64-bit load per column; the scales [N, blocks]
+        as float32 [ceil(N / 32)][blocks][8 lanes][COLS], two per 64-bit load."""
+        info = self.device_info
+        if index not in (1, 2) or info is None or info.device_type != "cpu" or info.subgroup_size != LANES:
+            return weight, "raw"
+        if index == 2 and 1 not in self.lanes_packed:  # (B stays as the node has it: so do the scales)
+            return weight, "raw"
+        n, k, block = int(self.attrs["N"]), int(self.attrs["K"]), int(self.attrs["block_size"])
+        blocks = -(-k // block)
+        width = -(-n // (LANES * COLS)) * LANES * COLS
+        rows = weight.reshape(n, -1)
+        if rows.shape[1] != (blocks * block * int(self.attrs["bits"]) // 8 if index == 1 else blocks):
+            return weight, "raw"  # (compute rejects the node's sizes)
+        full = np.zeros((width, rows.shape[1]), np.uint8 if index == 1 else np.float32)
+        full[:n] = rows
+        self.lanes_packed.add(index)
+        if index == 1:
+            packed = full.reshape(-1, LANES * COLS, rows.shape[1] // 8, 8).transpose(0, 2, 1, 3)
+            return np.ascontiguousarray(packed).reshape(-1), "nbits-lanes8x4"
+        packed = full.reshape(-1, LANES * COLS, blocks).transpose(0, 2, 1)
+        return np.ascontiguousarray(packed).reshape(-1), "nbits-scales-lanes8x4"
+
+    @property
+    def lanes(self) -> bool:
+        return 1 in self.lanes_packed
+
     def compute(self, call) -> None:
         inputs = padded(call.inputs, 6)
         a, b, scales, zp, _, bias = inputs[:6]
         k, n, block = int(self.attrs["K"]), int(self.attrs["N"]), int(self.attrs["block_size"])
+        bits = int(self.attrs["bits"])
         if not a.shape or a.shape[-1] != k:
             raise UnsupportedError(f"MatMulNBits: A {a.shape} with K={k}")
         blocks = -(-k // block)
-        if scales.size != n * blocks or b.size != n * blocks * block * self.attrs["bits"] // 8:
+        width = -(-n // (LANES * COLS)) * LANES * COLS if self.lanes else n
+        if scales.size != (width if 2 in self.lanes_packed else n) * blocks or b.size != width * blocks * block * bits // 8:
             raise UnsupportedError(f"MatMulNBits: B {b.shape} and scales {scales.shape} for N={n}, K={k}, "
                                    f"block_size={block}")
         y = call.output(0, a.shape[:-1] + (n,), a.dtype)
@@ -137,10 +177,45 @@ class MatMulNBits(Kernel):
             raise UnsupportedError(f"MatMulNBits: {m} x {n} outputs")
         tail = pack("5I", m, n, k, block, blocks)
         reads = [t for t in (a, b, scales, zp, bias) if t is not None]
-        bits = int(self.attrs["bits"])
         int8_a = int(self.attrs.get("accuracy_level", 0) == 4 and a.dtype == "float32")
-        call.dispatch(self.spec.shader, shader_dtype(a), (bits, int8_a), [a, b, scales, zp, bias, y],
-                      tail, grid_1d(m * n, 64), reads, [y])
+        if self.lanes:
+            rows, split, groups = self.planned((m,), lambda: _lanes_plan(m, n, k, block, bits, int8_a))
+            a64 = int(bits == 4 and k % 2 == 0 and a.dtype == "float32")
+            constants = (bits, int8_a, 1, rows, split, COLS, a64, int(zp is not None), int(2 in self.lanes_packed))
+        else:
+            constants, groups = (bits, int8_a), grid_1d(m * n, 64)
+        call.dispatch(self.spec.shader, shader_dtype(a), constants, [a, b, scales, zp, bias, y], tail, groups,
+                      reads, [y])
+
+
+LANES = 8  # matmul_nbits.comp's LANES mode: lanes per subgroup (lavapipe's subgroup size)
+# its columns per lane: each 64-bit load of A serves 4 columns (tools/bench_gemv.py, lavapipe 22.3, 4-bit,
+# vkep / CPU EP: 1x4096x4096 0.21 with 4 against 0.14 with 2; 1x512x4096 0.16 against 0.06)
+COLS = 4
+ROWS_MAX = 8  # its rows per subgroup
+# workgroups (of 8 subgroups) wanted before K is split across the subgroups of one: a few per lavapipe
+# thread, so that the threads stay busy to the end (1x4096x64 4-bit: 1.72 ms unsplit, 0.84 split 8 ways;
+# at N = 512, 2 workgroups unsplit or 16 split, the same within this machine's noise, 3.2-4.2 ms)
+SPLIT_BELOW_GROUPS = 16
+
+
+def _lanes_plan(m: int, n: int, k: int, block: int, bits: int, int8_a: int) -> tuple[int, int, tuple[int, int, int]]:
+    """(rows per subgroup, subgroups splitting K, workgroup grid) of matmul_nbits.comp's LANES mode."""
+    rows = min(m, ROWS_MAX)
+    row_groups = -(-m // rows)
+    if row_groups > 65535:
+        raise UnsupportedError(f"MatMulNBits: {m} rows exceed the dispatch limit")
+    blocks = -(-k // block)
+    split = 1
+    while split < 8 and -(-n // (LANES * COLS * 8 // split)) * row_groups < SPLIT_BELOW_GROUPS and blocks >= 2 * split:
+        split *= 2
+    # loop iterations of one invocation: per block, its chunks (and with int8 A, a pass over the block per
+    # row); the row loops unroll (ROWS is a specialization constant)
+    per_slice = -(-blocks // split)
+    steps = per_slice * (1 + block * bits // 64 + (rows * block // 8 if int8_a else 0))
+    if steps > LOOP_BUDGET:
+        raise UnsupportedError(f"MatMulNBits: K={k} past one invocation's loop budget")
+    return rows, split, (-(-n // (LANES * COLS * 8 // split)), row_groups, 1)
 
 
 class ContribMultiHeadAttention(Attention):

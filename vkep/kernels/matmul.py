@@ -5,12 +5,19 @@ from __future__ import annotations
 import math
 import struct
 
+import numpy as np
+
 from vkep.kernels.base import Kernel, UnsupportedError, pack, shader_dtype
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
 
 TILE = 64  # output tile of matmul.comp (BM = BN)
 MAX_LOOP = 60_000  # loop steps per invocation, under lavapipe's 65,535 loop iterations
 FEW_ROWS = 8  # up to this many rows, matmul.comp's column-per-invocation mode
+# ... and up to this many (8 a workgroup row) where it reads pairs (PAIRS): per 16 of K and 8 columns,
+# 8 + 8 loads for 8 x 16 x 8 multiply-adds against the direct mode's 16 loads for 16 x 16 x 8 (M = 16 in
+# its 64-row tile)
+PAIR_ROWS = 16
+PAIRS = True  # the few-rows mode's pair loads where they apply (see _Tiled._pair_mode)
 # matmul.comp's registers-only mode on CPU devices (lavapipe: ~5x the tiled mode's speed there)
 DIRECT_ON_CPU_DEVICES = True
 
@@ -19,12 +26,29 @@ def _on_cpu_device(kernel: Kernel) -> bool:
     return kernel.device_info is not None and kernel.device_info.device_type == "cpu"
 
 
+def _interleave(nk: np.ndarray) -> np.ndarray:
+    """B as [N, K] (K even) laid out [ceil(N / 8)][K / 2][8][2], zero columns past N: what the few-rows mode
+    reads with PAIRS = 2."""
+    n, k = nk.shape
+    padded = np.zeros((-(-n // 8) * 8, k), np.float32)
+    padded[:n] = nk
+    return np.ascontiguousarray(padded.reshape(-1, 8, k // 2, 2).transpose(0, 2, 1, 3))
+
+
 class _Tiled(Kernel):
     """Shared by MatMul and Gemm: one dispatch of matmul.comp per call, planned once per shape."""
 
+    b_interleaved = False  # B packed [N / 8][K / 2][8][2] for the few-rows mode's pair loads (MatMul.pack)
+    declared_n = 0  # ... and its N
+
     def _record(self, call, a, b, c, out_shape, tail: bytes, batches: int, m: int, n: int) -> None:
         k = struct.unpack_from("<I", tail, 8)[0]
-        few_rows = m <= FEW_ROWS and k <= MAX_LOOP
+        pairs = self._pair_mode(a, tail, k)
+        # (loop steps of an invocation: K, or K / 16 with pairs)
+        few_rows = (m <= FEW_ROWS or pairs and m <= PAIR_ROWS or self.b_interleaved) and (
+            k <= MAX_LOOP or pairs and -(-k // 16) <= MAX_LOOP)
+        if self.b_interleaved and not few_rows:  # (only that mode reads the interleaved B: K past 960,000)
+            raise UnsupportedError(f"an inner dimension of {k} exceeds what one dispatch can sum ({MAX_LOOP * 16})")
         direct = not few_rows and DIRECT_ON_CPU_DEVICES and k <= MAX_LOOP and _on_cpu_device(self)
         if not few_rows and not direct and -(-k // 16) > MAX_LOOP:
             # lavapipe runs at most 65,535 loop iterations per invocation and then stops silently
@@ -32,7 +56,8 @@ class _Tiled(Kernel):
         y = call.output(0, out_shape)
         if math.prod(out_shape) == 0:
             return
-        groups = (-(-n // 256), 1, batches) if few_rows else (-(-n // TILE), -(-m // TILE), batches)
+        rows = min(m, FEW_ROWS)
+        groups = (-(-n // 256), -(-m // rows), batches) if few_rows else (-(-n // TILE), -(-m // TILE), batches)
         if groups[2] > 65535:
             raise UnsupportedError(f"{batches} matrices in one MatMul exceed the dispatch limit")
         reads = [a, b] + ([c] if c is not None else [])
@@ -41,8 +66,21 @@ class _Tiled(Kernel):
         # few rows with A and B contiguous along K: vec4 loads (B is kept [N, K] for this on CPU devices)
         a_k, b_k = struct.unpack_from("<I", tail, 7 * 4)[0], struct.unpack_from("<I", tail, 10 * 4)[0]
         vec4 = few_rows and a.dtype == "float32" and a_k == 1 and b_k == 1 and k % 4 == 0
-        constants = (mode, m, int(vec4)) if few_rows else (mode,)
+        constants = (mode, rows, int(vec4), pairs) if few_rows else (mode,)
         call.dispatch(self.spec.shader, shader_dtype(a), constants, [a, b, c, y], tail, groups, reads, [y])
+
+    def _pair_mode(self, a, tail: bytes, k: int) -> int:
+        """How the few-rows mode reads (its PAIRS constant): 2 where B was interleaved for it (MatMul.pack);
+        1, 2 elements a load with A shared across each subgroup, for float32 on a device with 8-wide
+        subgroups, A and B contiguous along K, K and every other stride of A and B even (64-bit loads of
+        whole pairs; on a CPU device only: the loads it saves are lavapipe's); else 0."""
+        if self.b_interleaved:
+            return 2
+        if not (PAIRS and a.dtype == "float32" and _on_cpu_device(self) and self.device_info.subgroup_size == 8):
+            return 0
+        strides = struct.unpack_from("<8I", tail, 4 * 4)  # a_outer, a_inner, a_m, a_k, b_outer, b_inner, b_k, b_n
+        return int(strides[3] == 1 and strides[6] == 1 and k % 2 == 0 and all(
+            s % 2 == 0 for i, s in enumerate(strides) if i not in (3, 6)))
 
 
 class MatMul(_Tiled):
@@ -50,20 +88,29 @@ class MatMul(_Tiled):
 
     def pack(self, index: int, weight):
         """On CPU devices a 2-D constant B is stored [N, K], so that rows of A meet it contiguously along K
-        (vec4 loads in matmul.comp's few-rows mode), unless the graph declares A with more rows than that
-        mode takes: the direct mode reads B faster as it is ([K, N]: 9.6 against 13.8 GFLOPS at 512^3)."""
-        if index == 1 and weight.ndim == 2 and _on_cpu_device(self) and not self._many_rows():
+        (pair or vec4 loads in matmul.comp's few-rows mode), unless the graph declares A with more rows than
+        that mode takes: the direct mode reads B faster as it is ([K, N]: 9.6 against 13.8 GFLOPS at 512^3)."""
+        few = weight.ndim == 2 and _on_cpu_device(self) and not self._many_rows(PAIR_ROWS)
+        if index == 1 and few and PAIRS and self.device_info.subgroup_size == 8 and weight.dtype == np.float32 \
+                and weight.shape[0] % 2 == 0 and weight.size:
+            # [N / 8][K / 2][8][2]: a subgroup's 8 columns read 64 contiguous bytes a step (tools/bench_gemv.py,
+            # 1x4096x4096: 133 -> 79 ms; [N, K] gives each lane its own stream, 4 KiB pages apart)
+            self.b_interleaved, self.b_packed_nk, self.declared_n = True, True, weight.shape[1]
+            return _interleave(weight.T), "matmul-b-pairs8"
+        if index == 1 and few:
             self.b_packed_nk = True
             return weight.T.copy(), "matmul-b-nk"
         return weight, "raw"
 
-    def _many_rows(self) -> bool:
+    def _many_rows(self, few: int) -> bool:
         declared = self.declared_inputs
         shape = declared[0][0] if declared else None
-        return shape is not None and math.prod(shape[:-1]) > FEW_ROWS
+        return shape is not None and math.prod(shape[:-1]) > few
 
     def _plan(self, sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple:
-        if self.b_packed_nk:
+        if self.b_interleaved:
+            sb = (sb[1] * 2, self.declared_n)
+        elif self.b_packed_nk:
             sb = sb[::-1]  # the packed [N, K] is read as the node's [K, N] through its strides (below)
         if not sa or not sb:
             raise UnsupportedError("MatMul of a scalar")
@@ -104,16 +151,32 @@ class Gemm(_Tiled):
     def pack(self, index: int, weight):
         """B is stored as [K, N] row-major, whatever transB says: the kernel then reads it with unit stride.
         On CPU devices a transB weight stays [N, K]: rows of A meet it contiguously along K (vec4 loads
-        in matmul.comp's few-rows mode, where a fully connected layer on one sample spends its time)."""
+        in matmul.comp's few-rows mode, where a fully connected layer on one sample spends its time); with
+        8-wide subgroups and few rows declared, B is interleaved for that mode's pair loads (_interleaves)."""
+        if index == 1 and self._interleaves(weight):  # (as MatMul's: see MatMul.pack)
+            self.b_interleaved, self.declared_n = True, weight.shape[0 if self.attrs["transB"] else 1]
+            return _interleave(weight if self.attrs["transB"] else weight.T), "gemm-b-pairs8"
         if index == 1 and self.attrs["transB"] and weight.ndim == 2 and not _on_cpu_device(self):
             self.b_packed_kn = True
             return weight.T.copy(), "gemm-b-kn"
         return weight, "raw"
 
+    def _interleaves(self, weight) -> bool:
+        """B interleaved for the few-rows mode's pair loads: float32 on a CPU device with 8-wide subgroups,
+        A not transposed (read along K in pairs) with up to PAIR_ROWS rows declared, K even and not 0."""
+        declared = self.declared_inputs
+        shape = declared[0][0] if declared else None
+        k = weight.shape[1 if self.attrs["transB"] else 0] if weight.ndim == 2 else 0
+        return (PAIRS and weight.dtype == np.float32 and _on_cpu_device(self) and self.device_info.subgroup_size == 8
+                and not self.attrs["transA"] and shape is not None and len(shape) == 2 and shape[0] <= PAIR_ROWS
+                and k % 2 == 0 and weight.size > 0)
+
     def _plan(self, sa, sb, sc) -> tuple:
+        ta, tb = self.attrs["transA"], self.attrs["transB"] and not self.b_packed_kn
+        if self.b_interleaved:  # (B's strides below go unused: PAIRS 2 reads it)
+            sb, tb = (sb[1] * 2, self.declared_n), False
         if len(sa) != 2 or len(sb) != 2:
             raise UnsupportedError(f"Gemm takes 2-D A and B, got {sa} and {sb}")
-        ta, tb = self.attrs["transA"], self.attrs["transB"] and not self.b_packed_kn
         m, k = (sa[1], sa[0]) if ta else sa
         k2, n = (sb[1], sb[0]) if tb else sb
         if k != k2:

@@ -6,6 +6,8 @@
 // K in steps of 16 staged through shared memory: 16 multiply-adds per shared load, few barriers.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_ballot : require
 
 #define BM 64
 #define BN 64
@@ -19,7 +21,14 @@ layout(constant_id = 0) const uint MODE = 0;
 #define ROWS_MAX 8
 layout(constant_id = 1) const uint ROWS = ROWS_MAX;  // mode 1: the rows of y
 layout(constant_id = 2) const uint VEC4 = 0;         // mode 1: vec4 loads along K (see few_rows)
+// mode 1: 64-bit loads along K, A shared by subgroup; 2: B packed as [N / 8][K / 2][8 lanes][2] (MatMul.pack)
+layout(constant_id = 3) const uint PAIRS = 0;
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Vec4Ref { vec4 v; };
+layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Pairs { uint64_t v[]; };
+vec2 pair_at(uint64_t base, uint index) {  // elements index, index + 1 of a float32 tensor (index even)
+    uint64_t v = Pairs(base).v[index / 2];
+    return uintBitsToFloat(uvec2(uint(v), uint(v >> 32)));
+}
 vec4 load4(uint64_t base, uint index) { return Vec4Ref(base + uint64_t(index) * 4).v; }
 
 layout(push_constant, scalar) uniform Push {
@@ -37,14 +46,40 @@ shared float tile_b[BK][BN + 1];  // [k][n]
 void few_rows() {
     uint n = gl_WorkGroupID.x * 256 + gl_LocalInvocationIndex;
     uint z = gl_WorkGroupID.z;
-    if (n >= pc.N) return;
+    uint row0 = gl_WorkGroupID.y * ROWS;  // (more than ROWS rows: more workgroup rows)
+    // (PAIRS: lanes past N compute column N - 1, to keep their subgroup whole for subgroupBroadcast)
+    if (n >= pc.N && PAIRS == 0) return;
     uint outer = z / pc.batch_inner, inner = z % pc.batch_inner;
-    uint a_base = outer * pc.a_outer + inner * pc.a_inner;
-    uint b_col = outer * pc.b_outer + inner * pc.b_inner + n * pc.b_n;
+    uint a_base = outer * pc.a_outer + inner * pc.a_inner + row0 * pc.a_m;
+    uint b_col = outer * pc.b_outer + inner * pc.b_inner + min(n, pc.N - 1) * pc.b_n;
     Tensor A = Tensor(pc.a), B = Tensor(pc.b);
     float acc[ROWS_MAX];
     for (uint i = 0; i < ROWS_MAX; ++i) acc[i] = 0.0;
-    if (VEC4 != 0) {  // float32 with A and B contiguous along K (K % 4 == 0): a quarter of the loads
+    if (PAIRS != 0) {
+        // float32, A and B contiguous along K, K and every row and batch stride even. On lavapipe (Mesa
+        // 22.3) every load a lane makes, of any width up to 64 bits, is a loop over the 8 lanes with a
+        // store-to-load stall each (seen in its JIT code), so loads are counted: B 2 elements a load, and a
+        // subgroup's 8 lanes read 16 elements of each row of A in one load each and hand them to every lane
+        // by subgroupBroadcast (a register move there): per 16 of K, 8 + ROWS loads against 32 + 16 ROWS
+        // with vec4 loads (tools/bench_gemv.py: 1x512x4096 30 -> 11 ms; 1x4096x4096 250 -> 133 ms, 79 ms with
+        // B interleaved: PAIRS 2)
+        uint lane = gl_SubgroupInvocationID, n_c = min(n, pc.N - 1);
+        uint rows_here = min(ROWS, pc.M - row0);
+        for (uint k0 = 0; k0 < pc.K; k0 += 16) {
+            vec2 a2[ROWS_MAX];
+            for (uint i = 0; i < ROWS; ++i)  // A[row, k0 + 2 lane], A[row, k0 + 2 lane + 1]; 0 past K or M
+                a2[i] = k0 + 2 * lane < pc.K && i < rows_here ? pair_at(pc.a, a_base + i * pc.a_m + k0 + 2 * lane)
+                                                               : vec2(0.0);
+            for (uint q = 0; q < 8; ++q) {  // (literal bounds: unrolled; the branch is uniform)
+                if (k0 + 2 * q >= pc.K) continue;
+                // (2: the subgroup's 8 lanes read 64 contiguous bytes, and the next step's follow)
+                vec2 b = PAIRS == 2 ? pair_at(pc.b, (((n_c / 8) * (pc.K / 2) + k0 / 2 + q) * 8 + n_c % 8) * 2)
+                                    : pair_at(pc.b, b_col + k0 + 2 * q);
+                for (uint i = 0; i < ROWS; ++i)
+                    acc[i] += subgroupBroadcast(a2[i].x, q) * b.x + subgroupBroadcast(a2[i].y, q) * b.y;
+            }
+        }
+    } else if (VEC4 != 0) {  // float32 with A and B contiguous along K (K % 4 == 0): a quarter of the loads
         for (uint k = 0; k < pc.K; k += 4) {
             vec4 bv = load4(pc.b, b_col + k);
             for (uint i = 0; i < ROWS; ++i) acc[i] += dot(load4(pc.a, a_base + i * pc.a_m + k), bv);
@@ -55,10 +90,13 @@ void few_rows() {
         // would otherwise issue all ROWS_MAX masked loads of A every step
         for (uint i = 0; i < ROWS; ++i) acc[i] += float(LOAD(A, a_base + i * pc.a_m + k * pc.a_k)) * bv;
     }
+    if (n >= pc.N) return;
     for (uint i = 0; i < ROWS; ++i) {
+        uint m = row0 + i;
+        if (m >= pc.M) break;
         float r = pc.alpha * acc[i];
-        if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), i * pc.c_m + n * pc.c_n));
-        STORE(Tensor(pc.y), z * pc.M * pc.N + i * pc.N + n, r);
+        if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n));
+        STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
     }
 }
 
