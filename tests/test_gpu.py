@@ -12,6 +12,7 @@ from vkep.gpu.memory import _give, _take
 from vkep.gpu.stream import pack_spans
 from vkep.gpu.vk import ffi, lib
 from vkep.kernels.elementwise import WORKGROUP
+from vkep.kernels.movement import WG as MOVEMENT_WG
 
 
 @pytest.fixture(scope="module")
@@ -176,11 +177,14 @@ def test_validation_layer_reports_misuse(dev):
     assert count >= 1 and "VUID-VkBufferCreateInfo-size" in text
 
 
-@pytest.mark.parametrize("shader", ["binary.comp", "unary.comp", "where.comp"])
-def test_elementwise_grids_match_the_shaders_workgroup(shader):
-    """elementwise.py sizes its grids by WORKGROUP; the shaders declare their own local size: read it back
-    from the SPIR-V, so the two cannot drift apart (a larger shader size would leave elements unwritten)."""
+@pytest.mark.parametrize("shader, size", [(s, WORKGROUP) for s in ("binary.comp", "unary.comp", "where.comp")]
+                         + [(s, MOVEMENT_WG) for s in ("strided_copy.comp", "concat.comp", "gather.comp",
+                                                       "scatter.comp", "fill.comp", "resize.comp")])
+def test_grids_match_the_shaders_workgroup(shader, size):
+    """elementwise.py and movement.py size their grids by a constant; the shaders declare their own local
+    size: read it back from the SPIR-V, so the two cannot drift apart (a larger shader size would leave
+    elements unwritten)."""
     from vkep.gpu.shaders import compile_shader, local_size
 
     _, spirv = compile_shader(shader, {"DTYPE": 0})
-    assert local_size(spirv) == (WORKGROUP, 1, 1)
+    assert local_size(spirv) == (size, 1, 1)

@@ -24,7 +24,9 @@ from vkep.kernels.base import (
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides
 
 MAX_RANK = 6
-WG = 256
+# strided_copy, concat, gather, scatter, fill and resize.comp's local size: 64, not 256, for lavapipe's sake
+# (elementwise.WORKGROUP says why; tests/test_gpu.py reads it back from the SPIR-V)
+WG = 64
 GATHER, TILE, PAD, TRILU = 0, 1, 2, 3
 PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
 HOST_FORMAT = {"int64": "q", "int32": "i", "int16": "h", "int8": "b", "uint8": "B", "bool": "?", "float32": "f",

@@ -10,6 +10,7 @@ import math
 import struct
 
 from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
+from vkep.kernels.movement import WG
 
 
 class View(Kernel):
@@ -82,4 +83,4 @@ class Dropout(Kernel):
             mask = call.output(1, x.shape, "bool")
             if mask.size:
                 call.dispatch(self.spec.shader, shader_dtype(mask), self.constants, [mask], pack("qqI", 1, 0, mask.size),
-                              grid_1d(mask.size, 256), [], [mask])
+                              grid_1d(mask.size, WG), [], [mask])

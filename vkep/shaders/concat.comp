@@ -5,7 +5,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x = 64) in;
 #define MAX_INPUTS 8
 layout(push_constant, scalar) uniform Push {
     uint64_t y;
@@ -15,7 +15,7 @@ layout(push_constant, scalar) uniform Push {
 } pc;
 
 void main() {
-    uint i = flat_index(256);
+    uint i = flat_index(64);
     if (i >= pc.n) return;
     uint r = i % pc.inner, t = i / pc.inner;
     uint a = t % pc.gaxis, o = t / pc.gaxis;

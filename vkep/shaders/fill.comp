@@ -4,7 +4,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint MODE = 0;
 
 layout(push_constant, scalar) uniform Push {
@@ -14,7 +14,7 @@ layout(push_constant, scalar) uniform Push {
 } pc;
 
 void main() {
-    uint i = flat_index(256);
+    uint i = flat_index(64);
     if (i >= pc.n) return;
 #if IS_FLOAT
     float v = uintBitsToFloat(uint(pc.start)) + float(i) * uintBitsToFloat(uint(pc.delta));

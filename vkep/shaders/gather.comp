@@ -8,7 +8,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint IDX64 = 1;
 
@@ -36,7 +36,7 @@ uint index_at(uint k, uint len) {
 }
 
 void main() {
-    uint i = flat_index(256);
+    uint i = flat_index(64);
     if (i >= pc.n) return;
     uint src = 0;
     if (MODE == 0) {

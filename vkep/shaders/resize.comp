@@ -9,7 +9,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint COORD = 0;  // 0 half_pixel 1 asymmetric 2 pytorch_half_pixel
                                                // 3 tf_half_pixel_for_nn 4 align_corners
@@ -103,7 +103,7 @@ float kernel(float x) {
 }
 
 void main() {
-    uint i = flat_index(256);
+    uint i = flat_index(64);
     if (i >= pc.n) return;
     // per dim: taps first[d] .. first[d] + taps[d] - 1 (clamped to the edge), at kernel distance
     // (tap - x) * s[d] (s < 1 widens the kernel: antialiasing), weights divided by norm[d]

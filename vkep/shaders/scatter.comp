@@ -9,7 +9,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint IDX64 = 1;
 layout(constant_id = 2) const uint REDUCE = 0;
@@ -58,7 +58,7 @@ uint nd_target(uint row, uint r) {
 }
 
 void main() {
-    uint i = flat_index(256);
+    uint i = flat_index(64);
     if (i >= pc.n) return;
     Tensor U = Tensor(pc.upd);
     if (MODE == 0) {
