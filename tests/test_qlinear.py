@@ -388,30 +388,36 @@ def _small_cnn(seed: int = 0) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+def _qoperator(model: onnx.ModelProto, tmp_path, calibration: list[dict[str, np.ndarray]], per_channel: bool,
+               weight_type: str) -> onnx.ModelProto:
+    """`model` quantized by ORT's quantize_static in the QOperator format over `calibration`: uint8
+    activations, 7-bit weights (reduce_range: module docstring)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter(calibration)
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    src, dst = tmp_path / "float.onnx", tmp_path / "qop.onnx"
+    onnx.save(model, src)
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QOperator, per_channel=per_channel,
+                    activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type), reduce_range=True)
+    return onnx.load(dst)
+
+
 @pytest.mark.parametrize("per_channel,weight_type", [(True, "QInt8"), (False, "QUInt8")])
 def test_qoperator_model_from_orts_quantizer(ep_devices, tmp_path, per_channel, weight_type):
     """A small CNN quantized by ORT's quantize_static in the QOperator format (QLinearConv, QLinearAdd,
     QLinearMul, QLinearMatMul between QuantizeLinear and DequantizeLinear): every node on vkep, the same top-1 as
     the CPU EP and outputs within two quantization steps of its own. Weights are 7-bit (reduce_range, ORT's
     advice for x86-64 without VNNI, where the CPU EP saturates uint8 x int8 sums: module docstring)."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    src, dst = tmp_path / "float.onnx", tmp_path / "qop.onnx"
-    onnx.save(_small_cnn(), src)
-
     def image(seed: int) -> dict[str, np.ndarray]:
         return {"x": np.random.default_rng(seed).standard_normal((1, 3, 16, 16)).astype(np.float32)}
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([image(s) for s in range(16)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QOperator, per_channel=per_channel,
-                    activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type), reduce_range=True)
-    model = onnx.load(dst)
+    model = _qoperator(_small_cnn(), tmp_path, [image(s) for s in range(16)], per_channel, weight_type)
     ops = [n.op_type for n in model.graph.node]
     assert {"QLinearConv", "QLinearAdd", "QLinearMul", "QLinearMatMul"} <= set(ops), ops
     session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
@@ -465,24 +471,10 @@ def test_qoperator_cnn_with_pools_concat_and_gemm(ep_devices, tmp_path, per_chan
     """_branchy_cnn quantized by quantize_static (QOperator): QLinearLeakyRelu, MaxPool and Resize on uint8,
     QLinearSigmoid, QLinearConcat, QLinearAveragePool, QLinearGlobalAveragePool and QGemm beside QLinearConv; every
     node on vkep and every output equal to the CPU EP's (7-bit weights: module docstring)."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    src, dst = tmp_path / "float.onnx", tmp_path / "qop.onnx"
-    onnx.save(_branchy_cnn(), src)
-
     def image(seed: int) -> dict[str, np.ndarray]:
         return {"x": np.random.default_rng(seed).standard_normal((1, 3, 32, 32)).astype(np.float32)}
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([image(s) for s in range(8)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QOperator, per_channel=per_channel,
-                    activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type), reduce_range=True)
-    model = onnx.load(dst)
+    model = _qoperator(_branchy_cnn(), tmp_path, [image(s) for s in range(8)], per_channel, weight_type)
     ops = {n.op_type for n in model.graph.node}
     assert {"QLinearLeakyRelu", "MaxPool", "QLinearSigmoid", "QLinearConcat", "QLinearAveragePool", "Resize",
             "QLinearGlobalAveragePool", "QGemm"} <= ops, ops
