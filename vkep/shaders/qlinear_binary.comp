@@ -85,14 +85,14 @@ void main() {
     int a = rq_byte(pc.a, ia, s), b = rq_byte(pc.b, ib, s);
     precise float c;
     if (OP == 0) {
-        float ra = rq_div(sa, sc), rb = rq_div(sb, sc);
+        float ra = precise_div(sa, sc), rb = precise_div(sb, sc);
         bool swap_fixed = (flags & 1u) != 0, swap_outer = (flags & 2u) != 0;
         precise float g = swap_fixed ? ra * float(za) : rb * float(zb);
         precise float base = float(zc) - (swap_fixed ? fma_int(zb, rb, g) : fma_int(za, ra, g));
         float inner = swap_outer ? fma_int(a, ra, base) : fma_int(b, rb, base);
         c = swap_outer ? fma_int(b, rb, inner) : fma_int(a, ra, inner);
     } else {
-        precise float ratio = rq_div(sa * sb, sc);
+        precise float ratio = precise_div(sa * sb, sc);
         c = float((a - za) * (b - zb)) * ratio + float(zc);
     }
     int q = (isnan(c) || abs(c) >= 2147483648.0) ? -2147483647 - 1 : int(roundEven(c));

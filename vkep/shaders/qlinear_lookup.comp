@@ -21,17 +21,11 @@ layout(push_constant, scalar) uniform Push {
     float alpha;
 } pc;
 
-precise vec2 two_sum(float a, float b) {  // a + b = s + e exactly
-    float s = a + b;
-    float bb = s - a;
-    return vec2(s, (a - (s - bb)) + (b - bb));
-}
-
 // a * b + c rounded once (Boldo and Melquiond: the exact product's tail added rounded to odd, then one rounding)
 precise float fma_exact(float a, float b, float c) {
-    vec2 p = rq_two_prod(a, b);
-    vec2 t = two_sum(c, p.x);
-    vec2 u = two_sum(t.y, p.y);
+    vec2 p = precise_two_prod(a, b);
+    vec2 t = precise_two_sum(c, p.x);
+    vec2 u = precise_two_sum(t.y, p.y);
     float v = u.x;
     uint bits = floatBitsToUint(v);
     if (u.y != 0.0 && (bits & 1u) == 0u) {  // inexact and even: step one ulp towards the lost part (round to odd)
@@ -53,7 +47,7 @@ precise float logistic(float x) {
     q = fma_exact(x2, q, 1.70198817374094e-03);
     q = fma_exact(x2, q, 1.16817656904453e-01);
     q = fma_exact(x2, q, 9.93151921023180e-01);
-    float r = rq_div(x * p, q) + 0.5;
+    float r = precise_div(x * p, q) + 0.5;
     return isnan(r) ? r : max(r, 0.0);  // vmaxps(0, r) passes NaN on
 }
 
@@ -71,7 +65,7 @@ void main() {
         v = logistic(v);
     }
     int lo = s ? -128 : 0, hi = s ? 127 : 255;
-    float q = rq_div(v, RqFloats(pc.y_scale).v[0]);
+    float q = precise_div(v, RqFloats(pc.y_scale).v[0]);
     float qlo = float(lo - y_zp), qhi = float(hi - y_zp);
     q = isnan(q) ? qlo : min(max(q, qlo), qhi);
     uint chunk = pc.len * pc.inner, o = i / chunk;

@@ -46,7 +46,7 @@ void main() {
             }
         }
         precise float size_scale = y_scale * float(isz);
-        result = requantize(acc, rq_div(x_scale, size_scale), y_zp, s);
+        result = requantize(acc, precise_div(x_scale, size_scale), y_zp, s);
     } else {
         uint p = i % osz;
         int h0 = int((p / pc.ow) * pc.sh) - pc.ph, w0 = int((p % pc.ow) * pc.sw) - pc.pw;
@@ -65,7 +65,7 @@ void main() {
             }
         }
         int count = COUNT_PAD == 1 ? int(pc.kh * pc.kw) : max(h1 - h0, 0) * max(w1 - w0, 0);
-        precise float q = rq_div(rq_div(sum, float(count)), y_scale) + float(y_zp);
+        precise float q = precise_div(precise_div(sum, float(count)), y_scale) + float(y_zp);
         result = (isnan(q) || abs(q) >= 2147483648.0) ? -2147483647 - 1 : int(roundEven(q));
     }
     int lo = s ? -128 : 0, hi = s ? 127 : 255;

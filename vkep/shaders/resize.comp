@@ -8,6 +8,7 @@
 // Dims whose source coordinate is an integer take one tap.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "precise.glsl"
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint MODE = 0;
@@ -37,48 +38,24 @@ precise float precise_sub(float a, float b) { return a - b; }
 // (nearest modes) picks the same pixel: every operation 'precise' (no contraction into fma), divisions
 // correctly rounded (Vulkan allows 2.5 ulp for '/'), and half_pixel_symmetric's sum in double as ORT has it
 // (its 0.5 is a double literal there), here as a float pair.
-precise vec2 two_sum(float a, float b) {
-    float s = a + b, bb = s - a;
-    return vec2(s, (a - (s - bb)) + (b - bb));
-}
-
-precise vec2 two_prod(float a, float b) {  // Dekker: a b = p + e exactly, with correctly rounded * and +
-    float p = a * b;
-    float ca = 4097.0 * a, cb = 4097.0 * b;
-    float ah = ca - (ca - a), bh = cb - (cb - b);
-    float al = a - ah, bl = b - bh;
-    return vec2(p, ((ah * bh - p) + ah * bl + al * bh) + al * bl);
-}
-
-precise vec2 div_pair(float a, float b) {  // a / b as q + r / b: q from '/', its remainder a - q b exact
-    float q = a / b;
-    vec2 p = two_prod(q, b);
-    return vec2(q, ((a - p.x) - p.y) / b);
-}
-
-precise float div_rn(float a, float b) {
-    vec2 q = div_pair(a, b);
-    return q.x + q.y;
-}
-
 float original(uint d, float x) {
     precise float s = pc.scale[d], len_in = float(pc.in_dims[d]), len_out = float(pc.out_dims[d]);
-    if (COORD == 0) return precise_sub(div_rn(x + 0.5, s), 0.5);
-    if (COORD == 1) return div_rn(x, s);
-    if (COORD == 2) return len_out > 1.0 ? precise_sub(div_rn(x + 0.5, s), 0.5) : 0.0;
-    if (COORD == 3) return div_rn(x + 0.5, s);
-    if (COORD == 4) return len_out == 1.0 ? 0.0 : div_rn(x * (len_in - 1.0), len_out - 1.0);
+    if (COORD == 0) return precise_sub(precise_div(x + 0.5, s), 0.5);
+    if (COORD == 1) return precise_div(x, s);
+    if (COORD == 2) return len_out > 1.0 ? precise_sub(precise_div(x + 0.5, s), 0.5) : 0.0;
+    if (COORD == 3) return precise_div(x + 0.5, s);
+    if (COORD == 4) return len_out == 1.0 ? 0.0 : precise_div(x * (len_in - 1.0), len_out - 1.0);
     if (COORD == 5) {
         precise float a = pc.roi_start[d], b = pc.roi_end[d];
         if (len_out <= 1.0) return 0.5 * (a + b) * (len_in - 1.0);
-        precise float r = a * (len_in - 1.0) + div_rn(x * (b - a) * (len_in - 1.0), len_out - 1.0);
+        precise float r = a * (len_in - 1.0) + precise_div(x * (b - a) * (len_in - 1.0), len_out - 1.0);
         return r;
     }
-    precise float adjustment = div_rn(len_out, s * len_in);
+    precise float adjustment = precise_div(len_out, s * len_in);
     precise float offset = len_in / 2.0 * (1.0 - adjustment);
-    vec2 t = div_pair(x + 0.5, s);       // offset + (x + 0.5) / s - 0.5, summed as ORT does in double
-    vec2 u = two_sum(offset, t.x);
-    vec2 v = two_sum(u.x, -0.5);
+    vec2 t = precise_div_pair(x + 0.5, s);       // offset + (x + 0.5) / s - 0.5, summed as ORT does in double
+    vec2 u = precise_two_sum(offset, t.x);
+    vec2 v = precise_two_sum(u.x, -0.5);
     precise float r = v.x + (v.y + (u.y + t.y));
     return r;
 }
