@@ -71,7 +71,9 @@ def check_size(*shapes: tuple[int, ...]) -> None:
             raise UnsupportedError(f"{shape} has more than {MAX_ELEMENTS} elements")
 
 
-class _ConvBase(Kernel):
+class ConvBase(Kernel):
+    """What every convolution reads alike (Conv, ConvTranspose, quantize.ConvInteger): its spatial attributes."""
+
     def _spatial(self, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple[int, list[int], list[int], list[int]]:
         if len(xs) < 3 or len(xs) - 2 > MAX_SPATIAL or len(ws) != len(xs):
             raise UnsupportedError(f"{self.spec.op}: X {xs} and W {ws} must be 3-D to 5-D and of the same rank")
@@ -96,7 +98,7 @@ class _ConvBase(Kernel):
         call.dispatch(self.spec.shader, shader_dtype(x), constants, [x, w, b, y], tail, groups, reads, [y])
 
 
-class Conv(_ConvBase):
+class Conv(ConvBase):
     # Winograd's output tile size R where the weight was packed as U = G g G^T (0: the implicit GEMM), and the
     # weight's shape before packing
     winograd_tile = 0
@@ -167,7 +169,7 @@ class Conv(_ConvBase):
         return out_shape, (mode, *spec_kernel, GEMM_TM, GEMM_TN), tail, groups
 
 
-class ConvTranspose(_ConvBase):
+class ConvTranspose(ConvBase):
     def _plan(self, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple:
         n, kernel, strides, dilations = self._spatial(xs, ws)
         group = self.attrs["group"]

@@ -22,7 +22,7 @@ from vkep.kernels.base import (
     padded,
     shader_dtype,
 )
-from vkep.kernels.conv import window_geometry
+from vkep.kernels.conv import ConvBase, window_geometry
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse, declines_rank
 
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
@@ -182,7 +182,7 @@ def _fits_16_bits(op: str, **values: int) -> None:
             raise UnsupportedError(f"{op}: {name} {v} does not fit conv_integer.comp's 16-bit parameters")
 
 
-class ConvInteger(Kernel):
+class ConvInteger(ConvBase):
     """ConvInteger (int32 Y) and QLinearConv (requantized 8-bit Y, manifest constant `requant`) over NCHW
     with 1 or 2 spatial dims: groups, strides, dilations, pads, auto_pad. Zero points and scales per tensor;
     W's (and QLinearConv's w_scale) per output channel too. One invocation per block of output channels by
@@ -218,14 +218,9 @@ class ConvInteger(Kernel):
     def _plan(self, x, w, xzp, wzp, x_scale, w_scale, y_scale, yzp, bias) -> tuple:
         op = self.spec.op
         xs, ws = x.shape, w.shape
-        if len(xs) not in (3, 4) or len(ws) != len(xs):
-            raise UnsupportedError(f"{op}: X {xs} and W {ws} must be 3-D or 4-D and of the same rank")
-        nd = len(xs) - 2
-        kernel = list(self.attrs.get("kernel_shape") or ws[2:])
-        if kernel != list(ws[2:]):
-            raise UnsupportedError(f"{op}: kernel_shape {kernel} does not match W {ws}")
-        strides = self.attrs.get("strides") or [1] * nd
-        dilations = self.attrs.get("dilations") or [1] * nd
+        if len(xs) not in (3, 4):
+            raise UnsupportedError(f"{op}: X {xs} must be 3-D or 4-D")
+        nd, kernel, strides, dilations = self._spatial(xs, ws)
         group = self.attrs["group"]
         batch, c = xs[:2]
         m = ws[0]

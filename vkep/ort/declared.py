@@ -100,19 +100,17 @@ def is_constant(info) -> bool:
 def constant_bytes(info) -> bytes | None:
     """The bytes of a value the graph holds as a constant initializer (up to CONSTANT_READ_LIMIT), else None:
     lets GetCapability plan a kernel over the CPU inputs it reads (Resize's sizes, Reshape's shape)."""
-    lib, ffi = api.lib, api.ffi
-    if info == ffi.NULL:
+    if not is_constant(info):
         return None
-    flag, value = ffi.new("bool*"), ffi.new("const OrtValue**")
-    size, data = ffi.new("size_t*"), ffi.new("void**")
-    for status in (lambda: lib.ort_ValueInfo_IsConstantInitializer(info, flag),
-                   lambda: lib.ort_ValueInfo_GetInitializerValue(info, value) if flag[0] else ffi.NULL,
+    lib, ffi = api.lib, api.ffi
+    value, size, data = ffi.new("const OrtValue**"), ffi.new("size_t*"), ffi.new("void**")
+    for status in (lambda: lib.ort_ValueInfo_GetInitializerValue(info, value),
                    lambda: lib.ort_GetTensorSizeInBytes(value[0], size) if value[0] != ffi.NULL else ffi.NULL):
         result = status()
         if result != ffi.NULL:
             lib.ort_ReleaseStatus(result)
             return None
-    if not flag[0] or value[0] == ffi.NULL or size[0] > CONSTANT_READ_LIMIT:
+    if value[0] == ffi.NULL or size[0] > CONSTANT_READ_LIMIT:
         return None
     api.check(lib.ort_GetTensorMutableData(ffi.cast("OrtValue*", value[0]), data))
     return ffi.buffer(ffi.cast("char*", data[0]), size[0])[:]
