@@ -26,6 +26,12 @@ def _on_cpu_device(kernel: Kernel) -> bool:
     return kernel.device_info is not None and kernel.device_info.device_type == "cpu"
 
 
+def _pairs_apply(kernel: Kernel, float32: bool) -> bool:
+    """Whether the few-rows mode's pair loads can serve this kernel at all (PAIRS): float32 on a CPU device
+    with 8-wide subgroups (the loads they save are lavapipe's)."""
+    return PAIRS and float32 and _on_cpu_device(kernel) and kernel.device_info.subgroup_size == 8
+
+
 def _interleave(nk: np.ndarray) -> np.ndarray:
     """B as [N, K] (K even) laid out [ceil(N / 8)][K / 2][8][2], zero columns past N: what the few-rows mode
     reads with PAIRS = 2."""
@@ -76,7 +82,7 @@ class _Tiled(Kernel):
         whole pairs; on a CPU device only: the loads it saves are lavapipe's); else 0."""
         if self.b_interleaved:
             return 2
-        if not (PAIRS and a.dtype == "float32" and _on_cpu_device(self) and self.device_info.subgroup_size == 8):
+        if not _pairs_apply(self, a.dtype == "float32"):
             return 0
         strides = struct.unpack_from("<8I", tail, 4 * 4)  # a_outer, a_inner, a_m, a_k, b_outer, b_inner, b_k, b_n
         return int(strides[3] == 1 and strides[6] == 1 and k % 2 == 0 and all(
@@ -91,8 +97,8 @@ class MatMul(_Tiled):
         (pair or vec4 loads in matmul.comp's few-rows mode), unless the graph declares A with more rows than
         that mode takes: the direct mode reads B faster as it is ([K, N]: 9.6 against 13.8 GFLOPS at 512^3)."""
         few = weight.ndim == 2 and _on_cpu_device(self) and not self._many_rows(PAIR_ROWS)
-        if index == 1 and few and PAIRS and self.device_info.subgroup_size == 8 and weight.dtype == np.float32 \
-                and weight.shape[0] % 2 == 0 and weight.size:
+        if index == 1 and few and _pairs_apply(self, weight.dtype == np.float32) and weight.shape[0] % 2 == 0 \
+                and weight.size:
             # [N / 8][K / 2][8][2]: a subgroup's 8 columns read 64 contiguous bytes a step (tools/bench_gemv.py,
             # 1x4096x4096: 133 -> 79 ms; [N, K] gives each lane its own stream, 4 KiB pages apart)
             self.b_interleaved, self.b_packed_nk, self.declared_n = True, True, weight.shape[1]
@@ -167,9 +173,8 @@ class Gemm(_Tiled):
         declared = self.declared_inputs
         shape = declared[0][0] if declared else None
         k = weight.shape[1 if self.attrs["transB"] else 0] if weight.ndim == 2 else 0
-        return (PAIRS and weight.dtype == np.float32 and _on_cpu_device(self) and self.device_info.subgroup_size == 8
-                and not self.attrs["transA"] and shape is not None and len(shape) == 2 and shape[0] <= PAIR_ROWS
-                and k % 2 == 0 and weight.size > 0)
+        return (_pairs_apply(self, weight.dtype == np.float32) and not self.attrs["transA"] and shape is not None
+                and len(shape) == 2 and shape[0] <= PAIR_ROWS and k % 2 == 0 and weight.size > 0)
 
     def _plan(self, sa, sb, sc) -> tuple:
         ta, tb = self.attrs["transA"], self.attrs["transB"] and not self.b_packed_kn
