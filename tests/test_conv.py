@@ -240,3 +240,32 @@ def test_conv_outside_winograd_takes_the_implicit_gemm(ep_devices, case):
                                rtol=1e-4, atol=1e-4)
     (conv,) = conv_kernels_since(first)
     assert conv.impl.winograd_tile == 0 and {shader for shader, _, _ in conv.pipelines} == {"conv.comp"}
+
+
+def test_conv_winograd_replays_natively(ep_devices):
+    """Winograd takes scratch memory (V and Y'); between two vkep nodes its plan replays in C, taking the
+    scratch chunks from the outputs' allocator (VKEP_IO_SCRATCH). Two convs of the same sizes in a row reuse
+    each other's chunks within a run, so wrong ordering or addressing shows in the values, run after run."""
+    import vkep
+
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.uniform(-0.2, 0.2, (16, 16, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.uniform(-1, 1, 16).astype(np.float32), "b")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Conv", ["r", "w", "b"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c1", "w", "b"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c2"], ["y"])]
+    graph = helper.make_graph(nodes, "two_winograd", [helper.make_tensor_value_info("x", 1, (2, 16, 10, 9))],
+                              [helper.make_tensor_value_info("y", 1, None)], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
+    first = max(kernels(), default=0)
+    session, reference = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    assert all(conv.impl.winograd_tile for conv in conv_kernels_since(first))
+    for run in range(4):
+        x = rng.standard_normal((2, 16, 10, 9)).astype(np.float32)
+        vkep.reset_stats()
+        got = session.run(None, {"x": x})[0]
+        np.testing.assert_allclose(got, reference.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+        process = vkep.stats()["process"]
+        if run:  # the feed's reader and the output's producer enter Python; the convs replay
+            assert process["nodes_replayed_natively"] == 2 and process["nodes_with_scratch"] == 0, process

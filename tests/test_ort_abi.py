@@ -86,3 +86,13 @@ def test_structs_vkep_fills_match_the_headers():
         assert mine == official[:len(mine)], (name, mine, official)
         checked.append(name)
     assert {"OrtEp", "OrtEpFactory", "OrtKernelImpl", "OrtAllocator", "OrtDataTransferImpl"} <= set(checked), checked
+
+
+def test_plan_io_codes_match_the_kernels_tensor_codes():
+    """A plan stores each tensor as an io code the kernels' Tensor gives it: the C replay reads the same
+    numbers (persistent memory: an absolute address; scratch chunk k: VKEP_IO_SCRATCH + k)."""
+    from vkep.kernels.base import Tensor
+
+    defines = dict(re.findall(r"#define\s+(VKEP_IO_\w+)\s+(\d+)", ABI_H.read_text()))
+    assert int(defines["VKEP_IO_CONST"]) == Tensor.PERSISTENT
+    assert int(defines["VKEP_IO_SCRATCH"]) == Tensor.SCRATCH

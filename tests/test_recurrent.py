@@ -204,12 +204,16 @@ def test_one_dispatch_whatever_the_length(ep_devices, op):
     assert counts == [1, 1]
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["one_dispatch", "split"])
 @pytest.mark.parametrize("op", list(GATES))
-def test_replayed_natively(ep_devices, op):
+def test_replayed_natively(ep_devices, op, split, monkeypatch):
     """Between two vkep nodes (no feed read, no graph output made), the node replays its plan in C: its
-    dispatch passes 12 addresses (VKEP_PLAN_SLOTS)."""
-    model, feeds = _model(op, steps=20, hidden=16, size=8, direction="bidirectional", peephole=True,
-                          initializers=True, outputs=(True, False, False))
+    dispatch passes 12 addresses (VKEP_PLAN_SLOTS). Split past the loop budget, the state passes through
+    the halves of a scratch chunk, which the plan takes again (VKEP_IO_SCRATCH)."""
+    if split:
+        monkeypatch.setattr(recurrent, "LOOP_BUDGET", 400)
+    model, feeds = _model(op, steps=40 if split else 20, hidden=16, size=8, direction="bidirectional",
+                          peephole=True, initializers=True, outputs=(True, False, False))
     graph = model.graph
     graph.node[0].input[0] = "x_relu"
     graph.node[0].output[0] = "y_raw"
@@ -221,6 +225,7 @@ def test_replayed_natively(ep_devices, op):
     vkep.reset_stats()
     got = session.run(None, feeds)
     assert vkep.stats()["process"]["nodes_replayed_natively"] == 1
+    assert (_commands(session, feeds) > 3) == split  # (the two Relus and the node's dispatches)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, **TOL)
 

@@ -56,10 +56,12 @@ def axis_in(axis: int, rank: int, op: str, inclusive_end: bool = False) -> int:
 
 class Tensor:
     """A tensor as kernels see it. `io` says where it came from, so a call can be replayed with new
-    addresses: input i → i, output j → -1-j, memory that outlives the call (weights) → PERSISTENT."""
+    addresses: input i → i, output j → -1-j, the call's scratch memory k → SCRATCH + k, memory that outlives
+    the call (weights) → PERSISTENT. (The codes of the C plan: VKEP_IO_CONST, VKEP_IO_SCRATCH.)"""
 
     __slots__ = ("addr", "shape", "dtype", "io")
     PERSISTENT = 1000
+    SCRATCH = 2000
 
     def __init__(self, addr: int, shape: tuple[int, ...], dtype: str, io: int | None = None):
         self.addr = addr
@@ -106,8 +108,8 @@ class Call(Protocol):
         constants are the tensors' 64-bit addresses (None: 0) followed by `tail`."""
 
     def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
-        """Device memory for this call's own use, released once its GPU work completes (a call that takes
-        scratch memory is not replayed)."""
+        """Device memory for this call's own use while its work runs (the device's one stream orders its
+        reuse, as for values ORT frees)."""
 
     def copy(self, src: Tensor, dst: Tensor) -> None: ...
 

@@ -235,7 +235,7 @@ COPY_CONSTANTS = (1, COPY_WG, 1, 0, 0, QK_NONE, 0, 0, 0, 0, 0)  # attention.comp
 
 
 def _at(t: Tensor | None, elements: int) -> Tensor | None:
-    """The part of `t` from element `elements` on (a view the native replay cannot re-address: io None)."""
+    """The part of `t` from element `elements` on (a view: a plan re-addresses it from t's own address)."""
     if t is None or not elements:
         return t
-    return Tensor(t.addr + elements * ITEMSIZE[t.dtype], (t.size - elements,), t.dtype, None)
+    return Tensor(t.addr + elements * ITEMSIZE[t.dtype], (t.size - elements,), t.dtype, t.io)

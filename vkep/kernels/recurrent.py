@@ -161,7 +161,7 @@ class Recurrent(Kernel):
             return  # (no steps: the final states are still written, as for an empty sequence)
         steps = tail[0]
         scratch = call.scratch((2,) + state_shape, x.dtype) if chunks > 1 else None
-        halves = [Tensor(scratch.addr + i * scratch.nbytes // 2, state_shape, x.dtype) for i in (0, 1)] \
+        halves = [Tensor(scratch.addr + i * scratch.nbytes // 2, state_shape, x.dtype, scratch.io) for i in (0, 1)] \
             if scratch else [None, None]
         flags = self.flags | (FLAG_BIAS if b is not None else 0)
         if x.dtype == "float32" and tail[2] % 4 == 0 and tail[3] % 4 == 0:

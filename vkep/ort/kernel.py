@@ -26,11 +26,11 @@ from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.control_flow import control_flow_kernel
 from vkep.ort.ep import EPS, KERNEL_STATES
-from vkep.ort.memory import allocators_of, default_allocator, stream_of
+from vkep.ort.memory import Allocator, allocators_of, default_allocator, stream_of
 
 KERNELS: dict[int, KernelInstance] = {}
 PYTHON_COMPUTES = [0]  # node executions that entered Python (the rest replayed natively): vkep.stats()
-SCRATCH_COMPUTES = [0]  # of those, the ones that took scratch memory (never replayed: a plan would keep its address)
+SCRATCH_COMPUTES = [0]  # of those, the ones that took scratch memory
 _ids = itertools.count(1)
 _ids_lock = threading.Lock()
 RANK = 8  # VKEP_MAX_RANK of the trampoline's io struct
@@ -92,7 +92,7 @@ class KernelCall:
     """
 
     __slots__ = ("kernel", "ctx", "inputs", "stream", "outputs", "output_addresses", "ops", "aliases", "replayable",
-                 "foreign_outputs", "host", "cpu_values", "took_scratch")
+                 "foreign_outputs", "host", "cpu_values", "took_scratch", "scratch_chunks", "bases")
 
     def __init__(self, kernel: KernelInstance, ctx, inputs, stream, replayable: bool):
         self.kernel = kernel
@@ -108,6 +108,9 @@ class KernelCall:
         self.host: InPlace | None = None  # host memory the device uses in place (made on first use)
         self.cpu_values: dict[int, bytes] = {}  # CPU input index → the bytes the kernel read (the plan's key)
         self.took_scratch = False
+        self.scratch_chunks: list[tuple[Allocator, int, int]] = []  # (allocator, pointer, bytes) of scratch k
+        # the address each io code stands for in this call: a plan stores tensors as (code, offset from it)
+        self.bases = {t.io: t.addr for t in inputs if t is not None and t.io is not None and t.io >= 0}
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
         dtype = dtype or self.inputs[0].dtype
@@ -137,6 +140,7 @@ class KernelCall:
                 staging = pool.alloc(max(nbytes, 1))
                 self.foreign_outputs.append((staging, addr, nbytes))
                 return Tensor(kernel.gpu.memory.device_address(staging), tuple(shape), dtype, None)
+        self.bases[-1 - index] = addr
         return Tensor(addr, tuple(shape), dtype, -1 - index)
 
     def in_place(self, pointer: int, nbytes: int, stream=None) -> int:
@@ -195,15 +199,34 @@ class KernelCall:
             self.ops.append((pipeline, addresses, push, groups, reads, writes))
 
     def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
-        self.replayable = False  # a plan would keep this call's address
+        """A chunk of the allocator the node's outputs come from, freed once the call is recorded (as a plan
+        does on replay: VKEP_IO_SCRATCH); before the node has outputs, device memory freed after the work."""
         if not self.took_scratch:
             self.took_scratch = True
             SCRATCH_COMPUTES[0] += 1
+        nbytes = max(math.prod(shape) * ITEMSIZE[dtype], 1)
         memory = self.kernel.gpu.memory
-        pool = memory.device_pool
-        address = pool.alloc(max(math.prod(shape) * ITEMSIZE[dtype], 1))
-        self.stream.release_after(pool, address)
-        return Tensor(memory.device_address(address), tuple(shape), dtype, None)
+        allocator, k = self.kernel.allocator, len(self.scratch_chunks)
+        pointer = allocator.take(nbytes, f"scratch memory of {self.kernel.node_name!r}") if allocator else 0
+        if not pointer:
+            self.replayable = False  # a plan would keep this call's address
+            pool = memory.device_pool
+            address = pool.alloc(nbytes)
+            self.stream.release_after(pool, address)
+            return Tensor(memory.device_address(address), tuple(shape), dtype, None)
+        self.scratch_chunks.append((allocator, pointer, nbytes))
+        span, offset = memory.spans.find(pointer)
+        addr = self.bases[Tensor.SCRATCH + k] = span.device_address + offset
+        if k >= lib_const("VKEP_PLAN_SCRATCH"):
+            self.replayable = False
+        return Tensor(addr, tuple(shape), dtype, Tensor.SCRATCH + k)
+
+    def free_scratch(self) -> None:
+        """Scratch chunks back to their allocator once the work using them is recorded: the device's one
+        stream puts a barrier before any later command that touches them (the replay contract)."""
+        for allocator, pointer, _ in self.scratch_chunks:
+            allocator.free(pointer)
+        self.scratch_chunks.clear()
 
     def copy(self, src: Tensor, dst: Tensor) -> None:
         if src.addr == dst.addr:
@@ -245,6 +268,14 @@ class KernelCall:
         self.replayable = False
         transfer.download(self.kernel.gpu, src.addr, host.addr, src.nbytes)
 
+    def _slot(self, t: Tensor) -> tuple[int, int] | None:
+        """(io code, offset) of a tensor in the plan: io tensors (views included) are re-addressed on replay
+        from their code's address, persistent ones are absolute; None for an address outside its code's."""
+        if t.io == Tensor.PERSISTENT:
+            return t.io, t.addr
+        base = self.bases.get(t.io)
+        return (t.io, t.addr - base) if base is not None and t.addr >= base else None
+
     def save_plan(self, io) -> None:
         """Write what this call did into the kernel's C plan (see vkep_replay in the trampoline)."""
         ffi = api.ffi
@@ -253,11 +284,18 @@ class KernelCall:
                 or len(self.outputs) > lib_const("VKEP_PLAN_OUTPUTS") or len(self.aliases) > len(self.outputs)):
             return
         slots = lib_const("VKEP_PLAN_SLOTS")
+        slots_of = {}  # tensor → (io code, offset) in the plan
         for _, addresses, push, _, reads, writes in self.ops:
             tensors = [t for t in addresses + reads + writes if t is not None]
             if (len(addresses) > slots or len(reads) + len(writes) > slots or len(push) > 128
                     or any(t.io is None or t.io in kernel.cpu_inputs for t in tensors)):
                 return
+            for t in tensors:
+                slot = slots_of[id(t)] = self._slot(t)
+                if slot is None:
+                    return
+        if self.scratch_chunks and any(a is not kernel.allocator for a, _, _ in self.scratch_chunks):
+            return
         # every CPU input present was read through read_host, and its bytes fit the plan: they key it
         present = [i for i in kernel.cpu_inputs if i < io.n_inputs and io.types[i]]
         if (any(i not in self.cpu_values for i in present)
@@ -286,6 +324,9 @@ class KernelCall:
                 plan.out_rank[j] = len(shape)
                 for d, size in enumerate(shape):
                     plan.out_dims[j * RANK + d] = size
+            plan.n_scratch = len(self.scratch_chunks)
+            for k, (_, _, nbytes) in enumerate(self.scratch_chunks):
+                plan.scratch_bytes[k] = nbytes
             plan.n_alias = len(self.aliases)
             for a, (out, inp) in enumerate(self.aliases):
                 plan.alias_out[a] = out
@@ -300,9 +341,9 @@ class KernelCall:
                 op.n_reads, op.n_writes = len(reads), len(writes)
                 op.groups = list(groups)
                 for k, t in enumerate(addresses):
-                    op.addr_io[k], op.addr_offset[k] = _slot(t)
+                    op.addr_io[k], op.addr_offset[k] = slots_of[id(t)] if t is not None else (Tensor.PERSISTENT, 0)
                 for k, t in enumerate(reads + writes):
-                    op.span_io[k], op.span_offset[k] = _slot(t)
+                    op.span_io[k], op.span_offset[k] = slots_of[id(t)]
                     op.span_len[k] = t.nbytes
             plan.valid = 1
             s.plan_seq += 1
@@ -320,12 +361,6 @@ def _owner(kernel: KernelInstance, ptr: int):
     return next((a for a in allocators_of(kernel.device) if a.owns(ptr)), None)
 
 
-def _slot(t: Tensor | None) -> tuple[int, int]:
-    """(io code, offset) for a plan: io tensors are re-addressed on replay, persistent ones (and the
-    null address) are absolute."""
-    if t is None:
-        return Tensor.PERSISTENT, 0
-    return (t.io, t.addr) if t.io == Tensor.PERSISTENT else (t.io, 0)
 
 
 def lib_const(name: str) -> int:
@@ -520,14 +555,17 @@ def _kernel_compute(kernel_id, ctx, io):
                            "(after the driver recovers) to run again")
     waiting.limit, waiting.label = kernel.wait_limit, f"{kernel.spec.op} node {kernel.node_name!r}"
     try:
-        kernel.impl.compute(call)
-    finally:
         try:
-            call.finish_host_work()
+            kernel.impl.compute(call)
         finally:
-            waiting.limit = waiting.label = None
-    if call.replayable:
-        call.save_plan(io)
+            try:
+                call.finish_host_work()
+            finally:
+                waiting.limit = waiting.label = None
+        if call.replayable:
+            call.save_plan(io)
+    finally:
+        call.free_scratch()
 
 
 @callback("py_kernel_release")

@@ -80,6 +80,25 @@ class Allocator:
         pointer = alloc_from(self, size, what)  # (outside the lock: out of memory drains every allocator)
         self.give_back(pointer, size)
 
+    def take(self, nbytes: int, what: str) -> int:
+        """A chunk of `nbytes`, live until `free` (scratch memory of a kernel call); 0 once released."""
+        while True:
+            self.reserve(nbytes, what)
+            with self._lock:
+                if self.released:
+                    return 0
+                pointer = api.lib.vkep_alloc_cache_take(self.struct.cache, nbytes)
+            if pointer:  # (else another thread took the chunk reserved for us: again)
+                return pointer
+
+    def free(self, pointer: int) -> None:
+        """A chunk from `take` back for reuse."""
+        with self._lock:
+            if not self.released:
+                api.lib.vkep_alloc_cache_free(self.struct.cache, pointer)
+                return
+        self.pool.free(pointer)
+
     def _taken(self, take):
         ffi = api.ffi
         ptrs, sizes = ffi.new("uint64_t[256]"), ffi.new("uint64_t[256]")

@@ -85,49 +85,63 @@ static alloc_bucket* bucket_of(vkep_alloc_cache* c, uint64_t size, int create) {
     return b;
 }
 
-static void* vkep_alloc(OrtAllocator* self, size_t size) {
-    vkep_alloc_cache* c = ((vkep_allocator*)self)->cache;
-    uint64_t aligned = aligned_size(size);
-    uint64_t p = 0;
-    pthread_mutex_lock(&c->lock);
-    alloc_bucket* b = bucket_of(c, aligned, 0);
-    if (b && b->n) { p = b->ptrs[--b->n]; c->cached -= aligned; }
-    pthread_mutex_unlock(&c->lock);
-    if (!p) {
-        p = (uint64_t)(uintptr_t)py_alloc(self, aligned);
-        if (!p) return NULL;
-        pthread_mutex_lock(&c->lock);
-        c->python_allocs++;
-        pthread_mutex_unlock(&c->lock);
-    }
-    pthread_mutex_lock(&c->lock);
+static void mark_live(vkep_alloc_cache* c, uint64_t p, uint64_t aligned) {  /* (under c->lock) */
     live_put(c, p, aligned);
     c->live += aligned;
     if (c->live > c->peak) c->peak = c->live;
+}
+
+/* a cached chunk of `size` bytes, now live; 0 when none is cached (nothing enters Python) */
+uint64_t vkep_alloc_cache_take(vkep_alloc_cache* c, uint64_t size) {
+    uint64_t aligned = aligned_size(size), p = 0;
+    pthread_mutex_lock(&c->lock);
+    alloc_bucket* b = bucket_of(c, aligned, 0);
+    if (b && b->n) {
+        p = b->ptrs[--b->n];
+        c->cached -= aligned;
+        mark_live(c, p, aligned);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return p;
+}
+
+static void* vkep_alloc(OrtAllocator* self, size_t size) {
+    vkep_alloc_cache* c = ((vkep_allocator*)self)->cache;
+    uint64_t p = vkep_alloc_cache_take(c, size);
+    if (p) return (void*)(uintptr_t)p;
+    uint64_t aligned = aligned_size(size);
+    p = (uint64_t)(uintptr_t)py_alloc(self, aligned);
+    if (!p) return NULL;
+    pthread_mutex_lock(&c->lock);
+    c->python_allocs++;
+    mark_live(c, p, aligned);
     pthread_mutex_unlock(&c->lock);
     return (void*)(uintptr_t)p;
 }
 
-static void vkep_free(OrtAllocator* self, void* ptr) {
-    if (!ptr) return;
-    vkep_alloc_cache* c = ((vkep_allocator*)self)->cache;
+/* a live chunk back to the cache for reuse (or held for a graph being captured) */
+void vkep_alloc_cache_free(vkep_alloc_cache* c, uint64_t ptr) {
     pthread_mutex_lock(&c->lock);
-    uint64_t size = live_take(c, (uint64_t)(uintptr_t)ptr);
+    uint64_t size = live_take(c, ptr);
     if (size && c->holding) {
         if (c->nheld == c->heldcap) {
             c->heldcap = c->heldcap ? 2 * c->heldcap : 64;
             c->held_ptrs = realloc(c->held_ptrs, c->heldcap * sizeof(uint64_t));
             c->held_sizes = realloc(c->held_sizes, c->heldcap * sizeof(uint64_t));
         }
-        c->held_ptrs[c->nheld] = (uint64_t)(uintptr_t)ptr; c->held_sizes[c->nheld++] = size;
+        c->held_ptrs[c->nheld] = ptr; c->held_sizes[c->nheld++] = size;
         c->live -= size;
     } else if (size) {
         alloc_bucket* b = bucket_of(c, size, 1);
         if (b->n == b->cap) { b->cap = b->cap ? 2 * b->cap : 8; b->ptrs = realloc(b->ptrs, b->cap * sizeof(uint64_t)); }
-        b->ptrs[b->n++] = (uint64_t)(uintptr_t)ptr;
+        b->ptrs[b->n++] = ptr;
         c->live -= size; c->cached += size;
     }
     pthread_mutex_unlock(&c->lock);
+}
+
+static void vkep_free(OrtAllocator* self, void* ptr) {
+    if (ptr) vkep_alloc_cache_free(((vkep_allocator*)self)->cache, (uint64_t)(uintptr_t)ptr);
 }
 
 /* hands cached chunks back (to return them to the device pool); returns how many were written */

@@ -24,6 +24,8 @@ void vkep_alloc_cache_stats(vkep_alloc_cache* c, uint64_t* out);
 size_t vkep_alloc_cache_count(vkep_alloc_cache* c, uint64_t size);
 void vkep_alloc_cache_put(vkep_alloc_cache* c, uint64_t ptr, uint64_t size);
 int vkep_alloc_cache_owns(vkep_alloc_cache* c, uint64_t ptr);
+uint64_t vkep_alloc_cache_take(vkep_alloc_cache* c, uint64_t size);
+void vkep_alloc_cache_free(vkep_alloc_cache* c, uint64_t ptr);
 void vkep_alloc_cache_hold(vkep_alloc_cache* c, int on);
 size_t vkep_alloc_cache_take_held(vkep_alloc_cache* c, uint64_t* ptrs, uint64_t* sizes, size_t max);
 extern void* vkep_factory_name_fn;

@@ -207,14 +207,17 @@ typedef struct vkep_io {
 } vkep_io;
 
 typedef struct vkep_alloc_cache vkep_alloc_cache;
-#define VKEP_PLAN_OPS 4
+#define VKEP_PLAN_OPS 16  /* (a Winograd conv in several passes: 3 a pass; replay copies only the used ones) */
 #define VKEP_PLAN_SLOTS 16
 #define VKEP_PLAN_OUTPUTS 4
+#define VKEP_PLAN_SCRATCH 4
 #define VKEP_IO_CONST 1000
+#define VKEP_IO_SCRATCH 2000
 #define VKEP_PLAN_CPU_BYTES 256
 /* One recorded dispatch of a plan: push constants start with n_addr 64-bit addresses, each an io tensor's
- * address (code i >= 0: input i, -1-j: output j, VKEP_IO_CONST: the absolute address in addr_offset)
- * plus an offset; spans (reads, then writes) are addressed the same way. */
+ * address (code i >= 0: input i, -1-j: output j, VKEP_IO_SCRATCH + k: the call's scratch chunk k,
+ * VKEP_IO_CONST: the absolute address in addr_offset) plus an offset; spans (reads, then writes) are
+ * addressed the same way. */
 typedef struct vkep_plan_op {
     uint64_t pipeline;
     uint32_t push_size, n_addr, n_reads, n_writes;
@@ -238,6 +241,10 @@ typedef struct vkep_plan {
     int32_t alias_in[VKEP_PLAN_OUTPUTS];
     uint64_t out_bytes[VKEP_PLAN_OUTPUTS];
     vkep_alloc_cache* out_cache;   /* the allocator ORT gives this node's outputs from */
+    /* scratch memory: chunks of out_cache's allocator taken for the call and freed once it is recorded
+     * (the device's one stream orders their reuse, as it does for values ORT frees) */
+    int32_t n_scratch;
+    uint64_t scratch_bytes[VKEP_PLAN_SCRATCH];
     /* CPU inputs (values the kernel read on the host): bit i of cpu_mask; the plan holds while their
      * bytes equal these (cpu_len[i] bytes at cpu_offset[i] of cpu_values) */
     uint32_t cpu_mask;

@@ -1,6 +1,7 @@
 /* The plugin's C: exported entry points, the per-node Compute trampoline with its native replay, and the
  * allocator front. Everything else is Python (the modules of vkep/ort). Built by vkep/ort/_plugin_build.py. */
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #ifndef _GNU_SOURCE
@@ -112,6 +113,8 @@ OrtStatus* ep_KernelDefBuilder_AddTypeConstraint_types(OrtKernelDefBuilder* b, c
 }
 
 size_t vkep_alloc_cache_count(vkep_alloc_cache* c, uint64_t size);
+uint64_t vkep_alloc_cache_take(vkep_alloc_cache* c, uint64_t size);
+void vkep_alloc_cache_free(vkep_alloc_cache* c, uint64_t ptr);
 
 /* ---- replaying a node's plan without Python -------------------------------------------------------- */
 typedef int (*gpu_ready_t)(void* recorder, int n);
@@ -136,9 +139,11 @@ void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate, uin
 uint64_t vkep_fast_path_hits(void) { return __atomic_load_n(&g_fast_hits, __ATOMIC_RELAXED); }
 void vkep_reset_fast_path_hits(void) { __atomic_store_n(&g_fast_hits, 0, __ATOMIC_RELAXED); }
 
-static uint64_t io_address(const vkep_io* io, const uint64_t* outs, int32_t code, uint64_t offset) {
+static uint64_t io_address(const vkep_io* io, const uint64_t* outs, const uint64_t* scratch, int32_t code,
+                           uint64_t offset) {
     if (code == VKEP_IO_CONST) return offset;
-    uint64_t base = code >= 0 ? io->ptrs[code] : outs[-1 - code];
+    uint64_t base = code >= VKEP_IO_SCRATCH ? scratch[code - VKEP_IO_SCRATCH] : code >= 0 ? io->ptrs[code]
+                                                                                     : outs[-1 - code];
     return g_translate(base) + offset;
 }
 
@@ -151,7 +156,9 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
     if (!g_dispatch) return 0;
     uint32_t seq = __atomic_load_n(&k->plan_seq, __ATOMIC_ACQUIRE);
     if ((seq & 1) || !k->plan.valid) return 0;
-    memcpy(&p, &k->plan, sizeof p);
+    memcpy(&p, &k->plan, offsetof(vkep_plan, ops));  /* (the ops it uses only: most nodes have one) */
+    if ((uint32_t)p.n_ops > VKEP_PLAN_OPS) return 0;
+    memcpy(p.ops, k->plan.ops, (size_t)p.n_ops * sizeof(vkep_plan_op));
     if (__atomic_load_n(&k->plan_seq, __ATOMIC_ACQUIRE) != seq) return 0;  /* being rewritten */
     if (p.n_inputs != io->n_inputs) return 0;
     for (int i = 0; i < io->n_inputs; i++) {
@@ -178,16 +185,9 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
     return handled;
 }
 
-static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep_io* io,
-                              OrtStatus** status) {
-    int ready = g_ready(rec, p->n_ops);  /* (may submit a full batch and open the next: vkep_roll) */
-    if (ready < 0) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "vkep: submitting a full batch of commands failed (VkResult %d)", ready);
-        *status = ort_CreateStatus(1, msg);
-        return 1;
-    }
-    if (!ready) return 0;
+/* the outputs and the dispatches of a plan whose stream and scratch memory are ready */
+static int replay_ops(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep_io* io,
+                      const uint64_t* scratch, OrtStatus** status) {
     /* only when each output's allocation is certain to succeed (an aliased output allocates nothing) */
     for (int j = 0; j < p->n_outputs; j++) {
         int aliased = 0;
@@ -211,17 +211,38 @@ static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, co
         vkep_plan_op* op = &p->ops[o];
         uint64_t spans[2 * VKEP_PLAN_SLOTS];
         for (uint32_t a = 0; a < op->n_addr; a++) {
-            uint64_t addr = io_address(io, outs, op->addr_io[a], op->addr_offset[a]);
+            uint64_t addr = io_address(io, outs, scratch, op->addr_io[a], op->addr_offset[a]);
             memcpy(op->push + 8 * a, &addr, 8);
         }
         for (uint32_t sp = 0; sp < op->n_reads + op->n_writes; sp++) {
-            spans[2 * sp] = io_address(io, outs, op->span_io[sp], op->span_offset[sp]);
+            spans[2 * sp] = io_address(io, outs, scratch, op->span_io[sp], op->span_offset[sp]);
             spans[2 * sp + 1] = spans[2 * sp] + op->span_len[sp];
         }
         g_dispatch(rec, op->pipeline, (const char*)op->push, op->push_size, op->groups[0], op->groups[1],
                    op->groups[2], (const char*)spans, (int)op->n_reads, (int)op->n_writes);
     }
     return 1;
+}
+
+static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep_io* io,
+                              OrtStatus** status) {
+    int ready = g_ready(rec, p->n_ops);  /* (may submit a full batch and open the next: vkep_roll) */
+    if (ready < 0) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "vkep: submitting a full batch of commands failed (VkResult %d)", ready);
+        *status = ort_CreateStatus(1, msg);
+        return 1;
+    }
+    if (!ready) return 0;
+    /* scratch chunks from the cache (missing ones send the node to Python, which allocates them) */
+    uint64_t scratch[VKEP_PLAN_SCRATCH];
+    int taken = 0;
+    if (p->n_scratch && !p->out_cache) return 0;
+    while (taken < p->n_scratch && (scratch[taken] = vkep_alloc_cache_take(p->out_cache, p->scratch_bytes[taken])))
+        taken++;
+    int handled = taken == p->n_scratch && replay_ops(p, rec, ctx, io, scratch, status);
+    for (int k = 0; k < taken; k++) vkep_alloc_cache_free(p->out_cache, scratch[k]);  /* recorded: reusable */
+    return handled;
 }
 
 /* ---- the per-node Compute trampoline ---------------------------------------------------------- */
