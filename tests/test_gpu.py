@@ -89,7 +89,7 @@ def test_barriers_only_on_real_hazards(dev):
 def test_host_memory_is_read_and_written_in_place(dev):
     """Host arrays vkep does not own, at addresses off the import alignment, used by a shader in place:
     the result appears in the host's own array, and nothing is copied."""
-    from vkep.gpu.interop import InPlace
+    from vkep.gpu.external import InPlace
 
     if not dev.host_import_alignment:
         pytest.skip("the device cannot import host memory")

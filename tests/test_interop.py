@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from vkep.gpu import device as gpu_device
-from vkep.gpu import interop
+from vkep.gpu import external
 from vkep.gpu.stream import pack_spans
 from vkep.kernels.base import grid_1d
 from vkep.kernels.elementwise import WORKGROUP
@@ -21,7 +21,7 @@ PRODUCER = textwrap.dedent("""
     import socket, sys
     import numpy as np
     from vkep.gpu import device, transfer
-    from vkep.gpu.interop import ExportableMemory
+    from vkep.gpu.external import ExportableMemory
     dev = device.open_device(0)
     shared = ExportableMemory(dev, 4096)
     data = np.arange(256, dtype=np.float32)
@@ -47,15 +47,15 @@ def dev():
 def test_capabilities_follow_the_device(dev):
     info = dev.info
     # Linux: the fd types are the only candidates; whatever the device says is what vkep says
-    assert interop.can_import_memory(info, "opaque_fd") == bool(
-        interop.lib.vkep_external_memory_features(info.handle, interop.MEMORY_HANDLE_TYPES["opaque_fd"])
-        & interop.lib.VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT)
-    assert not interop.can_import_memory(info, "d3d12_resource")
-    assert not interop.can_import_memory(info, "no_such_type")
+    assert external.can_import_memory(info, "opaque_fd") == bool(
+        external.lib.vkep_external_memory_features(info.handle, external.MEMORY_HANDLE_TYPES["opaque_fd"])
+        & external.lib.VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT)
+    assert not external.can_import_memory(info, "d3d12_resource")
+    assert not external.can_import_memory(info, "no_such_type")
 
 
 def test_memory_from_another_process_is_read_and_written_in_place(dev, tmp_path):
-    if not interop.can_import_memory(dev.info, "opaque_fd"):
+    if not external.can_import_memory(dev.info, "opaque_fd"):
         pytest.skip(f"{dev.info.name} cannot import opaque-fd memory")
     path = str(tmp_path / "share.sock")
     server = socket.socket(socket.AF_UNIX)
@@ -67,7 +67,7 @@ def test_memory_from_another_process_is_read_and_written_in_place(dev, tmp_path)
         server.settimeout(120)
         conn, _ = server.accept()
         _, fds, _, _ = socket.recv_fds(conn, 1, 1)
-        imported = interop.ImportedMemory(dev, "opaque_fd", fds[0], 4096)
+        imported = external.ImportedMemory(dev, "opaque_fd", fds[0], 4096)
         # y = x + x, with x the producer's bytes 0..1023 and y its bytes 1024..2047: no copy either way
         x, y, n = imported.address, imported.address + 1024, 256
         pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, (0,))
@@ -88,22 +88,22 @@ def test_memory_from_another_process_is_read_and_written_in_place(dev, tmp_path)
 
 
 def test_bad_imports_are_clear_errors(dev):
-    if not interop.can_import_memory(dev.info, "opaque_fd"):
+    if not external.can_import_memory(dev.info, "opaque_fd"):
         pytest.skip(f"{dev.info.name} cannot import opaque-fd memory")
-    with pytest.raises(interop.InteropError, match="not an open file descriptor"):
-        interop.ImportedMemory(dev, "opaque_fd", 987654, 4096)
-    shared = interop.ExportableMemory(dev, 4096)
+    with pytest.raises(external.InteropError, match="not an open file descriptor"):
+        external.ImportedMemory(dev, "opaque_fd", 987654, 4096)
+    shared = external.ExportableMemory(dev, 4096)
     fd = shared.export_fd()
     try:
-        with pytest.raises(interop.InteropError, match="outside an allocation"):
-            interop.ImportedMemory(dev, "opaque_fd", fd, 4096, offset=4096)
-        with pytest.raises(interop.InteropError, match="cannot import d3d12_heap"):
-            interop.ImportedMemory(dev, "d3d12_heap", 1234, 4096)
-        imported = interop.ImportedMemory(dev, "opaque_fd", fd, 4096, offset=512)
+        with pytest.raises(external.InteropError, match="outside an allocation"):
+            external.ImportedMemory(dev, "opaque_fd", fd, 4096, offset=4096)
+        with pytest.raises(external.InteropError, match="cannot import d3d12_heap"):
+            external.ImportedMemory(dev, "d3d12_heap", 1234, 4096)
+        imported = external.ImportedMemory(dev, "opaque_fd", fd, 4096, offset=512)
         assert imported.address == imported.block.device_address + 512
         assert dev.memory.resolve(imported.address)[0] is imported.block
         imported.release()
-        with pytest.raises(interop.InteropError, match="released twice"):
+        with pytest.raises(external.InteropError, match="released twice"):
             imported.release()
         with pytest.raises(ValueError, match="not vkep memory"):
             dev.memory.resolve(imported.address)
@@ -113,10 +113,10 @@ def test_bad_imports_are_clear_errors(dev):
 
 def test_external_timeline_semaphores_where_supported(dev):
     """A stream waits on the GPU for another API's semaphore and signals it when its work is done."""
-    if not interop.can_import_semaphore(dev.info, "opaque_fd"):
+    if not external.can_import_semaphore(dev.info, "opaque_fd"):
         pytest.skip(f"{dev.info.name} ({dev.info.driver_name}) exports and imports no timeline semaphores")
-    producer = interop.ExportableSemaphore(dev)
-    imported = interop.ImportedSemaphore(dev, "opaque_fd", producer.export_fd())
+    producer = external.ExportableSemaphore(dev)
+    imported = external.ImportedSemaphore(dev, "opaque_fd", producer.export_fd())
     try:
         pool = dev.memory.device_pool
         x, y, n = pool.alloc(1024), pool.alloc(1024), 256
@@ -188,7 +188,7 @@ CONSUMER = textwrap.dedent("""
 
 def test_ort_interop_api_imports_memory_with_no_copy(tmp_path):
     """Through ORT's own C interop API (vkep.interop), as a C application would do it."""
-    if not interop.can_import_memory(gpu_device.open_device(0).info, "opaque_fd"):
+    if not external.can_import_memory(gpu_device.open_device(0).info, "opaque_fd"):
         pytest.skip("no opaque-fd memory import on this device")
     result = subprocess.run([sys.executable, "-c", CONSUMER, str(tmp_path / "s.sock"), PRODUCER],
                             capture_output=True, text=True, timeout=300, env={**os.environ})
@@ -209,24 +209,22 @@ def test_ort_interop_api_imports_memory_with_no_copy(tmp_path):
 @pytest.mark.parametrize("ort_type,kind", [(0, "d3d12_resource"), (1, "d3d12_heap"), (2, "opaque_win32"),
                                            (3, "opaque_fd")])
 def test_memory_descriptor_translation(ep_devices, ort_type, kind):
-    from vkep.ort import api
-    from vkep.ort import interop as ort_interop
+    from vkep.ort import api, importer
 
     desc = api.ffi.new("OrtExternalMemoryDescriptor*", {"version": 24, "handle_type": ort_type,
                                                         "native_handle": api.ffi.cast("void*", 0x1234),
                                                         "size_bytes": 4096, "offset_bytes": 256})
-    assert ort_interop.translate_memory(desc) == (kind, 0x1234, 4096, 256)
-    assert interop.MEMORY_HANDLE_TYPES[kind]  # each maps to a Vulkan handle type bit
+    assert importer.translate_memory(desc) == (kind, 0x1234, 4096, 256)
+    assert external.MEMORY_HANDLE_TYPES[kind]  # each maps to a Vulkan handle type bit
 
 
 @pytest.mark.parametrize("ort_type,kind", [(0, "d3d12_fence"), (1, "opaque_win32"), (2, "opaque_fd")])
 def test_semaphore_descriptor_translation(ep_devices, ort_type, kind):
-    from vkep.ort import api
-    from vkep.ort import interop as ort_interop
+    from vkep.ort import api, importer
 
     desc = api.ffi.new("OrtExternalSemaphoreDescriptor*", {"version": 24, "type": ort_type,
                                                            "native_handle": api.ffi.cast("void*", 77)})
-    assert ort_interop.translate_semaphore(desc) == (kind, 77)
-    assert interop.SEMAPHORE_HANDLE_TYPES[kind]
+    assert importer.translate_semaphore(desc) == (kind, 77)
+    assert external.SEMAPHORE_HANDLE_TYPES[kind]
     with pytest.raises(api.OrtError, match="unknown external semaphore type"):
-        ort_interop.translate_semaphore(api.ffi.new("OrtExternalSemaphoreDescriptor*", {"type": 9}))
+        importer.translate_semaphore(api.ffi.new("OrtExternalSemaphoreDescriptor*", {"type": 9}))

@@ -270,7 +270,7 @@ class Device:
         # vkQueueSubmit needs external synchronisation: one mutex, taken in C around every submit (recorder.c),
         # Python's flushes and the native path's alike
         self.queue_mutex = lib.vkep_queue_mutex_new()
-        # host memory the device can read in place (0: it cannot; see interop.HostMemoryImport)
+        # host memory the device can read in place (0: it cannot; see external.HostMemoryImport)
         self.host_import_alignment = (lib.vkep_host_import_alignment(info.handle)
                                       if HOST_IMPORT_EXTENSION.encode() in [ffi.string(e) for e in self._ext_names]
                                       else 0)

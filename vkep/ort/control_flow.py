@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from vkep.gpu import transfer
-from vkep.gpu.interop import InPlace
+from vkep.gpu.external import InPlace
 from vkep.kernels import manifest
 from vkep.kernels.base import ITEMSIZE, Tensor, encode_dispatch, implementation, variant
 from vkep.ort import api

@@ -329,7 +329,7 @@ def _create_stream(this, memory_device, options, out):
 
 @status_callback("py_factory_create_importer")
 def _create_importer(this, ep_device, out):
-    from vkep.ort.interop import create_importer
+    from vkep.ort.importer import create_importer
 
     device = factory_of(this).ep_devices.get(api.address(ep_device))
     if device is None:

@@ -10,7 +10,7 @@ import threading
 import numpy as np
 
 from vkep.gpu import hazards, transfer
-from vkep.gpu.interop import InPlace
+from vkep.gpu.external import InPlace
 from vkep.gpu.stream import WaitLimitExceeded, waiting
 from vkep.kernels.base import (
     ITEMSIZE,
@@ -144,7 +144,7 @@ class KernelCall:
         return Tensor(addr, tuple(shape), dtype, -1 - index)
 
     def in_place(self, pointer: int, nbytes: int, stream=None) -> int:
-        """The device address of host memory ORT handed over as it is (see gpu.interop.InPlace)."""
+        """The device address of host memory ORT handed over as it is (see gpu.external.InPlace)."""
         if self.host is None:
             self.host = InPlace(self.kernel.gpu)
         return self.host.address(pointer, nbytes, stream)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from vkep.gpu import transfer
-from vkep.gpu.interop import HostMemoryImport
+from vkep.gpu.external import HostMemoryImport
 from vkep.kernels.base import Tensor
 from vkep.ort import api
 from vkep.ort.api import status_callback

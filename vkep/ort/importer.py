@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 
-from vkep.gpu import interop as gpu_interop
+from vkep.gpu import external
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.memory import stream_of
@@ -26,8 +26,8 @@ MEMORY_KINDS = {0: "d3d12_resource", 1: "d3d12_heap", 2: "opaque_win32", 3: "opa
 SEMAPHORE_KINDS = {0: "d3d12_fence", 1: "opaque_win32", 2: "opaque_fd"}
 
 IMPORTERS: dict[int, object] = {}  # importer struct address → VulkanDevice
-MEMORY: dict[int, gpu_interop.ImportedMemory] = {}  # handle id → import
-SEMAPHORES: dict[int, gpu_interop.ImportedSemaphore] = {}
+MEMORY: dict[int, external.ImportedMemory] = {}  # handle id → import
+SEMAPHORES: dict[int, external.ImportedSemaphore] = {}
 _ids = itertools.count(1)
 
 
@@ -74,16 +74,16 @@ def _device(this):
 @callback("py_importer_can_import_memory")
 def _can_import_memory(this, handle_type):
     kind = MEMORY_KINDS.get(handle_type)
-    return kind is not None and gpu_interop.can_import_memory(_device(this).info, kind)
+    return kind is not None and external.can_import_memory(_device(this).info, kind)
 
 
 @callback("py_importer_can_import_semaphore")
 def _can_import_semaphore(this, kind_code):
     kind = SEMAPHORE_KINDS.get(kind_code)
-    return kind is not None and gpu_interop.can_import_semaphore(_device(this).info, kind)
+    return kind is not None and external.can_import_semaphore(_device(this).info, kind)
 
 
-def _fail(exc: gpu_interop.InteropError):
+def _fail(exc: external.InteropError):
     raise api.OrtError(str(exc), api.ORT_INVALID_ARGUMENT) from None
 
 
@@ -103,7 +103,7 @@ def _release(kind: str, handle, registry: dict) -> None:
     # The small handle struct itself is kept (not freed) so that a second release is reported, not a crash.
     imported = registry.pop(api.ffi.cast(f"vkep_{kind}_handle*", handle).id, None)
     if imported is None:
-        raise gpu_interop.InteropError(f"external {kind} handle released twice")
+        raise external.InteropError(f"external {kind} handle released twice")
     imported.release()
 
 
@@ -112,8 +112,8 @@ def _import_memory(this, desc, out):
     device, ep_device = IMPORTERS[api.address(this)]
     kind, handle, size, offset = translate_memory(desc)
     try:
-        imported = gpu_interop.ImportedMemory(device.gpu, kind, handle, size, offset)
-    except gpu_interop.InteropError as exc:
+        imported = external.ImportedMemory(device.gpu, kind, handle, size, offset)
+    except external.InteropError as exc:
         _fail(exc)
     out[0] = api.ffi.cast("OrtExternalMemoryHandle*", _handle("memory", ep_device, desc, imported, MEMORY))
 
@@ -167,8 +167,8 @@ def _import_semaphore(this, desc, out):
     device, ep_device = IMPORTERS[api.address(this)]
     kind, handle = translate_semaphore(desc)
     try:
-        imported = gpu_interop.ImportedSemaphore(device.gpu, kind, handle)
-    except gpu_interop.InteropError as exc:
+        imported = external.ImportedSemaphore(device.gpu, kind, handle)
+    except external.InteropError as exc:
         _fail(exc)
     out[0] = api.ffi.cast("OrtExternalSemaphoreHandle*", _handle("semaphore", ep_device, desc, imported, SEMAPHORES))
 

@@ -1,4 +1,5 @@
-"""External GPU memory and timeline semaphores, imported into a vkep device.
+"""External GPU memory and timeline semaphores imported into a vkep device, and host memory the device uses
+in place (the gpu layer of interop: ORT's importer is vkep/ort/importer.py, the Python API vkep/interop.py).
 
 Imported memory becomes one VkBuffer with a device address, registered in the device's span table,
 so a tensor placed in it is read and written by kernels like any vkep tensor (no copy). What can be
