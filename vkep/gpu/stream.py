@@ -23,6 +23,11 @@ class WaitLimitExceeded(TimeoutError):
     """The work did not complete within the limit the application set (a provider option)."""
 
 
+class GridTooLarge(ValueError):
+    """A dispatch wider than the device allows, of a shader that cannot be recorded in pieces (a kernel that
+    should have declined the node)."""
+
+
 class IndexOutOfRange(IndexError):
     """A shader met an index out of range (it clamped it); the run fails as on ORT's CPU EP."""
 
@@ -58,6 +63,8 @@ class Stream:
         rec.layout = device.pipelines.layout
         rec.timeline = self.timeline
         rec.batch_limit = BATCH_COMMANDS
+        self.max_groups = device.info.max_workgroup_count
+        rec.max_groups = list(self.max_groups)
         rec.queue_mutex = device.queue_mutex
         lib.vkep_recorder_init(rec)
         self.rec = rec
@@ -112,7 +119,11 @@ class Stream:
 
     def dispatch(self, pipeline, push: bytes, groups: tuple[int, int, int], spans: bytes, nreads: int,
                  nwrites: int) -> None:
-        """Record one dispatch. `spans` packs (lo, hi) address ranges: the reads, then the writes."""
+        """Record one dispatch. `spans` packs (lo, hi) address ranges: the reads, then the writes. A grid past
+        the device's workgroup-count limit is recorded in pieces when the shader reads the group base."""
+        if any(g > m for g, m in zip(groups, self.max_groups)) and not self.device.pipelines.splits(pipeline):
+            raise GridTooLarge(f"vkep: a grid of {groups} workgroups is past the device's limit {self.max_groups} "
+                               "and its shader cannot be split (it does not read GROUP_BASE, common.glsl)")
         with self.lock:
             if not self.rec.recording:
                 self._open()
