@@ -300,6 +300,7 @@ class Device:
 
         self.transfer_stats = TransferStats()
         self.retired_commands = 0  # recorded by streams since destroyed
+        self.retired_pieces = 0  # (their dispatch pieces, vkep.stats)
 
     @staticmethod
     def _wanted_extensions(info: PhysicalDeviceInfo) -> list[str]:

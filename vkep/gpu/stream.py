@@ -121,7 +121,7 @@ class Stream:
                  nwrites: int) -> None:
         """Record one dispatch. `spans` packs (lo, hi) address ranges: the reads, then the writes. A grid past
         the device's workgroup-count limit is recorded in pieces when the shader reads the group base."""
-        if any(g > m for g, m in zip(groups, self.max_groups)) and not self.device.pipelines.splits(pipeline):
+        if any(g > m for g, m in zip(groups, self.max_groups, strict=True)) and not self.device.pipelines.splits(pipeline):
             raise GridTooLarge(f"vkep: a grid of {groups} workgroups is past the device's limit {self.max_groups} "
                                "and its shader cannot be split (it does not read GROUP_BASE, common.glsl)")
         with self.lock:
@@ -282,6 +282,7 @@ class Stream:
                     pass  # the stream goes: nothing runs on to be failed
             dev = self.device.handle
             self.device.retired_commands += self.rec.total_commands
+            self.device.retired_pieces += self.rec.pieces
             lib.vkDestroyCommandPool(dev, self.pool, ffi.NULL)
             lib.vkDestroySemaphore(dev, self.timeline, ffi.NULL)
             lib.vkep_recorder_destroy(self.rec)

@@ -23,6 +23,7 @@ typedef struct vkep_recorder {
     uint32_t max_groups[3];  /* the device's maxComputeWorkGroupCount (or a lower test limit) */
     VkPipeline bound;
     uint32_t base_zero;  /* the push constants' group base holds zeros (set since the command buffer began) */
+    uint64_t pieces;  /* dispatches recorded for grids past max_groups (vkep.stats: dispatch_pieces) */
     pthread_mutex_t mutex;  /* recursive: Python and the native replay path may record on one stream */
     int n_ext_wait, n_ext_signal;  /* external timeline semaphores joined to the next submit */
     VkSemaphore ext_wait[VKEP_MAX_EXTERNAL], ext_signal[VKEP_MAX_EXTERNAL];
@@ -130,6 +131,7 @@ static int vkep_dispatch_pieces(vkep_recorder* r, uint32_t push_size, uint32_t g
         for (uint64_t y = 0; y < gy; y += m[1])
             for (uint64_t x = 0; x < gx; x += m[0]) {
                 vkep_push_group_base(r, (uint32_t)x, (uint32_t)y, (uint32_t)z);
+                r->pieces++;
                 vkCmdDispatch(r->cmd, (uint32_t)(gx - x < m[0] ? gx - x : m[0]),
                               (uint32_t)(gy - y < m[1] ? gy - y : m[1]), (uint32_t)(gz - z < m[2] ? gz - z : m[2]));
             }
