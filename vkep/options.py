@@ -194,8 +194,8 @@ ENV_VARS = [
     Setting("VKEP_MAX_WORKGROUP_COUNT", COUNT, "",
             "a lower cap on the workgroups of one dispatch in each dimension than the device's "
             "maxComputeWorkGroupCount: wider grids are recorded as several dispatches (docs/design.md, \"Threads, "
-            "limits and numbers at the edges\"); for testing that split cheaply. Kernels whose shaders cannot be "
-            "split (MatMul, Conv, Winograd) fail the run past it", PROCESS, "the device's"),
+            "limits and numbers at the edges\"); for testing that split cheaply. A dispatch past it of a shader that "
+            "cannot be split (MatMul, Conv, Transpose, Concat, Where, ...: the design doc lists them) fails the run", PROCESS, "the device's"),
     Setting("VKEP_TRACE_CALLBACKS", FLAG, "0",
             "`1` writes the name of every ORT callback vkep enters to stderr (debugging the plugin ABI)",
             PROCESS, "off"),
