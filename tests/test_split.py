@@ -13,6 +13,8 @@ import textwrap
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from vkep import runner
+
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 MS = "com.microsoft"
 
@@ -33,17 +35,19 @@ def _many_ops() -> bytes:
         helper.make_node("CumSum", ["xn", "axis"], ["cumsum"]),
         helper.make_node("ArgMax", ["xn"], ["argmax"], axis=3),
         helper.make_node("Resize", ["xn", "", "scales"], ["resize"], mode="linear"),
+        helper.make_node("ConvTranspose", ["xn", "ct_w"], ["convtranspose"], strides=[1, 2]),
         helper.make_node("Reshape", ["xn", "rows"], ["xr"]),
         # 8-row groups of the LANES mode: 96 rows are 12 groups in y
         helper.make_node("MatMulNBits", ["xr", "b", "bscales"], ["nbits"], domain=MS, K=50, N=32, bits=4,
                          block_size=16),
     ]
-    outputs = ["softmax", "reduce", "pool", "gather", "norm", "cumsum", "argmax", "resize", "nbits"]
+    outputs = ["softmax", "reduce", "pool", "gather", "norm", "cumsum", "argmax", "resize", "convtranspose", "nbits"]
     inits = [numpy_helper.from_array(np.array([0, 3, 7, 49], np.int64), "idx"),
              numpy_helper.from_array(np.linspace(0.5, 2, 50).astype(np.float32), "scale"),
              numpy_helper.from_array(np.array(2, np.int64), "axis"),
              numpy_helper.from_array(np.array([1, 1, 1.5, 0.5], np.float32), "scales"),
              numpy_helper.from_array(np.array([-1, 50], np.int64), "rows"),
+             numpy_helper.from_array(rng.standard_normal((3, 2, 1, 2)).astype(np.float32), "ct_w"),
              numpy_helper.from_array(rng.integers(0, 256, (32, 4, 8), dtype=np.uint8), "b"),
              numpy_helper.from_array(rng.uniform(0.01, 0.1, 32 * 4).astype(np.float32), "bscales")]
     graph = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("x", F, [2, 3, 16, 50])],
@@ -117,3 +121,18 @@ def test_a_shader_that_cannot_split_fails_cleanly():
     message = _child(code)
     assert "cannot be split" in message, message
 
+
+
+def test_conv_transpose_past_65535_batches(ep_devices):
+    """At the device's own limit (65,535 on lavapipe): 65,537 batches of a 1x1 ConvTranspose are a grid of
+    65,537 in z, recorded as two pieces (the kernel declined it before the split)."""
+    batch = 65537
+    w = numpy_helper.from_array(np.array([[[[0.5, -1.0]]]], np.float32), "w")
+    graph = helper.make_graph([helper.make_node("ConvTranspose", ["x", "w"], ["y"])], "ct",
+                              [helper.make_tensor_value_info("x", F, [batch, 1, 1, 1])],
+                              [helper.make_tensor_value_info("y", F, None)], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.random.default_rng(3).standard_normal([batch, 1, 1, 1]).astype(np.float32)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])
