@@ -136,3 +136,18 @@ def test_conv_transpose_past_65535_batches(ep_devices):
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
     np.testing.assert_array_equal(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])
+
+
+def test_splittable_shaders_read_ids_only_through_the_group_base():
+    """A shader that declares GROUP_BASE is split past the limit: a built-in id or count left in it would
+    be a piece's, not the grid's (common.glsl). Its SPIR-V carries the marker the pipeline cache looks for."""
+    from vkep.gpu import pipeline, shaders
+
+    splittable = [p for p in sorted(shaders.SHADER_DIR.glob("*.comp")) if "GROUP_BASE;" in p.read_text()]
+    assert len(splittable) >= 23
+    for path in splittable:
+        text = path.read_text()
+        for builtin in ("gl_WorkGroupID", "gl_GlobalInvocationID", "gl_NumWorkGroups", "flat_index("):
+            assert builtin not in text, f"{path.name} reads {builtin}"
+    assert pipeline.reads_group_base(shaders.compile_shader("unary.comp", {"DTYPE": 0})[1])
+    assert not pipeline.reads_group_base(shaders.compile_shader("matmul.comp", {"DTYPE": 0})[1])
