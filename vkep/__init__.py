@@ -77,9 +77,11 @@ def stats() -> dict:
         with dev.streams_lock:
             commands = dev.retired_commands + sum(s.commands for s in dev.streams)
             rolled = sum(s.rec.rolls for s in dev.streams)  # full batches the native replay submitted
+            # dispatches recorded for grids past the device's workgroup-count limit (recorder.c)
+            pieces = dev.retired_pieces + sum(s.rec.pieces for s in dev.streams)
             submits = rolled + sum(s.submits for s in dev.streams)
         entry = {"device": dev.info.name, **dev.transfer_stats.as_dict(), **dev.memory.stats(),
-                 "commands_recorded": commands, "submits": submits, "submits_native": rolled,
+                 "commands_recorded": commands, "dispatch_pieces": pieces, "submits": submits, "submits_native": rolled,
                  "prepacked_bytes": dev.weights.packed_bytes,
                  "pipelines_built": dev.pipelines.built, "pipelines_warmed": dev.pipelines.warmed,
                  "pipelines_warming": dev.pipelines.warming}
@@ -103,10 +105,10 @@ def reset_stats() -> None:
 
     for dev in list(device._devices.values()):
         dev.transfer_stats = TransferStats()
-        dev.retired_commands = 0
+        dev.retired_commands = dev.retired_pieces = 0
         with dev.streams_lock:
             for stream in dev.streams:
-                stream.rec.total_commands = stream.rec.rolls = stream.submits = 0
+                stream.rec.total_commands = stream.rec.rolls = stream.rec.pieces = stream.submits = 0
         for pool in (dev.memory.device_pool, dev.memory.host_pool):
             pool.peak = pool.live
     plugin, kernel = sys.modules.get("vkep.ort.api"), sys.modules.get("vkep.ort.kernel")

@@ -89,8 +89,16 @@ def _paths(text: str) -> list[Path]:
     return [Path(p) for p in text.split(os.pathsep) if p]
 
 
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError
+    return value
+
+
 FLAG = Parser("1, 0, true, false, yes, no, on or off", _flag)
 SWITCH = Parser("'auto', or 1, 0, true, false, yes, no, on or off", _switch)
+COUNT = Parser("an integer >= 1", _count)
 MEGABYTES = Parser("a number of MiB >= 0 (0: no cap)", _megabytes)
 SECONDS = Parser("a number of seconds above 0, or 'none'", _seconds)
 TEXT = Parser("a non-empty string", _text)
@@ -183,6 +191,11 @@ ENV_VARS = [
     Setting("VKEP_DEBUG_HAZARDS", FLAG, "0",
             "`1` checks every host access to vkep memory against recorded GPU work that has not completed, and "
             "fails on a conflict (native replay off; slow: for debugging, see docs/design.md)", PROCESS, "off"),
+    Setting("VKEP_MAX_WORKGROUP_COUNT", COUNT, "",
+            "a lower cap on the workgroups of one dispatch in each dimension than the device's "
+            "maxComputeWorkGroupCount: wider grids are recorded as several dispatches (docs/design.md, \"Threads, "
+            "limits and numbers at the edges\"); for testing that split cheaply. A dispatch past it of a shader that "
+            "cannot be split (MatMul, Conv, Transpose, Concat, Where, ...: the design doc lists them) fails the run", PROCESS, "the device's"),
     Setting("VKEP_TRACE_CALLBACKS", FLAG, "0",
             "`1` writes the name of every ORT callback vkep enters to stderr (debugging the plugin ABI)",
             PROCESS, "off"),

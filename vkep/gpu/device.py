@@ -155,6 +155,13 @@ def _device_extensions(handle) -> set[str]:
     return {cstr(props[i].extensionName) for i in range(count[0])}
 
 
+def workgroup_count_limit(device: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The workgroups one dispatch may have in each dimension: the device's maxComputeWorkGroupCount, or
+    VKEP_MAX_WORKGROUP_COUNT where that is lower (wider grids are split: gpu/native/recorder.c)."""
+    cap = options.env("VKEP_MAX_WORKGROUP_COUNT")
+    return device if cap is None else tuple(min(n, cap) for n in device)
+
+
 def _describe(index: int, handle) -> PhysicalDeviceInfo:
     ids = new("VkPhysicalDeviceIDProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES)
     driver = new("VkPhysicalDeviceDriverProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
@@ -207,7 +214,7 @@ def _describe(index: int, handle) -> PhysicalDeviceInfo:
         pipeline_cache_uuid=bytes(ffi.buffer(p.pipelineCacheUUID, 16)), subgroup_size=subgroup.subgroupSize,
         max_push_constants=p.limits.maxPushConstantsSize, max_shared_memory=p.limits.maxComputeSharedMemorySize,
         max_workgroup_invocations=p.limits.maxComputeWorkGroupInvocations,
-        max_workgroup_count=tuple(p.limits.maxComputeWorkGroupCount), unified_memory=unified,
+        max_workgroup_count=workgroup_count_limit(tuple(p.limits.maxComputeWorkGroupCount)), unified_memory=unified,
         memory_types=types, heap_sizes=heaps, features=features, compute_queue_family=family,
     )
     if not api_ok:
@@ -293,6 +300,7 @@ class Device:
 
         self.transfer_stats = TransferStats()
         self.retired_commands = 0  # recorded by streams since destroyed
+        self.retired_pieces = 0  # (their dispatch pieces, vkep.stats)
 
     @staticmethod
     def _wanted_extensions(info: PhysicalDeviceInfo) -> list[str]:

@@ -16,6 +16,15 @@ from vkep.gpu.vk import check, ffi, lib, new
 from vkep.resources import cache_dir
 
 PUSH_CONSTANT_BYTES = 128
+# A shader whose push block declares common.glsl's GROUP_BASE (this member name, at byte 116) reads its
+# workgroup ids through it, so a grid past the device's limit can be recorded in pieces (recorder.c)
+GROUP_BASE_MEMBER = b"vkep_group_base\0"
+
+
+def reads_group_base(spirv: bytes) -> bool:
+    """Whether the SPIR-V names the group-base push constant (OpMemberName; SPIR-V stripped of names
+    counts as not splittable, the safe side)."""
+    return GROUP_BASE_MEMBER in spirv
 
 
 def cache_data_fits(data: bytes, vendor_id: int, device_id: int, uuid: bytes) -> bool:
@@ -36,6 +45,7 @@ class PipelineCache:
         self._pipelines: dict[tuple, object] = {}
         self._building: dict[tuple, threading.Lock] = {}  # pipelines being built, each held by its builder
         self._modules: dict[str, object] = {}
+        self._splittable: set[int] = set()  # pipelines whose shader reads the group base (see splits)
         self._keep = []
         self.built = 0  # pipelines created (vkep.stats: a cold start's progress)
         self.warmed = 0  # of those, compiled before a session's first run (vkep.ort.warmup)
@@ -150,7 +160,14 @@ class PipelineCache:
         with self._lock:
             self._dirty = True
             self.built += 1
+            if reads_group_base(code):
+                self._splittable.add(int(ffi.cast("uintptr_t", out[0])))
         return out[0]
+
+    def splits(self, pipeline) -> bool:
+        """Whether a grid past the device's workgroup-count limit may be recorded in pieces for this
+        pipeline (its shader adds the piece's group base to gl_WorkGroupID)."""
+        return int(ffi.cast("uintptr_t", pipeline)) in self._splittable
 
     def save(self) -> None:
         if not self._dirty:

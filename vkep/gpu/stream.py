@@ -23,6 +23,11 @@ class WaitLimitExceeded(TimeoutError):
     """The work did not complete within the limit the application set (a provider option)."""
 
 
+class GridTooLarge(ValueError):
+    """A dispatch wider than the device allows, of a shader that cannot be recorded in pieces (a kernel that
+    should have declined the node)."""
+
+
 class IndexOutOfRange(IndexError):
     """A shader met an index out of range (it clamped it); the run fails as on ORT's CPU EP."""
 
@@ -33,6 +38,7 @@ WAIT_SLICE_NS = 100 * 10**6
 # still one submit per batch, never one per node. Natively replayed nodes submit a full batch themselves
 # (recorder.c vkep_roll) into one of up to SPARE_COMMAND_BUFFERS command buffers kept ready here.
 BATCH_COMMANDS = 64
+GROUP_BASE_OFFSET = 116  # (recorder.c VKEP_GROUP_BASE_OFFSET, common.glsl GROUP_BASE)
 SPARE_COMMAND_BUFFERS = 8  # (at most recorder.c VKEP_SPARE)
 
 
@@ -58,6 +64,8 @@ class Stream:
         rec.layout = device.pipelines.layout
         rec.timeline = self.timeline
         rec.batch_limit = BATCH_COMMANDS
+        self.max_groups = device.info.max_workgroup_count
+        rec.max_groups = list(self.max_groups)
         rec.queue_mutex = device.queue_mutex
         lib.vkep_recorder_init(rec)
         self.rec = rec
@@ -112,7 +120,14 @@ class Stream:
 
     def dispatch(self, pipeline, push: bytes, groups: tuple[int, int, int], spans: bytes, nreads: int,
                  nwrites: int) -> None:
-        """Record one dispatch. `spans` packs (lo, hi) address ranges: the reads, then the writes."""
+        """Record one dispatch. `spans` packs (lo, hi) address ranges: the reads, then the writes. A grid past
+        the device's workgroup-count limit is recorded in pieces when the shader reads the group base."""
+        if any(g > m for g, m in zip(groups, self.max_groups, strict=True)) and not self.device.pipelines.splits(pipeline):
+            raise GridTooLarge(f"vkep: a grid of {groups} workgroups is past the device's limit {self.max_groups} "
+                               "and its shader cannot be split (it does not read GROUP_BASE, common.glsl)")
+        if len(push) > GROUP_BASE_OFFSET and self.device.pipelines.splits(pipeline):
+            raise ValueError(f"vkep: {len(push)} bytes of push constants overlap the group base at byte "
+                             f"{GROUP_BASE_OFFSET} that this shader reads")
         with self.lock:
             if not self.rec.recording:
                 self._open()
@@ -271,6 +286,7 @@ class Stream:
                     pass  # the stream goes: nothing runs on to be failed
             dev = self.device.handle
             self.device.retired_commands += self.rec.total_commands
+            self.device.retired_pieces += self.rec.pieces
             lib.vkDestroyCommandPool(dev, self.pool, ffi.NULL)
             lib.vkDestroySemaphore(dev, self.timeline, ffi.NULL)
             lib.vkep_recorder_destroy(self.rec)

@@ -176,7 +176,7 @@ class Kernel:
 
     def dispatch_1d(self, call: Call, n: int, wg: int, dtype: str, addresses: list[Tensor], tail: bytes,
                     reads, writes, constants: tuple[int, ...] | None = None) -> None:
-        """Dispatch ceil(n / wg) workgroups, folded into a 2-D grid past the 65535 limit."""
+        """Dispatch ceil(n / wg) workgroups (grid_1d)."""
         call.dispatch(self.spec.shader, dtype, self.constants if constants is None else constants, addresses, tail,
                       grid_1d(n, wg), reads, writes)
 
@@ -186,9 +186,15 @@ def padded(values, count: int) -> list:
     return list(values) + [None] * (count - len(values))
 
 
+GRID_FOLD = 65535  # (common.glsl GRID_FOLD)
+
+
 def grid_1d(n: int, wg: int) -> tuple[int, int, int]:
+    """ceil(n / wg) workgroups, folded into rows of GRID_FOLD past it: one dispatch up to 65535^2 groups on
+    any device (Vulkan's minimum limit); a shader reads the flat index as common.glsl FLAT_ID / FLAT_GROUP.
+    Past the device's limit in y the recorder splits the grid (shaders with GROUP_BASE)."""
     groups = max(1, -(-n // wg))
-    return (groups, 1, 1) if groups <= 65535 else (65535, -(-groups // 65535), 1)
+    return (groups, 1, 1) if groups <= GRID_FOLD else (GRID_FOLD, -(-groups // GRID_FOLD), 1)
 
 
 def shader_dtype(t: Tensor) -> str:

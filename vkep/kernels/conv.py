@@ -204,8 +204,6 @@ class ConvTranspose(ConvBase):
         out_shape = (batch, mg * group, *out)
         check_size(xs, ws, out_shape)
         groups = grid_1d(math.prod(out_shape[1:]), WORKGROUP)
-        if groups[1] > 65535 or batch > 65535:
-            raise UnsupportedError(f"ConvTranspose output {out_shape} is too large for one dispatch")
         kd, kh, kw = as_3d(kernel, 1)
         if kd * (1 + kh * (1 + kw * (1 + cg))) > LOOP_BUDGET:  # the taps' loops around the channel loop
             raise UnsupportedError(f"ConvTranspose: {cg} input channels x {kernel} taps exceed one invocation's "

@@ -54,10 +54,7 @@ class Pool(Kernel):
             if reduction is not None:
                 return reduction
             raise UnsupportedError(f"{self.spec.op}: a window of {kernel} taps is too large for one invocation")
-        groups = grid_1d(total, WORKGROUP)
-        if groups[1] > 65535:
-            raise UnsupportedError(f"{self.spec.op}: output {out_shape} is too large for one dispatch")
-        return out_shape, total, self.spec.shader, constants, tail, groups
+        return out_shape, total, self.spec.shader, constants, tail, grid_1d(total, WORKGROUP)
 
     def _as_reduction(self, xs: tuple[int, ...], p) -> tuple | None:
         """A global average or L1/L2 pool whose window is past one invocation's loop budget is a reduction

@@ -15,6 +15,7 @@ layout(constant_id = 1) const uint SPLIT = 0;
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y;
     uint rows, len, inner, last;  // last: select_last_index
+    GROUP_BASE;
 } pc;
 
 shared COMP_T best_v[MAX_WG];
@@ -31,11 +32,11 @@ bool wins(COMP_T v, uint i, COMP_T w, uint j) {
 void main() {
     uint row, first, step;
     if (SPLIT == 1) {
-        row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+        row = FLAT_GROUP;
         first = gl_LocalInvocationID.x;
         step = WG;
     } else {
-        row = flat_index(WG);
+        row = FLAT_ID(WG);
         first = 0;
         step = 1;
     }

@@ -18,13 +18,14 @@ layout(push_constant, scalar) uniform Push {
     uint n, heads, s, t, past;
     uint bias_sb, bias_sh;  // attention_bias's batch and head strides (0: broadcast)
     float filter_value;
+    GROUP_BASE;
 } pc;
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Ints { int v[]; };
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { float v[]; };
 
 void main() {
-    uint i = flat_index(256);
+    uint i = FLAT_ID(256);
     if (i >= pc.n) return;
     uint t = i % pc.t, r = i / pc.t;
     uint s = r % pc.s, bh = r / pc.s;

@@ -44,6 +44,7 @@ layout(push_constant, scalar) uniform Push {
     uint stride_a[MAX_RANK];
     uint stride_b[MAX_RANK];
     float scale;
+    GROUP_BASE;
 } pc;
 
 #define IS_FLOAT_Y (DTYPE_Y <= 1)
@@ -183,7 +184,7 @@ bool compare(COMP_T x, COMP_T z) {
 }
 
 void main() {
-    uint i = flat_index(64);
+    uint i = FLAT_ID(64);
     if (i >= pc.n) return;
     uint ia = 0, ib = 0, rem = i;
     for (int d = int(pc.rank) - 1; d >= 0; --d) {

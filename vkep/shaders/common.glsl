@@ -66,7 +66,21 @@ layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Int64Tensor 
 #define STORE(t, i, x) (t).v[i] = STORE_T(x)
 #define STORE_Y(t, i, x) (t).v[i] = STORE_TY(x)
 
-// flat invocation index over a 2-D grid of 1-D workgroups (grids wider than 65535 groups fold into y)
+// ---- grids past the device's workgroup-count limit ------------------------------------------------------
+// vkep/gpu/native/recorder.c records such a grid as several dispatches and gives each its first workgroup in
+// the last 12 bytes of the push constants. A shader that declares GROUP_BASE as the last member of its push
+// block (`pc`) and reads WORKGROUP_ID / GLOBAL_ID / FLAT_ID / FLAT_GROUP, never the gl_ built-ins, takes any
+// grid (gl_NumWorkGroups would be a piece's count). Its push block must end before byte 116.
+#define GROUP_BASE layout(offset = 116) uvec3 vkep_group_base
+#define WORKGROUP_ID (gl_WorkGroupID + pc.vkep_group_base)
+#define GLOBAL_ID (gl_GlobalInvocationID + pc.vkep_group_base * gl_WorkGroupSize)
+// vkep.kernels.base.grid_1d folds a 1-D grid wider than GRID_FOLD workgroups into y rows of GRID_FOLD
+#define GRID_FOLD 65535u
+// flat invocation index, and flat workgroup index, over grid_1d's grid
+#define FLAT_ID(wg_size) (GLOBAL_ID.x + GLOBAL_ID.y * (GRID_FOLD * (wg_size)))
+#define FLAT_GROUP (WORKGROUP_ID.x + WORKGROUP_ID.y * GRID_FOLD)
+
+// the same for a shader that cannot be split (no GROUP_BASE: its grid stays within the device's limit)
 uint flat_index(uint wg_size) {
     return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * wg_size;
 }

@@ -19,6 +19,7 @@ layout(push_constant, scalar) uniform Push {
     uint sd, sh, sw;         // strides
     uint dd, dh, dw;         // dilations
     int pd, ph, pw;          // leading pads
+    GROUP_BASE;
 } pc;
 
 // the input index along one axis that kernel offset k maps to output o, or -1
@@ -31,9 +32,9 @@ int source(uint o, uint k, int pad, uint stride, uint dil, uint size) {
 
 void main() {
     uint osz = pc.od * pc.oh * pc.ow, per_batch = pc.groups * pc.mg * osz;
-    uint i = flat_index(256);
+    uint i = FLAT_ID(256);
     if (i >= per_batch) return;
-    uint bat = gl_WorkGroupID.z;
+    uint bat = WORKGROUP_ID.z;
     uint oc = i / osz, p = i % osz, g = oc / pc.mg, m = oc % pc.mg;
     uint q = p / pc.ow;
     uint ow = p % pc.ow, oh = q % pc.oh, od = q / pc.oh;

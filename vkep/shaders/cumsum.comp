@@ -17,6 +17,7 @@ COMP_T combine(COMP_T a, COMP_T b) { return OP == 1 ? a * b : a + b; }
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y;
     uint lines, len, inner, exclusive, reverse;
+    GROUP_BASE;
 } pc;
 
 shared COMP_T sums[256];
@@ -34,12 +35,12 @@ void scan(uint base, uint lo, uint hi, COMP_T acc) {
 
 void main() {
     if (SPLIT == 0) {
-        uint line = flat_index(WG);
+        uint line = FLAT_ID(WG);
         if (line >= pc.lines) return;
         scan((line / pc.inner) * pc.len * pc.inner + line % pc.inner, 0, pc.len, IDENTITY);
         return;
     }
-    uint line = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    uint line = FLAT_GROUP;
     if (line >= pc.lines) return;  // uniform per workgroup
     uint t = gl_LocalInvocationID.x;
     uint base = (line / pc.inner) * pc.len * pc.inner + line % pc.inner;

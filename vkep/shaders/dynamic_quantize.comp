@@ -12,6 +12,7 @@ layout(local_size_x = 256) in;
 layout(push_constant, scalar) uniform Push {
     uint64_t x, scale, zp;
     uint n;
+    GROUP_BASE;
 } pc;
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { float v[]; };

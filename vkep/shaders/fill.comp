@@ -11,10 +11,11 @@ layout(push_constant, scalar) uniform Push {
     uint64_t y;
     int64_t start, delta;
     uint n;
+    GROUP_BASE;
 } pc;
 
 void main() {
-    uint i = flat_index(64);
+    uint i = FLAT_ID(64);
     if (i >= pc.n) return;
 #if IS_FLOAT
     float v = uintBitsToFloat(uint(pc.start)) + float(i) * uintBitsToFloat(uint(pc.delta));

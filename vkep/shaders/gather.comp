@@ -20,6 +20,7 @@ layout(push_constant, scalar) uniform Push {
     uint n, p0, p1, p2, p3, rank;
     uint dims[MAX_RANK];
     uint strides[MAX_RANK];
+    GROUP_BASE;
 } pc;
 
 uint index_at(uint k, uint len) {
@@ -36,7 +37,7 @@ uint index_at(uint k, uint len) {
 }
 
 void main() {
-    uint i = flat_index(64);
+    uint i = FLAT_ID(64);
     if (i >= pc.n) return;
     uint src = 0;
     if (MODE == 0) {

@@ -27,6 +27,7 @@ layout(push_constant, scalar) uniform Push {
     uint channels;   // C
     uint points;     // output points per (n, c): prod(out)
     uint size[3];    // input W, H, D (D = 1 for DIMS 2)
+    GROUP_BASE;
 } pc;
 
 // input coordinate of the normalized coordinate g along an axis of `len` pixels
@@ -82,7 +83,7 @@ vec4 cubic_weights(float t) {
 }
 
 void main() {
-    uint i = flat_index(WG);
+    uint i = FLAT_ID(WG);
     if (i >= pc.n) return;
     uint p = i % pc.points;
     uint nc = i / pc.points;       // n * C + c

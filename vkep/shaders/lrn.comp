@@ -10,10 +10,11 @@ layout(push_constant, scalar) uniform Push {
     uint64_t x, y;
     uint n, channels, inner, size;   // inner: elements per channel
     float alpha, beta, bias;
+    GROUP_BASE;
 } pc;
 
 void main() {
-    uint i = flat_index(256);
+    uint i = FLAT_ID(256);
     if (i >= pc.n) return;
     uint c = (i / pc.inner) % pc.channels;
     uint base = i - c * pc.inner;

@@ -44,6 +44,7 @@ layout(constant_id = 8) const uint SCALES_PACKED = 1;  // LANES: scales re-laid 
 layout(push_constant, scalar) uniform Push {
     uint64_t a, b, scales, zp, bias, y;
     uint m, n, k, block, blocks;
+    GROUP_BASE;
 } pc;
 
 layout(buffer_reference, scalar, buffer_reference_align = 1) buffer Bytes { uint8_t v[]; };
@@ -61,7 +62,7 @@ float zero_point(uint col, uint kb) {
 }
 
 void per_element() {
-    uint i = flat_index(64);
+    uint i = FLAT_ID(64);
     if (i >= pc.m * pc.n) return;
     uint row = i / pc.n, col = i % pc.n;
     Tensor A = Tensor(pc.a);
@@ -118,10 +119,10 @@ uint weight(uvec2 w, uint j) {  // the j-th weight of a chunk (j a constant afte
 
 void lanes() {
     uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupID;
-    uint group = gl_WorkGroupID.x * (8 / SPLIT) + sg / SPLIT, slice = sg % SPLIT;
+    uint group = WORKGROUP_ID.x * (8 / SPLIT) + sg / SPLIT, slice = sg % SPLIT;
     uint cols[COLS_MAX];  // this lane's columns (clamped to N - 1: there; past N nothing is stored)
     for (uint c = 0; c < COLS; ++c) cols[c] = min((group * 8 + lane) * COLS + c, pc.n - 1);
-    uint row0 = gl_WorkGroupID.y * ROWS;
+    uint row0 = WORKGROUP_ID.y * ROWS;
     uint rows[ROWS_MAX];
     for (uint i = 0; i < ROWS; ++i) rows[i] = min(row0 + i, pc.m - 1);
     uint chunks_per_block = pc.block / KC, chunks = pc.blocks * chunks_per_block;

@@ -24,6 +24,7 @@ layout(push_constant, scalar) uniform Push {
     uint64_t x, scale, bias, y, mean, inv, skip, skip_bias, sum;
     uint rows, len, sdiv, smod, bdiv, bmod, skip_mod;
     float eps;
+    GROUP_BASE;
 } pc;
 
 // element i of the rows to normalise: x, or x + skip (+ skip_bias)
@@ -61,7 +62,7 @@ void main() {
     Tensor X = Tensor(pc.x);
     TensorY Y = TensorY(pc.y);
     if (MODE == 2) {
-        uint i = flat_index(WG);
+        uint i = FLAT_ID(WG);
         if (i >= pc.rows * pc.len) return;
         uint c = (i / pc.sdiv) % pc.smod;
         float inv = inversesqrt(float(TensorY(pc.inv).v[c]) + pc.eps);
@@ -69,7 +70,7 @@ void main() {
         STORE_Y(Y, i, affine(v, i));
         return;
     }
-    uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    uint row = FLAT_GROUP;
     if (row >= pc.rows) return;
     uint t = gl_LocalInvocationID.x;
     uint base = row * pc.len;

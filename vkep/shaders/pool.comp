@@ -24,6 +24,7 @@ layout(push_constant, scalar) uniform Push {
     uint dd, dh, dw;
     int pd, ph, pw;         // leading pads
     int ped, peh, pew;      // trailing pads (AveragePool's count_include_pad)
+    GROUP_BASE;
 } pc;
 
 // taps of one axis that fall inside the padded input, as ORT counts them
@@ -33,7 +34,7 @@ uint padded_taps(int start, uint k, uint dil, uint size, int pad_end) {
 }
 
 void main() {
-    uint i = flat_index(256);
+    uint i = FLAT_ID(256);
     if (i >= pc.n) return;
     uint osz = pc.od * pc.oh * pc.ow, isz = pc.id * pc.ih * pc.iw;
     uint nc = i / osz, p = i % osz, q = p / pc.ow;

@@ -19,6 +19,7 @@ layout(push_constant, scalar) uniform Push {
     uint64_t x, x_scale, x_zp, y_scale, y_zp, y;
     uint n, inner, len, total, base;
     float alpha;
+    GROUP_BASE;
 } pc;
 
 // a * b + c rounded once (Boldo and Melquiond: the exact product's tail added rounded to odd, then one rounding)
@@ -52,7 +53,7 @@ precise float logistic(float x) {
 }
 
 void main() {
-    uint i = flat_index(256);
+    uint i = FLAT_ID(256);
     if (i >= pc.n) return;
     bool s = SIGNED != 0;
     int x_zp = pc.x_zp != 0 ? rq_byte(pc.x_zp, 0, s) : 0;

@@ -25,10 +25,11 @@ layout(push_constant, scalar) uniform Push {
     uint ih, iw, oh, ow;    // global: ih * iw is the image size, oh = ow = 1
     uint kh, kw, sh, sw;
     int ph, pw;             // leading pads
+    GROUP_BASE;
 } pc;
 
 void main() {
-    uint i = flat_index(256);
+    uint i = FLAT_ID(256);
     if (i >= pc.n) return;
     bool s = SIGNED != 0;
     int x_zp = pc.x_zp != 0 ? rq_byte(pc.x_zp, 0, s) : 0;

@@ -15,10 +15,11 @@ layout(constant_id = 0) const uint MODE = 0;
 layout(push_constant, scalar) uniform Push {
     uint64_t x, scale, zp, y;
     uint n, div, mod, block, blocks;
+    GROUP_BASE;
 } pc;
 
 void main() {
-    uint i = flat_index(256);
+    uint i = FLAT_ID(256);
     if (i >= pc.n) return;
     uint c = pc.block == 0 ? (i / pc.div) % pc.mod
                            : ((i / (pc.mod * pc.div)) * pc.blocks + (i / pc.div) % pc.mod / pc.block) * pc.div + i % pc.div;

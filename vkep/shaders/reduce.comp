@@ -21,6 +21,7 @@ layout(push_constant, scalar) uniform Push {
     uint n_out, n_red;
     uint out_dims[4], out_strides[4];
     uint red_dims[4], red_strides[4];
+    GROUP_BASE;
 } pc;
 
 #if IS_FLOAT
@@ -138,11 +139,11 @@ void main() {
     Tensor X = Tensor(pc.x);
     uint o, first, step;
     if (SPLIT == 1) {
-        o = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+        o = FLAT_GROUP;
         first = gl_LocalInvocationID.x;
         step = WG;
     } else {
-        o = flat_index(WG);
+        o = FLAT_ID(WG);
         first = 0;
         step = 1;
     }

@@ -30,6 +30,7 @@ layout(push_constant, scalar) uniform Push {
     float scale[R];
     float roi_start[R];
     float roi_end[R];
+    GROUP_BASE;
 } pc;
 
 precise float precise_sub(float a, float b) { return a - b; }
@@ -80,7 +81,7 @@ float kernel(float x) {
 }
 
 void main() {
-    uint i = flat_index(64);
+    uint i = FLAT_ID(64);
     if (i >= pc.n) return;
     // per dim: taps first[d] .. first[d] + taps[d] - 1 (clamped to the edge), at kernel distance
     // (tap - x) * s[d] (s < 1 widens the kernel: antialiasing), weights divided by norm[d]

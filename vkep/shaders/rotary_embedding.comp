@@ -25,6 +25,7 @@ layout(push_constant, scalar) uniform Push {
     uint n, d, rot, heads, seq, max_pos, start;
     uint x_b, x_s, x_h, x_off;  // X's element strides of a batch, a sequence step, a head; its first element
     uint y_b, y_s, y_h, y_off;
+    GROUP_BASE;
 } pc;
 
 // the cache row of token (b, s)
@@ -38,7 +39,7 @@ uint cache_row(uint b, uint s) {
 }
 
 void main() {
-    uint i = flat_index(WG);
+    uint i = FLAT_ID(WG);
     if (i >= pc.n) return;
     uint c = i % pc.d, h = (i / pc.d) % pc.heads, s = (i / (pc.d * pc.heads)) % pc.seq;
     uint b = i / (pc.d * pc.heads * pc.seq);

@@ -22,6 +22,7 @@ layout(push_constant, scalar) uniform Push {
     uint n, p0, p1, p2, p3, rank;
     uint dims[MAX_RANK];
     uint strides[MAX_RANK];
+    GROUP_BASE;
 } pc;
 
 uint index_at(uint k, uint len) {
@@ -58,7 +59,7 @@ uint nd_target(uint row, uint r) {
 }
 
 void main() {
-    uint i = flat_index(64);
+    uint i = FLAT_ID(64);
     if (i >= pc.n) return;
     Tensor U = Tensor(pc.upd);
     if (MODE == 0) {

@@ -13,13 +13,14 @@ layout(constant_id = 0) const uint MODE = 0;  // 0 softmax, 1 log-softmax, 2 har
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y;
     uint rows, axis_len, inner;
+    GROUP_BASE;
 } pc;
 
 shared float partial[1024];
 shared uint first_max[1024];
 
 void main() {
-    uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    uint row = FLAT_GROUP;
     if (row >= pc.rows) return;
     uint t = gl_LocalInvocationID.x;
     uint base = (row / pc.inner) * pc.axis_len * pc.inner + row % pc.inner;

@@ -15,6 +15,7 @@ layout(local_size_x = WG) in;
 layout(push_constant, scalar) uniform Push {
     uint64_t x, values, indices;
     uint rows, len, inner, k, width, flags;  // flags: 1 largest, 2 sorted
+    GROUP_BASE;
 } pc;
 
 shared COMP_T key[MAX_LEN];
@@ -47,7 +48,7 @@ void bitonic(uint width, bool by_index) {
 }
 
 void main() {
-    uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    uint row = FLAT_GROUP;
     if (row >= pc.rows) return;
     uint t = gl_LocalInvocationID.x;
     uint base = (row / pc.inner) * pc.len * pc.inner + row % pc.inner;

@@ -15,6 +15,7 @@ layout(push_constant, scalar) uniform Push {
     uint64_t lo, hi;  // Clip's optional min/max scalars (0: absent)
     uint n;
     float alpha, beta;  // the op's attributes (alpha, beta, gamma, lambd, ...)
+    GROUP_BASE;
 } pc;
 
 #define OP_RELU 0
@@ -292,7 +293,7 @@ COMP_TY to_int(float r) {
 #endif
 
 void main() {
-    uint i = flat_index(64);
+    uint i = FLAT_ID(64);
     if (i >= pc.n) return;
     TensorY y = TensorY(pc.y);
 #if IS_FLOAT

@@ -11,13 +11,19 @@
 #define VKEP_MAX_EXTERNAL 8
 #define VKEP_SPARE 8      /* command buffers Python hands the native path for batches it rolls itself */
 #define VKEP_RETIRED 32   /* batches the native path submitted, with their timeline values, for Python */
+/* A dispatch past the device's maxComputeWorkGroupCount is recorded as pieces; each piece's first workgroup
+ * goes to the shader in the last 12 bytes of the push constants (common.glsl GROUP_BASE, at this offset) */
+#define VKEP_GROUP_BASE_OFFSET 116
 
 typedef struct vkep_recorder {
     VkDevice device; VkQueue queue; VkCommandBuffer cmd; VkPipelineLayout layout;
     VkSemaphore timeline; uint64_t submitted; uint32_t recording; uint32_t commands; uint32_t barriers;
     uint32_t batch_limit; uint64_t total_commands;
     uint32_t reusable;  /* a captured graph's stream: its command buffers are submitted again */
+    uint32_t max_groups[3];  /* the device's maxComputeWorkGroupCount (or a lower test limit) */
     VkPipeline bound;
+    uint32_t base_zero;  /* the push constants' group base holds zeros (set since the command buffer began) */
+    uint64_t pieces;  /* dispatches recorded for grids past max_groups (vkep.stats: dispatch_pieces) */
     pthread_mutex_t mutex;  /* recursive: Python and the native replay path may record on one stream */
     int n_ext_wait, n_ext_signal;  /* external timeline semaphores joined to the next submit */
     VkSemaphore ext_wait[VKEP_MAX_EXTERNAL], ext_signal[VKEP_MAX_EXTERNAL];
@@ -67,6 +73,7 @@ static void vkep_track(vkep_recorder* r, const uint64_t* reads, int nreads, cons
 }
 
 void vkep_recorder_init(vkep_recorder* r) {
+    for (int d = 0; d < 3; d++) if (!r->max_groups[d]) r->max_groups[d] = 65535;  /* (Vulkan's minimum) */
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
@@ -90,9 +97,44 @@ static int vkep_begin_locked(vkep_recorder* r, VkCommandBuffer cmd) {
                                    r->reusable ? 0 : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
     int res = vkBeginCommandBuffer(cmd, &bi);
     if (res != VK_SUCCESS) return res;
-    r->cmd = cmd; r->recording = 1; r->commands = 0; r->bound = VK_NULL_HANDLE;
+    r->cmd = cmd; r->recording = 1; r->commands = 0; r->bound = VK_NULL_HANDLE; r->base_zero = 0;
     /* earlier submissions on this queue are not ordered with this one without a barrier */
     vkep_barrier(r);
+    return VK_SUCCESS;
+}
+
+static void vkep_push_group_base(vkep_recorder* r, uint32_t x, uint32_t y, uint32_t z) {
+    uint32_t base[3] = {x, y, z};
+    vkCmdPushConstants(r->cmd, r->layout, VK_SHADER_STAGE_COMPUTE_BIT, VKEP_GROUP_BASE_OFFSET, sizeof base, base);
+    r->base_zero = !(x | y | z);
+}
+
+/* The grid as one vkCmdDispatch, or, past the device's limit in any dimension, as pieces of at most the
+ * limit, each told its first workgroup through the push constants' group base (a shader that declares
+ * GROUP_BASE reads WORKGROUP_ID = gl_WorkGroupID + base). A push block reaching into the base's bytes
+ * cannot be split: -3 (Python refuses such a grid before it gets here). */
+static int vkep_dispatch_pieces(vkep_recorder* r, uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
+    const uint32_t* m = r->max_groups;
+    int fits = gx <= m[0] && gy <= m[1] && gz <= m[2];
+    if (push_size > VKEP_GROUP_BASE_OFFSET) {
+        r->base_zero = 0;  /* these bytes now hold the push block's own values */
+        if (!fits) return -3;
+        vkCmdDispatch(r->cmd, gx, gy, gz);
+        return VK_SUCCESS;
+    }
+    if (fits) {
+        if (!r->base_zero) vkep_push_group_base(r, 0, 0, 0);
+        vkCmdDispatch(r->cmd, gx, gy, gz);
+        return VK_SUCCESS;
+    }
+    for (uint64_t z = 0; z < gz; z += m[2])  /* (64-bit: x + m[0] may pass 2^32) */
+        for (uint64_t y = 0; y < gy; y += m[1])
+            for (uint64_t x = 0; x < gx; x += m[0]) {
+                vkep_push_group_base(r, (uint32_t)x, (uint32_t)y, (uint32_t)z);
+                r->pieces++;
+                vkCmdDispatch(r->cmd, (uint32_t)(gx - x < m[0] ? gx - x : m[0]),
+                              (uint32_t)(gy - y < m[1] ? gy - y : m[1]), (uint32_t)(gz - z < m[2] ? gz - z : m[2]));
+            }
     return VK_SUCCESS;
 }
 
@@ -111,10 +153,10 @@ int vkep_dispatch(vkep_recorder* r, VkPipeline pipeline, const char* push, uint3
         r->bound = pipeline;
     }
     if (push_size) vkCmdPushConstants(r->cmd, r->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
-    vkCmdDispatch(r->cmd, gx, gy, gz);
+    int res = vkep_dispatch_pieces(r, push_size, gx, gy, gz);
     r->commands++; r->total_commands++;
     pthread_mutex_unlock(&r->mutex);
-    return VK_SUCCESS;
+    return res;
 }
 
 int vkep_copy(vkep_recorder* r, VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t size,

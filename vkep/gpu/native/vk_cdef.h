@@ -228,7 +228,7 @@ typedef struct vkep_recorder {
     VkSemaphore timeline; uint64_t submitted; uint32_t recording; uint32_t commands; uint32_t barriers;
     uint32_t batch_limit; uint64_t total_commands; uint32_t reusable; int n_ext_wait, n_ext_signal;
     void* queue_mutex; int n_spare, n_retired; VkCommandBuffer spare[8]; VkCommandBuffer retired[32];
-    uint64_t retired_value[32]; uint64_t rolls;
+    uint64_t retired_value[32]; uint64_t rolls; uint32_t max_groups[3]; uint64_t pieces;
     ...;
 } vkep_recorder;
 void* vkep_queue_mutex_new(void);
