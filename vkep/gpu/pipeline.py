@@ -152,6 +152,23 @@ class PipelineCache:
             self.built += 1
         return out[0]
 
+    def forget_shader(self, shader: str) -> list:
+        """Take every pipeline built from `shader` out of the cache (its source changed: `vkep dev`), so the next
+        get() builds it from the new SPIR-V; returns the old VkPipelines for `retire` once nothing uses them."""
+        with self._lock:
+            stale = [key for key in self._pipelines if key[0] == shader]
+            return [self._pipelines.pop(key) for key in stale]
+
+    def retire(self, pipelines: list) -> None:
+        """Destroy pipelines `forget_shader` took out, once the device is idle (recorded and submitted work
+        may still use them)."""
+        if not pipelines:
+            return
+        self.device.synchronize()
+        check(lib.vkDeviceWaitIdle(self.device.handle), "vkDeviceWaitIdle")
+        for pipeline in pipelines:
+            lib.vkDestroyPipeline(self.device.handle, pipeline, ffi.NULL)
+
     def save(self) -> None:
         if not self._dirty:
             return

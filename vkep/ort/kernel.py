@@ -60,6 +60,9 @@ class KernelInstance:
         self.shared_layouts: dict[int, tuple] = {}  # input index → (shape, dtype) of a weight ORT shares
         self.held_imports: list = []  # host memory ORT's cache shares that the device reads in place
         self.capture = None  # the CapturedGraph its session is capturing, if any (capture.py)
+        # the dispatches of its latest Python execution over memory that outlives it, as KernelCall.ops
+        # (`vkep dev` times them again over inputs and outputs it keeps allocated)
+        self.last_ops: list[tuple] = []
         with _ids_lock:
             self.id = next(_ids)
         self.struct = api.new_struct("vkep_kernel")
@@ -191,8 +194,7 @@ class KernelCall:
         pipeline = self.kernel.pipeline(shader, dtype, constants)
         push, spans = encode_dispatch(addresses, tail, reads, writes)
         self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))
-        if self.replayable:
-            self.ops.append((pipeline, addresses, push, groups, reads, writes))
+        self.ops.append((pipeline, addresses, push, groups, reads, writes))
 
     def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
         self.replayable = False  # a plan would keep this call's address
@@ -528,6 +530,8 @@ def _kernel_compute(kernel_id, ctx, io):
             waiting.limit = waiting.label = None
     if call.replayable:
         call.save_plan(io)
+    # over memory that outlives the call (no staged host input, no scratch), its dispatches can run again
+    kernel.last_ops = call.ops if not foreign and not call.took_scratch else []
 
 
 @callback("py_kernel_release")

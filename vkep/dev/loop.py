@@ -1,0 +1,181 @@
+"""One save of a kernel author's shader, end to end: compile, swap into the live sessions, check, time, print.
+
+Import it after vkep.register(): vkep.ort, which it uses, lives in the plugin ORT loads."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import vkep
+from vkep.conformance import generated
+from vkep.dev.cases import CaseResult, LiveCase
+from vkep.dev.model import LiveModel, ModelResult
+from vkep.dev.target import Compiled, compile_variants, resolve
+from vkep.gpu.timing import GpuTimer
+from vkep.kernels import manifest
+from vkep.ort.swap import swap_shader
+
+
+@dataclass
+class Outcome:
+    """What one cycle found (the printed report, as data: tests read it)."""
+
+    compiled: Compiled | None = None
+    results: list[CaseResult] = field(default_factory=list)
+    max_error: float | None = None
+    micros: float | None = None
+    timing: str = ""
+    model: ModelResult | None = None
+    seconds: float = 0.0  # save (or cycle start) to printed result
+    kept_last_good: bool = False
+
+
+def _was(now: float | None, before: float | None, unit: str = "", digits: str = ".3g") -> str:
+    if now is None:
+        return "-"
+    text = f"{now:{digits}}{unit}"
+    if before is None:
+        return text
+    if before and before != now:
+        return f"{text} (was {before:{digits}}{unit}, {100 * (now - before) / before:+.0f}%)"
+    return f"{text} (was {before:{digits}}{unit})"
+
+
+class DevLoop:
+    def __init__(self, kernel: str, model: str | None = None, out: TextIO = sys.stdout):
+        vkep.register()
+        self.target = resolve(kernel)
+        self.model_path = model
+        self.out = out
+        self.cases: list[LiveCase] | None = None  # made after the first good compile
+        self.skipped: list[str] = []
+        self.model: LiveModel | None = None
+        self.timer: GpuTimer | None = None
+        self.last_good: Outcome | None = None
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    # -- one cycle ------------------------------------------------------------------------------------
+    def cycle(self, changed: list[Path] | None = None, saved_at: float | None = None) -> Outcome:
+        start_wall, start = time.time(), time.perf_counter()
+        origin = saved_at if saved_at is not None else start_wall
+        outcome = Outcome()
+        names = ", ".join(p.name for p in changed) if changed else "start"
+        self.say(f"-- vkep dev {self.target.name}: {names} at {time.strftime('%H:%M:%S')}")
+        if changed and any(p in set(map(Path.resolve, manifest.manifest_paths())) for p in changed):
+            fields = self.target.reload()
+            if fields:
+                self.say(f"  manifest  the entry's {', '.join(fields)} changed: restart vkep dev to use them "
+                         "(ORT's kernel registry is built once per process)")
+            else:
+                self.say("  manifest  test hints reloaded: the reference cases are made again")
+                self._close_cases()
+        outcome.compiled = compiled = compile_variants(self.target)
+        if compiled.errors:
+            for message in compiled.errors:
+                self.say("  compile   FAILED " + message.replace("\n", "\n            "))
+            outcome.kept_last_good = True
+            good = self.last_good
+            self.say("  kept      the last good pipelines" + (
+                f": max error {_was(good.max_error, None)}, time {_was(good.micros, None, ' us')} ({good.timing})"
+                if good else " (none yet: fix the shader)"))
+            return self._done(outcome, origin)
+        self.say(f"  compile   {len(self.target.variants)} variant(s) of {', '.join(self.target.shaders)}: "
+                 f"{compiled.compiled} compiled and validated by spirv-val, {compiled.reused} unchanged "
+                 f"({compiled.seconds:.2f} s)")
+        nodes = sum(swap_shader(shader) for shader in self.target.shaders)
+        if nodes:
+            self.say(f"  swap      {nodes} live node(s) rebuild their pipelines (sessions kept)")
+        self._check(outcome)
+        self._time(outcome)
+        if self.model_path:
+            self._run_model(outcome)
+        self.last_good = outcome
+        return self._done(outcome, origin)
+
+    def _check(self, outcome: Outcome) -> None:
+        if self.cases is None:
+            self.cases, self.skipped = [], []
+            for case in generated.cases(self.target.specs):
+                try:
+                    self.cases.append(LiveCase(case))
+                except Exception as exc:  # noqa: BLE001 — e.g. the CPU EP cannot run the reference
+                    self.skipped.append(f"{case.name}: {str(exc).splitlines()[0][:120]}")
+        previous = self.last_good
+        outcome.results = [case.check() for case in self.cases]
+        ran = [r for r in outcome.results if r.error is not None]
+        failed = [r for r in outcome.results if not r.ok]
+        outcome.max_error = max((r.error for r in ran), default=None)
+        worst = max(ran, key=lambda r: r.error).name if ran else "-"
+        self.say(f"  check     {len(outcome.results)} reference case(s) vs the CPU EP: max error "
+                 f"{_was(outcome.max_error, previous.max_error if previous else None)} in {worst}; "
+                 + (f"{len(failed)} FAILED" if failed else "all within tolerance")
+                 + (f"; {len(self.skipped)} without a CPU reference" if self.skipped else ""))
+        for r in failed[:6]:
+            self.say(f"            {r.name}: " + (r.problem or f"max error {r.error:.3g} beyond tolerance"))
+
+    def _time(self, outcome: Outcome) -> None:
+        timed = next((c for c in self.cases or [] if c.case.dtype == "float32"), (self.cases or [None])[0])
+        if timed is None:
+            return
+        if self.timer is None:
+            self.timer = GpuTimer(timed.kernels[0].gpu)
+        try:
+            outcome.micros, outcome.timing = timed.time(self.timer)
+        except Exception as exc:  # noqa: BLE001 — a kernel that fails a bound run: the check shows why
+            self.say(f"  time      {timed.name}: not timed ({str(exc).splitlines()[0]})")
+            return
+        previous = self.last_good.micros if self.last_good else None
+        self.say(f"  time      {timed.name}: {_was(outcome.micros, previous, ' us')} [{outcome.timing}]")
+
+    def _run_model(self, outcome: Outcome) -> None:
+        if self.model is None:
+            self.model = LiveModel(self.model_path)
+        previous = self.last_good.model if self.last_good else None
+        result = outcome.model = self.model.run()
+        change = "" if result.vs_previous is None else f"; changed by {result.vs_previous:.3g} since the last save"
+        self.say(f"  model     {Path(self.model_path).name} ({result.nodes_on_vkep}/{result.nodes} nodes on vkep, "
+                 f"same session): max |vkep - CPU EP| {_was(result.vs_cpu, previous.vs_cpu if previous else None)}"
+                 f"{change}; latency {_was(result.latency_ms, previous.latency_ms if previous else None, ' ms')}")
+
+    def _done(self, outcome: Outcome, origin: float) -> Outcome:
+        outcome.seconds = time.time() - origin
+        self.say(f"  result    {outcome.seconds:.2f} s after the save")
+        return outcome
+
+    # -- watching -------------------------------------------------------------------------------------
+    def watch(self) -> None:
+        """A cycle on every save of a watched file, until Ctrl-C."""
+        from watchfiles import watch  # (a kernel author's dependency: pip install vkep[dev])
+
+        watched = set(self.target.watched())
+        folders = sorted({p.parent for p in watched})
+        self.say(f"   watching {len(watched)} file(s): {', '.join(sorted(p.name for p in watched))}")
+
+        def wanted(_change, path: str) -> bool:
+            return Path(path).resolve() in watched
+
+        try:
+            for changes in watch(*folders, watch_filter=wanted, debounce=30, step=10):
+                paths = sorted({Path(p).resolve() for _, p in changes})
+                saved = max((p.stat().st_mtime for p in paths if p.exists()), default=None)
+                self.cycle(paths, saved)
+                watched = set(self.target.watched())  # an include added or removed
+        except KeyboardInterrupt:
+            pass
+
+    def _close_cases(self) -> None:
+        self.cases = None
+        if self.timer is not None:
+            self.timer.destroy()
+            self.timer = None
+
+    def close(self) -> None:
+        self._close_cases()
+        self.model = None
+
