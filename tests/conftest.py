@@ -7,12 +7,12 @@ import os
 
 os.environ.setdefault("VKEP_VALIDATION", "1")  # before vkep creates its VkInstance
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import vkep  # noqa: E402
 from vkep.conformance.generated import FP16_TOL, FP32_TOL, tolerance  # noqa: E402, F401 (the tests import them from here)
 from vkep.gpu.device import validation_messages  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def ep_devices():

@@ -56,14 +56,17 @@ class DevLoop:
         self.model: LiveModel | None = None
         self.timer: GpuTimer | None = None
         self.last_good: Outcome | None = None
+        self._seen = self._mtimes()  # a save during the first cycle (before watching starts) still counts
+
+    def _mtimes(self) -> dict[Path, float]:
+        return {p: p.stat().st_mtime for p in self.target.watched() if p.exists()}
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
     # -- one cycle ------------------------------------------------------------------------------------
     def cycle(self, changed: list[Path] | None = None, saved_at: float | None = None) -> Outcome:
-        start_wall, start = time.time(), time.perf_counter()
-        origin = saved_at if saved_at is not None else start_wall
+        origin = saved_at if saved_at is not None else time.time()
         outcome = Outcome()
         names = ", ".join(p.name for p in changed) if changed else "start"
         self.say(f"-- vkep dev {self.target.name}: {names} at {time.strftime('%H:%M:%S')}")
@@ -160,6 +163,9 @@ class DevLoop:
         def wanted(_change, path: str) -> bool:
             return Path(path).resolve() in watched
 
+        missed = [p for p, mtime in self._mtimes().items() if self._seen.get(p) != mtime]
+        if missed:
+            self.cycle(missed, max(p.stat().st_mtime for p in missed))
         try:
             for changes in watch(*folders, watch_filter=wanted, debounce=30, step=10):
                 paths = sorted({Path(p).resolve() for _, p in changes})

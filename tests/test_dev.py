@@ -1,0 +1,115 @@
+"""`vkep dev`: one cycle checks and times a kernel; a broken save keeps the last good pipelines; a good one is
+swapped into a live session. Shaders are edited in a temporary copy of the shader directory, never in the package."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from vkep import resources
+from vkep.gpu import shaders
+
+RELU_LINE = "    case OP_RELU: return v < 0.0 ? 0.0 : v;  // not max(): keeps NaN\n"  # unary.comp, float types
+TIMING = re.compile(r"\[(gpu timestamps|host timing)")
+
+
+@pytest.fixture
+def shader_copy(tmp_path, ep_devices):
+    """A copy of the package's shaders that vkep compiles from for the test; afterwards the package's again,
+    with the pipelines the copy made swapped out of every live session."""
+    copy = tmp_path / "shaders"
+    shutil.copytree(resources.SHADER_DIR, copy)
+    assert RELU_LINE in (copy / "unary.comp").read_text()
+    before = shaders.SHADER_DIR
+    shaders.set_shader_dir(copy)
+    yield copy
+    shaders.set_shader_dir(before)
+    from vkep.ort.swap import swap_shader
+
+    swap_shader("unary.comp")
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def _loop(kernel: str, model: str | None = None):
+    from vkep.dev.loop import DevLoop
+
+    out = io.StringIO()
+    return DevLoop(kernel, model=model, out=out), out
+
+
+def test_once_prints_the_largest_error_and_a_labelled_timing():
+    env = {**os.environ, "VKEP_VALIDATION": "1"}
+    res = subprocess.run([sys.executable, "-m", "vkep.cli", "dev", "Relu", "--once"], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert re.search(r"reference case\(s\) vs the CPU EP: max error 0 in Relu-", res.stdout), res.stdout
+    assert TIMING.search(res.stdout), res.stdout
+    assert re.search(r"result +\d+\.\d\d s after the save", res.stdout), res.stdout
+
+
+def test_compile_error_shows_file_line_and_keeps_the_last_good_pipelines(shader_copy):
+    loop, out = _loop("Relu")
+    try:
+        good = loop.cycle()
+        assert good.max_error == 0 and good.micros and all(r.ok for r in good.results)
+        _edit(shader_copy / "unary.comp", RELU_LINE, RELU_LINE.replace("v;", "v +;"))
+        broken = loop.cycle([shader_copy / "unary.comp"])
+        text = out.getvalue()
+        line = 1 + (shader_copy / "unary.comp").read_text().splitlines().index(RELU_LINE.rstrip("\n").replace(
+            "v;", "v +;"))
+        assert broken.kept_last_good
+        assert f"{shader_copy / 'unary.comp'}:{line}:" in text, text
+        assert "kept      the last good pipelines: max error 0" in text, text
+        # the live sessions still run the last good shader
+        assert all(case.check().ok for case in loop.cases)
+    finally:
+        loop.close()
+
+
+def _relu_model(path: Path) -> str:
+    """y = Relu(x * w): Relu's input has both signs; the Mul runs another shader (binary.comp)."""
+    w = numpy_helper.from_array(np.linspace(-2, 2, 16, dtype=np.float32).reshape(1, 16), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])], "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def test_a_save_is_swapped_into_the_live_model_session(shader_copy, tmp_path):
+    loop, out = _loop("Relu", model=_relu_model(tmp_path / "relu.onnx"))
+    unary = shader_copy / "unary.comp"
+    try:
+        first = loop.cycle()
+        session = loop.model.session
+        assert first.model.vs_cpu == 0 and first.model.nodes_on_vkep == 2
+        _edit(unary, RELU_LINE, RELU_LINE.replace(": v;", ": v + 1.0;"))  # Relu adds 1 to positive values
+        edited = loop.cycle([unary])
+        assert loop.model.session is session  # the same session, not a new one
+        assert edited.model.vs_cpu == pytest.approx(1.0) and edited.model.vs_previous == pytest.approx(1.0)
+        assert not any(r.ok for r in edited.results if r.name.endswith("float32"))  # the reference cases see it too
+        _edit(unary, RELU_LINE.replace(": v;", ": v + 1.0;"), RELU_LINE)
+        restored = loop.cycle([unary])
+        assert loop.model.session is session
+        assert restored.model.vs_cpu == 0 and restored.max_error == 0
+        text = out.getvalue()
+        assert "max |vkep - CPU EP| 1 (was 0)" in text, text
+        assert "live node(s) rebuild their pipelines (sessions kept)" in text
+    finally:
+        loop.close()
