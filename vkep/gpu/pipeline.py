@@ -36,6 +36,7 @@ class PipelineCache:
         self._pipelines: dict[tuple, object] = {}
         self._building: dict[tuple, threading.Lock] = {}  # pipelines being built, each held by its builder
         self._modules: dict[str, object] = {}
+        self._module_shader: dict[str, str] = {}  # SPIR-V key → the shader file it was compiled from
         self._keep = []
         self.built = 0  # pipelines created (vkep.stats: a cold start's progress)
         self.warmed = 0  # of those, compiled before a session's first run (vkep.ort.warmup)
@@ -130,6 +131,7 @@ class PipelineCache:
                 out = ffi.new("VkShaderModule*")
                 check(lib.vkCreateShaderModule(dev, minfo, ffi.NULL, out), "vkCreateShaderModule")
                 module = self._modules[spv_key] = out[0]
+                self._module_shader[spv_key] = shader
         entry = ffi.new("char[]", b"main")
         spec = ffi.NULL
         if constants:
@@ -153,21 +155,28 @@ class PipelineCache:
         return out[0]
 
     def forget_shader(self, shader: str) -> list:
-        """Take every pipeline built from `shader` out of the cache (its source changed: `vkep dev`), so the next
-        get() builds it from the new SPIR-V; returns the old VkPipelines for `retire` once nothing uses them."""
+        """Take every pipeline and shader module built from `shader` out of the cache (its source changed: `vkep
+        dev`), so the next get() builds it from the new SPIR-V; returns them for `retire` once nothing uses them."""
         with self._lock:
             stale = [key for key in self._pipelines if key[0] == shader]
-            return [self._pipelines.pop(key) for key in stale]
+            modules = [key for key, name in self._module_shader.items() if name == shader]
+            for key in modules:
+                del self._module_shader[key]
+            return ([("pipeline", self._pipelines.pop(key)) for key in stale]
+                    + [("module", self._modules.pop(key)) for key in modules])
 
-    def retire(self, pipelines: list) -> None:
-        """Destroy pipelines `forget_shader` took out, once the device is idle (recorded and submitted work
-        may still use them)."""
-        if not pipelines:
+    def retire(self, objects: list) -> None:
+        """Destroy what `forget_shader` took out, once the device is idle (recorded and submitted work may still
+        use the pipelines)."""
+        if not objects:
             return
         self.device.synchronize()
         check(lib.vkDeviceWaitIdle(self.device.handle), "vkDeviceWaitIdle")
-        for pipeline in pipelines:
-            lib.vkDestroyPipeline(self.device.handle, pipeline, ffi.NULL)
+        for kind, handle in objects:
+            if kind == "pipeline":
+                lib.vkDestroyPipeline(self.device.handle, handle, ffi.NULL)
+            else:
+                lib.vkDestroyShaderModule(self.device.handle, handle, ffi.NULL)
 
     def save(self) -> None:
         if not self._dirty:

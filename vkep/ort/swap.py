@@ -27,8 +27,8 @@ def swap_shader(shader: str) -> int:
                           "buffers that hold the old pipelines; run vkep dev on a session without graph capture")
     old = {device: device.pipelines.forget_shader(shader) for device in opened_devices()}
     nodes = forget_pipelines(shader)
-    for device, pipelines in old.items():
-        device.pipelines.retire(pipelines)
+    for device, objects in old.items():
+        device.pipelines.retire(objects)
     return nodes
 
 
