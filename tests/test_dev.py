@@ -59,7 +59,7 @@ def test_once_prints_the_largest_error_and_a_labelled_timing():
     assert res.returncode == 0, res.stdout + res.stderr
     assert re.search(r"reference case\(s\) vs the CPU EP: max error 0 in Relu-", res.stdout), res.stdout
     assert TIMING.search(res.stdout), res.stdout
-    assert re.search(r"result +\d+\.\d\d s after the save", res.stdout), res.stdout
+    assert re.search(r"result +\d+\.\d\d s after the start", res.stdout), res.stdout
 
 
 def test_compile_error_shows_file_line_and_keeps_the_last_good_pipelines(shader_copy):

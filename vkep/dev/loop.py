@@ -87,7 +87,7 @@ class DevLoop:
             self.say("  kept      the last good pipelines" + (
                 f": max error {_was(good.max_error, None)}, time {_was(good.micros, None, ' us')} ({good.timing})"
                 if good else " (none yet: fix the shader)"))
-            return self._done(outcome, origin)
+            return self._done(outcome, origin, saved_at is not None)
         self.say(f"  compile   {len(self.target.variants)} variant(s) of {', '.join(self.target.shaders)}: "
                  f"{compiled.compiled} compiled and validated by spirv-val, {compiled.reused} unchanged "
                  f"({compiled.seconds:.2f} s)")
@@ -99,7 +99,7 @@ class DevLoop:
         if self.model_path:
             self._run_model(outcome)
         self.last_good = outcome
-        return self._done(outcome, origin)
+        return self._done(outcome, origin, saved_at is not None)
 
     def _check(self, outcome: Outcome) -> None:
         if self.cases is None:
@@ -110,7 +110,9 @@ class DevLoop:
                 except Exception as exc:  # noqa: BLE001 — e.g. the CPU EP cannot run the reference
                     self.skipped.append(f"{case.name}: {str(exc).splitlines()[0][:120]}")
         previous = self.last_good
+        start = time.perf_counter()
         outcome.results = [case.check() for case in self.cases]
+        seconds = time.perf_counter() - start
         ran = [r for r in outcome.results if r.error is not None]
         failed = [r for r in outcome.results if not r.ok]
         outcome.max_error = max((r.error for r in ran), default=None)
@@ -118,7 +120,7 @@ class DevLoop:
         self.say(f"  check     {len(outcome.results)} reference case(s) vs the CPU EP: max error "
                  f"{_was(outcome.max_error, previous.max_error if previous else None)} in {worst}; "
                  + (f"{len(failed)} FAILED" if failed else "all within tolerance")
-                 + (f"; {len(self.skipped)} without a CPU reference" if self.skipped else ""))
+                 + (f"; {len(self.skipped)} without a CPU reference" if self.skipped else "") + f" ({seconds:.2f} s)")
         for r in failed[:6]:
             self.say(f"            {r.name}: " + (r.problem or f"max error {r.error:.3g} beyond tolerance"))
 
@@ -146,9 +148,9 @@ class DevLoop:
                  f"same session): max |vkep - CPU EP| {_was(result.vs_cpu, previous.vs_cpu if previous else None)}"
                  f"{change}; latency {_was(result.latency_ms, previous.latency_ms if previous else None, ' ms')}")
 
-    def _done(self, outcome: Outcome, origin: float) -> Outcome:
+    def _done(self, outcome: Outcome, origin: float, saved: bool) -> Outcome:
         outcome.seconds = time.time() - origin
-        self.say(f"  result    {outcome.seconds:.2f} s after the save")
+        self.say(f"  result    {outcome.seconds:.2f} s after the {'save' if saved else 'start'}")
         return outcome
 
     # -- watching -------------------------------------------------------------------------------------
