@@ -89,7 +89,7 @@ class DevLoop:
                 if good else " (none yet: fix the shader)"))
             return self._done(outcome, origin, saved_at is not None)
         self.say(f"  compile   {len(self.target.variants)} variant(s) of {', '.join(self.target.shaders)}: "
-                 f"{compiled.compiled} compiled and validated by spirv-val, {compiled.reused} unchanged "
+                 f"{compiled.compiled} compiled and validated by spirv-val, {compiled.reused} from the SPIR-V cache "
                  f"({compiled.seconds:.2f} s)")
         nodes = sum(swap_shader(shader) for shader in self.target.shaders)
         if nodes:

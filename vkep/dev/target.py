@@ -75,7 +75,7 @@ def resolve(kernel: str, specs: list[manifest.KernelSpec] | None = None) -> Targ
 class Compiled:
     seconds: float
     compiled: int  # variants compiled (and validated by spirv-val) now
-    reused: int  # variants whose sources did not change (SPIR-V from the wheel or the cache)
+    reused: int  # variants whose sources were compiled before (SPIR-V from the wheel or the user cache)
     errors: list[str]  # the compiler's messages (file:line), one per distinct failure
 
 
