@@ -91,7 +91,8 @@ class DevLoop:
         self.say(f"  compile   {len(self.target.variants)} variant(s) of {', '.join(self.target.shaders)}: "
                  f"{compiled.compiled} compiled and validated by spirv-val, {compiled.reused} from the SPIR-V cache "
                  f"({compiled.seconds:.2f} s)")
-        nodes = sum(swap_shader(shader) for shader in self.target.shaders)
+        swapped = self.last_good is None or self.last_good.compiled.keys != compiled.keys  # (a new source)
+        nodes = sum(swap_shader(shader) for shader in self.target.shaders) if swapped else 0
         if nodes:
             self.say(f"  swap      {nodes} live node(s) rebuild their pipelines (sessions kept)")
         self._check(outcome)

@@ -77,14 +77,16 @@ class Compiled:
     compiled: int  # variants compiled (and validated by spirv-val) now
     reused: int  # variants whose sources were compiled before (SPIR-V from the wheel or the user cache)
     errors: list[str]  # the compiler's messages (file:line), one per distinct failure
+    keys: list[str] = field(default_factory=list)  # the variants' SPIR-V keys (a change means a new source)
 
 
 def compile_variants(target: Target) -> Compiled:
     """Compile and validate the target's variants in parallel (each glslangValidator + spirv-val run)."""
     start = time.perf_counter()
     todo = target.variants
+    keys = [shaders.spirv_key(s, dict(d)) for s, d in todo]
     fresh = [not (shaders.shipped_path(s, k).exists() or shaders.cache_path(s, k).exists())
-             for s, d in todo for k in [shaders.spirv_key(s, dict(d))]]
+             for (s, _), k in zip(todo, keys, strict=True)]
 
     def one(variant) -> str | None:
         shader, defines = variant
@@ -103,4 +105,4 @@ def compile_variants(target: Target) -> Compiled:
         if detail not in seen:
             seen.add(detail)
             errors.append(message)
-    return Compiled(time.perf_counter() - start, sum(fresh), len(todo) - sum(fresh), errors)
+    return Compiled(time.perf_counter() - start, sum(fresh), len(todo) - sum(fresh), errors, keys)
