@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import io
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -111,5 +114,58 @@ def test_a_save_is_swapped_into_the_live_model_session(shader_copy, tmp_path):
         text = out.getvalue()
         assert "max |vkep - CPU EP| 1 (was 0)" in text, text
         assert "live node(s) rebuild their pipelines (sessions kept)" in text
+    finally:
+        loop.close()
+
+
+def test_watching_reruns_on_a_save_and_prints_save_to_result(tmp_path):
+    """The real watch loop (watchfiles), in its own process: a save in the watched copy triggers a cycle."""
+    copy = tmp_path / "shaders"
+    shutil.copytree(resources.SHADER_DIR, copy)
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "vkep.cli", "dev", "Relu", "--shader-dir", str(copy)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+
+    def read_until(pattern: str, seconds: float = 60) -> str:
+        seen, deadline = [], time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                seen.append(lines.get(timeout=1))
+            except queue.Empty:
+                continue
+            if re.search(pattern, seen[-1]):
+                return "".join(seen)
+        raise AssertionError(f"no line matching {pattern!r} in:\n{''.join(seen)}")
+
+    try:
+        read_until(r"^ +watching .*unary\.comp")
+        time.sleep(1)  # (the watcher starts just after the line)
+        _edit(copy / "unary.comp", RELU_LINE, RELU_LINE.replace(": v;", ": v + 1.0;"))
+        text = read_until(r"result +\d+\.\d\d s after the save")
+        assert "-- vkep dev Relu: unary.comp at" in text, text
+        assert re.search(r"max error 1 \(was 0\) in Relu-\d+-float", text), text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_manifest_save_remakes_the_cases_from_new_test_hints(tmp_path, monkeypatch, ep_devices):
+    copy = tmp_path / "kernels.yaml"
+    shutil.copy(resources.MANIFEST, copy)
+    monkeypatch.setenv("VKEP_MANIFEST", str(copy))
+    entry = "shader: unary.comp, constants: {op: 0}}"
+    assert copy.read_text().count(entry) == 1
+    loop, out = _loop("Relu")
+    try:
+        loop.cycle()
+        assert {c.feeds["in0"].shape for c in loop.cases} == {(2, 3, 4)}
+        _edit(copy, entry, entry[:-1] + ", test: {shapes: [[5, 7, 9]]}}")
+        remade = loop.cycle([copy.resolve()])
+        assert {c.feeds["in0"].shape for c in loop.cases} == {(5, 7, 9)}
+        assert remade.max_error == 0 and "test hints reloaded" in out.getvalue()
+        _edit(copy, "constants: {op: 0}", "constants: {op: 1}")
+        loop.cycle([copy.resolve()])
+        assert "the entry's constants changed: restart vkep dev" in out.getvalue()
     finally:
         loop.close()

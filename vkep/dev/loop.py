@@ -161,7 +161,6 @@ class DevLoop:
 
         watched = set(self.target.watched())
         folders = sorted({p.parent for p in watched})
-        self.say(f"   watching {len(watched)} file(s): {', '.join(sorted(p.name for p in watched))}")
 
         def wanted(_change, path: str) -> bool:
             return Path(path).resolve() in watched
@@ -169,6 +168,7 @@ class DevLoop:
         missed = [p for p, mtime in self._mtimes().items() if self._seen.get(p) != mtime]
         if missed:
             self.cycle(missed, max(p.stat().st_mtime for p in missed))
+        self.say(f"   watching {len(watched)} file(s): {', '.join(sorted(p.name for p in watched))}")
         try:
             for changes in watch(*folders, watch_filter=wanted, debounce=30, step=10):
                 paths = sorted({Path(p).resolve() for _, p in changes})
