@@ -169,3 +169,21 @@ def test_a_manifest_save_remakes_the_cases_from_new_test_hints(tmp_path, monkeyp
         assert "the entry's constants changed: restart vkep dev" in out.getvalue()
     finally:
         loop.close()
+
+
+def test_timing_labels_gpu_timestamps_and_falls_back_to_host_timing(ep_devices):
+    """lavapipe's compute queue writes timestamps (64 valid bits, 1 ns a tick); without a timer the figure is a
+    session run's host time, labelled so."""
+    from vkep.gpu.timing import timestamp_support
+
+    loop, _ = _loop("Relu")
+    try:
+        outcome = loop.cycle()
+        case = next(c for c in loop.cases if c.case.dtype == "float32")
+        bits, period = timestamp_support(case.kernels[0].gpu)
+        assert bits > 0 and period > 0  # (on a device without timestamps this test would have nothing to check)
+        assert outcome.timing.startswith("gpu timestamps") and outcome.micros > 0
+        micros, how = case.time(None)
+        assert how.startswith("host timing: session run") and micros > 0
+    finally:
+        loop.close()
