@@ -115,8 +115,10 @@ class LiveCase:
             host.append(time.perf_counter() - start)
         kernel = self.kernels[0]
         ops = kernel.last_ops
-        if timer is None or not timer.available or not ops:
-            why = "no timestamps on this queue" if timer is None or not timer.available else "node not replayable"
+        if timer is None or not timer.available or not ops or len(ops) > BATCH_COMMANDS // 2:
+            why = ("no timestamps on this queue" if timer is None or not timer.available
+                   else f"{len(ops)} dispatches: more than one batch" if ops
+                   else "no dispatch of its own to repeat: a view, a copy, or scratch memory")
             return statistics.median(host) * 1e6, f"host timing: session run ({why})"
         reps = max(1, min(16, (BATCH_COMMANDS // 2) // len(ops)))
         stream = kernel.gpu.default_stream()

@@ -108,7 +108,7 @@ class DevLoop:
             for case in generated.cases(self.target.specs):
                 try:
                     self.cases.append(LiveCase(case))
-                except Exception as exc:  # noqa: BLE001 — e.g. the CPU EP cannot run the reference
+                except Exception as exc:  # noqa: BLE001 — e.g. the CPU EP cannot run the reference (as the tests skip)
                     self.skipped.append(f"{case.name}: {str(exc).splitlines()[0][:120]}")
         previous = self.last_good
         start = time.perf_counter()
@@ -121,9 +121,11 @@ class DevLoop:
         self.say(f"  check     {len(outcome.results)} reference case(s) vs the CPU EP: max error "
                  f"{_was(outcome.max_error, previous.max_error if previous else None)} in {worst}; "
                  + (f"{len(failed)} FAILED" if failed else "all within tolerance")
-                 + (f"; {len(self.skipped)} without a CPU reference" if self.skipped else "") + f" ({seconds:.2f} s)")
+                 + (f"; {len(self.skipped)} not run" if self.skipped else "") + f" ({seconds:.2f} s)")
         for r in failed[:6]:
             self.say(f"            {r.name}: " + (r.problem or f"max error {r.error:.3g} beyond tolerance"))
+        for reason in self.skipped[:3] if previous is None else []:  # (said once, when the cases are made)
+            self.say(f"            not run: {reason}")
 
     def _time(self, outcome: Outcome) -> None:
         timed = next((c for c in self.cases or [] if c.case.dtype == "float32"), (self.cases or [None])[0])

@@ -47,7 +47,7 @@ class Target:
 
 
 def resolve(kernel: str, specs: list[manifest.KernelSpec] | None = None) -> Target:
-    """KERNEL is an op (Relu, com.microsoft.FusedMatMul) or a shader file (unary.comp, or a path: its directory
+    """KERNEL is an op (Relu, com.microsoft.QuickGelu) or a shader file (unary.comp, or a path: its directory
     becomes the shader directory)."""
     specs = manifest.load() if specs is None else specs
     if kernel.endswith(SHADER_SUFFIXES):
