@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -34,15 +35,27 @@ class Outcome:
     kept_last_good: bool = False
 
 
-def _was(now: float | None, before: float | None, unit: str = "", digits: str = ".3g") -> str:
+def _number(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def _micros(value: float) -> str:
+    return f"{value:.3g} us" if value < 1000 else f"{value / 1000:.3g} ms"
+
+
+def _millis(value: float) -> str:
+    return f"{value:.3g} ms"
+
+
+def _was(now: float | None, before: float | None, show: Callable[[float], str] = _number) -> str:
+    """A figure beside the previous save's, with the change in percent."""
     if now is None:
         return "-"
-    text = f"{now:{digits}}{unit}"
     if before is None:
-        return text
+        return show(now)
     if before and before != now:
-        return f"{text} (was {before:{digits}}{unit}, {100 * (now - before) / before:+.0f}%)"
-    return f"{text} (was {before:{digits}}{unit})"
+        return f"{show(now)} (was {show(before)}, {100 * (now - before) / before:+.0f}%)"
+    return f"{show(now)} (was {show(before)})"
 
 
 class DevLoop:
@@ -85,7 +98,7 @@ class DevLoop:
             outcome.kept_last_good = True
             good = self.last_good
             self.say("  kept      the last good pipelines" + (
-                f": max error {_was(good.max_error, None)}, time {_was(good.micros, None, ' us')} ({good.timing})"
+                f": max error {_was(good.max_error, None)}, time {_was(good.micros, None, _micros)} ({good.timing})"
                 if good else " (none yet: fix the shader)"))
             return self._done(outcome, origin, saved_at is not None)
         self.say(f"  compile   {len(self.target.variants)} variant(s) of {', '.join(self.target.shaders)}: "
@@ -139,7 +152,7 @@ class DevLoop:
             self.say(f"  time      {timed.name}: not timed ({str(exc).splitlines()[0]})")
             return
         previous = self.last_good.micros if self.last_good else None
-        self.say(f"  time      {timed.name}: {_was(outcome.micros, previous, ' us')} [{outcome.timing}]")
+        self.say(f"  time      {timed.name}: {_was(outcome.micros, previous, _micros)} [{outcome.timing}]")
 
     def _run_model(self, outcome: Outcome) -> None:
         if self.model is None:
@@ -149,7 +162,7 @@ class DevLoop:
         change = "" if result.vs_previous is None else f"; changed by {result.vs_previous:.3g} since the last save"
         self.say(f"  model     {Path(self.model_path).name} ({result.nodes_on_vkep}/{result.nodes} nodes on vkep, "
                  f"same session): max |vkep - CPU EP| {_was(result.vs_cpu, previous.vs_cpu if previous else None)}"
-                 f"{change}; latency {_was(result.latency_ms, previous.latency_ms if previous else None, ' ms')}")
+                 f"{change}; latency {_was(result.latency_ms, previous.latency_ms if previous else None, _millis)}")
 
     def _done(self, outcome: Outcome, origin: float, saved: bool) -> Outcome:
         outcome.seconds = time.time() - origin
