@@ -172,7 +172,11 @@ class DevLoop:
     # -- watching -------------------------------------------------------------------------------------
     def watch(self) -> None:
         """A cycle on every save of a watched file, until Ctrl-C."""
-        from watchfiles import watch  # (a kernel author's dependency: pip install vkep[dev])
+        try:
+            from watchfiles import watch
+        except ImportError:
+            raise RuntimeError("vkep dev watches files with watchfiles: pip install 'vkep[dev]' (or run one cycle "
+                               "with --once)") from None
 
         watched = set(self.target.watched())
         folders = sorted({p.parent for p in watched})
@@ -188,7 +192,10 @@ class DevLoop:
             for changes in watch(*folders, watch_filter=wanted, debounce=30, step=10):
                 paths = sorted({Path(p).resolve() for _, p in changes})
                 saved = max((p.stat().st_mtime for p in paths if p.exists()), default=None)
-                self.cycle(paths, saved)
+                try:
+                    self.cycle(paths, saved)
+                except Exception as exc:  # noqa: BLE001 — the loop outlives a failed cycle: the next save retries
+                    self.say(f"  failed    {type(exc).__name__}: {exc}")
                 watched = set(self.target.watched())  # an include added or removed
         except KeyboardInterrupt:
             pass
