@@ -60,8 +60,9 @@ class KernelInstance:
         self.shared_layouts: dict[int, tuple] = {}  # input index → (shape, dtype) of a weight ORT shares
         self.held_imports: list = []  # host memory ORT's cache shares that the device reads in place
         self.capture = None  # the CapturedGraph its session is capturing, if any (capture.py)
-        # the dispatches of its latest Python execution over memory that outlives it, as KernelCall.ops
-        # (`vkep dev` times them again over inputs and outputs it keeps allocated)
+        # the dispatches of its latest Python execution (KernelCall.ops), when they read no staged host input and
+        # no scratch memory: they can be recorded again while its inputs and outputs stay allocated (`vkep dev`
+        # binds them, and times the dispatches)
         self.last_ops: list[tuple] = []
         with _ids_lock:
             self.id = next(_ids)
@@ -530,7 +531,7 @@ def _kernel_compute(kernel_id, ctx, io):
             waiting.limit = waiting.label = None
     if call.replayable:
         call.save_plan(io)
-    # over memory that outlives the call (no staged host input, no scratch), its dispatches can run again
+    # with no staged host input and no scratch memory, its dispatches can be recorded again (vkep dev)
     kernel.last_ops = call.ops if not foreign and not call.took_scratch else []
 
 
