@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                        description="Watch a kernel's shader, its includes and the manifest; on every save recompile "
                                    "its variants (spirv-val validated), swap them into live sessions, run its "
                                    "generated reference cases against the CPU EP and time it, beside the previous "
-                                   "save's figures. README: \"Kernel authors\".")
+                                   "save's figures. README: \"Live shader loop\".")
     p.add_argument("kernel", help="an op of the manifest (Relu) or a shader file (unary.comp, or a path to a copy)")
     p.add_argument("--model", metavar="MODEL.onnx", help="also rerun this model in one live session after each save")
     p.add_argument("--shader-dir", metavar="DIR", help="compile shaders from DIR (a copy of vkep/shaders) instead "

@@ -54,19 +54,19 @@ def resolve(kernel: str, specs: list[manifest.KernelSpec] | None = None) -> Targ
         path = Path(kernel)
         if path.parent != Path(".") or path.exists():
             if not path.is_file():
-                raise ValueError(f"vkep dev: no shader file {kernel}")
+                raise ValueError(f"vkep: no shader file {kernel}")
             if path.resolve().parent != Path(shaders.SHADER_DIR).resolve():
                 shaders.set_shader_dir(path.resolve().parent)
         name = path.name
         found = [s for s in specs if s.shader == name]
         if not found:
-            raise ValueError(f"vkep dev: no manifest entry uses the shader {name} (an include such as common.glsl: "
+            raise ValueError(f"vkep: no manifest entry uses the shader {name} (an include such as common.glsl: "
                              "name a kernel or the shader that includes it)")
         return Target(kernel, found, [name])
     found = [s for s in specs if kernel in (s.op, s.name)]
     if not found:
         near = sorted({s.name for s in specs if kernel.lower() in s.name.lower()})[:8]
-        raise ValueError(f"vkep dev: no manifest entry for {kernel!r}" + (f"; did you mean {', '.join(near)}?"
+        raise ValueError(f"vkep: no manifest entry for {kernel!r}" + (f"; did you mean {', '.join(near)}?"
                                                                           if near else ""))
     return Target(kernel, found, sorted({s.shader for s in found if s.shader}))
 
