@@ -187,3 +187,27 @@ def test_timing_labels_gpu_timestamps_and_falls_back_to_host_timing(ep_devices):
         assert how.startswith("host timing: session run") and micros > 0
     finally:
         loop.close()
+
+
+def test_a_swap_is_refused_while_a_session_replays_a_captured_graph(ep_devices):
+    """A captured graph's command buffers hold its pipelines: swapping them out from under it is refused."""
+    import onnxruntime as ort
+
+    from vkep import runner
+    from vkep.gpu.device import physical_devices
+    from vkep.models import add_chain
+    from vkep.ort.factory import shares_host_memory
+    from vkep.ort.swap import SwapRefused, swap_shader
+
+    session = runner.vkep_session(add_chain(3, shape=(4, 16)), ep_options={"enable_graph_capture": "1"})
+    kind = "HOST_ACCESSIBLE" if shares_host_memory(physical_devices()[0]) else "DEFAULT"
+    info = ep_devices[0].memory_info(getattr(ort.OrtDeviceMemoryType, kind))
+    x, y = (ort.OrtValue.ortvalue_from_shape_and_type([4, 16], np.float32, memory_info=info) for _ in range(2))
+    binding = session.io_binding()
+    binding.bind_ortvalue_input("x", x)
+    binding.bind_ortvalue_output("y", y)
+    session.run_with_iobinding(binding)  # captures
+    with pytest.raises(SwapRefused, match="captured graph"):
+        swap_shader("binary.comp")
+    del binding, session
+    assert swap_shader("binary.comp") >= 0  # the session is gone: nothing refuses
