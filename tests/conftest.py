@@ -7,23 +7,11 @@ import os
 
 os.environ.setdefault("VKEP_VALIDATION", "1")  # before vkep creates its VkInstance
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import vkep  # noqa: E402
+from vkep.conformance.generated import FP16_TOL, FP32_TOL, tolerance  # noqa: E402, F401 (the tests import them from here)
 from vkep.gpu.device import validation_messages  # noqa: E402
-
-FP32_TOL = {"rtol": 1e-4, "atol": 1e-5}
-FP16_TOL = {"rtol": 1e-2, "atol": 1e-3}
-
-
-def tolerance(dtype) -> dict:
-    dtype = np.dtype(dtype)
-    if dtype == np.float16:
-        return FP16_TOL
-    if dtype.kind == "f":
-        return FP32_TOL
-    return {"rtol": 0, "atol": 0}
 
 
 @pytest.fixture(scope="session")

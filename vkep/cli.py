@@ -1,4 +1,4 @@
-"""The `vkep` command: devices, run, shaders build, conformance.
+"""The `vkep` command: devices, run, shaders build, dev, conformance.
 
 (vkep's counters belong to a process that runs models: `vkep run --stats`, or `vkep.stats()` in Python.)"""
 
@@ -107,6 +107,12 @@ def _conformance(args) -> int:
     return conformance.main(args)
 
 
+def _dev(args) -> int:
+    from vkep import dev
+
+    return dev.command(args)
+
+
 def _version_text() -> str:
     """vkep's version and the onnxruntime it runs in (the plugin ABI it uses is ORT's)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -150,6 +156,18 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--out", metavar="DIR", help="compile every variant a kernel can ask for into DIR, with an "
                                                 "index (what a wheel ships in vkep/spirv)")
     b.set_defaults(fn=_shaders_build)
+    p = sub.add_parser("dev", help="a live shader loop: recompile, check, time on every save of a kernel's shader",
+                       description="Watch a kernel's shader, its includes and the manifest; on every save recompile "
+                                   "its variants (spirv-val validated), swap them into live sessions, run its "
+                                   "generated reference cases against the CPU EP and time it, beside the previous "
+                                   "save's figures. README: \"Live shader loop\".")
+    p.add_argument("kernel", help="an op of the manifest (Relu) or a shader file (unary.comp, or a path to a copy)")
+    p.add_argument("--model", metavar="MODEL.onnx", help="also rerun this model in one live session after each save")
+    p.add_argument("--shader-dir", metavar="DIR", help="compile shaders from DIR (a copy of vkep/shaders) instead "
+                                                       "of the package's (as VKEP_SHADER_DIR)")
+    p.add_argument("--once", action="store_true", help="run one cycle and exit (status 1: compile error or a "
+                                                       "reference case outside tolerance)")
+    p.set_defaults(fn=_dev)
     p = sub.add_parser("conformance", help="run the ONNX backend node tests through ORT on vkep (or another EP)")
     p.add_argument("--filter", metavar="REGEX", help="only the cases whose name matches (re.search)")
     p.add_argument("--json", metavar="OUT.json", help="write every case's record, the summary and device info")

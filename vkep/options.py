@@ -177,7 +177,8 @@ ENV_VARS = [
             "only place vkep writes to", PROCESS, "`~/.cache`"),
     Setting("VKEP_MANIFEST", PATHS, "", "the kernel manifest(s) to load (later files add kernels)", PROCESS,
             "`kernels.yaml` in the package"),
-    Setting("VKEP_SHADER_DIR", PATH, "", "where shaders are compiled from", PROCESS, "`shaders/` in the package"),
+    Setting("VKEP_SHADER_DIR", PATH, "", "where shaders are compiled from (a kernel author's copy; `vkep dev --shader-dir` "
+            "sets it for its process)", PROCESS, "`shaders/` in the package"),
     Setting("VKEP_FORCE_DISCRETE", FLAG, "0",
             "`1` runs a unified-memory device the way a discrete GPU is run (staging copies, no host access to "
             "device memory): tests that path anywhere. Process-wide: ORT reads a device's memory kinds from its "

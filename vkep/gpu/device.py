@@ -386,6 +386,12 @@ def open_device(index: int) -> Device:
         return _devices[index]
 
 
+def opened_devices() -> list[Device]:
+    """The logical devices this process has created so far."""
+    with _devices_lock:
+        return list(_devices.values())
+
+
 def validation_messages() -> tuple[int, str]:
     """(count, text) of validation-layer messages since the last call; clears them."""
     buf = ffi.new("char[]", 65536)

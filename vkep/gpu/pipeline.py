@@ -46,6 +46,7 @@ class PipelineCache:
         self._building: dict[tuple, threading.Lock] = {}  # pipelines being built, each held by its builder
         self._modules: dict[str, object] = {}
         self._splittable: set[int] = set()  # pipelines whose shader reads the group base (see splits)
+        self._module_shader: dict[str, str] = {}  # SPIR-V key → the shader file it was compiled from
         self._keep = []
         self.built = 0  # pipelines created (vkep.stats: a cold start's progress)
         self.warmed = 0  # of those, compiled before a session's first run (vkep.ort.warmup)
@@ -140,6 +141,7 @@ class PipelineCache:
                 out = ffi.new("VkShaderModule*")
                 check(lib.vkCreateShaderModule(dev, minfo, ffi.NULL, out), "vkCreateShaderModule")
                 module = self._modules[spv_key] = out[0]
+                self._module_shader[spv_key] = shader
         entry = ffi.new("char[]", b"main")
         spec = ffi.NULL
         if constants:
@@ -168,6 +170,32 @@ class PipelineCache:
         """Whether a grid past the device's workgroup-count limit may be recorded in pieces for this
         pipeline (its shader adds the piece's group base to gl_WorkGroupID)."""
         return int(ffi.cast("uintptr_t", pipeline)) in self._splittable
+
+    def forget_shader(self, shader: str) -> list:
+        """Take every pipeline and shader module built from `shader` out of the cache (its source changed: `vkep
+        dev`), so the next get() builds it from the new SPIR-V; returns them for `retire` once nothing uses them."""
+        with self._lock:
+            stale = [key for key in self._pipelines if key[0] == shader]
+            modules = [key for key, name in self._module_shader.items() if name == shader]
+            for key in modules:
+                del self._module_shader[key]
+            return ([("pipeline", self._pipelines.pop(key)) for key in stale]
+                    + [("module", self._modules.pop(key)) for key in modules])
+
+    def retire(self, objects: list) -> None:
+        """Destroy what `forget_shader` took out, once the device is idle (recorded and submitted work may still
+        use the pipelines)."""
+        if not objects:
+            return
+        self.device.synchronize()
+        check(lib.vkDeviceWaitIdle(self.device.handle), "vkDeviceWaitIdle")
+        for kind, handle in objects:
+            if kind == "pipeline":
+                with self._lock:  # (a new pipeline may get the handle's value)
+                    self._splittable.discard(int(ffi.cast("uintptr_t", handle)))
+                lib.vkDestroyPipeline(self.device.handle, handle, ffi.NULL)
+            else:
+                lib.vkDestroyShaderModule(self.device.handle, handle, ffi.NULL)
 
     def save(self) -> None:
         if not self._dirty:

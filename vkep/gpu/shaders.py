@@ -24,6 +24,18 @@ SHADER_DIR = options.env("VKEP_SHADER_DIR") or resources.SHADER_DIR
 TARGET_ENV = "vulkan1.2"
 
 
+def set_shader_dir(path: Path) -> None:
+    """Compile shaders from `path` from now on (`vkep dev --shader-dir`: a kernel author's copy). Pipelines
+    built already keep their SPIR-V until they are swapped (vkep.ort.swap)."""
+    global SHADER_DIR
+    SHADER_DIR = Path(path).resolve()
+
+
+def sources(shader: str) -> list[Path]:
+    """`shaders/<shader>` and every file it includes, recursively (what a change to must recompile it)."""
+    return _sources(SHADER_DIR / shader)
+
+
 class ShaderError(RuntimeError):
     """A shader failed to compile or validate; the message carries the compiler's file:line output."""
 

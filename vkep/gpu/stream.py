@@ -140,6 +140,18 @@ class Stream:
             if self.rec.commands >= BATCH_COMMANDS:
                 self.flush()
 
+    def on_open_buffer(self, record) -> None:
+        """Call `record(command buffer)` on the open command buffer, to record a command the recorder does not
+        know (a timestamp: gpu.timing). It is submitted with the next batch that holds a dispatch."""
+        with self.lock:
+            if not self.rec.recording:
+                self._open()
+            lib.vkep_lock(self.rec)  # the native replay path records into the same command buffer
+            try:
+                record(self.rec.cmd)
+            finally:
+                lib.vkep_unlock(self.rec)
+
     def copy(self, src: int, dst: int, nbytes: int) -> None:
         """Record a device copy between two vkep addresses."""
         memory = self.device.memory

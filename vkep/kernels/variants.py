@@ -24,9 +24,15 @@ def _key(shader: str, defines: dict[str, int]) -> Variant:
     return shader, tuple(sorted(defines.items()))
 
 
+def of_spec(spec: manifest.KernelSpec) -> set[Variant]:
+    """The variants of one manifest entry's shader for the types it lists."""
+    if not spec.shader:
+        return set()
+    return {_key(spec.shader, variant(t)) for allowed in spec.types.values() for t in allowed if t in SHADER_DTYPE}
+
+
 def required() -> set[Variant]:
-    return {_key(spec.shader, variant(t)) for spec in manifest.load() if spec.shader
-            for allowed in spec.types.values() for t in allowed if t in SHADER_DTYPE}
+    return {v for spec in manifest.load() for v in of_spec(spec)}
 
 
 def possible() -> set[Variant]:

@@ -60,6 +60,10 @@ class KernelInstance:
         self.shared_layouts: dict[int, tuple] = {}  # input index → (shape, dtype) of a weight ORT shares
         self.held_imports: list = []  # host memory ORT's cache shares that the device reads in place
         self.capture = None  # the CapturedGraph its session is capturing, if any (capture.py)
+        # the dispatches of its latest Python execution (KernelCall.ops), when they read no staged host input and
+        # no scratch memory: they can be recorded again while its inputs and outputs stay allocated (`vkep dev`
+        # binds them, and times the dispatches)
+        self.last_ops: list[tuple] = []
         with _ids_lock:
             self.id = next(_ids)
         self.struct = api.new_struct("vkep_kernel")
@@ -195,8 +199,7 @@ class KernelCall:
         pipeline = self.kernel.pipeline(shader, dtype, constants)
         push, spans = encode_dispatch(addresses, tail, reads, writes)
         self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))
-        if self.replayable:
-            self.ops.append((pipeline, addresses, push, groups, reads, writes))
+        self.ops.append((pipeline, addresses, push, groups, reads, writes))
 
     def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
         """A chunk of the allocator the node's outputs come from, freed once the call is recorded (as a plan
@@ -564,6 +567,9 @@ def _kernel_compute(kernel_id, ctx, io):
                 waiting.limit = waiting.label = None
         if call.replayable:
             call.save_plan(io)
+        # with no staged host input and no scratch memory (freed below), its dispatches can be recorded
+        # again (vkep dev)
+        kernel.last_ops = call.ops if not foreign and not call.took_scratch else []
     finally:
         call.free_scratch()
 
