@@ -13,6 +13,8 @@ from vkep.gpu.stream import pack_spans
 from vkep.gpu.vk import ffi, lib
 from vkep.kernels.elementwise import WORKGROUP
 from vkep.kernels.movement import WG as MOVEMENT_WG
+from vkep.kernels.pool import WORKGROUP as POOL_WG
+from vkep.kernels.quantize import WG as QUANTIZE_WG
 
 
 @pytest.fixture(scope="module")
@@ -179,9 +181,12 @@ def test_validation_layer_reports_misuse(dev):
 
 @pytest.mark.parametrize("shader, size", [(s, WORKGROUP) for s in ("binary.comp", "unary.comp", "where.comp")]
                          + [(s, MOVEMENT_WG) for s in ("strided_copy.comp", "concat.comp", "gather.comp",
-                                                       "scatter.comp", "fill.comp", "resize.comp")])
+                                                       "scatter.comp", "fill.comp", "resize.comp")]
+                         + [(s, POOL_WG) for s in ("pool.comp", "lrn.comp")]
+                         + [(s, QUANTIZE_WG) for s in ("quantize.comp", "qlinear_binary.comp", "qlinear_lookup.comp",
+                                                       "qlinear_pool.comp")])
 def test_grids_match_the_shaders_workgroup(shader, size):
-    """elementwise.py and movement.py size their grids by a constant; the shaders declare their own local
+    """elementwise.py, movement.py, pool.py and quantize.py size their grids by a constant; the shaders declare their own local
     size: read it back from the SPIR-V, so the two cannot drift apart (a larger shader size would leave
     elements unwritten)."""
     from vkep.gpu.shaders import compile_shader, local_size

@@ -9,7 +9,7 @@ from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, pa
 from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size, window_geometry
 from vkep.kernels.reduce import reduce_geometry, reduce_op_code, reduce_plan
 
-WORKGROUP = 256
+WORKGROUP = 64  # pool.comp's and lrn.comp's WG
 OP_MAX, OP_AVERAGE, OP_LP = 0, 1, 2
 
 

@@ -28,6 +28,7 @@ from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collaps
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
 ONNX_8BIT = {2: "uint8", 3: "int8"}  # TensorProto codes of output_dtype
 BINARY_RANK = 4  # qlinear_binary.comp's broadcast rank
+WG = 64  # the workgroup of quantize.comp and the qlinear_*.comp shaders (their WG)
 # conv_integer.comp's register block: output channels (a specialization constant) by output pixels of a row.
 # A 64-channel 3x3 conv over 56x56 on lavapipe: one output an invocation 4.2 s, 4 x 4 1.0 s, 16 x 8 0.17 s.
 CONV_TN = 8
@@ -87,7 +88,7 @@ def dispatch_quantize(call, mode: int, x: Tensor, scale: Tensor, zp: Tensor | No
                       mod: int, block: int = 0, blocks: int = 0) -> None:
     """quantize.comp over x: scale and zero point of element g at (g / div) % mod, or of its block (block > 0)."""
     call.dispatch("quantize.comp", (shader_dtype(x), shader_dtype(y)), (mode,), [x, scale, zp, y],
-                  pack("5I", x.size, div, mod, block, blocks), grid_1d(x.size, 256),
+                  pack("5I", x.size, div, mod, block, blocks), grid_1d(x.size, WG),
                   [t for t in (x, scale, zp) if t is not None], [y])
 
 
@@ -282,7 +283,7 @@ class QLinearBinary(Kernel):
         if y.size:
             addresses = [a, a_scale, azp, b, b_scale, bzp, c_scale, czp, y]
             call.dispatch(self.spec.shader, "uint8", (self.constants[0], int(a.dtype == "int8")), addresses, tail,
-                          grid_1d(y.size, 256), [t for t in addresses if t is not None and t is not y], [y])
+                          grid_1d(y.size, WG), [t for t in addresses if t is not None and t is not y], [y])
 
     @staticmethod
     def _plan(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple[int, ...], bytes]:
@@ -354,7 +355,7 @@ class QLinearLookup(Kernel):
             if n:
                 addresses = [x, scale, zp, y_scale, yzp, y]
                 call.dispatch(self.spec.shader, "uint8", (op, int(signed)), addresses,
-                              pack("5If", n, inner, length, total, base, alpha), grid_1d(n, 256),
+                              pack("5If", n, inner, length, total, base, alpha), grid_1d(n, WG),
                               [t for t in addresses if t is not None and t is not y], [y])
 
     def _plan(self, shapes: tuple) -> tuple:
@@ -403,7 +404,7 @@ class QLinearPool(Kernel):
         if y.size:
             addresses = [x, x_scale, xzp, y_scale, yzp, y]
             call.dispatch(self.spec.shader, "uint8", (is_global, int(signed), count_pad), addresses,
-                          pack("I8I2i", y.size, *geometry), grid_1d(y.size, 256),
+                          pack("I8I2i", y.size, *geometry), grid_1d(y.size, WG),
                           [t for t in addresses if t is not None and t is not y], [y])
 
     def _plan(self, xs: tuple[int, ...]) -> tuple:

@@ -4,7 +4,8 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+#define WG 64  // (lavapipe runs a workgroup's dead lanes too: small tensors take narrow groups)
+layout(local_size_x = WG) in;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y;
@@ -14,7 +15,7 @@ layout(push_constant, scalar) uniform Push {
 } pc;
 
 void main() {
-    uint i = FLAT_ID(256);
+    uint i = FLAT_ID(WG);
     if (i >= pc.n) return;
     uint c = (i / pc.inner) % pc.channels;
     uint base = i - c * pc.inner;

@@ -8,7 +8,8 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+#define WG 64  // (lavapipe runs a workgroup's dead lanes too: small tensors take narrow groups)
+layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint OP = 0;  // 0 max, 1 average, 2 Lp
 layout(constant_id = 1) const uint COUNT_PAD = 0;
 layout(constant_id = 2) const uint P = 2;
@@ -34,7 +35,7 @@ uint padded_taps(int start, uint k, uint dil, uint size, int pad_end) {
 }
 
 void main() {
-    uint i = FLAT_ID(256);
+    uint i = FLAT_ID(WG);
     if (i >= pc.n) return;
     uint osz = pc.od * pc.oh * pc.ow, isz = pc.id * pc.ih * pc.iw;
     uint nc = i / osz, p = i % osz, q = p / pc.ow;

@@ -13,7 +13,8 @@
 #include "requantize.glsl"
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
-layout(local_size_x = 256) in;
+#define WG 64  // (lavapipe runs a workgroup's dead lanes too: small tensors take narrow groups)
+layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint SIGNED = 0;
 
@@ -69,7 +70,7 @@ int zero_point(uint64_t t) {
 }
 
 void main() {
-    uint i = flat_index(256);
+    uint i = flat_index(WG);
     if (i >= pc.n) return;
     uint rank = pc.rank_flags & 0xffu, flags = pc.rank_flags >> 8;
     uint ia = 0, ib = 0, rest = i;

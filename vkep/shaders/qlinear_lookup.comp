@@ -11,7 +11,8 @@
 #include "common.glsl"
 #include "requantize.glsl"
 
-layout(local_size_x = 256) in;
+#define WG 64  // (lavapipe runs a workgroup's dead lanes too: small tensors take narrow groups)
+layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint SIGNED = 0;
 
@@ -53,7 +54,7 @@ precise float logistic(float x) {
 }
 
 void main() {
-    uint i = FLAT_ID(256);
+    uint i = FLAT_ID(WG);
     if (i >= pc.n) return;
     bool s = SIGNED != 0;
     int x_zp = pc.x_zp != 0 ? rq_byte(pc.x_zp, 0, s) : 0;

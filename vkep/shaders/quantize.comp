@@ -9,7 +9,8 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+#define WG 64  // (lavapipe runs a workgroup's dead lanes too: small tensors take narrow groups)
+layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint MODE = 0;
 
 layout(push_constant, scalar) uniform Push {
@@ -19,7 +20,7 @@ layout(push_constant, scalar) uniform Push {
 } pc;
 
 void main() {
-    uint i = FLAT_ID(256);
+    uint i = FLAT_ID(WG);
     if (i >= pc.n) return;
     uint c = pc.block == 0 ? (i / pc.div) % pc.mod
                            : ((i / (pc.mod * pc.div)) * pc.blocks + (i / pc.div) % pc.mod / pc.block) * pc.div + i % pc.div;
