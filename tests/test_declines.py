@@ -128,3 +128,21 @@ def test_invalid_attribute_fails_as_on_the_cpu_ep(ep_devices, name):
     vkep_phase, text = _phase_of_failure(lambda: runner.vkep_session(model), feeds)
     assert cpu_phase != "none" and vkep_phase == cpu_phase, (cpu_phase, vkep_phase, text)
     assert message in text
+
+
+def test_tensor_larger_than_the_device_can_allocate_is_declined(ep_devices):
+    """A node whose output would not fit one allocation of the device (lavapipe: its 2 GiB heap) stays on the
+    CPU EP, where it ran out of device memory at run time before; the nodes around it that fit stay on vkep."""
+    from onnx import numpy_helper
+
+    from vkep.gpu.device import open_device
+
+    elements = open_device(0).memory.largest_block() // 4 + 64
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Expand", ["r", "shape"], ["big"]),
+             helper.make_node("Relu", ["x"], ["y"])]
+    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", F, [1])],
+                              [helper.make_tensor_value_info("big", F, None), helper.make_tensor_value_info("y", F, None)],
+                              [numpy_helper.from_array(np.array([elements], np.int64), "shape")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    placed = {op: ep for _, op, ep in runner.placement(runner.vkep_session(model.SerializeToString()))}
+    assert placed == {"Relu": "VulkanExecutionProvider", "Expand": "CPUExecutionProvider"}, placed

@@ -292,6 +292,12 @@ class MemoryManager:
     def reserved(self) -> int:
         return self.device_pool.reserved + self.host_pool.reserved
 
+    def largest_block(self) -> int:
+        """The most bytes one tensor may take: a tensor is one block of one pool, and Vulkan allows no
+        allocation larger than its memory heap (lavapipe's heap is 2 GiB)."""
+        info = self.device.info
+        return min(info.heap_sizes[info.memory_types[pool.type_index][1]] for pool in (self.device_pool, self.host_pool))
+
     def resolve(self, address: int) -> tuple[Block, int]:
         found = self.spans.find(address)
         if found is None:

@@ -440,7 +440,8 @@ def _refused_in_a_dry_run(ep: Ep, spec, version: int, attrs: dict, inputs: list,
     try:
         kernel = cls(spec, attrs, version, [v[1] or "" if v else "" for v in inputs])
         kernel.output_count, kernel.device_info = output_count, ep.device.info
-        kernel.compute(warmup.DryCall(tensors, constants, is_constant))
+        kernel.compute(warmup.DryCall(tensors, constants, is_constant, ep.gpu.memory.largest_block(),
+                                      frozenset(spec.cpu_outputs)))
     except UnsupportedError as exc:
         return str(exc)
     except Exception:  # noqa: BLE001 — a value only the run has (warmup.NeedsRunValue), or anything else: the run decides

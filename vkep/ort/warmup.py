@@ -10,12 +10,13 @@ symbolic dimensions are left to their first run (docs/design.md, "Cold start").
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from vkep.kernels.base import Tensor
+from vkep.kernels.base import ITEMSIZE, Tensor, UnsupportedError
 
 
 class NeedsRunValue(Exception):
@@ -26,14 +27,26 @@ class DryCall:
     """`vkep.kernels.base.Call` for planning only: outputs are shapes at address 0, dispatches are recorded."""
 
     def __init__(self, inputs: list[Tensor | None], constants: Callable[[int], bytes | None] = lambda index: None,
-                 is_constant: Callable[[int], bool] = lambda index: False):
+                 is_constant: Callable[[int], bool] = lambda index: False, largest: int = 0,
+                 cpu_outputs: frozenset[int] = frozenset()):
         self.inputs = inputs
         self.constants = constants  # the bytes of input i where the graph holds it as a constant, else None
         self.is_constant = is_constant  # whether the graph holds input i as a constant (of any size)
+        self.largest = largest  # the most bytes one tensor of the device may take (0: no check)
+        self.cpu_outputs = cpu_outputs  # outputs in host memory ORT allocates
         self.pipelines: set[tuple] = set()
 
+    def _fits(self, what: str, shape: tuple[int, ...], dtype: str) -> None:
+        nbytes = math.prod(shape) * ITEMSIZE.get(dtype, 1)
+        if self.largest and nbytes > self.largest:
+            raise UnsupportedError(f"{what} {list(shape)} {dtype} takes {nbytes:,} bytes, more than the device can "
+                                   f"allocate at once ({self.largest:,} bytes: its memory heap)")
+
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
-        return Tensor(0, tuple(shape), dtype or self.inputs[0].dtype, -1 - index)
+        dtype = dtype or self.inputs[0].dtype
+        if index not in self.cpu_outputs:
+            self._fits(f"output {index}", shape, dtype)
+        return Tensor(0, tuple(shape), dtype, -1 - index)
 
     def error_word(self) -> Tensor:
         return Tensor(0, (1,), "int32", Tensor.PERSISTENT)
@@ -52,6 +65,7 @@ class DryCall:
         return tensor.io is not None and tensor.io >= 0 and self.is_constant(tensor.io)
 
     def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
+        self._fits("scratch memory", shape, dtype)
         return Tensor(0, tuple(shape), dtype, None)
 
     def copy(self, src: Tensor, dst: Tensor) -> None:
