@@ -293,10 +293,11 @@ class MemoryManager:
         return self.device_pool.reserved + self.host_pool.reserved
 
     def largest_block(self) -> int:
-        """The most bytes one tensor may take: a tensor is one block of one pool, and Vulkan allows no
-        allocation larger than its memory heap (lavapipe's heap is 2 GiB)."""
-        info = self.device.info
-        return min(info.heap_sizes[info.memory_types[pool.type_index][1]] for pool in (self.device_pool, self.host_pool))
+        """The most bytes one tensor may take: a tensor is one block of the pool ORT's allocator serves (the
+        host pool on a unified device, else the device pool), and Vulkan allows no allocation larger than its
+        memory heap (lavapipe's heap is 2 GiB)."""
+        info, pool = self.device.info, self.host_pool if self.unified else self.device_pool
+        return info.heap_sizes[info.memory_types[pool.type_index][1]]
 
     def resolve(self, address: int) -> tuple[Block, int]:
         found = self.spans.find(address)
