@@ -200,3 +200,59 @@ def test_model_from_orts_dynamic_quantizer(ep_devices, tmp_path):
     feeds = models.bert_inputs(model)
     for got, want in zip(session.run(None, feeds), cpu.run(None, feeds), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+
+
+NIBBLE_RANGES = {TensorProto.INT4: (-8, 7), TensorProto.UINT4: (0, 15)}
+
+
+def _four_bit_model(t4: int, x_shape: tuple, axis: int, per: str, zero_points: bool, float_type, seed: int):
+    """A float feed through two vkep nodes, QuantizeLinear to a 4-bit type (scale and zero point per tensor, per
+    axis or per block of 3), DequantizeLinear back, and DequantizeLinear of a constant 4-bit weight of the same
+    shape: every output is a float tensor numpy can hold (4-bit values are not)."""
+    rng = np.random.default_rng(seed)
+    lo, hi = NIBBLE_RANGES[t4]
+    f_type = helper.np_dtype_to_tensor_dtype(np.dtype(float_type))
+    pshape = [] if per == "tensor" else [x_shape[axis]] if per == "axis" else list(x_shape)
+    if per == "block":
+        pshape[axis] = -(-x_shape[axis] // 3)
+    attrs = {} if per == "tensor" else {"axis": axis} | ({"block_size": 3} if per == "block" else {})
+    scale = rng.uniform(0.3, 2, pshape).astype(float_type)
+    inits = [numpy_helper.from_array(scale, "s"), helper.make_tensor("w", t4, x_shape, rng.integers(
+        lo, hi + 1, x_shape).ravel().tolist())]
+    q_args = ["r", "s"]
+    if zero_points:
+        inits.append(helper.make_tensor("z", t4, pshape, rng.integers(lo, hi + 1, pshape).ravel().tolist()))
+        q_args.append("z")
+    q_attrs = attrs if zero_points else attrs | {"output_dtype": t4}
+    nodes = [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Neg", ["n"], ["r"]),
+             helper.make_node("QuantizeLinear", q_args, ["q"], **q_attrs),
+             helper.make_node("DequantizeLinear", ["q", *q_args[1:]], ["y"], **attrs),
+             helper.make_node("DequantizeLinear", ["w", *q_args[1:]], ["dw"], **attrs)]
+    graph = helper.make_graph(nodes, "four_bit", [helper.make_tensor_value_info("x", f_type, x_shape)],
+                              [helper.make_tensor_value_info(n, f_type, None) for n in ("y", "dw")], inits)
+    x = (rng.standard_normal(x_shape) * 8).astype(float_type)
+    x.flat[:8] = [0.5, 1.5, 2.5, -0.5, -2.5, np.nan, np.inf, -np.inf]  # rounding ties, saturation, NaN
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), {"x": x}
+
+
+@pytest.mark.parametrize("t4", list(NIBBLE_RANGES), ids=["int4", "uint4"])
+@pytest.mark.parametrize("per", ["tensor", "axis", "block"])
+@pytest.mark.parametrize("zero_points", [True, False], ids=["zp", "no_zp"])
+@pytest.mark.parametrize("float_type", [np.float32, np.float16])
+@pytest.mark.parametrize("x_shape,axis", [((3, 5), 1), ((2, 7, 3), 1)])  # odd element counts: a half byte at the end
+def test_four_bit_quantization(ep_devices, t4, per, zero_points, float_type, x_shape, axis):
+    """int4 and uint4 (opset 21), two elements a byte, as the CPU EP computes them, bit for bit, on the first run and
+    on replayed ones; a constant 4-bit weight is read as ORT packed it."""
+    import vkep
+
+    model, feeds = _four_bit_model(t4, x_shape, axis, per, zero_points, float_type, seed=len(x_shape) + t4)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    want = runner.cpu_session(model).run(None, feeds)
+    for run in range(3):
+        vkep.reset_stats()
+        for got, w in zip(session.run(None, feeds), want, strict=True):
+            assert got.dtype == w.dtype
+            np.testing.assert_array_equal(got, w)
+        if run:  # Q between two vkep nodes replays; the edges (feed reader, output producers) enter Python
+            assert vkep.stats()["process"]["nodes_replayed_natively"] >= 2

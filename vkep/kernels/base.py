@@ -25,9 +25,19 @@ LOOP_BUDGET = 60000
 MAX_ELEMENTS = 2**31 - 1
 
 ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
-            "uint32": 4, "int64": 8, "uint64": 8, "bool": 1, "bfloat16": 2}
-# the shader variant (DTYPE / DTYPE_Y define, see shaders/common.glsl) of each element type
-SHADER_DTYPE = {"float32": 0, "float16": 1, "int32": 2, "int64": 3, "uint8": 4, "bool": 4, "int8": 5}
+            "uint32": 4, "int64": 8, "uint64": 8, "bool": 1, "bfloat16": 2, "int4": 1, "uint4": 1}
+# element types stored two to a byte (ONNX: element 2k in the low nibble of byte k); ITEMSIZE holds their
+# byte, tensor_bytes their size
+NIBBLE_TYPES = {"uint4": 1, "int4": 2}  # (the shaders' NIBBLES specialization constant)
+# the shader variant (DTYPE / DTYPE_Y define, see shaders/common.glsl) of each element type (4-bit types: their
+# bytes, read by shaders that take NIBBLES)
+SHADER_DTYPE = {"float32": 0, "float16": 1, "int32": 2, "int64": 3, "uint8": 4, "bool": 4, "int8": 5,
+                "uint4": 4, "int4": 4}
+
+
+def tensor_bytes(elements: int, dtype: str) -> int:
+    """The bytes `elements` elements of `dtype` take."""
+    return -(-elements // 2) if dtype in NIBBLE_TYPES else elements * ITEMSIZE[dtype]
 
 
 def variant(dtype: str | tuple[str, str]) -> dict[str, int]:
@@ -75,7 +85,7 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
-        return self.size * ITEMSIZE[self.dtype]
+        return tensor_bytes(self.size, self.dtype)
 
     def __repr__(self) -> str:
         return f"Tensor(0x{self.addr:x}, {self.shape}, {self.dtype})"
@@ -205,6 +215,7 @@ def shader_dtype(t: Tensor) -> str:
 
 # Vulkan features each element type needs in a shader (16-/8-bit storage and arithmetic)
 DTYPE_FEATURES = {"float16": ("storageBuffer16BitAccess",), "uint8": ("storageBuffer8BitAccess", "shaderInt8"),
+                  "int4": ("storageBuffer8BitAccess", "shaderInt8"), "uint4": ("storageBuffer8BitAccess", "shaderInt8"),
                   "bool": ("storageBuffer8BitAccess", "shaderInt8"), "int8": ("storageBuffer8BitAccess", "shaderInt8")}
 
 

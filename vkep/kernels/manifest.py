@@ -21,7 +21,7 @@ def manifest_paths() -> list[Path]:
     return options.env("VKEP_MANIFEST") or [resources.MANIFEST]
 MAX_VERSION = 2**31 - 1
 DTYPES = {"float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
-          "uint64", "bool", "bfloat16"}
+          "uint64", "bool", "bfloat16", "int4", "uint4"}
 ATTR_KINDS = {"int", "float", "string", "ints", "floats", "strings", "tensor"}
 FIELDS = {"op", "domain", "since", "until", "types", "impl", "shader", "constants", "attributes", "cpu_inputs",
           "cpu_outputs", "aliases",

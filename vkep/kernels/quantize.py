@@ -13,6 +13,7 @@ import math
 from vkep.kernels.base import (
     LOOP_BUDGET,
     MAX_ELEMENTS,
+    NIBBLE_TYPES,
     Kernel,
     Tensor,
     UnsupportedError,
@@ -26,7 +27,7 @@ from vkep.kernels.conv import ConvBase, window_geometry
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse, declines_rank
 
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
-ONNX_8BIT = {2: "uint8", 3: "int8"}  # TensorProto codes of output_dtype
+ONNX_QUANTIZED = {2: "uint8", 3: "int8", 21: "uint4", 22: "int4"}  # TensorProto codes of output_dtype
 BINARY_RANK = 4  # qlinear_binary.comp's broadcast rank
 WG = 64  # the workgroup of quantize.comp and the qlinear_*.comp shaders (their WG)
 # conv_integer.comp's register block: output channels (a specialization constant) by output pixels of a row.
@@ -46,7 +47,7 @@ class QuantizeLinear(Kernel):
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         if attrs.get("block_size", 0) < 0:
             return f"block_size={attrs['block_size']}"
-        if attrs.get("output_dtype", 0) not in (0, *ONNX_8BIT):
+        if attrs.get("output_dtype", 0) not in (0, *ONNX_QUANTIZED):
             return f"output_dtype={attrs['output_dtype']}"
         return None
 
@@ -54,7 +55,7 @@ class QuantizeLinear(Kernel):
         x, scale = call.inputs[:2]
         zp = call.inputs[2] if len(call.inputs) > 2 else None
         if self.constants[0] == MODE_QUANTIZE:
-            out = zp.dtype if zp is not None else ONNX_8BIT.get(self.attrs.get("output_dtype", 0), "uint8")
+            out = zp.dtype if zp is not None else ONNX_QUANTIZED.get(self.attrs.get("output_dtype", 0), "uint8")
             if scale.dtype != x.dtype:
                 raise UnsupportedError(f"QuantizeLinear: x of {x.dtype} with scales of {scale.dtype}")
         else:
@@ -86,9 +87,12 @@ class QuantizeLinear(Kernel):
 
 def dispatch_quantize(call, mode: int, x: Tensor, scale: Tensor, zp: Tensor | None, y: Tensor, div: int,
                       mod: int, block: int = 0, blocks: int = 0) -> None:
-    """quantize.comp over x: scale and zero point of element g at (g / div) % mod, or of its block (block > 0)."""
-    call.dispatch("quantize.comp", (shader_dtype(x), shader_dtype(y)), (mode,), [x, scale, zp, y],
-                  pack("5I", x.size, div, mod, block, blocks), grid_1d(x.size, WG),
+    """quantize.comp over x: scale and zero point of element g at (g / div) % mod, or of its block (block > 0).
+    A 4-bit integer side (NIBBLES) holds two elements a byte; quantizing, an invocation writes one byte."""
+    nibbles = NIBBLE_TYPES.get(y.dtype if mode == MODE_QUANTIZE else x.dtype, 0)
+    work = -(-x.size // 2) if nibbles and mode == MODE_QUANTIZE else x.size
+    call.dispatch("quantize.comp", (shader_dtype(x), shader_dtype(y)), (mode, nibbles), [x, scale, zp, y],
+                  pack("5I", x.size, div, mod, block, blocks), grid_1d(work, WG),
                   [t for t in (x, scale, zp) if t is not None], [y])
 
 

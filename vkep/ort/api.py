@@ -43,7 +43,7 @@ def unsupported_ort(version: str, api_version: int) -> str | None:
 
 # ONNXTensorElementDataType ↔ numpy-style names
 ELEMENT_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
-                 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}
+                 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16", 21: "uint4", 22: "int4"}
 ELEMENT_CODES = {name: code for code, name in ELEMENT_TYPES.items()}
 
 # OrtDeviceMemoryType / OrtMemoryInfoDeviceType / OrtMemType

@@ -13,12 +13,12 @@ from vkep.gpu import hazards, transfer
 from vkep.gpu.external import InPlace
 from vkep.gpu.stream import WaitLimitExceeded, waiting
 from vkep.kernels.base import (
-    ITEMSIZE,
     MAX_ELEMENTS,
     Tensor,
     UnsupportedError,
     encode_dispatch,
     implementation,
+    tensor_bytes,
     variant,
 )
 from vkep.kernels.control_flow import ControlFlow
@@ -118,7 +118,7 @@ class KernelCall:
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
         dtype = dtype or self.inputs[0].dtype
-        nbytes = math.prod(shape) * ITEMSIZE[dtype]
+        nbytes = tensor_bytes(math.prod(shape), dtype)
         kernel = self.kernel
         if index not in kernel.cpu_outputs:
             _reserve(kernel, nbytes)
@@ -207,7 +207,7 @@ class KernelCall:
         if not self.took_scratch:
             self.took_scratch = True
             SCRATCH_COMPUTES[0] += 1
-        nbytes = max(math.prod(shape) * ITEMSIZE[dtype], 1)
+        nbytes = max(tensor_bytes(math.prod(shape), dtype), 1)
         memory = self.kernel.gpu.memory
         allocator, k = self.kernel.allocator, len(self.scratch_chunks)
         pointer = allocator.take(nbytes, f"scratch memory of {self.kernel.node_name!r}") if allocator else 0
@@ -552,7 +552,7 @@ def _kernel_compute(kernel_id, ctx, io):
         stream.pending_log.label = f"{kernel.spec.op} node {kernel.node_name!r}"
     call = KernelCall(kernel, ctx, inputs, stream, replayable)
     for i, host, shape, dtype in foreign:  # host memory ORT handed over as it is: read in place, or staged
-        inputs[i] = Tensor(call.in_place(host, math.prod(shape) * ITEMSIZE.get(dtype, 1), stream), shape, dtype, None)
+        inputs[i] = Tensor(call.in_place(host, tensor_bytes(math.prod(shape), dtype), stream), shape, dtype, None)
     if kernel.gpu.lost:
         raise RuntimeError(f"vkep: the Vulkan device was lost ({kernel.gpu.lost}); create a new session "
                            "(after the driver recovers) to run again")

@@ -3,27 +3,36 @@ shared pre-packed weight cache (EP option prepack_cache=ort) and back through Se
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from vkep.gpu import transfer
 from vkep.gpu.external import HostMemoryImport
-from vkep.kernels.base import Tensor
+from vkep.kernels.base import NIBBLE_TYPES, Tensor, tensor_bytes
 from vkep.ort import api
 from vkep.ort.api import status_callback
 from vkep.ort.kernel import KERNELS, KernelInstance
 
 
-def _host_array(kernel: KernelInstance, value) -> np.ndarray:
-    """A constant tensor's values, wherever ORT placed it (CPU, or vkep memory)."""
+def _layout(value) -> tuple[tuple[int, ...], str, int]:
+    """A tensor's (shape, element type, data pointer) as ORT holds it."""
     ffi, lib = api.ffi, api.lib
     type_, rank, ptr = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*")
     dims = ffi.new("int64_t[8]")
     api.check(lib.vkep_tensor_info(value, type_, dims, rank, ptr))
-    dtype = np.dtype(api.ELEMENT_TYPES[type_[0]] if type_[0] != 9 else "bool")
-    shape = tuple(dims[i] for i in range(rank[0]))
-    out = np.empty(shape, dtype)
+    return tuple(dims[i] for i in range(rank[0])), api.ELEMENT_TYPES[type_[0]], ptr[0]
+
+
+def _host_array(kernel: KernelInstance, value) -> np.ndarray:
+    """A constant tensor's values, wherever ORT placed it (CPU, or vkep memory); a 4-bit tensor as its bytes."""
+    ffi, lib = api.ffi, api.lib
+    shape, dtype, src = _layout(value)
+    if dtype in NIBBLE_TYPES:
+        out = np.empty((tensor_bytes(math.prod(shape), dtype),), np.uint8)
+    else:
+        out = np.empty(shape, np.dtype(dtype))
     if out.nbytes:
-        src = ptr[0]
         dst = out.ctypes.data
         if (kernel.device.owns(lib.ep_Value_GetMemoryDevice(value)) is not None
                 and kernel.gpu.memory.spans.find(src) is not None):  # (vkep-labeled may be host memory)
@@ -51,13 +60,15 @@ def _kernel_prepack(this, tensor, input_index, allocator, cache, is_packed):
     else:  # on a discrete GPU ORT copied it into device memory already: that copy is its final place
         return
     packed = np.require(packed, requirements="C")  # (np.ascontiguousarray would make a scalar 1-D)
-    dtype = "bool" if packed.dtype == np.bool_ else str(packed.dtype)
+    shape, dtype = tuple(packed.shape), "bool" if packed.dtype == np.bool_ else str(packed.dtype)
+    if tag == "as-is":  # (a 4-bit tensor's bytes keep its own shape and type)
+        shape, dtype, _ = _layout(tensor)
     if kernel.prepack_cache == "ort" and cache != api.ffi.NULL:
         _share_through_ort(kernel, packed, allocator, cache)
-        kernel.shared_layouts[input_index] = (tuple(packed.shape), dtype)
+        kernel.shared_layouts[input_index] = (shape, dtype)
     else:  # vkep's own cache: content-keyed, shared by every kernel and session of the process
-        weight = kernel.gpu.weights.acquire(packed.tobytes(), f"{tag}:{packed.dtype}:{packed.shape}")
-        kernel.packed[input_index] = (weight, Tensor(weight.address, tuple(packed.shape), dtype, Tensor.PERSISTENT))
+        weight = kernel.gpu.weights.acquire(packed.tobytes(), f"{tag}:{dtype}:{shape}")
+        kernel.packed[input_index] = (weight, Tensor(weight.address, shape, dtype, Tensor.PERSISTENT))
     kernel.struct.packed_mask |= 1 << input_index
     is_packed[0] = True
 

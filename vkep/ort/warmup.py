@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from vkep.kernels.base import ITEMSIZE, Tensor, UnsupportedError
+from vkep.kernels.base import Tensor, UnsupportedError, tensor_bytes
 
 
 class NeedsRunValue(Exception):
@@ -37,7 +37,7 @@ class DryCall:
         self.pipelines: set[tuple] = set()
 
     def _fits(self, what: str, shape: tuple[int, ...], dtype: str) -> None:
-        nbytes = math.prod(shape) * ITEMSIZE.get(dtype, 1)
+        nbytes = tensor_bytes(math.prod(shape), dtype)
         if self.largest and nbytes > self.largest:
             raise UnsupportedError(f"{what} {list(shape)} {dtype} takes {nbytes:,} bytes, more than the device can "
                                    f"allocate at once ({self.largest:,} bytes: its memory heap)")

@@ -5,13 +5,16 @@
 // length mod split into blocks of `block`, `div` the elements after the axis): at
 // ((g / (mod div)) blocks + (g / div) % mod / block) div + g % div. The scale has the float side's
 // type, the zero point the integer side's; a zero zp address means zero points of 0. NaN quantizes to the
-// type's lowest value, as ORT's CPU EP gives it.
+// type's lowest value, as ORT's CPU EP gives it. NIBBLES (uint4 1, int4 2): the integer side is 4-bit, two
+// elements a byte, element 2k in the low nibble of byte k (its zero points likewise); quantizing, an invocation
+// then writes one byte, two elements.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 #define WG 64  // (lavapipe runs a workgroup's dead lanes too: small tensors take narrow groups)
 layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint MODE = 0;
+layout(constant_id = 1) const uint NIBBLES = 0;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, scale, zp, y;
@@ -19,25 +22,66 @@ layout(push_constant, scalar) uniform Push {
     GROUP_BASE;
 } pc;
 
+uint channel(uint i) {  // the index of element i's scale and zero point
+    return pc.block == 0 ? (i / pc.div) % pc.mod
+                         : ((i / (pc.mod * pc.div)) * pc.blocks + (i / pc.div) % pc.mod / pc.block) * pc.div + i % pc.div;
+}
+
+#if DTYPE_Y == 4
+int nibble_y(uint64_t base, uint i) {  // element i of a 4-bit tensor stored as the output type's bytes
+    int v = int(uint(TensorY(base).v[i / 2]) >> (4 * (i & 1))) & 15;
+    return NIBBLES == 2 ? (v ^ 8) - 8 : v;
+}
+#endif
+#if DTYPE == 4
+int nibble_x(uint64_t base, uint i) {  // the same, stored as the input type's bytes
+    int v = int(uint(Tensor(base).v[i / 2]) >> (4 * (i & 1))) & 15;
+    return NIBBLES == 2 ? (v ^ 8) - 8 : v;
+}
+#endif
+
+#if DTYPE_Y == 4 || DTYPE_Y == 5
+int quantized(uint i) {  // element i of y, clamped to its type (NaN: the lowest value)
+    uint c = channel(i);
+    float scale = LOAD(Tensor(pc.scale), c);
+#if DTYPE_Y == 4
+    int lo = NIBBLES == 2 ? -8 : 0, hi = NIBBLES == 2 ? 7 : NIBBLES == 1 ? 15 : 255;
+    float zp = pc.zp == 0 ? 0.0 : NIBBLES != 0 ? float(nibble_y(pc.zp, c)) : float(TensorY(pc.zp).v[c]);
+#else
+    const int lo = -128, hi = 127;
+    float zp = pc.zp != 0 ? float(TensorY(pc.zp).v[c]) : 0.0;
+#endif
+    float q = roundEven(LOAD(Tensor(pc.x), i) / scale) + zp;
+    return int(isnan(q) ? float(lo) : clamp(q, float(lo), float(hi)));
+}
+#endif
+
 void main() {
     uint i = FLAT_ID(WG);
-    if (i >= pc.n) return;
-    uint c = pc.block == 0 ? (i / pc.div) % pc.mod
-                           : ((i / (pc.mod * pc.div)) * pc.blocks + (i / pc.div) % pc.mod / pc.block) * pc.div + i % pc.div;
     if (MODE == 0) {
-        float scale = LOAD(Tensor(pc.scale), c);
+#if DTYPE_Y == 4 || DTYPE_Y == 5
 #if DTYPE_Y == 4
-        const int lo = 0, hi = 255;
-#else
-        const int lo = -128, hi = 127;
+        if (NIBBLES != 0) {  // byte i: elements 2i and 2i + 1
+            if (2 * i >= pc.n) return;
+            int low = quantized(2 * i) & 15, high = 2 * i + 1 < pc.n ? quantized(2 * i + 1) & 15 : 0;
+            TensorY(pc.y).v[i] = uint8_t(low | (high << 4));
+            return;
+        }
 #endif
-        float zp = pc.zp != 0 ? float(TensorY(pc.zp).v[c]) : 0.0;
-        float q = roundEven(LOAD(Tensor(pc.x), i) / scale) + zp;
-        q = isnan(q) ? float(lo) : clamp(q, float(lo), float(hi));
-        TensorY(pc.y).v[i] = STORE_TY(int(q));
+        if (i >= pc.n) return;
+        TensorY(pc.y).v[i] = STORE_TY(quantized(i));
+#endif
     } else {
+        if (i >= pc.n) return;
+        uint c = channel(i);
         float scale = float(TensorY(pc.scale).v[c]);
+#if DTYPE == 4
+        float x = NIBBLES != 0 ? float(nibble_x(pc.x, i)) : float(LOAD(Tensor(pc.x), i));
+        float zp = pc.zp == 0 ? 0.0 : NIBBLES != 0 ? float(nibble_x(pc.zp, c)) : float(LOAD(Tensor(pc.zp), c));
+#else
+        float x = float(LOAD(Tensor(pc.x), i));
         float zp = pc.zp != 0 ? float(LOAD(Tensor(pc.zp), c)) : 0.0;
-        STORE_Y(TensorY(pc.y), i, (float(LOAD(Tensor(pc.x), i)) - zp) * scale);
+#endif
+        STORE_Y(TensorY(pc.y), i, (x - zp) * scale);
     }
 }
