@@ -94,8 +94,9 @@ def test_blocked_quantization(ep_devices, op, zp_type, float_type, shape, axis, 
     _check(model, {"x": x})
 
 
-def test_qdq_model_from_orts_quantizer(ep_devices, tmp_path):
-    """vkep's default model quantized by ORT's quantize_static (QDQ, per-channel int8 weights, uint8
+@pytest.mark.parametrize("weights", ["int8", "int4"])
+def test_qdq_model_from_orts_quantizer(ep_devices, tmp_path, weights):
+    """vkep's default model quantized by ORT's quantize_static (QDQ, per-channel int8 or int4 weights, uint8
     activations): every node on vkep; outputs within a quantization step or two of the CPU EP's (which
     fuses the Q/DQ pairs into integer kernels) and the same top-1."""
     import onnx
@@ -117,8 +118,11 @@ def test_qdq_model_from_orts_quantizer(ep_devices, tmp_path):
     # 7-bit weights (reduce_range): the CPU EP fuses Q/DQ into uint8 x int8 kernels that saturate on x86-64
     # without VNNI (tests/test_qlinear.py's docstring)
     quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=True)
+                    activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8 if weights == "int8" else QuantType.QInt4, reduce_range=True)
     qdq = onnx.load(dst)
+    if weights == "int4":
+        assert any(t.data_type == TensorProto.INT4 for t in qdq.graph.initializer)
     session, cpu = runner.vkep_session(qdq), runner.cpu_session(qdq)
     placed = [ep for _, _, ep in runner.placement(session)]
     assert placed.count("VulkanExecutionProvider") >= 0.95 * len(placed), placed
