@@ -126,6 +126,7 @@ def test_qdq_model_from_orts_quantizer(ep_devices, tmp_path, weights):
     session, cpu = runner.vkep_session(qdq), runner.cpu_session(qdq)
     placed = [ep for _, _, ep in runner.placement(session)]
     assert placed.count("VulkanExecutionProvider") >= 0.95 * len(placed), placed
+    assert {ep for _, op, ep in runner.placement(session) if op == "DequantizeLinear"} == {"VulkanExecutionProvider"}
     for seed in range(3):
         feeds = models.random_inputs(model, seed=100 + seed)
         for got, want in zip(session.run(None, feeds), cpu.run(None, feeds), strict=True):
