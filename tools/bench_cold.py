@@ -35,7 +35,7 @@ for shader, defines, constants in json.loads(sys.argv[1]):
     start = time.perf_counter()
     pipeline = dev.pipelines.get(shader, dict(defines), tuple(constants))
     created = time.perf_counter()
-    stream.dispatch(pipeline, bytes(128), (0, 0, 0), b"", 0, 0)
+    stream.dispatch(pipeline, bytes(116 if dev.pipelines.splits(pipeline) else 128), (0, 0, 0), b"", 0, 0)  # (116: the group base)
     stream.finish()
     out.append([shader, defines, constants, created - start, time.perf_counter() - created])
 print(json.dumps(out))
