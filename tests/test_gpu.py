@@ -56,7 +56,8 @@ def _host_view(dev, addr, n):
 
 def _add(dev, stream, a, b, y, n):
     pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, (0,))
-    push = struct.pack("<3Q2I18I", a, b, y, n, 1, n, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0)
+    # a, b, y; n, rank 1; shape, a's and b's strides (6 each); scale (binary.comp's Push)
+    push = struct.pack("<3Q2I18If", a, b, y, n, 1, n, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1.0)
     stream.dispatch(pipeline, push, ((n + WORKGROUP - 1) // WORKGROUP, 1, 1),
                     pack_spans([(a, a + 4 * n), (b, b + 4 * n)], [(y, y + 4 * n)]), 2, 1)
 
@@ -193,3 +194,23 @@ def test_grids_match_the_shaders_workgroup(shader, size):
 
     _, spirv = compile_shader(shader, {"DTYPE": 0})
     assert local_size(spirv) == (size, 1, 1)
+
+
+def test_push_constants_must_fill_the_shaders_block(dev):
+    """Every dispatch records exactly the bytes its shader's push-constant block spans, read from the SPIR-V
+    (less the group base the recorder pushes): a kernel's packing and its shader cannot drift apart unseen."""
+    from vkep.gpu.shaders import compile_shader, push_constant_members
+
+    members = push_constant_members(compile_shader("unary.comp", {"DTYPE": 0})[1])
+    assert members[0] == (0, 8) and members[-1] == (116, 12)  # addresses first; the group base last
+    pipeline = dev.pipelines.get("unary.comp", {"DTYPE": 0}, (0,))
+    want = dev.pipelines.push_bytes(pipeline)
+    assert want == max(o + n for o, n in members[:-1])
+    stream = dev.default_stream()
+    with pytest.raises(ValueError, match=f"{want - 4} bytes of push constants for a shader whose push-constant "
+                                         f"block asks for {want}"):
+        stream.dispatch(pipeline, bytes(want - 4), (1, 1, 1), b"", 0, 0)
+    # a shader without the group base: its whole block
+    matmul = push_constant_members(compile_shader("matmul.comp", {"DTYPE": 0})[1])
+    assert all(o != 116 for o, _ in matmul)
+    assert dev.pipelines.push_bytes(dev.pipelines.get("matmul.comp", {"DTYPE": 0}, (0,))) == max(o + n for o, n in matmul)

@@ -11,7 +11,7 @@ import struct
 import threading
 
 from vkep import __version__
-from vkep.gpu.shaders import compile_shader
+from vkep.gpu.shaders import compile_shader, push_constant_members
 from vkep.gpu.vk import check, ffi, lib, new
 from vkep.resources import cache_dir
 
@@ -19,6 +19,7 @@ PUSH_CONSTANT_BYTES = 128
 # A shader whose push block declares common.glsl's GROUP_BASE (this member name, at byte 116) reads its
 # workgroup ids through it, so a grid past the device's limit can be recorded in pieces (recorder.c)
 GROUP_BASE_MEMBER = b"vkep_group_base\0"
+GROUP_BASE_OFFSET = 116  # (recorder.c VKEP_GROUP_BASE_OFFSET, common.glsl GROUP_BASE)
 
 
 def reads_group_base(spirv: bytes) -> bool:
@@ -46,6 +47,7 @@ class PipelineCache:
         self._building: dict[tuple, threading.Lock] = {}  # pipelines being built, each held by its builder
         self._modules: dict[str, object] = {}
         self._splittable: set[int] = set()  # pipelines whose shader reads the group base (see splits)
+        self._push_bytes: dict[int, int] = {}  # pipeline → the bytes its push-constant block asks of a dispatch
         self._module_shader: dict[str, str] = {}  # SPIR-V key → the shader file it was compiled from
         self._keep = []
         self.built = 0  # pipelines created (vkep.stats: a cold start's progress)
@@ -162,14 +164,23 @@ class PipelineCache:
         with self._lock:
             self._dirty = True
             self.built += 1
-            if reads_group_base(code):
-                self._splittable.add(int(ffi.cast("uintptr_t", out[0])))
+            handle, splittable = int(ffi.cast("uintptr_t", out[0])), reads_group_base(code)
+            if splittable:
+                self._splittable.add(handle)
+            # (the group base, which the recorder pushes, is not the kernel's to fill)
+            self._push_bytes[handle] = max((o + n for o, n in push_constant_members(code)
+                                            if not (splittable and o == GROUP_BASE_OFFSET)), default=0)
         return out[0]
 
     def splits(self, pipeline) -> bool:
         """Whether a grid past the device's workgroup-count limit may be recorded in pieces for this
         pipeline (its shader adds the piece's group base to gl_WorkGroupID)."""
         return int(ffi.cast("uintptr_t", pipeline)) in self._splittable
+
+    def push_bytes(self, pipeline) -> int | None:
+        """The bytes of push constants a dispatch of this pipeline must record: its shader's block, read from the
+        SPIR-V, so that Python's packing and the shader's declaration cannot drift apart."""
+        return self._push_bytes.get(int(ffi.cast("uintptr_t", pipeline)))
 
     def forget_shader(self, shader: str) -> list:
         """Take every pipeline and shader module built from `shader` out of the cache (its source changed: `vkep
@@ -193,6 +204,7 @@ class PipelineCache:
             if kind == "pipeline":
                 with self._lock:  # (a new pipeline may get the handle's value)
                     self._splittable.discard(int(ffi.cast("uintptr_t", handle)))
+                    self._push_bytes.pop(int(ffi.cast("uintptr_t", handle)), None)
                 lib.vkDestroyPipeline(self.device.handle, handle, ffi.NULL)
             else:
                 lib.vkDestroyShaderModule(self.device.handle, handle, ffi.NULL)

@@ -161,3 +161,46 @@ def _diagnostics(output: str, path: Path) -> list[str]:
 
 def describe(defines: dict[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(defines.items())) or "no defines"
+
+
+def push_constant_members(spirv: bytes) -> list[tuple[int, int]]:
+    """(offset, size) of each member of a SPIR-V module's push-constant block (none without one): what the push
+    constants a kernel records must fill."""
+    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
+    types: dict[int, tuple] = {}  # id → (opcode, operands)
+    offsets: dict[tuple[int, int], int] = {}  # (struct, member) → Offset
+    strides: dict[int, int] = {}  # array type → ArrayStride
+    constants: dict[int, int] = {}
+    block = None
+    i = 5
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        ops = words[i + 1:i + count]
+        if opcode in (21, 22, 23, 28, 30, 32):  # OpTypeInt, Float, Vector, Array, Struct, Pointer
+            types[ops[0]] = (opcode, ops[1:])
+        elif opcode == 43:  # OpConstant <type> <id> <value>
+            constants[ops[1]] = ops[2]
+        elif opcode == 71 and ops[1] == 6:  # OpDecorate <id> ArrayStride <n>
+            strides[ops[0]] = ops[2]
+        elif opcode == 72 and ops[2] == 35:  # OpMemberDecorate <struct> <member> Offset <n>
+            offsets[(ops[0], ops[1])] = ops[3]
+        elif opcode == 59 and ops[2] == 9:  # OpVariable <pointer type> <id> PushConstant
+            block = ops[0]
+        i += max(count, 1)
+    if block is None:
+        return []
+
+    def size(type_id: int) -> int:
+        opcode, rest = types[type_id]
+        if opcode in (21, 22):
+            return rest[0] // 8
+        if opcode == 23:
+            return size(rest[0]) * rest[1]
+        if opcode == 28:
+            return strides.get(type_id, size(rest[0])) * constants[rest[1]]
+        if opcode == 32:  # a buffer reference (PhysicalStorageBuffer pointer)
+            return 8
+        return max((offsets.get((type_id, m), 0) + size(t) for m, t in enumerate(rest)), default=0)
+
+    _, (_, struct_id) = types[block]
+    return [(offsets.get((struct_id, m), 0), size(t)) for m, t in enumerate(types[struct_id][1])]

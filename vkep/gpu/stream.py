@@ -38,7 +38,6 @@ WAIT_SLICE_NS = 100 * 10**6
 # still one submit per batch, never one per node. Natively replayed nodes submit a full batch themselves
 # (recorder.c vkep_roll) into one of up to SPARE_COMMAND_BUFFERS command buffers kept ready here.
 BATCH_COMMANDS = 64
-GROUP_BASE_OFFSET = 116  # (recorder.c VKEP_GROUP_BASE_OFFSET, common.glsl GROUP_BASE)
 SPARE_COMMAND_BUFFERS = 8  # (at most recorder.c VKEP_SPARE)
 
 
@@ -125,9 +124,10 @@ class Stream:
         if any(g > m for g, m in zip(groups, self.max_groups, strict=True)) and not self.device.pipelines.splits(pipeline):
             raise GridTooLarge(f"vkep: a grid of {groups} workgroups is past the device's limit {self.max_groups} "
                                "and its shader cannot be split (it does not read GROUP_BASE, common.glsl)")
-        if len(push) > GROUP_BASE_OFFSET and self.device.pipelines.splits(pipeline):
-            raise ValueError(f"vkep: {len(push)} bytes of push constants overlap the group base at byte "
-                             f"{GROUP_BASE_OFFSET} that this shader reads")
+        want = self.device.pipelines.push_bytes(pipeline)
+        if want is not None and len(push) != want and all(groups):
+            raise ValueError(f"vkep: {len(push)} bytes of push constants for a shader whose push-constant block "
+                             f"asks for {want} (the kernel's packing and the shader disagree)")
         with self.lock:
             if not self.rec.recording:
                 self._open()
