@@ -52,6 +52,7 @@ class KernelInstance:
         self.plan_lock = threading.Lock()
         self.allocator = None  # the vkep allocator ORT takes this node's outputs from, once seen
         self.packed: dict[int, tuple] = {}  # input index → (PackedWeight, Tensor)
+        self.weight_shapes: dict[int, tuple] = {}  # input index → the shape of the weight it packed (profiles)
         # outputs the host reads in place (another EP's node, a graph output): the node's GPU work is
         # complete when its Compute returns (see ep._note_host_readers)
         self.host_read_outputs: frozenset[int] = frozenset()
@@ -578,7 +579,7 @@ def _kernel_compute(kernel_id, ctx, io):
                 kernel.impl.compute(call)
             finally:
                 if ticket is not None:
-                    profiler.node_end(stream, ticket, stream.rec.total_commands != commands, kernel)
+                    profiler.node_end(stream, ticket, stream.rec.total_commands != commands, kernel, inputs)
         finally:
             try:
                 call.finish_host_work()

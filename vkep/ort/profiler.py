@@ -16,6 +16,7 @@ written); nothing of this runs, and no plan changes, in a session that does not 
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 
@@ -40,7 +41,7 @@ class Profiler:
         self.start_ns = 0  # ... and ours (trace.now) at the same moment
         self.stacks = threading.local()  # per thread: the correlation ids of the ORT events open on it
         self.host_events: list[tuple] = []  # (name, thread id, start ns, end ns, args)
-        self.node_records: list[tuple] = []  # (correlation id, node name, op type, ticket, submit key)
+        self.node_records: list[tuple] = []  # (correlation id, node, op type, ticket, submit key, input shapes)
         self.parents: dict[int, tuple[str, str]] = {}  # correlation id -> (ORT event name, op_name)
         self.unnamed: set[int] = set()  # correlation ids of node records whose ORT event has not stopped yet
         self.submit_start: dict[tuple[int, int], int] = {}  # (stream id, timeline value) -> host ns at submit
@@ -94,9 +95,10 @@ class Profiler:
                 return None
             return self.ring.begin(stream)
 
-    def node_end(self, stream, ticket: int | None, recorded: bool, kernel) -> None:
+    def node_end(self, stream, ticket: int | None, recorded: bool, kernel, inputs: list) -> None:
         """After the node recorded its work: the pair's second timestamp, and the node's record (a node that
-        recorded no command, a view, has no GPU time)."""
+        recorded no command, a view, has no GPU time) with its inputs' shapes, packed weights' as the graph has
+        them (ORT's own node event lists no input vkep packed)."""
         if ticket is None:
             return
         with self.lock:
@@ -107,7 +109,9 @@ class Profiler:
             stack = self.stack()
             correlation = stack[-1] if stack else 0
             key = (id(stream), stream.rec.submitted + 1)  # the submit that carries the open command buffer
-            self.node_records.append((correlation, kernel.node_name, kernel.spec.op, ticket, key))
+            shapes = json.dumps([list(kernel.weight_shapes[i]) if i in kernel.weight_shapes
+                                 else list(t.shape) if t is not None else None for i, t in enumerate(inputs)])
+            self.node_records.append((correlation, kernel.node_name, kernel.spec.op, ticket, key, shapes))
             self.unnamed.add(correlation)
 
     def host_event(self, name: str, start_ns: int, end_ns: int, args: dict[str, str]) -> None:
@@ -133,11 +137,11 @@ class Profiler:
             timed = [(record, ns) for record, ns in timed if ns is not None]
             offset = self._gpu_offset(timed)
             gpu_tid = GPU_THREAD + (self.ep.device.info.index if self.ep.device is not None else 0)
-            for (correlation, node, op, _, _), (begin, end) in timed:
+            for (correlation, node, op, _, _, shapes), (begin, end) in timed:
                 parent, op_name = self.parents.get(correlation, ("", op))
                 args = {"op_name": op_name or op, "parent_name": parent, "node_name": node,
                         "correlation_id": str(correlation), "gpu_duration_ns": str(end - begin),
-                        "device": self.ep.device.info.name}
+                        "device": self.ep.device.info.name, "input_shapes": shapes}
                 out.append((CATEGORY_KERNEL, gpu_tid, f"{node}_gpu", self._us(begin + offset),
                             round((end - begin) / 1000), args))
             self.host_events.clear()
