@@ -246,7 +246,7 @@ class Stream:
         try:
             return self._wait(value)
         finally:
-            trace.emit(self.device, "wait", start, {"timeline value": str(value)})
+            trace.waited(self, value, start)
 
     def _wait(self, value: int) -> None:
         if value:

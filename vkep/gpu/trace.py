@@ -14,6 +14,8 @@ class Listener(Protocol):
 
     def submitted(self, stream, value: int, start_ns: int, end_ns: int) -> None: ...
 
+    def waited(self, stream, value: int, start_ns: int, end_ns: int) -> None: ...
+
 
 def now() -> int:
     """The host clock every event and calibration uses (CLOCK_MONOTONIC)."""
@@ -38,6 +40,12 @@ def submitted(stream, value: int, start_ns: int) -> None:
     end = now()
     for listener in stream.device.tracers:
         listener.submitted(stream, value, start_ns, end)
+
+
+def waited(stream, value: int, start_ns: int) -> None:
+    end = now()
+    for listener in stream.device.tracers:
+        listener.waited(stream, value, start_ns, end)
 
 
 def host_operation(name, nbytes_at: int):

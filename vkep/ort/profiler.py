@@ -45,6 +45,8 @@ class Profiler:
         self.parents: dict[int, tuple[str, str]] = {}  # correlation id -> (ORT event name, op_name)
         self.unnamed: set[int] = set()  # correlation ids of node records whose ORT event has not stopped yet
         self.submit_start: dict[tuple[int, int], int] = {}  # (stream id, timeline value) -> host ns at submit
+        self.wait_ends: dict[int, list[tuple[int, int]]] = {}  # stream id -> (timeline value, host ns) per wait
+        self.begin_keys: dict[int, tuple[int, int]] = {}  # ticket -> (stream id, the submit carrying its begin)
         self.ring: TimestampRing | None = None
         self.struct = s = api.new_struct("OrtEpProfilerImpl")
         s.ort_version_supported = PROFILER_API_VERSION
@@ -93,7 +95,9 @@ class Profiler:
                 self.ring = TimestampRing(self.ep.device.gpu)
             if not self.ring.available:
                 return None
-            return self.ring.begin(stream)
+            ticket = self.ring.begin(stream)
+            self.begin_keys[ticket] = _carrier(stream)
+            return ticket
 
     def node_end(self, stream, ticket: int | None, recorded: bool, kernel, inputs: list) -> None:
         """After the node recorded its work: the pair's second timestamp, and the node's record (a node that
@@ -104,11 +108,12 @@ class Profiler:
         with self.lock:
             if not recorded:
                 self.ring.drop(ticket)
+                self.begin_keys.pop(ticket, None)
                 return
             self.ring.end(stream, ticket)
             stack = self.stack()
             correlation = stack[-1] if stack else 0
-            key = (id(stream), stream.rec.submitted + 1)  # the submit that carries the open command buffer
+            key = (self.begin_keys.pop(ticket), _carrier(stream))
             shapes = json.dumps([list(kernel.weight_shapes[i]) if i in kernel.weight_shapes
                                  else list(t.shape) if t is not None else None for i, t in enumerate(inputs)])
             self.node_records.append((correlation, kernel.node_name, kernel.spec.op, ticket, key, shapes))
@@ -117,6 +122,12 @@ class Profiler:
     def host_event(self, name: str, start_ns: int, end_ns: int, args: dict[str, str]) -> None:
         if self.active:
             self.host_events.append((name, threading.get_native_id(), start_ns, end_ns, args))
+
+    def waited(self, stream, value: int, start_ns: int, end_ns: int) -> None:
+        if self.active:
+            self.wait_ends.setdefault(id(stream), []).append((value, end_ns))
+            self.host_events.append(("wait", threading.get_native_id(), start_ns, end_ns,
+                                     {"timeline value": str(value)}))
 
     def submitted(self, stream, value: int, start_ns: int, end_ns: int) -> None:
         if self.active:
@@ -148,6 +159,8 @@ class Profiler:
             self.node_records.clear()
             self.parents.clear()
             self.submit_start.clear()
+            self.wait_ends.clear()
+            self.begin_keys.clear()
             if self.ring is not None:
                 self.ring.results.clear()
             return out
@@ -156,11 +169,29 @@ class Profiler:
         return (self.offset_ns + host_ns - self.start_ns) // 1000
 
     def _gpu_offset(self, timed: list) -> int:
-        """Host ns minus device ns. The device cannot run a command buffer before the host submitted it, so each
-        pair's begin is at or after its submit's start: the offset is the smallest that keeps every pair so
+        """Host ns minus device ns. A command buffer runs after the host submitted it and completes before a wait
+        for it returns: each pair bounds the offset from below (its begin's submit) and above (the first wait
+        that covered its end's submit). Where 0 is within every bound the device's clock is the host's (lavapipe
+        timestamps with CLOCK_MONOTONIC): 0. Otherwise the lowest offset that keeps every pair after its submit
         (exact for a batch that found the queue idle, as a run's first does)."""
-        bounds = [self.submit_start[record[4]] - begin for record, (begin, _) in timed if record[4] in self.submit_start]
-        return max(bounds) if bounds else 0
+        lows, highs = [], []
+        for record, (begin, end) in timed:
+            begin_key, end_key = record[4]
+            if begin_key in self.submit_start:
+                lows.append(self.submit_start[begin_key] - begin)
+            covered = [done for value, done in self.wait_ends.get(end_key[0], ()) if value >= end_key[1]]
+            if covered:
+                highs.append(min(covered) - end)
+        low, high = max(lows, default=None), min(highs, default=None)
+        if (low is None or low <= 0) and (high is None or high >= 0):
+            return 0
+        return low if low is not None else high
+
+
+def _carrier(stream) -> tuple[int, int]:
+    """(stream, timeline value) of the submit that will carry what is recorded now: the open command buffer is the
+    stream's next submit."""
+    return id(stream), stream.rec.submitted + 1
 
 
 def _profiler(this) -> Profiler:
