@@ -22,20 +22,21 @@ from vkep import cli, models, runner
 from vkep.run import profile
 
 VKEP = "VulkanExecutionProvider"
-CONV_FLOPS = 2 * 1 * 8 * 16 * 16 * 4 * 3 * 3  # N x Cout x H x W outputs, each Cin x 3 x 3 multiply-adds
+CONV_FLOPS = 2 * 1 * 8 * 16 * 16 * 8 * 3 * 3  # N x Cout x H x W outputs, each Cin x 3 x 3 multiply-adds
 
 
 def small_model() -> onnx.ModelProto:
-    """Every node records GPU work: a Conv (weight packed by vkep), Relu, MatMul with a constant, Add."""
+    """Every node records GPU work: a Conv (Winograd: vkep packs its weight transformed), Relu, MatMul with a
+    constant, Add."""
     rng = np.random.default_rng(0)
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c"], ["r"], name="relu"),
              helper.make_node("MatMul", ["r", "m"], ["p"], name="matmul"),
              helper.make_node("Add", ["p", "r"], ["y"], name="add")]
     graph = helper.make_graph(
-        nodes, "profiled", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16, 16])],
+        nodes, "profiled", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])],
-        [numpy_helper.from_array(rng.random((8, 4, 3, 3), np.float32) * 0.1, "w"),
+        [numpy_helper.from_array(rng.random((8, 8, 3, 3), np.float32) * 0.1, "w"),
          numpy_helper.from_array(rng.random((16, 16), np.float32) * 0.1, "m")])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", models.OPSET)], ir_version=models.IR_VERSION)
 
@@ -45,7 +46,7 @@ def profiled_session(model, prefix) -> ort.InferenceSession:
 
 
 def feeds() -> dict[str, np.ndarray]:
-    return {"x": np.random.default_rng(1).standard_normal((1, 4, 16, 16)).astype(np.float32)}
+    return {"x": np.random.default_rng(1).standard_normal((1, 8, 16, 16)).astype(np.float32)}
 
 
 def test_trace_holds_each_vkep_nodes_gpu_time_beside_ort_s_node_event(ep_devices, tmp_path):
