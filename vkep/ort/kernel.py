@@ -571,7 +571,8 @@ def _kernel_compute(kernel_id, ctx, io):
         raise RuntimeError(f"vkep: the Vulkan device was lost ({kernel.gpu.lost}); create a new session "
                            "(after the driver recovers) to run again")
     waiting.limit, waiting.label = kernel.wait_limit, f"{kernel.spec.op} node {kernel.node_name!r}"
-    ticket = profiler.node_begin(stream) if profiler is not None else None
+    # (not in a graph being captured: its replays would write the pair again, long after it was read)
+    ticket = profiler.node_begin(stream) if profiler is not None and kernel.capture is None else None
     commands = stream.rec.total_commands
     try:
         try:
