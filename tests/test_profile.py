@@ -168,3 +168,15 @@ def test_vkep_run_profile_writes_the_trace_and_prints_the_table(ep_devices, tmp_
     assert table[2].split()[:2] == ["node", "op"]
     conv_line = next(line for line in table if line.split()[:2] == ["conv", "Conv"])
     assert conv_line.split()[-1].endswith("%"), conv_line  # its share of the FMA ceiling
+
+
+@pytest.mark.parametrize("op,ins,outs,want", [
+    ("Conv", [[1, 8, 16, 16], [4, 2, 3, 3]], [[1, 4, 14, 14]], 2 * 4 * 14 * 14 * 2 * 9),  # group 4: Cin/g = 2
+    ("ConvTranspose", [[1, 3, 5, 5], [3, 6, 2, 2]], [[1, 6, 10, 10]], 2 * 3 * 5 * 5 * 6 * 4),
+    ("MatMul", [[2, 7, 5], [5, 3]], [[2, 7, 3]], 2 * 2 * 7 * 3 * 5),
+    ("Gemm", [[5, 7]], [[7, 3]], 2 * 7 * 3 * 5),  # transA: A is [K, M]; B packed (absent)
+    ("QLinearConv", [[1, 2, 4, 4], [], [], [3, 2, 1, 1]], [[1, 3, 4, 4]], 2 * 3 * 16 * 2),
+    ("Relu", [[4]], [[4]], None),
+])
+def test_flops_of_an_execution_from_its_shapes(op, ins, outs, want):
+    assert profile.flops(op, ins, outs) == want

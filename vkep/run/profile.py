@@ -5,7 +5,7 @@ op, EP, input and output shapes and byte sizes) and vkep's (vkep/ort/profiler.py
 execution of a vkep node with its GPU time, and the host's uploads, downloads, submits and waits). Per node: the
 median time of an execution (the GPU's for a vkep node that recorded work; ORT's kernel time otherwise, marked
 `host`), its share of the median run, and what it achieved where its cost is known: GFLOPS for Conv,
-ConvTranspose, MatMul and Gemm (beside the device's FMA ceiling, gpu/ceiling.py), GB/s of its inputs and outputs
+ConvTranspose, MatMul and Gemm and their integer forms (beside the device's FMA ceiling, gpu/ceiling.py), GB/s of its inputs and outputs
 for the others.
 """
 
@@ -34,13 +34,14 @@ def flops(op: str, ins: list, outs: list) -> int | None:
     if not outs or not ins or ins[0] is None:
         return None
     y = math.prod(outs[0])
-    weight = ins[1] if len(ins) > 1 and ins[1] is not None and len(ins[1]) >= 3 else None
-    if op == "Conv" and weight:
+    at = 3 if op == "QLinearConv" else 1  # the weight's input
+    weight = ins[at] if len(ins) > at and ins[at] is not None and len(ins[at]) >= 3 else None
+    if op in ("Conv", "ConvInteger", "QLinearConv") and weight:
         return 2 * y * math.prod(weight[1:])  # each output: Cin/group x kernel taps
     if op == "ConvTranspose" and weight:
         return 2 * math.prod(ins[0]) * math.prod(weight[1:])  # each input: Cout/group x kernel taps
-    if op == "MatMul" and ins[0]:
-        return 2 * y * ins[0][-1]
+    if op in ("MatMul", "MatMulInteger", "QLinearMatMul") and ins[0]:
+        return 2 * y * ins[0][-1]  # (a 1-D A: its one dimension is K too)
     if op == "Gemm" and len(outs[0]) == 2 and outs[0][0]:
         return 2 * y * (math.prod(ins[0]) // outs[0][0])  # A is [M, K] or [K, M]
     return None
