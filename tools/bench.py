@@ -5,7 +5,7 @@ Sections (all by default; --sections picks some):
   kernels   GEMM 512^3 (both operands computed, and B a weight vkep packs) and a 3x3 convolution 64->64
             channels over 56x56, fp32: GFLOPS of vkep, ORT's CPU EP and ncnn's Vulkan back end (from its own
             virtualenv .venv-ncnn, `pip install ncnn`, made on first use), beside the device's FMA ceiling
-            measured by a shader of nothing but FMAs
+            measured by a shader of nothing but FMAs (vkep/gpu/ceiling.py)
   overhead  host time per node on a chain of 512 tiny Adds (tools/bench_overhead.py; WebGPU with --webgpu)
   capture   per-run host time with graph capture at 10, 100 and 1,000 nodes (tools/bench_capture.py)
   models    time per run of onnx's light models on vkep and the CPU EP (WebGPU with --webgpu)
@@ -25,7 +25,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -40,45 +39,6 @@ NCNN_VENV = ROOT / ".venv-ncnn"
 SECTIONS = ("kernels", "overhead", "capture", "models", "cold")
 GEMM_N = 512
 CONV = (1, 64, 56, 56, 64, 3)  # batch, in channels, height, width, out channels, kernel
-
-# nothing but FMAs on registers: 8 independent chains so the FMA units' latency is hidden
-FMA_SHADER = """#version 450
-#extension GL_EXT_buffer_reference : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
-layout(local_size_x = 64) in;
-layout(constant_id = 0) const uint ITERS = 4096;
-layout(push_constant) uniform Push { uint64_t out_addr; } pc;
-layout(buffer_reference, std430) buffer Out { float v[]; };
-void main() {
-    float x = float(gl_LocalInvocationID.x) * 1e-3, a[8];
-    for (int c = 0; c < 8; ++c) a[c] = x + float(c);
-    for (uint i = 0; i < ITERS; ++i)
-        for (int c = 0; c < 8; ++c) a[c] = fma(a[c], 0.999999, 1e-7);
-    float s = 0.0;
-    for (int c = 0; c < 8; ++c) s += a[c];
-    if (s == 12345.0) Out(pc.out_addr).v[0] = s;  // never true: keeps the loop alive
-}
-"""
-
-_FMA_CHILD = r"""
-import json, struct, sys, time
-from vkep.gpu import device as gd
-from vkep.gpu.stream import pack_spans
-dev = gd.open_device(next(d.index for d in gd.physical_devices() if d.usable))
-iters, groups = 4096, 4096
-pipeline = dev.pipelines.get("fma_peak.comp", {"DTYPE": 0}, (iters,))
-out = dev.memory.device_pool.alloc(256)
-stream = dev.new_stream()
-def run():
-    stream.dispatch(pipeline, struct.pack("<Q", dev.memory.device_address(out)), (groups, 1, 1),
-                    pack_spans([], [(out, out + 4)]), 0, 1)
-    stream.finish()
-run()
-times = []
-for _ in range(5):
-    t = time.perf_counter(); run(); times.append(time.perf_counter() - t)
-print(json.dumps({"gflops": groups * 64 * iters * 8 * 2 / min(times) / 1e9}))
-"""
 
 _NCNN_CHILD = r"""
 import json, sys, tempfile, time
@@ -168,15 +128,12 @@ def _ort_gflops(runs: int) -> dict[str, dict[str, float]]:
 
 
 def _fma_ceiling() -> float | None:
-    shaders = Path(tempfile.mkdtemp(prefix="vkep-bench-"))
-    (shaders / "common.glsl").write_text((ROOT / "vkep" / "shaders" / "common.glsl").read_text())
-    (shaders / "fma_peak.comp").write_text(FMA_SHADER)
-    env = dict(os.environ, VKEP_SHADER_DIR=str(shaders), VKEP_CACHE_DIR=str(shaders / "cache"))
-    done = subprocess.run([sys.executable, "-c", _FMA_CHILD], env=env, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        log(f"FMA ceiling: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'failed'}")
-        return None
-    return json.loads(done.stdout.strip().splitlines()[-1])["gflops"]
+    from vkep.gpu.ceiling import fma_gflops
+
+    gflops, why = fma_gflops()
+    if gflops is None:
+        log(f"FMA ceiling: {why}")
+    return gflops
 
 
 def _ncnn(runs: int) -> dict | None:

@@ -147,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
     p.add_argument("--fp16", action="store_true", help="the default model in float16")
     p.add_argument("--stats", action="store_true", help="print vkep's transfer and memory counters")
+    p.add_argument("--profile", metavar="TRACE.json",
+                   help="profile vkep's runs with ORT's profiler into TRACE.json (vkep's GPU times, uploads, "
+                        "submits and waits beside ORT's events) and print a per-node table")
     p.add_argument("--json", action="store_true", help="print the whole report as JSON (for scripts and CI)")
     p.set_defaults(fn=_run)
     p = sub.add_parser("shaders", help="shader tools")

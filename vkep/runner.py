@@ -33,10 +33,14 @@ def session_options(disable_cpu_fallback: bool = False, threads: int = 0,
 
 def vkep_session(model, disable_cpu_fallback: bool = False, threads: int = 0,
                  ep_options: dict[str, str] | None = None, free_dims: dict[str, int] | None = None,
-                 log_severity: int | None = None) -> ort.InferenceSession:
-    """A session with vkep; enable_fallback=0 so an EP failure is an error, not a silent CPU rerun."""
+                 log_severity: int | None = None, profile_prefix: str | None = None) -> ort.InferenceSession:
+    """A session with vkep; enable_fallback=0 so an EP failure is an error, not a silent CPU rerun.
+    `profile_prefix`: ORT profiles the session (vkep's events included) into `<prefix>_<date>.json`."""
     data = model if isinstance(model, (bytes, str)) else model.SerializeToString()
     so = session_options(disable_cpu_fallback, threads, ep_options, free_dims, log_severity)
+    if profile_prefix is not None:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
     return ort.InferenceSession(data, sess_options=so, enable_fallback=0)
 
 

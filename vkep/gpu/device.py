@@ -301,6 +301,7 @@ class Device:
         self.transfer_stats = TransferStats()
         self.retired_commands = 0  # recorded by streams since destroyed
         self.retired_pieces = 0  # (their dispatch pieces, vkep.stats)
+        self.tracers: tuple = ()  # who hears of its host operations while a profiler runs (gpu.trace)
 
     @staticmethod
     def _wanted_extensions(info: PhysicalDeviceInfo) -> list[str]:

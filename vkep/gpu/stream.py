@@ -11,7 +11,7 @@ import threading
 import time
 from collections import deque
 
-from vkep.gpu import hazards
+from vkep.gpu import hazards, trace
 from vkep.gpu.vk import DeviceLost, check, ffi, lib, new
 
 # What the thread is waiting for, set by the caller (a node's Compute): a limit in seconds (None: no
@@ -186,7 +186,10 @@ class Stream:
         if (rec.recording and rec.commands) or rec.n_ext_signal:
             value = rec.submitted + 1
             cmd = rec.cmd if rec.recording else None
+            start = trace.now() if self.device.tracers else 0
             check(lib.vkep_submit(rec, value), "vkQueueSubmit")
+            if start:
+                trace.submitted(self, value, start)
             for entry in self._to_free:
                 if entry[0] is None:
                     entry[0] = value
@@ -237,6 +240,15 @@ class Stream:
     def wait(self, value: int) -> None:
         """Block until the timeline reaches `value`, in slices; fails only on device loss or past the
         limit the caller set in `waiting` (then naming what it waited for, and for how long)."""
+        if not self.device.tracers or not value:
+            return self._wait(value)
+        start = trace.now()
+        try:
+            return self._wait(value)
+        finally:
+            trace.waited(self, value, start)
+
+    def _wait(self, value: int) -> None:
         if value:
             if self.device.lost:
                 raise DeviceLost(f"vkep: the device was lost earlier ({self.device.lost}); waiting", -4)

@@ -110,3 +110,82 @@ class GpuTimer:
             abi, vk = _loader()
             vk.vkDestroyQueryPool(_handle(abi, self.device.handle), self.pool, abi.NULL)
             self.pool = None
+
+
+RESULT_WITH_AVAILABILITY = 0x4
+
+
+class TimestampRing:
+    """Pairs of timestamp queries around pieces of work recorded on streams (a profiled session's nodes): `begin`
+    writes the first of a pair into the stream's open command buffer, `end` the second, and `results` holds each
+    pair's (begin, end) in device nanoseconds once `collect` read it. Both timestamps are BOTTOM_OF_PIPE: a pair
+    spans from the completion of the work recorded before it to the completion of the work between, so pairs
+    in a row partition the queue's busy time instead of overlapping. When every pair is in use, `begin` waits for
+    the device and collects first. A pair whose command buffer was never submitted (no dispatch followed it) is
+    reported as None, never waited for."""
+
+    def __init__(self, device, pairs: int = 1024):
+        self.device = device
+        self.valid_bits, self.period_ns = timestamp_support(device)
+        self.pairs = pairs
+        self.pool = None
+        self.tickets = 0  # pairs handed out; pair k sits at queries 2 * (k % pairs), +1
+        self.in_flight: dict[int, int] = {}  # ticket -> query index, written and not yet collected
+        self.results: dict[int, tuple[int, int] | None] = {}
+        if self.valid_bits:
+            abi, vk = _loader()
+            info = abi.new("VkQueryPoolCreateInfo*", {"sType": STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                                       "queryType": QUERY_TYPE_TIMESTAMP, "queryCount": 2 * pairs})
+            pool = abi.new("uint64_t*")
+            check(vk.vkCreateQueryPool(_handle(abi, device.handle), info, abi.NULL, pool), "vkCreateQueryPool")
+            self.pool = pool[0]
+
+    @property
+    def available(self) -> bool:
+        return self.pool is not None
+
+    def begin(self, stream) -> int:
+        """Write the first timestamp of a new pair on `stream`; returns the pair's ticket."""
+        ticket = self.tickets
+        query = 2 * (ticket % self.pairs)
+        if ticket - self.pairs in self.in_flight:  # the pair's last user, not read yet
+            self.collect()
+        self.tickets += 1
+        self.in_flight[ticket] = query
+        abi, vk = _loader()
+        stream.on_open_buffer(lambda cmd: (vk.vkCmdResetQueryPool(_handle(abi, cmd), self.pool, query, 2),
+                                           vk.vkCmdWriteTimestamp(_handle(abi, cmd), BOTTOM_OF_PIPE, self.pool, query)))
+        return ticket
+
+    def end(self, stream, ticket: int) -> None:
+        query = self.in_flight[ticket] + 1
+        abi, vk = _loader()
+        stream.on_open_buffer(lambda cmd: vk.vkCmdWriteTimestamp(_handle(abi, cmd), BOTTOM_OF_PIPE, self.pool, query))
+
+    def drop(self, ticket: int) -> None:
+        """Forget a pair whose `end` will not come (the work between recorded no command)."""
+        self.in_flight.pop(ticket, None)
+
+    def collect(self) -> None:
+        """Wait for the device, then read every pair in flight into `results`."""
+        if not self.in_flight:
+            return
+        self.device.synchronize()
+        abi, vk = _loader()
+        data = abi.new("uint64_t[4]")  # (value, availability) per query
+        mask = (1 << self.valid_bits) - 1 if self.valid_bits < 64 else (1 << 64) - 1
+        for ticket, query in self.in_flight.items():
+            result = vk.vkGetQueryPoolResults(_handle(abi, self.device.handle), self.pool, query, 2, 32, data, 16,
+                                              RESULT_64 | RESULT_WITH_AVAILABILITY)
+            if result < 0:
+                check(result, "vkGetQueryPoolResults")
+            self.results[ticket] = ((int((data[0] & mask) * self.period_ns), int((data[2] & mask) * self.period_ns))
+                                    if data[1] and data[3] else None)
+        self.in_flight.clear()
+
+    def destroy(self) -> None:
+        if self.pool is not None:
+            self.device.synchronize()
+            abi, vk = _loader()
+            vk.vkDestroyQueryPool(_handle(abi, self.device.handle), self.pool, abi.NULL)
+            self.pool = None

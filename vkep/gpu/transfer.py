@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import asdict, dataclass
 
+from vkep.gpu.trace import host_operation
 from vkep.gpu.vk import ffi
 
 
@@ -57,6 +58,7 @@ def count_elided(device, n: int) -> None:
     _count(device, "elided_copies", "elided_bytes", n)
 
 
+@host_operation("upload", 2)
 def upload(device, host_src: int, dst: int, n: int) -> None:
     """Host memory → vkep memory at `dst`."""
     if n == 0:
@@ -70,6 +72,7 @@ def upload(device, host_src: int, dst: int, n: int) -> None:
     _through_staging(device, n, lambda staging: _memmove(staging, host_src, n), staging_to=dst)
 
 
+@host_operation("download", 2)
 def download(device, src: int, host_dst: int, n: int) -> None:
     """vkep memory at `src` → host memory."""
     if n == 0:
@@ -86,6 +89,7 @@ def download(device, src: int, host_dst: int, n: int) -> None:
     _through_staging(device, n, None, staging_from=src, after=lambda staging: _memmove(host_dst, staging, n))
 
 
+@host_operation(lambda args: args[3][:-1], 2)
 def host_copy(device, host_src: int, host_dst: int, n: int, count: str) -> None:
     """Host memory → host memory, where vkep memory is host memory (a unified device): counted as
     `count` ("uploads" or "downloads"), after the device's work that may touch either side."""
@@ -96,6 +100,7 @@ def host_copy(device, host_src: int, host_dst: int, n: int, count: str) -> None:
     _memmove(host_dst, host_src, n)
 
 
+@host_operation("staging copy", 1)
 def stage(device, host_src: int, n: int, stream) -> int:
     """A device copy of host memory vkep does not own, valid for what `stream` records until its next
     submit completes (then the staging chunk is released)."""

@@ -181,6 +181,17 @@ EP_SLOTS = [
      "info, helper, out"),
     (47, "CreateScanKernel", "OrtStatus*", "const OrtKernelInfo* info, OrtScanKernelHelper* helper, OrtKernelImpl** out",
      "info, helper, out"),
+    # ORT 1.25+ (called only from a profiler, which older ORTs never ask for: OrtEp::CreateProfiler)
+    (65, "CreateProfilingEvent", "OrtStatus*", "int category, int32_t process_id, int32_t thread_id, "
+     "const char* name, int64_t timestamp_us, int64_t duration_us, const char* const* keys, "
+     "const char* const* values, size_t n, OrtProfilingEvent** out",
+     "category, process_id, thread_id, name, timestamp_us, duration_us, keys, values, n, out"),
+    (66, "ReleaseProfilingEvent", "void", "OrtProfilingEvent* e", "e"),
+    (68, "ProfilingEvent_GetName", "OrtStatus*", "const OrtProfilingEvent* e, const char** out", "e, out"),
+    (71, "ProfilingEvent_GetArgValue", "OrtStatus*", "const OrtProfilingEvent* e, const char* key, const char** out",
+     "e, key, out"),
+    (72, "ProfilingEventsContainer_AddEvents", "OrtStatus*",
+     "OrtProfilingEventsContainer* c, const OrtProfilingEvent* const* events, size_t n", "c, events, n"),
     # used only inside the C helpers below
     (20, "KernelRegistry_AddKernel", "OrtStatus*",
      "OrtKernelRegistry* r, const OrtKernelDef* def, OrtKernelCreateFunc fn, void* state", "r, def, fn, state"),

@@ -134,6 +134,7 @@ class Ep:
         self.graphs: dict[int, object] = {}  # graph annotation id → capture.CapturedGraph
         self.runs_before_capture: dict[int, int] = {}
         self.capturing = None  # the CapturedGraph of the run now being captured
+        self.profilers: list = []  # ORT's profilers of this session that are profiling now (profiler.py)
         if self.device is not None:
             fp16, has_fp16 = self.settings["fp16"], bool(self.device.info.features.get("fp16"))
             if fp16 and not has_fp16:
@@ -157,6 +158,8 @@ class Ep:
         s.ort_version_supported = EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE
         s.GetDefaultMemoryDevice = lib.py_ep_get_default_memory_device
         s.OnSessionInitializationEnd = lib.py_ep_on_session_initialization_end
+        # ORT 1.25+ (ORT 1.24 reads no member past Sync): ORT's profiling records vkep's events too
+        s.CreateProfiler = ffi.cast("void*", lib.py_ep_create_profiler)
         EPS[api.address(s)] = self
         if self.device is not None and self.settings["enable_graph_capture"]:
             capture.enable(self)

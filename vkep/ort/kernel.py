@@ -52,6 +52,7 @@ class KernelInstance:
         self.plan_lock = threading.Lock()
         self.allocator = None  # the vkep allocator ORT takes this node's outputs from, once seen
         self.packed: dict[int, tuple] = {}  # input index → (PackedWeight, Tensor)
+        self.weight_shapes: dict[int, tuple] = {}  # input index → the shape of the weight it packed (profiles)
         # outputs the host reads in place (another EP's node, a graph output): the node's GPU work is
         # complete when its Compute returns (see ep._note_host_readers)
         self.host_read_outputs: frozenset[int] = frozenset()
@@ -60,6 +61,7 @@ class KernelInstance:
         self.shared_layouts: dict[int, tuple] = {}  # input index → (shape, dtype) of a weight ORT shares
         self.held_imports: list = []  # host memory ORT's cache shares that the device reads in place
         self.capture = None  # the CapturedGraph its session is capturing, if any (capture.py)
+        self.ep = None  # its session's Ep (whose `profilers` say whether ORT profiles it now)
         # the dispatches of its latest Python execution (KernelCall.ops), when they read no staged host input and
         # no scratch memory: they can be recorded again while its inputs and outputs stay allocated (`vkep dev`
         # binds them, and times the dispatches)
@@ -78,6 +80,14 @@ class KernelInstance:
         # ORT gives no stream where vkep memory is host memory to it (see factory.memory_device_type)
         s.recorder = ffi.cast("void*", self.gpu.default_stream().recorder_address)
         KERNELS[self.id] = self
+
+    def invalidate_plan(self) -> None:
+        """Its next execution goes through Python (which may record a new plan)."""
+        with self.plan_lock:
+            s = self.struct
+            s.plan_seq += 1  # odd: being written (the trampoline does not replay it)
+            s.plan.valid = 0
+            s.plan_seq += 1
 
     def pipeline(self, shader: str, dtype: str, constants: tuple[int, ...]):
         key = (shader, dtype, constants)
@@ -479,6 +489,7 @@ def _kernel_create(state, info, out):
                                              if name in ep.host_read_values) - kernel.cpu_outputs
         kernel.prepack_cache = ep.prepack_cache
         kernel.wait_limit = ep.wait_limit
+        kernel.ep = ep
         ep.kernels.append(kernel)
     out[0] = ffi.cast("OrtKernelImpl*", kernel.struct)
 
@@ -547,7 +558,10 @@ def _kernel_compute(kernel_id, ctx, io):
     # (save_plan); a call that comes here with a plan (new shapes, values, or an allocator the plan did not
     # know) replaces it, so the latest signature replays; debug mode
     # keeps every command on this path, where gpu.hazards sees it
-    replayable = (not kernel.cpu_outputs and not foreign and not kernel.host_read_outputs and not hazards.ENABLED)
+    # while ORT profiles the session, every execution comes here, where its GPU time is measured (profiler.py)
+    profiler = kernel.ep.profilers[0] if kernel.ep is not None and kernel.ep.profilers else None
+    replayable = (not kernel.cpu_outputs and not foreign and not kernel.host_read_outputs and not hazards.ENABLED
+                  and profiler is None)
     if stream.pending_log is not None:
         stream.pending_log.label = f"{kernel.spec.op} node {kernel.node_name!r}"
     call = KernelCall(kernel, ctx, inputs, stream, replayable)
@@ -557,9 +571,16 @@ def _kernel_compute(kernel_id, ctx, io):
         raise RuntimeError(f"vkep: the Vulkan device was lost ({kernel.gpu.lost}); create a new session "
                            "(after the driver recovers) to run again")
     waiting.limit, waiting.label = kernel.wait_limit, f"{kernel.spec.op} node {kernel.node_name!r}"
+    # (not in a graph being captured: its replays would write the pair again, long after it was read)
+    ticket = profiler.node_begin(stream) if profiler is not None and kernel.capture is None else None
+    commands = stream.rec.total_commands
     try:
         try:
-            kernel.impl.compute(call)
+            try:
+                kernel.impl.compute(call)
+            finally:
+                if ticket is not None:
+                    profiler.node_end(stream, ticket, stream.rec.total_commands != commands, kernel, inputs)
         finally:
             try:
                 call.finish_host_work()

@@ -50,7 +50,9 @@ def _kernel_prepack(this, tensor, input_index, allocator, cache, is_packed):
     if input_index in kernel.cpu_inputs or input_index >= 32:
         return
     if input_index in kernel.spec.prepack:
-        packed, tag = kernel.impl.pack(input_index, _host_array(kernel, tensor))
+        original = _host_array(kernel, tensor)
+        kernel.weight_shapes[input_index] = tuple(original.shape)
+        packed, tag = kernel.impl.pack(input_index, original)
     elif kernel.device.shares_host_memory and all(a != input_index for a, _ in kernel.spec.aliases):
         # any other constant, as it is: ORT kept it on the host (ep._host_placed_inputs); one shared
         # device copy per content, at a fixed address (so a second session moves nothing, and native

@@ -42,11 +42,7 @@ def forget_pipelines(shader: str) -> int:
             continue
         for key in stale:
             del kernel.pipelines[key]
-        with kernel.plan_lock:
-            s = kernel.struct
-            s.plan_seq += 1  # odd: being written (the trampoline does not replay it)
-            s.plan.valid = 0
-            s.plan_seq += 1
+        kernel.invalidate_plan()
         kernel.last_ops = []
         nodes += 1
     return nodes

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,7 @@ import onnxruntime as ort
 
 import vkep
 from vkep import runner
-from vkep.run import dims, execute, inputs, render
+from vkep.run import dims, execute, inputs, profile, render
 
 CANDIDATE_SIZES = (224, 640, 32)  # tried on the CPU EP for the dimensions set by default, for the hint
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -52,8 +54,12 @@ def command(args: argparse.Namespace) -> int:
         print(render.header(report), flush=True)
     if args.stats:
         vkep.reset_stats()
+    profile_prefix = str(Path(args.profile).with_suffix("")) + ".ort" if args.profile else None
     result = execute.attempt("vkep", lambda: runner.vkep_session(
-        model, free_dims=choice.overrides, log_severity=execute.SESSION_LOG_SEVERITY), feeds, args.runs)
+        model, free_dims=choice.overrides, log_severity=execute.SESSION_LOG_SEVERITY, profile_prefix=profile_prefix),
+        feeds, args.runs)
+    if result.profile_file:
+        report["profile"] = _profile(result.profile_file, args.profile)
     # the reference: the CPU EP on the same values (a float16 model's float32 twin gets them widened)
     ref_feeds = feeds if reference_model is None else {
         k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in feeds.items()}
@@ -73,7 +79,24 @@ def command(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, default=str))
     else:
         print(render.body(report))
+        if report.get("profile"):
+            print(profile.render(report["profile"], args.profile))
     return EXIT_OK if report["verdict"] in ("ok", "differs") else EXIT_FAILED
+
+
+def _profile(written: str, path: str) -> dict[str, Any]:
+    """Move ORT's trace to `path` and summarize it, beside the FMA ceiling of the device the session ran on."""
+    from vkep.gpu.ceiling import fma_gflops
+
+    os.replace(written, path)
+    with open(path) as f:
+        events = json.load(f)
+    # the device vkep's events name (its index is its key in vkep.stats())
+    ran_on = {e["args"]["device"] for e in events if e.get("cat") == "Kernel" and "device" in (e.get("args") or {})}
+    index = next((int(key) for key, entry in vkep.stats().items() if key != "process" and entry["device"] in ran_on),
+                 None)
+    ceiling, _ = fma_gflops(index)
+    return profile.summarize(events, ceiling)
 
 
 def _load_model(path: str | None, fp16: bool) -> tuple[onnx.ModelProto, onnx.ModelProto | None, str]:

@@ -79,6 +79,7 @@ class Attempt:
     placement: list[tuple[str, str, str]] = field(default_factory=list)  # (node name, op type, EP)
     declined: dict[tuple[str, str], str] = field(default_factory=dict)  # why vkep left a node to another EP
     failure: Failure | None = None
+    profile_file: str | None = None  # the JSON trace ORT's profiler wrote (a session made with profiling on)
 
     @property
     def ok(self) -> bool:
@@ -116,6 +117,8 @@ def attempt(ep: str, make_session: Callable[[], ort.InferenceSession], feeds: di
     except Exception as exc:  # noqa: BLE001
         result.failure = Failure.of("run", exc)
         result.failure.node_ep = next((e for n, _, e in result.placement if n == result.failure.node), None)
+    if session.get_session_options().enable_profiling:
+        result.profile_file = session.end_profiling()
     return result
 
 

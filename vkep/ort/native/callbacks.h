@@ -25,6 +25,12 @@ extern "Python" bool py_ep_is_graph_capture_enabled(const OrtEp*);
 extern "Python" bool py_ep_is_graph_captured(const OrtEp*, int);
 extern "Python" OrtStatus* py_ep_replay_graph(OrtEp*, int);
 extern "Python" OrtStatus* py_ep_release_captured_graph(OrtEp*, int);
+extern "Python" OrtStatus* py_ep_create_profiler(OrtEp*, OrtEpProfilerImpl**);
+extern "Python" void py_profiler_release(OrtEpProfilerImpl*);
+extern "Python" OrtStatus* py_profiler_start(OrtEpProfilerImpl*, int64_t);
+extern "Python" OrtStatus* py_profiler_start_event(OrtEpProfilerImpl*, uint64_t);
+extern "Python" OrtStatus* py_profiler_stop_event(OrtEpProfilerImpl*, uint64_t, const OrtProfilingEvent*);
+extern "Python" OrtStatus* py_profiler_end(OrtEpProfilerImpl*, OrtProfilingEventsContainer*);
 
 extern "Python+C" OrtStatus* py_kernel_create(void*, const OrtKernelInfo*, OrtKernelImpl**);
 extern "Python+C" OrtStatus* py_kernel_compute(int64_t, OrtKernelContext*, vkep_io*);

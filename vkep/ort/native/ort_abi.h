@@ -28,6 +28,8 @@ typedef struct OrtTensorTypeAndShapeInfo OrtTensorTypeAndShapeInfo;
 typedef struct OrtSyncStream OrtSyncStream;
 typedef struct OrtRunOptions OrtRunOptions;
 typedef struct OrtSharedPrePackedWeightCache OrtSharedPrePackedWeightCache;
+typedef struct OrtProfilingEvent OrtProfilingEvent;
+typedef struct OrtProfilingEventsContainer OrtProfilingEventsContainer;
 
 typedef struct OrtApiBase {
     const OrtApi* (*GetApi)(uint32_t version);
@@ -92,6 +94,17 @@ typedef struct OrtScanKernelHelper {
     OrtStatus* (*Transpose)(struct OrtScanKernelHelper* self, const size_t* permutation, size_t n,
                             const OrtValue* input, OrtSyncStream* stream, OrtValue* output);
 } OrtScanKernelHelper;
+
+/* ORT 1.25+: an EP's profiler (OrtEp::CreateProfiler); vkep/ort/profiler.py */
+typedef struct OrtEpProfilerImpl {
+    uint32_t ort_version_supported;
+    void (*Release)(struct OrtEpProfilerImpl* self);
+    OrtStatus* (*StartProfiling)(struct OrtEpProfilerImpl* self, int64_t ep_profiling_start_offset_ns);
+    OrtStatus* (*StartEvent)(struct OrtEpProfilerImpl* self, uint64_t ort_event_correlation_id);
+    OrtStatus* (*StopEvent)(struct OrtEpProfilerImpl* self, uint64_t ort_event_correlation_id,
+                            const OrtProfilingEvent* ort_event);
+    OrtStatus* (*EndProfiling)(struct OrtEpProfilerImpl* self, OrtProfilingEventsContainer* events_container);
+} OrtEpProfilerImpl;
 
 typedef OrtStatus* (*OrtKernelCreateFunc)(void* state, const OrtKernelInfo* info, OrtKernelImpl** out);
 

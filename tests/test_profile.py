@@ -1,0 +1,182 @@
+"""ORT's own profiler records vkep's events (vkep/ort/profiler.py): each vkep node's GPU time beside ORT's node
+event of the same execution, the device's host operations, `vkep run --profile`; a session that does not profile
+is left as it was (no events, native replay)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections import defaultdict
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import vkep
+from vkep import cli, models, runner
+from vkep.run import profile
+
+VKEP = "VulkanExecutionProvider"
+CONV_FLOPS = 2 * 1 * 8 * 16 * 16 * 8 * 3 * 3  # N x Cout x H x W outputs, each Cin x 3 x 3 multiply-adds
+
+
+def small_model() -> onnx.ModelProto:
+    """Every node records GPU work: a Conv (Winograd: vkep packs its weight transformed), Relu, MatMul with a
+    constant, Add."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "m"], ["p"], name="matmul"),
+             helper.make_node("Add", ["p", "r"], ["y"], name="add")]
+    graph = helper.make_graph(
+        nodes, "profiled", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [numpy_helper.from_array(rng.random((8, 8, 3, 3), np.float32) * 0.1, "w"),
+         numpy_helper.from_array(rng.random((16, 16), np.float32) * 0.1, "m")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", models.OPSET)], ir_version=models.IR_VERSION)
+
+
+def profiled_session(model, prefix) -> ort.InferenceSession:
+    return runner.vkep_session(model, disable_cpu_fallback=True, profile_prefix=str(prefix))
+
+
+def feeds() -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(1).standard_normal((1, 8, 16, 16)).astype(np.float32)}
+
+
+def test_trace_holds_each_vkep_nodes_gpu_time_beside_ort_s_node_event(ep_devices, tmp_path):
+    session = profiled_session(small_model(), tmp_path / "trace")
+    runs = 3
+    for _ in range(runs):
+        session.run(None, feeds())
+    events = json.loads(open(session.end_profiling()).read())
+    node_events = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            node_events[e["name"]].append(e)
+    assert {e["args"]["provider"] for evs in node_events.values() for e in evs} == {VKEP}
+    model_runs = [e for e in events if e.get("cat") == "Session" and e["name"] == "model_run"]
+    assert len(model_runs) == runs
+    gpu = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "Kernel" and "gpu_duration_ns" in e.get("args", {}):
+            gpu[e["args"]["parent_name"]].append(e)
+    assert set(gpu) == set(node_events) == {f"{n}_kernel_time" for n in ("conv", "relu", "matmul", "add")}
+    for parent, evs in gpu.items():
+        ort_evs = sorted(node_events[parent], key=lambda e: e["ts"])
+        assert len(evs) == len(ort_evs) == runs, parent  # every execution of every vkep node
+        for mine, theirs in zip(sorted(evs, key=lambda e: e["ts"]), ort_evs, strict=True):
+            assert int(mine["args"]["gpu_duration_ns"]) > 0, mine
+            assert mine["args"]["op_name"] == theirs["args"]["op_name"]
+            assert mine["args"]["node_name"] + "_kernel_time" == parent
+            # on ORT's profiling clock, the GPU ran the node's work after its Compute began and before its run
+            # returned (the run waits for the graph's output)
+            run = next(r for r in model_runs if r["ts"] <= theirs["ts"] <= r["ts"] + r["dur"])
+            assert theirs["ts"] <= mine["ts"] <= mine["ts"] + mine["dur"] <= run["ts"] + run["dur"] + 2, (mine, run)
+    # the host's operations of the device: submits and waits every run (timed on the host)
+    names = [e["name"] for e in events if e.get("cat") == "Api"]
+    assert names.count("submit") >= runs and names.count("wait") >= runs, names
+    assert all(e["dur"] >= 0 for e in events if e.get("cat") == "Api")
+
+
+def test_uploads_and_downloads_are_events_one_for_each_counted(tmp_path):
+    """On the discrete path (forced) ORT moves the input in and the output out through vkep's data transfer:
+    one upload and one download event each, as vkep.stats() counts them."""
+    code = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import vkep
+        from test_profile import small_model, feeds, profiled_session
+        vkep.register()
+        vkep.reset_stats()
+        session = profiled_session(small_model(), {str(tmp_path / "t")!r})
+        for _ in range(2):
+            session.run(None, feeds())
+        path = session.end_profiling()
+        print(json.dumps({{"path": path, "stats": vkep.stats()[0]}}))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VKEP_FORCE_DISCRETE": "1"})
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    events = json.loads(open(result["path"]).read())
+    api = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "Api":
+            api[e["name"]].append(e)
+    stats = result["stats"]
+    assert stats["uploads"] >= 2 and stats["downloads"] >= 2, stats
+    assert len(api["upload"]) == stats["uploads"] and len(api["download"]) == stats["downloads"], {
+        k: len(v) for k, v in api.items()}
+    assert sum(int(e["args"]["bytes"]) for e in api["upload"]) == stats["upload_bytes"]
+    assert sum(int(e["args"]["bytes"]) for e in api["download"]) == stats["download_bytes"]
+    assert api["submit"] and api["wait"]
+
+
+def test_a_session_that_does_not_profile_keeps_native_replay_and_records_nothing(ep_devices, tmp_path):
+    from vkep.gpu.device import opened_devices
+    from vkep.ort import ep as ep_module
+
+    model = small_model()
+    quiet = runner.vkep_session(model, disable_cpu_fallback=True)
+    profiled = profiled_session(model, tmp_path / "trace")
+    for session in (quiet, profiled):
+        session.run(None, feeds())
+    vkep.reset_stats()
+    for _ in range(3):
+        quiet.run(None, feeds())
+    assert vkep.stats()["process"]["nodes_replayed_natively"] > 0
+    vkep.reset_stats()
+    for _ in range(3):
+        profiled.run(None, feeds())
+    assert vkep.stats()["process"]["nodes_replayed_natively"] == 0  # profiled: through Python, timed
+    assert sum(1 for ep in ep_module.EPS.values() if ep.profilers) == 1  # only the profiled session's
+    profiled.end_profiling()
+    assert not any(ep.profilers for ep in ep_module.EPS.values())
+    assert all(device.tracers == () for device in opened_devices())  # no hook hears anything
+    vkep.reset_stats()
+    for _ in range(3):
+        profiled.run(None, feeds())  # profiling ended: plans again
+    assert vkep.stats()["process"]["nodes_replayed_natively"] > 0
+
+
+def test_vkep_run_profile_writes_the_trace_and_prints_the_table(ep_devices, tmp_path, capsys):
+    path = tmp_path / "model.onnx"
+    onnx.save(small_model(), path)
+    trace = tmp_path / "out" / "trace.json"
+    trace.parent.mkdir()
+    assert cli.main(["run", str(path), "--profile", str(trace), "--runs", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert "vkep: error" not in err, err
+    assert list(trace.parent.iterdir()) == [trace]  # ORT's file, moved to the name asked for
+    events = json.loads(trace.read_text())
+    summary = profile.summarize(events, None)
+    rows = {r["node"]: r for r in summary["nodes"]}
+    assert set(rows) == {"conv", "relu", "matmul", "add"}
+    assert all(r["clock"] == "gpu" and r["ms"] > 0 and r["executions"] == 3 for r in rows.values()), rows
+    # the Conv's cost counts its packed weight (ORT's node event no longer lists it)
+    conv = rows["conv"]
+    assert conv["gflops"] * 1e9 * conv["ms"] / 1e3 == pytest.approx(CONV_FLOPS, rel=1e-9)
+    assert rows["add"]["gbps"] is not None and rows["add"]["gflops"] is None
+    assert f"profile: {trace}" in out and "device FMA ceiling" in out
+    table = out[out.index("profile:"):].splitlines()
+    assert table[2].split()[:2] == ["node", "op"]
+    conv_line = next(line for line in table if line.split()[:2] == ["conv", "Conv"])
+    assert conv_line.split()[-1].endswith("%"), conv_line  # its share of the FMA ceiling
+
+
+@pytest.mark.parametrize("op,ins,outs,want", [
+    ("Conv", [[1, 8, 16, 16], [4, 2, 3, 3]], [[1, 4, 14, 14]], 2 * 4 * 14 * 14 * 2 * 9),  # group 4: Cin/g = 2
+    ("ConvTranspose", [[1, 3, 5, 5], [3, 6, 2, 2]], [[1, 6, 10, 10]], 2 * 3 * 5 * 5 * 6 * 4),
+    ("MatMul", [[2, 7, 5], [5, 3]], [[2, 7, 3]], 2 * 2 * 7 * 3 * 5),
+    ("Gemm", [[5, 7]], [[7, 3]], 2 * 7 * 3 * 5),  # transA: A is [K, M]; B packed (absent)
+    ("QLinearConv", [[1, 2, 4, 4], [], [], [3, 2, 1, 1]], [[1, 3, 4, 4]], 2 * 3 * 16 * 2),
+    ("Relu", [[4]], [[4]], None),
+])
+def test_flops_of_an_execution_from_its_shapes(op, ins, outs, want):
+    assert profile.flops(op, ins, outs) == want

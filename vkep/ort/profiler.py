@@ -1,0 +1,270 @@
+"""vkep's events in ORT's own profile (`SessionOptions.enable_profiling`, ORT 1.25+: OrtEp::CreateProfiler).
+
+ORT asks each session's EP for a profiler and drives it: StartProfiling when profiling begins, StartEvent and
+StopEvent around each of its own events (a node's `_kernel_time` among them, on the thread that runs the node's
+Compute), EndProfiling to collect what the EP saw, which ORT writes into its JSON trace beside its own events.
+
+What vkep reports (docs/design.md, "Profiling"):
+- `kernel` events: each vkep node's GPU time, from two timestamp queries around its recorded work
+  (gpu.timing.TimestampRing), tagged with the ORT event the node ran under (`parent_name`, `op_name`,
+  `correlation_id`): the ORT node event with that name is the same execution.
+- `api` events: the device's uploads, downloads, staging copies, submits and waits, timed on the host (gpu.trace).
+
+While a session profiles, its nodes take the Python path (no native replay: that is where the timestamps are
+written); nothing of this runs, and no plan changes, in a session that does not profile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+from vkep.gpu import trace
+from vkep.gpu.timing import TimestampRing
+from vkep.ort import api
+from vkep.ort.api import callback, status_callback
+
+PROFILER_API_VERSION = 25  # OrtEpProfilerImpl came with ORT 1.25
+CATEGORY_KERNEL, CATEGORY_API = 2, 3  # OrtProfilingEventCategory
+PROFILERS: dict[int, Profiler] = {}  # OrtEpProfilerImpl* address -> its Profiler
+GPU_THREAD = 0x7F000000  # the pseudo thread id of a device's queue in the trace (one track per device)
+
+
+class Profiler:
+    def __init__(self, ep):
+        lib = api.lib
+        self.ep = ep
+        self.lock = threading.Lock()
+        self.active = False
+        self.offset_ns = 0  # ORT's profiling clock at StartProfiling (ns since its start) ...
+        self.start_ns = 0  # ... and ours (trace.now) at the same moment
+        self.stacks = threading.local()  # per thread: the correlation ids of the ORT events open on it
+        self.host_events: list[tuple] = []  # (name, thread id, start ns, end ns, args)
+        self.node_records: list[tuple] = []  # (correlation id, node, op type, ticket, submit key, input shapes)
+        self.parents: dict[int, tuple[str, str]] = {}  # correlation id -> (ORT event name, op_name)
+        self.unnamed: set[int] = set()  # correlation ids of node records whose ORT event has not stopped yet
+        self.submit_start: dict[tuple[int, int], int] = {}  # (stream id, timeline value) -> host ns at submit
+        self.wait_ends: dict[int, list[tuple[int, int]]] = {}  # stream id -> (timeline value, host ns) per wait
+        self.begin_keys: dict[int, tuple[int, int]] = {}  # ticket -> (stream id, the submit carrying its begin)
+        self.ring: TimestampRing | None = None
+        self.struct = s = api.new_struct("OrtEpProfilerImpl")
+        s.ort_version_supported = PROFILER_API_VERSION
+        s.Release = lib.py_profiler_release
+        s.StartProfiling = lib.py_profiler_start
+        s.StartEvent = lib.py_profiler_start_event
+        s.StopEvent = lib.py_profiler_stop_event
+        s.EndProfiling = lib.py_profiler_end
+        PROFILERS[api.address(s)] = self
+        self.pid = os.getpid()
+
+    # -- ORT's calls ------------------------------------------------------------------------------------
+    def start(self, offset_ns: int) -> None:
+        ep = self.ep
+        with self.lock:
+            self.offset_ns, self.start_ns = offset_ns, trace.now()
+            self.active = True
+        ep.profilers.append(self)
+        if ep.device is not None:
+            trace.listen(ep.device.gpu, self)
+            for kernel in list(ep.kernels):  # plans made before: the nodes' next runs write timestamps
+                kernel.invalidate_plan()
+
+    def stop(self) -> None:
+        ep = self.ep
+        with self.lock:
+            was, self.active = self.active, False
+        if not was:
+            return
+        if self in ep.profilers:
+            ep.profilers.remove(self)
+        if ep.device is not None:
+            trace.stop_listening(ep.device.gpu, self)
+
+    def stack(self) -> list[int]:
+        found = getattr(self.stacks, "ids", None)
+        if found is None:
+            found = self.stacks.ids = []
+        return found
+
+    # -- what vkep records -------------------------------------------------------------------------------
+    def node_begin(self, stream) -> int | None:
+        """Before a node records its work on `stream`: the first timestamp of its pair (None: no timestamps)."""
+        with self.lock:
+            if self.ring is None:
+                self.ring = TimestampRing(self.ep.device.gpu)
+            if not self.ring.available:
+                return None
+            ticket = self.ring.begin(stream)
+            self.begin_keys[ticket] = _carrier(stream)
+            return ticket
+
+    def node_end(self, stream, ticket: int | None, recorded: bool, kernel, inputs: list) -> None:
+        """After the node recorded its work: the pair's second timestamp, and the node's record (a node that
+        recorded no command, a view, has no GPU time) with its inputs' shapes, packed weights' as the graph has
+        them (ORT's own node event lists no input vkep packed)."""
+        if ticket is None:
+            return
+        with self.lock:
+            if not recorded:
+                self.ring.drop(ticket)
+                self.begin_keys.pop(ticket, None)
+                return
+            self.ring.end(stream, ticket)
+            stack = self.stack()
+            correlation = stack[-1] if stack else 0
+            key = (self.begin_keys.pop(ticket), _carrier(stream))
+            shapes = json.dumps([list(kernel.weight_shapes[i]) if i in kernel.weight_shapes
+                                 else list(t.shape) if t is not None else None for i, t in enumerate(inputs)])
+            self.node_records.append((correlation, kernel.node_name, kernel.spec.op, ticket, key, shapes))
+            self.unnamed.add(correlation)
+
+    def host_event(self, name: str, start_ns: int, end_ns: int, args: dict[str, str]) -> None:
+        if self.active:
+            self.host_events.append((name, threading.get_native_id(), start_ns, end_ns, args))
+
+    def waited(self, stream, value: int, start_ns: int, end_ns: int) -> None:
+        if self.active:
+            self.wait_ends.setdefault(id(stream), []).append((value, end_ns))
+            self.host_events.append(("wait", threading.get_native_id(), start_ns, end_ns,
+                                     {"timeline value": str(value)}))
+
+    def submitted(self, stream, value: int, start_ns: int, end_ns: int) -> None:
+        if self.active:
+            self.submit_start[(id(stream), value)] = start_ns
+            self.host_events.append(("submit", threading.get_native_id(), start_ns, end_ns,
+                                     {"timeline value": str(value)}))
+
+    # -- the events ORT writes ----------------------------------------------------------------------------
+    def events(self) -> list[tuple]:
+        """(category, thread id, name, timestamp µs, duration µs, args) of everything recorded, on ORT's clock."""
+        with self.lock:
+            if self.ring is not None:
+                self.ring.collect()
+            out = []
+            for name, tid, start, end, args in self.host_events:
+                out.append((CATEGORY_API, tid, name, self._us(start), (end - start) // 1000, args))
+            timed = [(record, self.ring.results.get(record[3])) for record in self.node_records]
+            timed = [(record, ns) for record, ns in timed if ns is not None]
+            offset = self._gpu_offset(timed)
+            gpu_tid = GPU_THREAD + (self.ep.device.info.index if self.ep.device is not None else 0)
+            for (correlation, node, op, _, _, shapes), (begin, end) in timed:
+                parent, op_name = self.parents.get(correlation, ("", op))
+                args = {"op_name": op_name or op, "parent_name": parent, "node_name": node,
+                        "correlation_id": str(correlation), "gpu_duration_ns": str(end - begin),
+                        "device": self.ep.device.info.name, "input_shapes": shapes}
+                out.append((CATEGORY_KERNEL, gpu_tid, f"{node}_gpu", self._us(begin + offset),
+                            round((end - begin) / 1000), args))
+            self.host_events.clear()
+            self.node_records.clear()
+            self.parents.clear()
+            self.submit_start.clear()
+            self.wait_ends.clear()
+            self.begin_keys.clear()
+            if self.ring is not None:
+                self.ring.results.clear()
+            return out
+
+    def _us(self, host_ns: int) -> int:
+        return (self.offset_ns + host_ns - self.start_ns) // 1000
+
+    def _gpu_offset(self, timed: list) -> int:
+        """Host ns minus device ns. A command buffer runs after the host submitted it and completes before a wait
+        for it returns: each pair bounds the offset from below (its begin's submit) and above (the first wait
+        that covered its end's submit). Where 0 is within every bound the device's clock is the host's (lavapipe
+        timestamps with CLOCK_MONOTONIC): 0. Otherwise the lowest offset that keeps every pair after its submit
+        (exact for a batch that found the queue idle, as a run's first does)."""
+        lows, highs = [], []
+        for record, (begin, end) in timed:
+            begin_key, end_key = record[4]
+            if begin_key in self.submit_start:
+                lows.append(self.submit_start[begin_key] - begin)
+            covered = [done for value, done in self.wait_ends.get(end_key[0], ()) if value >= end_key[1]]
+            if covered:
+                highs.append(min(covered) - end)
+        low, high = max(lows, default=None), min(highs, default=None)
+        if (low is None or low <= 0) and (high is None or high >= 0):
+            return 0
+        return low if low is not None else high
+
+
+def _carrier(stream) -> tuple[int, int]:
+    """(stream, timeline value) of the submit that will carry what is recorded now: the open command buffer is the
+    stream's next submit."""
+    return id(stream), stream.rec.submitted + 1
+
+
+def _profiler(this) -> Profiler:
+    return PROFILERS[api.address(this)]
+
+
+@status_callback("py_ep_create_profiler")
+def _create_profiler(this, out):
+    from vkep.ort.ep import ep_of
+
+    out[0] = Profiler(ep_of(this)).struct
+
+
+@callback("py_profiler_release")
+def _release(this):
+    profiler = PROFILERS.pop(api.address(this), None)
+    if profiler is not None:
+        profiler.stop()
+        if profiler.ring is not None:
+            profiler.ring.destroy()
+    api.free_struct(this)
+
+
+@status_callback("py_profiler_start")
+def _start(this, offset_ns):
+    _profiler(this).start(offset_ns)
+
+
+@status_callback("py_profiler_start_event")
+def _start_event(this, correlation_id):
+    _profiler(this).stack().append(correlation_id)
+
+
+@status_callback("py_profiler_stop_event")
+def _stop_event(this, correlation_id, ort_event):
+    profiler = _profiler(this)
+    stack = profiler.stack()
+    if stack and stack[-1] == correlation_id:
+        stack.pop()
+    elif correlation_id in stack:
+        stack.remove(correlation_id)
+    # the ORT event's name and op, for vkep's events under it (read only for those: ORT's event lives only now)
+    with profiler.lock:
+        if correlation_id not in profiler.unnamed:
+            return
+        profiler.unnamed.discard(correlation_id)
+    lib, ffi = api.lib, api.ffi
+    name, op = ffi.new("const char**"), ffi.new("const char**")
+    api.check(lib.ep_ProfilingEvent_GetName(ort_event, name))
+    api.check(lib.ep_ProfilingEvent_GetArgValue(ort_event, b"op_name", op))
+    profiler.parents[correlation_id] = (ffi.string(name[0]).decode(errors="replace"),
+                                        ffi.string(op[0]).decode(errors="replace") if op[0] != ffi.NULL else "")
+
+
+@status_callback("py_profiler_end")
+def _end(this, container):
+    lib, ffi = api.lib, api.ffi
+    profiler = _profiler(this)
+    events = profiler.events()
+    profiler.stop()
+    made = []
+    try:
+        for category, tid, name, ts, duration, args in events:
+            keys = [ffi.new("char[]", k.encode()) for k in args]
+            values = [ffi.new("char[]", v.encode(errors="replace")) for v in args.values()]
+            out = ffi.new("OrtProfilingEvent**")
+            api.check(lib.ep_CreateProfilingEvent(category, profiler.pid, tid, name.encode(errors="replace"), ts,
+                                                  duration, ffi.new("const char*[]", keys),
+                                                  ffi.new("const char*[]", values), len(keys), out))
+            made.append(out[0])
+        if made:
+            api.check(lib.ep_ProfilingEventsContainer_AddEvents(container, ffi.new("const OrtProfilingEvent*[]", made),
+                                                                len(made)))
+    finally:
+        for event in made:
+            lib.ep_ReleaseProfilingEvent(event)
