@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from vkep.kernels import winograd
+from vkep.kernels import matmul, winograd
 from vkep.kernels.base import LOOP_BUDGET, MAX_ELEMENTS, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
 
 MAX_SPATIAL = 3
@@ -20,7 +20,10 @@ MAX_SPATIAL = 3
 GEMM_WG, GEMM_TM, GEMM_TN = 64, 16, 8  # conv.comp: threads per workgroup, channels and pixels per thread
 
 WORKGROUP = 256
-MODE_GEMM, MODE_POINTWISE, MODE_DIRECT = 0, 1, 2
+MODE_GEMM, MODE_POINTWISE, MODE_DIRECT, MODE_BROADCAST = 0, 1, 2, 3
+# conv.comp's MODE_BROADCAST (CPU devices with 8-wide subgroups, float32): a workgroup's block of output channels
+# and pixels (BR, 8 BC there)
+BROADCAST_CHANNELS, BROADCAST_PIXELS = 32, 64
 DIRECT_MAX_CHANNELS = 8  # fewer output channels per group than this: one thread per output (depthwise)
 
 
@@ -114,7 +117,18 @@ class Conv(ConvBase):
 
     def compute(self, call) -> None:
         if not self.winograd_tile:
-            return super().compute(call)
+            x, w = call.inputs[:2]
+            b = call.inputs[2] if len(call.inputs) > 2 else None
+            out, constants, tail, batches = self.planned((x.shape, w.shape, b is not None),
+                                                         lambda: self._plan(x.shape, w.shape))
+            if constants is not None:
+                return super().compute(call)
+            # a 1x1 conv as matmul.comp's broadcast product per image: W [M, C] x X [C, pixels] + bias per row
+            y = call.output(0, out)
+            if y.size:
+                reads = [x, w] + ([b] if b is not None else [])
+                matmul.broadcast_dispatch(call, shader_dtype(x), [w, x, b, y], tail, batches, reads, y)
+            return
         x, u = call.inputs[:2]
         b = call.inputs[2] if len(call.inputs) > 2 else None
         plan = self.planned((x.shape, b is not None), lambda: self._plan(x.shape, self.weight_shape))
@@ -140,6 +154,21 @@ class Conv(ConvBase):
         cg, mg, pixels = c // group, m // group, math.prod(out)
         k3 = as_3d(kernel, 1)
         pointwise = k3 == [1, 1, 1] and all(s == 1 for s in strides) and not any(begin) and list(out) == list(xs[2:])
+        # on CPU devices with 8-wide subgroups: the broadcast GEMMs (float32, 1-D or 2-D, one group)
+        broadcast = (mg >= DIRECT_MAX_CHANNELS and group == 1 and n <= 2
+                     and matmul.broadcast_applies(self, self.input_types[0] == "float32"))
+        if broadcast and pointwise and -(-cg // 2) <= matmul.MAX_LOOP:
+            p = pixels
+            tail = pack("4I4I4I2I2f", mg, p, cg, 1, 0, 0, cg, 1, cg * p, 0, p, 1, 1, 0, 1.0, 1.0)
+            return out_shape, None, tail, batch
+        if broadcast and -(-cg * math.prod(k3) // 2) + 1 <= LOOP_BUDGET:
+            k = cg * math.prod(k3)
+            groups = (-(-pixels // BROADCAST_PIXELS), -(-mg // BROADCAST_CHANNELS), batch)
+            if max(groups) > 65535:
+                raise UnsupportedError(f"Conv output {out_shape} is too large for one dispatch")
+            tail = pack("3I3I3I3I3I3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
+                        *as_3d(dilations, 1), *as_3d(begin, 0), *k3, 8)
+            return out_shape, (MODE_BROADCAST, 1, 1, 1, GEMM_TM, GEMM_TN, 8, int(k % 2 == 0)), tail, groups
         if mg < DIRECT_MAX_CHANNELS:
             mode = MODE_DIRECT
             groups = grid_1d(group * mg * pixels, GEMM_WG)

@@ -180,22 +180,27 @@ void broadcast() {
     for (uint k0 = 0; k0 < pc.K; k0 += 2) {
         // (k0 + 1 past K, K odd: its values are read at K - 1 and zeroed)
         uint k1 = min(k0 + 1, pc.K - 1);
-        float has_k1 = k0 + 1 < pc.K ? 1.0 : 0.0;
+        bool has_k1 = k0 + 1 < pc.K;  // (a select, not a product: 0 x inf is NaN)
         vec2 a[BG], b[BC];  // (x: step k0, y: step k0 + 1)
-        [[unroll]] for (uint g = 0; g < BG; ++g)
+        [[unroll]] for (uint g = 0; g < BG; ++g) {
             a[g] = A_PAIRS != 0 ? pair_at(pc.a, arow[g] + k0)
-                                : vec2(LOAD(A, arow[g] + k0 * pc.a_k), LOAD(A, arow[g] + k1 * pc.a_k) * has_k1);
+                                : vec2(LOAD(A, arow[g] + k0 * pc.a_k), LOAD(A, arow[g] + k1 * pc.a_k));
+            a[g].y = has_k1 ? a[g].y : 0.0;
+        }
         if (B_PAIRS == 1) {
             [[unroll]] for (uint j = 0; j < BC; j += 2) {
-                vec2 p0 = pair_at(pc.b, bcol[j] + k0 * pc.b_k), p1 = pair_at(pc.b, bcol[j] + k1 * pc.b_k) * has_k1;
+                vec2 p0 = pair_at(pc.b, bcol[j] + k0 * pc.b_k), p1 = pair_at(pc.b, bcol[j] + k1 * pc.b_k);
+                p1 = has_k1 ? p1 : vec2(0.0);
                 b[j] = vec2(p0.x, p1.x);
                 b[j + 1] = vec2(p0.y, p1.y);
             }
         } else if (B_PAIRS == 2) {
             [[unroll]] for (uint j = 0; j < BC; ++j) b[j] = pair_at(pc.b, bcol[j] + k0);
         } else {
-            [[unroll]] for (uint j = 0; j < BC; ++j)
-                b[j] = vec2(LOAD(B, bcol[j] + k0 * pc.b_k), LOAD(B, bcol[j] + k1 * pc.b_k) * has_k1);
+            [[unroll]] for (uint j = 0; j < BC; ++j) {
+                b[j] = vec2(LOAD(B, bcol[j] + k0 * pc.b_k), LOAD(B, bcol[j] + k1 * pc.b_k));
+                b[j].y = has_k1 ? b[j].y : 0.0;
+            }
         }
         [[unroll]] for (uint g = 0; g < BG; ++g)
             [[unroll]] for (uint l = 0; l < 8; ++l) {
