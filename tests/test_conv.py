@@ -240,3 +240,70 @@ def test_conv_outside_winograd_takes_the_implicit_gemm(ep_devices, case):
                                rtol=1e-4, atol=1e-4)
     (conv,) = conv_kernels_since(first)
     assert conv.impl.winograd_tile == 0 and {shader for shader, _, _ in conv.pipelines} == {"conv.comp"}
+
+
+BROADCAST_CONV_CASES = {
+    # (inputs, attributes, where it runs: matmul.comp for 1x1 stride-1 convs, else conv.comp)
+    "pointwise_pairs": ({"x": (2, 24, 6, 8), "w": (40, 24, 1, 1), "b": (40,)}, {}, "matmul.comp"),
+    "pointwise_odd_pixels": ({"x": (1, 33, 7, 7), "w": (70, 33, 1, 1), "b": (70,)}, {}, "matmul.comp"),
+    "pointwise_no_bias": ({"x": (1, 16, 9, 10), "w": (9, 16, 1, 1)}, {}, "matmul.comp"),
+    "pointwise_stride2": ({"x": (2, 20, 9, 11), "w": (36, 20, 1, 1), "b": (36,)}, {"strides": [2, 2]},
+                          "conv.comp"),
+    "3x3_stride2_pads": ({"x": (1, 12, 13, 11), "w": (40, 12, 3, 3), "b": (40,)},
+                         {"strides": [2, 2], "pads": [1, 0, 1, 2]}, "conv.comp"),
+    "7x7_stem": ({"x": (1, 3, 30, 28), "w": (16, 3, 7, 7), "b": (16,)}, {"strides": [2, 2], "pads": [3, 3, 3, 3]},
+                 "conv.comp"),  # K = 147: odd, W read element by element
+    "5x5_dilated": ({"x": (2, 8, 12, 12), "w": (33, 8, 5, 5)}, {"dilations": [2, 1], "pads": [2, 2, 2, 2]},
+                    "conv.comp"),
+    "1d": ({"x": (2, 10, 30), "w": (24, 10, 3), "b": (24,)}, {"strides": [2], "pads": [1, 1]}, "conv.comp"),
+    "3x3_few_input_channels": ({"x": (1, 4, 9, 9), "w": (64, 4, 3, 3)}, {"pads": [1, 1, 1, 1]}, "conv.comp"),
+}
+
+
+def _modes(kernel) -> set[tuple[str, int]]:
+    return {(shader, constants[0]) for shader, _, constants in kernel.pipelines}
+
+
+@pytest.mark.parametrize("weights", ["constant", "input"])
+@pytest.mark.parametrize("case", list(BROADCAST_CONV_CASES))
+def test_conv_broadcast_gemm(ep_devices, case, weights):
+    """Convs outside Winograd on a CPU device with 8-wide subgroups, float32, run as the broadcast GEMMs
+    (matmul.comp's mode 3 for 1x1 stride-1 convs, conv.comp's MODE 3 else) and agree with the CPU EP; elsewhere
+    they take conv.comp's other modes. Weights as initializers (packed raw) and as graph inputs."""
+    from vkep.kernels import conv as conv_kernels
+    from vkep.kernels import matmul
+
+    inputs, attrs, shader = BROADCAST_CONV_CASES[case]
+    model, reference, x = conv_with_constant_weights(inputs, "float32", **attrs)
+    feeds = {"x": x}
+    if weights == "input":
+        model = single_node("Conv", inputs, 22, **attrs)
+        rng = np.random.default_rng(5)
+        feeds = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in inputs.items()}
+        reference = model
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    want = runner.cpu_session(reference).run(None, feeds)[0]
+    for _ in range(2):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-4)
+    (conv,) = conv_kernels_since(first)
+    info = conv.impl.device_info  # (the device's properties, not the planner's answer)
+    if info.device_type == "cpu" and info.subgroup_size == 8:
+        mode = matmul.MODE_BROADCAST if shader == "matmul.comp" else conv_kernels.MODE_BROADCAST
+        assert _modes(conv) == {(shader, mode)}
+    else:
+        assert {s for s, _ in _modes(conv)} == {"conv.comp"} and conv_kernels.MODE_BROADCAST not in {
+            m for _, m in _modes(conv)}
+
+
+def test_conv_broadcast_gemm_not_for_float16(ep_devices):
+    """float16 convs keep conv.comp's GEMM (the broadcast GEMMs read float32 in 64-bit pairs)."""
+    from vkep.kernels import conv as conv_kernels
+
+    model, reference, x = conv_with_constant_weights({"x": (1, 16, 9, 9), "w": (32, 16, 1, 1)}, "float16")
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    want = runner.cpu_session(reference).run(None, {"x": x.astype(np.float32)})[0]
+    np.testing.assert_allclose(session.run(None, {"x": x})[0].astype(np.float32), want, **tolerance("float16"))
+    (conv,) = conv_kernels_since(first)
+    assert _modes(conv) == {("conv.comp", conv_kernels.MODE_POINTWISE)}
