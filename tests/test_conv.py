@@ -307,3 +307,41 @@ def test_conv_broadcast_gemm_not_for_float16(ep_devices):
     np.testing.assert_allclose(session.run(None, {"x": x})[0].astype(np.float32), want, **tolerance("float16"))
     (conv,) = conv_kernels_since(first)
     assert _modes(conv) == {("conv.comp", conv_kernels.MODE_POINTWISE)}
+
+
+def test_broadcast_gemms_replay_natively(ep_devices):
+    """Convs on the broadcast GEMMs (matmul.comp's and conv.comp's) and a MatMul in matmul.comp's broadcast mode
+    take no scratch memory: after the first run the C trampoline records them alone."""
+    import vkep
+
+    rng = np.random.default_rng(6)
+
+    def init(name, shape):
+        return numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
+
+    nodes = [helper.make_node("Relu", ["x"], ["r0"]),
+             helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"]),  # 1x1: matmul.comp
+             helper.make_node("Conv", ["c1", "w2"], ["c2"], strides=[2, 2], pads=[1, 1, 1, 1]),  # conv.comp
+             helper.make_node("MatMul", ["c2", "w3"], ["m3"]),  # [1, 40, 20, 20] x [20, 6]: 40 x 20 rows
+             helper.make_node("Relu", ["m3"], ["y"])]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", 1, (1, 16, 40, 40))],
+                              [helper.make_tensor_value_info("y", 1, None)],
+                              [init("w1", (32, 16, 1, 1)), init("b1", (32,)), init("w2", (40, 32, 3, 3)),
+                               init("w3", (20, 6))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    feeds = {"x": rng.uniform(-1, 1, (1, 16, 40, 40)).astype(np.float32)}
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    session.run(None, feeds)
+    before = vkep.stats()["process"]["nodes_replayed_natively"]
+    for _ in range(3):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-4)
+    replayed = vkep.stats()["process"]["nodes_replayed_natively"] - before
+    # (the first and last node of a run enter Python, see test_models.test_add_chain_replays_natively)
+    assert replayed >= 3 * (len(nodes) - 2), replayed
+    made = [k for i, k in list(kernels().items()) if i > first]
+    info = made[0].impl.device_info
+    if info.device_type == "cpu" and info.subgroup_size == 8:
+        assert {(s, c[0]) for k in made for s, _, c in k.pipelines if s in ("matmul.comp", "conv.comp")} == {
+            ("matmul.comp", 3), ("conv.comp", 3)}
