@@ -23,7 +23,8 @@ DIRECT_ON_CPU_DEVICES = True
 # ... and, float32 with 8-wide subgroups, its broadcast mode instead (rows shared by subgroupBroadcast, pair
 # loads; see matmul.comp's broadcast())
 BROADCAST = True
-BROADCAST_ROWS, BROADCAST_COLUMNS = 32, 64  # a broadcast workgroup's block of y (matmul.comp's BR, 8 BC)
+BROADCAST_ROWS = 32  # a broadcast workgroup's rows of y (matmul.comp's BR) ...
+BROADCAST_LANE_COLUMNS = 8  # ... and columns of one invocation (its BC; the workgroup's: 8 x that)
 MODE_TILED, MODE_FEW_ROWS, MODE_DIRECT, MODE_BROADCAST = 0, 1, 2, 3
 
 
@@ -63,14 +64,15 @@ def broadcast_dispatch(call, dtype: str, addresses: list, tail: bytes, batches: 
     None, Y); Conv's 1x1 convolutions come here too."""
     m, n = struct.unpack_from("<2I", tail)
     a_pairs, b_pairs = broadcast_pairs(tail)
-    groups = (-(-n // BROADCAST_COLUMNS), -(-m // BROADCAST_ROWS), batches)
+    bc = BROADCAST_LANE_COLUMNS
+    groups = (-(-n // (8 * bc)), -(-m // BROADCAST_ROWS), batches)
     if max(groups) > 65535:
         raise UnsupportedError(f"a product of {m} x {n} in {batches} matrices exceeds the dispatch limit")
     c_m, c_n = struct.unpack_from("<2I", tail, 12 * 4)
     if addresses[2] is not None and c_m and c_n:
         raise UnsupportedError("matmul.comp's broadcast mode takes C per row or per column")
     c_kind = 0 if addresses[2] is None else 1 if c_n == 0 else 2
-    constants = (MODE_BROADCAST, FEW_ROWS, 0, 0, a_pairs, b_pairs, 8, 1, c_kind)
+    constants = (MODE_BROADCAST, FEW_ROWS, 0, 0, a_pairs, b_pairs, 8, 1, c_kind, bc)
     call.dispatch("matmul.comp", dtype, constants, addresses, tail, groups, reads, [y])
 
 
