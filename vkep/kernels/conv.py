@@ -1,7 +1,9 @@
 """Conv and ConvTranspose over NC[D]HW tensors with 1 to 3 spatial dimensions.
 
-Conv runs as an implicit GEMM (shaders/conv.comp); ConvTranspose gathers per output
-(shaders/conv_transpose.comp). Both read spatial shapes as 3-D, with leading dims of size 1.
+Conv runs as an implicit GEMM (shaders/conv.comp), Winograd for 3x3 stride-1 (winograd.py), or on CPU devices
+with 8-wide subgroups as the broadcast GEMMs (conv.comp's MODE 3; matmul.comp's mode 3 for 1x1 stride-1 convs;
+docs/design.md says why); ConvTranspose gathers per output (shaders/conv_transpose.comp). They read spatial
+shapes as 3-D, with leading dims of size 1.
 """
 
 from __future__ import annotations
