@@ -145,7 +145,8 @@ class MatMul(_Tiled):
     def pack(self, index: int, weight):
         """On CPU devices a 2-D constant B is stored [N, K], so that rows of A meet it contiguously along K
         (pair or vec4 loads in matmul.comp's few-rows mode), unless the graph declares A with more rows than
-        that mode takes: the direct mode reads B faster as it is ([K, N]: 9.6 against 13.8 GFLOPS at 512^3)."""
+        that mode takes: the direct mode reads B faster as it is ([K, N]: 9.6 against 13.8 GFLOPS at 512^3; the
+        broadcast mode reads either in pairs)."""
         few = weight.ndim == 2 and _on_cpu_device(self) and not self._many_rows(PAIR_ROWS)
         if index == 1 and few and _pairs_apply(self, weight.dtype == np.float32) and weight.shape[0] % 2 == 0 \
                 and weight.size:
