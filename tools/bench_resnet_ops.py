@@ -4,7 +4,7 @@
 the whole model's time per run. The rest of the model (BatchNormalization, Relu, Sum, pooling) is the whole
 minus the parts.
 
-    .venv/bin/python tools/bench_resnet_ops.py [--runs N] [--json] [--off]
+    .venv/bin/python tools/bench_resnet_ops.py [--runs N] [--json] [--off] [--model-only]
 
 --off also times everything with matmul.BROADCAST off (the GEMMs as they were before the broadcast modes),
 alternating the two run by run in this process.
@@ -102,11 +102,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--off", action="store_true", help="also time with matmul.BROADCAST off, alternated")
+    parser.add_argument("--model-only", action="store_true", help="the whole model only, not each node")
     args = parser.parse_args()
     settings = (True, False) if args.off else (True,)
     model = onnx.load(str(MODEL))
     rows = []
-    for (op, xs, ws, bias, attrs), n in distinct_nodes(model).items():
+    for (op, xs, ws, bias, attrs), n in ({} if args.model_only else distinct_nodes(model)).items():
         m = one_node(op, xs, ws, bias, attrs)
         x = {"x": np.random.default_rng(1).uniform(-1, 1, xs).astype(np.float32)}
         vk = per_run(lambda m=m: runner.vkep_session(m, disable_cpu_fallback=True), x, args.runs, settings)
@@ -134,7 +135,8 @@ def main() -> None:
     for kind, (vk, cpu, n) in sorted(kinds.items(), key=lambda kv: -kv[1][0][0]):
         print(f"{kind:18} {n:5d} " + " ".join(f"{t:9.1f}" for t in vk) + f" {vk[0] / whole[0]:6.0%} {cpu:10.1f}")
     rest = [w - sum(v[0][i] for v in kinds.values()) for i, w in enumerate(whole)]
-    print(f"{'rest of the model':18} {'':5} " + " ".join(f"{t:9.1f}" for t in rest) + f" {rest[0] / whole[0]:6.0%}")
+    if rows:
+        print(f"{'rest of the model':18} {'':5} " + " ".join(f"{t:9.1f}" for t in rest) + f" {rest[0] / whole[0]:6.0%}")
     print(f"{'whole model':18} {'':5} " + " ".join(f"{t:9.1f}" for t in whole) + f" {'':6} {whole_cpu * 1e3:10.1f}")
 
 
