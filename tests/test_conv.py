@@ -243,9 +243,10 @@ def test_conv_outside_winograd_takes_the_implicit_gemm(ep_devices, case):
 
 
 BROADCAST_CONV_CASES = {
-    # (inputs, attributes, where it runs: matmul.comp for 1x1 stride-1 convs, else conv.comp)
+    # (inputs, attributes, where it runs: matmul.comp for 1x1 stride-1 convs over an even pixel count, else
+    # conv.comp)
     "pointwise_pairs": ({"x": (2, 24, 6, 8), "w": (40, 24, 1, 1), "b": (40,)}, {}, "matmul.comp"),
-    "pointwise_odd_pixels": ({"x": (1, 33, 7, 7), "w": (70, 33, 1, 1), "b": (70,)}, {}, "matmul.comp"),
+    "pointwise_odd_pixels": ({"x": (1, 33, 7, 7), "w": (70, 33, 1, 1), "b": (70,)}, {}, "conv.comp"),
     "pointwise_no_bias": ({"x": (1, 16, 9, 10), "w": (9, 16, 1, 1)}, {}, "matmul.comp"),
     "pointwise_stride2": ({"x": (2, 20, 9, 11), "w": (36, 20, 1, 1), "b": (36,)}, {"strides": [2, 2]},
                           "conv.comp"),
@@ -268,7 +269,7 @@ def _modes(kernel) -> set[tuple[str, int]]:
 @pytest.mark.parametrize("case", list(BROADCAST_CONV_CASES))
 def test_conv_broadcast_gemm(ep_devices, case, weights):
     """Convs outside Winograd on a CPU device with 8-wide subgroups, float32, run as the broadcast GEMMs
-    (matmul.comp's mode 3 for 1x1 stride-1 convs, conv.comp's MODE 3 else) and agree with the CPU EP; elsewhere
+    (matmul.comp's mode 3 for 1x1 stride-1 convs over an even pixel count, conv.comp's MODE 3 else) and agree with the CPU EP; elsewhere
     they take conv.comp's other modes. Weights as initializers (packed raw) and as graph inputs."""
     from vkep.kernels import conv as conv_kernels
     from vkep.kernels import matmul

@@ -1,8 +1,8 @@
 """Conv and ConvTranspose over NC[D]HW tensors with 1 to 3 spatial dimensions.
 
 Conv runs as an implicit GEMM (shaders/conv.comp), Winograd for 3x3 stride-1 (winograd.py), or on CPU devices
-with 8-wide subgroups as the broadcast GEMMs (conv.comp's MODE 3; matmul.comp's mode 3 for 1x1 stride-1 convs;
-docs/design.md says why); ConvTranspose gathers per output (shaders/conv_transpose.comp). They read spatial
+with 8-wide subgroups as the broadcast GEMMs (conv.comp's MODE 3; matmul.comp's mode 3 for 1x1 stride-1 convs
+over an even pixel count; docs/design.md says why); ConvTranspose gathers per output (shaders/conv_transpose.comp). They read spatial
 shapes as 3-D, with leading dims of size 1.
 """
 
@@ -159,7 +159,9 @@ class Conv(ConvBase):
         # on CPU devices with 8-wide subgroups: the broadcast GEMMs (float32, 1-D or 2-D, one group)
         broadcast = (mg >= DIRECT_MAX_CHANNELS and group == 1 and n <= 2
                      and matmul.broadcast_applies(self, self.input_types[0] == "float32"))
-        if broadcast and pointwise and -(-cg // 2) <= matmul.MAX_LOOP:
+        # 1x1: matmul.comp's pairs along the pixels where their count is even; else conv.comp (as fast then: X
+        # element by element either way, and the pipeline the strided convs compile anyway: each costs ~2 s cold)
+        if broadcast and pointwise and pixels % 2 == 0 and -(-cg // 2) <= matmul.MAX_LOOP:
             p = pixels
             tail = pack("4I4I4I2I2f", mg, p, cg, 1, 0, 0, cg, 1, cg * p, 0, p, 1, 1, 0, 1.0, 1.0)
             return out_shape, None, tail, batch

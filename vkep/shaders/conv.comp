@@ -8,7 +8,8 @@
 // MODE 1: the same GEMM for 1x1 kernels with stride 1 and no padding: X is the GEMM's B matrix as is.
 // MODE 2: direct: one thread per output, for convs with few output channels per group (depthwise).
 // MODE 3: the GEMM of MODE 0 for CPU devices with 8-wide subgroups (lavapipe), float32, 1-D and 2-D, one group
-//         (broadcast_gemm()); 1x1 convs with stride 1 and no padding go to matmul.comp's broadcast mode instead.
+//         (broadcast_gemm()); 1x1 convs with stride 1 and no padding over an even pixel count go to matmul.comp's
+//         broadcast mode instead (pair loads of X).
 // The GEMM modes take the kernel's size and the workgroup's shape as push constants, so one pipeline serves
 // every conv of a model (each pipeline costs lavapipe ~0.25 s to compile cold); their taps loop (unrolled,
 // a 7x7 kernel took lavapipe 7.5 s to compile), except MODE 1's single one. The direct mode unrolls its taps
