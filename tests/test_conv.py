@@ -4,6 +4,8 @@ the ONNX backend node tests of the family."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from conftest import tolerance
@@ -292,6 +294,11 @@ def test_conv_broadcast_gemm(ep_devices, case, weights):
     if info.device_type == "cpu" and info.subgroup_size == 8:
         mode = matmul.MODE_BROADCAST if shader == "matmul.comp" else conv_kernels.MODE_BROADCAST
         assert _modes(conv) == {(shader, mode)}
+        k = math.prod(inputs["w"][1:])
+        if shader == "conv.comp":  # W read in pairs: K even, or a constant non-1x1 W packed with an odd K padded
+            padded = weights == "constant" and k % 2 == 1 and math.prod(inputs["w"][2:]) > 1
+            assert conv.impl.weight_row == (k + 1 if padded else 0)
+            assert {c[7] for _, _, c in conv.pipelines} == {int(padded or k % 2 == 0)}
     else:
         assert {s for s, _ in _modes(conv)} == {"conv.comp"} and conv_kernels.MODE_BROADCAST not in {
             m for _, m in _modes(conv)}

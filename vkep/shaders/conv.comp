@@ -31,7 +31,7 @@ const uint KSZ = KD * KHW;
 const uint WG = 64;
 layout(constant_id = 4) const uint TM = 8;   // output channels per thread
 layout(constant_id = 5) const uint TN = 8;   // output pixels per thread
-layout(constant_id = 7) const uint A_PAIRS = 0;  // MODE 3: W read 2 elements a load (its K even)
+layout(constant_id = 7) const uint A_PAIRS = 0;  // MODE 3: W read 2 elements a load (its rows of even length)
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, w, b, y;     // b: bias or 0
@@ -42,7 +42,8 @@ layout(push_constant, scalar) uniform Push {
     uint dd, dh, dw;         // dilations
     int pd, ph, pw;          // leading pads
     uint kd, kh, kw;         // kernel size (GEMM modes)
-    uint wn;                 // GEMM: threads along output pixels (a power of two from 8 to 64)
+    uint wn;                 // GEMM: threads along output pixels (a power of two from 8 to 64); MODE 3: W's row
+                             // length (K, or K + 1 where Conv.pack padded an odd K for pair loads)
 } pc;
 
 // X at (channel offset c_off, kernel offset r) for output pixel origin (d0, h0, w0); 0 in the padding
@@ -171,7 +172,7 @@ void broadcast_gemm() {
     uint xbase = bat * pc.cg * isz;
     // channels and pixels past the output read the last one (always there) and are not stored
     uint wrow[BG];
-    [[unroll]] for (uint g = 0; g < BG; ++g) wrow[g] = min(m0 + 8 * g + lane, M - 1) * K;
+    [[unroll]] for (uint g = 0; g < BG; ++g) wrow[g] = min(m0 + 8 * g + lane, M - 1) * pc.wn;
     int h0[BC], w0[BC];
     [[unroll]] for (uint j = 0; j < BC; ++j) {
         uint p = min(n0 + 8 * j + lane, N - 1);
