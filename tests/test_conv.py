@@ -4,6 +4,8 @@ the ONNX backend node tests of the family."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from conftest import tolerance
@@ -269,3 +271,114 @@ def test_conv_winograd_replays_natively(ep_devices):
         process = vkep.stats()["process"]
         if run:  # the feed's reader and the output's producer enter Python; the convs replay
             assert process["nodes_replayed_natively"] == 2 and process["nodes_with_scratch"] == 0, process
+
+
+BROADCAST_CONV_CASES = {
+    # (inputs, attributes, where it runs: matmul.comp for 1x1 stride-1 convs over an even pixel count, else
+    # conv.comp)
+    "pointwise_pairs": ({"x": (2, 24, 6, 8), "w": (40, 24, 1, 1), "b": (40,)}, {}, "matmul.comp"),
+    "pointwise_odd_pixels": ({"x": (1, 33, 7, 7), "w": (70, 33, 1, 1), "b": (70,)}, {}, "conv.comp"),
+    "pointwise_no_bias": ({"x": (1, 16, 9, 10), "w": (9, 16, 1, 1)}, {}, "matmul.comp"),
+    "pointwise_stride2": ({"x": (2, 20, 9, 11), "w": (36, 20, 1, 1), "b": (36,)}, {"strides": [2, 2]},
+                          "conv.comp"),
+    "3x3_stride2_pads": ({"x": (1, 12, 13, 11), "w": (40, 12, 3, 3), "b": (40,)},
+                         {"strides": [2, 2], "pads": [1, 0, 1, 2]}, "conv.comp"),
+    "7x7_stem": ({"x": (1, 3, 30, 28), "w": (16, 3, 7, 7), "b": (16,)}, {"strides": [2, 2], "pads": [3, 3, 3, 3]},
+                 "conv.comp"),  # K = 147: odd, W read element by element
+    "5x5_dilated": ({"x": (2, 8, 12, 12), "w": (33, 8, 5, 5)}, {"dilations": [2, 1], "pads": [2, 2, 2, 2]},
+                    "conv.comp"),
+    "1d": ({"x": (2, 10, 30), "w": (24, 10, 3), "b": (24,)}, {"strides": [2], "pads": [1, 1]}, "conv.comp"),
+    "3x3_few_input_channels": ({"x": (1, 4, 9, 9), "w": (64, 4, 3, 3)}, {"pads": [1, 1, 1, 1]}, "conv.comp"),
+}
+
+
+def _modes(kernel) -> set[tuple[str, int]]:
+    return {(shader, constants[0]) for shader, _, constants in kernel.pipelines}
+
+
+@pytest.mark.parametrize("weights", ["constant", "input"])
+@pytest.mark.parametrize("case", list(BROADCAST_CONV_CASES))
+def test_conv_broadcast_gemm(ep_devices, case, weights):
+    """Convs outside Winograd on a CPU device with 8-wide subgroups, float32, run as the broadcast GEMMs
+    (matmul.comp's mode 3 for 1x1 stride-1 convs over an even pixel count, conv.comp's MODE 3 else) and agree with the CPU EP; elsewhere
+    they take conv.comp's other modes. Weights as initializers (packed raw) and as graph inputs."""
+    from vkep.kernels import conv as conv_kernels
+    from vkep.kernels import matmul
+
+    inputs, attrs, shader = BROADCAST_CONV_CASES[case]
+    model, reference, x = conv_with_constant_weights(inputs, "float32", **attrs)
+    feeds = {"x": x}
+    if weights == "input":
+        model = single_node("Conv", inputs, 22, **attrs)
+        rng = np.random.default_rng(5)
+        feeds = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in inputs.items()}
+        reference = model
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    want = runner.cpu_session(reference).run(None, feeds)[0]
+    for _ in range(2):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-4)
+    (conv,) = conv_kernels_since(first)
+    info = conv.impl.device_info  # (the device's properties, not the planner's answer)
+    if info.device_type == "cpu" and info.subgroup_size == 8:
+        mode = matmul.MODE_BROADCAST if shader == "matmul.comp" else conv_kernels.MODE_BROADCAST
+        assert _modes(conv) == {(shader, mode)}
+        k = math.prod(inputs["w"][1:])
+        if shader == "conv.comp":  # W read in pairs: K even, or a constant non-1x1 W packed with an odd K padded
+            padded = weights == "constant" and k % 2 == 1 and math.prod(inputs["w"][2:]) > 1
+            assert conv.impl.weight_row == (k + 1 if padded else 0)
+            assert {c[7] for _, _, c in conv.pipelines} == {int(padded or k % 2 == 0)}
+    else:
+        assert {s for s, _ in _modes(conv)} == {"conv.comp"} and conv_kernels.MODE_BROADCAST not in {
+            m for _, m in _modes(conv)}
+
+
+def test_conv_broadcast_gemm_not_for_float16(ep_devices):
+    """float16 convs keep conv.comp's GEMM (the broadcast GEMMs read float32 in 64-bit pairs)."""
+    from vkep.kernels import conv as conv_kernels
+
+    model, reference, x = conv_with_constant_weights({"x": (1, 16, 9, 9), "w": (32, 16, 1, 1)}, "float16")
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    want = runner.cpu_session(reference).run(None, {"x": x.astype(np.float32)})[0]
+    np.testing.assert_allclose(session.run(None, {"x": x})[0].astype(np.float32), want, **tolerance("float16"))
+    (conv,) = conv_kernels_since(first)
+    assert _modes(conv) == {("conv.comp", conv_kernels.MODE_POINTWISE)}
+
+
+def test_broadcast_gemms_replay_natively(ep_devices):
+    """Convs on the broadcast GEMMs (matmul.comp's and conv.comp's) and a MatMul in matmul.comp's broadcast mode
+    take no scratch memory: after the first run the C trampoline records them alone."""
+    import vkep
+
+    rng = np.random.default_rng(6)
+
+    def init(name, shape):
+        return numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
+
+    nodes = [helper.make_node("Relu", ["x"], ["r0"]),
+             helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"]),  # 1x1: matmul.comp
+             helper.make_node("Conv", ["c1", "w2"], ["c2"], strides=[2, 2], pads=[1, 1, 1, 1]),  # conv.comp
+             helper.make_node("MatMul", ["c2", "w3"], ["m3"]),  # [1, 40, 20, 20] x [20, 6]: 40 x 20 rows
+             helper.make_node("Relu", ["m3"], ["y"])]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", 1, (1, 16, 40, 40))],
+                              [helper.make_tensor_value_info("y", 1, None)],
+                              [init("w1", (32, 16, 1, 1)), init("b1", (32,)), init("w2", (40, 32, 3, 3)),
+                               init("w3", (20, 6))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    feeds = {"x": rng.uniform(-1, 1, (1, 16, 40, 40)).astype(np.float32)}
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    session.run(None, feeds)
+    before = vkep.stats()["process"]["nodes_replayed_natively"]
+    for _ in range(3):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-4)
+    replayed = vkep.stats()["process"]["nodes_replayed_natively"] - before
+    # (the first and last node of a run enter Python, see test_models.test_add_chain_replays_natively)
+    assert replayed >= 3 * (len(nodes) - 2), replayed
+    made = [k for i, k in list(kernels().items()) if i > first]
+    info = made[0].impl.device_info
+    if info.device_type == "cpu" and info.subgroup_size == 8:
+        assert {(s, c[0]) for k in made for s, _, c in k.pipelines if s in ("matmul.comp", "conv.comp")} == {
+            ("matmul.comp", 3), ("conv.comp", 3)}

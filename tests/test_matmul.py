@@ -1,4 +1,4 @@
-"""MatMul and Gemm in each of matmul.comp's modes (tiled with shared memory, registers only, few rows)
+"""MatMul and Gemm in each of matmul.comp's modes (tiled with shared memory, registers only, broadcast, few rows)
 against ORT's CPU EP: shapes off the 64x64 tile, broadcast batches, transposes, C, float16."""
 
 from __future__ import annotations
@@ -13,14 +13,18 @@ from vkep import runner
 from vkep.kernels import matmul
 
 
-@pytest.fixture(params=[True, False], ids=["registers-on-cpu-devices", "tiled"])
+@pytest.fixture(params=[(True, True), (True, False), (False, False)],
+                ids=["broadcast-on-cpu-devices", "registers-on-cpu-devices", "tiled"])
 def mode(request, monkeypatch):
-    # the plugin runs in this interpreter: its kernels read the module attribute when they record
-    monkeypatch.setattr(matmul, "DIRECT_ON_CPU_DEVICES", request.param)
+    # the plugin runs in this interpreter: its kernels read the module attributes when they record
+    direct, broadcast = request.param
+    monkeypatch.setattr(matmul, "DIRECT_ON_CPU_DEVICES", direct)
+    monkeypatch.setattr(matmul, "BROADCAST", broadcast)
     return request.param
 
 
-def _check(model_inputs: dict[str, tuple], op: str, dtype: str = "float32", **attrs) -> None:
+def _check(model_inputs: dict[str, tuple], op: str, dtype: str = "float32", **attrs):
+    """The node on vkep against the CPU EP; vkep's session (its kernels live as long as it)."""
     rng = np.random.default_rng(1)
     feeds = {n: rng.uniform(-1, 1, s).astype(dtype) for n, s in model_inputs.items()}
     session = runner.vkep_session(single_node(op, model_inputs, 13, dtype, **attrs), disable_cpu_fallback=True)
@@ -30,6 +34,7 @@ def _check(model_inputs: dict[str, tuple], op: str, dtype: str = "float32", **at
     for _ in range(2):  # the second run replays the recorded plan
         np.testing.assert_allclose(session.run(None, feeds)[0].astype(np.float32), want,
                                    **dict(tolerance(dtype), atol=2e-2 if dtype == "float16" else 1e-4))
+    return session
 
 
 @pytest.mark.parametrize("a, b", [((70, 33), (33, 130)), ((9, 64), (64, 64)), ((3, 65, 17), (17, 66)),
@@ -143,3 +148,69 @@ def test_interleaved_weight_with_symbolic_rows(monkeypatch):
         np.testing.assert_allclose(session.run(None, feeds)[0], cpu.run(None, feeds)[0],
                                    **dict(tolerance("float32"), atol=1e-4))
         assert answers[-1] == 2, answers
+
+
+def _matmul_pipelines_since(first_id: int) -> tuple[list, object]:
+    """The matmul.comp pipelines (specialization constants) of the MatMul/Gemm kernels made after first_id, and
+    one of those kernels."""
+    from test_conv import kernels
+
+    made = [k for i, k in list(kernels().items()) if i > first_id and k.spec.op in ("MatMul", "Gemm")]
+    return [c for k in made for shader, _, c in k.pipelines if shader == "matmul.comp"], made[-1]
+
+
+BROADCAST_CASES = {
+    # (inputs, attributes, (A_PAIRS, B_PAIRS) the broadcast mode must take)
+    "odd_m_n_k": ({"a": (70, 33), "b": (33, 131)}, {}, (0, 0)),  # K odd: scalar loads, a zeroed half step
+    "k_odd_n_even": ({"a": (70, 33), "b": (33, 130)}, {}, (0, 1)),
+    "pairs_both": ({"a": (67, 48), "b": (48, 90)}, {}, (1, 1)),  # M, N off the 32 x 64 block
+    "n_odd": ({"a": (33, 40), "b": (40, 75)}, {}, (1, 0)),
+    "k_zero": ({"a": (20, 0), "b": (0, 10)}, {}, (1, 1)),  # y = 0
+    "batch_broadcast": ({"a": (2, 1, 40, 24), "b": (3, 24, 10)}, {}, (1, 1)),
+    "a_batch_b_2d": ({"a": (3, 65, 18), "b": (18, 66)}, {}, (1, 1)),
+    "gemm_bias_per_column": ({"a": (67, 32), "b": (32, 90), "c": (90,)}, {"alpha": 0.5, "beta": 2.0}, (1, 1)),
+    "gemm_bias_per_row": ({"a": (40, 16), "b": (16, 20), "c": (40, 1)}, {}, (1, 1)),
+    "gemm_trans_a": ({"a": (31, 67), "b": (31, 90), "c": (90,)}, {"transA": 1}, (0, 1)),
+    "gemm_trans_b": ({"a": (67, 30), "b": (90, 30)}, {"transB": 1}, (1, 2)),
+    "gemm_trans_both_odd": ({"a": (31, 67), "b": (91, 31)}, {"transA": 1, "transB": 1}, (0, 0)),
+}
+
+
+@pytest.mark.parametrize("case", list(BROADCAST_CASES))
+def test_broadcast_mode(ep_devices, case):
+    """Many-row products on a CPU device with 8-wide subgroups run in matmul.comp's broadcast mode (3) with the
+    pair loads their strides allow, and agree with the CPU EP; on other devices they never take it."""
+    from test_conv import kernels
+
+    inputs, attrs, pairs = BROADCAST_CASES[case]
+    op = "Gemm" if "c" in inputs or attrs else "MatMul"
+    first = max(kernels(), default=0)
+    session = _check(inputs, op, **attrs)  # noqa: F841 (its kernels live as long as it)
+    constants, kernel = _matmul_pipelines_since(first)
+    info = kernel.impl.device_info  # (the device's properties, not the planner's answer)
+    if info.device_type == "cpu" and info.subgroup_size == 8:
+        assert {c[0] for c in constants} == {matmul.MODE_BROADCAST}
+        assert {tuple(c[4:6]) for c in constants} == {pairs}
+    else:
+        assert matmul.MODE_BROADCAST not in {c[0] for c in constants}
+
+
+def test_broadcast_mode_declines_c_per_element(ep_devices):
+    """A Gemm C that varies along both axes is left to the registers-only mode (matmul.comp says why)."""
+    from test_conv import kernels
+
+    first = max(kernels(), default=0)
+    session = _check({"a": (40, 16), "b": (16, 20), "c": (40, 20)}, "Gemm", beta=0.5)  # noqa: F841
+    constants, _ = _matmul_pipelines_since(first)
+    assert constants and matmul.MODE_BROADCAST not in {c[0] for c in constants}
+
+
+def test_broadcast_mode_long_k(ep_devices):
+    """K = 70,001 (odd, past the element-at-a-time loop budget): the broadcast mode sums it in pairs, whole."""
+    inputs = {"a": (20, 70_001), "b": (70_001, 9)}
+    rng = np.random.default_rng(4)
+    feeds = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in inputs.items()}
+    model = single_node("MatMul", inputs, 13)
+    want = runner.cpu_session(model).run(None, feeds)[0]  # (|y| ~ 100: float32 sums of 70,001 terms differ ~1e-3)
+    got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=3e-3)

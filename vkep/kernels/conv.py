@@ -1,7 +1,9 @@
 """Conv and ConvTranspose over NC[D]HW tensors with 1 to 3 spatial dimensions.
 
-Conv runs as an implicit GEMM (shaders/conv.comp); ConvTranspose gathers per output
-(shaders/conv_transpose.comp). Both read spatial shapes as 3-D, with leading dims of size 1.
+Conv runs as an implicit GEMM (shaders/conv.comp), Winograd for 3x3 stride-1 (winograd.py), or on CPU devices
+with 8-wide subgroups as the broadcast GEMMs (conv.comp's MODE 3; matmul.comp's mode 3 for 1x1 stride-1 convs
+over an even pixel count; docs/design.md says why); ConvTranspose gathers per output (shaders/conv_transpose.comp). They read spatial
+shapes as 3-D, with leading dims of size 1.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import math
 
 import numpy as np
 
-from vkep.kernels import winograd
+from vkep.kernels import matmul, winograd
 from vkep.kernels.base import LOOP_BUDGET, MAX_ELEMENTS, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
 
 MAX_SPATIAL = 3
@@ -20,7 +22,10 @@ MAX_SPATIAL = 3
 GEMM_WG, GEMM_TM, GEMM_TN = 64, 16, 8  # conv.comp: threads per workgroup, channels and pixels per thread
 
 WORKGROUP = 256
-MODE_GEMM, MODE_POINTWISE, MODE_DIRECT = 0, 1, 2
+MODE_GEMM, MODE_POINTWISE, MODE_DIRECT, MODE_BROADCAST = 0, 1, 2, 3
+# conv.comp's MODE_BROADCAST (CPU devices with 8-wide subgroups, float32): a workgroup's block of output channels
+# and pixels (BR, 8 BC there)
+BROADCAST_CHANNELS, BROADCAST_PIXELS = 32, 64
 DIRECT_MAX_CHANNELS = 8  # fewer output channels per group than this: one thread per output (depthwise)
 
 
@@ -99,22 +104,53 @@ class ConvBase(Kernel):
 
 
 class Conv(ConvBase):
-    # Winograd's output tile size R where the weight was packed as U = G g G^T (0: the implicit GEMM), and the
-    # weight's shape before packing
+    # Winograd's output tile size R where the weight was packed as U = G g G^T (0: the implicit GEMM), the length
+    # of W's rows where it was packed with an odd K padded (0: not), and the weight's shape before packing
     winograd_tile = 0
+    weight_row = 0
     weight_shape: tuple[int, ...] = ()
 
     def pack(self, index: int, weight: np.ndarray) -> tuple[np.ndarray, str]:
-        """A 3x3 weight of a conv that Winograd serves (winograd.choose_tile) is packed transformed."""
+        """A 3x3 weight of a conv that Winograd serves (winograd.choose_tile) is packed transformed; one that
+        conv.comp's broadcast GEMM will read with an odd K (input channels x taps: the 7x7 stem on 3 channels)
+        is packed as [M, K + 1] with a zero column, so that its rows are read in pairs too."""
         tile = winograd.choose_tile(self.attrs, weight.shape, self.device_info) if index == 1 else 0
-        if not tile:
-            return weight, "raw"
-        self.winograd_tile, self.weight_shape = tile, tuple(weight.shape)
-        return winograd.transform_weights(weight, tile), f"winograd-{tile}"
+        if tile:
+            self.winograd_tile, self.weight_shape = tile, tuple(weight.shape)
+            return winograd.transform_weights(weight, tile), f"winograd-{tile}"
+        if index == 1 and self._pads_rows(weight):
+            m, k = weight.shape[0], math.prod(weight.shape[1:])
+            padded = np.zeros((m, k + 1), np.float32)
+            padded[:, :k] = weight.reshape(m, k)
+            self.weight_row, self.weight_shape = k + 1, tuple(weight.shape)
+            return padded, "conv-rows-even"
+        return weight, "raw"
+
+    def _pads_rows(self, weight: np.ndarray) -> bool:
+        """Whether the plan will surely take conv.comp's broadcast GEMM for this weight (as _plan decides) with an
+        odd K: float32, one group, 1-D or 2-D, not 1x1, at least DIRECT_MAX_CHANNELS outputs, within the loop
+        budget."""
+        k = math.prod(weight.shape[1:])
+        return (weight.dtype == np.float32 and self.attrs["group"] == 1 and weight.ndim in (3, 4)
+                and any(d != 1 for d in weight.shape[2:]) and weight.shape[0] >= DIRECT_MAX_CHANNELS and k % 2 == 1
+                and (k + 1) // 2 + 1 <= LOOP_BUDGET and matmul.broadcast_applies(self, True))
 
     def compute(self, call) -> None:
         if not self.winograd_tile:
-            return super().compute(call)
+            x, w = call.inputs[:2]
+            b = call.inputs[2] if len(call.inputs) > 2 else None
+            ws = self.weight_shape if self.weight_row else w.shape
+            out, constants, tail, groups = self.planned((x.shape, w.shape, b is not None),
+                                                        lambda: self._plan(x.shape, ws))
+            y = call.output(0, out)
+            if y.size == 0:
+                return
+            reads = [x, w] + ([b] if b is not None else [])
+            if constants is not None:
+                call.dispatch(self.spec.shader, shader_dtype(x), constants, [x, w, b, y], tail, groups, reads, [y])
+            else:  # a 1x1 conv as matmul.comp's broadcast product per image: W [M, C] x X [C, pixels] + bias
+                matmul.broadcast_dispatch(call, shader_dtype(x), [w, x, b, y], tail, groups, reads, y)
+            return
         x, u = call.inputs[:2]
         b = call.inputs[2] if len(call.inputs) > 2 else None
         plan = self.planned((x.shape, b is not None), lambda: self._plan(x.shape, self.weight_shape))
@@ -140,6 +176,25 @@ class Conv(ConvBase):
         cg, mg, pixels = c // group, m // group, math.prod(out)
         k3 = as_3d(kernel, 1)
         pointwise = k3 == [1, 1, 1] and all(s == 1 for s in strides) and not any(begin) and list(out) == list(xs[2:])
+        # on CPU devices with 8-wide subgroups: the broadcast GEMMs (float32, 1-D or 2-D, one group)
+        broadcast = (mg >= DIRECT_MAX_CHANNELS and group == 1 and n <= 2
+                     and matmul.broadcast_applies(self, self.input_types[0] == "float32"))
+        # 1x1: matmul.comp's pairs along the pixels where their count is even; else conv.comp (as fast then: X
+        # element by element either way, and the pipeline the strided convs compile anyway: each costs ~2 s cold)
+        if broadcast and pointwise and pixels % 2 == 0 and -(-cg // 2) <= matmul.MAX_LOOP:
+            p = pixels
+            tail = pack("4I4I4I2I2f", mg, p, cg, 1, 0, 0, cg, 1, cg * p, 0, p, 1, 1, 0, 1.0, 1.0)
+            return out_shape, None, tail, batch
+        if broadcast and -(-cg * math.prod(k3) // 2) + 1 <= LOOP_BUDGET:
+            row = self.weight_row or cg * math.prod(k3)  # (W's row length: K, or K + 1 where pack padded it)
+            groups = (-(-pixels // BROADCAST_PIXELS), -(-mg // BROADCAST_CHANNELS), batch)
+            if max(groups) > 65535:
+                raise UnsupportedError(f"Conv output {out_shape} is too large for one dispatch")
+            tail = pack("3I3I3I3I3I3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
+                        *as_3d(dilations, 1), *as_3d(begin, 0), *k3, row)
+            return out_shape, (MODE_BROADCAST, 1, 1, 1, GEMM_TM, GEMM_TN, 8, int(row % 2 == 0)), tail, groups
+        if self.weight_row:  # (pack pads W only where the plan takes the branch above)
+            raise UnsupportedError(f"Conv: a weight packed for the broadcast GEMM, planned otherwise for X {xs}")
         if mg < DIRECT_MAX_CHANNELS:
             mode = MODE_DIRECT
             groups = grid_1d(group * mg * pixels, GEMM_WG)

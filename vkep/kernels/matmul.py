@@ -20,6 +20,12 @@ PAIR_ROWS = 16
 PAIRS = True  # the few-rows mode's pair loads where they apply (see _Tiled._pair_mode)
 # matmul.comp's registers-only mode on CPU devices (lavapipe: ~5x the tiled mode's speed there)
 DIRECT_ON_CPU_DEVICES = True
+# ... and, float32 with 8-wide subgroups, its broadcast mode instead (rows shared by subgroupBroadcast, pair
+# loads; see matmul.comp's broadcast())
+BROADCAST = True
+BROADCAST_ROWS = 32  # a broadcast workgroup's rows of y (matmul.comp's BR) ...
+BROADCAST_LANE_COLUMNS = 8  # ... and columns of one invocation (its BC; the workgroup's: 8 x that)
+MODE_TILED, MODE_FEW_ROWS, MODE_DIRECT, MODE_BROADCAST = 0, 1, 2, 3
 
 
 def _on_cpu_device(kernel: Kernel) -> bool:
@@ -30,6 +36,44 @@ def _pairs_apply(kernel: Kernel, float32: bool) -> bool:
     """Whether the few-rows mode's pair loads can serve this kernel at all (PAIRS): float32 on a CPU device
     with 8-wide subgroups (the loads they save are lavapipe's)."""
     return PAIRS and float32 and _on_cpu_device(kernel) and kernel.device_info.subgroup_size == 8
+
+
+def broadcast_applies(kernel: Kernel, float32: bool) -> bool:
+    """Whether matmul.comp's broadcast mode serves this kernel's many-row products (and Conv's 1x1 ones): float32
+    on a CPU device with 8-wide subgroups, as the pair loads (the loads it saves are lavapipe's)."""
+    return BROADCAST and _pairs_apply(kernel, float32) and kernel.device_info.features.get("subgroupBallotCompute",
+                                                                                          False)
+
+
+def broadcast_pairs(tail: bytes) -> tuple[int, int]:
+    """matmul.comp's (A_PAIRS, B_PAIRS) for the push constants' tail (see broadcast()): 64-bit loads of A along K,
+    of B along N (1) or K (2), where every stride they step by and the dimension they pair are even."""
+    m, n, k, _ = struct.unpack_from("<4I", tail)
+    a_outer, a_inner, a_m, a_k, b_outer, b_inner, b_k, b_n = struct.unpack_from("<8I", tail, 4 * 4)
+    a_pairs = a_k == 1 and k % 2 == 0 and a_m % 2 == 0 and a_outer % 2 == 0 and a_inner % 2 == 0
+    b_even = b_outer % 2 == 0 and b_inner % 2 == 0
+    if b_n == 1 and n % 2 == 0 and b_k % 2 == 0 and b_even:
+        return int(a_pairs), 1
+    if b_k == 1 and k % 2 == 0 and b_n % 2 == 0 and b_even:
+        return int(a_pairs), 2
+    return int(a_pairs), 0
+
+
+def broadcast_dispatch(call, dtype: str, addresses: list, tail: bytes, batches: int, reads: list, y) -> None:
+    """One dispatch of matmul.comp's broadcast mode for the product the tail describes (`addresses`: A, B, C or
+    None, Y); Conv's 1x1 convolutions come here too."""
+    m, n = struct.unpack_from("<2I", tail)
+    a_pairs, b_pairs = broadcast_pairs(tail)
+    bc = BROADCAST_LANE_COLUMNS
+    groups = (-(-n // (8 * bc)), -(-m // BROADCAST_ROWS), batches)
+    if max(groups) > 65535:
+        raise UnsupportedError(f"a product of {m} x {n} in {batches} matrices exceeds the dispatch limit")
+    c_m, c_n = struct.unpack_from("<2I", tail, 12 * 4)
+    if addresses[2] is not None and c_m and c_n:
+        raise UnsupportedError("matmul.comp's broadcast mode takes C per row or per column")
+    c_kind = 0 if addresses[2] is None else 1 if c_n == 0 else 2
+    constants = (MODE_BROADCAST, FEW_ROWS, 0, 0, a_pairs, b_pairs, 8, 1, c_kind, bc)
+    call.dispatch("matmul.comp", dtype, constants, addresses, tail, groups, reads, [y])
 
 
 def _interleave(nk: np.ndarray) -> np.ndarray:
@@ -55,8 +99,12 @@ class _Tiled(Kernel):
             k <= MAX_LOOP or pairs and -(-k // 16) <= MAX_LOOP)
         if self.b_interleaved and not few_rows:  # (only that mode reads the interleaved B: K past 960,000)
             raise UnsupportedError(f"an inner dimension of {k} exceeds what one dispatch can sum ({MAX_LOOP * 16})")
-        direct = not few_rows and DIRECT_ON_CPU_DEVICES and k <= MAX_LOOP and _on_cpu_device(self)
-        if not few_rows and not direct and -(-k // 16) > MAX_LOOP:
+        # (broadcast: K / 2 loop steps; C per row or column, a C per element costs it seconds of compiling)
+        c_m, c_n = struct.unpack_from("<2I", tail, 12 * 4)
+        broadcast = (not few_rows and broadcast_applies(self, a.dtype == "float32") and -(-k // 2) <= MAX_LOOP
+                     and not (c is not None and c_m and c_n))
+        direct = not few_rows and not broadcast and DIRECT_ON_CPU_DEVICES and k <= MAX_LOOP and _on_cpu_device(self)
+        if not few_rows and not direct and not broadcast and -(-k // 16) > MAX_LOOP:
             # lavapipe runs at most 65,535 loop iterations per invocation and then stops silently
             raise UnsupportedError(f"an inner dimension of {k} exceeds what one dispatch can sum ({MAX_LOOP * 16})")
         y = call.output(0, out_shape)
@@ -67,8 +115,10 @@ class _Tiled(Kernel):
         if groups[2] > 65535:
             raise UnsupportedError(f"{batches} matrices in one MatMul exceed the dispatch limit")
         reads = [a, b] + ([c] if c is not None else [])
+        if broadcast:
+            return broadcast_dispatch(call, shader_dtype(a), [a, b, c, y], tail, batches, reads, y)
         # a None address is 0: the shader skips C then
-        mode = 1 if few_rows else 2 if direct else 0
+        mode = MODE_FEW_ROWS if few_rows else MODE_DIRECT if direct else MODE_TILED
         # few rows with A and B contiguous along K: vec4 loads (B is kept [N, K] for this on CPU devices)
         a_k, b_k = struct.unpack_from("<I", tail, 7 * 4)[0], struct.unpack_from("<I", tail, 10 * 4)[0]
         vec4 = few_rows and a.dtype == "float32" and a_k == 1 and b_k == 1 and k % 4 == 0
@@ -95,7 +145,8 @@ class MatMul(_Tiled):
     def pack(self, index: int, weight):
         """On CPU devices a 2-D constant B is stored [N, K], so that rows of A meet it contiguously along K
         (pair or vec4 loads in matmul.comp's few-rows mode), unless the graph declares A with more rows than
-        that mode takes: the direct mode reads B faster as it is ([K, N]: 9.6 against 13.8 GFLOPS at 512^3)."""
+        that mode takes: the direct mode reads B faster as it is ([K, N]: 9.6 against 13.8 GFLOPS at 512^3; the
+        broadcast mode reads either in pairs)."""
         few = weight.ndim == 2 and _on_cpu_device(self) and not self._many_rows(PAIR_ROWS)
         if index == 1 and few and _pairs_apply(self, weight.dtype == np.float32) and weight.shape[0] % 2 == 0 \
                 and weight.size:

@@ -7,6 +7,9 @@
 //         fly (no im2col buffer) and each thread accumulates a TM x TN block in registers (see gemm()).
 // MODE 1: the same GEMM for 1x1 kernels with stride 1 and no padding: X is the GEMM's B matrix as is.
 // MODE 2: direct: one thread per output, for convs with few output channels per group (depthwise).
+// MODE 3: the GEMM of MODE 0 for CPU devices with 8-wide subgroups (lavapipe), float32, 1-D and 2-D, one group
+//         (broadcast_gemm()); 1x1 convs with stride 1 and no padding over an even pixel count go to matmul.comp's
+//         broadcast mode instead (pair loads of X).
 // The GEMM modes take the kernel's size and the workgroup's shape as push constants, so one pipeline serves
 // every conv of a model (each pipeline costs lavapipe ~0.25 s to compile cold); their taps loop (unrolled,
 // a 7x7 kernel took lavapipe 7.5 s to compile), except MODE 1's single one. The direct mode unrolls its taps
@@ -15,8 +18,10 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_ballot : require
 
 layout(local_size_x = 64) in;  // GEMM: pc.wn threads along output pixels x 64 / pc.wn along output channels
+layout(local_size_x_id = 6) in;  // (MODE 3: 8)
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint KD = 1;   // direct mode only (the GEMM modes read pc.kd, pc.kh, pc.kw)
 layout(constant_id = 2) const uint KH = 1;
@@ -26,6 +31,7 @@ const uint KSZ = KD * KHW;
 const uint WG = 64;
 layout(constant_id = 4) const uint TM = 8;   // output channels per thread
 layout(constant_id = 5) const uint TN = 8;   // output pixels per thread
+layout(constant_id = 7) const uint A_PAIRS = 0;  // MODE 3: W read 2 elements a load (its rows of even length)
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, w, b, y;     // b: bias or 0
@@ -36,7 +42,8 @@ layout(push_constant, scalar) uniform Push {
     uint dd, dh, dw;         // dilations
     int pd, ph, pw;          // leading pads
     uint kd, kh, kw;         // kernel size (GEMM modes)
-    uint wn;                 // GEMM: threads along output pixels (a power of two from 8 to 64)
+    uint wn;                 // GEMM: threads along output pixels (a power of two from 8 to 64); MODE 3: W's row
+                             // length (K, or K + 1 where Conv.pack padded an odd K for pair loads)
 } pc;
 
 // X at (channel offset c_off, kernel offset r) for output pixel origin (d0, h0, w0); 0 in the padding
@@ -142,7 +149,81 @@ void direct() {
     STORE(Tensor(pc.y), bat * per_batch + i, acc);
 }
 
+// MODE 3: a workgroup is one subgroup of 8 invocations (lavapipe runs a workgroup as 8-lane SIMD rows, dead lanes
+// included); an invocation sums all of K for BR output channels x BC pixels. Lavapipe's time follows the number
+// of loads (each a loop over the 8 lanes), so the 8 lanes share their channels: lane l loads W's rows
+// m0 + 8 g + l (2 steps of K a load with A_PAIRS) and hands them to the others by subgroupBroadcast, one load per
+// 8 channels; per 2 steps of K a lane makes BR / 8 (x2) loads of W and 2 BC of X for 2 BR BC multiply-adds,
+// against MODE 0's 2 (TM + TN) for 2 TM TN. A lane's pixels are n0 + 8 j + lane. Its loop steps through the taps
+// with counters, without divisions (lavapipe divides lane by lane).
+#define BR 32
+#define BC 8
+const uint BG = BR / 8;
+layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Pairs { uint64_t v[]; };
+vec2 pair_at(uint64_t base, uint index) {  // elements index, index + 1 of a float32 tensor (index even)
+    uint64_t v = Pairs(base).v[index / 2];
+    return uintBitsToFloat(uvec2(uint(v), uint(v >> 32)));
+}
+void broadcast_gemm() {
+    uint lane = gl_SubgroupInvocationID, bat = gl_WorkGroupID.z;
+    uint M = pc.mg, K = pc.cg * pc.kh * pc.kw, N = pc.oh * pc.ow, isz = pc.ih * pc.iw;
+    uint m0 = gl_WorkGroupID.y * BR, n0 = gl_WorkGroupID.x * (8 * BC);
+    Tensor X = Tensor(pc.x), W = Tensor(pc.w);
+    uint xbase = bat * pc.cg * isz;
+    // channels and pixels past the output read the last one (always there) and are not stored
+    uint wrow[BG];
+    [[unroll]] for (uint g = 0; g < BG; ++g) wrow[g] = min(m0 + 8 * g + lane, M - 1) * pc.wn;
+    int h0[BC], w0[BC];
+    [[unroll]] for (uint j = 0; j < BC; ++j) {
+        uint p = min(n0 + 8 * j + lane, N - 1);
+        h0[j] = int((p / pc.ow) * pc.sh) - pc.ph;
+        w0[j] = int((p % pc.ow) * pc.sw) - pc.pw;
+    }
+    float acc[BR][BC];
+    [[unroll]] for (uint i = 0; i < BR; ++i) [[unroll]] for (uint j = 0; j < BC; ++j) acc[i][j] = 0.0;
+    uint cx = xbase, kh = 0, kw = 0;  // the tap of the next step: channel offset in X, kernel row and column
+    for (uint k0 = 0; k0 < K; k0 += 2) {
+        uint k1 = min(k0 + 1, K - 1);  // (K odd: the last step's second half reads step K - 1, zeroed)
+        bool has_k1 = k0 + 1 < K;  // (a select, not a product: 0 x inf is NaN)
+        vec2 a[BG], b[BC];  // (x: step k0, y: step k0 + 1)
+        [[unroll]] for (uint g = 0; g < BG; ++g) {
+            a[g] = A_PAIRS != 0 ? pair_at(pc.w, wrow[g] + k0) : vec2(LOAD(W, wrow[g] + k0), LOAD(W, wrow[g] + k1));
+            a[g].y = has_k1 ? a[g].y : 0.0;
+        }
+        [[unroll]] for (uint q = 0; q < 2; ++q) {
+            int dh = int(kh * pc.dh), dw = int(kw * pc.dw);
+            bool live = k0 + q < K;
+            [[unroll]] for (uint j = 0; j < BC; ++j) {
+                int h = h0[j] + dh, w = w0[j] + dw;
+                bool inside = live && uint(h) < pc.ih && uint(w) < pc.iw;
+                float v = LOAD(X, inside ? cx + uint(h) * pc.iw + uint(w) : xbase);
+                b[j][q] = inside ? v : 0.0;
+            }
+            if (++kw == pc.kw) {
+                kw = 0;
+                if (++kh == pc.kh) {
+                    kh = 0;
+                    cx += isz;
+                }
+            }
+        }
+        [[unroll]] for (uint g = 0; g < BG; ++g)
+            [[unroll]] for (uint l = 0; l < 8; ++l) {
+                float x = subgroupBroadcast(a[g].x, l), y = subgroupBroadcast(a[g].y, l);
+                [[unroll]] for (uint j = 0; j < BC; ++j) acc[8 * g + l][j] += x * b[j].x + y * b[j].y;
+            }
+    }
+    Tensor Y = Tensor(pc.y);
+    float bias[BR];
+    [[unroll]] for (uint i = 0; i < BR; ++i) bias[i] = pc.b != 0 ? LOAD(Tensor(pc.b), min(m0 + i, M - 1)) : 0.0;
+    [[unroll]] for (uint i = 0; i < BR; ++i) [[unroll]] for (uint j = 0; j < BC; ++j) {
+        uint m = m0 + i, n = n0 + 8 * j + lane;
+        if (m < M && n < N) STORE(Y, (bat * M + m) * N + n, acc[i][j] + bias[i]);
+    }
+}
+
 void main() {
-    if (MODE == 2) direct();
+    if (MODE == 3) broadcast_gemm();
+    else if (MODE == 2) direct();
     else gemm();
 }

@@ -8,6 +8,7 @@
 #include "common.glsl"
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
+#extension GL_EXT_control_flow_attributes : require
 
 #define BM 64
 #define BN 64
@@ -15,6 +16,7 @@
 #define RM 4
 #define RN 4
 layout(local_size_x = 16, local_size_y = 16) in;
+layout(local_size_x_id = 6, local_size_y_id = 7) in;  // (mode 3: 8 x 1)
 // 0: tiles as above; 1: few rows (M <= ROWS_MAX, e.g. a fully connected layer on one image): each
 // invocation owns one column and sums all of K for every row, reading B once, with no shared memory
 layout(constant_id = 0) const uint MODE = 0;
@@ -23,6 +25,11 @@ layout(constant_id = 1) const uint ROWS = ROWS_MAX;  // mode 1: the rows of y
 layout(constant_id = 2) const uint VEC4 = 0;         // mode 1: vec4 loads along K (see few_rows)
 // mode 1: 64-bit loads along K, A shared by subgroup; 2: B packed as [N / 8][K / 2][8 lanes][2] (MatMul.pack)
 layout(constant_id = 3) const uint PAIRS = 0;
+// mode 3 (broadcast()): A read 2 elements along K a load (1) or 1 (0); B read 2 elements along N a load (1),
+// 2 along K (2) or 1 (0)
+layout(constant_id = 4) const uint A_PAIRS = 0;
+layout(constant_id = 5) const uint B_PAIRS = 0;
+layout(constant_id = 8) const uint C_KIND = 0;  // mode 3: no C (0), C per row (1: c_n 0), per column (2: c_m 0)
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Vec4Ref { vec4 v; };
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Pairs { uint64_t v[]; };
 vec2 pair_at(uint64_t base, uint index) {  // elements index, index + 1 of a float32 tensor (index even)
@@ -142,7 +149,90 @@ void direct() {
     }
 }
 
+// 3: CPU devices with 8-wide subgroups (lavapipe), float32. A workgroup is one subgroup of 8 invocations (lavapipe
+// runs a workgroup as 8-lane SIMD rows and its dead lanes through the whole shader); an invocation sums all of K
+// for BR rows x BC columns of y. Lavapipe's time follows the number of loads (each is a loop over the 8 lanes),
+// so: the 8 lanes share their rows, and lane l loads rows m0 + 8 g + l of A (g < BR / 8) and hands them to the
+// others by subgroupBroadcast (one load per 8 rows); B is read 2 elements a load where its strides allow (64-bit
+// words). Per 2 steps of K: BR / 8 loads of A (x2 without A_PAIRS) and BC of B (x2 with B_PAIRS 0) for
+// 2 BR BC multiply-adds a lane, against the direct mode's 32 loads for 128. Columns of a lane: B_PAIRS 1:
+// n0 + 16 j + 2 lane + (0, 1) (pairs of y's row, stored as pairs too); else n0 + 8 j + lane.
+#define BR 32
+// mode 3: columns per invocation (even). 8: 16 took 5 s to compile cold on Mesa 25 for 0.97x there, 1.16x on 22.3
+layout(constant_id = 9) const uint BC = 8;
+const uint BG = BR / 8;
+layout(buffer_reference, scalar, buffer_reference_align = 8) buffer PairsOut { vec2 v[]; };
+uint broadcast_column(uint j, uint lane) { return B_PAIRS == 1 ? 16 * (j / 2) + 2 * lane + j % 2 : 8 * j + lane; }
+void broadcast() {
+    uint lane = gl_SubgroupInvocationID;
+    uint m0 = gl_WorkGroupID.y * BR, n0 = gl_WorkGroupID.x * (8 * BC);
+    uint z = gl_WorkGroupID.z;
+    uint outer = z / pc.batch_inner, inner = z % pc.batch_inner;
+    uint a_base = outer * pc.a_outer + inner * pc.a_inner;
+    uint b_base = outer * pc.b_outer + inner * pc.b_inner;
+    Tensor A = Tensor(pc.a), B = Tensor(pc.b);
+    // rows and columns past the matrix read the last one (always there) and are not stored
+    uint arow[BG], bcol[BC];
+    [[unroll]] for (uint g = 0; g < BG; ++g) arow[g] = a_base + min(m0 + 8 * g + lane, pc.M - 1) * pc.a_m;
+    [[unroll]] for (uint j = 0; j < BC; ++j)  // (B_PAIRS 1: N is even, a pair starts at an even column)
+        bcol[j] = b_base + min(n0 + broadcast_column(j, lane), B_PAIRS == 1 ? pc.N - 2 + j % 2 : pc.N - 1) * pc.b_n;
+    float acc[BR][BC];
+    [[unroll]] for (uint i = 0; i < BR; ++i) [[unroll]] for (uint j = 0; j < BC; ++j) acc[i][j] = 0.0;
+    for (uint k0 = 0; k0 < pc.K; k0 += 2) {
+        // (k0 + 1 past K, K odd: its values are read at K - 1 and zeroed)
+        uint k1 = min(k0 + 1, pc.K - 1);
+        bool has_k1 = k0 + 1 < pc.K;  // (a select, not a product: 0 x inf is NaN)
+        vec2 a[BG], b[BC];  // (x: step k0, y: step k0 + 1)
+        [[unroll]] for (uint g = 0; g < BG; ++g) {
+            a[g] = A_PAIRS != 0 ? pair_at(pc.a, arow[g] + k0)
+                                : vec2(LOAD(A, arow[g] + k0 * pc.a_k), LOAD(A, arow[g] + k1 * pc.a_k));
+            a[g].y = has_k1 ? a[g].y : 0.0;
+        }
+        if (B_PAIRS == 1) {
+            [[unroll]] for (uint j = 0; j < BC; j += 2) {
+                vec2 p0 = pair_at(pc.b, bcol[j] + k0 * pc.b_k), p1 = pair_at(pc.b, bcol[j] + k1 * pc.b_k);
+                p1 = has_k1 ? p1 : vec2(0.0);
+                b[j] = vec2(p0.x, p1.x);
+                b[j + 1] = vec2(p0.y, p1.y);
+            }
+        } else if (B_PAIRS == 2) {
+            [[unroll]] for (uint j = 0; j < BC; ++j) b[j] = pair_at(pc.b, bcol[j] + k0);
+        } else {
+            [[unroll]] for (uint j = 0; j < BC; ++j) {
+                b[j] = vec2(LOAD(B, bcol[j] + k0 * pc.b_k), LOAD(B, bcol[j] + k1 * pc.b_k));
+                b[j].y = has_k1 ? b[j].y : 0.0;
+            }
+        }
+        [[unroll]] for (uint g = 0; g < BG; ++g)
+            [[unroll]] for (uint l = 0; l < 8; ++l) {
+                float x = subgroupBroadcast(a[g].x, l), y = subgroupBroadcast(a[g].y, l);
+                [[unroll]] for (uint j = 0; j < BC; ++j) acc[8 * g + l][j] += x * b[j].x + y * b[j].y;
+            }
+    }
+    // C (C_KIND): per row (Conv's bias) or per column (Gemm's), one load per row or column of the block
+    Tensor C = Tensor(pc.c);
+    float c_row[BR], c_column[BC];
+    [[unroll]] for (uint i = 0; i < BR; ++i) c_row[i] = C_KIND == 1 ? pc.beta * LOAD(C, min(m0 + i, pc.M - 1) * pc.c_m) : 0.0;
+    [[unroll]] for (uint j = 0; j < BC; ++j)
+        c_column[j] = C_KIND == 2 ? pc.beta * LOAD(C, min(n0 + broadcast_column(j, lane), pc.N - 1) * pc.c_n) : 0.0;
+    uint y0 = z * pc.M * pc.N;
+    [[unroll]] for (uint i = 0; i < BR; ++i) [[unroll]] for (uint j = 0; j < BC; j += 2) {
+        uint m = m0 + i, n = n0 + broadcast_column(j, lane), n1 = n0 + broadcast_column(j + 1, lane);
+        vec2 r = pc.alpha * vec2(acc[i][j], acc[i][j + 1]) + c_row[i] + vec2(c_column[j], c_column[j + 1]);
+        if (B_PAIRS == 1) {  // (N even: both columns there, the pair 8-byte aligned)
+            if (m < pc.M && n < pc.N) PairsOut(pc.y).v[(y0 + m * pc.N + n) / 2] = r;
+        } else {
+            if (m < pc.M && n < pc.N) STORE(Tensor(pc.y), y0 + m * pc.N + n, r.x);
+            if (m < pc.M && n1 < pc.N) STORE(Tensor(pc.y), y0 + m * pc.N + n1, r.y);
+        }
+    }
+}
+
 void main() {
+    if (MODE == 3) {
+        broadcast();
+        return;
+    }
     if (MODE == 1) {
         few_rows();
         return;
