@@ -479,3 +479,29 @@ def test_float16_sum_of_many_rounds_once(ep_devices, op):
              "d": (rng.standard_normal((3, 3)) * 900).astype(np.float16)}
     feeds["d"][0, 0] = -736.0
     _check(op, feeds, "float16", opset=13)
+
+
+# ---- large tensors: WIDE grids (a workgroup covers CHUNK elements; float32 in pairs) ----------------------
+
+@pytest.mark.parametrize("n", [4096, 5001, 70000], ids=["even", "odd", "many_groups"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_wide_grids(ep_devices, n, dtype):
+    """Past WIDE_FROM elements binary.comp and unary.comp cover CHUNK elements a workgroup, float32 two at a
+    time where the count is even; an odd count, other types and broadcasting take one element at a time.
+    Checked against the CPU EP, and that the wide pipelines ran."""
+    from vkep.gpu.device import opened_devices
+    from vkep.kernels.elementwise import CHUNK, WIDE_FROM
+
+    assert n >= WIDE_FROM and CHUNK > 64
+    rng = np.random.default_rng(n)
+    a, b = (rng.standard_normal(n) * 100).astype(dtype), (rng.standard_normal(n) * 100).astype(dtype)
+    a[: 4] = [0, -1, 2, -3]
+    row = (rng.standard_normal(n // 7 * 7 // 7) * 100).astype(dtype)  # broadcast along the rows of a [7, n // 7] view
+    _check("Add", {"a": a, "b": b})
+    _check("Mul", {"a": a[: n // 7 * 7].reshape(7, -1), "b": row})
+    if dtype != np.int32:
+        _check("Relu", {"x": a})
+        _check("Sigmoid", {"x": a})
+    _check("Neg", {"x": a})
+    used = {(key[0], tuple(key[2])) for d in opened_devices() for key in list(d.pipelines._pipelines)}
+    assert ("binary.comp", (0, CHUNK)) in used and ("unary.comp", (4, 0, CHUNK)) in used  # Add and Neg, WIDE

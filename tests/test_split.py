@@ -88,12 +88,12 @@ def test_split_dispatches_match_the_cpu_ep():
         print(json.dumps({{"eps": sorted({{ep for _, _, ep in runner.placement(session)}}), "runs": runs,
                           "validation": validation_messages()}}))
     """
-    result = _child(code)
+    result = _child(code, limit="4")  # (4: the elementwise nodes' 4,800 elements take 5 WIDE workgroups)
     assert result["eps"] == ["VulkanExecutionProvider"]
     assert result["validation"][0] == 0, result["validation"][1]
     for run in result["runs"]:
         assert max(run["errors"]) < 1e-4, run["errors"]
-        assert run["pieces"] > 100  # (204 with this model: every kernel's grid went in pieces)
+        assert run["pieces"] > 100  # (every kernel's grid went in pieces)
     # Add and Relu (device inputs and outputs) replay their plans in C, through the same split
     assert result["runs"][-1]["native"] >= 2
     assert len({run["pieces"] for run in result["runs"]}) == 1

@@ -16,6 +16,14 @@ MAX_RANK = 6
 # SIMD): for a 16-element Add, 256 lanes cost it 24K instructions a dispatch, 64 lanes 10.6K, 16 lanes 7.3K
 # (callgrind, Mesa 22.3); 64 costs large tensors 9% (more workgroups) and real GPUs nothing.
 WORKGROUP = 64
+CHUNK = 1024  # elements a workgroup of binary.comp and unary.comp covers over a large tensor (their WIDE)
+WIDE_FROM = 4096  # elements from which they do (below, one element a lane costs lavapipe less)
+
+
+def wide_grid(n: int) -> tuple[int, tuple[int, int, int]]:
+    """(WIDE specialization constant, grid) of binary.comp or unary.comp over n elements."""
+    wide = CHUNK if n >= WIDE_FROM else 0
+    return wide, grid_1d(n, wide or WORKGROUP)
 
 # shaders/binary.comp op codes chosen at run time (the others come from the manifest)
 OP_ADD, OP_FMOD, OP_MOD, OP_SHIFT_LEFT, OP_SHIFT_RIGHT, OP_FIRST, OP_ADD_SCALE, OP_ACCUMULATE = 0, 5, 6, 21, 22, 23, 24, 25
@@ -114,12 +122,18 @@ class Binary(Kernel):
     def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
         return variant(shader_dtype(a), shader_dtype(y))
 
+    def dispatch_wide(self, call, n: int, dtype, addresses: list, tail: bytes, reads: list, writes: list,
+                      code: int) -> None:
+        """binary.comp's op `code` over n elements (its WIDE grid from n)."""
+        wide, grid = wide_grid(n)
+        call.dispatch(self.spec.shader, dtype, (code, wide), addresses, tail, grid, reads, writes)
+
     def compute(self, call) -> None:
         a, b = call.inputs[:2]
         out, n, tail = self.plan(a.shape, b.shape)
         y = call.output(0, out, self.out_dtype or a.dtype)
         if n:
-            self.dispatch_1d(call, n, WORKGROUP, self.shader_variant(a, b, y), [a, b, y], tail, [a, b], [y])
+            self.dispatch_wide(call, n, self.shader_variant(a, b, y), [a, b, y], tail, [a, b], [y], self.constants[0])
 
 
 class Compare(Binary):
@@ -176,7 +190,7 @@ class Variadic(Binary):
         dtype = shader_dtype(xs[0])
         if len(xs) == 1:
             _, n, tail = self.plan(out, out)
-            self.dispatch_1d(call, n, WORKGROUP, dtype, [xs[0], xs[0], y], tail, [xs[0]], [y], (OP_FIRST,))
+            self.dispatch_wide(call, n, dtype, [xs[0], xs[0], y], tail, [xs[0]], [y], OP_FIRST)
             return
         mean = self.spec.op == "Mean"
         # float16 Sum and Mean of three or more inputs add in float32 and round once, as ORT's CPU EP does
@@ -191,7 +205,7 @@ class Variadic(Binary):
                 code, types = (OP_ADD if k == 1 else OP_ACCUMULATE), ("float16", "float32")
             else:
                 code, types = (OP_ADD_SCALE if mean and last else self.constants[0]), dtype
-            self.dispatch_1d(call, n, WORKGROUP, types, [a, xs[k], acc], tail, [a, xs[k]], [acc], (code,))
+            self.dispatch_wide(call, n, types, [a, xs[k], acc], tail, [a, xs[k]], [acc], code)
         if wide:
             dispatch_unary(call, "unary.comp", (OP_CAST, 0), acc, y, pack("ff", 0.0, 0.0))
 
@@ -255,15 +269,18 @@ def dispatch_unary(call, shader: str, constants: tuple[int, ...], x: Tensor, y: 
     """y = f(x) in one dispatch of unary.comp: push constants x, y, lo, hi, the element count, then `params`
     (alpha and beta, two floats)."""
     reads = [x] + [t for t in (lo, hi) if t is not None]
+    wide, grid = wide_grid(x.size)
+    constants = (*constants, 0)[:2] + (wide,)  # (op, BOOL_OUT, WIDE)
     call.dispatch(shader, variant(shader_dtype(x), shader_dtype(y)), constants, [x, y, lo, hi],
-                  pack("I", x.size) + params, grid_1d(x.size, WORKGROUP), reads, [y])
+                  pack("I", x.size) + params, grid, reads, [y])
 
 
 def dispatch_binary(call, code: int, a: Tensor, b: Tensor, y: Tensor) -> None:
     """y = a OP b (binary.comp's op `code`), broadcast to y's shape, in one dispatch."""
     _, n, tail = broadcast_plan([a.shape, b.shape], y.shape)
-    call.dispatch("binary.comp", variant(shader_dtype(a), shader_dtype(y)), (code,), [a, b, y], tail + pack("f", 1.0),
-                  grid_1d(n, WORKGROUP), [a, b], [y])
+    wide, grid = wide_grid(n)
+    call.dispatch("binary.comp", variant(shader_dtype(a), shader_dtype(y)), (code, wide), [a, b, y],
+                  tail + pack("f", 1.0), grid, [a, b], [y])
 
 
 class Predicate(Unary):

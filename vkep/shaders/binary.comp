@@ -8,6 +8,7 @@
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 0;
+layout(constant_id = 1) const uint WIDE = 0;  // 0: one element a lane; else the elements a workgroup covers (common.glsl)
 
 #define OP_ADD 0
 #define OP_SUB 1
@@ -183,9 +184,7 @@ bool compare(COMP_T x, COMP_T z) {
     }
 }
 
-void main() {
-    uint i = FLAT_ID(64);
-    if (i >= pc.n) return;
+void one(uint i) {
     uint ia = 0, ib = 0, rem = i;
     for (int d = int(pc.rank) - 1; d >= 0; --d) {
         uint c = rem % pc.shape[d];
@@ -213,4 +212,31 @@ void main() {
     COMP_T r;
     r = arith(x, z);
     STORE_Y(y, i, r);
+}
+
+void main() {
+    if (WIDE == 0) {
+        uint i = FLAT_ID(64);
+        if (i < pc.n) one(i);
+        return;
+    }
+    uint first = FLAT_GROUP * WIDE, lane = gl_LocalInvocationID.x;
+#if DTYPE == 0 && DTYPE_Y == 0
+    // float32 arithmetic over two contiguous operands of y's shape, 8-byte aligned: two elements a load
+    if (OP != OP_POW && OP != OP_ACCUMULATE && pc.rank == 1 && pc.stride_a[0] == 1 && pc.stride_b[0] == 1
+            && ((pc.a | pc.b | pc.y) & 7) == 0 && (pc.n & 1) == 0) {
+        for (uint k = 0; k < WIDE / (2 * 64); ++k) {
+            uint i = first + 2 * (k * 64 + lane);
+            if (i >= pc.n) break;
+            vec2 x = load_pair(pc.a, i), z = load_pair(pc.b, i);
+            store_pair(pc.y, i, vec2(arith(x.x, z.x), arith(x.y, z.y)));
+        }
+        return;
+    }
+#endif
+    for (uint k = 0; k < WIDE / 64; ++k) {
+        uint i = first + k * 64 + lane;
+        if (i >= pc.n) break;
+        one(i);
+    }
 }

@@ -9,6 +9,7 @@
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint BOOL_OUT = 0;  // store r != 0 (Cast to bool: the byte must be 0 or 1)
+layout(constant_id = 2) const uint WIDE = 0;  // 0: one element a lane; else the elements a workgroup covers (common.glsl)
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y;
@@ -292,9 +293,7 @@ COMP_TY to_int(float r) {
 }
 #endif
 
-void main() {
-    uint i = FLAT_ID(64);
-    if (i >= pc.n) return;
+void one(uint i) {
     TensorY y = TensorY(pc.y);
 #if IS_FLOAT
     float r = compute_float(LOAD(Tensor(pc.x), i));
@@ -313,4 +312,29 @@ void main() {
     else STORE_Y(y, i, COMP_TY(r));
 #endif
 #endif
+}
+
+void main() {
+    if (WIDE == 0) {
+        uint i = FLAT_ID(64);
+        if (i < pc.n) one(i);
+        return;
+    }
+    uint first = FLAT_GROUP * WIDE, lane = gl_LocalInvocationID.x;
+#if DTYPE == 0 && DTYPE_Y == 0
+    if (((pc.x | pc.y) & 7) == 0 && (pc.n & 1) == 0) {  // float32, 8-byte aligned: two elements a load
+        for (uint k = 0; k < WIDE / (2 * 64); ++k) {
+            uint i = first + 2 * (k * 64 + lane);
+            if (i >= pc.n) break;
+            vec2 v = load_pair(pc.x, i);
+            store_pair(pc.y, i, vec2(compute_float(v.x), compute_float(v.y)));
+        }
+        return;
+    }
+#endif
+    for (uint k = 0; k < WIDE / 64; ++k) {
+        uint i = first + k * 64 + lane;
+        if (i >= pc.n) break;
+        one(i);
+    }
 }
