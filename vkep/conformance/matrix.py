@@ -42,6 +42,14 @@ ROOT = Path(__file__).resolve().parents[2]
 ICD_DIRS = [Path("/usr/share/vulkan/icd.d"), Path("/usr/local/share/vulkan/icd.d"), Path("/etc/vulkan/icd.d")]
 BACKPORTS_ICD = ROOT / ".cache" / "mesa-backports" / "lvp_icd.json"  # tools/mesa_backports.sh
 DEFAULT = "default"
+# the cases the test suite runs under each switch (tests/test_conformance.py; `--filter` takes it too): a few
+# of each kind a switch touches (float16, int8/uint8/bool, MatMul/Gemm/Conv) and common float ops
+SWITCH_SAMPLE = (
+    r"^test_(add|add_bcast|add_int8|add_uint8|mul|mul_int8|mul_uint8|matmul_[234]d|gemm_default_.*|basic_conv_.*"
+    r"|conv_with_strides_padding|relu|cast_FLOAT16_to_FLOAT|cast_FLOAT_to_FLOAT16|castlike_FLOAT16_to_FLOAT"
+    r"|castlike_FLOAT_to_FLOAT16|equal|equal_bcast|greater|less|where_example|and2d|or2d|not_2d|isnan_float16"
+    r"|isinf_float16|max_float16|min_float16|max_int8|min_uint8|softmax_example|transpose_default|concat_1d_axis_0"
+    r"|gather_0|attention_4d_fp16|reshape_reordered_all_dims)$")
 
 
 # ---- drivers and devices --------------------------------------------------------------------------
