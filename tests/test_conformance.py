@@ -107,7 +107,7 @@ def test_switch_sample_keeps_its_expected_cases(ep_devices, switch):
 
 # ---- a small real matrix ------------------------------------------------------------------------------
 
-MATRIX_CASES = ["test_add", "test_add_uint8", "test_cast_FLOAT16_to_FLOAT", "test_matmul_2d"]
+MATRIX_CASES = ["test_add", "test_add_uint8", "test_max_float16", "test_matmul_2d"]
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +138,8 @@ def test_small_matrix_report(small_matrix):
     # every case passes everywhere; the switches move nodes off vkep, never make a case fail
     for run in doc["runs"]:
         assert {r["name"]: r["status"] for r in run["cases"] if r["status"] not in matrix.PASSING} == {}
-    assert _status(doc, here, "default", "test_cast_FLOAT16_to_FLOAT") == "pass-vkep"
-    assert _status(doc, here, "fp16=0", "test_cast_FLOAT16_to_FLOAT") == "pass-cpu"
+    assert _status(doc, here, "default", "test_max_float16") == "pass-vkep"
+    assert _status(doc, here, "fp16=0", "test_max_float16") == "pass-cpu"
     assert _status(doc, here, "default", "test_add_uint8") == "pass-vkep"
     assert _status(doc, here, "int8=0", "test_add_uint8") == "pass-cpu"
     # op x dtype x driver x switch, with pass/fail and the largest error
@@ -148,8 +148,8 @@ def test_small_matrix_report(small_matrix):
     assert cell["cases"] == cell["pass"] == cell["pass_vkep"] == 1 and cell["fail"] == 0
     assert 0 < cell["max_abs"] < 1e-4
     assert len(doc["cells"]) == len({(c["op"], c["dtype"]) for c in doc["cells"]}) * len(doc["runs"])
-    assert "| Cast | float16 | 1/1 |" in page and "1/1 (0 on vkep)" in page
-    assert f"| {here} | `fp16=0` | test_cast_FLOAT16_to_FLOAT | pass-vkep | pass-cpu |" in page
+    assert "| Max | float16 | 1/1 |" in page and "1/1 (0 on vkep)" in page
+    assert f"| {here} | `fp16=0` | test_max_float16 | pass-vkep | pass-cpu |" in page
     # the drivers that offer no device here are listed, not errors
     assert all(d["devices"] or d["absent"] for d in doc["drivers"])
 
@@ -173,18 +173,20 @@ def test_regression_in_an_expectations_file_is_found(small_matrix, tmp_path):
     key, expected = _this_driver()
     if expected is None:
         pytest.skip(f"no expectations for {key}")
-    here = next(r for r in doc["runs"] if r["key"] == key and r["switch"] == "int8=0")
-    assert expectations.regressions(expected, here["cases"], "int8=0") == []
+    runs = {r["switch"]: r["cases"] for r in doc["runs"] if r["key"] == key}
+    assert expectations.regressions(expected, runs["default"]) == []
+    assert expectations.regressions(expected, runs["int8=0"], "int8=0") == []  # ([] too where not recorded)
     edited = json.loads(json.dumps(expected))
     entry = edited.setdefault("switches", {}).setdefault("int8=0", {"pass_vkep": [], "pass": []})
     entry["pass_vkep"] = sorted(set(entry["pass_vkep"]) | {"test_add_uint8"})
     copy = tmp_path / expectations.path_for(key).name
     copy.write_text(json.dumps(edited))
-    found = expectations.regressions(expectations.load(copy), here["cases"], "int8=0")
-    assert found and found[0].startswith("test_add_uint8: pass-cpu, expected pass-vkep")
+    found = expectations.regressions(expectations.load(copy), runs["int8=0"], "int8=0")
+    assert len(found) == 1 and found[0].startswith("test_add_uint8: pass-cpu, expected pass-vkep")
     failed = [dict(r, status="wrong", message="output 0: 1 of 4 elements differ") if r["name"] == "test_add"
-              else r for r in here["cases"]]
-    assert expectations.regressions(expected, failed, "int8=0")[0].startswith("test_add: wrong, expected")
+              else r for r in runs["default"]]
+    found = expectations.regressions(expected, failed)
+    assert len(found) == 1 and found[0].startswith("test_add: wrong, expected pass-vkep (output 0: 1 of 4")
 
 
 # ---- switches change the path ---------------------------------------------------------------------------

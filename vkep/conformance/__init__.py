@@ -247,6 +247,13 @@ def run_all(args) -> int:
                             command=["vkep", "conformance", *sys.argv[2:]])
     matrix.write(doc, args.json, args.markdown)
     print(matrix.totals_text(doc))
+    regressed = 0
+    for run_ in doc["runs"]:  # against the expectations as they were before this run
+        expected = expectations.load(expectations.path_for(run_["key"]))
+        found = expectations.regressions(expected, run_["cases"], run_["switch"]) if expected else []
+        regressed += len(found)
+        for line in found:
+            print(f"REGRESSION {run_['target']} [{run_['switch']}]: {line}")
     if args.update_expectations:
         for run_ in doc["runs"]:
             if run_.get("error"):
@@ -257,7 +264,7 @@ def run_all(args) -> int:
                                                 doc.get("manifest", []), switch=run_["switch"],
                                                 filtered=bool(args.filter))
             print(f"wrote {path.name} [{run_['switch']}]: {after} cases pass with every node on vkep (was {before})")
-    return 0
+    return 1 if regressed and not args.update_expectations else 0
 
 
 def finish(doc: dict, json_path: str | None, markdown_path: str | None) -> None:
