@@ -324,3 +324,17 @@ def test_report_and_comparison_render():
     other = dict(doc, ep="WebGpuExecutionProvider")
     table = conformance_report.compare(doc, other)
     assert "vkep@drv" in table and "webgpu@drv" in table and "| Add | 2 | 1 | 0 | 1 | 1 | 0 | 1 |" in table
+
+
+def test_matrix_cells_keep_the_largest_error_json_safe():
+    """A cell's largest error over its cases, "inf"/"nan" where a case had one (the report stays valid JSON)."""
+    runs = [{"target": "t", "switch": "default", "cases": [
+        {"name": "a", "op": "Add", "dtype": "float", "status": "pass-vkep", "max_abs": 1e-7, "max_rel": 1e-6},
+        {"name": "b", "op": "Add", "dtype": "float", "status": "wrong", "max_abs": "inf", "max_rel": "inf"},
+        {"name": "c", "op": "Add", "dtype": "float16", "status": "pass-cpu"},
+        {"name": "d", "op": "Add", "dtype": "float16", "status": "skip-cpu"}]}]
+    float32, float16 = matrix.cells(runs)  # (sorted by op, then dtype)
+    assert (float32["cases"], float32["pass"], float32["fail"], float32["max_abs"]) == (2, 1, 1, "inf")
+    assert (float16["pass"], float16["pass_vkep"], float16["skip_cpu"], float16["max_abs"]) == (1, 0, 1, None)
+    json.dumps(matrix.cells(runs), allow_nan=False)
+    assert matrix._cell_text(float32) == "**1/2 FAIL** ≤inf" and matrix._cell_text(float16) == "1/1 (0 on vkep)"

@@ -240,8 +240,14 @@ PASSING = ("pass-vkep", "pass-partial", "pass-cpu")
 
 
 def _largest(values: list) -> float | str | None:
+    """The largest of the records' errors (numbers, or "inf"/"nan" as the worker writes them), JSON-safe."""
     nums = [float(v) for v in values if v is not None]
-    return None if not nums else (max(nums) if all(n == n for n in nums) else "nan")
+    if not nums:
+        return None
+    if any(n != n for n in nums):
+        return "nan"
+    top = max(nums)
+    return top if top != float("inf") else "inf"
 
 
 def cells(runs: list[dict]) -> list[dict]:
