@@ -49,7 +49,7 @@ SWITCH_SAMPLE = (
     r"|conv_with_strides_padding|relu|cast_FLOAT16_to_FLOAT|cast_FLOAT_to_FLOAT16|castlike_FLOAT16_to_FLOAT"
     r"|castlike_FLOAT_to_FLOAT16|equal|equal_bcast|greater|less|where_example|and2d|or2d|not_2d|isnan_float16"
     r"|isinf_float16|max_float16|min_float16|max_int8|min_uint8|softmax_example|transpose_default|concat_1d_axis_0"
-    r"|gather_0|attention_4d_fp16|reshape_reordered_all_dims)$")
+    r"|gather_0|attention_4d_fp16|reshape_reordered_all_dims|range_float_type_positive_delta_expanded)$")
 
 
 # ---- drivers and devices --------------------------------------------------------------------------
