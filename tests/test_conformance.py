@@ -80,6 +80,7 @@ def test_other_drivers_keep_their_expected_cases():
     for target in targets:
         doc = expectations.load(expectations.path_for(target.key))
         names = set(sorted(doc["pass_vkep"])[::8])
+        assert names, f"no pass_vkep cases for {target.label}"
         records, info = conformance.run_cases(conformance.corpus(names=names), jobs=2, timeout=120, validation=True,
                                               session={"mem_reuse": True, "ep_options": target.ep_options},
                                               env=target.driver.env)
@@ -98,9 +99,12 @@ def test_switch_sample_keeps_its_expected_cases(ep_devices, switch):
                     "--update-expectations)")
     cases = conformance.corpus(matrix.SWITCH_SAMPLE)
     names = {c.name for c in cases} & (want[0] | want[1])
-    records, _ = conformance.run_cases([c for c in cases if c.name in names], jobs=2, timeout=120, validation=True,
-                                       session={"mem_reuse": True, "ep_options": dict(switch.ep_options)},
-                                       env=dict(switch.env))
+    assert len(names) >= 30, f"the sample's expected cases for {switch.name}: {sorted(names)}"
+    records, info = conformance.run_cases([c for c in cases if c.name in names], jobs=2, timeout=120,
+                                          validation=True, env=dict(switch.env),
+                                          session={"mem_reuse": True, "ep_options": dict(switch.ep_options)})
+    for name, value in switch.env:  # a process-wide switch: its workers read it
+        assert info["process_switches"][name] == options.SETTINGS[name].parse(value)
     _check(records, doc, switch.name, "default", names, f"{key['driver_id_name']} {key['driver_version']} "
                                                          f"with {switch.name}")
 
@@ -135,6 +139,11 @@ def test_small_matrix_report(small_matrix):
                                          "VKEP_HOST_IMPORT=0"} <= set(names)
     assert [r["switch"] for r in doc["runs"] if r["target"] == here] == names
     assert not [r for r in doc["runs"] if r.get("error")]
+    # the process-wide switches reached the workers of their run only
+    for run in doc["runs"]:
+        seen = run["process_switches"]
+        assert seen["VKEP_FORCE_DISCRETE"] is (run["switch"] == "VKEP_FORCE_DISCRETE=1")
+        assert seen["VKEP_HOST_IMPORT"] is (False if run["switch"] == "VKEP_HOST_IMPORT=0" else None)
     # every case passes everywhere; the switches move nodes off vkep, never make a case fail
     for run in doc["runs"]:
         assert {r["name"]: r["status"] for r in run["cases"] if r["status"] not in matrix.PASSING} == {}

@@ -218,6 +218,7 @@ def run_matrix(cases: list[Case], found: list[Driver], chosen: list[Switch], job
                 run["error"] = f"the workers ran on {ran_on.get('driver')} {ran_on.get('driver_version')}"
             versions = versions or {k: info.get(k) for k in ("onnxruntime", "vkep") if info.get(k)}
             manifest = manifest or info.get("manifest", [])
+            run["process_switches"] = info.get("process_switches", {})
             run.update(elapsed_s=round(time.monotonic() - began, 1), summary=report_mod.summarize(records),
                        cases=records)
             runs.append(run)

@@ -204,6 +204,11 @@ class Runner:
             from vkep.gpu.device import physical_devices
 
             info["devices"] = [d.summary() for d in physical_devices()]
+            from vkep import options
+
+            # the process-wide feature switches as this worker read them (a matrix run checks they took)
+            info["process_switches"] = {s.name: options.env(s.name) for s in options.FEATURE_SWITCHES
+                                        if s.scope == options.PROCESS}
             info["manifest"] = [str(p) for p in manifest.manifest_paths()]
         return info
 
