@@ -5,11 +5,11 @@ pool as `vkep conformance` (a case that crashes the driver cannot take pytest do
 layer on as everywhere in the tests.
 
 What runs here, to keep the suite's time modest (the full matrix, every case x driver x switch, is
-`vkep conformance --device all`, ~5 min per driver and switch):
+`vkep conformance --device all`, 1-4 min per driver and switch):
 - the driver this process runs on: every expected case, at ORT's default optimizations and with all off;
 - every other driver present with expectations (Mesa 25 lavapipe once tools/mesa_backports.sh has unpacked it):
   every 8th expected case, in workers that see that driver alone;
-- each feature switch on this process's driver: the cases of matrix.SWITCH_SAMPLE (44);
+- each feature switch on this process's driver: the cases of matrix.SWITCH_SAMPLE (45);
 - a small real matrix (4 cases, every driver x switch) and its report; a regression in a copy of an
   expectations file is found; and each switch is shown to change the path a kernel takes.
 
