@@ -184,8 +184,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--optimization", default="default", choices=["default", "basic", "extended", "disable_all"],
                    help="ORT's graph optimization level for every session (disable_all: every node runs)")
     p.add_argument("--no-mem-reuse", action="store_true", help="sessions with ORT's memory reuse off")
+    p.add_argument("--device", default="default", choices=["default", "all"],
+                   help="all: the matrix over every Vulkan driver and device present (VK_DRIVER_FILES per driver) "
+                        "and every feature switch (--switches)")
+    p.add_argument("--switches", default="all", metavar="all|NAME,...",
+                   help="with --device all: the feature switches to run (default, fp16, int8, subgroups, "
+                        "VKEP_FORCE_DISCRETE, VKEP_HOST_IMPORT; default: all)")
+    p.add_argument("--corpus", default="onnx", choices=["onnx", "kernels", "all"],
+                   help="ONNX's backend node tests, the manifest's generated reference cases, or both")
     p.add_argument("--update-expectations", action="store_true",
-                   help="rewrite vkep/expected/expected-<driver>.json from this run (the cases tests run)")
+                   help="rewrite vkep/expected/expected-<driver key>.json from this run (the cases tests run)")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), help="print two reports side by side")
     p.set_defaults(fn=_conformance)
     args = parser.parse_args(argv)

@@ -114,6 +114,9 @@ class Setting:
     meaning: str  # README's "Meaning" column (markdown)
     scope: str  # SESSION (an EP option) or PROCESS (an environment variable)
     shown_default: str = ""  # README's "Default" column when it is not `default` itself
+    # a feature switch: the value that turns an optional device feature off (the conformance matrix runs
+    # every switch at this value: vkep.conformance.matrix); "" for other settings
+    switch_off: str = ""
 
     def parse(self, text: str) -> Any:
         try:
@@ -149,7 +152,16 @@ EP_OPTIONS = [
     Setting("fp16", SWITCH, "auto",
             "float16 kernels. `auto`: where the device has 16-bit storage (`vkep devices`, fp16 column); `0`: "
             "float16 nodes stay on other EPs; `1`: as auto, but session creation fails on a device without "
-            "16-bit storage", SESSION),
+            "16-bit storage", SESSION, switch_off="0"),
+    Setting("int8", SWITCH, "auto",
+            "8-bit kernels (uint8, int8, bool: 8-bit storage and `shaderInt8`). `auto`: where the device has both; "
+            "`0`: those nodes stay on other EPs; `1`: as auto, but session creation fails on a device without them",
+            SESSION, switch_off="0"),
+    Setting("subgroups", SWITCH, "auto",
+            "subgroup operations (`subgroupBroadcast` in compute shaders: MatMul's pair loads, MatMulNBits' lane "
+            "mode, Winograd convolutions). `auto`: where the device has them; `0`: kernels take their variants "
+            "without subgroup operations; `1`: as auto, but session creation fails on a device without them",
+            SESSION, switch_off="0"),
     Setting("wait_limit_s", SECONDS, "none",
             "seconds any one wait for the device may take before the run fails with an error naming the node (the "
             "session stays usable); waits go in 100 ms slices, so without it slow work (a cold driver compiling "
@@ -183,7 +195,12 @@ ENV_VARS = [
             "`1` runs a unified-memory device the way a discrete GPU is run (staging copies, no host access to "
             "device memory): tests that path anywhere. Process-wide: ORT reads a device's memory kinds from its "
             "OrtEpDevice once, at registration, and every session shares the device's memory pools", PROCESS,
-            "off"),
+            "off", switch_off="1"),
+    Setting("VKEP_HOST_IMPORT", SWITCH, "auto",
+            "host memory the device reads and writes in place (`VK_EXT_external_memory_host`: host tensors ORT "
+            "hands over, CPU-EP outputs). `auto`: where the device has the extension; `0`: such tensors are "
+            "copied through staging memory. Process-wide: the extension is enabled when the process's one "
+            "logical device per physical device is created", PROCESS, switch_off="0"),
     Setting("VKEP_DEFAULT_MEMORY", _choice("host_accessible", "default"), "host_accessible",
             "the EP's default memory on a unified device: `host_accessible` (declared to ORT as host memory: no "
             "copies at graph inputs, outputs and CPU-EP boundaries) or `default` (device memory with ORT's Memcpy "
@@ -204,6 +221,8 @@ ENV_VARS = [
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in EP_OPTIONS + ENV_VARS}
 EP_OPTION_NAMES = [s.name for s in EP_OPTIONS]
+# the settings that turn an optional device feature off, EP options first (vkep.conformance.matrix runs each)
+FEATURE_SWITCHES = [s for s in EP_OPTIONS + ENV_VARS if s.switch_off]
 
 
 def env(name: str) -> Any:

@@ -13,26 +13,23 @@ its case recorded as `error`. Statuses, the JSON format and the markdown page: `
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from vkep import resources
+from vkep.conformance import expectations
 from vkep.conformance import report as report_mod
 from vkep.conformance.pool import Case, Progress, WorkerStartError, run_cases
 from vkep.conformance.worker import VULKAN, WEBGPU
 
 __all__ = ["Case", "corpus", "run", "run_cases", "Progress", "WorkerStartError", "expectations_path",
-           "load_expectations", "update_expectations", "main"]
+           "load_expectations", "update_expectations", "main", "run_all"]
 
 ROOT = Path(__file__).resolve().parents[2]
-EXPECTATIONS_DIR = resources.EXPECTED_DIR
 EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
-REGENERATE = "vkep conformance --update-expectations"
+REGENERATE = expectations.REGENERATE
 
 
 def _numpy(value):
@@ -70,8 +67,66 @@ def corpus(pattern: str | None = None, names: set[str] | None = None) -> list[Ca
         base = EXPANDED.sub("", c.name)
         op = ops.get(c.name) or (f"{ops[base]} (expanded)" if base in ops else base)
         data = [(_numpy(list(i)), _numpy(list(o))) for i, o in c.data_sets]
-        out.append(Case(c.name, op, c.model.SerializeToString(), data, float(c.rtol), float(c.atol)))
+        out.append(Case(c.name, op, c.model.SerializeToString(), data, float(c.rtol), float(c.atol),
+                        case_dtype(c.model.graph)))
     return out
+
+
+def kernel_cases(pattern: str | None = None, names: set[str] | None = None) -> list[Case]:
+    """The manifest's generated one-node cases (vkep.conformance.generated: every entry x type x opset
+    range, as tests/test_manifest_ops.py runs them), named `kernel_<Op>-<opset>-<type>`, their expected
+    outputs computed now by ORT's CPU EP (float16 cases from their float32 twin) and held to the tolerances
+    of that test. A case whose reference the CPU EP cannot run is left out."""
+    import numpy as np
+
+    from vkep import runner
+    from vkep.conformance import generated
+
+    rx = re.compile(pattern) if pattern else None
+    out = []
+    for c in generated.cases():
+        name = f"kernel_{c.name}"
+        if (rx and not rx.search(name)) or (names is not None and name not in names):
+            continue
+        spec = c.spec
+        model = generated.one_node_model(spec, c.opset, c.dtype, c.constraint)
+        feeds = generated.feeds_for(model, spec, c.dtype)
+        try:
+            ref = runner.cpu_session(generated.reference_model(c), log_severity=4)
+            want = ref.run(None, generated.reference_feeds(feeds))
+        except Exception:  # noqa: BLE001 — nothing to compare with (as test_manifest_ops skips it)
+            continue
+        types = generated.output_types(c)
+        want = [np.asarray(w).astype(t) for w, t in zip(want, types, strict=True)]
+        tol = generated.tolerance(types[0])
+        op = f"{spec.domain}.{spec.op}" if spec.domain not in ("", "ai.onnx") else spec.op
+        inputs = [feeds[vi.name] for vi in model.graph.input]
+        out.append(Case(name, op, model.SerializeToString(), [(inputs, want)], float(tol["rtol"]),
+                        float(tol["atol"]), c.dtype))
+    return out
+
+
+def cases_of(source: str = "onnx", pattern: str | None = None, names: set[str] | None = None) -> list[Case]:
+    """The cases of a corpus: "onnx" (ONNX's backend node tests), "kernels" (the manifest's generated
+    reference cases) or "all"."""
+    return ([*(corpus(pattern, names) if source in ("onnx", "all") else []),
+             *(kernel_cases(pattern, names) if source in ("kernels", "all") else [])])
+
+
+def case_dtype(graph) -> str:
+    """The element type a case is about: its first input's (else its first output's), as onnx names it
+    in lower case (float, float16, int8, bool, ...); "sequence"/"optional"/"map" for those kinds."""
+    from onnx import TensorProto
+
+    for value in [*graph.input, *graph.output]:
+        kind = value.type.WhichOneof("value")
+        if kind in ("tensor_type", "sparse_tensor_type"):
+            elem = getattr(value.type, kind).elem_type
+            if elem:
+                return TensorProto.DataType.Name(elem).lower()
+        elif kind:
+            return kind.removesuffix("_type")
+    return "none"
 
 
 # ---- one run, as a report -------------------------------------------------------------------------
@@ -89,14 +144,14 @@ def devices() -> list[dict]:
 def run(ep: str = VULKAN, pattern: str | None = None, names: set[str] | None = None, jobs: int = 2,
         timeout: float = 60.0, validation: bool = False, cmd: list[str] | None = None, quiet: bool = False,
         command: list[str] | None = None, versions: dict | None = None, optimization: str = "default",
-        mem_reuse: bool = True) -> dict:
+        mem_reuse: bool = True, source: str = "onnx") -> dict:
     """Run the corpus (or part of it) on `ep` and return the report (see `vkep.conformance.report`).
     `optimization` (worker.OPTIMIZATION_LEVELS) and `mem_reuse` set up every session, the
     CPU EP's reference included: at "disable_all" ORT folds nothing, so every node of a case runs."""
     import onnx
 
     start = time.monotonic()
-    cases = corpus(pattern, names)
+    cases = cases_of(source, pattern, names)
     progress = None if quiet else Progress(len(cases), label=report_mod.EP_SHORT.get(ep, "EP"))
     session = {"optimization": optimization, "mem_reuse": mem_reuse}
     records, info = run_cases(cases, ep, jobs, timeout, validation, cmd=cmd, progress=progress, session=session)
@@ -108,7 +163,7 @@ def run(ep: str = VULKAN, pattern: str | None = None, names: set[str] | None = N
         "versions": {"onnxruntime": info.get("onnxruntime"), "onnx": onnx.__version__, "vkep": vkep.__version__,
                      "python": info.get("python"), **(versions or {})},
         "devices": devices(), "manifest": info.get("manifest", []),
-        "settings": {"jobs": jobs, "timeout_s": timeout, "validation": validation, "filter": pattern,
+        "settings": {"jobs": jobs, "timeout_s": timeout, "validation": validation, "filter": pattern, "corpus": source,
                      "optimization": optimization, "mem_reuse": mem_reuse},
         "elapsed_s": round(time.monotonic() - start, 1), "statuses": report_mod.meanings(ep),
         "summary": report_mod.summarize(records), "cases": records,
@@ -116,65 +171,30 @@ def run(ep: str = VULKAN, pattern: str | None = None, names: set[str] | None = N
     return doc
 
 
-# ---- expectations ---------------------------------------------------------------------------------
+# ---- expectations (vkep.conformance.expectations) ------------------------------------------------
 
 
-def driver_name() -> str:
-    from vkep.gpu.device import physical_devices
-
-    found = physical_devices()
-    if not found:
-        raise RuntimeError("no Vulkan physical device")
-    return found[0].driver_name
-
-
-def expectations_path(driver: str | None = None) -> Path:
-    return EXPECTATIONS_DIR / f"expected-{re.sub(r'[^A-Za-z0-9_.-]+', '_', driver or driver_name())}.json"
+def expectations_path(key: dict | None = None) -> Path:
+    """The expectations file of a driver (by its key), or of the driver this process runs on."""
+    return expectations.path_for(key or expectations.this_driver_key())
 
 
 def load_expectations(path: Path | None = None) -> dict | None:
-    path = path or expectations_path()
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-
-
-def expectations_key(optimization: str = "default") -> str:
-    """The list of an expectations file that holds the passes at one optimization level."""
-    return "pass_vkep" if optimization == "default" else f"pass_vkep_{optimization}"
+    return expectations.load(path or expectations_path())
 
 
 def update_expectations(doc: dict, path: Path | None = None) -> tuple[Path, int, int]:
-    """Write the cases that passed with every node on vkep at the run's optimization level; with a
-    filter, only those cases are replaced. Returns (path, cases before, cases after)."""
-    path = path or expectations_path()
-    old = load_expectations(path) or {}
+    """Write the cases of a single-driver run that passed with every node on vkep at the run's optimization
+    level; with a filter, only those cases are replaced. Returns (path, cases before, cases after)."""
     settings = doc["settings"]
     if not settings.get("mem_reuse", True):
         raise RuntimeError("expectations are recorded with ORT's memory reuse on (drop --no-mem-reuse)")
-    key = expectations_key(settings.get("optimization", "default"))
-    keep = set(old.get(key, []))
-    pattern = doc["settings"].get("filter")
-    ran = {r["name"] for r in doc["cases"]}
-    if pattern:
-        keep -= ran
-    else:
-        keep = set()
-    keep |= {r["name"] for r in doc["cases"] if r["status"] == "pass-vkep"}
-    dev = doc["devices"][0] if doc.get("devices") else {}
-    lists = {k: v for k, v in old.items() if k.startswith("pass_vkep")}
-    lists[key] = sorted(keep)
-    out = {
-        "driver": dev.get("driver"), "device": dev.get("name"), "driver_info": dev.get("driver_info"),
-        "onnx": doc["versions"]["onnx"], "onnxruntime": doc["versions"]["onnxruntime"],
-        "manifest": [os.path.relpath(p, ROOT) if p.startswith(str(ROOT)) else p for p in doc.get("manifest", [])],
-        "regenerate": REGENERATE,
-        "note": "ONNX backend node test cases that pass with every node on VulkanExecutionProvider, at ORT's "
-                "default graph optimizations (pass_vkep) and with every optimization off (pass_vkep_disable_all); "
-                "tests/test_conformance.py runs exactly these.",
-        **dict(sorted(lists.items())),
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1) + "\n")
-    return path, len(old.get(key, [])), len(keep)
+    device = expectations.default_device(doc["devices"])
+    path = path or expectations.path_for(expectations.key_of(device))
+    before, after = expectations.update(path, device, doc["cases"], doc["versions"], doc.get("manifest", []),
+                                       optimization=settings.get("optimization", "default"),
+                                       filtered=bool(settings.get("filter")))
+    return path, before, after
 
 
 # ---- the command ----------------------------------------------------------------------------------
@@ -197,15 +217,54 @@ def main(args) -> int:
         return subprocess.call(argv)
     if args.update_expectations and (args.ep != VULKAN):
         raise RuntimeError("--update-expectations records vkep's passes: use it with the default --ep")
+    if args.update_expectations and args.corpus != "onnx":
+        raise RuntimeError("expectations hold ONNX backend node test cases: use --update-expectations with "
+                           "--corpus onnx")
+    if args.device == "all":
+        return run_all(args)
     doc = run(args.ep, args.filter, jobs=args.jobs, timeout=args.timeout, validation=args.validation,
               command=["vkep", "conformance", *sys.argv[2:]], optimization=args.optimization,
-              mem_reuse=not args.no_mem_reuse)
+              mem_reuse=not args.no_mem_reuse, source=args.corpus)
     finish(doc, args.json, args.markdown)
     if args.update_expectations:
         path, before, after = update_expectations(doc)
         print(f"wrote {path}: {after} cases pass with every node on vkep at optimization level "
               f"{args.optimization} (was {before})")
     return 0
+
+
+def run_all(args) -> int:
+    """`vkep conformance --device all`: the matrix (vkep.conformance.matrix) over every driver and device
+    present and the switches asked for; with --update-expectations, each target's file gets its runs."""
+    from vkep.conformance import matrix
+
+    if args.ep != VULKAN or args.optimization != "default" or args.no_mem_reuse:
+        raise RuntimeError("--device all runs vkep at ORT's default optimizations with memory reuse on")
+    chosen = matrix.choose_switches(args.switches)
+    cases = cases_of(args.corpus, args.filter)
+    found = matrix.drivers()
+    doc = matrix.run_matrix(cases, found, chosen, jobs=args.jobs, timeout=args.timeout, validation=args.validation,
+                            command=["vkep", "conformance", *sys.argv[2:]])
+    matrix.write(doc, args.json, args.markdown)
+    print(matrix.totals_text(doc))
+    regressed = 0
+    for run_ in doc["runs"]:  # against the expectations as they were before this run
+        expected = expectations.load(expectations.path_for(run_["key"]))
+        found = expectations.regressions(expected, run_["cases"], run_["switch"]) if expected else []
+        regressed += len(found)
+        for line in found:
+            print(f"REGRESSION {run_['target']} [{run_['switch']}]: {line}")
+    if args.update_expectations:
+        for run_ in doc["runs"]:
+            if run_.get("error"):
+                print(f"not recorded: {run_['target']} {run_['switch']}: {run_['error']}")
+                continue
+            path = expectations.path_for(run_["key"])
+            before, after = expectations.update(path, run_["device"], run_["cases"], doc["versions"],
+                                                doc.get("manifest", []), switch=run_["switch"],
+                                                filtered=bool(args.filter))
+            print(f"wrote {path.name} [{run_['switch']}]: {after} cases pass with every node on vkep (was {before})")
+    return 1 if regressed and not args.update_expectations else 0
 
 
 def finish(doc: dict, json_path: str | None, markdown_path: str | None) -> None:

@@ -32,6 +32,7 @@ class Case:
     data_sets: list  # [(inputs, expected outputs)], numpy (TensorProtos converted)
     rtol: float
     atol: float
+    dtype: str = ""  # the element type of its first input (else output): float, float16, int8, ... (corpus)
 
 
 class WorkerStartError(RuntimeError):
@@ -84,16 +85,18 @@ def worker_command(ep: str) -> list[str]:
 
 def run_cases(cases: list[Case], ep: str = VULKAN, jobs: int = 2, timeout: float = 60.0, validation: bool = False,
               cmd: list[str] | None = None, progress=None, debug: dict[str, str] | None = None,
-              startup_timeout: float = 300.0, session: dict | None = None) -> tuple[list[dict], dict]:
+              startup_timeout: float = 300.0, session: dict | None = None,
+              env: dict[str, str] | None = None) -> tuple[list[dict], dict]:
     """Run `cases` on `ep` in a pool of `jobs` workers; (records in corpus order, the first worker's info).
 
     `cmd` is the worker command (default: this interpreter, `-m vkep.conformance.worker EP`); the two pipe
     descriptors are appended. `debug` maps a case name to "crash" or "hang" (tests of the pool itself).
     `session` holds the session settings of every case (worker.configure: optimization level,
-    memory reuse), for the reference and the EP under test alike.
+    memory reuse), for the reference and the EP under test alike, and `ep_options`, vkep's EP options.
+    `env` is added to the workers' environment (a driver's VK_DRIVER_FILES, a process-wide switch).
     """
     cmd = cmd or worker_command(ep)
-    env = dict(os.environ, VKEP_VALIDATION="1" if validation else "0", PYTHONFAULTHANDLER="1")
+    env = dict(os.environ, **(env or {}), VKEP_VALIDATION="1" if validation else "0", PYTHONFAULTHANDLER="1")
     records: list[dict | None] = [None] * len(cases)
     pending = deque(range(len(cases)))
     info: dict = {}
@@ -109,7 +112,8 @@ def run_cases(cases: list[Case], ep: str = VULKAN, jobs: int = 2, timeout: float
 
         def finish(w: _Worker, rec: dict) -> None:
             case = cases[w.case]
-            rec = {"name": case.name, "op": case.op, **{k: v for k, v in rec.items() if k != "name"}}
+            rec = {"name": case.name, "op": case.op, "dtype": case.dtype,
+                   **{k: v for k, v in rec.items() if k != "name"}}
             records[w.case] = rec
             w.case = None
             if progress:

@@ -201,6 +201,14 @@ class Runner:
             from vkep.kernels import manifest
 
             info["vkep"] = vkep.__version__
+            from vkep.gpu.device import physical_devices
+
+            info["devices"] = [d.summary() for d in physical_devices()]
+            from vkep import options
+
+            # the process-wide feature switches as this worker read them (a matrix run checks they took)
+            info["process_switches"] = {s.name: options.env(s.name) for s in options.FEATURE_SWITCHES
+                                        if s.scope == options.PROCESS}
             info["manifest"] = [str(p) for p in manifest.manifest_paths()]
         return info
 
@@ -214,7 +222,8 @@ class Runner:
         if self.ep == CPU:
             return self.cpu_session(model), {}, []
         if self.ep == VULKAN:
-            so = configure(self.vkep_runner.session_options(), self.settings)
+            so = configure(self.vkep_runner.session_options(ep_options=self.settings.get("ep_options")),
+                           self.settings)
             so.log_severity_level = 3
             sess = ort.InferenceSession(model, sess_options=so, enable_fallback=0)
             placed = [(op, ep) for _, op, ep in self.vkep_runner.placement(sess) if op not in MEMCPY]
@@ -326,6 +335,8 @@ def run_case(runner: Runner, task: dict) -> dict:
             if m.mismatched:  # not for a shape, dtype or sequence-length mismatch
                 rec.update(max_abs=_json_number(m.max_abs), max_rel=_json_number(m.max_rel), mismatched=m.mismatched)
             return rec
+        if m.max_abs or m.max_rel:  # the largest error of a pass too (the matrix reports it per op and type)
+            rec.update(max_abs=_json_number(m.max_abs), max_rel=_json_number(m.max_rel))
         on_ep, total = nodes.get(runner.ep, 0), sum(nodes.values())
         if runner.ep == CPU or on_ep == 0:
             rec["status"] = "pass-cpu"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 
@@ -22,6 +23,18 @@ DEVICE_TYPES = {
 VENDORS = {0x1002: "AMD", 0x10DE: "NVIDIA", 0x8086: "Intel", 0x106B: "Apple", 0x13B5: "ARM",
            0x5143: "Qualcomm", 0x1010: "ImgTec", 0x1AE0: "Google", 0x10001: "Vivante", 0x10002: "VeriSilicon",
            0x10003: "Kazan", 0x10004: "Codeplay", 0x10005: "Mesa", 0x10006: "PoCL"}
+# VkDriverId (VkPhysicalDeviceDriverProperties.driverID): which driver, whoever makes the hardware
+DRIVER_IDS = {1: "AMD_PROPRIETARY", 2: "AMD_OPEN_SOURCE", 3: "MESA_RADV", 4: "NVIDIA_PROPRIETARY",
+              5: "INTEL_PROPRIETARY_WINDOWS", 6: "INTEL_OPEN_SOURCE_MESA", 7: "IMAGINATION_PROPRIETARY",
+              8: "QUALCOMM_PROPRIETARY", 9: "ARM_PROPRIETARY", 10: "GOOGLE_SWIFTSHADER", 11: "GGP_PROPRIETARY",
+              12: "BROADCOM_PROPRIETARY", 13: "MESA_LLVMPIPE", 14: "MOLTENVK", 15: "COREAVI_PROPRIETARY",
+              16: "JUICE_PROPRIETARY", 17: "VERISILICON_PROPRIETARY", 18: "MESA_TURNIP", 19: "MESA_V3DV",
+              20: "MESA_PANVK", 21: "SAMSUNG_PROPRIETARY", 22: "MESA_VENUS", 23: "MESA_DOZEN", 24: "MESA_NVK",
+              25: "IMAGINATION_OPEN_SOURCE_MESA", 26: "MESA_HONEYKRISP"}
+# the optional features each feature switch (vkep.options: EP options fp16, int8, subgroups) turns off
+SWITCHED_FEATURES = {"fp16": ("fp16", "storageBuffer16BitAccess", "shaderFloat16"),
+                     "int8": ("storageBuffer8BitAccess", "shaderInt8"),
+                     "subgroups": ("subgroupBallotCompute",)}
 
 
 def validation_wanted() -> bool:
@@ -42,6 +55,7 @@ class PhysicalDeviceInfo:
     driver_name: str
     driver_info: str
     driver_version: int
+    driver_id: int  # VkDriverId
     uuid: str  # VkPhysicalDeviceIDProperties.deviceUUID, 32 hex digits
     pipeline_cache_uuid: bytes
     subgroup_size: int
@@ -55,6 +69,7 @@ class PhysicalDeviceInfo:
     features: dict[str, bool]
     compute_queue_family: int | None
     missing: list[str] = field(default_factory=list)
+    off: frozenset[str] = frozenset()  # the feature switches turned off in this view (restricted)
 
     @property
     def usable(self) -> bool:
@@ -73,12 +88,33 @@ class PhysicalDeviceInfo:
     def driver_version_text(self) -> str:
         return driver_version_string(self.vendor_id, self.driver_version)
 
+    @property
+    def driver_id_name(self) -> str:
+        return DRIVER_IDS.get(self.driver_id, f"DRIVER_ID_{self.driver_id}")
+
+    def has(self, switch: str) -> bool:
+        """Whether the device has every feature a feature switch (SWITCHED_FEATURES) turns off."""
+        return all(self.features.get(f, False) for f in SWITCHED_FEATURES[switch])
+
+    def restricted(self, off: set[str]) -> PhysicalDeviceInfo:
+        """This device as kernels see it with the feature switches in `off` (SWITCHED_FEATURES) turned off:
+        those features read as absent, and with subgroups off the subgroup size reads 1 (kernels choose their
+        subgroup variants from `subgroup_size` and `subgroupBallotCompute`). The logical device is the same."""
+        if not off:
+            return self
+        features = dict(self.features)
+        for switch in off:
+            features.update(dict.fromkeys(SWITCHED_FEATURES[switch], False))
+        return dataclasses.replace(self, features=features, off=self.off | frozenset(off),
+                                   subgroup_size=1 if "subgroups" in off else self.subgroup_size)
+
     def summary(self) -> dict:
         return {
             "index": self.index, "name": self.name, "vendor": self.vendor, "vendor_id": self.vendor_id,
             "device_id": self.device_id, "type": self.device_type, "api_version": self.api_version,
             "driver": self.driver_name, "driver_info": self.driver_info,
-            "driver_version": self.driver_version_text, "uuid": self.uuid, "unified_memory": self.unified_memory,
+            "driver_version": self.driver_version_text, "driver_id": self.driver_id,
+            "driver_id_name": self.driver_id_name, "uuid": self.uuid, "unified_memory": self.unified_memory,
             "subgroup_size": self.subgroup_size, "fp16": self.features.get("fp16", False),
             "usable": self.usable, "missing": self.missing,
         }
@@ -210,7 +246,7 @@ def _describe(index: int, handle) -> PhysicalDeviceInfo:
         index=index, handle=handle, name=cstr(p.deviceName), vendor_id=p.vendorID, device_id=p.deviceID,
         device_type=DEVICE_TYPES.get(p.deviceType, "other"), api_version=version_string(p.apiVersion),
         driver_name=cstr(driver.driverName), driver_info=cstr(driver.driverInfo), driver_version=p.driverVersion,
-        uuid=bytes(ffi.buffer(ids.deviceUUID, 16)).hex(),
+        driver_id=driver.driverID, uuid=bytes(ffi.buffer(ids.deviceUUID, 16)).hex(),
         pipeline_cache_uuid=bytes(ffi.buffer(p.pipelineCacheUUID, 16)), subgroup_size=subgroup.subgroupSize,
         max_push_constants=p.limits.maxPushConstantsSize, max_shared_memory=p.limits.maxComputeSharedMemorySize,
         max_workgroup_invocations=p.limits.maxComputeWorkGroupInvocations,
@@ -306,7 +342,12 @@ class Device:
     @staticmethod
     def _wanted_extensions(info: PhysicalDeviceInfo) -> list[str]:
         available = _device_extensions(info.handle)
-        wanted = ["VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd", HOST_IMPORT_EXTENSION]
+        wanted = ["VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd"]
+        host_import = options.env("VKEP_HOST_IMPORT")  # None: auto
+        if host_import is not False:
+            if host_import and HOST_IMPORT_EXTENSION not in available:
+                raise RuntimeError(f"vkep: VKEP_HOST_IMPORT=1, but {info.name} has no {HOST_IMPORT_EXTENSION}")
+            wanted.append(HOST_IMPORT_EXTENSION)
         return [e for e in wanted if e in available]
 
     def new_stream(self):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from vkep.gpu import transfer
-from vkep.gpu.external import InPlace
+from vkep.gpu.external import InPlace, InteropError
 from vkep.kernels import manifest
 from vkep.kernels.base import ITEMSIZE, Tensor, encode_dispatch, implementation, variant
 from vkep.ort import api
@@ -71,18 +71,30 @@ def _loop_concat(this, stream_handle, values, n, output, output_size):
     """Loop's scan outputs: each iteration's tensor, end to end in the output buffer, on the device."""
     gpu = HELPERS[api.address(this)].gpu
     stream = (stream_of(stream_handle) if stream_handle != api.ffi.NULL else None) or gpu.default_stream()
+    pieces = [_data(values[i]) for i in range(n)]
+    if sum(size for _, size in pieces) > output_size:
+        raise api.OrtError("Loop outputs exceed the concatenated buffer", api.ORT_INVALID_ARGUMENT)
     host = InPlace(gpu)  # on a unified device ORT may hand over host memory as it is
     try:
-        dst = host.address(api.address(output), output_size)
-        offset = 0
-        for i in range(n):
-            src, size = _data(values[i])
-            if offset + size > output_size:
-                raise api.OrtError("Loop outputs exceed the concatenated buffer", api.ORT_INVALID_ARGUMENT)
+        dst, offset = host.address(api.address(output), output_size), 0
+        for src, size in pieces:
             transfer.device_copy(gpu, host.address(src, size), dst + offset, size, stream)
             offset += size
+    except InteropError:
+        # host memory the device cannot use in place (VKEP_HOST_IMPORT=0, or a driver without
+        # VK_EXT_external_memory_host): that happens only on a unified device, where every pointer here is one
+        # the host can read and write, so the host concatenates once the device's work on them is done
+        gpu.synchronize()
+        _concat_on_host(api.address(output), pieces)
     finally:
         host.done(stream)
+
+
+def _concat_on_host(dst: int, pieces: list[tuple[int, int]]) -> None:
+    ffi, offset = api.ffi, 0
+    for src, size in pieces:
+        ffi.memmove(ffi.cast("char*", dst + offset), ffi.cast("char*", src), size)
+        offset += size
 
 
 class _DeviceCall:

@@ -7,8 +7,17 @@ import math
 import re
 
 from vkep import options
+from vkep.gpu.device import SWITCHED_FEATURES
 from vkep.kernels import manifest
-from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, device_supports, implementation
+from vkep.kernels.base import (
+    DTYPE_FEATURES,
+    MAX_ELEMENTS,
+    Kernel,
+    Tensor,
+    UnsupportedError,
+    device_supports,
+    implementation,
+)
 from vkep.kernels.control_flow import ControlFlow
 from vkep.ort import api, capture, declared, ties, warmup
 from vkep.ort.api import status_callback
@@ -20,35 +29,43 @@ EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE = 27
 # kernel-create state → (device, spec): what py_kernel_create needs to build a node's kernel
 KERNEL_STATES: dict[int, tuple] = {}
 _state_ids = itertools.count(1)
-_registries: dict[tuple[int, bool], tuple] = {}  # (device index, fp16) → (OrtKernelRegistry*, specs)
+# (device index, feature switches off) → (OrtKernelRegistry*, specs)
+_registries: dict[tuple[int, frozenset], tuple] = {}
+SWITCH_OPTIONS = tuple(SWITCHED_FEATURES)  # the EP options that turn a device feature off (vkep.options)
 
 
-def registry_for(device, fp16: bool) -> tuple:
-    """(the OrtKernelRegistry, the manifest entries) of one device, with or without float16 kernels:
-    every manifest entry × opset range, built once."""
-    key = (device.info.index, fp16)
+def registry_for(device, off: frozenset = frozenset()) -> tuple:
+    """(the OrtKernelRegistry, the manifest entries) of one device with the feature switches in `off` turned
+    off (a session's EP options fp16=0, int8=0, subgroups=0): every manifest entry × opset range, built once."""
+    key = (device.info.index, frozenset(off))
     if key not in _registries:
-        _registries[key] = _build_registry(device, fp16)
+        _registries[key] = _build_registry(device, device.info.restricted(set(off)))
     return _registries[key]
 
 
-def _build_registry(device, fp16: bool):
+def kernel_types(spec, info) -> dict[str, list[str]]:
+    """A manifest entry's type constraints for a session on a device as `info` describes it (switches
+    applied: PhysicalDeviceInfo.restricted). A type needing storage the device lacks is left out of kernels
+    with a shader (views move bytes without one); a type a switch turned off is left out of every kernel,
+    so with fp16=0 every float16 node stays on another EP."""
+    switched_off = {f for switch in info.off for f in SWITCHED_FEATURES[switch]}
+    return {name: [t for t in allowed if (not spec.shader or device_supports(info.features, t))
+                   and not switched_off.intersection(DTYPE_FEATURES.get(t, ()))]
+            for name, allowed in spec.types.items()}
+
+
+def _build_registry(device, info):
     lib, ffi = api.lib, api.ffi
     specs = manifest.load()
     out = ffi.new("OrtKernelRegistry**")
     api.check(lib.ep_CreateKernelRegistry(out))
     registry = out[0]
-    features = device.info.features
     for spec in specs:
-        # a type needing storage the device lacks is left out (views move bytes without a shader), and
-        # float16 everywhere when the session turned it off (EP option fp16=0)
-        types = {name: [t for t in allowed if (not spec.shader or device_supports(features, t))
-                        and (fp16 or t != "float16")]
-                 for name, allowed in spec.types.items()}
+        types = kernel_types(spec, info)
         if not all(types.values()):
             continue
         state = next(_state_ids)
-        KERNEL_STATES[state] = (device, spec)
+        KERNEL_STATES[state] = (device, spec, info)
         for start, end in spec.version_ranges():
             _add_kernel_def(registry, spec, types, start, end, state, _host_placed_inputs(spec, device))
     return registry, specs
@@ -121,6 +138,7 @@ class Ep:
         self.budget = self.settings["memory_budget_mb"]
         self.wait_limit: float | None = self.settings["wait_limit_s"]
         self.fp16 = False  # whether this session's kernels take float16
+        self.info = None  # the device as this session's kernels see it (feature switches applied)
         self.registry = ffi.NULL  # a NULL registry: an EP that claims no node
         self.specs: dict[tuple[str, str], list] = {}
         # names of values the host reads in place (see _note_host_readers)
@@ -136,12 +154,9 @@ class Ep:
         self.capturing = None  # the CapturedGraph of the run now being captured
         self.profilers: list = []  # ORT's profilers of this session that are profiling now (profiler.py)
         if self.device is not None:
-            fp16, has_fp16 = self.settings["fp16"], bool(self.device.info.features.get("fp16"))
-            if fp16 and not has_fp16:
-                raise api.OrtError(f"vkep: EP option fp16=1, but {self.device.describe()} has no 16-bit storage "
-                                   "(storageBuffer16BitAccess); use fp16=auto or 0", api.ORT_INVALID_ARGUMENT)
-            self.fp16 = has_fp16 and fp16 is not False
-            self.registry, specs = registry_for(self.device, self.fp16)
+            self.info = self.device.info.restricted(self._switched_off(self.device.info))
+            self.fp16 = self.info.has("fp16")
+            self.registry, specs = registry_for(self.device, self.info.off)
             for spec in specs:
                 self.specs.setdefault((spec.domain, spec.op), []).append(spec)
             self.gpu = self.device.gpu  # open the logical device now, not inside the first run
@@ -170,6 +185,20 @@ class Ep:
             _apply_budget(self.device)
             self.log.info(f"runs on {self.device.describe()} ({why}); options: "
                           + ", ".join(f"{k}={v}" for k, v in sorted(given_options.items())))
+
+    def _switched_off(self, info) -> set[str]:
+        """The feature switches (EP options fp16, int8, subgroups) this session sets to 0. (At auto, a device
+        without the feature already reads as such; set to 1 on such a device, session creation fails.)"""
+        off = set()
+        for switch in SWITCH_OPTIONS:
+            wanted = self.settings[switch]
+            if wanted and not info.has(switch):
+                needs = ", ".join(f for f in SWITCHED_FEATURES[switch] if not info.features.get(f))
+                raise api.OrtError(f"vkep: EP option {switch}=1, but {self.device.describe()} lacks {needs}; use "
+                                   f"{switch}=auto or 0", api.ORT_INVALID_ARGUMENT)
+            if wanted is False:
+                off.add(switch)
+        return off
 
     def release(self) -> None:
         capture.release_all(self)
@@ -442,7 +471,7 @@ def _refused_in_a_dry_run(ep: Ep, spec, version: int, attrs: dict, inputs: list,
         tensors.append(Tensor(0, tuple(dims), dtype, i))
     try:
         kernel = cls(spec, attrs, version, [v[1] or "" if v else "" for v in inputs])
-        kernel.output_count, kernel.device_info = output_count, ep.device.info
+        kernel.output_count, kernel.device_info = output_count, ep.info
         kernel.compute(warmup.DryCall(tensors, constants, is_constant, ep.gpu.memory.largest_block(),
                                       frozenset(spec.cpu_outputs)))
     except UnsupportedError as exc:
@@ -487,9 +516,7 @@ def _no_kernel(node, ep: Ep) -> str:
                            for s in candidates for a, b in s.version_ranges())
         return f"vkep's {qualified} covers opset versions {ranges}, not {version}"
     ins, outs = ([t or "?" for t in _ranks_and_types(declared.values(node, outputs))[1]] for outputs in (False, True))
-    features = ep.device.info.features  # the types this device and session can run (as in _build_registry)
-    allowed = sorted({t for ts in spec.types.values() for t in ts
-                      if (not spec.shader or device_supports(features, t)) and (ep.fp16 or t != "float16")})
+    allowed = sorted({t for ts in kernel_types(spec, ep.info).values() for t in ts})  # (as in _build_registry)
     return (f"no vkep {qualified} kernel for types ({', '.join(ins)}) -> ({', '.join(outs)}) "
             f"(it takes {', '.join(allowed)})")
 

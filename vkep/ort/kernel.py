@@ -458,7 +458,7 @@ def _node_name(info) -> str:
 @status_callback("py_kernel_create")
 def _kernel_create(state, info, out):
     lib, ffi = api.lib, api.ffi
-    device, spec = KERNEL_STATES[api.address(state)]
+    device, spec, device_info = KERNEL_STATES[api.address(state)]
     since = ffi.new("int*")
     api.check(lib.ort_KernelInfo_GetOperatorSinceVersion(info, since))
     count = ffi.new("size_t*")
@@ -480,7 +480,7 @@ def _kernel_create(state, info, out):
     except UnsupportedError as exc:  # an invalid attribute: the session is not created, and says which node
         raise UnsupportedError(f"node {_node_name(info)!r}: {exc}") from exc
     impl.output_count = outputs[0]
-    impl.device_info = device.info
+    impl.device_info = device_info  # as the session sees it: its feature switches applied
     kernel = KernelInstance(device, spec, impl, _node_name(info))
     impl.declared_inputs = _declared_inputs(info, input_types)
     if ep is not None:
