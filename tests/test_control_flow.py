@@ -157,3 +157,24 @@ def test_if_output_made_on_the_other_ep(ep_devices, monkeypatch, if_name, maker_
     tied = shares_host_memory(physical_devices()[0]) and dims[0] == "n"
     assert (placed[if_name] == placed[maker_name]) == tied, (tied, sorted(placed.items()))
     assert placed["dev_relu"] == "VulkanExecutionProvider"  # only the tied nodes move
+
+
+def test_scan_and_the_makers_of_its_body_outputs_share_an_ep(ep_devices):
+    """ONNX's LinearAttention (opset 27), a function ORT expands into a Scan whose body ends in a Cast to
+    float16: with vkep's fp16 switched off that Cast runs on the CPU EP, and on a unified device ORT lost the
+    first iteration's slice of the Scan output (128 of 512 outputs 0, found by the conformance matrix). vkep
+    now keeps a control-flow node and the makers of its subgraphs' outputs on one EP (vkep/ort/ties.py)."""
+    import warnings
+
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        case = next(c for c in collect_testcases() if c.name == "test_linear_attention_fp16")
+    inputs, expected = case.data_sets[0]
+    feeds = {i.name: v for i, v in zip(case.model.graph.input, inputs, strict=True)}
+    session = runner.vkep_session(case.model, ep_options={"fp16": "0"})
+    placed = {ep for _, op, ep in runner.placement(session) if op == "Scan"}
+    assert len(placed) == 1, placed
+    for got, want in zip(session.run(None, feeds), expected, strict=True):
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=case.rtol, atol=case.atol)
