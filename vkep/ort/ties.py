@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 from vkep.ort import api, declared
 
-
 CONTROL_FLOW = ("If", "Loop", "Scan")
 
 
