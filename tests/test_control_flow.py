@@ -159,11 +159,12 @@ def test_if_output_made_on_the_other_ep(ep_devices, monkeypatch, if_name, maker_
     assert placed["dev_relu"] == "VulkanExecutionProvider"  # only the tied nodes move
 
 
+@pytest.mark.xfail(strict=True, reason="open: the Scan's first slice is lost with fp16=0 (docs/design.md rule 5)")
 def test_scan_and_the_makers_of_its_body_outputs_share_an_ep(ep_devices):
     """ONNX's LinearAttention (opset 27), a function ORT expands into a Scan whose body ends in a Cast to
-    float16: with vkep's fp16 switched off that Cast runs on the CPU EP, and on a unified device ORT lost the
-    first iteration's slice of the Scan output (128 of 512 outputs 0, found by the conformance matrix). vkep
-    now keeps a control-flow node and the makers of its subgraphs' outputs on one EP (vkep/ort/ties.py)."""
+    float16: with vkep's fp16 switched off that Cast runs on the CPU EP, and on a unified device ORT loses the
+    first iteration's slice of the Scan output (128 of 512 outputs 0, found by the conformance matrix). Tying
+    Scan like If (vkep/ort/ties.py) fixed it but took the float32 cases' Scans off vkep: not applied yet."""
     import warnings
 
     from onnx.backend.test.case.node import collect_testcases

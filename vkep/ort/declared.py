@@ -114,3 +114,32 @@ def constant_bytes(info) -> bytes | None:
         return None
     api.check(lib.ort_GetTensorMutableData(ffi.cast("OrtValue*", value[0]), data))
     return ffi.buffer(ffi.cast("char*", data[0]), size[0])[:]
+
+
+_ATTR_TYPES = {"int": (1, "int64_t"), "ints": (2, "int64_t"), "float": (3, "float"), "floats": (4, "float"),
+               "string": (5, "char"), "strings": (6, "char")}
+
+
+def attribute(node, name: str, kind: str):
+    """An attribute of a graph node (None when absent or of a kind not read here)."""
+    lib, ffi = api.lib, api.ffi
+    attr = ffi.new("const OrtOpAttr**")
+    status = lib.ort_Node_GetAttributeByName(node, name.encode(), attr)
+    if status != ffi.NULL:  # not set on this node
+        lib.ort_ReleaseStatus(status)
+        return None
+    if attr[0] == ffi.NULL or kind not in _ATTR_TYPES:
+        return None
+    code, ctype = _ATTR_TYPES[kind]
+    size = ffi.new("size_t*")
+    status = lib.ort_ReadOpAttr(attr[0], code, ffi.NULL, 0, size)  # asks for the size
+    if status != ffi.NULL:
+        lib.ort_ReleaseStatus(status)
+    n = max(size[0] // ffi.sizeof(ctype), 1)
+    buf = ffi.new(f"{ctype}[]", n)
+    api.check(lib.ort_ReadOpAttr(attr[0], code, buf, n * ffi.sizeof(ctype), size))
+    if kind == "string":
+        return ffi.string(buf, size[0]).decode()
+    if kind == "strings":  # each string ends with a NUL
+        return bytes(ffi.buffer(buf, size[0])).decode().split("\0")[:-1]
+    return list(buf)[: size[0] // ffi.sizeof(ctype)] if kind in ("ints", "floats") else buf[0]

@@ -375,35 +375,6 @@ def _read_on_host(consumer, index: int, mine: set[int], specs) -> bool:
     return spec is None or index in spec.cpu_inputs
 
 
-_ATTR_TYPES = {"int": (1, "int64_t"), "ints": (2, "int64_t"), "float": (3, "float"), "floats": (4, "float"),
-               "string": (5, "char"), "strings": (6, "char")}
-
-
-def _node_attribute(node, name: str, kind: str):
-    """An attribute of a graph node (None when absent or of a kind not read here)."""
-    lib, ffi = api.lib, api.ffi
-    attr = ffi.new("const OrtOpAttr**")
-    status = lib.ort_Node_GetAttributeByName(node, name.encode(), attr)
-    if status != ffi.NULL:  # not set on this node
-        lib.ort_ReleaseStatus(status)
-        return None
-    if attr[0] == ffi.NULL or kind not in _ATTR_TYPES:
-        return None
-    code, ctype = _ATTR_TYPES[kind]
-    size = ffi.new("size_t*")
-    status = lib.ort_ReadOpAttr(attr[0], code, ffi.NULL, 0, size)  # asks for the size
-    if status != ffi.NULL:
-        lib.ort_ReleaseStatus(status)
-    n = max(size[0] // ffi.sizeof(ctype), 1)
-    buf = ffi.new(f"{ctype}[]", n)
-    api.check(lib.ort_ReadOpAttr(attr[0], code, buf, n * ffi.sizeof(ctype), size))
-    if kind == "string":
-        return ffi.string(buf, size[0]).decode()
-    if kind == "strings":  # each string ends with a NUL
-        return bytes(ffi.buffer(buf, size[0])).decode().split("\0")[:-1]
-    return list(buf)[: size[0] // ffi.sizeof(ctype)] if kind in ("ints", "floats") else buf[0]
-
-
 def _spec_of(node, specs) -> tuple:
     """(the manifest entry that serves this node or None, the node's opset version)."""
     version = api.ffi.new("int*")
@@ -423,7 +394,7 @@ def _refused(node, ep: Ep) -> str | None:
         return too_large
     attrs = {a.name: a.default for a in spec.attributes}
     for a in spec.attributes:
-        value = _node_attribute(node, a.name, a.kind)
+        value = declared.attribute(node, a.name, a.kind)
         if value is not None:
             attrs[a.name] = value
     strings = {a.name: attrs[a.name] for a in spec.attributes if a.kind == "strings"}
