@@ -46,8 +46,9 @@ class PipelineCache:
         self._pipelines: dict[tuple, object] = {}
         self._building: dict[tuple, threading.Lock] = {}  # pipelines being built, each held by its builder
         self._modules: dict[str, object] = {}
-        self._splittable: set[int] = set()  # pipelines whose shader reads the group base (see splits)
-        self._push_bytes: dict[int, int] = {}  # pipeline → the bytes its push-constant block asks of a dispatch
+        # pipeline → (whether its shader reads the group base: splits; the bytes of push constants a dispatch
+        # records: push_bytes), read from its SPIR-V
+        self._layouts: dict[int, tuple[bool, int]] = {}
         self._module_shader: dict[str, str] = {}  # SPIR-V key → the shader file it was compiled from
         self._keep = []
         self.built = 0  # pipelines created (vkep.stats: a cold start's progress)
@@ -161,26 +162,26 @@ class PipelineCache:
         info.stage.pSpecializationInfo = spec
         out = ffi.new("VkPipeline*")
         check(lib.vkCreateComputePipelines(dev, self.cache, 1, info, ffi.NULL, out), f"pipeline for {shader}")
+        splittable = reads_group_base(code)
+        # (the group base, which the recorder pushes, is not the kernel's to fill)
+        push = max((o + n for o, n in push_constant_members(code) if not (splittable and o == GROUP_BASE_OFFSET)),
+                   default=0)
         with self._lock:
             self._dirty = True
             self.built += 1
-            handle, splittable = int(ffi.cast("uintptr_t", out[0])), reads_group_base(code)
-            if splittable:
-                self._splittable.add(handle)
-            # (the group base, which the recorder pushes, is not the kernel's to fill)
-            self._push_bytes[handle] = max((o + n for o, n in push_constant_members(code)
-                                            if not (splittable and o == GROUP_BASE_OFFSET)), default=0)
+            self._layouts[int(ffi.cast("uintptr_t", out[0]))] = (splittable, push)
         return out[0]
 
     def splits(self, pipeline) -> bool:
         """Whether a grid past the device's workgroup-count limit may be recorded in pieces for this
         pipeline (its shader adds the piece's group base to gl_WorkGroupID)."""
-        return int(ffi.cast("uintptr_t", pipeline)) in self._splittable
+        return self._layouts.get(int(ffi.cast("uintptr_t", pipeline)), (False, 0))[0]
 
     def push_bytes(self, pipeline) -> int | None:
         """The bytes of push constants a dispatch of this pipeline must record: its shader's block, read from the
         SPIR-V, so that Python's packing and the shader's declaration cannot drift apart."""
-        return self._push_bytes.get(int(ffi.cast("uintptr_t", pipeline)))
+        layout = self._layouts.get(int(ffi.cast("uintptr_t", pipeline)))
+        return layout[1] if layout else None
 
     def forget_shader(self, shader: str) -> list:
         """Take every pipeline and shader module built from `shader` out of the cache (its source changed: `vkep
@@ -203,8 +204,7 @@ class PipelineCache:
         for kind, handle in objects:
             if kind == "pipeline":
                 with self._lock:  # (a new pipeline may get the handle's value)
-                    self._splittable.discard(int(ffi.cast("uintptr_t", handle)))
-                    self._push_bytes.pop(int(ffi.cast("uintptr_t", handle)), None)
+                    self._layouts.pop(int(ffi.cast("uintptr_t", handle)), None)
                 lib.vkDestroyPipeline(self.device.handle, handle, ffi.NULL)
             else:
                 lib.vkDestroyShaderModule(self.device.handle, handle, ffi.NULL)

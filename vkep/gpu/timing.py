@@ -64,18 +64,19 @@ def timestamp_support(device) -> tuple[int, float]:
     return families[device.info.compute_queue_family].timestampValidBits, props.limits.timestampPeriod
 
 
-class GpuTimer:
-    """Two timestamps around work recorded on a stream: `time(stream, record)` returns the nanoseconds the
-    device spent between them."""
+class _TimestampPool:
+    """A pool of `queries` timestamp queries on the device, where its compute queue writes timestamps (else
+    `available` is False and `pool` None)."""
 
-    def __init__(self, device):
+    def __init__(self, device, queries: int):
         self.device = device
         self.valid_bits, self.period_ns = timestamp_support(device)
+        self.mask = (1 << self.valid_bits) - 1 if self.valid_bits < 64 else (1 << 64) - 1  # the ticks' valid bits
         self.pool = None
         if self.valid_bits:
             abi, vk = _loader()
             info = abi.new("VkQueryPoolCreateInfo*", {"sType": STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                                       "queryType": QUERY_TYPE_TIMESTAMP, "queryCount": 2})
+                                                       "queryType": QUERY_TYPE_TIMESTAMP, "queryCount": queries})
             pool = abi.new("uint64_t*")
             check(vk.vkCreateQueryPool(_handle(abi, device.handle), info, abi.NULL, pool), "vkCreateQueryPool")
             self.pool = pool[0]
@@ -83,6 +84,20 @@ class GpuTimer:
     @property
     def available(self) -> bool:
         return self.pool is not None
+
+    def _destroy_pool(self) -> None:
+        if self.pool is not None:
+            abi, vk = _loader()
+            vk.vkDestroyQueryPool(_handle(abi, self.device.handle), self.pool, abi.NULL)
+            self.pool = None
+
+
+class GpuTimer(_TimestampPool):
+    """Two timestamps around work recorded on a stream: `time(stream, record)` returns the nanoseconds the
+    device spent between them."""
+
+    def __init__(self, device):
+        super().__init__(device, 2)
 
     def time(self, stream, record) -> float:
         """Run `record()` (which records work on `stream`) between two timestamps, submit, wait, and return the
@@ -102,20 +117,16 @@ class GpuTimer:
         ticks = abi.new("uint64_t[2]")
         check(vk.vkGetQueryPoolResults(_handle(abi, self.device.handle), self.pool, 0, 2, 16, ticks, 8,
                                        RESULT_64 | RESULT_WAIT), "vkGetQueryPoolResults")
-        mask = (1 << self.valid_bits) - 1 if self.valid_bits < 64 else (1 << 64) - 1
-        return ((ticks[1] - ticks[0]) & mask) * self.period_ns
+        return ((ticks[1] - ticks[0]) & self.mask) * self.period_ns
 
     def destroy(self) -> None:
-        if self.pool is not None:
-            abi, vk = _loader()
-            vk.vkDestroyQueryPool(_handle(abi, self.device.handle), self.pool, abi.NULL)
-            self.pool = None
+        self._destroy_pool()
 
 
 RESULT_WITH_AVAILABILITY = 0x4
 
 
-class TimestampRing:
+class TimestampRing(_TimestampPool):
     """Pairs of timestamp queries around pieces of work recorded on streams (a profiled session's nodes): `begin`
     writes the first of a pair into the stream's open command buffer, `end` the second, and `results` holds each
     pair's (begin, end) in device nanoseconds once `collect` read it. Both timestamps are BOTTOM_OF_PIPE: a pair
@@ -125,24 +136,11 @@ class TimestampRing:
     reported as None, never waited for."""
 
     def __init__(self, device, pairs: int = 1024):
-        self.device = device
-        self.valid_bits, self.period_ns = timestamp_support(device)
+        super().__init__(device, 2 * pairs)
         self.pairs = pairs
-        self.pool = None
         self.tickets = 0  # pairs handed out; pair k sits at queries 2 * (k % pairs), +1
         self.in_flight: dict[int, int] = {}  # ticket -> query index, written and not yet collected
         self.results: dict[int, tuple[int, int] | None] = {}
-        if self.valid_bits:
-            abi, vk = _loader()
-            info = abi.new("VkQueryPoolCreateInfo*", {"sType": STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                                       "queryType": QUERY_TYPE_TIMESTAMP, "queryCount": 2 * pairs})
-            pool = abi.new("uint64_t*")
-            check(vk.vkCreateQueryPool(_handle(abi, device.handle), info, abi.NULL, pool), "vkCreateQueryPool")
-            self.pool = pool[0]
-
-    @property
-    def available(self) -> bool:
-        return self.pool is not None
 
     def begin(self, stream) -> int:
         """Write the first timestamp of a new pair on `stream`; returns the pair's ticket."""
@@ -173,7 +171,7 @@ class TimestampRing:
         self.device.synchronize()
         abi, vk = _loader()
         data = abi.new("uint64_t[4]")  # (value, availability) per query
-        mask = (1 << self.valid_bits) - 1 if self.valid_bits < 64 else (1 << 64) - 1
+        mask = self.mask
         for ticket, query in self.in_flight.items():
             result = vk.vkGetQueryPoolResults(_handle(abi, self.device.handle), self.pool, query, 2, 32, data, 16,
                                               RESULT_64 | RESULT_WITH_AVAILABILITY)
@@ -185,7 +183,5 @@ class TimestampRing:
 
     def destroy(self) -> None:
         if self.pool is not None:
-            self.device.synchronize()
-            abi, vk = _loader()
-            vk.vkDestroyQueryPool(_handle(abi, self.device.handle), self.pool, abi.NULL)
-            self.pool = None
+            self.device.synchronize()  # (pairs may still be written by submitted work)
+        self._destroy_pool()

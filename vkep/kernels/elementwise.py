@@ -25,6 +25,13 @@ def wide_grid(n: int) -> tuple[int, tuple[int, int, int]]:
     wide = CHUNK if n >= WIDE_FROM else 0
     return wide, grid_1d(n, wide or WORKGROUP)
 
+
+def dispatch_wide(call, shader: str, code: int, n: int, dtype, addresses: list, tail: bytes, reads: list,
+                  writes: list) -> None:
+    """binary.comp's op `code` over n elements, its WIDE constant and grid from n."""
+    wide, grid = wide_grid(n)
+    call.dispatch(shader, dtype, (code, wide), addresses, tail, grid, reads, writes)
+
 # shaders/binary.comp op codes chosen at run time (the others come from the manifest)
 OP_ADD, OP_FMOD, OP_MOD, OP_SHIFT_LEFT, OP_SHIFT_RIGHT, OP_FIRST, OP_ADD_SCALE, OP_ACCUMULATE = 0, 5, 6, 21, 22, 23, 24, 25
 # shaders/unary.comp
@@ -122,18 +129,13 @@ class Binary(Kernel):
     def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
         return variant(shader_dtype(a), shader_dtype(y))
 
-    def dispatch_wide(self, call, n: int, dtype, addresses: list, tail: bytes, reads: list, writes: list,
-                      code: int) -> None:
-        """binary.comp's op `code` over n elements (its WIDE grid from n)."""
-        wide, grid = wide_grid(n)
-        call.dispatch(self.spec.shader, dtype, (code, wide), addresses, tail, grid, reads, writes)
-
     def compute(self, call) -> None:
         a, b = call.inputs[:2]
         out, n, tail = self.plan(a.shape, b.shape)
         y = call.output(0, out, self.out_dtype or a.dtype)
         if n:
-            self.dispatch_wide(call, n, self.shader_variant(a, b, y), [a, b, y], tail, [a, b], [y], self.constants[0])
+            dispatch_wide(call, self.spec.shader, self.constants[0], n, self.shader_variant(a, b, y), [a, b, y], tail,
+                          [a, b], [y])
 
 
 class Compare(Binary):
@@ -190,7 +192,7 @@ class Variadic(Binary):
         dtype = shader_dtype(xs[0])
         if len(xs) == 1:
             _, n, tail = self.plan(out, out)
-            self.dispatch_wide(call, n, dtype, [xs[0], xs[0], y], tail, [xs[0]], [y], OP_FIRST)
+            dispatch_wide(call, self.spec.shader, OP_FIRST, n, dtype, [xs[0], xs[0], y], tail, [xs[0]], [y])
             return
         mean = self.spec.op == "Mean"
         # float16 Sum and Mean of three or more inputs add in float32 and round once, as ORT's CPU EP does
@@ -205,7 +207,7 @@ class Variadic(Binary):
                 code, types = (OP_ADD if k == 1 else OP_ACCUMULATE), ("float16", "float32")
             else:
                 code, types = (OP_ADD_SCALE if mean and last else self.constants[0]), dtype
-            self.dispatch_wide(call, n, types, [a, xs[k], acc], tail, [a, xs[k]], [acc], code)
+            dispatch_wide(call, self.spec.shader, code, n, types, [a, xs[k], acc], tail, [a, xs[k]], [acc])
         if wide:
             dispatch_unary(call, "unary.comp", (OP_CAST, 0), acc, y, pack("ff", 0.0, 0.0))
 
@@ -278,9 +280,8 @@ def dispatch_unary(call, shader: str, constants: tuple[int, ...], x: Tensor, y: 
 def dispatch_binary(call, code: int, a: Tensor, b: Tensor, y: Tensor) -> None:
     """y = a OP b (binary.comp's op `code`), broadcast to y's shape, in one dispatch."""
     _, n, tail = broadcast_plan([a.shape, b.shape], y.shape)
-    wide, grid = wide_grid(n)
-    call.dispatch("binary.comp", variant(shader_dtype(a), shader_dtype(y)), (code, wide), [a, b, y],
-                  tail + pack("f", 1.0), grid, [a, b], [y])
+    dispatch_wide(call, "binary.comp", code, n, variant(shader_dtype(a), shader_dtype(y)), [a, b, y],
+                  tail + pack("f", 1.0), [a, b], [y])
 
 
 class Predicate(Unary):
