@@ -159,23 +159,29 @@ def test_if_output_made_on_the_other_ep(ep_devices, monkeypatch, if_name, maker_
     assert placed["dev_relu"] == "VulkanExecutionProvider"  # only the tied nodes move
 
 
-@pytest.mark.xfail(strict=True, reason="open: the Scan's first slice is lost with fp16=0 (docs/design.md rule 5)")
 def test_scan_and_the_makers_of_its_body_outputs_share_an_ep(ep_devices):
     """ONNX's LinearAttention (opset 27), a function ORT expands into a Scan whose body ends in a Cast to
-    float16: with vkep's fp16 switched off that Cast runs on the CPU EP, and on a unified device ORT loses the
-    first iteration's slice of the Scan output (128 of 512 outputs 0, found by the conformance matrix). Tying
-    Scan like If (vkep/ort/ties.py) fixed it but took the float32 cases' Scans off vkep: not applied yet."""
+    float16: with vkep's fp16 switched off that Cast runs on the CPU EP, and on a unified device ORT lost the
+    first iteration's slice of the Scan output (128 of 512 outputs 0, found by the conformance matrix). vkep
+    keeps a control-flow node and the makers of its subgraphs' outputs on one EP (vkep/ort/ties.py); the
+    float32 cases, whose body ends in a CastLike that vkep runs, keep their Scan on vkep."""
     import warnings
 
     from onnx.backend.test.case.node import collect_testcases
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        case = next(c for c in collect_testcases() if c.name == "test_linear_attention_fp16")
-    inputs, expected = case.data_sets[0]
-    feeds = {i.name: v for i, v in zip(case.model.graph.input, inputs, strict=True)}
-    session = runner.vkep_session(case.model, ep_options={"fp16": "0"})
-    placed = {ep for _, op, ep in runner.placement(session) if op == "Scan"}
-    assert len(placed) == 1, placed
-    for got, want in zip(session.run(None, feeds), expected, strict=True):
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=case.rtol, atol=case.atol)
+        found = {c.name: c for c in collect_testcases() if c.name in ("test_linear_attention_fp16",
+                                                                     "test_linear_attention_linear")}
+    for name, options, scan_on in (("test_linear_attention_fp16", {"fp16": "0"}, None),
+                                   ("test_linear_attention_linear", {}, "VulkanExecutionProvider")):
+        case = found[name]
+        inputs, expected = case.data_sets[0]
+        feeds = {i.name: v for i, v in zip(case.model.graph.input, inputs, strict=True)}
+        session = runner.vkep_session(case.model, ep_options=options)
+        placed = {ep for _, op, ep in runner.placement(session) if op == "Scan"}
+        assert len(placed) == 1, (name, placed)
+        assert scan_on is None or placed == {scan_on}, (name, placed)
+        for got, want in zip(session.run(None, feeds), expected, strict=True):
+            np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=case.rtol,
+                                       atol=case.atol)

@@ -315,3 +315,12 @@ class Cast(Unary):
             raise UnsupportedError(f"Cast: no shader variant for element type {to}")
         self.out_dtype = ONNX_TYPES[to]
         self.constants = (OP_CAST, 1 if self.out_dtype == "bool" else 0)
+
+
+class CastLike(Unary):
+    """Cast to the element type of the second input, whose values are not read."""
+
+    def compute(self, call) -> None:
+        self.out_dtype = call.inputs[1].dtype  # fixed for the node: its type constraint T2
+        self.constants = (OP_CAST, 1 if self.out_dtype == "bool" else 0)
+        self.run(call)

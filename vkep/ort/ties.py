@@ -1,11 +1,13 @@
-"""Nodes that must run on the same EP: an If node and the nodes that make its branches' outputs.
+"""Nodes that must run on the same EP: a control-flow node (If, Loop, Scan) and the nodes that make its
+subgraphs' outputs.
 
 On a device that shares the host's memory, vkep's memory is declared to ORT as host memory of its own
-(factory.memory_device_type). ORT 1.31 then loses an If output whose shape is known only at run time when
-the If and the branch node that makes the value run on different EPs (vkep and the CPU EP, either way
-round): the output keeps whatever its memory held before (docs/design.md, "Host access and reused memory",
-rule 5; Loop and Scan copy their outputs and are not affected). So on such a device vkep claims a node
-only if it would claim every node tied to it, the ties followed through nested branches both ways.
+(factory.memory_device_type). ORT 1.31 then loses a control-flow output whose shape is known only at run
+time when the node and the subgraph node that makes the value run on different EPs (vkep and the CPU EP,
+either way round): an If's output keeps whatever its memory held before, and so does the first
+iteration's slice of a Scan output (docs/design.md, "Host access and reused memory", rule 5). So on such a
+device vkep claims a node only if it would claim every node tied to it, the ties followed through nested
+subgraphs both ways.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from collections.abc import Callable
 
 from vkep.ort import api, declared
 
+CONTROL_FLOW = ("If", "Loop", "Scan")
 
-def _is_if(node) -> bool:
-    return declared.op_type(node) == "If"
+
+def _is_control_flow(node) -> bool:
+    return declared.op_type(node) in CONTROL_FLOW and declared.domain(node) in ("", "ai.onnx")
 
 
 def _runtime_shaped(info) -> bool:
@@ -85,15 +89,15 @@ def tied(node, graph) -> list | None:
         if api.address(current) in found:
             continue
         found[api.address(current)] = current
-        if _makes_runtime_shaped_graph_output(current):  # tied to the If whose branch `where` is, if it is an If's
+        if _makes_runtime_shaped_graph_output(current):  # tied to the control-flow node whose subgraph `where` is
             where = where if where is not None else _graph_of(current)
             if where is None:
                 return None
             parent[0] = ffi.NULL
             api.check(lib.ort_Graph_GetParentNode(where, parent))
-            if parent[0] != ffi.NULL and _is_if(parent[0]):
+            if parent[0] != ffi.NULL and _is_control_flow(parent[0]):
                 todo.append((parent[0], None))
-        if _is_if(current):  # tied to the nodes that make its branches' outputs
+        if _is_control_flow(current):  # tied to the nodes that make its subgraphs' outputs
             for branch in _subgraphs(current):
                 todo.extend((maker, branch) for maker in _output_makers(branch))
     return list(found.values())
