@@ -25,6 +25,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import vkep
+from vkep import runner
 
 SEEDS = list(range(12))
 LEVELS = {"default": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
@@ -227,7 +228,6 @@ def test_if_branch_output_made_by_the_cpu_ep(ep_devices, monkeypatch):
     cases, both ways round)."""
     from onnx.backend.test.case.node import collect_testcases
 
-    from vkep import runner
     from vkep.ort import ep as ep_module
 
     refused = ep_module._refused
@@ -257,3 +257,26 @@ def test_if_branch_output_made_by_the_cpu_ep(ep_devices, monkeypatch):
     inputs, outputs = case.data_sets[0]
     feeds = {vi.name: np.asarray(v) for vi, v in zip(case.model.graph.input, inputs, strict=True)}
     np.testing.assert_allclose(session.run(None, feeds)[0], np.asarray(outputs[0]), rtol=1e-3, atol=1e-6)
+
+
+def test_a_cast_pair_that_ort_removes_still_finishes_the_producer(ep_devices):
+    """vkep's Softmax, then its float16 Cast, then LpNormalization, which no EP runs in float16: ORT puts
+    float32 Casts around it on the CPU EP after partitioning, and then removes vkep's Cast with the inserted
+    one (they undo each other), so the CPU EP reads the Softmax output that, at GetCapability, only vkep's
+    Cast read. The Softmax must finish its work before returning (ep._host_reads); without that the CPU read
+    the previous run's values or none (every run feeds new values)."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),  # (a host-fed first node finishes; this one must not)
+             helper.make_node("Softmax", ["r"], ["s"], axis=-1),
+             helper.make_node("Cast", ["s"], ["h"], to=TensorProto.FLOAT16),
+             helper.make_node("LpNormalization", ["h"], ["y"], axis=-1, p=2)]
+    graph = helper.make_graph(nodes, "cast_pair", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [16, 256])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    session, cpu = runner.vkep_session(model), runner.cpu_session(model)
+    placed = {op: ep for _, op, ep in runner.placement(session)}
+    assert placed["Softmax"] == "VulkanExecutionProvider" and placed["LpNormalization"] == "CPUExecutionProvider"
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        feeds = {"x": rng.standard_normal((16, 256)).astype(np.float32) * 4}
+        np.testing.assert_allclose(session.run(None, feeds)[0].astype(np.float32),
+                                   cpu.run(None, feeds)[0].astype(np.float32), rtol=2e-3, atol=2e-3)

@@ -342,27 +342,44 @@ def _get_capability(this, graph, support_info):
 def _note_host_readers(ep: Ep, claimed: list) -> None:
     """Which values of claimed nodes the host reads in place (vkep memory is host memory to ORT here):
     graph outputs (read after the run, or by a control-flow kernel) and the values that a consumer reads
-    with the CPU (_read_on_host). ORT gives such an EP no stream, so no run-end hook: the producer of each
-    one waits for its GPU work before its Compute returns (docs/design.md, "Host access and reused memory")."""
+    with the CPU (_read_on_host), also through Casts (_host_reads). ORT gives such an EP no stream, so no
+    run-end hook: the producer of each one waits for its GPU work before its Compute returns
+    (docs/design.md, "Host access and reused memory")."""
     lib, ffi = api.lib, api.ffi
     mine = {api.address(n) for n in claimed}
-    count, name, is_output = ffi.new("size_t*"), ffi.new("const char**"), ffi.new("bool*")
+    name = ffi.new("const char**")
     for node in claimed:
         for value in declared.value_infos(node, outputs=True):
             if value == ffi.NULL:
                 continue
-            api.check(lib.ort_GetValueInfoName(value, name))
-            value_name = ffi.string(name[0]).decode()
-            api.check(lib.ort_ValueInfo_IsGraphOutput(value, is_output))
-            if is_output[0]:
-                ep.host_read_values.add(value_name)
-                continue
-            api.check(lib.ort_ValueInfo_GetValueNumConsumers(value, count))
-            n = count[0]
-            consumers, indices = ffi.new("const OrtNode*[]", max(n, 1)), ffi.new("int64_t[]", max(n, 1))
-            api.check(lib.ort_ValueInfo_GetValueConsumers(value, consumers, indices, n))
-            if any(_read_on_host(consumers[k], indices[k], mine, ep.specs) for k in range(n)):
-                ep.host_read_values.add(value_name)
+            if _host_reads(value, mine, ep.specs):
+                api.check(lib.ort_GetValueInfoName(value, name))
+                ep.host_read_values.add(ffi.string(name[0]).decode())
+
+
+def _host_reads(value, mine: set[int], specs, depth: int = 0) -> bool:
+    """Whether the host may read `value` in place: it is a graph output, a consumer reads it with the CPU, or
+    it feeds a Cast whose result the host may read. ORT partitions first and then removes Cast pairs that
+    undo each other, whatever their EPs (RemoveDuplicateCastTransformer, after InsertCastTransformer put
+    float32 Casts around a float16 node no EP took): the consumers of the second Cast then read the first
+    one's input, which a vkep node made and no longer knows a CPU node reads (tests/test_memory_reuse.py)."""
+    lib, ffi = api.lib, api.ffi
+    is_output, count = ffi.new("bool*"), ffi.new("size_t*")
+    api.check(lib.ort_ValueInfo_IsGraphOutput(value, is_output))
+    if is_output[0]:
+        return True
+    api.check(lib.ort_ValueInfo_GetValueNumConsumers(value, count))
+    n = count[0]
+    consumers, indices = ffi.new("const OrtNode*[]", max(n, 1)), ffi.new("int64_t[]", max(n, 1))
+    api.check(lib.ort_ValueInfo_GetValueConsumers(value, consumers, indices, n))
+    for k in range(n):
+        if _read_on_host(consumers[k], indices[k], mine, specs):
+            return True
+        if (depth < 8 and declared.op_type(consumers[k]) == "Cast" and declared.domain(consumers[k]) in ("", "ai.onnx")
+                and any(v != ffi.NULL and _host_reads(v, mine, specs, depth + 1)
+                        for v in declared.value_infos(consumers[k], outputs=True))):
+            return True
+    return False
 
 
 def _read_on_host(consumer, index: int, mine: set[int], specs) -> bool:
