@@ -4,6 +4,8 @@ A model with prepacked weights (MatMul, Gemm, Conv, ConvTranspose) and constants
 (an Add's and a Mul's), run in a fresh process per memory path and prepack cache, reading vkep.stats():
 - first session: no download, uploads at most 1.05x the weights' bytes;
 - a second session of the same model: nothing moved at all;
+- peak device memory while the first session is created: at most the weights (each block rounded to the
+  allocation granularity) plus the largest single weight (the one staging buffer in flight);
 - once both are released: live device memory back where it started;
 - outputs equal to ORT's CPU EP.
 """
@@ -24,6 +26,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 def weights_model() -> tuple[bytes, int]:
     """(model, bytes of its initializers)."""
+    model, sizes = _weights_model()
+    return model, sum(sizes)
+
+
+def _weights_model() -> tuple[bytes, list[int]]:
+    """(model, the byte size of each initializer)."""
     rng = np.random.default_rng(3)
     f = np.float32
     inits = {
@@ -52,7 +60,7 @@ def weights_model() -> tuple[bytes, int]:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
-    return model.SerializeToString(), sum(v.nbytes for v in inits.values())
+    return model.SerializeToString(), [v.nbytes for v in inits.values()]
 
 
 _PROBE = textwrap.dedent("""
@@ -102,7 +110,10 @@ _PROBE = textwrap.dedent("""
 @pytest.mark.parametrize("cache", ["vkep", "ort"])
 @pytest.mark.parametrize("path", ["unified", "discrete"])
 def test_weights_cross_once(path, cache):
-    _, weight_bytes = weights_model()
+    from vkep.gpu.memory import ALIGNMENT
+
+    _, sizes = _weights_model()
+    weight_bytes = sum(sizes)
     env = dict(os.environ, VKEP_FORCE_DISCRETE="1" if path == "discrete" else "0")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     done = subprocess.run([sys.executable, "-c", _PROBE, cache], env=env, cwd=root, capture_output=True, text=True,
@@ -124,4 +135,6 @@ def test_weights_cross_once(path, cache):
         # device-only memory: ORT copies the constants that are not prepacked (the Add's and the Muls',
         # 788 bytes) into it for each session; every packed weight comes from the cache
         assert second["download_bytes"] == 0 and second["upload_bytes"] <= 788, second
+    blocks = sum(-(-n // ALIGNMENT) * ALIGNMENT for n in sizes)
+    assert r["first_peak"] - r["start_live"] <= blocks + max(sizes), (r, blocks, max(sizes))
     assert r["end_live"] <= r["start_live"], r
