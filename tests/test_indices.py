@@ -52,3 +52,28 @@ def test_out_of_range_index_fails_the_run_and_the_session_goes_on(ep_devices, op
     with pytest.raises(Exception, match="index was out of range"):
         session.run(None, feeds(bad))
     np.testing.assert_array_equal(session.run(None, feeds(good))[0], cpu.run(None, feeds(good))[0])
+
+
+def test_replayed_wait_reports_an_out_of_range_index(ep_devices):
+    """The Gather and the Relu that makes the graph output both replay natively once planned (the indices come
+    from a device Cast, not from a feed); the Relu then waits natively for the work (the replay contract), and
+    that wait must still see the Gather's report in the error word and fail the run, as the Python path does."""
+    import vkep
+
+    nodes = [helper.make_node("Cast", ["f"], ["i"], to=I64), helper.make_node("Gather", ["x", "i"], ["g"], axis=1),
+             helper.make_node("Relu", ["g"], ["y"])]
+    graph = helper.make_graph(nodes, "replayed_gather", [helper.make_tensor_value_info("f", F, [3])],
+                              [helper.make_tensor_value_info("y", F, None)],
+                              [helper.make_tensor("x", F, [4, 5], (DATA - 9).ravel())])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8).SerializeToString()
+    session, cpu = runner.vkep_session(model), runner.cpu_session(model)
+    good = {"f": np.array([0, 4, 2], np.float32)}
+    for _ in range(2):
+        vkep.reset_stats()
+        got = session.run(None, good)[0]
+    assert vkep.stats()["process"]["nodes_replayed_natively"] == 2, vkep.stats()["process"]
+    np.testing.assert_array_equal(got, cpu.run(None, good)[0])
+    del got  # (its memory back to the allocator: the Relu's replay takes a chunk of that size)
+    with pytest.raises(Exception, match="index was out of range"):
+        session.run(None, {"f": np.array([0, 9, 2], np.float32)})
+    np.testing.assert_array_equal(session.run(None, good)[0], cpu.run(None, good)[0])

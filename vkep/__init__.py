@@ -80,7 +80,7 @@ def stats() -> dict:
             # dispatches recorded for grids past the device's workgroup-count limit (recorder.c)
             pieces = dev.retired_pieces + sum(s.rec.pieces for s in dev.streams)
             submits = rolled + sum(s.submits for s in dev.streams)
-        entry = {"device": dev.info.name, **dev.transfer_stats.as_dict(), **dev.memory.stats(),
+        entry = {"device": dev.info.name, **dev.transfer_counts(), **dev.memory.stats(),
                  "commands_recorded": commands, "dispatch_pieces": pieces, "submits": submits, "submits_native": rolled,
                  "prepacked_bytes": dev.weights.packed_bytes,
                  "pipelines_built": dev.pipelines.built, "pipelines_warmed": dev.pipelines.warmed,
@@ -93,7 +93,8 @@ def stats() -> dict:
         kernel = sys.modules.get("vkep.ort.kernel")
         out["process"] = {"nodes_replayed_natively": plugin.lib.vkep_fast_path_hits(),
                           "nodes_python_path": kernel.PYTHON_COMPUTES[0] if kernel else 0,
-                          "nodes_with_scratch": kernel.SCRATCH_COMPUTES[0] if kernel else 0}
+                          "nodes_with_scratch": kernel.SCRATCH_COMPUTES[0] if kernel else 0,
+                          "replayed_waits_in_python": kernel.PYTHON_FINISHES[0] if kernel else 0}
     return out
 
 
@@ -101,10 +102,9 @@ def reset_stats() -> None:
     import sys
 
     from vkep.gpu import device
-    from vkep.gpu.transfer import TransferStats
 
     for dev in list(device._devices.values()):
-        dev.transfer_stats = TransferStats()
+        dev.reset_transfer_counts()
         dev.retired_commands = dev.retired_pieces = 0
         with dev.streams_lock:
             for stream in dev.streams:
@@ -115,4 +115,4 @@ def reset_stats() -> None:
     if plugin is not None and plugin.lib is not None:
         plugin.lib.vkep_reset_fast_path_hits()
     if kernel is not None:
-        kernel.PYTHON_COMPUTES[0] = kernel.SCRATCH_COMPUTES[0] = 0
+        kernel.PYTHON_COMPUTES[0] = kernel.SCRATCH_COMPUTES[0] = kernel.PYTHON_FINISHES[0] = 0

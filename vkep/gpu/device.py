@@ -331,6 +331,10 @@ class Device:
         self.streams_lock = threading.RLock()
         self.lost = ""  # why the device was lost (VK_ERROR_DEVICE_LOST): no more work runs on it
         self._error_word: tuple[int, int] | None = None  # (host pointer, device address), made on first use
+        # where native code finds the error word's host pointer (0 until it is made): the replay's check
+        self._error_slot = ffi.new("uint64_t[1]")
+        # outputs that natively replayed nodes let the host read in place: (copies, bytes) elided, counted in C
+        self._native_elided = ffi.new("uint64_t[2]")
         self._default_stream = None
         from vkep.gpu.transfer import TransferStats
 
@@ -383,7 +387,32 @@ class Device:
                 host = self.memory.host_pool.alloc(4)
                 ffi.cast("uint32_t*", host)[0] = 0
                 self._error_word = (host, self.memory.device_address(host))
+                self._error_slot[0] = host
             return self._error_word[1]
+
+    @property
+    def native_elided_address(self) -> int:
+        """Address of the two uint64 counters (copies, bytes) the native replay adds its elided copies to."""
+        return int(ffi.cast("uintptr_t", self._native_elided))
+
+    def transfer_counts(self) -> dict:
+        """The transfer counters (gpu.transfer.TransferStats), with the native replay's elided copies."""
+        counts = self.transfer_stats.as_dict()
+        counts["elided_copies"] += self._native_elided[0]
+        counts["elided_bytes"] += self._native_elided[1]
+        return counts
+
+    def reset_transfer_counts(self) -> None:
+        from vkep.gpu.transfer import TransferStats
+
+        self.transfer_stats = TransferStats()
+        self._native_elided[0] = self._native_elided[1] = 0
+
+    @property
+    def error_word_slot(self) -> int:
+        """Address of a uint64 holding the error word's host pointer once it is made (0 before: no shader can
+        have reported anything), for the native replay's check after it waits."""
+        return int(ffi.cast("uintptr_t", self._error_slot))
 
     def take_errors(self) -> int:
         """The error word's value, cleared (0: nothing reported since the last call)."""

@@ -1,7 +1,9 @@
 """Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference Dropout: a new shape over the same bytes.
 
 The manifest lets ORT alias output 0 to input 0; when it does, nothing is recorded at all. When it
-does not (e.g. the output is a graph output), the bytes are copied.
+does not (e.g. the output is a graph output), the bytes are copied: by a dispatch of strided_copy.comp over
+32-bit words where the size allows (a dispatch replays natively: docs/design.md, "The replay contract"),
+else by a device copy.
 """
 
 from __future__ import annotations
@@ -9,8 +11,19 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
-from vkep.kernels.movement import WG
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
+from vkep.kernels.movement import GATHER, WG, strided_tail
+
+
+def copy_bytes(call, x: Tensor, y: Tensor) -> None:
+    """y = x's bytes (or nothing where ORT aliased them)."""
+    if x.addr == y.addr or not y.nbytes or y.nbytes % 4 or x.addr % 4 or y.addr % 4:
+        call.copy(x, y)
+        return
+    words = y.nbytes // 4
+    xw, yw = Tensor(x.addr, (words,), "int32", x.io), Tensor(y.addr, (words,), "int32", y.io)
+    call.dispatch("strided_copy.comp", shader_dtype(xw), (GATHER, 0), [xw, yw], strided_tail(words, [words], 0, [1]),
+                  grid_1d(words, WG), [xw], [yw])
 
 
 class View(Kernel):
@@ -20,7 +33,7 @@ class View(Kernel):
         if math.prod(shape) != x.size:
             raise UnsupportedError(f"{self.spec.op}: cannot view {x.shape} as {shape}")
         y = call.output(0, tuple(shape))
-        call.copy(x, y)
+        copy_bytes(call, x, y)
 
     def _axes(self, call, index: int) -> list[int]:
         """Axes from the attribute (older opsets) or from the CPU input `index` (opset 13+)."""
@@ -78,7 +91,7 @@ class Dropout(Kernel):
 
     def compute(self, call) -> None:
         x = call.inputs[0]
-        call.copy(x, call.output(0, x.shape))
+        copy_bytes(call, x, call.output(0, x.shape))
         if (self.output_count or 1) > 1:
             mask = call.output(1, x.shape, "bool")
             if mask.size:

@@ -31,6 +31,7 @@ from vkep.ort.memory import Allocator, allocators_of, default_allocator, stream_
 KERNELS: dict[int, KernelInstance] = {}
 PYTHON_COMPUTES = [0]  # node executions that entered Python (the rest replayed natively): vkep.stats()
 SCRATCH_COMPUTES = [0]  # of those, the ones that took scratch memory
+PYTHON_FINISHES = [0]  # replayed nodes whose wait for their work went on in Python (_kernel_finish)
 _ids = itertools.count(1)
 _ids_lock = threading.Lock()
 RANK = 8  # VKEP_MAX_RANK of the trampoline's io struct
@@ -325,6 +326,11 @@ class KernelCall:
             ffi.memmove(plan.dims, io.dims, ffi.sizeof(plan.dims))
             plan.n_outputs = len(self.outputs)
             plan.out_cache = kernel.allocator.struct.cache if kernel.allocator is not None else ffi.NULL
+            plan.finish = 1 if kernel.host_read_outputs else 0
+            plan.error_word = ffi.cast("uint32_t**", kernel.gpu.error_word_slot)
+            plan.elided = ffi.cast("uint64_t*", kernel.gpu.native_elided_address)  # (as finish_host_work counts)
+            read = [nbytes for j, (_, nbytes) in enumerate(self.outputs) if j in kernel.host_read_outputs]
+            plan.finish_count, plan.finish_bytes = len(read), sum(read)
             plan.cpu_mask, offset = 0, 0
             for i in present:
                 data = self.cpu_values[i]
@@ -525,6 +531,20 @@ def _output_names(info, count: int) -> tuple[str, ...]:
     return tuple(names)
 
 
+@status_callback("py_kernel_finish")
+def _kernel_finish(kernel_id, io_stream):
+    """The native replay of a node whose output the host reads did not see its work complete within one slice
+    (or a shader reported an error, or it could not submit): wait as the Python path does, in slices."""
+    kernel = KERNELS[kernel_id]
+    PYTHON_FINISHES[0] += 1
+    stream = (stream_of(io_stream) if io_stream != api.ffi.NULL else None) or kernel.gpu.default_stream()
+    waiting.limit, waiting.label = kernel.wait_limit, f"{kernel.spec.op} node {kernel.node_name!r}"
+    try:
+        stream.finish()
+    finally:
+        waiting.limit = waiting.label = None
+
+
 @status_callback("py_kernel_compute")
 def _kernel_compute(kernel_id, ctx, io):
     kernel = KERNELS[kernel_id]
@@ -560,8 +580,9 @@ def _kernel_compute(kernel_id, ctx, io):
     # keeps every command on this path, where gpu.hazards sees it
     # while ORT profiles the session, every execution comes here, where its GPU time is measured (profiler.py)
     profiler = kernel.ep.profilers[0] if kernel.ep is not None and kernel.ep.profilers else None
-    replayable = (not kernel.cpu_outputs and not foreign and not kernel.host_read_outputs and not hazards.ENABLED
-                  and profiler is None)
+    # an output the host reads: the replay waits natively for a slice, then Python waits (with no wait limit set)
+    replayable = (not kernel.cpu_outputs and not foreign and not hazards.ENABLED and profiler is None
+                  and not (kernel.host_read_outputs and kernel.wait_limit is not None))
     if stream.pending_log is not None:
         stream.pending_log.label = f"{kernel.spec.op} node {kernel.node_name!r}"
     call = KernelCall(kernel, ctx, inputs, stream, replayable)

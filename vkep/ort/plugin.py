@@ -28,7 +28,7 @@ def _attach_all(ffi, lib) -> None:
         return int(vk_ffi.cast("uintptr_t", getattr(vk_lib, name)))
 
     lib.vkep_set_gpu_fns(fn("vkep_ready_fn"), fn("vkep_dispatch_fn"), fn("vkep_translate_fn"), fn("vkep_lock_fn"),
-                         fn("vkep_unlock_fn"))
+                         fn("vkep_unlock_fn"), fn("vkep_submit_open_fn"), fn("vkep_wait_recorder_fn"))
 
 
 def _attach_unavailable(ffi, message: str) -> None:

@@ -301,6 +301,23 @@ int vkep_ready(vkep_recorder* r, int n) {
     return rolled == 1 ? r->commands + (uint32_t)n <= r->batch_limit : rolled;
 }
 
+/* Submit what the open command buffer holds now (the native replay of a node whose output the host reads:
+ * it waits for its work before Compute returns), opening the next as vkep_roll does. *value: the timeline
+ * value that marks the work recorded so far complete. 1: done; 0: not here (Python finishes); < 0: error. */
+int vkep_submit_open(vkep_recorder* r, uint64_t* value) {
+    pthread_mutex_lock(&r->mutex);
+    int res = 1;
+    if (r->recording && r->commands) res = vkep_roll(r);
+    *value = r->submitted;
+    pthread_mutex_unlock(&r->mutex);
+    return res;
+}
+
+/* wait for the recorder's timeline to reach `value` (the caller waits in slices: VK_TIMEOUT returns) */
+int vkep_wait_recorder(vkep_recorder* r, uint64_t value, uint64_t timeout_ns) {
+    return vkep_wait(r->device, r->timeline, value, timeout_ns);
+}
+
 /* ---- host pointer -> device address, for memory whose mapping differs from its device address ----
  * An immutable snapshot swapped atomically: readers never lock; old snapshots are kept (rare, tiny). */
 typedef struct { int n; uint64_t* lo; uint64_t* hi; int64_t* delta; } vkep_translation;
@@ -327,6 +344,8 @@ void* vkep_lock_fn = (void*)vkep_lock;
 void* vkep_unlock_fn = (void*)vkep_unlock;
 void* vkep_ready_fn = (void*)vkep_ready;
 void* vkep_translate_fn = (void*)vkep_translate;
+void* vkep_submit_open_fn = (void*)vkep_submit_open;
+void* vkep_wait_recorder_fn = (void*)vkep_wait_recorder;
 
 /* ---- validation messages ---- */
 static pthread_mutex_t msg_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -255,6 +255,10 @@ void vkep_set_translations(const uint64_t* lo, const uint64_t* hi, const int64_t
 extern void* vkep_dispatch_fn;
 extern void* vkep_ready_fn;
 extern void* vkep_translate_fn;
+extern void* vkep_submit_open_fn;
+extern void* vkep_wait_recorder_fn;
+int vkep_submit_open(vkep_recorder* r, uint64_t* value);
+int vkep_wait_recorder(vkep_recorder* r, uint64_t value, uint64_t timeout_ns);
 
 /* external memory and semaphores (native/interop.c) */
 #define VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT ...

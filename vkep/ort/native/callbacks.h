@@ -34,6 +34,7 @@ extern "Python" OrtStatus* py_profiler_end(OrtEpProfilerImpl*, OrtProfilingEvent
 
 extern "Python+C" OrtStatus* py_kernel_create(void*, const OrtKernelInfo*, OrtKernelImpl**);
 extern "Python+C" OrtStatus* py_kernel_compute(int64_t, OrtKernelContext*, vkep_io*);
+extern "Python+C" OrtStatus* py_kernel_finish(int64_t, void*);
 extern "Python" void py_kernel_release(OrtKernelImpl*);
 extern "Python" OrtStatus* py_kernel_prepack(OrtKernelImpl*, const OrtValue*, int, OrtAllocator*,
                                              OrtSharedPrePackedWeightCache*, bool*);

@@ -34,7 +34,8 @@ extern void* vkep_factory_version_fn;
 extern void* vkep_ep_name_fn;
 extern int vkep_py_ready;
 int vkep_api_version(void);
-void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate, uint64_t lock, uint64_t unlock);
+void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate, uint64_t lock, uint64_t unlock,
+                      uint64_t submit_open, uint64_t wait);
 uint64_t vkep_fast_path_hits(void);
 void vkep_reset_fast_path_hits(void);
 void* calloc(size_t n, size_t size);

@@ -254,6 +254,13 @@ typedef struct vkep_plan {
     int32_t alias_in[VKEP_PLAN_OUTPUTS];
     uint64_t out_bytes[VKEP_PLAN_OUTPUTS];
     vkep_alloc_cache* out_cache;   /* the allocator ORT gives this node's outputs from */
+    /* the host reads an output (docs/design.md, "The replay contract"): the replay submits what is recorded
+     * and waits for it before Compute returns; then the device's error word (a uint32 on the host, once
+     * made: error_word holds where its pointer is kept) must be 0 */
+    int32_t finish;
+    uint32_t** error_word;
+    uint64_t* elided;  /* the device's (copies, bytes) counters: the outputs the host reads in place */
+    uint64_t finish_count, finish_bytes;
     /* scratch memory: chunks of out_cache's allocator taken for the call and freed once it is recorded
      * (the device's one stream orders their reuse, as it does for values ORT frees) */
     int32_t n_scratch;

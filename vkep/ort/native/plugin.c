@@ -19,6 +19,7 @@ static const OrtEpApi* g_ep_api = NULL;
 static const char* g_ort_version = "";
 int vkep_py_ready = 0;   /* set by the embedded Python once vkep.ort.plugin is attached */
 OrtStatus* py_kernel_compute(int64_t id, OrtKernelContext* ctx, vkep_io* io);
+OrtStatus* py_kernel_finish(int64_t id, void* stream);
 OrtStatus* py_kernel_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out);
 OrtStatus* vkep_py_create_factories(const char* registered_name, const OrtApiBase* base, const OrtLogger* logger,
                                     OrtEpFactory** factories, size_t max_factories, size_t* num_factories);
@@ -126,14 +127,24 @@ static gpu_dispatch_t g_dispatch = NULL;
 static gpu_translate_t g_translate = NULL;
 typedef void (*gpu_lock_t)(void* recorder);
 static gpu_lock_t g_lock = NULL, g_unlock = NULL;
+typedef int (*gpu_submit_open_t)(void* recorder, uint64_t* value);
+typedef int (*gpu_wait_t)(void* recorder, uint64_t value, uint64_t timeout_ns);
+static gpu_submit_open_t g_submit_open = NULL;
+static gpu_wait_t g_wait = NULL;
 static uint64_t g_fast_hits = 0;
+/* a replayed node whose output the host reads waits this long natively (gpu.stream.WAIT_SLICE_NS); a longer
+ * wait, an error reported by a shader or a failure goes to Python, which waits in slices (Ctrl-C, limits) */
+#define VKEP_FINISH_SLICE_NS 100000000ull
 
-void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate, uint64_t lock, uint64_t unlock) {
+void vkep_set_gpu_fns(uint64_t ready, uint64_t dispatch, uint64_t translate, uint64_t lock, uint64_t unlock,
+                      uint64_t submit_open, uint64_t wait) {
     g_lock = (gpu_lock_t)(uintptr_t)lock;
     g_unlock = (gpu_lock_t)(uintptr_t)unlock;
     g_ready = (gpu_ready_t)(uintptr_t)ready;
     g_dispatch = (gpu_dispatch_t)(uintptr_t)dispatch;
     g_translate = (gpu_translate_t)(uintptr_t)translate;
+    g_submit_open = (gpu_submit_open_t)(uintptr_t)submit_open;
+    g_wait = (gpu_wait_t)(uintptr_t)wait;
 }
 
 uint64_t vkep_fast_path_hits(void) { return __atomic_load_n(&g_fast_hits, __ATOMIC_RELAXED); }
@@ -149,6 +160,7 @@ static uint64_t io_address(const vkep_io* io, const uint64_t* outs, const uint64
 
 static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep_io* io,
                               OrtStatus** status);
+static OrtStatus* finish(vkep_kernel* k, const vkep_plan* p, void* rec, const vkep_io* io);
 
 /* 1 = handled (with *status set on an ORT error), 0 = let Python do it */
 static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io, OrtStatus** status) {
@@ -166,6 +178,7 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
         if (memcmp(p.dims + i * VKEP_MAX_RANK, io->dims + i * VKEP_MAX_RANK, sizeof(int64_t) * (size_t)io->ranks[i]))
             return 0;
     }
+    if (p.finish && k->capture_recorder) return 0;  /* (a graph being captured waits for nothing: Python's) */
     void* rec = k->capture_recorder ? k->capture_recorder
                                     : io->stream ? ((vkep_stream*)io->stream)->recorder : k->recorder;
     if (!rec) return 0;
@@ -182,7 +195,24 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
     int handled = vkep_replay_locked(&p, rec, ctx, io, status);
     g_unlock(rec);
     if (handled) __atomic_fetch_add(&g_fast_hits, 1, __ATOMIC_RELAXED);
+    if (handled && !*status && p.finish) *status = finish(k, &p, rec, io);
     return handled;
+}
+
+/* the host reads an output of this node: submit and wait for what is recorded (outside the recorder's lock) */
+static OrtStatus* finish(vkep_kernel* k, const vkep_plan* p, void* rec, const vkep_io* io) {
+    uint64_t value = 0;
+    if (p->elided) {
+        __atomic_fetch_add(p->elided, p->finish_count, __ATOMIC_RELAXED);
+        __atomic_fetch_add(p->elided + 1, p->finish_bytes, __ATOMIC_RELAXED);
+    }
+    if (g_submit_open(rec, &value) == 1) {
+        /* (read after the submit: every dispatch it holds that may report was given the word, so it exists) */
+        uint32_t* word = p->error_word ? __atomic_load_n(p->error_word, __ATOMIC_ACQUIRE) : NULL;
+        if (g_wait(rec, value, VKEP_FINISH_SLICE_NS) == 0 /* VK_SUCCESS */ && !(word && __atomic_load_n(word, __ATOMIC_ACQUIRE)))
+            return NULL;
+    }
+    return py_kernel_finish(k->id, io->stream);
 }
 
 /* the outputs and the dispatches of a plan whose stream and scratch memory are ready */
