@@ -198,8 +198,8 @@ def _lstm_model(steps: int, size: int, hidden: int, seed: int = 5):
 
 
 def _quantize_dynamic(model, tmp_path, **options):
-    from onnxruntime.quantization import quantize_dynamic
     import onnx
+    from onnxruntime.quantization import quantize_dynamic
 
     src, dst = tmp_path / "float.onnx", tmp_path / "quantized.onnx"
     onnx.save(model, src)
