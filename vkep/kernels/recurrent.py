@@ -240,7 +240,7 @@ class DynamicQuantizeLSTM(Recurrent):
                     f"both [{dirs}] per tensor or [{dirs}, {gates}] per channel)")
         if zero_point.ndim == 2 and zero_point.dtype == np.int8 and zero_point.any():
             return f"DynamicQuantizeLSTM: {name}'s per-channel int8 zero points must be zero (ORT's CPU EP)"
-        if zero_point.ndim == 2 and (zero_point != zero_point.flat[0]).any():
+        if zero_point.ndim == 2 and zero_point.dtype == np.uint8 and (zero_point != zero_point.flat[0]).any():
             return f"DynamicQuantizeLSTM: {name}'s per-channel uint8 zero points must be one value (ORT's CPU EP)"
         return None
 
