@@ -241,3 +241,16 @@ def test_quantize_dynamic_full_range_int8(ep_devices, tmp_path):
             q, s, z = (w, ws, wz) if init.name == "w" else (r, rs, rz)
             init.CopyFrom(numpy_helper.from_array(_dequantized(q, s, z), init.name))
     np.testing.assert_allclose(got, runner.cpu_session(twin).run(None, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_packed_through_either_weight_cache(ep_devices):
+    """The dequantized weights reach the kernel through vkep's own cache (a second session shares the first's)
+    and through ORT's shared pre-packed weight cache (EP option prepack_cache=ort, where ORT offers it): the
+    same outputs each way."""
+    quantized, twin, feeds = _models(weights=np.uint8, per_channel=True, direction="bidirectional", h0=True)
+    want = _on_vkep(quantized, feeds)
+    np.testing.assert_allclose(want[0], runner.cpu_session(twin).run(None, feeds)[0], **FLOAT_TOL)
+    for options in (None, {"prepack_cache": "ort"}):
+        session = runner.vkep_session(quantized, disable_cpu_fallback=True, ep_options=options)
+        for g, w in zip(session.run(None, feeds), want, strict=True):
+            np.testing.assert_array_equal(g, w)
