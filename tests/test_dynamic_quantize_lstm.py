@@ -158,22 +158,28 @@ def test_weights_that_are_not_constants_stay_on_the_cpu_ep(ep_devices):
         np.testing.assert_array_equal(g, c)
 
 
+# (weight type, what ORT's CPU EP says, what vkep says) of per-channel zero points it refuses
+REFUSED_ZERO_POINTS = {np.int8: ("Weight zero point must be zero", "zero points must be zero"),
+                       np.uint8: ("Weight point must be constant", "zero points must be one value")}
+
+
+@pytest.mark.parametrize("weights", [np.int8, np.uint8])
 @pytest.mark.parametrize("symbolic", [False, True])
-def test_zero_points_the_cpu_ep_refuses_fail_the_run(ep_devices, symbolic):
-    """Per-channel int8 zero points must be 0 for ORT's CPU EP, which fails the run otherwise. With every shape
-    declared, vkep's dry run at GetCapability declines the node, so the CPU EP runs it and fails; with a
-    symbolic one, vkep takes it and fails the run itself when it finds them at packing."""
-    quantized, _, feeds = _models(weights=np.int8, per_channel=True, symbolic=symbolic)
+def test_zero_points_the_cpu_ep_refuses_fail_the_run(ep_devices, weights, symbolic):
+    """Per-channel zero points must be 0 (int8) or one value (uint8) for ORT's CPU EP, which fails the run
+    otherwise. With every shape declared, vkep's dry run at GetCapability declines the node, so the CPU EP runs
+    it and fails; with a symbolic one, vkep takes it and fails the run itself, having found them at packing."""
+    quantized, _, feeds = _models(weights=weights, per_channel=True, symbolic=symbolic)
     zero = next(i for i in quantized.graph.initializer if i.name == "R_zero_point")
     values = numpy_helper.to_array(zero).copy()
-    values[0, 3] = 2
+    values[0, 3] += 2
     zero.CopyFrom(numpy_helper.from_array(values, "R_zero_point"))
-    with pytest.raises(Exception, match="zero point must be zero"):
+    cpu_says, vkep_says = REFUSED_ZERO_POINTS[weights]
+    with pytest.raises(Exception, match=cpu_says):
         runner.cpu_session(quantized).run(None, feeds)
     session = runner.vkep_session(quantized)
-    want = VKEP if symbolic else "CPUExecutionProvider"
-    assert [ep for _, _, ep in runner.placement(session)] == [want]
-    with pytest.raises(Exception, match="zero points? must be zero"):
+    assert [ep for _, _, ep in runner.placement(session)] == [VKEP if symbolic else "CPUExecutionProvider"]
+    with pytest.raises(Exception, match=vkep_says if symbolic else cpu_says):
         session.run(None, feeds)
 
 
