@@ -7,9 +7,10 @@ rows) and multiplies in integers; vkep multiplies in float32 by the dequantized 
     the dequantization, layout or cell shows here;
   - within ACTIVATION_TOL with ORT's DynamicQuantizeLSTM: the CPU EP's own distance from that float LSTM, the
     activation quantization error, measured here (ORT 1.32, AVX2 without VNNI, hidden 8 to 128, input 5 to 64,
-    up to 50 steps, both weight types, per tensor and per channel, 3 seeds each): at most 2.3e-3 in Y, Y_h and
-    Y_c (typically 0.7e-3 to 1.8e-3). Each test asserts the CPU EP's distance too, so the tolerance is seen to
-    cover what the CPU EP itself does.
+    up to 50 steps, both weight types, per tensor and per channel, 3 seeds each: at most 2.3e-3 in Y, Y_h and
+    Y_c, typically 0.7e-3 to 1.8e-3; over this file's 60 sweep cases at most 2.5e-3, while vkep is within
+    1.5e-7 of the float LSTM). Each test asserts the CPU EP's distance too, so the tolerance is seen to cover
+    what the CPU EP itself does.
 int8 weights use 7 bits (|q| <= 63, quantize_dynamic's reduce_range): MLAS's AVX2 u8s8 kernel sums pairs of
 uint8 x int8 products in int16 and saturates with full-range int8 weights, so the CPU EP's answer is then off
 by ~0.1 (measured 0.05-0.29 with |q| <= 127) on machines without VNNI; vkep's is not, which
@@ -26,7 +27,7 @@ from vkep import runner
 VKEP = "VulkanExecutionProvider"
 MS = "com.microsoft"
 FLOAT_TOL = {"rtol": 1e-5, "atol": 2e-6}  # tests/test_recurrent.py's, vkep's LSTM against the CPU EP's
-ACTIVATION_TOL = 5e-3  # absolute; see the module's docstring (2.3e-3 measured, twice that as margin)
+ACTIVATION_TOL = 5e-3  # absolute; see the module's docstring (2.5e-3 measured, twice that as margin)
 INPUTS = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P",
           "W_scale", "W_zero_point", "R_scale", "R_zero_point"]
 
