@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -177,3 +179,74 @@ def test_matmul_nbits_lanes_with_scales_as_an_input(ep_devices):
     want = runner.cpu_session(model).run(None, feeds)[0]
     for _ in range(2):
         np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=2e-4, atol=2e-4)
+
+
+def _one_node(op: str, shapes: list[list[int]], dtype, seed: int = 0):
+    """A one-node com.microsoft model over inputs of `shapes` (uniform in [-3, 3]) and its feeds."""
+    rng = np.random.default_rng(seed)
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    names = [f"in{i}" for i in range(len(shapes))]
+    graph = helper.make_graph([helper.make_node(op, names, ["y"], domain=MS)], op,
+                              [helper.make_tensor_value_info(n, elem, s) for n, s in zip(names, shapes, strict=True)],
+                              [helper.make_tensor_value_info("y", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+                              ir_version=8)
+    return model, {n: rng.uniform(-3, 3, s).astype(dtype) for n, s in zip(names, shapes, strict=True)}
+
+
+def _run_on_vkep(model, feeds) -> np.ndarray:
+    """The node on vkep (ORT's record), run twice (the second replays its plan): the output."""
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    first = session.run(None, feeds)[0]
+    second = session.run(None, feeds)[0]
+    np.testing.assert_array_equal(first, second)
+    return second
+
+
+# float16 tolerance: each result is rounded to float16 (half an ulp: 1e-3 at |y| in [2, 4)) after an
+# intermediate rounded to float16 too (X + bias), against float64 arithmetic on the same float16 inputs
+FP16_TOL = {"rtol": 2e-3, "atol": 2e-3}
+FP32_TOL = {"rtol": 1e-5, "atol": 1e-6}
+# float32 Gelu(b) = 0.5 b (1 + erf(b / sqrt 2)) for b << 0: 1 + erf cancels to within float32's ulp of 1 (2^-24
+# after halving), so a * Gelu(b) is off by up to |a| |b| 2^-23 in absolute terms (4.3e-6 at |a|, |b| <= 6; seen
+# 2.2e-6), as ORT's own float Gelu is
+GELU_FP32_TOL = {"rtol": 1e-5, "atol": 5e-6}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("n,s,c", [(1, 1, 1), (2, 3, 5), (2, 64, 40)])
+def test_bias_add(ep_devices, dtype, n, s, c):
+    """Y = X + bias + skip. ORT 1.32's CPU EP has no BiasAdd kernel (only CUDA and ROCm do): the reference
+    is numpy in float64 over the same inputs."""
+    model, feeds = _one_node("BiasAdd", [[n, s, c], [c], [n, s, c]], dtype)
+    x, bias, skip = (v.astype(np.float64) for v in feeds.values())
+    got = _run_on_vkep(model, feeds)
+    assert got.dtype == dtype and got.shape == (n, s, c)
+    np.testing.assert_allclose(got.astype(np.float64), x + bias + skip,
+                               **(FP32_TOL if dtype == np.float32 else FP16_TOL))
+
+
+def _gelu(v: np.ndarray) -> np.ndarray:
+    return 0.5 * v * (1.0 + np.vectorize(math.erf)(v / math.sqrt(2.0)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("n,s,d", [(1, 1, 1), (2, 3, 5), (2, 40, 64)])
+def test_bias_split_gelu(ep_devices, dtype, n, s, d):
+    """Y = a * Gelu(b) (erf), a and b the halves of X + bias along the last axis. ORT 1.32's CPU EP has no
+    BiasSplitGelu kernel (only CUDA and ROCm do): the reference is numpy in float64 over the same inputs."""
+    model, feeds = _one_node("BiasSplitGelu", [[n, s, 2 * d], [2 * d]], dtype)
+    total = feeds["in0"].astype(np.float64) + feeds["in1"].astype(np.float64)
+    want = total[..., :d] * _gelu(total[..., d:])
+    got = _run_on_vkep(model, feeds)
+    assert got.dtype == dtype and got.shape == (n, s, d)
+    np.testing.assert_allclose(got.astype(np.float64), want, **(GELU_FP32_TOL if dtype == np.float32 else FP16_TOL))
+
+
+def test_bias_split_gelu_odd_width_is_declined(ep_devices):
+    """A last axis that does not split in two halves stays off vkep (GetCapability's dry run), so ORT assigns
+    the node to the CPU EP, which has no kernel for it."""
+    model, _ = _one_node("BiasSplitGelu", [[1, 2, 7], [7]], np.float32)
+    with pytest.raises(Exception, match="assigned to the default CPU EP"):
+        runner.vkep_session(model, disable_cpu_fallback=True)

@@ -8,16 +8,26 @@ import numpy as np
 
 from vkep.kernels.attention import Attention
 from vkep.kernels.base import (
+    ITEMSIZE,
     LOOP_BUDGET,
     MAX_ELEMENTS,
     Kernel,
+    Tensor,
     UnsupportedError,
     grid_1d,
     pack,
     padded,
     shader_dtype,
 )
-from vkep.kernels.elementwise import OP_ADD, Unary, broadcast_shape, dispatch_binary, dispatch_unary
+from vkep.kernels.elementwise import (
+    MAX_RANK,
+    OP_ADD,
+    Unary,
+    broadcast_shape,
+    dispatch_binary,
+    dispatch_unary,
+    dispatch_wide,
+)
 from vkep.kernels.norm import MODE_RMS, Skip, affine_index, normalize_rows, stat_outputs
 from vkep.kernels.rotary import RotaryEmbedding
 
@@ -40,6 +50,47 @@ class BiasedGelu(Unary):
         if y.size:
             dispatch_binary(call, OP_ADD, x, bias, y)
             dispatch_unary(call, self.spec.shader, self.constants, y, y, self.params)
+
+
+class BiasAdd(Kernel):
+    """com.microsoft BiasAdd (diffusion models): Y = X + bias + skip, X and skip [N, S, C], bias [C]; two
+    dispatches of binary.comp's add (the second in place), each rounding to the tensors' type."""
+
+    def compute(self, call) -> None:
+        x, bias, skip = call.inputs[:3]
+        if len(x.shape) != 3 or bias.shape != x.shape[-1:] or skip.shape != x.shape:
+            raise UnsupportedError(f"BiasAdd: input {x.shape}, bias {bias.shape}, skip {skip.shape} (want "
+                                   "[N, S, C], [C], [N, S, C])")
+        y = call.output(0, x.shape, x.dtype)
+        if y.size:
+            dispatch_binary(call, OP_ADD, x, bias, y)
+            dispatch_binary(call, OP_ADD, y, skip, y)
+
+
+class BiasSplitGelu(Kernel):
+    """com.microsoft BiasSplitGelu (diffusion models): s = X + bias over X [N, S, 2D], then Y [N, S, D] = the
+    left half of each row of s times the erf Gelu of its right half. The add goes into scratch memory (in
+    the tensors' type), then one dispatch of binary.comp's OP_MUL_GELU reads both halves as strided views."""
+
+    def compute(self, call) -> None:
+        x, bias = call.inputs[:2]
+        if len(x.shape) != 3 or bias.shape != x.shape[-1:] or x.shape[-1] % 2:
+            raise UnsupportedError(f"BiasSplitGelu: input {x.shape} with bias {bias.shape} (want [N, S, 2D], [2D])")
+        width = x.shape[-1]
+        half = width // 2
+        y = call.output(0, x.shape[:-1] + (half,), x.dtype)
+        if not y.size:
+            return
+        s = call.scratch(x.shape, x.dtype)
+        dispatch_binary(call, OP_ADD, x, bias, s)
+        rows = y.size // half
+        left = Tensor(s.addr, (rows, half), s.dtype, s.io)
+        right = Tensor(s.addr + half * ITEMSIZE[s.dtype], (rows, half), s.dtype, s.io)
+        # binary.comp's tail: n, rank, shape, then each operand's element strides (MAX_RANK each), scale
+        pad = [0] * (MAX_RANK - 2)
+        tail = pack(f"2I{3 * MAX_RANK}If", y.size, 2, rows, half, *pad, width, 1, *pad, width, 1, *pad, 1.0)
+        dispatch_wide(call, "binary.comp", self.constants[0], y.size, shader_dtype(x), [left, right, y], tail,
+                      [s], [y])
 
 
 class SkipNorm(Kernel):

@@ -25,7 +25,7 @@ DTYPES = {"float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "
 ATTR_KINDS = {"int", "float", "string", "ints", "floats", "strings", "tensor"}
 FIELDS = {"op", "domain", "since", "until", "types", "impl", "shader", "constants", "attributes", "cpu_inputs",
           "cpu_outputs", "aliases",
-          "inputs", "outputs", "test", "prepack"}
+          "inputs", "outputs", "test", "prepack", "constant_inputs"}
 
 
 class ManifestError(ValueError):
@@ -54,6 +54,9 @@ class KernelSpec:
     cpu_inputs: list[int] = field(default_factory=list)
     cpu_outputs: list[int] = field(default_factory=list)
     prepack: list[int] = field(default_factory=list)  # constant inputs packed once (Kernel.pack)
+    # inputs the kernel runs only as constant initializers (it packs them together): a node where one is not
+    # stays on another EP
+    constant_inputs: list[int] = field(default_factory=list)
     aliases: list[tuple[int, int]] = field(default_factory=list)
     inputs: int = 1  # how many inputs a one-node test model feeds
     outputs: int = 1
@@ -165,7 +168,9 @@ def _entry(path: Path, index: int, raw) -> KernelSpec:
     cpu_inputs = raw.get("cpu_inputs", [])
     cpu_outputs = raw.get("cpu_outputs", [])
     prepack = raw.get("prepack", [])
-    for fld, value in (("cpu_inputs", cpu_inputs), ("cpu_outputs", cpu_outputs), ("prepack", prepack)):
+    constant_inputs = raw.get("constant_inputs", [])
+    for fld, value in (("cpu_inputs", cpu_inputs), ("cpu_outputs", cpu_outputs), ("prepack", prepack),
+                       ("constant_inputs", constant_inputs)):
         if not isinstance(value, list) or not all(isinstance(i, int) and i >= 0 for i in value):
             fail(fld, "must be a list of indices")
     aliases = raw.get("aliases", [])
@@ -178,6 +183,7 @@ def _entry(path: Path, index: int, raw) -> KernelSpec:
     if not isinstance(test, dict):
         fail("test", "must be a mapping")
     return KernelSpec(op=op, domain=domain, since=since, until=until, types=types, impl=impl, shader=shader, constants=constants,
-                      attributes=attributes, cpu_inputs=cpu_inputs, cpu_outputs=cpu_outputs, prepack=prepack, aliases=[tuple(a) for a in aliases],
+                      attributes=attributes, cpu_inputs=cpu_inputs, cpu_outputs=cpu_outputs, prepack=prepack,
+                      constant_inputs=constant_inputs, aliases=[tuple(a) for a in aliases],
                       inputs=raw.get("inputs", 1), outputs=raw.get("outputs", 1), test=test, index=index,
                       source=str(path))

@@ -12,9 +12,19 @@ import math
 
 import numpy as np
 
-from vkep.kernels.base import LOOP_BUDGET, Kernel, Tensor, UnsupportedError, float_bits, pack, shader_dtype
+from vkep.kernels.base import (
+    LOOP_BUDGET,
+    Kernel,
+    Tensor,
+    UnsupportedError,
+    float_bits,
+    pack,
+    padded,
+    shader_dtype,
+)
 
 CELLS = {"RNN": 0, "GRU": 1, "LSTM": 2}
+CELL_OF = {"DynamicQuantizeLSTM": "LSTM"}  # ops that run another op's cell
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 ACTIVATIONS = ("Relu", "Tanh", "Sigmoid", "Affine", "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid",
                "Elu", "Softsign", "Softplus")  # recurrent.comp's codes, in this order
@@ -77,7 +87,7 @@ class Recurrent(Kernel):
 
     def __init__(self, *args):
         super().__init__(*args)
-        self.op = self.spec.op
+        self.op = CELL_OF.get(self.spec.op, self.spec.op)
         acts = _activations(self.op, self.attrs)
         if isinstance(acts, str):
             raise UnsupportedError(acts)
@@ -96,16 +106,17 @@ class Recurrent(Kernel):
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        op = CELL_OF.get(spec.op, spec.op)
         hidden = attrs.get("hidden_size")
         if hidden is None or hidden <= 0:
             return f"hidden_size={hidden} (ORT's CPU EP needs a positive one)"
-        if _shared_bytes(spec.op, hidden) > SHARED_BYTES:
+        if _shared_bytes(op, hidden) > SHARED_BYTES:
             return f"hidden_size={hidden}: its state is beyond one workgroup's shared memory ({SHARED_BYTES} bytes)"
         if attrs["direction"] not in ("forward", "reverse", "bidirectional"):
             return f"direction={attrs['direction']!r}"
-        if spec.op != "RNN" and attrs.get("clip") is not None and not attrs["clip"] > 0:
+        if op != "RNN" and attrs.get("clip") is not None and not attrs["clip"] > 0:
             return f"clip={attrs['clip']} (ORT's CPU EP needs a positive one)"
-        acts = _activations(spec.op, attrs)
+        acts = _activations(op, attrs)
         return acts if isinstance(acts, str) else None
 
     def _plan(self, shapes: tuple) -> tuple:
@@ -178,3 +189,83 @@ class Recurrent(Kernel):
                         self.clip)
             call.dispatch(self.spec.shader, shader_dtype(x), constants,
                           [x, w, r, b, lens, hin, cin, p, y, hout, cout, err], push, groups, reads, writes)
+
+
+SCALE_AND_ZERO_POINT = {1: (8, 9), 2: (10, 11)}  # DynamicQuantizeLSTM's W and R → their scale, zero point
+
+
+class DynamicQuantizeLSTM(Recurrent):
+    """com.microsoft DynamicQuantizeLSTM (what onnxruntime.quantization.quantize_dynamic makes of an LSTM): W
+    [dirs, input, 4 hidden] and R [dirs, hidden, 4 hidden] are int8 or uint8 with a scale and zero point per
+    direction or per (direction, gate column). Each is dequantized to float32 once, when packed, into LSTM's
+    layout ([dirs, 4 hidden, input]), and the LSTM kernel runs on it. All six inputs must be constants
+    (manifest `constant_inputs`); ORT packs them in input order, so a weight and its scale are held until its
+    zero point arrives, which is then packed as the dequantized weight.
+
+    ORT's CPU EP instead quantizes X and the hidden state to uint8 for each of its integer GEMMs: the two
+    differ by that activation quantization (tests/test_recurrent.py measures it)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.held: dict[int, np.ndarray] = {}  # W, R and their scales, waiting for their zero points
+        self.dequantized: dict[int, int] = {}  # W's and R's index → the input that carries them dequantized
+        self.problem: str | None = None  # why the packed weights cannot run (ORT's CPU EP fails the run)
+
+    def pack(self, index: int, weight: np.ndarray) -> tuple[np.ndarray, str]:
+        if index in (1, 2, 8, 10):
+            self.held[index] = weight
+            return np.zeros(1, np.uint8), "held-for-dequantization"  # (all share one byte of device memory)
+        quantized = next((w for w, (_, zp) in SCALE_AND_ZERO_POINT.items() if zp == index), None)
+        if quantized is None or quantized not in self.held or index - 1 not in self.held:
+            return weight, "raw"  # (compute finds the weight not dequantized)
+        q, scale = self.held.pop(quantized), self.held.pop(index - 1)
+        problem = self._quantization_problem(quantized, q.shape, scale.shape, weight)
+        if problem:
+            self.problem = self.problem or problem
+            return weight, "raw"
+        per_column = (slice(None), None, slice(None)) if scale.ndim == 2 else (slice(None), None, None)
+        real = (q.astype(np.float32) - weight.astype(np.float32)[per_column]) * scale.astype(np.float32)[per_column]
+        self.dequantized[quantized] = index
+        return np.ascontiguousarray(real.transpose(0, 2, 1)), "dequantized-lstm-weight"
+
+    def _quantization_problem(self, index: int, shape: tuple, scale_shape: tuple,
+                              zero_point: np.ndarray) -> str | None:
+        """Why ORT's CPU EP refuses these quantization parameters (dynamic_quantize_lstm.cc), or None."""
+        name = "WR"[index - 1]
+        dirs, gates = (2 if self.attrs["direction"] == "bidirectional" else 1), 4 * self.attrs["hidden_size"]
+        if len(shape) != 3 or shape[0] != dirs or shape[2] != gates:
+            return f"DynamicQuantizeLSTM: {name} {shape} (want [{dirs}, *, {gates}])"
+        if scale_shape not in ((dirs,), (dirs, gates)) or zero_point.shape != scale_shape:
+            return (f"DynamicQuantizeLSTM: {name}'s scale {scale_shape} and zero point {zero_point.shape} (want "
+                    f"both [{dirs}] per tensor or [{dirs}, {gates}] per channel)")
+        if zero_point.ndim == 2 and zero_point.dtype == np.int8 and zero_point.any():
+            return f"DynamicQuantizeLSTM: {name}'s per-channel int8 zero points must be zero (ORT's CPU EP)"
+        if zero_point.ndim == 2 and zero_point.dtype == np.uint8 and (zero_point != zero_point.flat[0]).any():
+            return f"DynamicQuantizeLSTM: {name}'s per-channel uint8 zero points must be one value (ORT's CPU EP)"
+        return None
+
+    def compute(self, call) -> None:
+        ins = padded(call.inputs, 12)
+        if self.problem:
+            raise UnsupportedError(self.problem)
+        if len(self.dequantized) == 2:
+            weights = [ins[self.dequantized[i]] for i in (1, 2)]
+        else:  # planning at GetCapability (before packing, at address 0) or weights that were not packed
+            for w, (scale, zp) in SCALE_AND_ZERO_POINT.items():
+                if any(ins[i] is None or ins[i].addr for i in (w, scale, zp)):
+                    raise UnsupportedError("DynamicQuantizeLSTM: W, R and their scales and zero points not packed")
+                problem = self._quantization_problem(w, ins[w].shape, ins[scale].shape, _host_values(call, ins[zp]))
+                if problem:
+                    raise UnsupportedError(problem)
+            weights = [Tensor(0, (t.shape[0], t.shape[2], t.shape[1]), "float32", i)
+                       for i, t in ((1, ins[1]), (2, ins[2]))]
+        call.inputs = [ins[0], *weights, *ins[3:8]]
+        super().compute(call)
+
+
+def _host_values(call, t: Tensor) -> np.ndarray:
+    """A constant's values as GetCapability's dry run reads them (zeros where it cannot: checked when packed)."""
+    try:
+        return np.frombuffer(call.read_host(t), np.dtype(t.dtype)).reshape(t.shape)
+    except Exception:  # noqa: BLE001 — the dry run's NeedsRunValue (warmup.py): a constant too large to read
+        return np.zeros(t.shape, np.dtype(t.dtype))

@@ -418,6 +418,9 @@ def _refused(node, ep: Ep) -> str | None:
     if strings:  # for the kernel's creation: ORT's OrtKernelInfo has no reader of STRINGS attributes
         ep.node_strings[declared.output_names(node)] = strings
     infos = declared.value_infos(node)
+    varying = [i for i in spec.constant_inputs if i >= len(infos) or not declared.is_constant(infos[i])]
+    if varying:
+        return f"{spec.op}: input {varying[0]} is not a constant initializer (the kernel packs it)"
     return _declined(spec, version, attrs, inputs) or _refused_in_a_dry_run(
         ep, spec, version, attrs, inputs, len(outputs), lambda i: declared.constant_bytes(infos[i]),
         lambda i: declared.is_constant(infos[i]))

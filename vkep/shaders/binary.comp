@@ -5,6 +5,7 @@
 // base and writes y as DTYPE_Y and its exponent as DTYPE (the two may differ).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "activation.glsl"
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 0;
@@ -36,6 +37,7 @@ layout(constant_id = 1) const uint WIDE = 0;  // 0: one element a lane; else the
 #define OP_FIRST 23  // y = a (a variadic op of one input)
 #define OP_ADD_SCALE 24  // y = (a + b) * scale (the last step of Mean)
 #define OP_ACCUMULATE 25 // y = (a + b) * scale with a of y's type: a float16 Sum's float32 accumulator
+#define OP_MUL_GELU 26  // y = a * gelu(b), erf Gelu (com.microsoft BiasSplitGelu over the halves of a row)
 
 #define MAX_RANK 6
 layout(push_constant, scalar) uniform Push {
@@ -152,6 +154,7 @@ COMP_T arith(COMP_T x, COMP_T z) {
     case OP_FIRST: return x;
 #if IS_FLOAT
     case OP_ADD_SCALE: return (x + z) * pc.scale;
+    case OP_MUL_GELU: return x * gelu_erf(z);
     case OP_FMOD: return fmod_c(x, z);
     case OP_MOD: return mod_floor(x, z);
 #else

@@ -64,25 +64,6 @@ layout(push_constant, scalar) uniform Push {
 #define OP_CAST 42
 #define OP_QUICK_GELU 43
 
-// erf as a rational approximation on [-4, 4] (Eigen's float erf; |error| ~ 1 ulp); erf(±4) rounds to ±1
-float erf_approx(float x) {
-    x = clamp(x, -4.0, 4.0);
-    float x2 = x * x;
-    float p = -2.72614225801306e-10;
-    p = p * x2 + 2.77068142495902e-08;
-    p = p * x2 - 2.10102402082508e-06;
-    p = p * x2 - 5.69250639462346e-05;
-    p = p * x2 - 7.34990630326855e-04;
-    p = p * x2 - 2.95459980854025e-03;
-    p = p * x2 - 1.60960333262415e-02;
-    float q = -1.45660718464996e-05;
-    q = q * x2 - 2.13374055278905e-04;
-    q = q * x2 - 1.68282697438203e-03;
-    q = q * x2 - 7.37332916720468e-03;
-    q = q * x2 - 1.42647390514189e-02;
-    return x * p / q;
-}
-
 // asin on [-0.5, 0.5] (Cephes asinf: ~1 ulp; lavapipe's asin() is off by ~4e-4)
 float asin_core(float x) {
     float z = x * x;
@@ -234,7 +215,7 @@ float compute_float(float v) {
     case OP_MISH: return v * tanh_safe(softplus(v));
     case OP_GELU:  // alpha = 1: the tanh approximation
         if (a != 0.0) return 0.5 * v * (1.0 + tanh_safe(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-        return 0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476));
+        return gelu_erf(v);
     case OP_THRESHOLDED_RELU: return v > a ? v : 0.0;
     case OP_QUICK_GELU: return v / (1.0 + exp(-a * v));  // x * sigmoid(alpha * x)
     case OP_CLIP: {  // min > max gives max (as ORT); NaN stays NaN

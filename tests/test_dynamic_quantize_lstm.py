@@ -1,0 +1,263 @@
+"""com.microsoft DynamicQuantizeLSTM on vkep: 8-bit W and R (int8 or uint8, per tensor or per gate column) that
+vkep dequantizes once when packing them and runs through its LSTM kernel.
+
+Two references. ORT's CPU EP quantizes X and each step's hidden state to uint8 (per tensor, over each GEMM's
+rows) and multiplies in integers; vkep multiplies in float32 by the dequantized weights. So vkep is compared
+  - tightly (the LSTM tests' tolerance) with ORT's float LSTM on the same dequantized weights: any error in
+    the dequantization, layout or cell shows here;
+  - within ACTIVATION_TOL with ORT's DynamicQuantizeLSTM: the CPU EP's own distance from that float LSTM, the
+    activation quantization error, measured here (ORT 1.32, AVX2 without VNNI, hidden 8 to 128, input 5 to 64,
+    up to 50 steps, both weight types, per tensor and per channel, 3 seeds each: at most 2.3e-3 in Y, Y_h and
+    Y_c, typically 0.7e-3 to 1.8e-3; over this file's 60 sweep cases at most 2.5e-3, while vkep is within
+    1.5e-7 of the float LSTM). Each test asserts the CPU EP's distance too, so the tolerance is seen to cover
+    what the CPU EP itself does.
+int8 weights use 7 bits (|q| <= 63, quantize_dynamic's reduce_range): MLAS's AVX2 u8s8 kernel sums pairs of
+uint8 x int8 products in int16 and saturates with full-range int8 weights, so the CPU EP's answer is then off
+by ~0.1 (measured 0.05-0.29 with |q| <= 127) on machines without VNNI; vkep's is not, which
+test_quantize_dynamic_full_range_int8 checks against the float LSTM."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from vkep import runner
+
+VKEP = "VulkanExecutionProvider"
+MS = "com.microsoft"
+FLOAT_TOL = {"rtol": 1e-5, "atol": 2e-6}  # tests/test_recurrent.py's, vkep's LSTM against the CPU EP's
+ACTIVATION_TOL = 5e-3  # absolute; see the module's docstring (2.5e-3 measured, twice that as margin)
+INPUTS = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P",
+          "W_scale", "W_zero_point", "R_scale", "R_zero_point"]
+
+
+def _quantize(rng, w: np.ndarray, dtype, per_channel: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """w [dirs, rows, 4 hidden] as (q, scale, zero point); per channel: one scale per gate column, with the one
+    zero point ORT's CPU EP allows (0 for int8, one shared value for uint8); per tensor: per direction, uint8
+    zero points drawn around 128."""
+    axes = 1 if per_channel else (1, 2)
+    amax = np.abs(w).max(axis=axes)
+    if dtype == np.int8:
+        scale, zero = amax / 63, np.zeros(amax.shape, np.int8)
+        lo, hi = -63, 63
+    else:
+        scale = amax / 127
+        zero = np.full(amax.shape, 131, np.uint8) if per_channel else rng.integers(110, 150, amax.shape).astype(np.uint8)
+        lo, hi = 0, 255
+    expand = (slice(None), None, slice(None)) if per_channel else (slice(None), None, None)
+    q = np.clip(np.round(w / scale[expand]) + zero[expand].astype(np.float64), lo, hi).astype(dtype)
+    return q, scale.astype(np.float32), zero
+
+
+def _dequantized(q: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """LSTM's float W or R [dirs, 4 hidden, rows] from DynamicQuantizeLSTM's quantized [dirs, rows, 4 hidden]."""
+    expand = (slice(None), None, slice(None)) if scale.ndim == 2 else (slice(None), None, None)
+    real = (q.astype(np.float32) - zero.astype(np.float32)[expand]) * scale[expand]
+    return np.ascontiguousarray(real.transpose(0, 2, 1))
+
+
+def _models(*, steps: int = 5, batch: int = 2, size: int = 3, hidden: int = 8, direction: str = "forward",
+            weights=np.int8, per_channel: bool = False, bias: bool = True, lens=None, h0: bool = False,
+            c0: bool = False, peephole: bool = False, symbolic: bool = False, seed: int = 0, **attrs):
+    """(DynamicQuantizeLSTM model, ONNX LSTM model on its dequantized weights, feeds)."""
+    rng = np.random.default_rng(seed)
+    dirs, scale = (2 if direction == "bidirectional" else 1), hidden ** -0.5
+    w, w_scale, w_zero = _quantize(rng, rng.uniform(-scale, scale, (dirs, size, 4 * hidden)), weights, per_channel)
+    r, r_scale, r_zero = _quantize(rng, rng.uniform(-scale, scale, (dirs, hidden, 4 * hidden)), weights, per_channel)
+    state = (dirs, batch, hidden)
+    values = {"X": rng.uniform(-1, 1, (steps, batch, size)).astype(np.float32), "W": w, "R": r,
+              "B": rng.uniform(-scale, scale, (dirs, 8 * hidden)).astype(np.float32) if bias else None,
+              "sequence_lens": None if lens is None else np.array(lens, np.int32),
+              "initial_h": rng.uniform(-1, 1, state).astype(np.float32) if h0 else None,
+              "initial_c": rng.uniform(-1, 1, state).astype(np.float32) if c0 else None,
+              "P": rng.uniform(-scale, scale, (dirs, 3 * hidden)).astype(np.float32) if peephole else None,
+              "W_scale": w_scale, "W_zero_point": w_zero, "R_scale": r_scale, "R_zero_point": r_zero}
+    constants = {"W", "R", "B", "P", "W_scale", "W_zero_point", "R_scale", "R_zero_point"}
+    feeds = {k: v for k, v in values.items() if v is not None and k not in constants}
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")]
+
+    def model(op: str, names: list[str], inits: dict, domain: str = ""):
+        inputs = [helper.make_tensor_value_info(k, TensorProto.INT32 if k == "sequence_lens" else TensorProto.FLOAT,
+                                                ["steps", *v.shape[1:]] if symbolic and k == "X" else v.shape)
+                  for k, v in feeds.items()]
+        node_inputs = [k if k in feeds or k in inits else "" for k in names]
+        while not node_inputs[-1]:
+            node_inputs.pop()
+        node = helper.make_node(op, node_inputs, ["Y", "Y_h", "Y_c"], domain=domain, hidden_size=hidden,
+                                direction=direction, **attrs)
+        graph = helper.make_graph([node], op, inputs, outputs,
+                                  [numpy_helper.from_array(v, k) for k, v in inits.items()])
+        opsets = [helper.make_opsetid("", 14)] + ([helper.make_opsetid(MS, 1)] if domain else [])
+        return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+    quantized = model("DynamicQuantizeLSTM", INPUTS,
+                      {k: v for k, v in values.items() if v is not None and k in constants}, MS)
+    float_weights = {"W": _dequantized(w, w_scale, w_zero), "R": _dequantized(r, r_scale, r_zero),
+                     **{k: values[k] for k in ("B", "P") if values[k] is not None}}
+    twin = model("LSTM", INPUTS[:8], float_weights)
+    return quantized, twin, feeds
+
+
+def _on_vkep(model, feeds) -> list[np.ndarray]:
+    """Runs twice (the second replays the node's plan) with the node on vkep (ORT's record); the outputs."""
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    first = session.run(None, feeds)
+    second = session.run(None, feeds)
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b)
+    return second
+
+
+def _check(**kw) -> None:
+    quantized, twin, feeds = _models(**kw)
+    got = _on_vkep(quantized, feeds)
+    as_float = runner.cpu_session(twin).run(None, feeds)
+    cpu = runner.cpu_session(quantized).run(None, feeds)
+    for g, f, c in zip(got, as_float, cpu, strict=True):
+        assert g.shape == f.shape == c.shape and g.dtype == np.float32
+        np.testing.assert_allclose(g, f, **FLOAT_TOL)
+        assert np.abs(c - f).max() <= ACTIVATION_TOL  # the CPU EP's own activation quantization error
+        np.testing.assert_allclose(g, c, rtol=0, atol=ACTIVATION_TOL)
+
+
+WEIGHTS = {"int8-per-tensor": (np.int8, False), "int8-per-channel": (np.int8, True),
+           "uint8-per-tensor": (np.uint8, False), "uint8-per-channel": (np.uint8, True)}
+CASES = [
+    {},
+    {"lens": [3, 5], "h0": True, "c0": True},
+    {"lens": [0, 4], "bias": False, "peephole": True, "c0": True},
+    {"batch": 3, "size": 17, "hidden": 20, "steps": 7, "lens": [1, 7, 3], "h0": True, "clip": 0.8},
+    {"size": 12, "hidden": 12, "input_forget": 1, "peephole": True, "symbolic": True},  # rows of 4s: vec4 reads
+]
+
+
+@pytest.mark.parametrize("weights", list(WEIGHTS))
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_as_the_float_lstm_and_the_cpu_ep(ep_devices, weights, direction, case):
+    dtype, per_channel = WEIGHTS[weights]
+    _check(weights=dtype, per_channel=per_channel, direction=direction, seed=case, **CASES[case])
+
+
+def test_realistic_size(ep_devices):
+    _check(weights=np.uint8, per_channel=True, direction="bidirectional", steps=50, batch=2, size=64, hidden=128,
+           lens=[50, 31], h0=True, c0=True)
+
+
+def test_weights_that_are_not_constants_stay_on_the_cpu_ep(ep_devices):
+    """W fed at run time cannot be packed: vkep declines the node (manifest `constant_inputs`)."""
+    quantized, _, feeds = _models(weights=np.uint8)
+    w = next(i for i in quantized.graph.initializer if i.name == "W")
+    quantized.graph.input.append(helper.make_tensor_value_info("W", TensorProto.UINT8, list(w.dims)))
+    quantized.graph.initializer.remove(w)
+    feeds = {**feeds, "W": numpy_helper.to_array(w)}
+    session = runner.vkep_session(quantized)
+    assert [ep for _, _, ep in runner.placement(session)] == ["CPUExecutionProvider"]
+    for g, c in zip(session.run(None, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
+        np.testing.assert_array_equal(g, c)
+
+
+# (weight type, what ORT's CPU EP says, what vkep says) of per-channel zero points it refuses
+REFUSED_ZERO_POINTS = {np.int8: ("Weight zero point must be zero", "zero points must be zero"),
+                       np.uint8: ("Weight point must be constant", "zero points must be one value")}
+
+
+@pytest.mark.parametrize("weights", [np.int8, np.uint8])
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_zero_points_the_cpu_ep_refuses_fail_the_run(ep_devices, weights, symbolic):
+    """Per-channel zero points must be 0 (int8) or one value (uint8) for ORT's CPU EP, which fails the run
+    otherwise. With every shape declared, vkep's dry run at GetCapability declines the node, so the CPU EP runs
+    it and fails; with a symbolic one, vkep takes it and fails the run itself, having found them at packing."""
+    quantized, _, feeds = _models(weights=weights, per_channel=True, symbolic=symbolic)
+    zero = next(i for i in quantized.graph.initializer if i.name == "R_zero_point")
+    values = numpy_helper.to_array(zero).copy()
+    values[0, 3] += 2
+    zero.CopyFrom(numpy_helper.from_array(values, "R_zero_point"))
+    cpu_says, vkep_says = REFUSED_ZERO_POINTS[weights]
+    with pytest.raises(Exception, match=cpu_says):
+        runner.cpu_session(quantized).run(None, feeds)
+    session = runner.vkep_session(quantized)
+    assert [ep for _, _, ep in runner.placement(session)] == [VKEP if symbolic else "CPUExecutionProvider"]
+    with pytest.raises(Exception, match=vkep_says if symbolic else cpu_says):
+        session.run(None, feeds)
+
+
+def _lstm_model(steps: int, size: int, hidden: int, seed: int = 5):
+    """A bidirectional float LSTM between two MatMuls, as a small speech or tagging model has it."""
+    rng = np.random.default_rng(seed)
+
+    def weight(name, *shape):
+        return numpy_helper.from_array((rng.uniform(-1, 1, shape) * shape[-1] ** -0.5).astype(np.float32), name)
+
+    nodes = [helper.make_node("MatMul", ["x", "proj"], ["xp"]),
+             helper.make_node("LSTM", ["xp", "w", "r", "b"], ["y"], hidden_size=hidden, direction="bidirectional"),
+             helper.make_node("Reshape", ["y", "shape"], ["flat"]),
+             helper.make_node("MatMul", ["flat", "out"], ["logits"])]
+    inits = [weight("proj", size, size), weight("w", 2, 4 * hidden, size), weight("r", 2, 4 * hidden, hidden),
+             weight("b", 2, 8 * hidden), weight("out", 2 * hidden, 3),
+             numpy_helper.from_array(np.array([steps, -1, 2 * hidden], np.int64), "shape")]
+    graph = helper.make_graph(nodes, "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [steps, 1, size])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=10)
+    return model, {"x": rng.uniform(-1, 1, (steps, 1, size)).astype(np.float32)}
+
+
+def _quantize_dynamic(model, tmp_path, **options):
+    import onnx
+    from onnxruntime.quantization import quantize_dynamic
+
+    src, dst = tmp_path / "float.onnx", tmp_path / "quantized.onnx"
+    onnx.save(model, src)
+    quantize_dynamic(src, dst, op_types_to_quantize=["LSTM"], **options)
+    quantized = onnx.load(dst)
+    assert [n.op_type for n in quantized.graph.node] == ["MatMul", "DynamicQuantizeLSTM", "Reshape", "MatMul"]
+    return quantized
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantize_dynamic_model_runs_on_vkep(ep_devices, tmp_path, per_channel):
+    """onnxruntime.quantization.quantize_dynamic turns the LSTM into a DynamicQuantizeLSTM (int8 weights; 7-bit
+    with reduce_range, which the CPU EP computes without saturating): every node runs on vkep, as the CPU EP
+    within the activation quantization error."""
+    model, feeds = _lstm_model(steps=20, size=16, hidden=32)
+    quantized = _quantize_dynamic(model, tmp_path, per_channel=per_channel, reduce_range=True)
+    got = _on_vkep(quantized, feeds)[0]
+    want = runner.cpu_session(quantized).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=0, atol=ACTIVATION_TOL)
+    # the weights' quantization moves the result, far less than the values themselves
+    assert np.abs(got - runner.cpu_session(model).run(None, feeds)[0]).max() < 0.1 * np.abs(want).max()
+
+
+def test_quantize_dynamic_full_range_int8(ep_devices, tmp_path):
+    """quantize_dynamic's default: int8 weights over the full range, against the float model on the same
+    dequantized weights (the CPU EP's AVX2 kernel saturates on them; see the module's docstring)."""
+    model, feeds = _lstm_model(steps=12, size=8, hidden=16)
+    quantized = _quantize_dynamic(model, tmp_path, per_channel=True)
+    got = _on_vkep(quantized, feeds)[0]
+    inits = {i.name: numpy_helper.to_array(i) for i in quantized.graph.initializer}
+    lstm = next(n for n in quantized.graph.node if n.op_type == "DynamicQuantizeLSTM")
+    named = dict(zip(INPUTS, lstm.input, strict=False))
+    w, r, ws, wz, rs, rz = (inits[named[k]] for k in ("W", "R", "W_scale", "W_zero_point", "R_scale", "R_zero_point"))
+    assert w.dtype == np.int8 and np.abs(w).max() > 100  # full range
+    twin = model.__class__()
+    twin.CopyFrom(model)
+    for init in twin.graph.initializer:
+        if init.name in ("w", "r"):
+            q, s, z = (w, ws, wz) if init.name == "w" else (r, rs, rz)
+            init.CopyFrom(numpy_helper.from_array(_dequantized(q, s, z), init.name))
+    np.testing.assert_allclose(got, runner.cpu_session(twin).run(None, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_packed_through_either_weight_cache(ep_devices):
+    """The dequantized weights reach the kernel through vkep's own cache (a second session shares the first's)
+    and through ORT's shared pre-packed weight cache (EP option prepack_cache=ort, where ORT offers it): the
+    same outputs each way."""
+    quantized, twin, feeds = _models(weights=np.uint8, per_channel=True, direction="bidirectional", h0=True)
+    want = _on_vkep(quantized, feeds)
+    np.testing.assert_allclose(want[0], runner.cpu_session(twin).run(None, feeds)[0], **FLOAT_TOL)
+    for options in (None, {"prepack_cache": "ort"}):
+        session = runner.vkep_session(quantized, disable_cpu_fallback=True, ep_options=options)
+        for g, w in zip(session.run(None, feeds), want, strict=True):
+            np.testing.assert_array_equal(g, w)
