@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from vkep import runner
 
@@ -168,3 +168,23 @@ def test_bert_fused_by_orts_transformer_optimizer(ep_devices, tmp_path):
     want = runner.cpu_session(model).run(None, feeds)[0]
     for _ in range(2):
         np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-3, atol=1e-5)
+
+
+def test_weights_that_are_not_constant_are_declined_with_symbolic_shapes(ep_devices):
+    """The weights are packed per projection, so a W fed at run time cannot be run: with symbolic input shapes
+    (no dry run at GetCapability) the node was accepted and failed its run; the manifest's constant_inputs
+    declines it instead, and the CPU EP runs it."""
+    f = TensorProto.FLOAT
+    node = helper.make_node("Attention", ["x", "w", "b"], ["y"], domain="com.microsoft", num_heads=2)
+    graph = helper.make_graph([node], "attention_w_fed",
+                              [helper.make_tensor_value_info("x", f, ["n", "s", 8]),
+                               helper.make_tensor_value_info("w", f, [8, 24]), helper.make_tensor_value_info("b", f, [24])],
+                              [helper.make_tensor_value_info("y", f, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=8)
+    session = runner.vkep_session(model)
+    assert [ep for _, _, ep in runner.placement(session)] == ["CPUExecutionProvider"]
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((1, 3, 8)).astype(np.float32), "w": rng.standard_normal((8, 24)).astype(np.float32),
+             "b": np.zeros(24, np.float32)}
+    np.testing.assert_allclose(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0], rtol=1e-6)
