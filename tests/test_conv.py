@@ -269,8 +269,8 @@ def test_conv_winograd_replays_natively(ep_devices):
         got = session.run(None, {"x": x})[0]
         np.testing.assert_allclose(got, reference.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
         process = vkep.stats()["process"]
-        if run:  # the feed's reader and the output's producer enter Python; the convs replay
-            assert process["nodes_replayed_natively"] == 2 and process["nodes_with_scratch"] == 0, process
+        if run:  # the feed's reader enters Python; the convs and the output's producer replay
+            assert process["nodes_replayed_natively"] == 3 and process["nodes_with_scratch"] == 0, process
 
 
 BROADCAST_CONV_CASES = {
@@ -289,18 +289,30 @@ BROADCAST_CONV_CASES = {
                     "conv.comp"),
     "1d": ({"x": (2, 10, 30), "w": (24, 10, 3), "b": (24,)}, {"strides": [2], "pads": [1, 1]}, "conv.comp"),
     "3x3_few_input_channels": ({"x": (1, 4, 9, 9), "w": (64, 4, 3, 3)}, {"pads": [1, 1, 1, 1]}, "conv.comp"),
+    # at least conv.IM2COL_MIN_OUTPUTS outputs over an even pixel count: im2col.comp, then matmul.comp's GEMM
+    "pointwise_stride2_im2col": ({"x": (2, 20, 9, 11), "w": (130, 20, 1, 1), "b": (130,)}, {"strides": [2, 2]},
+                                 "im2col.comp"),
+    "3x3_stride2_pads_im2col": ({"x": (1, 24, 13, 11), "w": (128, 24, 3, 3), "b": (128,)},
+                                {"strides": [2, 2], "pads": [1, 0, 1, 2]}, "im2col.comp"),
+    "7x7_stem_im2col": ({"x": (1, 3, 30, 28), "w": (128, 3, 7, 7), "b": (128,)},
+                        {"strides": [2, 2], "pads": [3, 3, 3, 3]}, "im2col.comp"),  # K = 147: a zero row
+    "5x5_dilated_im2col": ({"x": (2, 8, 12, 12), "w": (128, 8, 5, 5)}, {"dilations": [2, 1], "pads": [2, 2, 2, 2]},
+                           "im2col.comp"),
+    "1d_im2col": ({"x": (2, 10, 31), "w": (128, 10, 3), "b": (128,)}, {"strides": [2], "pads": [1, 1]},
+                  "im2col.comp"),
 }
 
 
-def _modes(kernel) -> set[tuple[str, int]]:
-    return {(shader, constants[0]) for shader, _, constants in kernel.pipelines}
+def _modes(kernel) -> set[tuple[str, int | None]]:
+    return {(shader, constants[0] if constants else None) for shader, _, constants in kernel.pipelines}
 
 
 @pytest.mark.parametrize("weights", ["constant", "input"])
 @pytest.mark.parametrize("case", list(BROADCAST_CONV_CASES))
 def test_conv_broadcast_gemm(ep_devices, case, weights):
     """Convs outside Winograd on a CPU device with 8-wide subgroups, float32, run as the broadcast GEMMs
-    (matmul.comp's mode 3 for 1x1 stride-1 convs over an even pixel count, conv.comp's MODE 3 else) and agree with the CPU EP; elsewhere
+    (matmul.comp's mode 3 for 1x1 stride-1 convs over an even pixel count; with many outputs over an even pixel
+    count im2col.comp, then that GEMM; conv.comp's MODE 3 else) and agree with the CPU EP; elsewhere
     they take conv.comp's other modes. Weights as initializers (packed raw) and as graph inputs."""
     from vkep.kernels import conv as conv_kernels
     from vkep.kernels import matmul
@@ -322,12 +334,16 @@ def test_conv_broadcast_gemm(ep_devices, case, weights):
     info = conv.impl.device_info  # (the device's properties, not the planner's answer)
     if info.device_type == "cpu" and info.subgroup_size == 8:
         mode = matmul.MODE_BROADCAST if shader == "matmul.comp" else conv_kernels.MODE_BROADCAST
-        assert _modes(conv) == {(shader, mode)}
+        if shader == "im2col.comp":
+            assert _modes(conv) == {("im2col.comp", None), ("matmul.comp", matmul.MODE_BROADCAST)}
+        else:
+            assert _modes(conv) == {(shader, mode)}
         k = math.prod(inputs["w"][1:])
-        if shader == "conv.comp":  # W read in pairs: K even, or a constant non-1x1 W packed with an odd K padded
+        if shader in ("conv.comp", "im2col.comp"):  # W read in pairs: K even, or a constant non-1x1 W packed with an odd K padded
             padded = weights == "constant" and k % 2 == 1 and math.prod(inputs["w"][2:]) > 1
             assert conv.impl.weight_row == (k + 1 if padded else 0)
-            assert {c[7] for _, _, c in conv.pipelines} == {int(padded or k % 2 == 0)}
+            if shader == "conv.comp":
+                assert {c[7] for _, _, c in conv.pipelines} == {int(padded or k % 2 == 0)}
     else:
         assert {s for s, _ in _modes(conv)} == {"conv.comp"} and conv_kernels.MODE_BROADCAST not in {
             m for _, m in _modes(conv)}
