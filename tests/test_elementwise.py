@@ -406,10 +406,10 @@ SPECIAL_VALUES = np.array([NAN, INF, -INF, -0.0, 0.0, 1e-40, -1e-40, 3.4e38, -3.
 
 
 def _unary_float_ops() -> list[str]:
-    """Every manifest entry the unary shader serves that takes a float tensor (Cast and Clip have tests of
-    their own, over every type pair and bound): a new unary op is covered without a line here."""
+    """Every manifest entry the unary shader serves that takes a float tensor (Cast, CastLike and Clip have tests
+    of their own, over every type pair and bound): a new unary op is covered without a line here."""
     ops = {s.op: s for s in manifest.load() if s.shader == "unary.comp" and s.domain == ""}
-    return sorted(op for op, s in ops.items() if op not in ("Cast", "Clip")
+    return sorted(op for op, s in ops.items() if op not in ("Cast", "CastLike", "Clip")
                   and any("float32" in types for types in s.types.values()))
 
 
