@@ -169,3 +169,21 @@ def test_splittable_shaders_read_ids_only_through_the_group_base():
             assert builtin not in text, f"{path.name} reads {builtin}"
     assert pipeline.reads_group_base(shaders.compile_shader("unary.comp", {"DTYPE": 0})[1])
     assert not pipeline.reads_group_base(shaders.compile_shader("conv.comp", {"DTYPE": 0})[1])
+
+
+def test_matmul_past_65535_batches(ep_devices):
+    """At the device's own limit (65,535 on lavapipe): 65,537 [1, 2] x [2, 3] products are a grid of 65,537 in z,
+    recorded as two pieces (MatMul declined it before matmul.comp read the group base)."""
+    batch = 65537
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "mm",
+                              [helper.make_tensor_value_info("a", F, [batch, 1, 2]),
+                               helper.make_tensor_value_info("b", F, [batch, 2, 3])],
+                              [helper.make_tensor_value_info("y", F, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    rng = np.random.default_rng(4)
+    feeds = {"a": rng.standard_normal([batch, 1, 2]).astype(np.float32),
+             "b": rng.standard_normal([batch, 2, 3]).astype(np.float32)}
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    np.testing.assert_allclose(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0],
+                               rtol=1e-5, atol=1e-6)
