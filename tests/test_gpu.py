@@ -211,6 +211,7 @@ def test_push_constants_must_fill_the_shaders_block(dev):
                                          f"block asks for {want}"):
         stream.dispatch(pipeline, bytes(want - 4), (1, 1, 1), b"", 0, 0)
     # a shader without the group base: its whole block
-    conv = push_constant_members(compile_shader("conv.comp", {"DTYPE": 0})[1])
-    assert (116, 12) not in conv  # (its last member, wn, sits at 116: no room for the group base)
-    assert dev.pipelines.push_bytes(dev.pipelines.get("conv.comp", {"DTYPE": 0}, (0,))) == max(o + n for o, n in conv)
+    conv = push_constant_members(compile_shader("conv_integer.comp", {"DTYPE": 4})[1])
+    assert (116, 12) not in conv
+    assert dev.pipelines.push_bytes(dev.pipelines.get("conv_integer.comp", {"DTYPE": 4}, (0,))) == max(
+        o + n for o, n in conv)

@@ -46,13 +46,15 @@ def _many_ops() -> bytes:
         helper.make_node("Slice", ["xr", "zero", "four", "zero"], ["x4"]),
         helper.make_node("MatMul", ["x4", "mw_wide"], ["matmul_few_rows"]),
         helper.make_node("Einsum", ["xn", "xn"], ["einsum"], equation="bhqd,bhkd->bhqk"),
-        # a 1x1 conv as matmul.comp's broadcast GEMM (13 pixel groups), and im2col.comp then that GEMM (128
-        # outputs, stride 2); conv.comp has no room for the group base in its push constants
+        # conv.comp's MODE 3 (13 pixel groups) and direct mode (fewer than 8 outputs), a 1x1 conv as matmul.comp's
+        # broadcast GEMM, and im2col.comp then that GEMM (128 outputs, stride 2)
+        helper.make_node("Conv", ["xn", "cw"], ["conv"], pads=[1, 1, 1, 1], dilations=[1, 2]),
+        helper.make_node("Conv", ["xn", "cw_few"], ["conv_direct"], pads=[1, 1, 1, 1]),
         helper.make_node("Conv", ["xn", "cw_1x1"], ["conv_1x1"]),
         helper.make_node("Conv", ["xn", "cw_many"], ["conv_im2col"], pads=[1, 1, 1, 1], strides=[2, 2]),
     ]
     outputs = ["softmax", "reduce", "pool", "gather", "norm", "cumsum", "argmax", "resize", "convtranspose", "nbits",
-               "matmul", "matmul_few_rows", "einsum", "conv_1x1", "conv_im2col"]
+               "matmul", "matmul_few_rows", "einsum", "conv", "conv_direct", "conv_1x1", "conv_im2col"]
     inits = [numpy_helper.from_array(np.array([0, 3, 7, 49], np.int64), "idx"),
              numpy_helper.from_array(np.linspace(0.5, 2, 50).astype(np.float32), "scale"),
              numpy_helper.from_array(np.array(2, np.int64), "axis"),
@@ -65,6 +67,8 @@ def _many_ops() -> bytes:
              numpy_helper.from_array(rng.standard_normal((50, 1100)).astype(np.float32), "mw_wide"),
              numpy_helper.from_array(np.array([0], np.int64), "zero"),
              numpy_helper.from_array(np.array([4], np.int64), "four"),
+             numpy_helper.from_array(rng.standard_normal((16, 3, 3, 3)).astype(np.float32), "cw"),
+             numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "cw_few"),
              numpy_helper.from_array(rng.standard_normal((16, 3, 1, 1)).astype(np.float32), "cw_1x1"),
              numpy_helper.from_array(rng.standard_normal((128, 3, 3, 3)).astype(np.float32), "cw_many")]
     graph = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("x", F, [2, 3, 16, 50])],
@@ -118,12 +122,12 @@ def test_split_dispatches_match_the_cpu_ep(tmp_path):
 
 
 def test_a_shader_that_cannot_split_fails_cleanly():
-    """conv.comp does not read the group base (its push constants have no room for it): past the (lowered)
-    limit its dispatch is refused with an error, never recorded whole on a device that could not run it."""
-    w = numpy_helper.from_array(np.ones((16, 3, 3, 3), np.float32), "w")
-    graph = helper.make_graph([helper.make_node("Conv", ["a", "w"], ["y"], pads=[1, 1, 1, 1])], "conv",
+    """strided_copy.comp does not read the group base (its 1-D grids never reach a real device's limit): past the
+    (lowered) limit its dispatch is refused with an error, never recorded whole on a device that could not run
+    it."""
+    graph = helper.make_graph([helper.make_node("Transpose", ["a"], ["y"], perm=[0, 1, 3, 2])], "transpose",
                               [helper.make_tensor_value_info("a", F, [1, 3, 16, 50])],
-                              [helper.make_tensor_value_info("y", F, None)], [w])
+                              [helper.make_tensor_value_info("y", F, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
     code = f"""
         import json
@@ -162,13 +166,13 @@ def test_splittable_shaders_read_ids_only_through_the_group_base():
     from vkep.gpu import pipeline, shaders
 
     splittable = [p for p in sorted(shaders.SHADER_DIR.glob("*.comp")) if "GROUP_BASE;" in p.read_text()]
-    assert len(splittable) >= 25
+    assert len(splittable) >= 26
     for path in splittable:
         text = path.read_text()
         for builtin in ("gl_WorkGroupID", "gl_GlobalInvocationID", "gl_NumWorkGroups", "flat_index("):
             assert builtin not in text, f"{path.name} reads {builtin}"
     assert pipeline.reads_group_base(shaders.compile_shader("unary.comp", {"DTYPE": 0})[1])
-    assert not pipeline.reads_group_base(shaders.compile_shader("conv.comp", {"DTYPE": 0})[1])
+    assert not pipeline.reads_group_base(shaders.compile_shader("strided_copy.comp", {"DTYPE": 0})[1])
 
 
 def test_matmul_past_65535_batches(ep_devices):
@@ -187,3 +191,20 @@ def test_matmul_past_65535_batches(ep_devices):
     assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
     np.testing.assert_allclose(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0],
                                rtol=1e-5, atol=1e-6)
+
+
+def test_conv_past_65535_pixel_groups(ep_devices):
+    """A 2050 x 2050 image: on CPU devices conv.comp's broadcast GEMM takes 64 pixels a workgroup, 65,666 in x,
+    past lavapipe's own limit: recorded as two pieces (declined before conv.comp read the group base). Elsewhere
+    the same conv takes conv.comp's other modes, which split the same way."""
+    side = 2050
+    w = numpy_helper.from_array(np.random.default_rng(5).standard_normal((8, 1, 3, 3)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "conv",
+                              [helper.make_tensor_value_info("x", F, [1, 1, side, side])],
+                              [helper.make_tensor_value_info("y", F, None)], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.random.default_rng(6).standard_normal([1, 1, side, side]).astype(np.float32)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0],
+                               rtol=1e-4, atol=1e-4)

@@ -83,6 +83,15 @@ def window_geometry(in_dims, kernel, strides, dilations, pads, auto_pad: str,
     return out, begin, end
 
 
+def packed_dilations(dilations: list[int]) -> int:
+    """conv.comp's dilations, 10 bits each (d, h, w from the low bits): its push constants leave room for the
+    group base that way."""
+    d, h, w = as_3d(dilations, 1)
+    if max(d, h, w) >= 1024:
+        raise UnsupportedError(f"Conv: dilations {dilations} (conv.comp takes them below 1024)")
+    return d | h << 10 | w << 20
+
+
 def as_3d(values: list[int], fill: int) -> list[int]:
     return [fill] * (MAX_SPATIAL - len(values)) + list(values)
 
@@ -218,10 +227,8 @@ class Conv(ConvBase):
         if broadcast and -(-cg * math.prod(k3) // 2) + 1 <= LOOP_BUDGET:
             row = self.weight_row or cg * math.prod(k3)  # (W's row length: K, or K + 1 where pack padded it)
             groups = (-(-pixels // BROADCAST_PIXELS), -(-mg // BROADCAST_CHANNELS), batch)
-            if max(groups) > 65535:
-                raise UnsupportedError(f"Conv output {out_shape} is too large for one dispatch")
-            tail = pack("3I3I3I3I3I3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
-                        *as_3d(dilations, 1), *as_3d(begin, 0), *k3, row)
+            tail = pack("3I3I3I3II3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
+                        packed_dilations(dilations), *as_3d(begin, 0), *k3, row)
             return out_shape, (MODE_BROADCAST, 1, 1, 1, GEMM_TM, GEMM_TN, 8, int(row % 2 == 0)), tail, groups
         if self.weight_row:  # (pack pads W only where the plan takes the branch above)
             raise UnsupportedError(f"Conv: a weight packed for the broadcast GEMM, planned otherwise for X {xs}")
@@ -229,8 +236,6 @@ class Conv(ConvBase):
             mode = MODE_DIRECT
             groups = grid_1d(group * mg * pixels, GEMM_WG)
             wn = GEMM_WG
-            if groups[1] > 65535:
-                raise UnsupportedError(f"Conv output {out_shape} is too large for one dispatch")
             groups = (groups[0], groups[1], batch)
         else:
             mode = MODE_POINTWISE if pointwise else MODE_GEMM
@@ -238,16 +243,14 @@ class Conv(ConvBase):
             wn = min(GEMM_WG, max(8, 1 << (-(-pixels // GEMM_TN) - 1).bit_length()))
             wm = GEMM_WG // wn
             groups = (-(-pixels // (wn * GEMM_TN)), -(-mg // (wm * GEMM_TM)), batch * group)
-        if max(groups) > 65535:
-            raise UnsupportedError(f"Conv output {out_shape} is too large for one dispatch")
         # each invocation loops over the group's input channels, and in MODE_GEMM over each channel's taps
         # (the direct mode unrolls them, MODE_POINTWISE has one): within lavapipe's budget, or a clear error
         # rather than a sum silently cut short
         taps = math.prod(k3) if mode == MODE_GEMM else 0
         if cg * (1 + taps) + 1 > LOOP_BUDGET:
             raise UnsupportedError(f"Conv: {cg} input channels x {k3} taps exceed one invocation's loop budget")
-        tail = pack("3I3I3I3I3I3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
-                    *as_3d(dilations, 1), *as_3d(begin, 0), *k3, wn)
+        tail = pack("3I3I3I3II3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
+                    packed_dilations(dilations), *as_3d(begin, 0), *k3, wn)
         # the GEMM modes read the kernel's size and the workgroup's shape from the push constants: one pipeline
         # per mode for every conv of a model (conv.comp's header says why)
         spec_kernel = k3 if mode == MODE_DIRECT else [1, 1, 1]

@@ -39,17 +39,21 @@ layout(push_constant, scalar) uniform Push {
     uint id, ih, iw;         // input spatial dims
     uint od, oh, ow;         // output spatial dims
     uint sd, sh, sw;         // strides
-    uint dd, dh, dw;         // dilations
+    uint dilations;          // d | h << 10 | w << 20 (each below 1024: conv.py packs them so)
     int pd, ph, pw;          // leading pads
     uint kd, kh, kw;         // kernel size (GEMM modes)
     uint wn;                 // GEMM: threads along output pixels (a power of two from 8 to 64); MODE 3: W's row
                              // length (K, or K + 1 where Conv.pack padded an odd K for pair loads)
+    GROUP_BASE;              // (grids past the device's limit: common.glsl)
 } pc;
+#define DIL_D (pc.dilations & 1023u)
+#define DIL_H ((pc.dilations >> 10) & 1023u)
+#define DIL_W (pc.dilations >> 20)
 
 // X at (channel offset c_off, kernel offset r) for output pixel origin (d0, h0, w0); 0 in the padding
 float gather(Tensor X, uint c_off, uint r, int d0, int h0, int w0) {
     uint kd = r / KHW, r2 = r % KHW;
-    int d = d0 + int(kd * pc.dd), h = h0 + int((r2 / KW) * pc.dh), w = w0 + int((r2 % KW) * pc.dw);
+    int d = d0 + int(kd * DIL_D), h = h0 + int((r2 / KW) * DIL_H), w = w0 + int((r2 % KW) * DIL_W);
     if (uint(d) >= pc.id || uint(h) >= pc.ih || uint(w) >= pc.iw) return 0.0;
     return LOAD(X, c_off + (uint(d) * pc.ih + uint(h)) * pc.iw + uint(w));
 }
@@ -65,7 +69,7 @@ float gather(Tensor X, uint c_off, uint r, int d0, int h0, int w0) {
     } else {                                                                                                  \
         uint kd = (r) / khw, kh = ((r) % khw) / pc.kw, kw = (r) % pc.kw;                                      \
         [[unroll]] for (uint j = 0; j < TN; ++j) {                                                            \
-            int d = d0[j] + int(kd * pc.dd), h = h0[j] + int(kh * pc.dh), w = w0[j] + int(kw * pc.dw);        \
+            int d = d0[j] + int(kd * DIL_D), h = h0[j] + int(kh * DIL_H), w = w0[j] + int(kw * DIL_W);        \
             bool inside = uint(d) < pc.id && uint(h) < pc.ih && uint(w) < pc.iw;                              \
             float v = LOAD(X, inside ? cx + (uint(d) * pc.ih + uint(h)) * pc.iw + uint(w) : cx);              \
             b[j] = inside ? v : 0.0;                                                                          \
@@ -81,9 +85,9 @@ float gather(Tensor X, uint c_off, uint r, int d0, int h0, int w0) {
 void gemm() {
     uint lane = gl_LocalInvocationIndex % pc.wn, row = gl_LocalInvocationIndex / pc.wn;
     uint khw = pc.kh * pc.kw, ksz = pc.kd * khw;
-    uint bat = gl_WorkGroupID.z / pc.groups, g = gl_WorkGroupID.z % pc.groups;
+    uint bat = WORKGROUP_ID.z / pc.groups, g = WORKGROUP_ID.z % pc.groups;
     uint M = pc.mg, K = pc.cg * ksz, N = pc.od * pc.oh * pc.ow;
-    uint m0 = (gl_WorkGroupID.y * (WG / pc.wn) + row) * TM, n0 = gl_WorkGroupID.x * (pc.wn * TN) + lane;
+    uint m0 = (WORKGROUP_ID.y * (WG / pc.wn) + row) * TM, n0 = WORKGROUP_ID.x * (pc.wn * TN) + lane;
     uint isz = pc.id * pc.ih * pc.iw;
     Tensor X = Tensor(pc.x), W = Tensor(pc.w);
     uint xbase = (bat * pc.groups + g) * pc.cg * isz;
@@ -128,9 +132,9 @@ void gemm() {
 
 void direct() {
     uint N = pc.od * pc.oh * pc.ow, per_batch = pc.groups * pc.mg * N;
-    uint i = flat_index(WG);
+    uint i = FLAT_ID(WG);
     if (i >= per_batch) return;
-    uint bat = gl_WorkGroupID.z;
+    uint bat = WORKGROUP_ID.z;
     uint oc = i / N, p = i % N, g = oc / pc.mg;
     uint q = p / pc.ow;
     int w0 = int((p % pc.ow) * pc.sw) - pc.pw;
@@ -165,9 +169,9 @@ vec2 pair_at(uint64_t base, uint index) {  // elements index, index + 1 of a flo
     return uintBitsToFloat(uvec2(uint(v), uint(v >> 32)));
 }
 void broadcast_gemm() {
-    uint lane = gl_SubgroupInvocationID, bat = gl_WorkGroupID.z;
+    uint lane = gl_SubgroupInvocationID, bat = WORKGROUP_ID.z;
     uint M = pc.mg, K = pc.cg * pc.kh * pc.kw, N = pc.oh * pc.ow, isz = pc.ih * pc.iw;
-    uint m0 = gl_WorkGroupID.y * BR, n0 = gl_WorkGroupID.x * (8 * BC);
+    uint m0 = WORKGROUP_ID.y * BR, n0 = WORKGROUP_ID.x * (8 * BC);
     Tensor X = Tensor(pc.x), W = Tensor(pc.w);
     uint xbase = bat * pc.cg * isz;
     // channels and pixels past the output read the last one (always there) and are not stored
@@ -191,7 +195,7 @@ void broadcast_gemm() {
             a[g].y = has_k1 ? a[g].y : 0.0;
         }
         [[unroll]] for (uint q = 0; q < 2; ++q) {
-            int dh = int(kh * pc.dh), dw = int(kw * pc.dw);
+            int dh = int(kh * DIL_H), dw = int(kw * DIL_W);
             bool live = k0 + q < K;
             [[unroll]] for (uint j = 0; j < BC; ++j) {
                 int h = h0[j] + dh, w = w0[j] + dw;
