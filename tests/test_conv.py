@@ -398,3 +398,26 @@ def test_broadcast_gemms_replay_natively(ep_devices):
     if info.device_type == "cpu" and info.subgroup_size == 8:
         assert {(s, c[0]) for k in made for s, _, c in k.pipelines if s in ("matmul.comp", "conv.comp")} == {
             ("matmul.comp", 3), ("conv.comp", 3)}
+
+
+def test_im2col_zero_row_keeps_inf_out(ep_devices):
+    """A 7x7 stem on 3 channels has K = 147: pack pads W's rows with a zero column and im2col.comp writes the
+    matching row of zeros. Were that row to hold real input values, 0 x inf would turn an output the CPU EP
+    computes as ±inf into NaN."""
+    from vkep.kernels import conv as conv_kernels
+
+    inputs = {"x": (1, 3, 30, 28), "w": (128, 3, 7, 7), "b": (128,)}
+    attrs = {"strides": [2, 2], "pads": [3, 3, 3, 3]}
+    model, reference, x = conv_with_constant_weights(inputs, "float32", **attrs)
+    x = x.copy()
+    x[0, 2, 11, 13] = np.inf  # (odd: where the 7x7 window's first tap lands, with pad 3 and stride 2)
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    got, want = session.run(None, {"x": x})[0], runner.cpu_session(reference).run(None, {"x": x})[0]
+    assert np.isinf(want).any()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    (conv,) = conv_kernels_since(first)
+    info = conv.impl.device_info
+    if info.device_type == "cpu" and info.subgroup_size == 8:
+        assert ("im2col.comp", None) in _modes(conv) and conv.impl.weight_row == 148
+    assert conv_kernels.IM2COL_MIN_OUTPUTS <= 128
