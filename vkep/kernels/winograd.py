@@ -18,6 +18,7 @@ WG = 64  # winograd.comp's workgroup size
 # take (gemm_shape). Measured on lavapipe (64->64 over 56x56, GEMM part, paired): 64 x 8 is 1.2x faster than
 # 32 x 8 on Mesa 22.3 and 25 but takes 7.3 s to compile cold against 1.6 s (64 x 16: 32 s).
 GEMM_TM, GEMM_TILES = 32, (8, 2)
+TRANSFORM_TN = 2  # the TN the transforms (MODE 0 and 2) are compiled with: winograd.comp's default, unused there
 # threads per GEMM workgroup (gemm_shape): on a CPU device (lavapipe runs a workgroup as a loop over 8-lane
 # SIMD rows) 8, which pads the fewest tiles (64->64 over 56x56 on Mesa 22.3: 69 ms against 82 at 16 and 101
 # at 64 threads); 64 elsewhere (not measured on a GPU)
@@ -103,7 +104,9 @@ def plan(r: int, xs: tuple[int, ...], out: list[int], begin: list[int], m: int, 
         passes.append((pack("6I2i4I", c, m, ih, iw, oh, ow, begin[0], begin[1], th, tw, p0, n), groups))
     if max(max(g) for g in passes[0][1]) > 65535:
         raise UnsupportedError(f"Conv (Winograd) over {xs} is too large for one dispatch")
-    constants = ((MODE_INPUT, r, GEMM_TM, tn, WG), (MODE_GEMM, r, GEMM_TM, tn, wg), (MODE_OUTPUT, r, GEMM_TM, tn, WG))
+    # (TM and TN shape the GEMM only: the transforms keep the shader's defaults, one pipeline each for every conv)
+    constants = ((MODE_INPUT, r, GEMM_TM, TRANSFORM_TN, WG), (MODE_GEMM, r, GEMM_TM, tn, wg),
+                 (MODE_OUTPUT, r, GEMM_TM, TRANSFORM_TN, WG))
     return passes, chunk, constants
 
 
