@@ -213,7 +213,7 @@ ENV_VARS = [
             "a lower cap on the workgroups of one dispatch in each dimension than the device's "
             "maxComputeWorkGroupCount: wider grids are recorded as several dispatches (docs/design.md, \"Threads, "
             "limits and numbers at the edges\"); for testing that split cheaply. A dispatch past it of a shader that "
-            "cannot be split (MatMul, Conv, Transpose, Concat, Where, ...: the design doc lists them) fails the run", PROCESS, "the device's"),
+            "cannot be split (Transpose, Concat, Where, a Winograd conv, ...: the design doc lists them) fails the run", PROCESS, "the device's"),
     Setting("VKEP_TRACE_CALLBACKS", FLAG, "0",
             "`1` writes the name of every ORT callback vkep enters to stderr (debugging the plugin ABI)",
             PROCESS, "off"),
