@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from test_recurrent import _on_vkep
 
 from vkep import runner
 
@@ -97,17 +98,6 @@ def _models(*, steps: int = 5, batch: int = 2, size: int = 3, hidden: int = 8, d
                      **{k: values[k] for k in ("B", "P") if values[k] is not None}}
     twin = model("LSTM", INPUTS[:8], float_weights)
     return quantized, twin, feeds
-
-
-def _on_vkep(model, feeds) -> list[np.ndarray]:
-    """Runs twice (the second replays the node's plan) with the node on vkep (ORT's record); the outputs."""
-    session = runner.vkep_session(model, disable_cpu_fallback=True)
-    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
-    first = session.run(None, feeds)
-    second = session.run(None, feeds)
-    for a, b in zip(first, second, strict=True):
-        np.testing.assert_array_equal(a, b)
-    return second
 
 
 def _check(**kw) -> None:

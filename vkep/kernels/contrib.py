@@ -20,9 +20,9 @@ from vkep.kernels.base import (
     shader_dtype,
 )
 from vkep.kernels.elementwise import (
-    MAX_RANK,
     OP_ADD,
     Unary,
+    binary_tail,
     broadcast_shape,
     dispatch_binary,
     dispatch_unary,
@@ -86,9 +86,7 @@ class BiasSplitGelu(Kernel):
         rows = y.size // half
         left = Tensor(s.addr, (rows, half), s.dtype, s.io)
         right = Tensor(s.addr + half * ITEMSIZE[s.dtype], (rows, half), s.dtype, s.io)
-        # binary.comp's tail: n, rank, shape, then each operand's element strides (MAX_RANK each), scale
-        pad = [0] * (MAX_RANK - 2)
-        tail = pack(f"2I{3 * MAX_RANK}If", y.size, 2, rows, half, *pad, width, 1, *pad, width, 1, *pad, 1.0)
+        tail = binary_tail(y.size, (rows, half), [(width, 1), (width, 1)]) + pack("f", 1.0)  # (scale 1)
         dispatch_wide(call, "binary.comp", self.constants[0], y.size, shader_dtype(x), [left, right, y], tail,
                       [s], [y])
 

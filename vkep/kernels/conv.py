@@ -92,6 +92,12 @@ def packed_dilations(dilations: list[int]) -> int:
     return d | h << 10 | w << 20
 
 
+def _image_gemm_tail(m: int, k: int, pixels: int) -> bytes:
+    """matmul.comp's push tail (matmul.py) for W [m, k] x B [k, pixels] of each image (B's images k x pixels
+    apart: X itself for a 1x1 conv, im2col's patches else), plus the bias per row."""
+    return pack("4I4I4I2I2f", m, pixels, k, 1, 0, 0, k, 1, k * pixels, 0, pixels, 1, 1, 0, 1.0, 1.0)
+
+
 def as_3d(values: list[int], fill: int) -> list[int]:
     return [fill] * (MAX_SPATIAL - len(values)) + list(values)
 
@@ -212,9 +218,7 @@ class Conv(ConvBase):
         # 1x1: matmul.comp's pairs along the pixels where their count is even; else conv.comp (as fast then: X
         # element by element either way, and the pipeline the strided convs compile anyway: each costs ~2 s cold)
         if broadcast and pointwise and pixels % 2 == 0 and -(-cg // 2) <= matmul.MAX_LOOP:
-            p = pixels
-            tail = pack("4I4I4I2I2f", mg, p, cg, 1, 0, 0, cg, 1, cg * p, 0, p, 1, 1, 0, 1.0, 1.0)
-            return out_shape, None, tail, batch
+            return out_shape, None, _image_gemm_tail(mg, cg, pixels), batch
         rows = self.weight_row or cg * math.prod(k3)  # (W's row length: K, or K + 1 where pack padded it)
         if (broadcast and IM2COL and mg >= IM2COL_MIN_OUTPUTS and pixels % 2 == 0
                 and batch * rows * pixels * 4 <= IM2COL_MAX_BYTES and -(-rows // 2) <= matmul.MAX_LOOP):
@@ -222,8 +226,8 @@ class Conv(ConvBase):
             n_col = batch * rows * runs
             col_tail = pack("16I", cg, *as_3d(xs[2:], 1)[1:], *as_3d(out, 1)[1:], *k3[1:], *as_3d(strides, 1)[1:],
                             *as_3d(dilations, 1)[1:], *as_3d(begin, 0)[1:], rows, runs, n_col)
-            tail = pack("4I4I4I2I2f", mg, pixels, rows, 1, 0, 0, rows, 1, rows * pixels, 0, pixels, 1, 1, 0, 1.0, 1.0)
-            return out_shape, Im2col((batch, rows, pixels), col_tail, grid_1d(n_col, 64)), tail, batch
+            col = Im2col((batch, rows, pixels), col_tail, grid_1d(n_col, 64))
+            return out_shape, col, _image_gemm_tail(mg, rows, pixels), batch
         if broadcast and -(-cg * math.prod(k3) // 2) + 1 <= LOOP_BUDGET:
             row = self.weight_row or cg * math.prod(k3)  # (W's row length: K, or K + 1 where pack padded it)
             groups = (-(-pixels // BROADCAST_PIXELS), -(-mg // BROADCAST_CHANNELS), batch)

@@ -90,9 +90,15 @@ def broadcast_plan(shapes: list[tuple[int, ...]], out: tuple[int, ...] | None = 
     dims, strides = collapse(out, *(broadcast_strides(s, out) for s in shapes))
     if len(dims) > max_rank:
         raise UnsupportedError(f"broadcast of {shapes} needs rank {len(dims)} > {max_rank}")
+    return out, n, binary_tail(n, dims, strides, max_rank)
+
+
+def binary_tail(n: int, dims, strides: list, max_rank: int = MAX_RANK) -> bytes:
+    """The push tail of binary.comp (and where.comp): n, rank, shape[max_rank], then each operand's element
+    strides over that shape [max_rank]; the output is contiguous."""
     pad = [0] * max_rank
-    flat = [v for s in [dims, *strides] for v in (s + pad)[:max_rank]]
-    return out, n, pack(f"2I{len(flat)}I", n, len(dims), *flat)
+    flat = [v for s in [dims, *strides] for v in (list(s) + pad)[:max_rank]]
+    return pack(f"2I{len(flat)}I", n, len(dims), *flat)
 
 
 def variant(x: str, y: str) -> str | tuple[str, str]:

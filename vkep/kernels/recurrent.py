@@ -203,7 +203,7 @@ class DynamicQuantizeLSTM(Recurrent):
     zero point arrives, which is then packed as the dequantized weight.
 
     ORT's CPU EP instead quantizes X and the hidden state to uint8 for each of its integer GEMMs: the two
-    differ by that activation quantization (tests/test_recurrent.py measures it)."""
+    differ by that activation quantization (tests/test_dynamic_quantize_lstm.py measures it)."""
 
     def __init__(self, *args):
         super().__init__(*args)

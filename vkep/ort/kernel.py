@@ -47,6 +47,7 @@ class KernelInstance:
         self.spec = spec
         self.impl = impl
         self.node_name = node_name
+        self.label = f"{spec.op} node {node_name!r}"  # (how waits, errors and logs name it)
         self.cpu_inputs = frozenset(spec.cpu_inputs)
         self.cpu_outputs = frozenset(spec.cpu_outputs)
         self.pipelines: dict[tuple, object] = {}
@@ -173,7 +174,7 @@ class KernelCall:
                 transfer.count_elided(kernel.gpu, self.outputs[index][1])
         if kernel.capture is not None and ((self.host and (self.host.imports or self.host.staged))
                                            or self.foreign_outputs):
-            kernel.capture.host_memory_used(f"{kernel.spec.op} node {kernel.node_name!r}")
+            kernel.capture.host_memory_used(kernel.label)
         if not ((self.host and self.host.imports) or self.foreign_outputs or kernel.host_read_outputs):
             return
         try:
@@ -531,14 +532,22 @@ def _output_names(info, count: int) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _stream_for(kernel: KernelInstance, io_stream):
+    """The stream a node records on: a graph being captured's, ORT's for the node, or the device's default one
+    (which the C replay then uses too)."""
+    if kernel.capture is not None:
+        return kernel.capture.stream
+    return (stream_of(io_stream) if io_stream != api.ffi.NULL else None) or kernel.gpu.default_stream()
+
+
 @status_callback("py_kernel_finish")
 def _kernel_finish(kernel_id, io_stream):
     """The native replay of a node whose output the host reads did not see its work complete within one slice
     (or a shader reported an error, or it could not submit): wait as the Python path does, in slices."""
     kernel = KERNELS[kernel_id]
     PYTHON_FINISHES[0] += 1
-    stream = (stream_of(io_stream) if io_stream != api.ffi.NULL else None) or kernel.gpu.default_stream()
-    waiting.limit, waiting.label = kernel.wait_limit, f"{kernel.spec.op} node {kernel.node_name!r}"
+    stream = _stream_for(kernel, io_stream)
+    waiting.limit, waiting.label = kernel.wait_limit, kernel.label
     try:
         stream.finish()
     finally:
@@ -571,9 +580,7 @@ def _kernel_compute(kernel_id, ctx, io):
         inputs.append(Tensor(ptr, shape, dtype, i))
     for index, (_, tensor) in kernel.packed.items():
         inputs[index] = tensor
-    # without an ORT stream, the device's default one (which the C replay then uses too)
-    stream = (kernel.capture.stream if kernel.capture is not None
-              else (stream_of(io.stream) if io.stream != ffi.NULL else None) or kernel.gpu.default_stream())
+    stream = _stream_for(kernel, io.stream)
     # replay needs no tensor written on the host, and takes the values of CPU inputs as part of its key
     # (save_plan); a call that comes here with a plan (new shapes, values, or an allocator the plan did not
     # know) replaces it, so the latest signature replays; debug mode
@@ -584,14 +591,14 @@ def _kernel_compute(kernel_id, ctx, io):
     replayable = (not kernel.cpu_outputs and not foreign and not hazards.ENABLED and profiler is None
                   and not (kernel.host_read_outputs and kernel.wait_limit is not None))
     if stream.pending_log is not None:
-        stream.pending_log.label = f"{kernel.spec.op} node {kernel.node_name!r}"
+        stream.pending_log.label = kernel.label
     call = KernelCall(kernel, ctx, inputs, stream, replayable)
     for i, host, shape, dtype in foreign:  # host memory ORT handed over as it is: read in place, or staged
         inputs[i] = Tensor(call.in_place(host, tensor_bytes(math.prod(shape), dtype), stream), shape, dtype, None)
     if kernel.gpu.lost:
         raise RuntimeError(f"vkep: the Vulkan device was lost ({kernel.gpu.lost}); create a new session "
                            "(after the driver recovers) to run again")
-    waiting.limit, waiting.label = kernel.wait_limit, f"{kernel.spec.op} node {kernel.node_name!r}"
+    waiting.limit, waiting.label = kernel.wait_limit, kernel.label
     # (not in a graph being captured: its replays would write the pair again, long after it was read)
     ticket = profiler.node_begin(stream) if profiler is not None and kernel.capture is None else None
     commands = stream.rec.total_commands

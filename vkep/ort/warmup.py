@@ -114,7 +114,7 @@ def warm(kernels: list, gpu, log) -> None:
         try:
             return kernel.pipeline(shader, dtype, constants)
         except Exception as exc:  # noqa: BLE001 — a head start, not a check: the run meets it, with its node
-            log.verbose(f"no head start for {shader} ({kernel.spec.op} node {kernel.node_name!r}): {exc}")
+            log.verbose(f"no head start for {shader} ({kernel.label}): {exc}")
             return None
 
     cache, stream = gpu.pipelines, gpu.default_stream()
