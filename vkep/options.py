@@ -168,6 +168,11 @@ EP_OPTIONS = [
             "shaders) is never a failure; host memory the run lent the device is still waited for; it limits the "
             "waits inside vkep's nodes (on a discrete GPU the run's last wait is ORT's stream synchronisation, "
             "which it does not limit)", SESSION),
+    Setting("fuse", FLAG, "1",
+            "`1`: groups of float elementwise nodes (unary activations and math, Add/Sub/Mul/Div/Pow/Min/Max/PRelu, "
+            "Clip), where each feeds only the next, become one node through ORT's Compile and run in one dispatch "
+            "(ORT's placement record still lists each node on vkep); `0`: one kernel per node. docs/design.md, "
+            "\"Fused elementwise groups\"", SESSION),
     Setting("enable_graph_capture", FLAG, "0",
             "`1`: the session's device work is recorded once and every later run is one submit of the recorded "
             "command buffers, whatever the node count. ORT then needs every node on vkep and no control flow. "

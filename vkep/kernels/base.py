@@ -121,6 +121,10 @@ class Call(Protocol):
         """Device memory for this call's own use while its work runs (the device's one stream orders its
         reuse, as for values ORT frees)."""
 
+    def persistent(self, data: bytes) -> Tensor:
+        """Device memory holding `data` for as long as the kernel lives (a shader's table), shared with every
+        kernel that asks for the same bytes; the same bytes give the same tensor on every call."""
+
     def copy(self, src: Tensor, dst: Tensor) -> None: ...
 
     def read_host(self, tensor: Tensor) -> bytes: ...

@@ -140,6 +140,8 @@ EP_SLOTS = [
     (0, "CreateEpDevice", "OrtStatus*", "OrtEpFactory* f, const OrtHardwareDevice* hw, "
      "const OrtKeyValuePairs* metadata, const OrtKeyValuePairs* options, OrtEpDevice** out",
      "f, hw, metadata, options, out"),
+    (2, "EpGraphSupportInfo_AddNodesToFuse", "OrtStatus*", "OrtEpGraphSupportInfo* info, const OrtNode* const* nodes, "
+     "size_t n, const OrtNodeFusionOptions* options", "info, nodes, n, options"),
     (3, "EpGraphSupportInfo_AddSingleNode", "OrtStatus*", "OrtEpGraphSupportInfo* info, const OrtNode* node",
      "info, node"),
     (16, "CreateHardwareDevice", "OrtStatus*", "int type, uint32_t vendor_id, uint32_t device_id, "

@@ -168,6 +168,8 @@ class Ep:
         s.GetName = ffi.cast("const char*(*)(const OrtEp*)", lib.vkep_ep_name_fn)
         s.GetCapability = lib.py_ep_get_capability
         s.GetKernelRegistry = lib.py_ep_get_kernel_registry
+        s.Compile = ffi.cast("void*", lib.py_ep_compile)  # (fused elementwise groups: fusion.py)
+        s.ReleaseNodeComputeInfos = ffi.cast("void*", lib.py_ep_release_node_compute_infos)
         s.IsConcurrentRunSupported = lib.py_ep_is_concurrent_run_supported
         # members up to GetDefaultMemoryDevice (ORT 1.27); the ones between stay NULL (optional)
         s.ort_version_supported = EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE
@@ -330,10 +332,17 @@ def _get_capability(this, graph, support_info):
         if reason is None and ep.device.shares_host_memory:
             reason = ties.reason_to_decline(nodes[i], graph, lambda node: declined(node)[0])
         if reason is None:
-            api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, nodes[i]))
             claimed.append(nodes[i])
         else:
             _note_declined(ep, nodes[i], reason, severity)
+    fused = set()
+    if ep.settings["fuse"]:
+        from vkep.ort import fusion  # (it imports this module)
+
+        fused = fusion.add_groups(ep, support_info, claimed)
+    for node in claimed:
+        if api.address(node) not in fused:
+            api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, node))
     ep.log.info(f"claims {len(claimed)} of {count[0]} nodes for {ep.device.info.name}")
     if ep.device.shares_host_memory:
         _note_host_readers(ep, claimed)
@@ -388,11 +397,11 @@ def _read_on_host(consumer, index: int, mine: set[int], specs) -> bool:
     kernels (If's condition, Loop's trip count) read without entering vkep."""
     if api.address(consumer) not in mine or index < 0:
         return True
-    spec, _ = _spec_of(consumer, specs)
+    spec, _ = spec_of(consumer, specs)
     return spec is None or index in spec.cpu_inputs
 
 
-def _spec_of(node, specs) -> tuple:
+def spec_of(node, specs) -> tuple:
     """(the manifest entry that serves this node or None, the node's opset version)."""
     version = api.ffi.new("int*")
     api.check(api.lib.ort_Node_GetSinceVersion(node, version))
@@ -401,19 +410,25 @@ def _spec_of(node, specs) -> tuple:
     return next((s for s in candidates if any(a <= v <= b for a, b in s.version_ranges())), None), v
 
 
-def _refused(node, ep: Ep) -> str | None:
-    """Why vkep leaves a node it has a kernel for to another EP, or None: what the graph declares of its
-    tensors, its attributes, or planning it (each read once per node)."""
-    inputs, outputs = declared.values(node), declared.values(node, outputs=True)
-    too_large = _too_large(inputs + outputs)
-    spec, version = _spec_of(node, ep.specs)
-    if too_large or spec is None:
-        return too_large
+def node_attributes(node, spec) -> dict:
+    """The attributes the manifest entry names, as the graph node sets them (else their defaults)."""
     attrs = {a.name: a.default for a in spec.attributes}
     for a in spec.attributes:
         value = declared.attribute(node, a.name, a.kind)
         if value is not None:
             attrs[a.name] = value
+    return attrs
+
+
+def _refused(node, ep: Ep) -> str | None:
+    """Why vkep leaves a node it has a kernel for to another EP, or None: what the graph declares of its
+    tensors, its attributes, or planning it (each read once per node)."""
+    inputs, outputs = declared.values(node), declared.values(node, outputs=True)
+    too_large = _too_large(inputs + outputs)
+    spec, version = spec_of(node, ep.specs)
+    if too_large or spec is None:
+        return too_large
+    attrs = node_attributes(node, spec)
     strings = {a.name: attrs[a.name] for a in spec.attributes if a.kind == "strings"}
     if strings:  # for the kernel's creation: ORT's OrtKernelInfo has no reader of STRINGS attributes
         ep.node_strings[declared.output_names(node)] = strings
@@ -501,7 +516,7 @@ def _no_kernel(node, ep: Ep) -> str:
     candidates = ep.specs.get((domain, op), ())
     if not candidates:
         return f"vkep has no {qualified} kernel"
-    spec, version = _spec_of(node, ep.specs)
+    spec, version = spec_of(node, ep.specs)
     if spec is None:
         ranges = ", ".join(f"{a}-{b}" if b < manifest.MAX_VERSION else f"{a}+"
                            for s in candidates for a, b in s.version_ranges())

@@ -54,6 +54,7 @@ class KernelInstance:
         self.plan_lock = threading.Lock()
         self.allocator = None  # the vkep allocator ORT takes this node's outputs from, once seen
         self.packed: dict[int, tuple] = {}  # input index → (PackedWeight, Tensor)
+        self.persistent: dict[bytes, object] = {}  # bytes a shader reads → their PackedWeight (Call.persistent)
         self.weight_shapes: dict[int, tuple] = {}  # input index → the shape of the weight it packed (profiles)
         # outputs the host reads in place (another EP's node, a graph output): the node's GPU work is
         # complete when its Compute returns (see ep._note_host_readers)
@@ -274,6 +275,13 @@ class KernelCall:
             self.kernel.gpu.synchronize()
         if data:
             api.ffi.memmove(api.ffi.cast("void*", tensor.addr), data, len(data))
+
+    def persistent(self, data: bytes) -> Tensor:
+        kernel = self.kernel
+        weight = kernel.persistent.get(data)
+        if weight is None:
+            weight = kernel.persistent[data] = kernel.gpu.weights.acquire(data, "persistent")
+        return Tensor(weight.address, (len(data),), "uint8", Tensor.PERSISTENT)
 
     def upload(self, host: Tensor, dst: Tensor) -> None:
         self.replayable = False
@@ -625,9 +633,14 @@ def _kernel_compute(kernel_id, ctx, io):
 
 @callback("py_kernel_release")
 def _kernel_release(this):
+    release_kernel(this)
+
+
+def release_kernel(this) -> None:
+    """Free a kernel ORT lets go of (a node's, or a fused group's: vkep/ort/fusion.py)."""
     kernel = KERNELS.pop(api.ffi.cast("vkep_kernel*", this).id, None)
     if kernel is not None:
-        for weight, _ in kernel.packed.values():
+        for weight in [w for w, _ in kernel.packed.values()] + list(kernel.persistent.values()):
             kernel.gpu.weights.release(weight)
         for imported in kernel.held_imports:
             imported.release()

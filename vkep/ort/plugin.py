@@ -22,7 +22,18 @@ def _attach_all(ffi, lib) -> None:
     # the per-node replay records straight into vkep's gpu recorder
     from vkep.gpu.vk import ffi as vk_ffi
     from vkep.gpu.vk import lib as vk_lib
-    from vkep.ort import capture, control_flow, ep, factory, importer, kernel, memory, prepack, profiler  # noqa: F401
+    from vkep.ort import (  # noqa: F401
+        capture,
+        control_flow,
+        ep,
+        factory,
+        fusion,
+        importer,
+        kernel,
+        memory,
+        prepack,
+        profiler,
+    )
 
     def fn(name: str) -> int:
         return int(vk_ffi.cast("uintptr_t", getattr(vk_lib, name)))

@@ -16,6 +16,9 @@ extern "Python" OrtStatus* py_factory_create_stream(OrtEpFactory*, const OrtMemo
 
 extern "Python" OrtStatus* py_ep_get_capability(OrtEp*, const OrtGraph*, OrtEpGraphSupportInfo*);
 extern "Python" OrtStatus* py_ep_get_kernel_registry(OrtEp*, const OrtKernelRegistry**);
+extern "Python" OrtStatus* py_ep_compile(OrtEp*, const OrtGraph**, const OrtNode**, size_t, OrtNodeComputeInfo**,
+                                         OrtNode**);
+extern "Python" void py_ep_release_node_compute_infos(OrtEp*, OrtNodeComputeInfo**, size_t);
 extern "Python" OrtStatus* py_ep_is_concurrent_run_supported(OrtEp*, bool*);
 extern "Python" OrtStatus* py_ep_get_default_memory_device(const OrtEp*, const OrtMemoryDevice**);
 extern "Python" OrtStatus* py_ep_on_session_initialization_end(OrtEp*);

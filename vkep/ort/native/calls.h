@@ -14,6 +14,9 @@ OrtStatus* ep_KernelDefBuilder_AddTypeConstraint_types(OrtKernelDefBuilder* b, c
 OrtStatus* vkep_output(OrtKernelContext* ctx, size_t index, const char* dims, size_t rank, uint64_t* ptr);
 OrtStatus* vkep_tensor_info(const OrtValue* v, int* type, int64_t* dims, int* rank, uint64_t* ptr);
 extern void* vkep_compute_fn;
+extern void* vkep_fused_create_state_fn;
+extern void* vkep_fused_compute_fn;
+extern void* vkep_fused_release_state_fn;
 extern void* vkep_alloc_info_fn;
 extern void* vkep_alloc_fn;
 extern void* vkep_free_fn;

@@ -30,6 +30,7 @@ typedef struct OrtRunOptions OrtRunOptions;
 typedef struct OrtSharedPrePackedWeightCache OrtSharedPrePackedWeightCache;
 typedef struct OrtProfilingEvent OrtProfilingEvent;
 typedef struct OrtProfilingEventsContainer OrtProfilingEventsContainer;
+typedef struct OrtNodeComputeContext OrtNodeComputeContext;
 
 typedef struct OrtApiBase {
     const OrtApi* (*GetApi)(uint32_t version);
@@ -105,6 +106,19 @@ typedef struct OrtEpProfilerImpl {
                             const OrtProfilingEvent* ort_event);
     OrtStatus* (*EndProfiling)(struct OrtEpProfilerImpl* self, OrtProfilingEventsContainer* events_container);
 } OrtEpProfilerImpl;
+
+/* a fused group's compute functions (OrtEp::Compile): plugin.c's, over the group's vkep_kernel */
+typedef struct OrtNodeComputeInfo {
+    uint32_t ort_version_supported;
+    OrtStatus* (*CreateState)(struct OrtNodeComputeInfo* self, OrtNodeComputeContext* context, void** state);
+    OrtStatus* (*Compute)(struct OrtNodeComputeInfo* self, void* state, OrtKernelContext* context);
+    void (*ReleaseState)(struct OrtNodeComputeInfo* self, void* state);
+} OrtNodeComputeInfo;
+
+typedef struct OrtNodeFusionOptions {
+    uint32_t ort_version_supported;
+    bool drop_constant_initializers;
+} OrtNodeFusionOptions;
 
 typedef OrtStatus* (*OrtKernelCreateFunc)(void* state, const OrtKernelInfo* info, OrtKernelImpl** out);
 
@@ -277,6 +291,7 @@ typedef struct vkep_kernel {
     void* recorder;  /* the device's default stream, for calls without an ORT stream */
     void* capture_recorder;  /* while its session captures a graph: the capture's stream, before any other */
 } vkep_kernel;
+typedef struct vkep_compute_info { OrtNodeComputeInfo base; void* kernel; } vkep_compute_info;
 typedef struct vkep_allocator { OrtAllocator base; int64_t id; const OrtMemoryInfo* info; vkep_alloc_cache* cache; }
     vkep_allocator;
 /* factory and EP with their strings: the getters ORT calls (also during teardown) are plain C */

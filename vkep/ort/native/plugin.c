@@ -307,6 +307,21 @@ static OrtStatus* vkep_compute(OrtKernelImpl* self, OrtKernelContext* ctx) {
 
 void* vkep_compute_fn = (void*)vkep_compute;
 
+/* a fused group (OrtEp::Compile) computes as a node does: its state is its vkep_kernel */
+static OrtStatus* fused_create_state(OrtNodeComputeInfo* self, OrtNodeComputeContext* context, void** state) {
+    (void)context;
+    *state = ((vkep_compute_info*)self)->kernel;
+    return NULL;
+}
+static OrtStatus* fused_compute(OrtNodeComputeInfo* self, void* state, OrtKernelContext* ctx) {
+    (void)self;
+    return vkep_compute((OrtKernelImpl*)state, ctx);
+}
+static void fused_release_state(OrtNodeComputeInfo* self, void* state) { (void)self; (void)state; }
+void* vkep_fused_create_state_fn = (void*)fused_create_state;
+void* vkep_fused_compute_fn = (void*)fused_compute;
+void* vkep_fused_release_state_fn = (void*)fused_release_state;
+
 /* this library's own file: the embedded interpreter finds the vkep package beside it */
 const char* vkep_library_file(void) {
     Dl_info self;

@@ -1,0 +1,163 @@
+"""Elementwise groups fused into one node through ORT's Compile (vkep/ort/fusion.py, shaders/fused.comp): the
+same values as each node on its own (fuse=0) and as ORT's CPU EP, special values included, with every node
+still on vkep in ORT's placement record."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from conftest import tolerance
+from onnx import TensorProto, helper, numpy_helper
+
+import vkep
+from vkep import models, runner
+from vkep.kernels import fused, manifest
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40, -1e-40, 3e38, -3e38, 1.0, -1.0, 0.5, 2.5, -7.0],
+                   np.float32)
+
+
+def _executions(session, feeds: dict, runs: int = 2) -> tuple[list, int]:
+    """(outputs of the last run, kernel executions a run: nodes, or fused groups, that ORT computed)."""
+    session.run(None, feeds)
+    vkep.reset_stats()
+    for _ in range(runs):
+        out = session.run(None, feeds)
+    stats = vkep.stats()["process"]
+    return out, (stats["nodes_replayed_natively"] + stats["nodes_python_path"]) // runs
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset: int = 21) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "fused", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def _vi(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> None:
+    """Bit for bit (fused.comp runs unary.comp's and binary.comp's own formulas)."""
+    assert a.dtype == b.dtype and a.shape == b.shape
+    np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def test_a_chain_of_adds_runs_in_few_dispatches_and_every_node_stays_on_vkep(ep_devices):
+    model = models.add_chain(64, shape=(4, 16))
+    feeds = models.random_inputs(model, seed=1)
+    fused_session = runner.vkep_session(model, disable_cpu_fallback=True)
+    unfused_session = runner.vkep_session(model, ep_options={"fuse": "0"})
+    placed = runner.placement(fused_session)
+    assert len(placed) == 64 and {ep for *_, ep in placed} == {"VulkanExecutionProvider"}
+    got, executions = _executions(fused_session, feeds)
+    want, unfused = _executions(unfused_session, feeds)
+    assert unfused == 64
+    assert executions <= 64 // (fused.MAX_INPUTS - 1) + 1, executions  # a group takes 7 Adds (8 inputs)
+    _same(got[0], want[0])
+    np.testing.assert_allclose(got[0], runner.cpu_session(model).run(None, feeds)[0], **tolerance(np.float32))
+
+
+def _activation_chain() -> tuple[onnx.ModelProto, dict]:
+    """Broadcast operands (per channel, per last dim, scalar, a tensor broadcast both ways), attributes, Clip
+    with bound inputs, and special values in x."""
+    x = _vi("x", [2, 3, 4, 7])
+    nodes = [
+        helper.make_node("Mul", ["x", "scale"], ["t0"]),
+        helper.make_node("Add", ["t0", "bias"], ["t1"]),
+        helper.make_node("LeakyRelu", ["t1"], ["t2"], alpha=0.2),
+        helper.make_node("Clip", ["t2", "lo", "hi"], ["t3"]),
+        helper.make_node("HardSigmoid", ["t3"], ["t4"], alpha=0.3, beta=0.4),
+        helper.make_node("Sub", ["one", "t4"], ["t5"]),
+        helper.make_node("Max", ["t5", "y"], ["t6"]),
+        helper.make_node("Gelu", ["t6"], ["t7"], approximate="tanh"),
+        helper.make_node("Pow", ["t7", "two"], ["t8"]),
+        helper.make_node("Div", ["t8", "x"], ["t9"]),
+        helper.make_node("Sigmoid", ["t9"], ["out"]),
+    ]
+    init = [numpy_helper.from_array(np.linspace(-2, 2, 3, dtype=np.float32).reshape(3, 1, 1), "scale"),
+            numpy_helper.from_array(np.linspace(-1, 1, 7, dtype=np.float32), "bias"),
+            numpy_helper.from_array(np.array(-1.5, np.float32), "lo"),
+            numpy_helper.from_array(np.array(3.0, np.float32), "hi"),
+            numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+            numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    model = _model(nodes, [x, _vi("y", [2, 1, 4, 1])], [_vi("out", [2, 3, 4, 7])], init)
+    rng = np.random.default_rng(4)
+    xs = rng.uniform(-4, 4, (2, 3, 4, 7)).astype(np.float32)
+    xs.flat[:SPECIAL.size] = SPECIAL
+    return model, {"x": xs, "y": rng.uniform(-1, 1, (2, 1, 4, 1)).astype(np.float32)}
+
+
+def test_broadcasts_attributes_and_special_values_as_each_node_computes_them(ep_devices):
+    model, feeds = _activation_chain()
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    got, executions = _executions(session, feeds)
+    assert executions == 1  # the eleven nodes in one group (they read 7 values)
+    want, _ = _executions(runner.vkep_session(model, ep_options={"fuse": "0"}), feeds)
+    _same(got[0], want[0])
+    cpu = runner.cpu_session(model).run(None, feeds)[0]
+    np.testing.assert_allclose(got[0], cpu, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_float16_rounds_every_step_as_the_nodes_do(ep_devices):
+    h = TensorProto.FLOAT16
+    nodes = [helper.make_node("Mul", ["x", "x"], ["a"]), helper.make_node("Add", ["a", "x"], ["b"]),
+             helper.make_node("Tanh", ["b"], ["c"]), helper.make_node("Mul", ["c", "x"], ["d"]),
+             helper.make_node("Sqrt", ["d"], ["out"])]
+    model = _model(nodes, [_vi("x", [3, 50], h)], [_vi("out", [3, 50], h)])
+    xs = np.random.default_rng(2).uniform(-3, 3, (3, 50)).astype(np.float16)
+    with np.errstate(over="ignore"):  # (3e38 becomes inf)
+        xs.flat[:SPECIAL.size] = SPECIAL.astype(np.float16)
+    got, executions = _executions(runner.vkep_session(model), {"x": xs})
+    assert executions == 1
+    want, _ = _executions(runner.vkep_session(model, ep_options={"fuse": "0"}), {"x": xs})
+    _same(got[0], want[0])
+
+
+def test_a_value_read_outside_the_group_ends_it(ep_devices):
+    """A member's output that a graph output or another node reads is the group's root: nothing is fused across
+    it, and both readers get it."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["n"]),
+             helper.make_node("Exp", ["n"], ["e"]), helper.make_node("Softmax", ["r"], ["s"], axis=-1),
+             helper.make_node("Add", ["e", "s"], ["out"])]
+    model = _model(nodes, [_vi("x", [4, 9])], [_vi("out", [4, 9]), _vi("r", [4, 9])])
+    feeds = {"x": np.random.default_rng(3).standard_normal((4, 9)).astype(np.float32)}
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    got, executions = _executions(session, feeds)
+    assert executions == 3  # Relu (a graph output), Softmax, and Neg, Exp and Add as one group
+    for g, w in zip(got, runner.cpu_session(model).run(None, feeds), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def _fusable_specs() -> list[tuple[str, dict]]:
+    """(op, attributes) of every manifest entry whose kernel fused.comp runs as a step."""
+    out = []
+    for spec in manifest.load():
+        code = spec.constants.get("op")
+        kind = spec.impl.split(".")[-1]
+        if spec.domain or "float32" not in next(iter(spec.types.values())):
+            continue
+        if (kind in ("Unary", "Clip") and code in fused.UNARY) or (
+                kind in ("Binary", "Pow", "Variadic") and code in fused.BINARY):  # (Mean is checked unfused)
+            attrs = {a.name: a.default for a in spec.attributes if a.default is not None and a.kind == "float"}
+            out.append((spec.op, attrs, spec.since[-1]))
+    return sorted({(op, tuple(sorted(a.items())), v) for op, a, v in out})
+
+
+@pytest.mark.parametrize("op,attrs,opset", _fusable_specs(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_fusable_op_as_each_node_computes_it(ep_devices, op, attrs, opset):
+    """Each op fused.comp takes, between two Adds (so that it is fused), against the same graph unfused:
+    catches an op code that fused.py lets through and fused.comp's switch lacks."""
+    two = op in ("Add", "Sub", "Mul", "Div", "Pow", "Min", "Max", "PRelu", "Sum", "Mean")
+    nodes = [helper.make_node("Add", ["x", "c"], ["a"]),
+             helper.make_node(op, ["a", "w"] if two else ["a"], ["b"], **dict(attrs)),
+             helper.make_node("Add", ["b", "c"], ["out"])]
+    init = [numpy_helper.from_array(np.float32(0.25).reshape(()), "c"),
+            numpy_helper.from_array(np.linspace(0.5, 1.5, 6, dtype=np.float32), "w")]
+    model = _model(nodes, [_vi("x", [5, 6])], [_vi("out", [5, 6])], init, opset=max(opset, 7))
+    xs = np.random.default_rng(5).uniform(0.1, 3, (5, 6)).astype(np.float32)
+    xs.flat[:SPECIAL.size] = SPECIAL
+    got, executions = _executions(runner.vkep_session(model, disable_cpu_fallback=True), {"x": xs})
+    assert executions == (3 if op == "Mean" else 1)  # (Mean's last step scales: it stays a node of its own)
+    want, _ = _executions(runner.vkep_session(model, ep_options={"fuse": "0"}), {"x": xs})
+    _same(got[0], want[0])

@@ -1,0 +1,240 @@
+"""Elementwise nodes fused into one node through ORT's Compile (OrtEp::Compile): GetCapability hands ORT each
+group with EpGraphSupportInfo_AddNodesToFuse, ORT replaces it with one node and gives it back to Compile, and
+its kernel (vkep/kernels/fused.py) runs the group in one dispatch of fused.comp, replayed natively like any
+node's (the C trampoline's Compute serves both). docs/design.md, "Fused elementwise groups".
+
+A group is an in-tree: every member but its root has one consumer, a member, and is no graph output, so no
+path leaves the group and comes back (ORT requires that) and the group has one output. Its members are float32
+(or float16) unary and binary ops of unary.comp and binary.comp that fused.comp knows, of known rank <= 6.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from vkep.kernels import elementwise, fused
+from vkep.kernels.base import UnsupportedError, implementation
+from vkep.kernels.manifest import KernelSpec
+from vkep.ort import api, declared
+from vkep.ort.api import callback, status_callback
+from vkep.ort.ep import EPS, Ep, node_attributes, spec_of
+from vkep.ort.kernel import KernelInstance, release_kernel
+
+MAX_STEPS = 32  # nodes in one group (a long chain makes several)
+_TAKES_TWO = (elementwise.Binary, elementwise.Pow, elementwise.Variadic)
+# the kernel spec of every fused node: not a manifest entry (no ONNX op), the shader's name for pipelines
+SPEC = KernelSpec(op="FusedElementwise", domain="vkep", since=[1], types={}, impl="fused.FusedElementwise",
+                  shader=fused.SHADER)
+COMPUTE_INFOS: dict[int, object] = {}  # OrtNodeComputeInfo address → its KernelInstance
+
+
+def step(node, ep: Ep) -> fused.Step | None:
+    """The node as a step of fused.comp (operands left to the caller), or None when it cannot be one."""
+    spec, version = spec_of(node, ep.specs)
+    if spec is None:
+        return None
+    cls = implementation(spec)
+    dtypes = {v[1] if v else None for v in declared.values(node) + declared.values(node, outputs=True)}
+    wanted = {"float32", "float16"} if ep.fp16 else {"float32"}
+    if len(dtypes - {None}) != 1 or None in dtypes - {None} or not dtypes <= wanted | {None}:
+        return None
+    inputs = declared.values(node)
+    if any(v is not None and (v[0] is None or len(v[0]) > fused.MAX_RANK) for v in inputs):
+        return None  # (rank unknown or above the shader's: a broadcast might not fit)
+    try:
+        kernel = cls(spec, node_attributes(node, spec), version, [v[1] if v else "" for v in inputs])
+    except UnsupportedError:
+        return None
+    code = kernel.constants[0] if kernel.constants else None
+    if cls in (elementwise.Unary, elementwise.Clip) and code in fused.UNARY:
+        alpha, beta = struct.unpack("<ff", kernel.params)
+        return fused.Step(fused.KIND_UNARY, code, (), alpha, beta)
+    if cls is elementwise.Variadic and spec.op not in ("Min", "Max", "Sum"):
+        return None  # (Mean scales its last step)
+    if cls in _TAKES_TWO and code in fused.BINARY and len(inputs) == 2 and None not in inputs:
+        return fused.Step(fused.KIND_BINARY, code, ())
+    return None
+
+
+def groups(ep: Ep, claimed: list) -> list[list]:
+    """The groups of claimed nodes to fuse (two nodes or more each), each in an order where producers come
+    before their consumers."""
+    mine = {api.address(n): n for n in claimed}
+    fusable = {key for key, n in mine.items() if step(n, ep) is not None}
+    absorbed: set[int] = set()
+    out = []
+    for node in reversed(claimed):  # (ORT lists a graph's nodes producers first: roots come first here)
+        key = api.address(node)
+        if key not in fusable or key in absorbed:
+            continue
+        members, frontier = [node], [node]
+        absorbed.add(key)
+        while frontier and len(members) < MAX_STEPS:
+            consumer = frontier.pop()
+            for producer in _producers(consumer):
+                pkey = api.address(producer)
+                if (pkey in fusable and pkey not in absorbed and len(members) < MAX_STEPS
+                        and _only_feeds(producer, consumer) and _fits(members + [producer], ep)):
+                    members.append(producer)
+                    frontier.append(producer)
+                    absorbed.add(pkey)
+        if len(members) > 1:
+            order = {api.address(n): i for i, n in enumerate(claimed)}
+            out.append(sorted(members, key=lambda n: order[api.address(n)]))
+    return out
+
+
+def _fits(members: list, ep: Ep) -> bool:
+    """Whether fused.comp takes these nodes as one group (its inputs and registers suffice)."""
+    made = {n for m in members for n in _names(declared.value_infos(m, outputs=True))}
+    inputs: dict[str, int] = {}
+    for m in members:
+        for name in _names(declared.value_infos(m)):
+            if name and name not in made:
+                inputs.setdefault(name, len(inputs))
+    try:
+        _steps(members, ep, list(inputs))
+    except (UnsupportedError, api.OrtError):
+        return False
+    return True
+
+
+def _producers(node) -> list:
+    lib, ffi = api.lib, api.ffi
+    out = []
+    producer, index = ffi.new("const OrtNode**"), ffi.new("size_t*")
+    for info in declared.value_infos(node):
+        if info == ffi.NULL:
+            continue
+        status = lib.ort_ValueInfo_GetValueProducer(info, producer, index)
+        if status != ffi.NULL:
+            lib.ort_ReleaseStatus(status)
+            continue
+        if producer[0] != ffi.NULL:
+            out.append(producer[0])
+    return out
+
+
+def _only_feeds(producer, consumer) -> bool:
+    """Whether the producer's one output goes to `consumer` alone and is no graph output."""
+    lib, ffi = api.lib, api.ffi
+    outputs = declared.value_infos(producer, outputs=True)
+    if len(outputs) != 1 or outputs[0] == ffi.NULL:
+        return False
+    is_output, count = ffi.new("bool*"), ffi.new("size_t*")
+    api.check(lib.ort_ValueInfo_IsGraphOutput(outputs[0], is_output))
+    api.check(lib.ort_ValueInfo_GetValueNumConsumers(outputs[0], count))
+    if is_output[0] or count[0] == 0:
+        return False
+    n = count[0]
+    consumers, indices = ffi.new("const OrtNode*[]", n), ffi.new("int64_t[]", n)
+    api.check(lib.ort_ValueInfo_GetValueConsumers(outputs[0], consumers, indices, n))
+    return all(api.address(consumers[k]) == api.address(consumer) and indices[k] >= 0 for k in range(n))
+
+
+def add_groups(ep: Ep, support_info, claimed: list) -> set[int]:
+    """Hand ORT the groups to fuse; returns the addresses of the nodes they hold."""
+    options = api.ffi.new("OrtNodeFusionOptions*")
+    options.ort_version_supported = api.lib.vkep_api_version()
+    options.drop_constant_initializers = False  # (constants arrive as inputs, as for any node)
+    held: set[int] = set()
+    for members in groups(ep, claimed):
+        nodes = api.ffi.new("const OrtNode*[]", members)
+        api.check(api.lib.ep_EpGraphSupportInfo_AddNodesToFuse(support_info, nodes, len(members), options))
+        held |= {api.address(n) for n in members}
+    if held:
+        ep.log.info(f"fuses {len(held)} elementwise nodes into groups of one dispatch each")
+    return held
+
+
+def program(graph, fused_node, ep: Ep) -> tuple[fused.Program, str, list[str], list[str]]:
+    """(the group's program, its element type, the fused node's input and output names) from the graph ORT
+    compiles."""
+    lib, ffi = api.lib, api.ffi
+    count = ffi.new("size_t*")
+    api.check(lib.ort_Graph_GetNumNodes(graph, count))
+    nodes = ffi.new("const OrtNode*[]", max(count[0], 1))
+    api.check(lib.ort_Graph_GetNodes(graph, nodes, count[0]))
+    input_names = _names(declared.value_infos(fused_node))
+    output_names = _names(declared.value_infos(fused_node, outputs=True))
+    prog, value = _steps(list(nodes[0:count[0]]), ep, input_names, output_names)
+    dtype = declared.values(fused_node, outputs=True)[0][1]
+    return prog, dtype, input_names, output_names
+
+
+def _steps(nodes: list, ep: Ep, input_names: list[str], output_names: list[str] | None = None
+           ) -> tuple[fused.Program, dict[str, int]]:
+    """The program of a group whose inputs are `input_names` (outputs: `output_names`, default its one value
+    no member reads), and the value number of each name."""
+    value = {name: k for k, name in enumerate(input_names)}
+    steps, read = [], set()
+    pending = list(nodes)
+    while pending:  # producers before consumers, whatever order the nodes come in
+        ready = [n for n in pending if all(name in value or not name for name in _names(declared.value_infos(n)))]
+        if not ready:
+            raise api.OrtError("vkep: a fused group reads a value it neither makes nor takes", api.ORT_FAIL)
+        for node in ready:
+            s = step(node, ep)
+            if s is None:
+                raise api.OrtError(f"vkep: {declared.op_type(node)} cannot be fused", api.ORT_FAIL)
+            names = _names(declared.value_infos(node))
+            read |= set(names)
+            steps.append(fused.Step(s.kind, s.op, tuple(value[n] if n else None for n in names), s.alpha, s.beta))
+            value[_names(declared.value_infos(node, outputs=True))[0]] = len(input_names) + len(steps) - 1
+            pending.remove(node)
+    if output_names is None:
+        output_names = [n for n, v in value.items() if v >= len(input_names) and n not in read]
+    return fused.Program(len(input_names), steps, [value[n] for n in output_names]), value
+
+
+def _names(infos) -> list[str]:
+    name = api.ffi.new("const char**")
+    out = []
+    for info in infos:
+        if info == api.ffi.NULL:
+            out.append("")
+            continue
+        api.check(api.lib.ort_GetValueInfoName(info, name))
+        out.append(api.ffi.string(name[0]).decode())
+    return out
+
+
+@status_callback("py_ep_compile")
+def _compile(this, graphs, fused_nodes, count, node_compute_infos, ep_context_nodes):
+    lib, ffi = api.lib, api.ffi
+    ep = EPS[api.address(this)]
+    for i in range(count):
+        prog, dtype, inputs, outputs = program(graphs[i], fused_nodes[i], ep)
+        impl = fused.FusedElementwise(SPEC, prog, dtype)
+        impl.output_count, impl.device_info = len(outputs), ep.info
+        impl.declared_inputs = _declared(declared.values(fused_nodes[i]))
+        kernel = KernelInstance(ep.device, SPEC, impl, declared.name(fused_nodes[i]))
+        kernel.host_read_outputs = frozenset(j for j, name in enumerate(outputs) if name in ep.host_read_values)
+        kernel.wait_limit, kernel.ep = ep.wait_limit, ep
+        ep.kernels.append(kernel)
+        info = api.new_struct("vkep_compute_info")
+        info.base.ort_version_supported = lib.vkep_api_version()
+        info.base.CreateState = ffi.cast("OrtStatus*(*)(OrtNodeComputeInfo*, OrtNodeComputeContext*, void**)",
+                                         lib.vkep_fused_create_state_fn)
+        info.base.Compute = ffi.cast("OrtStatus*(*)(OrtNodeComputeInfo*, void*, OrtKernelContext*)",
+                                     lib.vkep_fused_compute_fn)
+        info.base.ReleaseState = ffi.cast("void(*)(OrtNodeComputeInfo*, void*)", lib.vkep_fused_release_state_fn)
+        info.kernel = ffi.cast("void*", kernel.struct)
+        COMPUTE_INFOS[api.address(info)] = kernel
+        node_compute_infos[i] = ffi.cast("OrtNodeComputeInfo*", info)
+
+
+def _declared(values: list) -> list[tuple] | None:
+    """(shape, dtype) of each input where the graph declares every one in full, else None (warmup.py)."""
+    if any(v is None or v[0] is None or any(d < 0 for d in v[0]) for v in values):
+        return None
+    return [(tuple(v[0]), v[1]) for v in values]
+
+
+@callback("py_ep_release_node_compute_infos")
+def _release_node_compute_infos(this, infos, count):
+    for i in range(count):
+        kernel = COMPUTE_INFOS.pop(api.address(infos[i]), None)
+        if kernel is not None:
+            release_kernel(kernel.struct)
+        api.free_struct(infos[i])
