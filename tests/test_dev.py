@@ -22,7 +22,8 @@ from onnx import TensorProto, helper, numpy_helper
 from vkep import resources
 from vkep.gpu import shaders
 
-RELU_LINE = "    case OP_RELU: return v < 0.0 ? 0.0 : v;  // not max(): keeps NaN\n"  # unary.comp, float types
+RELU_LINE = "    case OP_RELU: return v < 0.0 ? 0.0 : v;  // not max(): keeps NaN\n"  # unary_ops.glsl (float)
+RELU_FILE = "unary_ops.glsl"  # (unary.comp and fused.comp include it)
 TIMING = re.compile(r"\[(gpu timestamps|host timing)")
 
 
@@ -32,7 +33,7 @@ def shader_copy(tmp_path, ep_devices):
     with the pipelines the copy made swapped out of every live session."""
     copy = tmp_path / "shaders"
     shutil.copytree(resources.SHADER_DIR, copy)
-    assert RELU_LINE in (copy / "unary.comp").read_text()
+    assert RELU_LINE in (copy / RELU_FILE).read_text()
     before = shaders.SHADER_DIR
     shaders.set_shader_dir(copy)
     yield copy
@@ -40,6 +41,7 @@ def shader_copy(tmp_path, ep_devices):
     from vkep.ort.swap import swap_shader
 
     swap_shader("unary.comp")
+    swap_shader("fused.comp")
 
 
 def _edit(path: Path, old: str, new: str) -> None:
@@ -70,13 +72,13 @@ def test_compile_error_shows_file_line_and_keeps_the_last_good_pipelines(shader_
     try:
         good = loop.cycle()
         assert good.max_error == 0 and good.micros and all(r.ok for r in good.results)
-        _edit(shader_copy / "unary.comp", RELU_LINE, RELU_LINE.replace("v;", "v +;"))
-        broken = loop.cycle([shader_copy / "unary.comp"])
+        _edit(shader_copy / RELU_FILE, RELU_LINE, RELU_LINE.replace("v;", "v +;"))
+        broken = loop.cycle([shader_copy / RELU_FILE])
         text = out.getvalue()
-        line = 1 + (shader_copy / "unary.comp").read_text().splitlines().index(RELU_LINE.rstrip("\n").replace(
+        line = 1 + (shader_copy / RELU_FILE).read_text().splitlines().index(RELU_LINE.rstrip("\n").replace(
             "v;", "v +;"))
         assert broken.kept_last_good
-        assert f"{shader_copy / 'unary.comp'}:{line}:" in text, text
+        assert f"{shader_copy / RELU_FILE}:{line}:" in text, text
         assert "kept      the last good pipelines: max error 0" in text, text
         # the live sessions still run the last good shader
         assert all(case.check().ok for case in loop.cases)
@@ -85,7 +87,8 @@ def test_compile_error_shows_file_line_and_keeps_the_last_good_pipelines(shader_
 
 
 def _relu_model(path: Path) -> str:
-    """y = Relu(x * w): Relu's input has both signs; the Mul runs another shader (binary.comp)."""
+    """y = Relu(x * w): Relu's input has both signs; the session fuses the two (fused.comp includes the formula
+    that the edits change)."""
     w = numpy_helper.from_array(np.linspace(-2, 2, 16, dtype=np.float32).reshape(1, 16), "w")
     graph = helper.make_graph(
         [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])], "relu",
@@ -97,7 +100,7 @@ def _relu_model(path: Path) -> str:
 
 def test_a_save_is_swapped_into_the_live_model_session(shader_copy, tmp_path):
     loop, out = _loop("Relu", model=_relu_model(tmp_path / "relu.onnx"))
-    unary = shader_copy / "unary.comp"
+    unary = shader_copy / RELU_FILE
     try:
         first = loop.cycle()
         session = loop.model.session
@@ -141,9 +144,9 @@ def test_watching_reruns_on_a_save_and_prints_save_to_result(tmp_path):
     try:
         read_until(r"^ +watching .*unary\.comp")
         time.sleep(1)  # (the watcher starts just after the line)
-        _edit(copy / "unary.comp", RELU_LINE, RELU_LINE.replace(": v;", ": v + 1.0;"))
+        _edit(copy / RELU_FILE, RELU_LINE, RELU_LINE.replace(": v;", ": v + 1.0;"))
         text = read_until(r"result +\d+\.\d\d s after the save")
-        assert "-- vkep dev Relu: unary.comp at" in text, text
+        assert f"-- vkep dev Relu: {RELU_FILE} at" in text, text
         assert re.search(r"max error 1 \(was 0\) in Relu-\d+-float", text), text
     finally:
         proc.terminate()

@@ -85,7 +85,7 @@ def test_shader_compile_error_shows_file_and_line(tmp_path):
     lines[broken_line - 1] = "    float r = undefined_thing;"
     src.write_text("\n".join(lines) + "\n")
     result = _run_child(CHILD_PRELUDE + """
-    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"fuse": "0"})  # (Adds: binary.comp)
     for attempt in range(2):
         try:
             session.run(None, feeds)

@@ -48,10 +48,18 @@ def _node_executions() -> int:
     return stats["nodes_replayed_natively"] + stats["nodes_python_path"]
 
 
+@pytest.mark.parametrize("fuse", ["0", "1"])
 @pytest.mark.parametrize("nodes", [3, 200])
-def test_replays_run_no_node_and_follow_new_inputs(ep_devices, nodes):
+def test_replays_run_no_node_and_follow_new_inputs(ep_devices, nodes, fuse):
+    """(fuse=1: the Adds run as fused groups, nodes of their own to ORT, captured alike)"""
     model = add_chain(nodes, shape=(4, 16))
-    session, cpu = runner.vkep_session(model, ep_options=CAPTURE), runner.cpu_session(model)
+    session, cpu = runner.vkep_session(model, ep_options={**CAPTURE, "fuse": fuse}), runner.cpu_session(model)
+    plain = runner.vkep_session(model, ep_options={"fuse": fuse})
+    plain.run(None, {"x": np.zeros((4, 16), np.float32)})
+    before = _node_executions()
+    plain.run(None, {"x": np.zeros((4, 16), np.float32)})
+    per_run = _node_executions() - before  # (nodes, or fused groups)
+    assert per_run == nodes if fuse == "0" else per_run < nodes
     binding, values = _bound(session, ep_devices, {"x": (4, 16)}, {"y": (4, 16)})
     rng = np.random.default_rng(0)
     executed = []
@@ -63,7 +71,7 @@ def test_replays_run_no_node_and_follow_new_inputs(ep_devices, nodes):
         executed.append(_node_executions() - before)
         np.testing.assert_allclose(values["y"].numpy(), cpu.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
     # the first Run holds ORT's internal runs: a warm-up run and the captured one; then replays only
-    assert executed[0] == 2 * nodes and executed[1:] == [0, 0, 0, 0], executed
+    assert executed[0] == 2 * per_run and executed[1:] == [0, 0, 0, 0], executed
 
 
 def test_graph_ids_capture_one_graph_each(ep_devices):
@@ -87,7 +95,7 @@ def test_graph_ids_capture_one_graph_each(ep_devices):
         session.run_with_iobinding(binding, options)
         np.testing.assert_allclose(values["y"].numpy(), cpu.run(None, {"x": x})[0], rtol=1e-6)
         if graph_id == -1:
-            assert _node_executions() - before == 2
+            assert _node_executions() - before == 1  # (Mul and Relu: one fused group)
 
 
 def test_host_arrays_are_refused_with_a_clear_error(ep_devices):

@@ -75,7 +75,7 @@ def test_add_chain_replays_natively(ep_devices):
     import vkep
 
     model = models.add_chain(32)
-    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"fuse": "0"})  # (node by node)
     feeds = models.random_inputs(model)
     want = runner.cpu_session(model).run(None, feeds)[0]
     session.run(None, feeds)
@@ -97,7 +97,7 @@ def test_full_batches_are_submitted_without_python(ep_devices):
 
     nodes = 640
     model = models.add_chain(nodes)
-    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"fuse": "0"})  # (node by node)
     feeds = models.random_inputs(model)
     want = runner.cpu_session(model).run(None, feeds)[0]
     session.run(None, feeds)

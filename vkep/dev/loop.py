@@ -15,7 +15,7 @@ import vkep
 from vkep.conformance import generated
 from vkep.dev.cases import CaseResult, LiveCase
 from vkep.dev.model import LiveModel, ModelResult
-from vkep.dev.target import Compiled, compile_variants, resolve
+from vkep.dev.target import Compiled, compile_variants, including, resolve
 from vkep.gpu.timing import GpuTimer
 from vkep.kernels import manifest
 from vkep.ort.swap import swap_shader
@@ -105,7 +105,8 @@ class DevLoop:
                  f"{compiled.compiled} compiled and validated by spirv-val, {compiled.reused} from the SPIR-V cache "
                  f"({compiled.seconds:.2f} s)")
         swapped = self.last_good is None or self.last_good.compiled.keys != compiled.keys  # (a new source)
-        nodes = sum(swap_shader(shader) for shader in self.target.shaders) if swapped else 0
+        live = sorted(set(self.target.shaders) | including(changed or []))
+        nodes = sum(swap_shader(shader) for shader in live) if swapped else 0
         if nodes:
             self.say(f"  swap      {nodes} live node(s) rebuild their pipelines (sessions kept)")
         self._check(outcome)

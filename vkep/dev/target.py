@@ -46,6 +46,16 @@ class Target:
         return changed
 
 
+def including(changed: list[Path]) -> set[str]:
+    """The shaders (file names) that include one of the changed files: live nodes running them (fused.comp
+    holds unary.comp's formulas, for one) take the edit too."""
+    wanted = {p.resolve() for p in changed if p.suffix == ".glsl"}
+    if not wanted:
+        return set()
+    return {path.name for path in Path(shaders.SHADER_DIR).glob("*.comp")
+            if wanted & {p.resolve() for p in shaders.sources(path.name)}}
+
+
 def resolve(kernel: str, specs: list[manifest.KernelSpec] | None = None) -> Target:
     """KERNEL is an op (Relu, com.microsoft.QuickGelu) or a shader file (unary.comp, or a path: its directory
     becomes the shader directory)."""

@@ -14,18 +14,20 @@ import math
 import struct
 from dataclasses import dataclass
 
-from vkep.kernels.base import MAX_ELEMENTS, Kernel, UnsupportedError, grid_1d
-from vkep.kernels.elementwise import WORKGROUP, broadcast_shape, broadcast_strides, collapse
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, UnsupportedError
+from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse, wide_grid
 
 SHADER = "fused.comp"
-# fused.comp's limits and layout (its #defines)
-MAX_INPUTS, MAX_OUTPUTS, MAX_RANK, REGISTERS = 8, 4, 6, 16
+# fused.comp's limits and layout (its #defines and specialization constants)
+MAX_INPUTS, MAX_OUTPUTS, MAX_RANK, REGISTERS, MAX_STEPS = 8, 4, 6, 16, 16
 MODE_FULL, MODE_SCALAR, MODE_STRIDED = 0, 1, 2
 KIND_UNARY, KIND_BINARY = 0, 1
 MIN_FROM_B, MAX_FROM_C = 0x10000, 0x20000
-# the op codes fused.comp's unary_step and binary_step take (unary.comp's and binary.comp's codes)
-UNARY = frozenset({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 24, 29, 30, 33, 34, 35, 38, 40, 43})
-BINARY = frozenset({0, 1, 2, 3, 4, 7, 8, 9})
+STEP_CONSTANTS_AT = 8
+# the op codes a step may have: unary.comp's float math and activations (not its predicates, logic or Cast),
+# binary.comp's arithmetic (not its comparisons, logic, bitwise ops or the steps of Sum and Mean)
+UNARY = frozenset(range(0, 25)) | frozenset(range(29, 42)) | {43}
+BINARY = frozenset({0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 OP_CLIP = 40
 
 
@@ -42,11 +44,11 @@ class Step:
 
 
 class Program:
-    """A group's steps with registers allocated: the part of fused.comp's program that shapes do not change."""
+    """A group's steps with registers allocated, as fused.comp's specialization constants."""
 
     def __init__(self, inputs: int, steps: list[Step], outputs: list[int]):
-        if inputs > MAX_INPUTS or len(outputs) > MAX_OUTPUTS:
-            raise UnsupportedError(f"a fused group of {inputs} inputs and {len(outputs)} outputs")
+        if inputs > MAX_INPUTS or len(outputs) > MAX_OUTPUTS or len(steps) > MAX_STEPS:
+            raise UnsupportedError(f"a fused group of {inputs} inputs, {len(steps)} steps, {len(outputs)} outputs")
         self.inputs, self.steps, self.outputs = inputs, steps, outputs
         last_use = {}
         for k, step in enumerate(steps):
@@ -55,39 +57,40 @@ class Program:
                     last_use[v] = k
         register = {v: v for v in range(inputs)}  # (inputs stay in theirs: a later step may read them)
         free = list(range(inputs, REGISTERS))
-        words = []
+        constants = []
         for k, step in enumerate(steps):
             regs = [register[v] if v is not None else 0 for v in step.operands] + [0, 0, 0]
-            for v in step.operands:  # a result no later step reads frees its register for this step's
-                if v is not None and v >= inputs and last_use[v] == k and v not in outputs:
+            for v in {v for v in step.operands if v is not None}:  # a result read for the last time frees its
+                if v >= inputs and last_use[v] == k and v not in outputs:  # register for this step's own
                     free.append(register[v])
             if not free:
                 raise UnsupportedError(f"a fused group needs more than {REGISTERS} registers")
             dst = register[inputs + k] = free.pop(0)
             flags = 0
             if step.kind == KIND_UNARY and step.op == OP_CLIP:
-                flags |= (MIN_FROM_B if step.operands[1:2] not in ((), (None,)) else 0)
-                flags |= (MAX_FROM_C if step.operands[2:3] not in ((), (None,)) else 0)
-            words += [step.kind << 16 | step.op, dst | regs[0] << 4 | regs[1] << 8 | regs[2] << 12 | flags,
-                      _bits(step.alpha), _bits(step.beta)]
-        self.step_words = words
-        self.output_registers = [register[v] for v in outputs]
+                flags |= MIN_FROM_B if len(step.operands) > 1 and step.operands[1] is not None else 0
+                flags |= MAX_FROM_C if len(step.operands) > 2 and step.operands[2] is not None else 0
+            constants += [step.kind << 16 | step.op, dst | regs[0] << 4 | regs[1] << 8 | regs[2] << 12 | flags,
+                          _bits(step.alpha), _bits(step.beta)]
+        self.step_constants = tuple(constants)
+        self.output_registers = sum(register[v] << (4 * j) for j, v in enumerate(outputs))
 
-    def words(self, shapes: list[tuple[int, ...]]) -> tuple[tuple[int, ...], list[int]]:
-        """(output shape, the program's words) for inputs of these shapes."""
+    def plan(self, shapes: list[tuple[int, ...]]) -> tuple[tuple[int, ...], tuple[int, ...], list[int] | None]:
+        """(output shape, specialization constants but WIDE, the layout words of STRIDED inputs or None) for
+        inputs of these shapes."""
         out = broadcast_shape(*shapes)
         dims, strides = collapse(out, *(broadcast_strides(s, out) for s in shapes))
         if len(dims) > MAX_RANK:
             raise UnsupportedError(f"a fused broadcast of {shapes} needs rank {len(dims)} > {MAX_RANK}")
         n = math.prod(out)
-        header = [len(dims), self.inputs, len(self.steps), len(self.outputs)] + _padded(dims, MAX_RANK)
-        per_input = []
-        for shape, s in zip(shapes, strides + [[]] * (MAX_INPUTS - len(shapes)), strict=False):
-            mode = (MODE_SCALAR if math.prod(shape) == 1 else
-                    MODE_FULL if math.prod(shape) == n else MODE_STRIDED)
-            per_input += [mode] + _padded(s, MAX_RANK)
-        per_input += [0] * ((1 + MAX_RANK) * (MAX_INPUTS - len(shapes)))
-        return out, header + per_input + _padded(self.output_registers, MAX_OUTPUTS) + self.step_words
+        modes = [MODE_SCALAR if math.prod(s) == 1 else MODE_FULL if math.prod(s) == n else MODE_STRIDED
+                 for s in shapes]
+        words = None
+        if MODE_STRIDED in modes:
+            words = [len(dims)] + _padded(dims, MAX_RANK) + [w for st in strides for w in _padded(st, MAX_RANK)]
+        constants = (self.inputs, len(self.steps), len(self.outputs), sum(m << (2 * k) for k, m in enumerate(modes)),
+                     self.output_registers, 0, 0) + self.step_constants
+        return out, constants, words
 
 
 def _padded(values, count: int) -> list[int]:
@@ -103,24 +106,26 @@ class FusedElementwise(Kernel):
     manifest): one dispatch over the group's output shape."""
 
     def __init__(self, spec, program: Program, dtype: str):
-        super().__init__(spec, {}, 1, [dtype] * program.inputs)
+        super().__init__(spec, {}, 1, [dtype] * program.inputs)  # (constants too)
         self.program = program
         self.dtype = dtype
+        self.constant_tensors: list = []  # the group's constants, after its inputs (uploaded once, persistent)
 
     def compute(self, call) -> None:
-        inputs = call.inputs
+        inputs = list(call.inputs) + self.constant_tensors
         shapes = [t.shape for t in inputs]
-        out, words = self.planned(tuple(shapes), lambda: self.program.words(shapes))
+        out, constants, words = self.planned(tuple(shapes), lambda: self.program.plan(shapes))
         n = math.prod(out)
         if n > MAX_ELEMENTS:
             raise UnsupportedError(f"{out} has {n:,} elements; shaders index at most {MAX_ELEMENTS:,}")
         outputs = [call.output(j, out, self.dtype) for j in range(len(self.program.outputs))]
-        if not n:
+        if not n or not outputs:  # (no output: a group whose value no one reads)
             return
-        program = call.persistent(struct.pack(f"<{len(words)}I", *words))
-        addresses = _padded_tensors(outputs, MAX_OUTPUTS) + _padded_tensors(inputs, MAX_INPUTS) + [program]
-        call.dispatch(SHADER, self.dtype, (), addresses, struct.pack("<I", n), grid_1d(n, WORKGROUP),
-                      [*inputs, program], outputs)
+        layout = call.persistent(struct.pack(f"<{len(words)}I", *words)) if words else None
+        wide, grid = wide_grid(n)
+        addresses = _padded_tensors(outputs, MAX_OUTPUTS) + _padded_tensors(inputs, MAX_INPUTS) + [layout]
+        call.dispatch(SHADER, self.dtype, (wide, *constants), addresses, struct.pack("<I", n), grid,
+                      [*inputs, layout] if layout else list(inputs), outputs)
 
 
 def _padded_tensors(tensors: list, count: int) -> list:

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+
 from vkep.kernels import elementwise, fused
-from vkep.kernels.base import UnsupportedError, implementation
+from vkep.kernels.base import Tensor, UnsupportedError, implementation
 from vkep.kernels.manifest import KernelSpec
 from vkep.ort import api, declared
 from vkep.ort.api import callback, status_callback
 from vkep.ort.ep import EPS, Ep, node_attributes, spec_of
 from vkep.ort.kernel import KernelInstance, release_kernel
 
-MAX_STEPS = 32  # nodes in one group (a long chain makes several)
+MAX_STEPS = fused.MAX_STEPS  # nodes in one group (a long chain makes several)
 _TAKES_TWO = (elementwise.Binary, elementwise.Pow, elementwise.Variadic)
 # the kernel spec of every fused node: not a manifest entry (no ONNX op), the shader's name for pipelines
 SPEC = KernelSpec(op="FusedElementwise", domain="vkep", since=[1], types={}, impl="fused.FusedElementwise",
@@ -136,7 +138,7 @@ def add_groups(ep: Ep, support_info, claimed: list) -> set[int]:
     """Hand ORT the groups to fuse; returns the addresses of the nodes they hold."""
     options = api.ffi.new("OrtNodeFusionOptions*")
     options.ort_version_supported = api.lib.vkep_api_version()
-    options.drop_constant_initializers = False  # (constants arrive as inputs, as for any node)
+    options.drop_constant_initializers = True  # (Compile uploads them once: see program)
     held: set[int] = set()
     for members in groups(ep, claimed):
         nodes = api.ffi.new("const OrtNode*[]", members)
@@ -147,19 +149,44 @@ def add_groups(ep: Ep, support_info, claimed: list) -> set[int]:
     return held
 
 
-def program(graph, fused_node, ep: Ep) -> tuple[fused.Program, str, list[str], list[str]]:
-    """(the group's program, its element type, the fused node's input and output names) from the graph ORT
-    compiles."""
+def program(graph, fused_node, ep: Ep) -> tuple[fused.Program, str, list[str], list[np.ndarray]]:
+    """(the group's program, its element type, the fused node's output names, the constants it reads) from the
+    graph ORT compiles. Its inputs are the fused node's, then the constants: ORT passes none of them
+    (drop_constant_initializers), so they are uploaded once into vkep's weight cache, which every session
+    shares, as a node's prepacked constants are."""
     lib, ffi = api.lib, api.ffi
     count = ffi.new("size_t*")
     api.check(lib.ort_Graph_GetNumNodes(graph, count))
-    nodes = ffi.new("const OrtNode*[]", max(count[0], 1))
-    api.check(lib.ort_Graph_GetNodes(graph, nodes, count[0]))
+    buf = ffi.new("const OrtNode*[]", max(count[0], 1))
+    api.check(lib.ort_Graph_GetNodes(graph, buf, count[0]))
+    nodes = list(buf[0:count[0]])
     input_names = _names(declared.value_infos(fused_node))
     output_names = _names(declared.value_infos(fused_node, outputs=True))
-    prog, value = _steps(list(nodes[0:count[0]]), ep, input_names, output_names)
-    dtype = declared.values(fused_node, outputs=True)[0][1]
-    return prog, dtype, input_names, output_names
+    made = {n for node in nodes for n in _names(declared.value_infos(node, outputs=True))}
+    constants: dict[str, np.ndarray] = {}
+    for node in nodes:
+        for name, info in zip(_names(declared.value_infos(node)), declared.value_infos(node), strict=True):
+            if name and name not in input_names and name not in made and name not in constants:
+                constants[name] = _initializer(info)
+    prog, _ = _steps(nodes, ep, input_names + list(constants), output_names)
+    dtype = declared.values(nodes[0], outputs=True)[0][1]  # (a group whose value no one reads has no output)
+    return prog, dtype, output_names, list(constants.values())
+
+
+def _initializer(info) -> np.ndarray:
+    """The values of a constant initializer the graph holds (host memory at Compile)."""
+    lib, ffi = api.lib, api.ffi
+    value = ffi.new("const OrtValue**")
+    api.check(lib.ort_ValueInfo_GetInitializerValue(info, value))
+    if value[0] == ffi.NULL:
+        raise api.OrtError("vkep: a fused group reads a value that is neither an input nor a constant",
+                           api.ORT_FAIL)
+    type_, rank, ptr, dims = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*"), ffi.new("int64_t[8]")
+    api.check(lib.vkep_tensor_info(value[0], type_, dims, rank, ptr))
+    array = np.empty(tuple(dims[0:rank[0]]), np.dtype(api.ELEMENT_TYPES[type_[0]]))
+    if array.nbytes:
+        ffi.memmove(ffi.cast("void*", array.ctypes.data), ffi.cast("void*", ptr[0]), array.nbytes)
+    return array
 
 
 def _steps(nodes: list, ep: Ep, input_names: list[str], output_names: list[str] | None = None
@@ -204,11 +231,15 @@ def _compile(this, graphs, fused_nodes, count, node_compute_infos, ep_context_no
     lib, ffi = api.lib, api.ffi
     ep = EPS[api.address(this)]
     for i in range(count):
-        prog, dtype, inputs, outputs = program(graphs[i], fused_nodes[i], ep)
+        prog, dtype, outputs, constants = program(graphs[i], fused_nodes[i], ep)
         impl = fused.FusedElementwise(SPEC, prog, dtype)
         impl.output_count, impl.device_info = len(outputs), ep.info
         impl.declared_inputs = _declared(declared.values(fused_nodes[i]))
         kernel = KernelInstance(ep.device, SPEC, impl, declared.name(fused_nodes[i]))
+        for k, array in enumerate(constants):  # (tagged as prepack tags a constant it keeps as it is)
+            data, shape = array.tobytes(), tuple(array.shape)
+            weight = kernel.persistent[("constant", k)] = ep.gpu.weights.acquire(data, f"as-is:{dtype}:{shape}")
+            impl.constant_tensors.append(Tensor(weight.address, shape, dtype, Tensor.PERSISTENT))
         kernel.host_read_outputs = frozenset(j for j, name in enumerate(outputs) if name in ep.host_read_values)
         kernel.wait_limit, kernel.ep = ep.wait_limit, ep
         ep.kernels.append(kernel)

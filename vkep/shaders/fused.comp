@@ -1,15 +1,17 @@
 #version 450
-// A chain of elementwise nodes fused into one dispatch (ORT's Compile; vkep/kernels/fused.py builds the
-// program): every element of the chain's output shape loads the chain's inputs (numpy broadcasting by
-// strides) into registers, runs the program's steps over registers, and stores its outputs. The steps are
-// unary.comp's and binary.comp's own float formulas (unary_ops.glsl, binary_ops.glsl), so a fused chain
-// computes what the unfused nodes compute; a float16 chain rounds every step's result to float16 as the
-// nodes' outputs are.
+// A group of elementwise nodes fused into one dispatch (ORT's Compile; vkep/kernels/fused.py builds the
+// program): every element of the group's output shape loads the group's inputs (numpy broadcasting) into
+// registers, runs the steps, and stores the outputs. The program is specialization constants, so the driver
+// compiles each group to straight-line code (a program read at run time costs lavapipe ~10x on large
+// tensors: a load per word per element). The steps are unary.comp's and binary.comp's own float formulas
+// (unary_ops.glsl, binary_ops.glsl): a fused group computes what its nodes compute, and a float16 group
+// rounds every step's result to float16 as the nodes' outputs are.
 //
-// Program (uint words at `program`): rank, inputs, steps, outputs; shape[MAX_RANK]; per input: its mode
-// (FULL: the output's shape, contiguous; SCALAR; STRIDED) then its element strides[MAX_RANK]; the register
-// of each output [MAX_OUTPUTS]; then per step: kind << 16 | op code, registers (dst | a << 4 | b << 8 |
-// c << 12, MIN_FROM_B: alpha from register b, MAX_FROM_C: beta from register c), alpha, beta (float bits).
+// Constants: WIDE (as unary.comp's), INPUTS, STEPS, OUTPUTS, MODES (2 bits an input: FULL, the output's
+// shape, contiguous; SCALAR; STRIDED, broadcast by the strides at `layout`), OUT_REGS (4 bits an output);
+// then per step k (ids 8 + 4k ..): kind << 16 | op code, registers (dst | a << 4 | b << 8 | c << 12,
+// MIN_FROM_B: alpha from register b, MAX_FROM_C: beta from register c), alpha and beta (float bits).
+// `layout` (uint words, read only by STRIDED inputs): rank, shape[MAX_RANK], strides[MAX_RANK] per input.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "activation.glsl"
@@ -22,104 +24,99 @@ layout(local_size_x = 64) in;
 #define MAX_OUTPUTS 4
 #define MAX_RANK 6
 #define REGISTERS 16
-#define MODE_FULL 0u
 #define MODE_SCALAR 1u
-#define HEADER 4
-#define INPUTS_AT (HEADER + MAX_RANK)
-#define OUTPUTS_AT (INPUTS_AT + MAX_INPUTS * (1 + MAX_RANK))
-#define STEPS_AT (OUTPUTS_AT + MAX_OUTPUTS)
+#define MODE_STRIDED 2u
 #define KIND_BINARY 1u
 #define MIN_FROM_B 0x10000u
 #define MAX_FROM_C 0x20000u
 
-layout(buffer_reference, scalar, buffer_reference_align = 4) readonly buffer Program { uint w[]; };
+layout(constant_id = 0) const uint WIDE = 0;
+layout(constant_id = 1) const uint INPUTS = 1;
+layout(constant_id = 2) const uint STEPS = 0;
+layout(constant_id = 3) const uint OUTPUTS = 1;
+layout(constant_id = 4) const uint MODES = 0;
+layout(constant_id = 5) const uint OUT_REGS = 0;
+#define STEP_CONSTANTS(k, a, b, c, d) \
+    layout(constant_id = a) const uint CODE_##k = 0; layout(constant_id = b) const uint REGS_##k = 0; \
+    layout(constant_id = c) const uint ALPHA_##k = 0; layout(constant_id = d) const uint BETA_##k = 0;
+STEP_CONSTANTS(0, 8, 9, 10, 11)
+STEP_CONSTANTS(1, 12, 13, 14, 15)
+STEP_CONSTANTS(2, 16, 17, 18, 19)
+STEP_CONSTANTS(3, 20, 21, 22, 23)
+STEP_CONSTANTS(4, 24, 25, 26, 27)
+STEP_CONSTANTS(5, 28, 29, 30, 31)
+STEP_CONSTANTS(6, 32, 33, 34, 35)
+STEP_CONSTANTS(7, 36, 37, 38, 39)
+STEP_CONSTANTS(8, 40, 41, 42, 43)
+STEP_CONSTANTS(9, 44, 45, 46, 47)
+STEP_CONSTANTS(10, 48, 49, 50, 51)
+STEP_CONSTANTS(11, 52, 53, 54, 55)
+STEP_CONSTANTS(12, 56, 57, 58, 59)
+STEP_CONSTANTS(13, 60, 61, 62, 63)
+STEP_CONSTANTS(14, 64, 65, 66, 67)
+STEP_CONSTANTS(15, 68, 69, 70, 71)
+
+layout(buffer_reference, scalar, buffer_reference_align = 4) readonly buffer Layout { uint w[]; };
 
 layout(push_constant, scalar) uniform Push {
     uint64_t y[MAX_OUTPUTS];
     uint64_t x[MAX_INPUTS];
-    uint64_t program;
+    uint64_t layout_words;
     uint n;
     GROUP_BASE;
 } pc;
 
-// the unary ops a chain may hold (vkep/kernels/fused.py UNARY): each case is unary.comp's formula, folded
-float unary_step(uint op, float v, float a, float b) {
-    switch (op) {
-    case OP_RELU: return unary_float(OP_RELU, v, a, b);
-    case OP_SIGMOID: return unary_float(OP_SIGMOID, v, a, b);
-    case OP_TANH: return unary_float(OP_TANH, v, a, b);
-    case OP_ABS: return unary_float(OP_ABS, v, a, b);
-    case OP_NEG: return unary_float(OP_NEG, v, a, b);
-    case OP_EXP: return unary_float(OP_EXP, v, a, b);
-    case OP_LOG: return unary_float(OP_LOG, v, a, b);
-    case OP_SQRT: return unary_float(OP_SQRT, v, a, b);
-    case OP_RECIPROCAL: return unary_float(OP_RECIPROCAL, v, a, b);
-    case OP_FLOOR: return unary_float(OP_FLOOR, v, a, b);
-    case OP_CEIL: return unary_float(OP_CEIL, v, a, b);
-    case OP_ERF: return unary_float(OP_ERF, v, a, b);
-    case OP_LEAKY_RELU: return unary_float(OP_LEAKY_RELU, v, a, b);
-    case OP_ELU: return unary_float(OP_ELU, v, a, b);
-    case OP_HARD_SIGMOID: return unary_float(OP_HARD_SIGMOID, v, a, b);
-    case OP_HARD_SWISH: return unary_float(OP_HARD_SWISH, v, a, b);
-    case OP_SOFTPLUS: return unary_float(OP_SOFTPLUS, v, a, b);
-    case OP_GELU: return unary_float(OP_GELU, v, a, b);
-    case OP_CLIP: return unary_float(OP_CLIP, v, a, b);
-    case OP_QUICK_GELU: return unary_float(OP_QUICK_GELU, v, a, b);
-    default: return F_NAN;  // (fused.py takes no other op)
-    }
-}
-
-// the binary ops a chain may hold (fused.py BINARY)
-float binary_step(uint op, float x, float z) {
-    switch (op) {
-    case OP_ADD: return binary_float(OP_ADD, x, z, 1.0);
-    case OP_SUB: return binary_float(OP_SUB, x, z, 1.0);
-    case OP_MUL: return binary_float(OP_MUL, x, z, 1.0);
-    case OP_DIV: return binary_float(OP_DIV, x, z, 1.0);
-    case OP_POW: return binary_float(OP_POW, x, z, 1.0);
-    case OP_MIN: return binary_float(OP_MIN, x, z, 1.0);
-    case OP_MAX: return binary_float(OP_MAX, x, z, 1.0);
-    case OP_PRELU: return binary_float(OP_PRELU, x, z, 1.0);
-    default: return F_NAN;  // (fused.py takes no other op)
-    }
-}
-
-float load_input(Program p, uint k, uint i, uint rank) {
-    uint mode = p.w[INPUTS_AT + k * (1 + MAX_RANK)];
-    uint at = i;
-    if (mode == MODE_SCALAR) {
-        at = 0;
-    } else if (mode != MODE_FULL) {
-        at = 0;
-        uint rem = i;
-        for (int d = int(rank) - 1; d >= 0; --d) {
-            uint dim = p.w[HEADER + d];
-            at += (rem % dim) * p.w[INPUTS_AT + k * (1 + MAX_RANK) + 1 + d];
-            rem /= dim;
-        }
+float load_input(uint k, uint i) {
+    uint mode = (MODES >> (2 * k)) & 3u;
+    if (mode == MODE_SCALAR) return LOAD(Tensor(pc.x[k]), 0);
+    if (mode != MODE_STRIDED) return LOAD(Tensor(pc.x[k]), i);
+    Layout l = Layout(pc.layout_words);
+    uint rank = l.w[0], at = 0, rem = i;
+    for (int d = int(rank) - 1; d >= 0; --d) {
+        uint dim = l.w[1 + d];
+        at += (rem % dim) * l.w[1 + MAX_RANK * (1 + k) + d];
+        rem /= dim;
     }
     return LOAD(Tensor(pc.x[k]), at);
 }
 
-void main() {
-    uint i = FLAT_ID(64);
-    if (i >= pc.n) return;
-    Program p = Program(pc.program);
-    uint rank = p.w[0], inputs = p.w[1], steps = p.w[2], outputs = p.w[3];
-    float r[REGISTERS];
-    for (uint k = 0; k < inputs; ++k) r[k] = load_input(p, k, i, rank);
-    for (uint s = 0; s < steps; ++s) {
-        uint at = STEPS_AT + 4 * s;
-        uint code = p.w[at], regs = p.w[at + 1];
-        float a = (regs & MIN_FROM_B) != 0 ? r[(regs >> 8) & 15u] : uintBitsToFloat(p.w[at + 2]);
-        float b = (regs & MAX_FROM_C) != 0 ? r[(regs >> 12) & 15u] : uintBitsToFloat(p.w[at + 3]);
-        float u = r[(regs >> 4) & 15u];
-        float v = (code >> 16) == KIND_BINARY ? binary_step(code & 0xffffu, u, r[(regs >> 8) & 15u])
-                                               : unary_step(code & 0xffffu, u, a, b);
+float rounded(float v) {
 #if DTYPE == 1
-        v = float(float16_t(v));  // the node's float16 output
+    return float(float16_t(v));  // the node's float16 output
+#else
+    return v;
 #endif
-        r[regs & 15u] = v;
+}
+
+// step k over the registers (every index and op a constant once specialized: straight-line code)
+#define RUN_STEP(k) \
+    if (k < STEPS) { \
+        float u = r[(REGS_##k >> 4) & 15u]; \
+        float a = (REGS_##k & MIN_FROM_B) != 0u ? r[(REGS_##k >> 8) & 15u] : uintBitsToFloat(ALPHA_##k); \
+        float b = (REGS_##k & MAX_FROM_C) != 0u ? r[(REGS_##k >> 12) & 15u] : uintBitsToFloat(BETA_##k); \
+        r[REGS_##k & 15u] = rounded((CODE_##k >> 16) == KIND_BINARY \
+            ? binary_float(CODE_##k & 0xffffu, u, r[(REGS_##k >> 8) & 15u], 1.0) \
+            : unary_float(CODE_##k & 0xffffu, u, a, b)); \
     }
-    for (uint k = 0; k < outputs; ++k) STORE(Tensor(pc.y[k]), i, r[p.w[OUTPUTS_AT + k]]);
+
+void one(uint i) {
+    float r[REGISTERS];
+    for (uint k = 0; k < INPUTS; ++k) r[k] = load_input(k, i);
+    RUN_STEP(0) RUN_STEP(1) RUN_STEP(2) RUN_STEP(3) RUN_STEP(4) RUN_STEP(5) RUN_STEP(6) RUN_STEP(7)
+    RUN_STEP(8) RUN_STEP(9) RUN_STEP(10) RUN_STEP(11) RUN_STEP(12) RUN_STEP(13) RUN_STEP(14) RUN_STEP(15)
+    for (uint k = 0; k < OUTPUTS; ++k) STORE(Tensor(pc.y[k]), i, r[(OUT_REGS >> (4 * k)) & 15u]);
+}
+
+void main() {
+    if (WIDE == 0) {
+        uint i = FLAT_ID(64);
+        if (i < pc.n) one(i);
+        return;
+    }
+    uint first = FLAT_GROUP * WIDE, lane = gl_LocalInvocationID.x;
+    for (uint k = 0; k < WIDE / 64; ++k) {
+        uint i = first + k * 64 + lane;
+        if (i >= pc.n) break;
+        one(i);
+    }
 }
