@@ -34,7 +34,7 @@ class Section:
     title: str
     lines: list[str] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)  # printed on the terminal
-    measured: bool = False  # it holds a figure from the device (not only an error or the versions)
+    measured: bool = False  # it holds a figure from the device reported on (not only an error, versions, a list)
     error: str = ""
 
 
@@ -159,7 +159,6 @@ def _devices(section: Section, settings: Settings, context: dict) -> None:
         section.lines.append(f"| {d['index']} | {d['name']} | {d['type']} | {d['vendor']} | "
                              f"{d['driver_info'] or d['driver']} | {d['api_version']} | "
                              f"{'yes' if d['unified_memory'] else 'no'} | {'yes' if d['fp16'] else 'no'} | {usable} |")
-    section.measured = bool(found)
     section.summary.append("devices: " + "; ".join(f"#{d['index']} {d['name']}" for d in found))
 
 
@@ -201,6 +200,13 @@ def _speed(section: Section, settings: Settings, context: dict) -> None:
         section.measured = True
     _part(section, "Kernels (fp32)", lambda: _kernels(section, settings, ep_options, gflops))
     _part(section, "Host time per node", lambda: _overhead(section, settings, ep_options))
+    if validation:
+        from vkep.gpu.device import validation_messages
+
+        count, text = validation_messages()
+        section.lines += ["", f"Vulkan validation messages in this process: {count}"
+                          + (f"; the first: {' '.join(text.split())[:400]}" if count else ".")]
+        section.summary.append(f"Vulkan validation messages: {count}")
 
 
 def _part(section: Section, title: str, body: Callable[[], None]) -> None:

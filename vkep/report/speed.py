@@ -22,15 +22,16 @@ KERNELS = {"gemm": f"GEMM {GEMM_N}³, B an input", "gemm_packed_b": f"GEMM {GEMM
            "conv": f"Conv {CONV[5]}×{CONV[5]}, {CONV[1]}→{CONV[4]}, {CONV[2]}×{CONV[3]}"}
 
 
-def median_seconds(run: Callable[[], object], runs: int, warmup: int = 1) -> float:
-    """The median time of `runs` calls of `run` after `warmup` untimed ones."""
+def median_seconds(run: Callable[[], object], runs: int, warmup: int = 0) -> float:
+    """The median time of `runs` calls of `run` after one call and `warmup` more untimed ones."""
     return statistics.median(time_runs(run, runs, warmup)[1])
 
 
-def time_runs(run: Callable[[], object], runs: int, warmup: int = 1) -> tuple[object, list[float]]:
-    """(what the first call returned, the times in seconds of `runs` calls after `warmup` untimed ones)."""
+def time_runs(run: Callable[[], object], runs: int, warmup: int = 0) -> tuple[object, list[float]]:
+    """(what a first, untimed call of `run` returned, the times in seconds of `runs` calls after `warmup` more
+    untimed ones)."""
     first = run()
-    for _ in range(warmup - 1):
+    for _ in range(warmup):
         run()
     times = []
     for _ in range(runs):
