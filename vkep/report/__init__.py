@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = "vkep-report.md"
 # the environment that changes what the report measures
 ENV_SHOWN = ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "LP_NUM_THREADS", "VKEP_VALIDATION", "VKEP_FORCE_DISCRETE",
              "VKEP_HOST_IMPORT", "VKEP_DEFAULT_MEMORY", "VKEP_MAX_WORKGROUP_COUNT", "VKEP_MANIFEST", "VKEP_SHADER_DIR")
@@ -43,9 +42,16 @@ class Settings:
     device: int | None
     out: Path
     quick: bool
-    pattern: str | None
+    filter: str | None  # --filter: the conformance cases to run (re.search on their names)
     jobs: int
     timeout: float
+
+    @property
+    def pattern(self) -> str | None:
+        """The conformance cases run: --filter's, else with --quick the sample, else all (None)."""
+        from vkep.report.conformance import QUICK
+
+        return self.filter or (QUICK if self.quick else None)
 
     @property
     def runs(self) -> int:
@@ -62,13 +68,11 @@ def command(args) -> int:
     out = Path(args.out).expanduser().resolve()
     if out.is_relative_to(PACKAGE):
         raise ValueError(f"vkep: --out {out} is inside the installed package ({PACKAGE}): write it elsewhere")
+    out.parent.mkdir(parents=True, exist_ok=True)
     import onnxruntime
 
-    from vkep.report.conformance import QUICK
-
     onnxruntime.set_default_logger_severity(3)  # not ORT's warnings about the EP options the report sets
-    pattern = args.filter or (QUICK if args.quick else None)
-    return write(Settings(args.device, out, args.quick, pattern, args.jobs, args.timeout))
+    return write(Settings(args.device, out, args.quick, args.filter, args.jobs, args.timeout))
 
 
 def write(settings: Settings) -> int:
@@ -104,7 +108,7 @@ def _page(sections: list[Section], settings: Settings, elapsed: float) -> str:
     lines = ["# vkep report", "",
              f"`vkep report{' --quick' if settings.quick else ''}"
              + (f" --device {settings.device}" if settings.device is not None else "")
-             + (f" --filter '{settings.pattern}'" if settings.pattern and not settings.quick else "")
+             + (f" --filter '{settings.filter}'" if settings.filter else "")
              + f"`, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {elapsed:.0f} s."
              + (f" Failed sections: {', '.join(failed)}." if failed else "")]
     for s in sections:
@@ -224,7 +228,8 @@ def _kernels(section: Section, settings: Settings, ep_options: dict, ceiling: fl
     from vkep.report import speed
 
     figures = speed.kernel_gflops(settings.runs, ep_options)
-    section.lines += [f"GFLOPS, median of {settings.runs} warm runs of a one-node model.", "",
+    section.lines += [f"GFLOPS, median of {settings.runs} warm runs of a one-node model fed and read as host arrays "
+                      "(on a discrete GPU the copies count).", "",
                       "| kernel | vkep GFLOPS | CPU EP GFLOPS | vkep / CPU EP | vkep share of the FMA ceiling |",
                       "|---|---:|---:|---:|---:|"]
     for name, f in figures.items():
