@@ -211,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", type=int, metavar="N", help="the device's index in `vkep devices` (default: the "
                                                            "first usable GPU, else the first usable device)")
     p.add_argument("--out", default="vkep-report.md", metavar="FILE", help="where to write it (default: %(default)s)")
-    p.add_argument("--quick", action="store_true", help="a sample of the conformance cases and fewer timed runs "
-                                                        "(about a minute instead of several)")
+    p.add_argument("--quick", action="store_true", help="a 45-case conformance sample and fewer timed runs (on "
+                                                        "lavapipe here: 20 s instead of 75 s)")
     p.add_argument("--filter", metavar="REGEX", help="only the conformance cases whose name matches (re.search)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="conformance worker processes")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per conformance case")
