@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The benchmark command: vkep beside its peers on the same Vulkan driver, in one run, as ratios.
 
-Sections (all by default; --sections picks some):
+Sections (all by default; --sections picks some; the kernels' and the overhead's figures are measured by
+vkep/report/speed.py, as `vkep report` measures them):
   kernels   GEMM 512^3 (both operands computed, and B a weight vkep packs) and a 3x3 convolution 64->64
             channels over 56x56, fp32: GFLOPS of vkep, ORT's CPU EP and ncnn's Vulkan back end (from its own
             virtualenv .venv-ncnn, `pip install ncnn`, made on first use), beside the device's FMA ceiling
@@ -22,23 +23,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from vkep.report.speed import CONV, GEMM_N, kernel_gflops  # noqa: E402 — the kernels vkep report measures too
+
 NCNN_VENV = ROOT / ".venv-ncnn"
 SECTIONS = ("kernels", "overhead", "capture", "models", "cold")
-GEMM_N = 512
-CONV = (1, 64, 56, 56, 64, 3)  # batch, in channels, height, width, out channels, kernel
 
 _NCNN_CHILD = r"""
 import json, sys, tempfile, time
@@ -82,51 +79,6 @@ def log(message: str) -> None:
     print(f"bench: {message}", file=sys.stderr, flush=True)
 
 
-def _median_seconds(run, runs: int) -> float:
-    run()
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
-def _ort_gflops(runs: int) -> dict[str, dict[str, float]]:
-    """GFLOPS of vkep and the CPU EP for the GEMMs and the convolution (one-node models, warm)."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    from vkep import runner
-
-    rng = np.random.default_rng(0)
-    n, (batch, cin, h, w, cout, k) = GEMM_N, CONV
-    f32 = TensorProto.FLOAT
-    a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
-    x = rng.random((batch, cin, h, w), np.float32)
-    cases = {
-        "gemm": (helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "gemm",
-                                   [helper.make_tensor_value_info("a", f32, [n, n]),
-                                    helper.make_tensor_value_info("b", f32, [n, n])],
-                                   [helper.make_tensor_value_info("y", f32, None)]), {"a": a, "b": b}, 2 * n ** 3),
-        "gemm_packed_b": (helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "gemm_w",
-                                            [helper.make_tensor_value_info("a", f32, [n, n])],
-                                            [helper.make_tensor_value_info("y", f32, None)],
-                                            [numpy_helper.from_array(b, "b")]), {"a": a}, 2 * n ** 3),
-        "conv": (helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[k // 2] * 4)], "conv",
-                                   [helper.make_tensor_value_info("x", f32, list(x.shape))],
-                                   [helper.make_tensor_value_info("y", f32, None)],
-                                   [numpy_helper.from_array(rng.random((cout, cin, k, k), np.float32) * 0.01, "w")]),
-                 {"x": x}, 2 * batch * cout * h * w * cin * k * k),
-    }
-    out: dict[str, dict[str, float]] = {}
-    for name, (graph, feeds, flops) in cases.items():
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-        for ep, session in (("vkep", runner.vkep_session(model)), ("cpu", runner.cpu_session(model))):
-            seconds = _median_seconds(lambda s=session, f=feeds: s.run(None, f), runs)
-            out.setdefault(name, {})[ep] = flops / seconds / 1e9
-    return out
-
-
 def _fma_ceiling() -> float | None:
     from vkep.gpu.ceiling import fma_gflops
 
@@ -155,7 +107,7 @@ def _ncnn(runs: int) -> dict | None:
 
 
 def kernels(args) -> None:
-    ort = _ort_gflops(args.runs)
+    ort = kernel_gflops(args.runs)
     ceiling, ncnn = _fma_ceiling(), _ncnn(args.runs)
     print(f"\n## Kernels (fp32 GFLOPS; device FMA ceiling {ceiling:.1f})" if ceiling else "\n## Kernels (fp32 GFLOPS)")
     print(f"{'kernel':<16} {'vkep':>8} {'CPU EP':>8} {'ncnn':>8} {'vkep/ncnn':>10} {'vkep/ceiling':>13}")

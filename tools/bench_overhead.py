@@ -28,7 +28,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from vkep.models import add_chain, random_inputs  # noqa: E402
+from vkep.report import speed  # noqa: E402 — timing and placement as `vkep report` measures them
 
 WEBGPU_VENV = ROOT / ".venv-webgpu"
 WEBGPU_PACKAGES = ["onnxruntime-webgpu", "numpy", "onnx"]
@@ -53,28 +53,6 @@ ENV_SHOWN = ("LP_NUM_THREADS", "VK_DRIVER_FILES", "VK_ICD_FILENAMES", "MESA_SHAD
 
 def log(msg: str) -> None:
     print(f"bench_overhead: {msg}", file=sys.stderr, flush=True)
-
-
-def nodes_by_ep(sess) -> dict[str, int] | None:
-    get_info = getattr(sess, "get_provider_graph_assignment_info", None)
-    if get_info is None:
-        return None
-    counts: dict[str, int] = {}
-    for subgraph in get_info() or []:
-        counts[subgraph.ep_name] = counts.get(subgraph.ep_name, 0) + len(subgraph.get_nodes())
-    return counts
-
-
-def time_session(sess, feeds, runs: int, warmup: int) -> tuple[list[np.ndarray], list[float]]:
-    outputs = sess.run(None, feeds)
-    for _ in range(warmup):
-        sess.run(None, feeds)
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        times.append(time.perf_counter() - t0)
-    return outputs, times
 
 
 def result(ep: str, times: list[float] | None, nodes: int, **extra) -> dict:
@@ -94,9 +72,9 @@ def bench_cpu(model_bytes, feeds, args) -> tuple[dict, list[np.ndarray]]:
     so = ort.SessionOptions()
     so.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
     sess = ort.InferenceSession(model_bytes, sess_options=so, providers=["CPUExecutionProvider"])
-    outputs, times = time_session(sess, feeds, args.runs, args.warmup)
+    outputs, times = speed.time_runs(lambda: sess.run(None, feeds), args.runs, args.warmup)
     ref = [np.asarray(o, np.float64) for o in outputs]
-    return result("cpu", times, args.nodes, nodes_by_ep=nodes_by_ep(sess), ort_version=ort.__version__), ref
+    return result("cpu", times, args.nodes, nodes_by_ep=speed.nodes_by_ep(sess), ort_version=ort.__version__), ref
 
 
 def bench_vkep(model_bytes, feeds, ref, args) -> dict:
@@ -113,11 +91,11 @@ def bench_vkep(model_bytes, feeds, ref, args) -> dict:
         so.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
         # enable_fallback=0: never let a silent retry on the CPU EP pass for vkep's time.
         sess = ort.InferenceSession(model_bytes, sess_options=so, enable_fallback=0)
-        outputs, times = time_session(sess, feeds, args.runs, args.warmup)
+        outputs, times = speed.time_runs(lambda: sess.run(None, feeds), args.runs, args.warmup)
     except Exception as e:
         return result("vkep", None, args.nodes, note=f"failed: {type(e).__name__}: {e}")
     return result(
-        "vkep", times, args.nodes, nodes_by_ep=nodes_by_ep(sess), max_abs_err=max_abs_err(outputs, ref)
+        "vkep", times, args.nodes, nodes_by_ep=speed.nodes_by_ep(sess), max_abs_err=max_abs_err(outputs, ref)
     )
 
 

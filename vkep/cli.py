@@ -1,4 +1,4 @@
-"""The `vkep` command: devices, run, shaders build, dev, conformance.
+"""The `vkep` command: devices, run, shaders build, dev, conformance, report.
 
 (vkep's counters belong to a process that runs models: `vkep run --stats`, or `vkep.stats()` in Python.)"""
 
@@ -107,6 +107,12 @@ def _conformance(args) -> int:
     return conformance.main(args)
 
 
+def _report(args) -> int:
+    from vkep import report
+
+    return report.command(args)
+
+
 def _dev(args) -> int:
     from vkep import dev
 
@@ -196,6 +202,21 @@ def main(argv: list[str] | None = None) -> int:
                    help="rewrite vkep/expected/expected-<driver key>.json from this run (the cases tests run)")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), help="print two reports side by side")
     p.set_defaults(fn=_conformance)
+    p = sub.add_parser("report", help="one markdown file to send back: devices, features, conformance, speed",
+                       description="Write one markdown file about a Vulkan device: every device and driver, the "
+                                   "limits, features and extensions vkep relies on, GEMM/convolution GFLOPS and host "
+                                   "time per node beside the measured FMA ceiling and ORT's CPU EP, and ONNX's "
+                                   "backend node tests against the committed expectations of the device's driver. "
+                                   "README: \"Sending a report\".")
+    p.add_argument("--device", type=int, metavar="N", help="the device's index in `vkep devices` (default: the "
+                                                           "first usable GPU, else the first usable device)")
+    p.add_argument("--out", default="vkep-report.md", metavar="FILE", help="where to write it (default: %(default)s)")
+    p.add_argument("--quick", action="store_true", help="a 45-case conformance sample and fewer timed runs (on "
+                                                        "lavapipe here: 20 s instead of 75 s)")
+    p.add_argument("--filter", metavar="REGEX", help="only the conformance cases whose name matches (re.search)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="conformance worker processes")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per conformance case")
+    p.set_defaults(fn=_report)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

@@ -37,6 +37,9 @@ void main() {
 }
 """
 ITERS, GROUPS, LOCAL_SIZE, CHAINS = 4096, 4096, 64, 8
+METHOD = (f"one dispatch of {GROUPS} workgroups x {LOCAL_SIZE} invocations, each {ITERS} x {CHAINS} independent "
+          "fp32 fma() (2 FLOPs each) on registers; the fastest of 5 dispatches, timed on the host from record to "
+          "wait (vkep/gpu/ceiling.py)")
 
 
 def fma_gflops(device_index: int | None = None, timeout: float = 600) -> tuple[float | None, str]:

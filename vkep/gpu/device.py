@@ -63,6 +63,7 @@ class PhysicalDeviceInfo:
     max_shared_memory: int
     max_workgroup_invocations: int
     max_workgroup_count: tuple[int, int, int]
+    max_workgroup_size: tuple[int, int, int]
     unified_memory: bool
     memory_types: list[tuple[int, int]]  # (property flags, heap index)
     heap_sizes: list[int]
@@ -183,7 +184,8 @@ class Instance:
         return self._physical
 
 
-def _device_extensions(handle) -> set[str]:
+def device_extensions(handle) -> set[str]:
+    """The names of the extensions a physical device offers."""
     count = ffi.new("uint32_t*")
     lib.vkEnumerateDeviceExtensionProperties(handle, ffi.NULL, count, ffi.NULL)
     props = ffi.new("VkExtensionProperties[]", count[0])
@@ -250,7 +252,8 @@ def _describe(index: int, handle) -> PhysicalDeviceInfo:
         pipeline_cache_uuid=bytes(ffi.buffer(p.pipelineCacheUUID, 16)), subgroup_size=subgroup.subgroupSize,
         max_push_constants=p.limits.maxPushConstantsSize, max_shared_memory=p.limits.maxComputeSharedMemorySize,
         max_workgroup_invocations=p.limits.maxComputeWorkGroupInvocations,
-        max_workgroup_count=workgroup_count_limit(tuple(p.limits.maxComputeWorkGroupCount)), unified_memory=unified,
+        max_workgroup_count=workgroup_count_limit(tuple(p.limits.maxComputeWorkGroupCount)),
+        max_workgroup_size=tuple(p.limits.maxComputeWorkGroupSize), unified_memory=unified,
         memory_types=types, heap_sizes=heaps, features=features, compute_queue_family=family,
     )
     if not api_ok:
@@ -345,7 +348,7 @@ class Device:
 
     @staticmethod
     def _wanted_extensions(info: PhysicalDeviceInfo) -> list[str]:
-        available = _device_extensions(info.handle)
+        available = device_extensions(info.handle)
         wanted = ["VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd"]
         host_import = options.env("VKEP_HOST_IMPORT")  # None: auto
         if host_import is not False:

@@ -51,17 +51,17 @@ def _handle(abi, value):
     return abi.cast("void*", int(ffi.cast("uintptr_t", value)))
 
 
-def timestamp_support(device) -> tuple[int, float]:
-    """(timestampValidBits of the device's compute queue family, timestampPeriod in ns per tick); 0 valid bits:
-    the queue writes no timestamps."""
+def timestamp_support(info) -> tuple[int, float]:
+    """(timestampValidBits of the compute queue family of a physical device (device.PhysicalDeviceInfo),
+    timestampPeriod in ns per tick); 0 valid bits: the queue writes no timestamps."""
     abi, vk = _loader()
     count = ffi.new("uint32_t*")
-    lib.vkGetPhysicalDeviceQueueFamilyProperties(device.info.handle, count, ffi.NULL)
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(info.handle, count, ffi.NULL)
     families = ffi.new("VkQueueFamilyProperties[]", count[0])
-    lib.vkGetPhysicalDeviceQueueFamilyProperties(device.info.handle, count, families)
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(info.handle, count, families)
     props = abi.new("VkPhysicalDeviceProperties*")
-    vk.vkGetPhysicalDeviceProperties(_handle(abi, device.info.handle), props)
-    return families[device.info.compute_queue_family].timestampValidBits, props.limits.timestampPeriod
+    vk.vkGetPhysicalDeviceProperties(_handle(abi, info.handle), props)
+    return families[info.compute_queue_family].timestampValidBits, props.limits.timestampPeriod
 
 
 class _TimestampPool:
@@ -70,7 +70,7 @@ class _TimestampPool:
 
     def __init__(self, device, queries: int):
         self.device = device
-        self.valid_bits, self.period_ns = timestamp_support(device)
+        self.valid_bits, self.period_ns = timestamp_support(device.info)
         self.mask = (1 << self.valid_bits) - 1 if self.valid_bits < 64 else (1 << 64) - 1  # the ticks' valid bits
         self.pool = None
         if self.valid_bits:
