@@ -77,25 +77,28 @@ def bench_cpu(model_bytes, feeds, args) -> tuple[dict, list[np.ndarray]]:
     return result("cpu", times, args.nodes, nodes_by_ep=speed.nodes_by_ep(sess), ort_version=ort.__version__), ref
 
 
-def bench_vkep(model_bytes, feeds, ref, args) -> dict:
+def bench_vkep(model_bytes, feeds, ref, args, fuse: str = "0") -> dict:
+    """vkep node by node (fuse=0: the host cost of one node), or fused (fuse=1: elementwise groups run as one
+    node each through ORT's Compile; the time per run is still divided by the graph's node count)."""
+    name = "vkep" if fuse == "0" else "vkep-fused"
     try:
         import vkep
     except ImportError as e:
-        return result("vkep", None, args.nodes, note=f"cannot import vkep: {e}")
+        return result(name, None, args.nodes, note=f"cannot import vkep: {e}")
     if not hasattr(vkep, "register"):
-        return result("vkep", None, args.nodes, note="vkep.register() does not exist yet: skipped")
+        return result(name, None, args.nodes, note="vkep.register() does not exist yet: skipped")
     try:
         devices = vkep.register()
         so = ort.SessionOptions()
-        so.add_provider_for_devices(devices, {"allow_cpu_device": "1"})  # lavapipe too: asked for explicitly
+        so.add_provider_for_devices(devices, {"allow_cpu_device": "1", "fuse": fuse})  # lavapipe too: asked for explicitly
         so.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
         # enable_fallback=0: never let a silent retry on the CPU EP pass for vkep's time.
         sess = ort.InferenceSession(model_bytes, sess_options=so, enable_fallback=0)
         outputs, times = speed.time_runs(lambda: sess.run(None, feeds), args.runs, args.warmup)
     except Exception as e:
-        return result("vkep", None, args.nodes, note=f"failed: {type(e).__name__}: {e}")
+        return result(name, None, args.nodes, note=f"failed: {type(e).__name__}: {e}")
     return result(
-        "vkep", times, args.nodes, nodes_by_ep=speed.nodes_by_ep(sess), max_abs_err=max_abs_err(outputs, ref)
+        name, times, args.nodes, nodes_by_ep=speed.nodes_by_ep(sess), max_abs_err=max_abs_err(outputs, ref)
     )
 
 
@@ -213,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     model_bytes, feeds = model.SerializeToString(), random_inputs(model)
 
     cpu, ref = bench_cpu(model_bytes, feeds, args)
-    results = [cpu, bench_vkep(model_bytes, feeds, ref, args)]
+    results = [cpu, bench_vkep(model_bytes, feeds, ref, args), bench_vkep(model_bytes, feeds, ref, args, "1")]
     if not args.no_webgpu:
         results.append(bench_webgpu(model_bytes, feeds, ref, args))
 

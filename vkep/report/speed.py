@@ -96,8 +96,9 @@ def kernel_gflops(runs: int, ep_options: dict[str, str] | None = None) -> dict[s
 def host_time_per_node(nodes: int = 512, runs: int = 100, warmup: int = 10,
                        ep_options: dict[str, str] | None = None) -> dict[str, dict]:
     """ep -> {"ms_per_run", "us_per_node", "nodes_by_ep"} on vkep.models.add_chain(nodes) (each Add on 16 floats,
-    so a run is almost all per-node host cost), for vkep and ORT's CPU EP; vkep's outputs are checked against
-    the CPU EP's ("max_abs_err")."""
+    so a run is almost all per-node host cost), for ORT's CPU EP, vkep node by node ("vkep": fuse=0, the cost of
+    one node) and vkep as it runs by default ("vkep fused": the Adds fused into groups of one dispatch each, per
+    node of the graph); vkep's outputs are checked against the CPU EP's ("max_abs_err")."""
     from vkep import runner
     from vkep.models import add_chain, random_inputs
 
@@ -105,8 +106,14 @@ def host_time_per_node(nodes: int = 512, runs: int = 100, warmup: int = 10,
     feeds = random_inputs(model)
     out: dict[str, dict] = {}
     reference = None
-    for ep, session in (("cpu", runner.cpu_session(model)),
-                        ("vkep", runner.vkep_session(model, disable_cpu_fallback=True, ep_options=ep_options))):
+    options = dict(ep_options or {})
+    sessions = (("cpu", lambda: runner.cpu_session(model)),
+                ("vkep", lambda: runner.vkep_session(model, disable_cpu_fallback=True,
+                                                     ep_options={**options, "fuse": "0"})),
+                ("vkep fused", lambda: runner.vkep_session(model, disable_cpu_fallback=True,
+                                                           ep_options={**options, "fuse": "1"})))
+    for ep, make in sessions:
+        session = make()
         outputs, times = time_runs(lambda s=session: s.run(None, feeds), runs, warmup)
         seconds = statistics.median(times)
         out[ep] = {"ms_per_run": seconds * 1e3, "us_per_node": seconds * 1e6 / nodes, "nodes_by_ep": nodes_by_ep(session)}
