@@ -51,8 +51,10 @@ def test_quick_report_has_every_section_with_real_figures(tmp_path):
     assert ceiling > 0
     rows = re.findall(r"^\| (GEMM [^|]+|Conv [^|]+) \| ([\d.]+) \| ([\d.]+) \|", speed, re.M)
     assert len(rows) == 3 and all(float(vk) > 0 and float(cpu) > 0 for _, vk, cpu in rows), speed
-    per_node = _number(r"^\| vkep \| [\d.]+ \| ([\d.]+) \| VulkanExecutionProvider: 512 \|", speed)
-    assert per_node > 0
+    per_node = _number(r"^\| vkep, node by node \(fuse=0\) \| [\d.]+ \| ([\d.]+) \| VulkanExecutionProvider: 512 \|",
+                       speed)
+    fused = _number(r"^\| vkep, fused \(default\) \| [\d.]+ \| ([\d.]+) \| VulkanExecutionProvider: 512 \|", speed)
+    assert per_node > 0 and fused > 0
     assert _number(r"^\| CPU EP \| [\d.]+ \| ([\d.]+) \|", speed) > 0
     assert "Vulkan validation messages in this process: 0." in speed  # (the tests run with the layer on)
 

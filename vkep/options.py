@@ -240,6 +240,12 @@ def env(name: str) -> Any:
     return setting.parse(text)
 
 
+def raw_environment(names) -> dict[str, str]:
+    """The variables among `names` that are set, as text (for a report that shows the environment it ran in:
+    vkep's settings and the Vulkan loader's or driver's own variables)."""
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
 def ep_option_defaults() -> dict[str, str]:
     """What every OrtEpDevice publishes as its `ep_options`: each EP option with its default."""
     return {s.name: s.default for s in EP_OPTIONS}

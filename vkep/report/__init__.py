@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vkep import options
+
 PACKAGE = Path(__file__).resolve().parent.parent
 # the environment that changes what the report measures
 ENV_SHOWN = ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "LP_NUM_THREADS", "VKEP_VALIDATION", "VKEP_FORCE_DISCRETE",
@@ -130,7 +132,7 @@ def _machine(section: Section, settings: Settings, context: dict) -> None:
         except PackageNotFoundError:
             return "not installed"
 
-    env = {k: os.environ[k] for k in ENV_SHOWN if k in os.environ}
+    env = options.raw_environment(ENV_SHOWN)
     section.lines += [
         f"- vkep {vkep.__version__}, onnxruntime {installed('onnxruntime')}, onnx {installed('onnx')}, "
         f"numpy {installed('numpy')}, Python {platform.python_version()}",
@@ -188,7 +190,7 @@ def _speed(section: Section, settings: Settings, context: dict) -> None:
     if chosen is None:
         raise RuntimeError("no device to measure (see the sections above)")
     ep_options = {"device": str(chosen["index"])}
-    validation = os.environ.get("VKEP_VALIDATION", "").strip().lower() in ("1", "true", "yes", "on")
+    validation = bool(options.env("VKEP_VALIDATION"))
     section.lines += ["vkep beside ORT's CPU EP on this machine's CPU, in the same run: medians of warm runs."
                       + (" The Vulkan validation layer is on (VKEP_VALIDATION): vkep's figures are slower than "
                          "without it." if validation else "")]
