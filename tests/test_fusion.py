@@ -4,6 +4,8 @@ still on vkep in ORT's placement record."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 import pytest
@@ -160,4 +162,21 @@ def test_every_fusable_op_as_each_node_computes_it(ep_devices, op, attrs, opset)
     got, executions = _executions(runner.vkep_session(model, disable_cpu_fallback=True), {"x": xs})
     assert executions == (3 if op == "Mean" else 1)  # (Mean's last step scales: it stays a node of its own)
     want, _ = _executions(runner.vkep_session(model, ep_options={"fuse": "0"}), {"x": xs})
+    _same(got[0], want[0])
+
+
+@pytest.mark.parametrize("shape,bias", [((3, 63, 61), (1,)), ((3, 64, 61), (64, 1)), ((3, 64, 62), (1,))],
+                         ids=["odd-count", "strided-bias", "pairs"])
+def test_large_tensors_take_the_wide_paths(ep_devices, shape, bias):
+    """Past unary.comp's WIDE threshold a workgroup covers a chunk, two float32 elements a lane where every
+    input is contiguous or a scalar and the count is even (pairs), else one (odd count, a broadcast bias)."""
+    nodes = [helper.make_node("Mul", ["x", "y"], ["a"]), helper.make_node("Add", ["a", "b"], ["c"]),
+             helper.make_node("Tanh", ["c"], ["out"])]
+    model = _model(nodes, [_vi("x", list(shape)), _vi("y", list(shape))], [_vi("out", list(shape))],
+                   [numpy_helper.from_array(np.linspace(-1, 1, math.prod(bias), dtype=np.float32).reshape(bias), "b")])
+    rng = np.random.default_rng(6)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32), "y": rng.standard_normal(shape).astype(np.float32)}
+    got, executions = _executions(runner.vkep_session(model, disable_cpu_fallback=True), feeds)
+    assert executions == 1
+    want, _ = _executions(runner.vkep_session(model, ep_options={"fuse": "0"}), feeds)
     _same(got[0], want[0])

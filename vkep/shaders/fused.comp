@@ -88,8 +88,8 @@ float rounded(float v) {
 #endif
 }
 
-// step k over the registers (every index and op a constant once specialized: straight-line code)
-#define RUN_STEP(k) \
+// step k over the registers `r` (every index and op a constant once specialized: straight-line code)
+#define RUN_STEP(k, r) \
     if (k < STEPS) { \
         float u = r[(REGS_##k >> 4) & 15u]; \
         float a = (REGS_##k & MIN_FROM_B) != 0u ? r[(REGS_##k >> 8) & 15u] : uintBitsToFloat(ALPHA_##k); \
@@ -98,14 +98,43 @@ float rounded(float v) {
             ? binary_float(CODE_##k & 0xffffu, u, r[(REGS_##k >> 8) & 15u], 1.0) \
             : unary_float(CODE_##k & 0xffffu, u, a, b)); \
     }
+#define RUN_STEPS(r) \
+    RUN_STEP(0, r) RUN_STEP(1, r) RUN_STEP(2, r) RUN_STEP(3, r) RUN_STEP(4, r) RUN_STEP(5, r) RUN_STEP(6, r) \
+    RUN_STEP(7, r) RUN_STEP(8, r) RUN_STEP(9, r) RUN_STEP(10, r) RUN_STEP(11, r) RUN_STEP(12, r) \
+    RUN_STEP(13, r) RUN_STEP(14, r) RUN_STEP(15, r)
 
 void one(uint i) {
     float r[REGISTERS];
     for (uint k = 0; k < INPUTS; ++k) r[k] = load_input(k, i);
-    RUN_STEP(0) RUN_STEP(1) RUN_STEP(2) RUN_STEP(3) RUN_STEP(4) RUN_STEP(5) RUN_STEP(6) RUN_STEP(7)
-    RUN_STEP(8) RUN_STEP(9) RUN_STEP(10) RUN_STEP(11) RUN_STEP(12) RUN_STEP(13) RUN_STEP(14) RUN_STEP(15)
+    RUN_STEPS(r)
     for (uint k = 0; k < OUTPUTS; ++k) STORE(Tensor(pc.y[k]), i, r[(OUT_REGS >> (4 * k)) & 15u]);
 }
+
+#if DTYPE == 0
+// float32 with no STRIDED input: elements i and i + 1 (i even) with one 64-bit load a contiguous input and one
+// store an output (a load is a loop over the SIMD lanes on lavapipe, whatever its width), as unary.comp's
+bool pairs_fit() {
+    uint64_t bits = 0;
+    for (uint k = 0; k < INPUTS; ++k) bits |= ((MODES >> (2 * k)) & 3u) == 0u ? pc.x[k] : 0;
+    for (uint k = 0; k < OUTPUTS; ++k) bits |= pc.y[k];
+    return (MODES & 0xaaaau) == 0u && (bits & 7) == 0 && (pc.n & 1u) == 0u;
+}
+
+void two(uint i) {
+    float r0[REGISTERS], r1[REGISTERS];
+    for (uint k = 0; k < INPUTS; ++k) {
+        vec2 v = ((MODES >> (2 * k)) & 3u) == MODE_SCALAR ? vec2(LOAD(Tensor(pc.x[k]), 0)) : load_pair(pc.x[k], i);
+        r0[k] = v.x;
+        r1[k] = v.y;
+    }
+    RUN_STEPS(r0)
+    RUN_STEPS(r1)
+    for (uint k = 0; k < OUTPUTS; ++k) {
+        uint reg = (OUT_REGS >> (4 * k)) & 15u;
+        store_pair(pc.y[k], i, vec2(r0[reg], r1[reg]));
+    }
+}
+#endif
 
 void main() {
     if (WIDE == 0) {
@@ -114,6 +143,16 @@ void main() {
         return;
     }
     uint first = FLAT_GROUP * WIDE, lane = gl_LocalInvocationID.x;
+#if DTYPE == 0
+    if (pairs_fit()) {
+        for (uint k = 0; k < WIDE / (2 * 64); ++k) {
+            uint i = first + 2 * (k * 64 + lane);
+            if (i >= pc.n) break;
+            two(i);
+        }
+        return;
+    }
+#endif
     for (uint k = 0; k < WIDE / 64; ++k) {
         uint i = first + k * 64 + lane;
         if (i >= pc.n) break;
