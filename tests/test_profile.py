@@ -180,3 +180,21 @@ def test_vkep_run_profile_writes_the_trace_and_prints_the_table(ep_devices, tmp_
 ])
 def test_flops_of_an_execution_from_its_shapes(op, ins, outs, want):
     assert profile.flops(op, ins, outs) == want
+
+
+def test_a_profiled_resnet50_s_node_times_cover_the_gpu_s_busy_time(ep_devices, tmp_path):
+    """vkep's kernel events account for the device's work: over a profiled light_resnet50 run the nodes' own GPU
+    times sum to within 10% of the time its command buffers ran (vkep's `batch` events: a timestamp pair around
+    each whole command buffer). The nodes' pairs are BOTTOM_OF_PIPE, so they partition the busy time; work outside
+    any node's pair (a copy, a node without its pair) shows as less, a node whose pair straddles a submit (its work
+    fills a batch) as more: the wait between the two batches."""
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_resnet50.onnx")
+    model = onnx.load(path)
+    session = profiled_session(model, tmp_path / "trace")
+    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(0).standard_normal(dims).astype(np.float32)
+    session.run(None, {model.graph.input[0].name: x})
+    summary = profile.summarize(json.loads(open(session.end_profiling()).read()), None)
+    assert {r["ep"] for r in summary["nodes"]} == {VKEP}
+    busy, kernels = summary["gpu_busy_ms"], summary["gpu_kernels_ms"]
+    assert busy > 0 and abs(kernels - busy) <= 0.1 * busy, (kernels, busy)

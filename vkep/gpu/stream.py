@@ -80,18 +80,22 @@ class Stream:
     # -- recording --------------------------------------------------------------------------------
     def _open(self) -> None:
         rec = self.rec
+        begun = False
         lib.vkep_lock(rec)  # the native path begins command buffers of the same pool (external sync)
         try:
             self._take_retired()
             if not rec.recording:
                 cmd = self._idle.pop() if self._idle else self._reclaim_or_allocate()
                 check(lib.vkep_begin(rec, cmd), "vkBeginCommandBuffer")
+                begun = True
             if not self.reusable:
                 while rec.n_spare < SPARE_COMMAND_BUFFERS:
                     rec.spare[rec.n_spare] = self._idle.pop() if self._idle else self._reclaim_or_allocate()
                     rec.n_spare += 1
         finally:
             lib.vkep_unlock(rec)
+        if begun and self.device.tracers:  # (a profiler times the batch: after the lock, it records)
+            trace.batch_opened(self)
 
     def _take_retired(self) -> None:
         """Batches the native path submitted (vkep_roll) join the ones Python submitted."""
@@ -142,13 +146,14 @@ class Stream:
 
     def on_open_buffer(self, record) -> None:
         """Call `record(command buffer)` on the open command buffer, to record a command the recorder does not
-        know (a timestamp: gpu.timing). It is submitted with the next batch that holds a dispatch."""
+        know (a timestamp: gpu.timing). It counts as a command: the next flush submits it."""
         with self.lock:
             if not self.rec.recording:
                 self._open()
             lib.vkep_lock(self.rec)  # the native replay path records into the same command buffer
             try:
                 record(self.rec.cmd)
+                self.rec.commands += 1  # (the buffer is submitted at the next flush, dispatch or not)
             finally:
                 lib.vkep_unlock(self.rec)
 
@@ -187,6 +192,8 @@ class Stream:
             value = rec.submitted + 1
             cmd = rec.cmd if rec.recording else None
             start = trace.now() if self.device.tracers else 0
+            if start and cmd is not None:
+                trace.batch_closing(self)
             check(lib.vkep_submit(rec, value), "vkQueueSubmit")
             if start:
                 trace.submitted(self, value, start)

@@ -132,8 +132,8 @@ class TimestampRing(_TimestampPool):
     pair's (begin, end) in device nanoseconds once `collect` read it. Both timestamps are BOTTOM_OF_PIPE: a pair
     spans from the completion of the work recorded before it to the completion of the work between, so pairs
     in a row partition the queue's busy time instead of overlapping. When every pair is in use, `begin` waits for
-    the device and collects first. A pair whose command buffer was never submitted (no dispatch followed it) is
-    reported as None, never waited for."""
+    the device and collects first. A timestamp counts as a command of the stream (its next flush submits it); a pair
+    whose results are not available is reported as None, never waited for."""
 
     def __init__(self, device, pairs: int = 1024):
         super().__init__(device, 2 * pairs)

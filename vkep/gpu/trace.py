@@ -16,6 +16,12 @@ class Listener(Protocol):
 
     def waited(self, stream, value: int, start_ns: int, end_ns: int) -> None: ...
 
+    def batch_opened(self, stream) -> None:
+        """A command buffer was begun on `stream` (Python's path: the native one begins its own)."""
+
+    def batch_closing(self, stream) -> None:
+        """The stream's open command buffer is about to be ended and submitted."""
+
 
 def now() -> int:
     """The host clock every event and calibration uses (CLOCK_MONOTONIC)."""
@@ -66,3 +72,13 @@ def host_operation(name, nbytes_at: int):
         return traced
 
     return wrap
+
+
+def batch_opened(stream) -> None:
+    for listener in stream.device.tracers:
+        listener.batch_opened(stream)
+
+
+def batch_closing(stream) -> None:
+    for listener in stream.device.tracers:
+        listener.batch_closing(stream)

@@ -35,7 +35,8 @@ class Profiler:
     def __init__(self, ep):
         lib = api.lib
         self.ep = ep
-        self.lock = threading.Lock()
+        # (re-entrant: a node's first timestamp may open a command buffer, whose batch pair is begun inside)
+        self.lock = threading.RLock()
         self.active = False
         self.offset_ns = 0  # ORT's profiling clock at StartProfiling (ns since its start) ...
         self.start_ns = 0  # ... and ours (trace.now) at the same moment
@@ -47,6 +48,8 @@ class Profiler:
         self.submit_start: dict[tuple[int, int], int] = {}  # (stream id, timeline value) -> host ns at submit
         self.wait_ends: dict[int, list[tuple[int, int]]] = {}  # stream id -> (timeline value, host ns) per wait
         self.begin_keys: dict[int, tuple[int, int]] = {}  # ticket -> (stream id, the submit carrying its begin)
+        self.open_batches: dict[int, tuple] = {}  # stream id -> (stream, ticket of the pair around its open buffer)
+        self.batches: list[int] = []  # tickets of the pairs around whole command buffers (the device's busy time)
         self.ring: TimestampRing | None = None
         self.struct = s = api.new_struct("OrtEpProfilerImpl")
         s.ort_version_supported = PROFILER_API_VERSION
@@ -80,6 +83,11 @@ class Profiler:
             ep.profilers.remove(self)
         if ep.device is not None:
             trace.stop_listening(ep.device.gpu, self)
+        with self.lock:
+            opened, self.open_batches = list(self.open_batches.values()), {}
+        for stream, ticket in opened:  # its first timestamp sits in an open command buffer: submit that while
+            self.ring.drop(ticket)  # the query pool lives (a later session's submit would write a freed pool)
+            stream.flush()
 
     def stack(self) -> list[int]:
         found = getattr(self.stacks, "ids", None)
@@ -119,6 +127,21 @@ class Profiler:
             self.node_records.append((correlation, kernel.node_name, kernel.spec.op, ticket, key, shapes))
             self.unnamed.add(correlation)
 
+    def batch_opened(self, stream) -> None:
+        """A pair around the whole command buffer: its span is the device's busy time for it, which the nodes'
+        pairs inside should cover (`vkep run --profile` prints how much they do)."""
+        with self.lock:
+            if not self.active or self.ring is None or not self.ring.available:
+                return
+            self.open_batches[id(stream)] = (stream, self.ring.begin(stream))
+
+    def batch_closing(self, stream) -> None:
+        with self.lock:
+            stream, ticket = self.open_batches.pop(id(stream), (stream, None))
+            if ticket is not None and self.ring is not None:
+                self.ring.end(stream, ticket)
+                self.batches.append(ticket)
+
     def host_event(self, name: str, start_ns: int, end_ns: int, args: dict[str, str]) -> None:
         if self.active:
             self.host_events.append((name, threading.get_native_id(), start_ns, end_ns, args))
@@ -155,6 +178,14 @@ class Profiler:
                         "device": self.ep.device.info.name, "input_shapes": shapes}
                 out.append((CATEGORY_KERNEL, gpu_tid, f"{node}_gpu", self._us(begin + offset),
                             round((end - begin) / 1000), args))
+            device = self.ep.device.info.name if self.ep.device is not None else ""
+            for ticket in self.batches:  # (its device times, on the GPU track: a batch the nodes inside cover)
+                pair = self.ring.results.get(ticket) if self.ring is not None else None
+                if pair is not None:
+                    begin, end = pair
+                    out.append((CATEGORY_API, gpu_tid, "batch", self._us(begin + offset), round((end - begin) / 1000),
+                                {"gpu_duration_ns": str(end - begin), "device": device}))
+            self.batches.clear()
             self.host_events.clear()
             self.node_records.clear()
             self.parents.clear()

@@ -60,6 +60,7 @@ def summarize(events: list[dict], ceiling_gflops: float | None) -> dict[str, Any
     gpu_times: dict[str, list[int]] = defaultdict(list)
     input_shapes: dict[str, list] = {}
     operations: dict[str, list] = defaultdict(lambda: [0, 0, 0])  # name -> [count, µs, bytes]
+    busy_ns = 0  # the device's busy time: its command buffers' spans (vkep's `batch` events)
     for e in events:
         cat, name, args = e.get("cat"), e.get("name", ""), e.get("args") or {}
         if cat == "Node" and name.endswith("_kernel_time"):
@@ -71,6 +72,8 @@ def summarize(events: list[dict], ceiling_gflops: float | None) -> dict[str, Any
             if "input_shapes" in args:  # ORT's node event lists no input vkep packed: vkep's own event does
                 shapes = args["input_shapes"]  # (ORT writes a value that reads as JSON as JSON)
                 input_shapes[args.get("node_name", "")] = json.loads(shapes) if isinstance(shapes, str) else shapes
+        elif cat == "Api" and name == "batch" and "gpu_duration_ns" in args:
+            busy_ns += int(args["gpu_duration_ns"])
         elif cat == "Api" and name in HOST_OPERATIONS:
             entry = operations[name]
             entry[0] += 1
@@ -96,8 +99,10 @@ def summarize(events: list[dict], ceiling_gflops: float | None) -> dict[str, Any
             row["gbps"] = moved / seconds / 1e9
         rows.append(row)
     rows.sort(key=lambda r: -r["ms"])
+    kernels_ns = sum(sum(times) for times in gpu_times.values())
     return {"runs": len(runs), "run_ms": run_us / 1e3 if run_us is not None else None,
-            "ceiling_gflops": ceiling_gflops, "nodes": rows,
+            "ceiling_gflops": ceiling_gflops, "nodes": rows, "gpu_busy_ms": busy_ns / 1e6,
+            "gpu_kernels_ms": kernels_ns / 1e6,
             "host_operations": {k: {"count": v[0], "ms": v[1] / 1e3, "bytes": v[2]} for k, v in operations.items()}}
 
 
@@ -117,6 +122,10 @@ def render(summary: dict[str, Any], path: str) -> str:
         rows.append((f"({len(rest)} more)", "", "", f"{sum(r['ms'] for r in rest):.3f}", "",
                      _pct(sum(r["share"] or 0 for r in rest) if summary["run_ms"] else None), "", "", ""))
     lines += _table(rows)
+    if summary.get("gpu_busy_ms"):
+        lines.append(f"GPU: its command buffers ran {summary['gpu_busy_ms']:.3f} ms over all profiled runs; the nodes' "
+                     f"own GPU times sum to {summary['gpu_kernels_ms']:.3f} ms "
+                     f"({summary['gpu_kernels_ms'] / summary['gpu_busy_ms']:.1%} of it)")
     ops = summary["host_operations"]
     if ops:
         lines.append("host operations over all profiled runs: " + ", ".join(
