@@ -201,7 +201,9 @@ def workgroup_count_limit(device: tuple[int, int, int]) -> tuple[int, int, int]:
 
 
 def _describe(index: int, handle) -> PhysicalDeviceInfo:
-    ids = new("VkPhysicalDeviceIDProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES)
+    floats = new("VkPhysicalDeviceFloatControlsProperties",
+                 sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES)
+    ids = new("VkPhysicalDeviceIDProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES, pNext=floats)
     driver = new("VkPhysicalDeviceDriverProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
                  pNext=ids)
     subgroup = new("VkPhysicalDeviceSubgroupProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
@@ -227,6 +229,9 @@ def _describe(index: int, handle) -> PhysicalDeviceInfo:
         "shaderInt16": bool(feats.features.shaderInt16),
     }
     features["fp16"] = features["storageBuffer16BitAccess"]
+    # shaders that keep NaN, infinities and signed zeros whatever the compiler sees (fused.comp declares it)
+    features["signedZeroInfNanPreserveFloat32"] = bool(floats.shaderSignedZeroInfNanPreserveFloat32)
+    features["signedZeroInfNanPreserveFloat16"] = bool(floats.shaderSignedZeroInfNanPreserveFloat16)
     # subgroupBroadcast in compute shaders (winograd.comp shares loads across a subgroup's lanes)
     features["subgroupBallotCompute"] = bool(subgroup.supportedOperations & 0x8 and subgroup.supportedStages & 0x20)
     mem = ffi.new("VkPhysicalDeviceMemoryProperties*")

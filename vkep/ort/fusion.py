@@ -36,9 +36,13 @@ def step(node, ep: Ep) -> fused.Step | None:
     if spec is None:
         return None
     cls = implementation(spec)
-    dtypes = {v[1] if v else None for v in declared.values(node) + declared.values(node, outputs=True)}
-    wanted = {"float32", "float16"} if ep.fp16 else {"float32"}
-    if len(dtypes - {None}) != 1 or None in dtypes - {None} or not dtypes <= wanted | {None}:
+    # (one element type, known, for every present input and output)
+    dtypes = {v[1] for v in declared.values(node) + declared.values(node, outputs=True) if v is not None}
+    # fused.comp keeps NaN, infinities and signed zeros where the device promises it (it computes in float32)
+    preserves = ep.info.features.get("signedZeroInfNanPreserveFloat32", False)
+    wanted = set() if not preserves else {"float32"} | (
+        {"float16"} if ep.fp16 and ep.info.features.get("signedZeroInfNanPreserveFloat16", False) else set())
+    if len(dtypes) != 1 or not dtypes <= wanted:
         return None
     inputs = declared.values(node)
     if any(v is not None and (v[0] is None or len(v[0]) > fused.MAX_RANK) for v in inputs):

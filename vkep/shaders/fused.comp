@@ -13,12 +13,21 @@
 // MIN_FROM_B: alpha from register b, MAX_FROM_C: beta from register c), alpha and beta (float bits).
 // `layout` (uint words, read only by STRIDED inputs): rank, shape[MAX_RANK], strides[MAX_RANK] per input.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_spirv_intrinsics : require
 #include "common.glsl"
 #include "activation.glsl"
 #include "unary_ops.glsl"
 #include "binary_ops.glsl"
 
 layout(local_size_x = 64) in;
+// NaN, infinities and signed zeros kept through every step (SPIR-V SignedZeroInfNanPreserve, 32- and 16-bit):
+// without it a driver may assume no float is NaN, and once a group's steps are one piece of code it folds the
+// formulas' NaN tests away (lavapipe: HardSwish of a Log's NaN gave 0). unary.comp and binary.comp meet each
+// value as a load, which no compiler can assume about. fusion.py fuses only on devices that support it.
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
+#if DTYPE == 1
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 16);
+#endif
 
 #define MAX_INPUTS 8
 #define MAX_OUTPUTS 4
