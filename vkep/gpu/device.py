@@ -231,7 +231,6 @@ def _describe(index: int, handle) -> PhysicalDeviceInfo:
     features["fp16"] = features["storageBuffer16BitAccess"]
     # shaders that keep NaN, infinities and signed zeros whatever the compiler sees (fused.comp declares it)
     features["signedZeroInfNanPreserveFloat32"] = bool(floats.shaderSignedZeroInfNanPreserveFloat32)
-    features["signedZeroInfNanPreserveFloat16"] = bool(floats.shaderSignedZeroInfNanPreserveFloat16)
     # subgroupBroadcast in compute shaders (winograd.comp shares loads across a subgroup's lanes)
     features["subgroupBallotCompute"] = bool(subgroup.supportedOperations & 0x8 and subgroup.supportedStages & 0x20)
     mem = ffi.new("VkPhysicalDeviceMemoryProperties*")

@@ -40,8 +40,7 @@ def step(node, ep: Ep) -> fused.Step | None:
     dtypes = {v[1] for v in declared.values(node) + declared.values(node, outputs=True) if v is not None}
     # fused.comp keeps NaN, infinities and signed zeros where the device promises it (it computes in float32)
     preserves = ep.info.features.get("signedZeroInfNanPreserveFloat32", False)
-    wanted = set() if not preserves else {"float32"} | (
-        {"float16"} if ep.fp16 and ep.info.features.get("signedZeroInfNanPreserveFloat16", False) else set())
+    wanted = set() if not preserves else {"float32", "float16"} if ep.fp16 else {"float32"}
     if len(dtypes) != 1 or not dtypes <= wanted:
         return None
     inputs = declared.values(node)

@@ -20,14 +20,13 @@
 #include "binary_ops.glsl"
 
 layout(local_size_x = 64) in;
-// NaN, infinities and signed zeros kept through every step (SPIR-V SignedZeroInfNanPreserve, 32- and 16-bit):
-// without it a driver may assume no float is NaN, and once a group's steps are one piece of code it folds the
-// formulas' NaN tests away (lavapipe: HardSwish of a Log's NaN gave 0). unary.comp and binary.comp meet each
-// value as a load, which no compiler can assume about. fusion.py fuses only on devices that support it.
+// NaN, infinities and signed zeros kept through every step (SPIR-V SignedZeroInfNanPreserve for 32-bit floats,
+// in which every variant computes): without it a driver may assume no float is NaN, and once a group's steps are
+// one piece of code it folds the formulas' NaN tests away (lavapipe: HardSwish of a Log's NaN gave 0, a - a gave
+// 0 for an infinite a). unary.comp and binary.comp meet each value as a load, which no compiler can assume about.
+// fusion.py fuses only on devices that support it. (One declaration: glslang keeps one per execution mode, so a
+// second one for 16-bit floats replaced this one, and the float16 variant lost it.)
 spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
-#if DTYPE == 1
-spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 16);
-#endif
 
 #define MAX_INPUTS 8
 #define MAX_OUTPUTS 4

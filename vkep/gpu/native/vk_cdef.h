@@ -107,7 +107,7 @@ typedef struct VkPhysicalDeviceProperties { uint32_t apiVersion; uint32_t driver
 typedef struct VkPhysicalDeviceDriverProperties { VkStructureType sType; void* pNext; VkDriverId driverID;
     char driverName[...]; char driverInfo[...]; ...; } VkPhysicalDeviceDriverProperties;
 typedef struct VkPhysicalDeviceFloatControlsProperties { VkStructureType sType; void* pNext;
-    VkBool32 shaderSignedZeroInfNanPreserveFloat16; VkBool32 shaderSignedZeroInfNanPreserveFloat32; ...; }
+    VkBool32 shaderSignedZeroInfNanPreserveFloat32; ...; }
     VkPhysicalDeviceFloatControlsProperties;
 typedef struct VkPhysicalDeviceIDProperties { VkStructureType sType; void* pNext; uint8_t deviceUUID[16];
     uint8_t driverUUID[16]; ...; } VkPhysicalDeviceIDProperties;
