@@ -38,6 +38,16 @@ Defines = tuple[tuple[str, int], ...]
 SpirvOf = Callable[[str, dict], bytes]  # (shader, defines) → its SPIR-V
 _lock = threading.Lock()
 _reflected: dict[str, dict[str, shaders.SpecConstant]] = {}  # SPIR-V key → its specialization constants
+# (shader dir, shader, manifest constants) → constant_tuple's answer: a kernel is made per node, and hashing a
+# shader's sources for its SPIR-V key costs ~1 ms
+_tuples: dict[tuple, tuple[int, ...]] = {}
+
+
+def forget(shader: str) -> None:
+    """Read `shader`'s constants afresh for kernels made from now on (its source changed: vkep.ort.swap)."""
+    with _lock:
+        for key in [k for k in _tuples if k[1] == shader]:
+            del _tuples[key]
 
 
 def _compiled(shader: str, defines: dict) -> bytes:
@@ -96,6 +106,14 @@ def constant_tuple(spec: manifest.KernelSpec) -> tuple[int, ...]:
         return ()
     if not spec.shader:
         raise manifest.ManifestError(_problem(spec, "constants", "an entry without a shader has none"))
+    key = (shaders.SHADER_DIR, spec.shader, tuple(spec.constants.items()))
+    found = _tuples.get(key)
+    if found is None:
+        found = _tuples[key] = _constant_tuple(spec)
+    return found
+
+
+def _constant_tuple(spec: manifest.KernelSpec) -> tuple[int, ...]:
     defines = _variants(spec)[0]
     declared = shader_constants(spec.shader, defines)
     values, problems = _match(spec, declared, defines)
