@@ -253,16 +253,12 @@ def describe(defines: dict[str, object]) -> str:
 def push_constant_members(spirv: bytes) -> list[tuple[int, int]]:
     """(offset, size) of each member of a SPIR-V module's push-constant block (none without one): what the push
     constants a kernel records must fill."""
-    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
     types: dict[int, tuple] = {}  # id → (opcode, operands)
     offsets: dict[tuple[int, int], int] = {}  # (struct, member) → Offset
     strides: dict[int, int] = {}  # array type → ArrayStride
     constants: dict[int, int] = {}
     block = None
-    i = 5
-    while i < len(words):
-        count, opcode = words[i] >> 16, words[i] & 0xFFFF
-        ops = words[i + 1:i + count]
+    for opcode, ops in _instructions(_words(spirv)):
         if opcode in (21, 22, 23, 28, 30, 32):  # OpTypeInt, Float, Vector, Array, Struct, Pointer
             types[ops[0]] = (opcode, ops[1:])
         elif opcode == 43:  # OpConstant <type> <id> <value>
@@ -273,7 +269,6 @@ def push_constant_members(spirv: bytes) -> list[tuple[int, int]]:
             offsets[(ops[0], ops[1])] = ops[3]
         elif opcode == 59 and ops[2] == 9:  # OpVariable <pointer type> <id> PushConstant
             block = ops[0]
-        i += max(count, 1)
     if block is None:
         return []
 
