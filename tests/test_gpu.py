@@ -12,9 +12,6 @@ from vkep.gpu.memory import _give, _take
 from vkep.gpu.stream import pack_spans
 from vkep.gpu.vk import ffi, lib
 from vkep.kernels.elementwise import WORKGROUP
-from vkep.kernels.movement import WG as MOVEMENT_WG
-from vkep.kernels.pool import WORKGROUP as POOL_WG
-from vkep.kernels.quantize import WG as QUANTIZE_WG
 
 
 @pytest.fixture(scope="module")
@@ -178,22 +175,6 @@ def test_validation_layer_reports_misuse(dev):
         lib.vkDestroyBuffer(dev.handle, out[0], ffi.NULL)
     count, text = gpu_device.validation_messages()
     assert count >= 1 and "VUID-VkBufferCreateInfo-size" in text
-
-
-@pytest.mark.parametrize("shader, size", [(s, WORKGROUP) for s in ("binary.comp", "unary.comp", "where.comp")]
-                         + [(s, MOVEMENT_WG) for s in ("strided_copy.comp", "concat.comp", "gather.comp",
-                                                       "scatter.comp", "fill.comp", "resize.comp")]
-                         + [(s, POOL_WG) for s in ("pool.comp", "lrn.comp")]
-                         + [(s, QUANTIZE_WG) for s in ("quantize.comp", "qlinear_binary.comp", "qlinear_lookup.comp",
-                                                       "qlinear_pool.comp")])
-def test_grids_match_the_shaders_workgroup(shader, size):
-    """elementwise.py, movement.py, pool.py and quantize.py size their grids by a constant; the shaders declare their own local
-    size: read it back from the SPIR-V, so the two cannot drift apart (a larger shader size would leave
-    elements unwritten)."""
-    from vkep.gpu.shaders import compile_shader, local_size
-
-    _, spirv = compile_shader(shader, {"DTYPE": 0})
-    assert local_size(spirv) == (size, 1, 1)
 
 
 def test_push_constants_must_fill_the_shaders_block(dev):

@@ -71,7 +71,21 @@ def _shaders_build(args) -> int:
         if args.verbose or fresh:
             print(f"{'built ' if fresh else 'cached'}  {shader} {shaders.describe(dict(defines))}")
     print(f"{len(required)} variants: {built} built, {cached} unchanged, {failed} failed")
-    return 1 if failed else 0
+    return 1 if failed or _interface_problems() else 0
+
+
+def _interface_problems(spirv_of=None) -> int:
+    """Print where the manifest's constants or the kernels' workgroup sizes disagree with the SPIR-V; how many."""
+    from vkep.gpu import shaders
+    from vkep.kernels import interface
+
+    try:
+        found = interface.problems(spirv_of=spirv_of) if spirv_of else interface.problems()
+    except shaders.ShaderError as exc:  # (a variant that failed to compile is reported above)
+        found = [f"kernel interfaces not checked: {str(exc).splitlines()[0]}"]
+    for problem in found:
+        print(problem, file=sys.stderr)
+    return len(found)
 
 
 def _shaders_ship(out: Path, verbose: bool) -> int:
@@ -98,7 +112,14 @@ def _shaders_ship(out: Path, verbose: bool) -> int:
     (out / "index.json").write_text(json.dumps({"compiler": shaders.compiler_version(),
                                                 "target_env": shaders.TARGET_ENV, "variants": index}, indent=1))
     print(f"{len(index)} SPIR-V variants in {out} ({len(required)} required, {failed} failed)")
-    return 1 if failed else 0
+    if failed:
+        return 1
+    written = {(v["shader"], tuple(sorted(v["defines"].items()))): out / name for name, v in index.items()}
+
+    def shipped(shader: str, defines: dict) -> bytes:  # (the files just written, not the user's cache)
+        return written[(shader, tuple(sorted(defines.items())))].read_bytes()
+
+    return 1 if _interface_problems(shipped) else 0
 
 
 def _conformance(args) -> int:

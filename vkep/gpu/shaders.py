@@ -17,6 +17,7 @@ import struct
 import subprocess
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 from vkep import options, resources
 
@@ -108,17 +109,103 @@ def compile_shader(shader: str, defines: dict[str, object] | None = None) -> tup
     return key, code
 
 
-def local_size(spirv: bytes) -> tuple[int, int, int] | None:
-    """The workgroup size a SPIR-V module declares as literals (OpExecutionMode LocalSize), or None (sizes
-    given by specialization constants): what Python's grids must agree with."""
-    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
-    i = 5  # after the header
+class SpecConstant(NamedTuple):
+    """A specialization constant a SPIR-V module declares: its constant_id, type ('uint', 'int', 'float' or
+    'bool') and default value."""
+
+    id: int
+    type: str
+    default: int | float | bool
+
+
+def _words(spirv: bytes) -> tuple[int, ...]:
+    return struct.unpack(f"<{len(spirv) // 4}I", spirv)
+
+
+def _instructions(words: tuple[int, ...]):
+    """(opcode, operands) of each instruction after the header."""
+    i = 5
     while i < len(words):
         count, opcode = words[i] >> 16, words[i] & 0xFFFF
-        if opcode == 16 and count >= 6 and words[i + 2] == 17:  # OpExecutionMode <entry> LocalSize x y z
-            return words[i + 3], words[i + 4], words[i + 5]
+        yield opcode, words[i + 1:i + count]
         i += max(count, 1)
-    return None
+
+
+def _string(operands: tuple[int, ...]) -> str:
+    """A SPIR-V literal string (UTF-8, NUL-terminated, padded to words)."""
+    raw = struct.pack(f"<{len(operands)}I", *operands)
+    return raw[:raw.index(0)].decode() if 0 in raw else raw.decode()
+
+
+_LOCAL_SIZE_NAMES = ("local_size_x", "local_size_y", "local_size_z")  # (GLSL's local_size_x_id names nothing)
+
+
+def _reflect(spirv: bytes) -> tuple[dict[str, SpecConstant], tuple]:
+    """(specialization constants by name, workgroup size) of a SPIR-V module: see the two functions below."""
+    names: dict[int, str] = {}
+    spec_ids: dict[int, int] = {}
+    types: dict[int, str] = {}
+    literals: dict[int, int] = {}  # OpConstant id → its (first) word
+    values: dict[int, tuple[str, int | float | bool]] = {}  # spec constant id → (type, default)
+    workgroup_builtin = None
+    composites: dict[int, tuple[int, ...]] = {}
+    local_size: tuple = (1, 1, 1)
+    for opcode, ops in _instructions(_words(spirv)):
+        if opcode == 5:  # OpName <id> "name"
+            names[ops[0]] = _string(ops[1:])
+        elif opcode == 71 and ops[1] == 1:  # OpDecorate <id> SpecId <n>
+            spec_ids[ops[0]] = ops[2]
+        elif opcode == 71 and ops[1] == 11 and ops[2] == 25:  # OpDecorate <id> BuiltIn WorkgroupSize
+            workgroup_builtin = ops[0]
+        elif opcode == 20:  # OpTypeBool
+            types[ops[0]] = "bool"
+        elif opcode == 21:  # OpTypeInt <width> <signed>
+            types[ops[0]] = "int" if ops[2] else "uint"
+        elif opcode == 22:  # OpTypeFloat
+            types[ops[0]] = "float"
+        elif opcode == 43:  # OpConstant <type> <id> <value>
+            literals[ops[1]] = ops[2]
+        elif opcode in (48, 49):  # OpSpecConstantTrue / False <type> <id>
+            values[ops[1]] = ("bool", opcode == 48)
+        elif opcode == 50:  # OpSpecConstant <type> <id> <value>
+            kind = types.get(ops[0], "uint")
+            word = ops[2]
+            default = (struct.unpack("<f", struct.pack("<I", word))[0] if kind == "float"
+                       else word - (1 << 32) if kind == "int" and word >= 1 << 31 else word)
+            values[ops[1]] = (kind, default)
+        elif opcode == 51:  # OpSpecConstantComposite <type> <id> <constituents>
+            composites[ops[1]] = ops[2:]
+        elif opcode == 16 and ops[1] == 17:  # OpExecutionMode <entry> LocalSize x y z
+            local_size = tuple(ops[2:5])
+    if workgroup_builtin in composites:  # the builtin overrides LocalSize; its parts may be spec constants
+        parts = composites[workgroup_builtin]
+        for axis, part in enumerate(parts):
+            if part in values and part not in names:
+                names[part] = _LOCAL_SIZE_NAMES[axis]
+        local_size = tuple(names[p] if p in values else literals[p] for p in parts)
+    constants = {names.get(i, f"constant_{spec_ids[i]}"): SpecConstant(spec_ids[i], *values[i])
+                 for i in values if i in spec_ids}
+    return constants, local_size
+
+
+def specialization_constants(spirv: bytes) -> dict[str, SpecConstant]:
+    """The specialization constants a SPIR-V module declares (`layout(constant_id = N) const uint NAME`), by name
+    (an unnamed one: local_size_x/y/z where GLSL's local_size_x_id made it, else constant_N): what the values a
+    pipeline is built with are matched to (vkep.kernels.interface)."""
+    return _reflect(spirv)[0]
+
+
+def workgroup_size(spirv: bytes) -> tuple[int | str, int | str, int | str]:
+    """The workgroup size a SPIR-V module declares (the WorkgroupSize builtin, else OpExecutionMode LocalSize):
+    each dimension a number, or the name of the specialization constant that sets it (local_size_x_id). What
+    Python's grids must agree with."""
+    return _reflect(spirv)[1]
+
+
+def local_size(spirv: bytes) -> tuple[int, int, int] | None:
+    """The workgroup size as numbers, or None where a specialization constant sets it."""
+    size = workgroup_size(spirv)
+    return size if all(isinstance(n, int) for n in size) else None
 
 
 def shipped_path(shader: str, key: str) -> Path:
@@ -166,16 +253,12 @@ def describe(defines: dict[str, object]) -> str:
 def push_constant_members(spirv: bytes) -> list[tuple[int, int]]:
     """(offset, size) of each member of a SPIR-V module's push-constant block (none without one): what the push
     constants a kernel records must fill."""
-    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
     types: dict[int, tuple] = {}  # id → (opcode, operands)
     offsets: dict[tuple[int, int], int] = {}  # (struct, member) → Offset
     strides: dict[int, int] = {}  # array type → ArrayStride
     constants: dict[int, int] = {}
     block = None
-    i = 5
-    while i < len(words):
-        count, opcode = words[i] >> 16, words[i] & 0xFFFF
-        ops = words[i + 1:i + count]
+    for opcode, ops in _instructions(_words(spirv)):
         if opcode in (21, 22, 23, 28, 30, 32):  # OpTypeInt, Float, Vector, Array, Struct, Pointer
             types[ops[0]] = (opcode, ops[1:])
         elif opcode == 43:  # OpConstant <type> <id> <value>
@@ -186,7 +269,6 @@ def push_constant_members(spirv: bytes) -> list[tuple[int, int]]:
             offsets[(ops[0], ops[1])] = ops[3]
         elif opcode == 59 and ops[2] == 9:  # OpVariable <pointer type> <id> PushConstant
             block = ops[0]
-        i += max(count, 1)
     if block is None:
         return []
 

@@ -5,6 +5,7 @@ The ORT layer builds one `Call` per node execution; kernels never see ORT types.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import struct
@@ -152,10 +153,17 @@ class Kernel:
         self.attrs = attrs
         self.since_version = since_version
         self.input_types = input_types
-        self.constants = tuple(spec.constants.values())
         problem = self.invalid_attribute()
         if problem:  # fails session creation, as ORT's CPU EP does for the same node
             raise UnsupportedError(f"{spec.op}: invalid attribute {problem}")
+
+    @functools.cached_property
+    def constants(self) -> tuple[int, ...]:
+        """The manifest's `constants` as the specialization values of the kernel's shader (position i is
+        constant_id i: vkep.kernels.interface matches the names to the SPIR-V's). A kernel may assign its own."""
+        from vkep.kernels import interface  # (reads the shader's SPIR-V: once, at the first dispatch)
+
+        return interface.constant_tuple(self.spec)
 
     def invalid_attribute(self) -> str | None:
         """'name=value: why' for an attribute no input can make valid (the session then fails to be

@@ -14,12 +14,13 @@ OP_MAX, OP_AVERAGE, OP_LP = 0, 1, 2
 
 
 class Pool(Kernel):
-    """The manifest's `op` constant picks max / average / Lp; `global` pools over all spatial dims."""
+    """The manifest's `op` constant (pool.comp's OP) picks max / average / Lp."""
+
+    is_global = False
 
     def __init__(self, *args):
         super().__init__(*args)
         self.op = self.spec.constants["op"]
-        self.is_global = bool(self.spec.constants.get("global", 0))
 
     def _plan(self, xs: tuple[int, ...]) -> tuple:
         n = len(xs) - 2
@@ -81,6 +82,12 @@ class Pool(Kernel):
         writes = [y] + ([indices] if indices is not None else [])
         call.dispatch(shader, shader_dtype(x), constants, [x, y, indices][:2 if shader != self.spec.shader else 3],
                       tail, groups, [x], writes)
+
+
+class GlobalPool(Pool):
+    """GlobalMaxPool, GlobalAveragePool, GlobalLpPool: a window of all spatial dims."""
+
+    is_global = True
 
 
 class LRN(Kernel):

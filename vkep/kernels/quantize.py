@@ -138,7 +138,7 @@ class MatMulInteger(Kernel):
     Y parameters per tensor, B's per tensor or per column (per batch too), as ORT's CPU EP takes them."""
 
     def compute(self, call) -> None:
-        requant = self.constants[0]
+        requant = self.spec.constants["requant"]  # (REQUANT, constant_id 2)
         if requant:
             a, a_scale, azp, b, b_scale, bzp, y_scale, yzp = padded(call.inputs, 8)
             for t, what in ((a_scale, "a_scale"), (azp, "a_zero_point"), (y_scale, "y_scale"),

@@ -180,7 +180,7 @@ class CumSum(Kernel):
         if x.size == 0:
             return
         tail = pack("5I", lines, length, inner, int(self.attrs.get("exclusive", 0)), int(self.attrs.get("reverse", 0)))
-        op = self.constants[0]
+        op = self.spec.constants["op"]  # (cumsum.comp's constant_ids: SPLIT 0, local_size_x 1, OP 2)
         if length <= CUMSUM_SERIAL:
             constants, groups = (0, WG, op), grid_1d(lines, WG)
         elif 2 * -(-length // CUMSUM_WG) + 16 <= LOOP_BUDGET:

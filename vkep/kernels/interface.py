@@ -1,0 +1,176 @@
+"""A kernel's interface with its shader, read from the SPIR-V rather than written twice.
+
+- **Specialization constants.** A manifest entry's `constants` name the shader's
+  `layout(constant_id = N) const uint NAME` (case aside: `op` is `OP`). `constant_tuple` turns them into the
+  tuple pipelines are built with (position = constant_id, gaps filled with the shader's defaults), so the
+  manifest's order means nothing and a name the shader lacks is an error naming the file, entry and field.
+- **Workgroup sizes.** Where Python sizes a grid by a module constant (`WORKGROUPS`), the shader's declared
+  local size must equal it, or elements go unwritten (a larger shader size) or run twice (a smaller one).
+
+`problems()` runs both checks over every variant the manifest needs: `vkep shaders build` and a wheel's build
+fail on any, and tests/test_interface.py runs it too. Push-constant blocks are checked where pipelines are
+built (vkep.gpu.pipeline, `push_constant_members`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+
+from vkep.gpu import shaders
+from vkep.kernels import manifest
+
+# shader → "module.NAME" of the vkep.kernels constant its grids are sized by (grid_1d(n, NAME))
+WORKGROUPS = {
+    "binary.comp": "elementwise.WORKGROUP", "unary.comp": "elementwise.WORKGROUP",
+    "where.comp": "elementwise.WORKGROUP",
+    "strided_copy.comp": "movement.WG", "concat.comp": "movement.WG", "gather.comp": "movement.WG",
+    "scatter.comp": "movement.WG", "fill.comp": "movement.WG", "resize.comp": "movement.WG",
+    "pool.comp": "pool.WORKGROUP", "lrn.comp": "pool.WORKGROUP",
+    "quantize.comp": "quantize.WG", "qlinear_binary.comp": "quantize.WG", "qlinear_lookup.comp": "quantize.WG",
+    "qlinear_pool.comp": "quantize.WG",
+    "grid_sample.comp": "grid_sample.WG", "rotary_embedding.comp": "rotary.WG",
+    "conv_transpose.comp": "conv.WORKGROUP",
+}
+
+Defines = tuple[tuple[str, int], ...]
+SpirvOf = Callable[[str, dict], bytes]  # (shader, defines) → its SPIR-V
+_lock = threading.Lock()
+_reflected: dict[str, dict[str, shaders.SpecConstant]] = {}  # SPIR-V key → its specialization constants
+# (shader dir, shader, manifest constants) → constant_tuple's answer: a kernel is made per node, and hashing a
+# shader's sources for its SPIR-V key costs ~1 ms
+_tuples: dict[tuple, tuple[int, ...]] = {}
+
+
+def forget(shader: str) -> None:
+    """Read `shader`'s constants afresh for kernels made from now on (its source changed: vkep.ort.swap)."""
+    with _lock:
+        for key in [k for k in _tuples if k[1] == shader]:
+            del _tuples[key]
+
+
+def _compiled(shader: str, defines: dict) -> bytes:
+    return shaders.compile_shader(shader, defines)[1]
+
+
+def shader_constants(shader: str, defines: Defines, spirv_of: SpirvOf = _compiled) -> dict[str, shaders.SpecConstant]:
+    """The specialization constants of one variant, by name (read once per SPIR-V: an edited shader is new)."""
+    key = shaders.spirv_key(shader, dict(defines))
+    with _lock:
+        found = _reflected.get(key)
+    if found is None:
+        found = shaders.specialization_constants(spirv_of(shader, dict(defines)))
+        with _lock:
+            _reflected[key] = found
+    return found
+
+
+def _variants(spec: manifest.KernelSpec) -> list[Defines]:
+    from vkep.kernels import variants  # (imports kernels.base, which imports this module's callers)
+
+    return [defines for _, defines in sorted(variants.of_spec(spec))] or [(("DTYPE", 0),)]
+
+
+def _problem(spec: manifest.KernelSpec, field: str, text: str) -> str:
+    return f"{spec.source}: entry {spec.index} ({spec.op}): {field}: {text}"
+
+
+def _match(spec: manifest.KernelSpec, declared: dict[str, shaders.SpecConstant],
+           defines: Defines) -> tuple[dict[int, int], list[str]]:
+    """{constant_id: value} of the entry's constants in one variant of its shader, and what does not fit."""
+    by_name = {name.lower(): c for name, c in declared.items()}
+    values, problems = {}, []
+    for name, value in spec.constants.items():
+        found = by_name.get(name.lower())
+        variant = f"{spec.shader} ({shaders.describe(dict(defines))})"
+        if found is None:
+            listed = ", ".join(sorted(declared)) or "none"
+            problems.append(_problem(spec, f"constants.{name}", f"{variant} declares no specialization constant "
+                                                                f"{name.upper()} (it declares: {listed})"))
+        elif found.type == "float":
+            problems.append(_problem(spec, f"constants.{name}", f"{variant} declares it a float; the manifest "
+                                                                f"gives integers"))
+        elif not 0 <= value < 2**32:
+            problems.append(_problem(spec, f"constants.{name}", f"{value} does not fit a 32-bit constant"))
+        else:
+            values[found.id] = value
+    return values, problems
+
+
+def constant_tuple(spec: manifest.KernelSpec) -> tuple[int, ...]:
+    """The entry's constants as a pipeline's specialization values: position i is constant_id i, up to the
+    highest id it names; ids it does not name take the shader's default. Read from one variant the wheel
+    ships (`problems()` checks that every variant agrees); a name the shader lacks raises ManifestError."""
+    if not spec.constants:
+        return ()
+    if not spec.shader:
+        raise manifest.ManifestError(_problem(spec, "constants", "an entry without a shader has none"))
+    key = (shaders.SHADER_DIR, spec.shader, tuple(spec.constants.items()))
+    found = _tuples.get(key)
+    if found is None:
+        found = _tuples[key] = _constant_tuple(spec)
+    return found
+
+
+def _constant_tuple(spec: manifest.KernelSpec) -> tuple[int, ...]:
+    defines = _variants(spec)[0]
+    declared = shader_constants(spec.shader, defines)
+    values, problems = _match(spec, declared, defines)
+    if problems:
+        raise manifest.ManifestError("\n".join(problems))
+    defaults = {c.id: int(c.default) for c in declared.values()}
+    return tuple(values.get(i, defaults.get(i, 0)) for i in range(max(values) + 1))
+
+
+def _constant_problems(spec: manifest.KernelSpec, spirv_of: SpirvOf) -> list[str]:
+    if not spec.constants:
+        return []
+    if not spec.shader:
+        return [_problem(spec, "constants", "an entry without a shader has none")]
+    problems, first = [], None
+    for defines in _variants(spec):
+        values, found = _match(spec, shader_constants(spec.shader, defines, spirv_of), defines)
+        if found:  # (one variant's is enough: the others would repeat it)
+            return found
+        if first is not None and values != first[1]:
+            problems.append(_problem(spec, "constants", f"{spec.shader}'s constant ids differ between variants "
+                                                        f"({shaders.describe(dict(first[0]))}: {first[1]}, "
+                                                        f"{shaders.describe(dict(defines))}: {values})"))
+        first = first or (defines, values)
+    return problems
+
+
+def workgroup_constant(shader: str) -> tuple[str, int] | None:
+    """("module.NAME", value) of the Python constant `shader`'s grids are sized by, or None."""
+    name = WORKGROUPS.get(shader)
+    if name is None:
+        return None
+    module, attr = name.split(".")
+    return name, getattr(importlib.import_module(f"vkep.kernels.{module}"), attr)
+
+
+def _workgroup_problems(variants: list[tuple[str, Defines]], spirv_of: SpirvOf) -> list[str]:
+    problems = []
+    for shader, defines in variants:
+        expected = workgroup_constant(shader)
+        if expected is None:
+            continue
+        size = shaders.workgroup_size(spirv_of(shader, dict(defines)))
+        if size != (expected[1], 1, 1):
+            problems.append(f"{shaders.SHADER_DIR / shader} ({shaders.describe(dict(defines))}): workgroup size "
+                            f"{size}, but vkep.kernels.{expected[0]} sizes its grids by {expected[1]}")
+    return problems
+
+
+def problems(specs: list[manifest.KernelSpec] | None = None, spirv_of: SpirvOf = _compiled) -> list[str]:
+    """Every disagreement between the manifest or the kernels' workgroup constants and the compiled shaders
+    (empty: none), over every variant the manifest needs, read by `spirv_of` (default: compiled as kernels
+    compile them; a wheel's build passes the files it wrote)."""
+    from vkep.kernels import variants
+
+    specs = manifest.load() if specs is None else specs
+    found = [p for spec in specs for p in _constant_problems(spec, spirv_of)]
+    needed = sorted({v for spec in specs for v in variants.of_spec(spec)})
+    needed += [(shader, (("DTYPE", 0),)) for shader in sorted(WORKGROUPS) if not any(s == shader for s, _ in needed)]
+    return found + _workgroup_problems(needed, spirv_of)
