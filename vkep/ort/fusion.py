@@ -64,9 +64,10 @@ def step(node, ep: Ep) -> fused.Step | None:
 def groups(ep: Ep, claimed: list) -> list[list]:
     """The groups of claimed nodes to fuse (two nodes or more each), each in an order where producers come
     before their consumers."""
-    mine = {api.address(n): n for n in claimed}
-    fusable = {key for key, n in mine.items() if step(n, ep) is not None}
+    known = {api.address(n): step(n, ep) for n in claimed}  # (each node's step, made once)
+    fusable = {key for key, s in known.items() if s is not None}
     absorbed: set[int] = set()
+    order = {api.address(n): i for i, n in enumerate(claimed)}
     out = []
     for node in reversed(claimed):  # (ORT lists a graph's nodes producers first: roots come first here)
         key = api.address(node)
@@ -79,17 +80,16 @@ def groups(ep: Ep, claimed: list) -> list[list]:
             for producer in _producers(consumer):
                 pkey = api.address(producer)
                 if (pkey in fusable and pkey not in absorbed and len(members) < MAX_STEPS
-                        and _only_feeds(producer, consumer) and _fits(members + [producer], ep)):
+                        and _only_feeds(producer, consumer) and _fits(members + [producer], ep, known)):
                     members.append(producer)
                     frontier.append(producer)
                     absorbed.add(pkey)
         if len(members) > 1:
-            order = {api.address(n): i for i, n in enumerate(claimed)}
             out.append(sorted(members, key=lambda n: order[api.address(n)]))
     return out
 
 
-def _fits(members: list, ep: Ep) -> bool:
+def _fits(members: list, ep: Ep, known: dict) -> bool:
     """Whether fused.comp takes these nodes as one group (its inputs and registers suffice)."""
     made = {n for m in members for n in _names(declared.value_infos(m, outputs=True))}
     inputs: dict[str, int] = {}
@@ -98,7 +98,7 @@ def _fits(members: list, ep: Ep) -> bool:
             if name and name not in made:
                 inputs.setdefault(name, len(inputs))
     try:
-        _steps(members, ep, list(inputs))
+        _steps(members, ep, list(inputs), known=known)
     except (UnsupportedError, api.OrtError):
         return False
     return True
@@ -192,22 +192,23 @@ def _initializer(info) -> np.ndarray:
     return array
 
 
-def _steps(nodes: list, ep: Ep, input_names: list[str], output_names: list[str] | None = None
-           ) -> tuple[fused.Program, dict[str, int]]:
+def _steps(nodes: list, ep: Ep, input_names: list[str], output_names: list[str] | None = None,
+           known: dict | None = None) -> tuple[fused.Program, dict[str, int]]:
     """The program of a group whose inputs are `input_names` (outputs: `output_names`, default its one value
     no member reads), and the value number of each name."""
     value = {name: k for k, name in enumerate(input_names)}
     steps, read = [], set()
+    reads = {api.address(n): _names(declared.value_infos(n)) for n in nodes}
     pending = list(nodes)
     while pending:  # producers before consumers, whatever order the nodes come in
-        ready = [n for n in pending if all(name in value or not name for name in _names(declared.value_infos(n)))]
+        ready = [n for n in pending if all(name in value or not name for name in reads[api.address(n)])]
         if not ready:
             raise api.OrtError("vkep: a fused group reads a value it neither makes nor takes", api.ORT_FAIL)
         for node in ready:
-            s = step(node, ep)
+            s = known[api.address(node)] if known else step(node, ep)
             if s is None:
                 raise api.OrtError(f"vkep: {declared.op_type(node)} cannot be fused", api.ORT_FAIL)
-            names = _names(declared.value_infos(node))
+            names = reads[api.address(node)]
             read |= set(names)
             steps.append(fused.Step(s.kind, s.op, tuple(value[n] if n else None for n in names), s.alpha, s.beta))
             value[_names(declared.value_infos(node, outputs=True))[0]] = len(input_names) + len(steps) - 1

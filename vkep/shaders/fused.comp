@@ -111,13 +111,6 @@ float rounded(float v) {
     RUN_STEP(7, r) RUN_STEP(8, r) RUN_STEP(9, r) RUN_STEP(10, r) RUN_STEP(11, r) RUN_STEP(12, r) \
     RUN_STEP(13, r) RUN_STEP(14, r) RUN_STEP(15, r)
 
-void one(uint i) {
-    float r[REGISTERS];
-    for (uint k = 0; k < INPUTS; ++k) r[k] = load_input(k, i);
-    RUN_STEPS(r)
-    for (uint k = 0; k < OUTPUTS; ++k) STORE(Tensor(pc.y[k]), i, r[(OUT_REGS >> (4 * k)) & 15u]);
-}
-
 #if DTYPE == 0
 // float32 with no STRIDED input: elements i and i + 1 (i even) with one 64-bit load a contiguous input and one
 // store an output (a load is a loop over the SIMD lanes on lavapipe, whatever its width), as unary.comp's
@@ -127,43 +120,38 @@ bool pairs_fit() {
     for (uint k = 0; k < OUTPUTS; ++k) bits |= pc.y[k];
     return (MODES & 0xaaaau) == 0u && (bits & 7) == 0 && (pc.n & 1u) == 0u;
 }
-
-void two(uint i) {
-    float r0[REGISTERS], r1[REGISTERS];
-    for (uint k = 0; k < INPUTS; ++k) {
-        vec2 v = ((MODES >> (2 * k)) & 3u) == MODE_SCALAR ? vec2(LOAD(Tensor(pc.x[k]), 0)) : load_pair(pc.x[k], i);
-        r0[k] = v.x;
-        r1[k] = v.y;
-    }
-    RUN_STEPS(r0)
-    RUN_STEPS(r1)
-    for (uint k = 0; k < OUTPUTS; ++k) {
-        uint reg = (OUT_REGS >> (4 * k)) & 15u;
-        store_pair(pc.y[k], i, vec2(r0[reg], r1[reg]));
-    }
-}
+#else
+bool pairs_fit() { return false; }
 #endif
 
+// One expansion of the steps in the whole shader (a loop over one element or a pair): the driver inlines every
+// formula at every expansion before the constants fold them away, so each copy costs it compile time (three
+// copies took lavapipe ~3 s cold for an Add+Relu group)
 void main() {
-    if (WIDE == 0) {
-        uint i = FLAT_ID(64);
-        if (i < pc.n) one(i);
-        return;
-    }
-    uint first = FLAT_GROUP * WIDE, lane = gl_LocalInvocationID.x;
-#if DTYPE == 0
-    if (pairs_fit()) {
-        for (uint k = 0; k < WIDE / (2 * 64); ++k) {
-            uint i = first + 2 * (k * 64 + lane);
-            if (i >= pc.n) break;
-            two(i);
-        }
-        return;
-    }
-#endif
-    for (uint k = 0; k < WIDE / 64; ++k) {
-        uint i = first + k * 64 + lane;
+    bool pairs = WIDE != 0 && pairs_fit();
+    uint width = pairs ? 2u : 1u, lane = gl_LocalInvocationID.x;
+    uint iterations = WIDE == 0 ? 1u : WIDE / (64u * width);
+    uint first = WIDE == 0 ? FLAT_ID(64) : FLAT_GROUP * WIDE;
+    for (uint k = 0; k < iterations; ++k) {
+        uint i = WIDE == 0 ? first : first + width * (k * 64u + lane);
         if (i >= pc.n) break;
-        one(i);
+        float r[2][REGISTERS];
+        for (uint q = 0; q < INPUTS; ++q) {
+            if (pairs && ((MODES >> (2 * q)) & 3u) != MODE_SCALAR) {
+                vec2 v = load_pair(pc.x[q], i);
+                r[0][q] = v.x;
+                r[1][q] = v.y;
+            } else {
+                r[0][q] = r[1][q] = load_input(q, i);
+            }
+        }
+        for (uint h = 0; h < width; ++h) {
+            RUN_STEPS(r[h])
+        }
+        for (uint q = 0; q < OUTPUTS; ++q) {
+            uint reg = (OUT_REGS >> (4 * q)) & 15u;
+            if (pairs) store_pair(pc.y[q], i, vec2(r[0][reg], r[1][reg]));
+            else STORE(Tensor(pc.y[q]), i, r[0][reg]);
+        }
     }
 }
