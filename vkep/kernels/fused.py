@@ -23,7 +23,7 @@ MAX_INPUTS, MAX_OUTPUTS, MAX_RANK, REGISTERS, MAX_STEPS = 8, 4, 6, 16, 16
 MODE_FULL, MODE_SCALAR, MODE_STRIDED = 0, 1, 2
 KIND_UNARY, KIND_BINARY = 0, 1
 MIN_FROM_B, MAX_FROM_C = 0x10000, 0x20000
-STEP_CONSTANTS_AT = 8
+STEP_CONSTANTS_AT = 8  # the constant_id of step 0's first constant
 # the op codes a step may have: unary.comp's float math and activations (not its predicates, logic or Cast),
 # binary.comp's arithmetic (not its comparisons, logic, bitwise ops or the steps of Sum and Mean). Not Sin, Cos,
 # Tan (their exact argument reduction), Softplus and Mish (log1p's rounding trick): compiled under fused.comp's
@@ -91,8 +91,9 @@ class Program:
         words = None
         if MODE_STRIDED in modes:
             words = [len(dims)] + _padded(dims, MAX_RANK) + [w for st in strides for w in _padded(st, MAX_RANK)]
-        constants = (self.inputs, len(self.steps), len(self.outputs), sum(m << (2 * k) for k, m in enumerate(modes)),
-                     self.output_registers, 0, 0) + self.step_constants
+        head = (self.inputs, len(self.steps), len(self.outputs), sum(m << (2 * k) for k, m in enumerate(modes)),
+                self.output_registers)  # (ids 1..5; WIDE, id 0, comes with the element count)
+        constants = head + (0,) * (STEP_CONSTANTS_AT - 1 - len(head)) + self.step_constants
         return out, constants, words
 
 
