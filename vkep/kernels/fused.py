@@ -14,7 +14,7 @@ import math
 import struct
 from dataclasses import dataclass
 
-from vkep.kernels.base import MAX_ELEMENTS, Kernel, UnsupportedError
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, UnsupportedError, padded
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse, wide_grid
 
 SHADER = "fused.comp"
@@ -78,9 +78,9 @@ class Program:
         self.step_constants = tuple(constants)
         self.output_registers = sum(register[v] << (4 * j) for j, v in enumerate(outputs))
 
-    def plan(self, shapes: list[tuple[int, ...]]) -> tuple[tuple[int, ...], tuple[int, ...], list[int] | None]:
-        """(output shape, specialization constants but WIDE, the layout words of STRIDED inputs or None) for
-        inputs of these shapes."""
+    def plan(self, shapes: list[tuple[int, ...]]) -> tuple[tuple[int, ...], tuple[int, ...], bytes | None]:
+        """(output shape, specialization constants but WIDE, the layout words of STRIDED inputs as bytes, or None)
+        for inputs of these shapes."""
         out = broadcast_shape(*shapes)
         dims, strides = collapse(out, *(broadcast_strides(s, out) for s in shapes))
         if len(dims) > MAX_RANK:
@@ -90,7 +90,8 @@ class Program:
                  for s in shapes]
         words = None
         if MODE_STRIDED in modes:
-            words = [len(dims)] + _padded(dims, MAX_RANK) + [w for st in strides for w in _padded(st, MAX_RANK)]
+            values = [len(dims)] + _padded(dims, MAX_RANK) + [w for st in strides for w in _padded(st, MAX_RANK)]
+            words = struct.pack(f"<{len(values)}I", *values)
         head = (self.inputs, len(self.steps), len(self.outputs), sum(m << (2 * k) for k, m in enumerate(modes)),
                 self.output_registers)  # (ids 1..5; WIDE, id 0, comes with the element count)
         constants = head + (0,) * (STEP_CONSTANTS_AT - 1 - len(head)) + self.step_constants
@@ -125,12 +126,8 @@ class FusedElementwise(Kernel):
         outputs = [call.output(j, out, self.dtype) for j in range(len(self.program.outputs))]
         if not n or not outputs:  # (no output: a group whose value no one reads)
             return
-        layout = call.persistent(struct.pack(f"<{len(words)}I", *words)) if words else None
+        layout = call.persistent(words) if words else None
         wide, grid = wide_grid(n)
-        addresses = _padded_tensors(outputs, MAX_OUTPUTS) + _padded_tensors(inputs, MAX_INPUTS) + [layout]
+        addresses = padded(outputs, MAX_OUTPUTS) + padded(inputs, MAX_INPUTS) + [layout]
         call.dispatch(SHADER, self.dtype, (wide, *constants), addresses, struct.pack("<I", n), grid,
                       [*inputs, layout] if layout else list(inputs), outputs)
-
-
-def _padded_tensors(tensors: list, count: int) -> list:
-    return list(tensors) + [None] * (count - len(tensors))

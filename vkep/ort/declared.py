@@ -34,19 +34,24 @@ def value_infos(node, outputs: bool = False) -> list:
     return list(infos[0:count[0]])
 
 
+def names(node, outputs: bool = False) -> tuple[str, ...]:
+    """The names of the node's inputs (or outputs), "" for an absent optional one."""
+    lib, ffi = api.lib, api.ffi
+    name = ffi.new("const char**")
+    found = []
+    for info in value_infos(node, outputs):
+        if info == ffi.NULL:
+            found.append("")
+            continue
+        api.check(lib.ort_GetValueInfoName(info, name))
+        found.append(ffi.string(name[0]).decode())
+    return tuple(found)
+
+
 def output_names(node) -> tuple[str, ...]:
     """The names of the node's outputs ("" for an absent optional one): unique in a graph, so they name the
     node from GetCapability to its kernel's creation."""
-    lib, ffi = api.lib, api.ffi
-    name = ffi.new("const char**")
-    names = []
-    for info in value_infos(node, outputs=True):
-        if info == ffi.NULL:
-            names.append("")
-            continue
-        api.check(lib.ort_GetValueInfoName(info, name))
-        names.append(ffi.string(name[0]).decode())
-    return tuple(names)
+    return names(node, outputs=True)
 
 
 def values(node, outputs: bool = False) -> list[tuple[list[int] | None, str | None] | None]:

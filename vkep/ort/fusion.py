@@ -91,17 +91,23 @@ def groups(ep: Ep, claimed: list) -> list[list]:
 
 def _fits(members: list, ep: Ep, known: dict) -> bool:
     """Whether fused.comp takes these nodes as one group (its inputs and registers suffice)."""
-    made = {n for m in members for n in _names(declared.value_infos(m, outputs=True))}
-    inputs: dict[str, int] = {}
-    for m in members:
-        for name in _names(declared.value_infos(m)):
-            if name and name not in made:
-                inputs.setdefault(name, len(inputs))
     try:
-        _steps(members, ep, list(inputs), known=known)
+        _steps(members, ep, list(_read_from_outside(members)), known=known)
     except (UnsupportedError, api.OrtError):
         return False
     return True
+
+
+def _read_from_outside(nodes: list, given: tuple[str, ...] = ()) -> dict:
+    """name → value info of each value the nodes read that none of them makes and that is not in `given`, in
+    the order they read them: a group's inputs (or, past the fused node's own inputs, its constants)."""
+    made = {n for node in nodes for n in declared.output_names(node)}
+    out: dict = {}
+    for node in nodes:
+        for name, info in zip(declared.names(node), declared.value_infos(node), strict=True):
+            if name and name not in made and name not in given:
+                out.setdefault(name, info)
+    return out
 
 
 def _producers(node) -> list:
@@ -163,14 +169,8 @@ def program(graph, fused_node, ep: Ep) -> tuple[fused.Program, str, list[str], l
     buf = ffi.new("const OrtNode*[]", max(count[0], 1))
     api.check(lib.ort_Graph_GetNodes(graph, buf, count[0]))
     nodes = list(buf[0:count[0]])
-    input_names = _names(declared.value_infos(fused_node))
-    output_names = _names(declared.value_infos(fused_node, outputs=True))
-    made = {n for node in nodes for n in _names(declared.value_infos(node, outputs=True))}
-    constants: dict[str, np.ndarray] = {}
-    for node in nodes:
-        for name, info in zip(_names(declared.value_infos(node)), declared.value_infos(node), strict=True):
-            if name and name not in input_names and name not in made and name not in constants:
-                constants[name] = _initializer(info)
+    input_names, output_names = list(declared.names(fused_node)), list(declared.output_names(fused_node))
+    constants = {name: _initializer(info) for name, info in _read_from_outside(nodes, tuple(input_names)).items()}
     prog, _ = _steps(nodes, ep, input_names + list(constants), output_names)
     dtype = declared.values(nodes[0], outputs=True)[0][1]  # (a group whose value no one reads has no output)
     return prog, dtype, output_names, list(constants.values())
@@ -198,7 +198,7 @@ def _steps(nodes: list, ep: Ep, input_names: list[str], output_names: list[str] 
     no member reads), and the value number of each name."""
     value = {name: k for k, name in enumerate(input_names)}
     steps, read = [], set()
-    reads = {api.address(n): _names(declared.value_infos(n)) for n in nodes}
+    reads = {api.address(n): declared.names(n) for n in nodes}
     pending = list(nodes)
     while pending:  # producers before consumers, whatever order the nodes come in
         ready = [n for n in pending if all(name in value or not name for name in reads[api.address(n)])]
@@ -211,23 +211,11 @@ def _steps(nodes: list, ep: Ep, input_names: list[str], output_names: list[str] 
             names = reads[api.address(node)]
             read |= set(names)
             steps.append(fused.Step(s.kind, s.op, tuple(value[n] if n else None for n in names), s.alpha, s.beta))
-            value[_names(declared.value_infos(node, outputs=True))[0]] = len(input_names) + len(steps) - 1
+            value[declared.output_names(node)[0]] = len(input_names) + len(steps) - 1
             pending.remove(node)
     if output_names is None:
         output_names = [n for n, v in value.items() if v >= len(input_names) and n not in read]
     return fused.Program(len(input_names), steps, [value[n] for n in output_names]), value
-
-
-def _names(infos) -> list[str]:
-    name = api.ffi.new("const char**")
-    out = []
-    for info in infos:
-        if info == api.ffi.NULL:
-            out.append("")
-            continue
-        api.check(api.lib.ort_GetValueInfoName(info, name))
-        out.append(api.ffi.string(name[0]).decode())
-    return out
 
 
 @status_callback("py_ep_compile")

@@ -54,7 +54,8 @@ class KernelInstance:
         self.plan_lock = threading.Lock()
         self.allocator = None  # the vkep allocator ORT takes this node's outputs from, once seen
         self.packed: dict[int, tuple] = {}  # input index → (PackedWeight, Tensor)
-        self.persistent: dict[bytes, object] = {}  # bytes a shader reads → their PackedWeight (Call.persistent)
+        # bytes a shader reads (Call.persistent), or a fused group's constant k → their PackedWeight
+        self.persistent: dict[object, object] = {}
         self.weight_shapes: dict[int, tuple] = {}  # input index → the shape of the weight it packed (profiles)
         # outputs the host reads in place (another EP's node, a graph output): the node's GPU work is
         # complete when its Compute returns (see ep._note_host_readers)
