@@ -162,6 +162,11 @@ EP_OPTIONS = [
             "mode, Winograd convolutions). `auto`: where the device has them; `0`: kernels take their variants "
             "without subgroup operations; `1`: as auto, but session creation fails on a device without them",
             SESSION, switch_off="0"),
+    Setting("coopmat", SWITCH, "auto",
+            "cooperative matrices (VK_KHR_cooperative_matrix: the device's matrix units) for float16 MatMul and Gemm "
+            "(shaders/matmul_coop.comp). `auto`: where the device lists a float16 product with float32 sums; `0`: the "
+            "tiled GEMM instead; `1`: as auto, but session creation fails on a device without them",
+            SESSION, switch_off="0"),
     Setting("wait_limit_s", SECONDS, "none",
             "seconds any one wait for the device may take before the run fails with an error naming the node (the "
             "session stays usable); waits go in 100 ms slices, so without it slow work (a cold driver compiling "

@@ -17,6 +17,6 @@ SOURCES = sorted(NATIVE.glob("*.[ch]"))  # a change to any of these rebuilds the
 def builder(module_name: str) -> cffi.FFI:
     ffi = cffi.FFI()
     ffi.cdef((NATIVE / "vk_cdef.h").read_text())
-    source = (NATIVE / "recorder.c").read_text() + (NATIVE / "interop.c").read_text()
+    source = "".join((NATIVE / name).read_text() for name in ("recorder.c", "interop.c", "coopmat.c"))
     ffi.set_source(module_name, source, libraries=["vulkan"], extra_compile_args=["-O2", "-g0"])  # -g0: no path of this machine in the binary
     return ffi

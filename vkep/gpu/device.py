@@ -34,7 +34,13 @@ DRIVER_IDS = {1: "AMD_PROPRIETARY", 2: "AMD_OPEN_SOURCE", 3: "MESA_RADV", 4: "NV
 # the optional features each feature switch (vkep.options: EP options fp16, int8, subgroups) turns off
 SWITCHED_FEATURES = {"fp16": ("fp16", "storageBuffer16BitAccess", "shaderFloat16"),
                      "int8": ("storageBuffer8BitAccess", "shaderInt8"),
-                     "subgroups": ("subgroupBallotCompute",)}
+                     "subgroups": ("subgroupBallotCompute",),
+                     "coopmat": ("cooperativeMatrix",)}
+COOPMAT_EXTENSION = "VK_KHR_cooperative_matrix"
+# VkComponentTypeKHR and VkScopeKHR values of the cooperative matrix sizes a device lists (PhysicalDeviceInfo.coopmat)
+COMPONENT_TYPES = {0: "float16", 1: "float32", 2: "float64", 3: "int8", 4: "int16", 5: "int32", 6: "int64",
+                   7: "uint8", 8: "uint16", 9: "uint32"}
+SCOPE_SUBGROUP = 3
 
 
 def validation_wanted() -> bool:
@@ -70,6 +76,9 @@ class PhysicalDeviceInfo:
     features: dict[str, bool]
     compute_queue_family: int | None
     missing: list[str] = field(default_factory=list)
+    # the cooperative matrix products the device runs at subgroup scope: (M, N, K, A, B, C, result) with the
+    # types' names (COMPONENT_TYPES); empty without VK_KHR_cooperative_matrix
+    coopmat: tuple[tuple, ...] = ()
     off: frozenset[str] = frozenset()  # the feature switches turned off in this view (restricted)
 
     @property
@@ -180,7 +189,7 @@ class Instance:
             check(lib.vkEnumeratePhysicalDevices(self.handle, count, ffi.NULL), "vkEnumeratePhysicalDevices")
             handles = ffi.new("VkPhysicalDevice[]", count[0])
             check(lib.vkEnumeratePhysicalDevices(self.handle, count, handles), "vkEnumeratePhysicalDevices")
-            self._physical = [_describe(i, handles[i]) for i in range(count[0])]
+            self._physical = [_describe(i, handles[i], self.handle) for i in range(count[0])]
         return self._physical
 
 
@@ -200,7 +209,22 @@ def workgroup_count_limit(device: tuple[int, int, int]) -> tuple[int, int, int]:
     return device if cap is None else tuple(min(n, cap) for n in device)
 
 
-def _describe(index: int, handle) -> PhysicalDeviceInfo:
+def _coopmat(instance, handle, extensions: set[str]) -> tuple[bool, tuple[tuple, ...]]:
+    """Whether the device offers VK_KHR_cooperative_matrix's feature, and the products it lists at subgroup scope."""
+    if COOPMAT_EXTENSION not in extensions:
+        return False, ()
+    feature = new("vkep_coopmat_features", sType=lib.VKEP_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
+    feats = new("VkPhysicalDeviceFeatures2", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=feature)
+    lib.vkGetPhysicalDeviceFeatures2(handle, feats)
+    listed = ffi.new("vkep_coopmat_properties[]", 64)
+    count = lib.vkep_coopmat_list(instance, handle, listed, 64)
+    names = [COMPONENT_TYPES.get(t, str(t)) for p in listed[0:count] for t in (p.AType, p.BType, p.CType, p.ResultType)]
+    products = tuple((p.MSize, p.NSize, p.KSize, *names[4 * i: 4 * i + 4]) for i, p in enumerate(listed[0:count])
+                     if p.scope == SCOPE_SUBGROUP and not p.saturatingAccumulation)
+    return bool(feature.cooperativeMatrix), products
+
+
+def _describe(index: int, handle, instance) -> PhysicalDeviceInfo:
     floats = new("VkPhysicalDeviceFloatControlsProperties",
                  sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES)
     ids = new("VkPhysicalDeviceIDProperties", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES, pNext=floats)
@@ -233,6 +257,11 @@ def _describe(index: int, handle) -> PhysicalDeviceInfo:
     features["signedZeroInfNanPreserveFloat32"] = bool(floats.shaderSignedZeroInfNanPreserveFloat32)
     # subgroupBroadcast in compute shaders (winograd.comp shares loads across a subgroup's lanes)
     features["subgroupBallotCompute"] = bool(subgroup.supportedOperations & 0x8 and subgroup.supportedStages & 0x20)
+    # matrix units (matmul_coop.comp: float16 MatMul and Gemm)
+    # (glslang declares the Vulkan memory model in shaders that use cooperative matrices: the device must enable it)
+    features["vulkanMemoryModel"] = bool(f12.vulkanMemoryModel)
+    features["cooperativeMatrix"], coopmat = _coopmat(instance, handle, device_extensions(handle)) if api_ok else (False, ())
+    features["cooperativeMatrix"] &= features["vulkanMemoryModel"]
     mem = ffi.new("VkPhysicalDeviceMemoryProperties*")
     lib.vkGetPhysicalDeviceMemoryProperties(handle, mem)
     types = [(mem.memoryTypes[i].propertyFlags, mem.memoryTypes[i].heapIndex) for i in range(mem.memoryTypeCount)]
@@ -258,7 +287,7 @@ def _describe(index: int, handle) -> PhysicalDeviceInfo:
         max_workgroup_invocations=p.limits.maxComputeWorkGroupInvocations,
         max_workgroup_count=workgroup_count_limit(tuple(p.limits.maxComputeWorkGroupCount)),
         max_workgroup_size=tuple(p.limits.maxComputeWorkGroupSize), unified_memory=unified,
-        memory_types=types, heap_sizes=heaps, features=features, compute_queue_family=family,
+        memory_types=types, heap_sizes=heaps, features=features, compute_queue_family=family, coopmat=coopmat,
     )
     if not api_ok:
         info.missing.append(f"Vulkan 1.2 (device has {info.api_version})")
@@ -297,10 +326,15 @@ class Device:
         f = info.features
         f12 = new("VkPhysicalDeviceVulkan12Features", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                   bufferDeviceAddress=1, timelineSemaphore=1, storageBuffer8BitAccess=f["storageBuffer8BitAccess"],
-                  shaderInt8=f["shaderInt8"], shaderFloat16=f["shaderFloat16"])
+                  shaderInt8=f["shaderInt8"], shaderFloat16=f["shaderFloat16"],
+                  vulkanMemoryModel=f.get("cooperativeMatrix", False))
         f11 = new("VkPhysicalDeviceVulkan11Features", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                   pNext=f12, storageBuffer16BitAccess=f["storageBuffer16BitAccess"])
         feats = new("VkPhysicalDeviceFeatures2", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=f11)
+        if f.get("cooperativeMatrix"):
+            self._coopmat = new("vkep_coopmat_features", cooperativeMatrix=1,
+                                sType=lib.VKEP_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
+            f12.pNext = self._coopmat
         feats.features.shaderInt64 = 1
         feats.features.shaderInt16 = f["shaderInt16"]
         priority = ffi.new("float*", 1.0)
@@ -359,6 +393,8 @@ class Device:
             if host_import and HOST_IMPORT_EXTENSION not in available:
                 raise RuntimeError(f"vkep: VKEP_HOST_IMPORT=1, but {info.name} has no {HOST_IMPORT_EXTENSION}")
             wanted.append(HOST_IMPORT_EXTENSION)
+        if info.features.get("cooperativeMatrix"):
+            wanted.append(COOPMAT_EXTENSION)
         return [e for e in wanted if e in available]
 
     def new_stream(self):

@@ -7,6 +7,7 @@ import struct
 
 import numpy as np
 
+from vkep.kernels import coopmat
 from vkep.kernels.base import Kernel, UnsupportedError, pack, shader_dtype
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
 
@@ -111,6 +112,9 @@ class _Tiled(Kernel):
         rows = min(m, FEW_ROWS)
         groups = (-(-n // 256), -(-m // rows), batches) if few_rows else (-(-n // TILE), -(-m // TILE), batches)
         reads = [a, b] + ([c] if c is not None else [])
+        coop = None if few_rows or a.dtype != "float16" else coopmat.product(self)  # (the device's matrix units)
+        if coop is not None and -(-k // coop[2]) <= MAX_LOOP:
+            return coopmat.dispatch(call, self, coop, [a, b, c, y], tail, batches, m, n, reads, y)
         if broadcast:
             return broadcast_dispatch(call, shader_dtype(a), [a, b, c, y], tail, batches, reads, y)
         # a None address is 0: the shader skips C then

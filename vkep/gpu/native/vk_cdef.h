@@ -294,3 +294,13 @@ int vkep_install_messenger(VkInstance instance, VkDebugUtilsMessengerEXT* out);
 void vkep_remove_messenger(VkInstance instance, VkDebugUtilsMessengerEXT messenger);
 int vkep_validation_count(void);
 int vkep_validation_take(char* buf, int size);
+
+/* VK_KHR_cooperative_matrix (native/coopmat.c: vkep's own copies of its structs, for headers before 1.3.255) */
+#define VKEP_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR 1000506000
+#define VKEP_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR 1000506001
+typedef struct vkep_coopmat_features { uint32_t sType; void* pNext; uint32_t cooperativeMatrix;
+    uint32_t cooperativeMatrixRobustBufferAccess; } vkep_coopmat_features;
+typedef struct vkep_coopmat_properties { uint32_t sType; void* pNext; uint32_t MSize, NSize, KSize;
+    uint32_t AType, BType, CType, ResultType; uint32_t saturatingAccumulation; uint32_t scope; }
+    vkep_coopmat_properties;
+uint32_t vkep_coopmat_list(VkInstance instance, VkPhysicalDevice device, vkep_coopmat_properties* out, uint32_t max);

@@ -1,0 +1,139 @@
+"""float16 MatMul and Gemm on the device's matrix units (VK_KHR_cooperative_matrix, shaders/matmul_coop.comp).
+
+No driver of Debian 12 offers cooperative matrices; Mesa 26's lavapipe does (8x8x8 float16 products with float32
+sums). `tools/mesa_trixie.sh` (run by `./dev test`) sets up that driver and glslang 15 in a trixie root, and
+`test_cases_on_mesa_26` runs this file again under it, where the cases below run instead of skipping. Each case
+checks the CPU EP's answer and that every dispatch of the node went to matmul_coop.comp (matmul.comp with
+`coopmat=0`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import tolerance
+from onnx import TensorProto, helper, numpy_helper
+
+from vkep import runner
+from vkep.gpu import device
+
+ROOT = Path(__file__).resolve().parents[1]
+WRAPPER = ROOT / ".cache" / "trixie" / "run"
+VKEP = "VulkanExecutionProvider"
+
+
+def has_coopmat() -> bool:
+    return any(d.features.get("cooperativeMatrix") and d.coopmat for d in device.usable_devices())
+
+
+needs_coopmat = pytest.mark.skipif(not has_coopmat(), reason="the device has no cooperative matrices (Mesa 26 "
+                                   "lavapipe has: test_cases_on_mesa_26 runs these there)")
+
+
+def kernels() -> dict:
+    from vkep.ort.kernel import KERNELS
+
+    return KERNELS
+
+
+def product_model(op: str, a: tuple, b: tuple, c: tuple | None, weight: np.ndarray | None, **attrs):
+    """One MatMul or Gemm node over float16 inputs (B a constant when `weight` is given)."""
+    f16 = TensorProto.FLOAT16
+    inputs = [helper.make_tensor_value_info("a", f16, list(a))]
+    inits = []
+    if weight is not None:
+        inits.append(numpy_helper.from_array(weight, "b"))
+    else:
+        inputs.append(helper.make_tensor_value_info("b", f16, list(b)))
+    names = ["a", "b"]
+    if c is not None:
+        inputs.append(helper.make_tensor_value_info("c", f16, list(c)))
+        names.append("c")
+    node = helper.make_node(op, names, ["y"], **attrs)
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", f16, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+CASES = {
+    # (op, A, B, C, B a constant, attributes)
+    "matmul_tile_multiples": ("MatMul", (64, 32), (32, 48), None, False, {}),
+    "matmul_odd_sizes": ("MatMul", (37, 29), (29, 45), None, False, {}),
+    "matmul_k_past_a_tile_and_odd": ("MatMul", (17, 203), (203, 9), None, False, {}),
+    "matmul_broadcast_batch": ("MatMul", (3, 2, 20, 24), (2, 24, 19), None, False, {}),
+    "matmul_constant_b": ("MatMul", (2, 33, 40), (40, 27), None, True, {}),
+    "gemm_transposes_bias": ("Gemm", (24, 35), (21, 24), (21,), False, {"transA": 1, "transB": 1}),
+    "gemm_alpha_beta_full_c": ("Gemm", (40, 16), (16, 30), (40, 30), False, {"alpha": 0.5, "beta": 2.0}),
+    "gemm_constant_b_transposed": ("Gemm", (19, 64), (70, 64), (1, 70), True, {"transB": 1}),
+}
+
+
+@needs_coopmat
+@pytest.mark.parametrize("coop", ["auto", "0"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_product_on_matrix_units(ep_devices, case, coop):
+    op, a_shape, b_shape, c_shape, constant_b, attrs = CASES[case]
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(a_shape).astype(np.float16)
+    b = rng.standard_normal(b_shape).astype(np.float16)
+    feeds = {"a": a} if constant_b else {"a": a, "b": b}
+    if c_shape is not None:
+        feeds["c"] = rng.standard_normal(c_shape).astype(np.float16)
+    model = product_model(op, a_shape, b_shape, c_shape, b if constant_b else None, **attrs)
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"coopmat": coop})
+    assert [ep for _, _, ep in runner.placement(session)] == [VKEP]
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):  # (the second run replays the recorded dispatch)
+        got = session.run(None, feeds)[0]
+        assert got.shape == want.shape and got.dtype == np.float16
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), **tolerance("float16"))
+    (kernel,) = [k for i, k in kernels().items() if i > first and k.spec.op == op]
+    assert {shader for shader, _, _ in kernel.pipelines} == {"matmul_coop.comp" if coop == "auto" else "matmul.comp"}
+
+
+@needs_coopmat
+def test_float32_and_few_rows_stay_on_matmul_comp(ep_devices):
+    """float32 products would lose their operands' precision in float16, and a few rows are the few-rows mode's."""
+    for dtype, rows in (("float32", 64), ("float16", 4)):
+        tp = TensorProto.FLOAT if dtype == "float32" else TensorProto.FLOAT16
+        graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "g",
+                                  [helper.make_tensor_value_info("a", tp, [rows, 32]),
+                                   helper.make_tensor_value_info("b", tp, [32, 16])],
+                                  [helper.make_tensor_value_info("y", tp, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        first = max(kernels(), default=0)
+        session = runner.vkep_session(model, disable_cpu_fallback=True)
+        session.run(None, {"a": np.ones((rows, 32), dtype), "b": np.ones((32, 16), dtype)})
+        (kernel,) = [k for i, k in kernels().items() if i > first and k.spec.op == "MatMul"]
+        assert {shader for shader, _, _ in kernel.pipelines} == {"matmul.comp"}, (dtype, rows)
+
+
+def test_coopmat_1_fails_cleanly_on_a_device_without_them(ep_devices):
+    if has_coopmat():
+        pytest.skip("the device has cooperative matrices")
+    model = product_model("MatMul", (16, 16), (16, 16), None, None)
+    with pytest.raises(Exception, match="coopmat=1.*cooperativeMatrix"):
+        runner.vkep_session(model, ep_options={"coopmat": "1"})
+    session = runner.vkep_session(model, ep_options={"coopmat": "0"})  # (the EP and device stay usable)
+    assert [ep for _, _, ep in runner.placement(session)] == [VKEP]
+
+
+def test_cases_on_mesa_26():
+    """This file again, under Mesa 26 lavapipe (tools/mesa_trixie.sh), where the cases run: none may skip."""
+    if has_coopmat():
+        pytest.skip("this process's device has cooperative matrices itself: the cases ran here")
+    if not WRAPPER.exists():
+        pytest.skip(f"no Mesa 26 root: run tools/mesa_trixie.sh (./dev test does) to create {WRAPPER}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VK_", "PYTEST_"))}
+    env.update(VKEP_CACHE_DIR=str(ROOT / ".cache" / "trixie" / "vkep-cache"))
+    res = subprocess.run([str(WRAPPER), sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider",
+                          "-rs"], cwd=ROOT / "tests", env=env, capture_output=True, text=True, timeout=900)
+    tail = (res.stdout + res.stderr)[-3000:]
+    assert res.returncode == 0, tail
+    summary = res.stdout.strip().splitlines()[-1]
+    count = len(CASES) * 2 + 1
+    assert f"{count} passed" in summary and "failed" not in summary, tail

@@ -1,0 +1,52 @@
+"""MatMul and Gemm on the device's matrix units: VK_KHR_cooperative_matrix (shaders/matmul_coop.comp).
+
+Where a device lists a float16 x float16 product with float32 sums at subgroup scope (`PhysicalDeviceInfo.coopmat`:
+16x16x16 on NVIDIA's tensor cores and AMD's WMMA, 8x8x8 on Mesa 26's lavapipe), float16 products with more rows than
+matmul.comp's few-rows mode takes run there: that is where GPUs reach their peak. The float32 products stay on
+matmul.comp (a float16 product would round their operands). The EP option `coopmat=0` turns it off; a glslang too old
+for GL_KHR_cooperative_matrix (before 14) leaves the shader uncompiled and the products on matmul.comp.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from vkep.gpu import shaders
+from vkep.kernels.base import Kernel, variant
+
+SHADER = "matmul_coop.comp"
+# cooperative matrices of y a subgroup holds (matmul_coop.comp's RM x RN): 2 x 2 shares each loaded matrix of
+# A and B between two products
+BLOCKS = (2, 2)
+log = logging.getLogger("vkep")
+
+
+def product(kernel: Kernel) -> tuple[int, int, int] | None:
+    """(TM, TN, TK) of the float16 product with float32 sums this kernel's device lists (the largest), or None."""
+    info = kernel.device_info
+    if info is None or not info.features.get("cooperativeMatrix") or not shader_compiles():
+        return None
+    sizes = [p[:3] for p in info.coopmat if p[3:] == ("float16", "float16", "float32", "float32")]
+    return max(sizes, key=lambda s: s[0] * s[1] * s[2], default=None)
+
+
+@functools.cache
+def shader_compiles() -> bool:
+    """Whether matmul_coop.comp's SPIR-V is shipped or compiles here (GL_KHR_cooperative_matrix: glslang >= 14)."""
+    try:
+        shaders.compile_shader(SHADER, variant("float16"))
+    except shaders.ShaderError as exc:
+        log.info("vkep: float16 products stay on matmul.comp: %s", str(exc).splitlines()[-1])
+        return False
+    return True
+
+
+def dispatch(call, kernel: Kernel, size: tuple[int, int, int], addresses: list, tail: bytes, batches: int,
+             m: int, n: int, reads: list, y) -> None:
+    """One dispatch of matmul_coop.comp over y's [batches, m, n], with matmul.comp's push constants (`tail`)."""
+    tm, tn, tk = size
+    rm, rn = BLOCKS
+    groups = (-(-n // (rn * tn)), -(-m // (rm * tm)), batches)  # (past the device's limit: in pieces)
+    constants = (kernel.device_info.subgroup_size, tm, tn, tk, rm, rn)
+    call.dispatch(SHADER, "float16", constants, addresses, tail, groups, reads, [y])

@@ -1,0 +1,11 @@
+// matmul.comp's and matmul_coop.comp's push constants (vkep/kernels/matmul.py packs the tail after the four
+// addresses; a 0 address of C means no C).
+layout(push_constant, scalar) uniform Push {
+    uint64_t a, b, c, y;
+    uint M, N, K, batch_inner;              // batch index z = outer * batch_inner + inner
+    uint a_outer, a_inner, a_m, a_k;        // element strides of A
+    uint b_outer, b_inner, b_k, b_n;        // element strides of B
+    uint c_m, c_n;                          // element strides of C
+    float alpha, beta;
+    GROUP_BASE;                             // (grids past the device's limit: common.glsl)
+} pc;
