@@ -18,6 +18,7 @@ MANIFEST = PACKAGE / "kernels.yaml"
 SHADER_DIR = PACKAGE / "shaders"
 SPIRV_DIR = PACKAGE / "spirv"  # written by the wheel's build (vkep.build_spirv), absent in a plain checkout
 EXPECTED_DIR = PACKAGE / "expected"
+TUNING = PACKAGE / "kernels" / "tuning.json"  # measured kernel choices per device class (vkep.kernels.tuning)
 
 
 def cache_dir() -> Path:

@@ -3,8 +3,10 @@
 Where a device lists a float16 x float16 product with float32 sums at subgroup scope (`PhysicalDeviceInfo.coopmat`:
 16x16x16 on NVIDIA's tensor cores and AMD's WMMA, 8x8x8 on Mesa 26's lavapipe), float16 products with more rows than
 matmul.comp's few-rows mode takes run there: that is where GPUs reach their peak. The float32 products stay on
-matmul.comp (a float16 product would round their operands). The EP option `coopmat=0` turns it off; a glslang too old
-for GL_KHR_cooperative_matrix (before 14) leaves the shader uncompiled and the products on matmul.comp.
+matmul.comp (a float16 product would round their operands). Whether to, and the block a subgroup computes, come
+from tuning.json for the device's class (lavapipe emulates the matrices, slower than matmul.comp: not used there
+unless `coopmat=1`). The EP option `coopmat=0` turns it off; a glslang too old for GL_KHR_cooperative_matrix
+(before 14) leaves the shader uncompiled and the products on matmul.comp.
 """
 
 from __future__ import annotations
@@ -13,19 +15,24 @@ import functools
 import logging
 
 from vkep.gpu import shaders
+from vkep.kernels import tuning
 from vkep.kernels.base import Kernel, variant
 
 SHADER = "matmul_coop.comp"
-# cooperative matrices of y a subgroup holds (matmul_coop.comp's RM x RN): 2 x 2 shares each loaded matrix of
-# A and B between two products
-BLOCKS = (2, 2)
+# where tuning.json does not say otherwise for the device's class: use the matrix units (what they are built for),
+# a subgroup holding 2 x 2 cooperative matrices of y (matmul_coop.comp's RM x RN: each loaded matrix of A and B
+# serves two products)
+DEFAULT = {"use": True, "blocks": [2, 2]}
 log = logging.getLogger("vkep")
 
 
 def product(kernel: Kernel) -> tuple[int, int, int] | None:
-    """(TM, TN, TK) of the float16 product with float32 sums this kernel's device lists (the largest), or None."""
+    """(TM, TN, TK) of the float16 product with float32 sums this kernel's device lists (the largest), or None:
+    also where tuning.json measured them slower than matmul.comp on this device's class, unless `coopmat=1`."""
     info = kernel.device_info
     if info is None or not info.features.get("cooperativeMatrix") or not shader_compiles():
+        return None
+    if not tuning.choice(info, "coopmat", DEFAULT)["use"] and "coopmat" not in info.forced:
         return None
     sizes = [p[:3] for p in info.coopmat if p[3:] == ("float16", "float16", "float32", "float32")]
     return max(sizes, key=lambda s: s[0] * s[1] * s[2], default=None)
@@ -46,7 +53,7 @@ def dispatch(call, kernel: Kernel, size: tuple[int, int, int], addresses: list, 
              m: int, n: int, reads: list, y) -> None:
     """One dispatch of matmul_coop.comp over y's [batches, m, n], with matmul.comp's push constants (`tail`)."""
     tm, tn, tk = size
-    rm, rn = BLOCKS
+    rm, rn = tuning.choice(kernel.device_info, "coopmat", DEFAULT)["blocks"]
     groups = (-(-n // (rn * tn)), -(-m // (rm * tm)), batches)  # (past the device's limit: in pieces)
     constants = (kernel.device_info.subgroup_size, tm, tn, tk, rm, rn)
     call.dispatch(SHADER, "float16", constants, addresses, tail, groups, reads, [y])

@@ -34,12 +34,13 @@ _registries: dict[tuple[int, frozenset], tuple] = {}
 SWITCH_OPTIONS = tuple(SWITCHED_FEATURES)  # the EP options that turn a device feature off (vkep.options)
 
 
-def registry_for(device, off: frozenset = frozenset()) -> tuple:
+def registry_for(device, off: frozenset = frozenset(), forced: frozenset = frozenset()) -> tuple:
     """(the OrtKernelRegistry, the manifest entries) of one device with the feature switches in `off` turned
-    off (a session's EP options fp16=0, int8=0, subgroups=0): every manifest entry × opset range, built once."""
-    key = (device.info.index, frozenset(off))
+    off (a session's EP options fp16=0, int8=0, subgroups=0) and those in `forced` set to 1: every manifest
+    entry × opset range, built once."""
+    key = (device.info.index, frozenset(off), frozenset(forced))
     if key not in _registries:
-        _registries[key] = _build_registry(device, device.info.restricted(set(off)))
+        _registries[key] = _build_registry(device, device.info.restricted(set(off), frozenset(forced)))
     return _registries[key]
 
 
@@ -154,9 +155,10 @@ class Ep:
         self.capturing = None  # the CapturedGraph of the run now being captured
         self.profilers: list = []  # ORT's profilers of this session that are profiling now (profiler.py)
         if self.device is not None:
-            self.info = self.device.info.restricted(self._switched_off(self.device.info))
+            forced = frozenset(s for s in SWITCH_OPTIONS if self.settings[s] is True)
+            self.info = self.device.info.restricted(self._switched_off(self.device.info), forced)
             self.fp16 = self.info.has("fp16")
-            self.registry, specs = registry_for(self.device, self.info.off)
+            self.registry, specs = registry_for(self.device, self.info.off, self.info.forced)
             for spec in specs:
                 self.specs.setdefault((spec.domain, spec.op), []).append(spec)
             self.gpu = self.device.gpu  # open the logical device now, not inside the first run
