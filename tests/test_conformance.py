@@ -83,7 +83,7 @@ def test_other_drivers_keep_their_expected_cases():
         assert names, f"no pass_vkep cases for {target.label}"
         records, info = conformance.run_cases(conformance.corpus(names=names), jobs=2, timeout=120, validation=True,
                                               session={"mem_reuse": True, "ep_options": target.ep_options},
-                                              env=target.driver.env)
+                                              env=target.driver.env, cmd=target.driver.worker_command())
         assert expectations.key_of(info["devices"][target.device["index"]]) == target.key
         _check(records, doc, "default", "default", names, f"{target.label} ({target.driver.icd})")
 

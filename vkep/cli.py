@@ -105,6 +105,8 @@ def _shaders_ship(out: Path, verbose: bool) -> int:
             if (shader, defines) in required:
                 failed += 1
                 print(exc, file=sys.stderr)
+            elif (shader, defines) in variants.OPTIONAL:
+                print(f"not shipped: {shader} {shaders.describe(dict(defines))} ({variants.OPTIONAL[shader, defines]})")
             elif verbose:
                 print(f"skipped {shader} {shaders.describe(dict(defines))}: does not compile (no kernel uses it)")
             continue

@@ -34,13 +34,16 @@ from pathlib import Path
 from vkep import options
 from vkep.conformance import expectations as expect
 from vkep.conformance import report as report_mod
-from vkep.conformance.pool import Case, Progress, run_cases
+from vkep.conformance.pool import Case, Progress, run_cases, worker_command
 from vkep.conformance.worker import VULKAN, first_line
 
 FORMAT = "vkep-conformance-matrix/1"
 ROOT = Path(__file__).resolve().parents[2]
 ICD_DIRS = [Path("/usr/share/vulkan/icd.d"), Path("/usr/local/share/vulkan/icd.d"), Path("/etc/vulkan/icd.d")]
 BACKPORTS_ICD = ROOT / ".cache" / "mesa-backports" / "lvp_icd.json"  # tools/mesa_backports.sh
+# tools/mesa_trixie.sh: Mesa 26 lavapipe in a trixie root, whose programs run through its wrapper (trixie's loader)
+TRIXIE_RUN = ROOT / ".cache" / "trixie" / "run"
+TRIXIE_ICD = ROOT / ".cache" / "trixie" / "root" / "usr" / "share" / "vulkan" / "icd.d" / "lvp_icd.json"
 DEFAULT = "default"
 # the cases the test suite runs under each switch (tests/test_conformance.py; `--filter` takes it too): a few
 # of each kind a switch touches (float16, int8/uint8/bool, MatMul/Gemm/Conv) and common float ops
@@ -61,8 +64,12 @@ class Driver:
 
     icd: Path
     env: dict[str, str]
+    launcher: tuple[str, ...] = ()  # what its processes start through (TRIXIE_RUN), before the interpreter
     devices: list[dict] = field(default_factory=list)  # PhysicalDeviceInfo.summary() of each
     absent: str = ""  # why it offers no usable device here ("" when it does)
+
+    def worker_command(self) -> list[str]:
+        return [*self.launcher, *worker_command(VULKAN)]
 
 
 @dataclass
@@ -91,7 +98,13 @@ def icd_files() -> list[Path]:
     found = sorted({p.resolve() for d in ICD_DIRS if d.is_dir() for p in d.glob("*.json")})
     if BACKPORTS_ICD.exists():
         found.append(BACKPORTS_ICD)
+    if TRIXIE_RUN.exists() and TRIXIE_ICD.exists():
+        found.append(TRIXIE_ICD)
     return found
+
+
+def launcher(icd: Path) -> tuple[str, ...]:
+    return (str(TRIXIE_RUN),) if icd == TRIXIE_ICD else ()
 
 
 def driver_env(icd: Path) -> dict[str, str]:
@@ -112,9 +125,10 @@ def driver_env(icd: Path) -> dict[str, str]:
 def probe(icd: Path, timeout: float = 120.0) -> Driver:
     """Ask a process that sees only this driver which devices it offers."""
     env = driver_env(icd)
-    driver = Driver(icd, env)
+    driver = Driver(icd, env, launcher(icd))
     try:
-        out = subprocess.run([sys.executable, "-m", "vkep.conformance.matrix", "--probe"], env={**os.environ, **env},
+        out = subprocess.run([*driver.launcher, sys.executable, "-m", "vkep.conformance.matrix", "--probe"],
+                             env={**os.environ, **env},
                              capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         driver.absent = f"its probe gave no answer within {timeout:g} s"
@@ -208,7 +222,7 @@ def run_matrix(cases: list[Case], found: list[Driver], chosen: list[Switch], job
             run = {"target": target.label, "key": target.key, "device": target.device, "switch": switch.name}
             try:
                 records, info = run_cases(cases, jobs=jobs, timeout=timeout, validation=validation,
-                                          progress=progress, session=session,
+                                          progress=progress, session=session, cmd=target.driver.worker_command(),
                                           env={**target.driver.env, **dict(switch.env)})
             except Exception as exc:  # noqa: BLE001 — a switch this device cannot run: that run's error
                 records, info = [], {}

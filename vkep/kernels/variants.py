@@ -17,6 +17,11 @@ from vkep.kernels.base import SHADER_DTYPE, variant
 
 Variant = tuple[str, tuple[tuple[str, int], ...]]  # (shader file, sorted -D defines)
 
+# shaders a kernel uses where the compiler can build them (else it takes another path): what a build says when not
+OPTIONAL = {("matmul_coop.comp", (("DTYPE", SHADER_DTYPE["float16"]),)):
+            "float16 MatMul/Gemm on cooperative matrices: GL_KHR_cooperative_matrix needs glslang >= 14; without it "
+            "devices that have them compile it at run time if their glslang can, else use matmul.comp"}
+
 _TWO_TYPES = re.compile(r"\bDTYPE_Y\b|\bTensorY\b|\bSTORE_Y\b")
 
 
