@@ -62,6 +62,12 @@ layout(buffer_reference, scalar, buffer_reference_align = VKEP_XPASTE(T_ALIGN_, 
 // ONNX indices, shapes and axes are int64
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Int64Tensor { int64_t v[]; };
 
+// The address of an optional tensor, or `fallback` (a tensor the shader reads anyway) where it is absent (0), for
+// reading it as `LOAD(Tensor(PRESENT_OR(pc.opt, pc.x)), PRESENT_AT(pc.opt, i))` and then choosing: a compiler may
+// perform a load whatever the branch around it says (Mesa 26's lavapipe, LLVM 19, did for Clip's absent min, whose
+// load from address 0 crashed the process; conformance on that driver found it), and this address is always valid.
+#define PRESENT_OR(addr, fallback) ((addr) != 0 ? (addr) : (fallback))
+#define PRESENT_AT(addr, i) ((addr) != 0 ? (i) : 0u)  // the index to read there: element 0 of the fallback
 #define LOAD(t, i) COMP_T((t).v[i])
 #define STORE(t, i, x) (t).v[i] = STORE_T(x)
 #define STORE_Y(t, i, x) (t).v[i] = STORE_TY(x)

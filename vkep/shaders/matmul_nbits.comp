@@ -57,7 +57,8 @@ uint nibble_or_byte(Bytes t, uint row_start, uint j) {
 }
 
 float zero_point(uint col, uint kb) {
-    return pc.zp != 0 ? float(nibble_or_byte(Bytes(pc.zp), col * ((pc.blocks * BITS + 7) / 8), kb))
+    return pc.zp != 0 ? float(nibble_or_byte(Bytes(PRESENT_OR(pc.zp, pc.b)),
+                                             PRESENT_AT(pc.zp, col * ((pc.blocks * BITS + 7) / 8)), PRESENT_AT(pc.zp, kb)))
                       : float(1u << (BITS - 1));
 }
 
@@ -90,7 +91,7 @@ void per_element() {
                 acc += LOAD(A, row * pc.k + k) * ((float(nibble_or_byte(B, base, k - k0)) - zp) * scale);
         }
     }
-    if (pc.bias != 0) acc += LOAD(Tensor(pc.bias), col);
+    if (pc.bias != 0) acc += LOAD(Tensor(PRESENT_OR(pc.bias, pc.a)), PRESENT_AT(pc.bias, col));
     STORE_Y(TensorY(pc.y), i, acc);
 }
 
@@ -232,7 +233,7 @@ void lanes() {
     for (uint c = 0; c < COLS; ++c) {
         uint col = (group * 8 + lane) * COLS + c;
         if (col >= pc.n) continue;
-        float bias = pc.bias != 0 ? LOAD(Tensor(pc.bias), col) : 0.0;
+        float bias = pc.bias != 0 ? LOAD(Tensor(PRESENT_OR(pc.bias, pc.a)), PRESENT_AT(pc.bias, col)) : 0.0;
         for (uint i = 0; i < ROWS; ++i)
             if (row0 + i < pc.m) STORE_Y(TensorY(pc.y), (row0 + i) * pc.n + col, acc[i][c] + bias);
     }

@@ -31,8 +31,8 @@ layout(push_constant, scalar) uniform Push {
 float row_value(uint i) {
     float v = LOAD(Tensor(pc.x), i);
     if (pc.skip != 0) {
-        v += LOAD(Tensor(pc.skip), i % pc.skip_mod);
-        if (pc.skip_bias != 0) v += LOAD(Tensor(pc.skip_bias), i % pc.len);
+        v += LOAD(Tensor(PRESENT_OR(pc.skip, pc.x)), PRESENT_AT(pc.skip, i % pc.skip_mod));
+        if (pc.skip_bias != 0) v += LOAD(Tensor(PRESENT_OR(pc.skip_bias, pc.x)), PRESENT_AT(pc.skip_bias, i % pc.len));
     }
     return v;
 }
@@ -54,7 +54,7 @@ float group_sum(float v) {
 
 float affine(float v, uint g) {
     v *= float(TensorY(pc.scale).v[(g / pc.sdiv) % pc.smod]);
-    if (pc.bias != 0) v += float(TensorY(pc.bias).v[(g / pc.bdiv) % pc.bmod]);
+    if (pc.bias != 0) v += float(TensorY(PRESENT_OR(pc.bias, pc.scale)).v[PRESENT_AT(pc.bias, (g / pc.bdiv) % pc.bmod)]);
     return v;
 }
 

@@ -46,10 +46,12 @@ int quantized(uint i) {  // element i of y, clamped to its type (NaN: the lowest
     float scale = LOAD(Tensor(pc.scale), c);
 #if DTYPE_Y == 4
     int lo = NIBBLES == 2 ? -8 : 0, hi = NIBBLES == 2 ? 7 : NIBBLES == 1 ? 15 : 255;
-    float zp = pc.zp == 0 ? 0.0 : NIBBLES != 0 ? float(nibble_y(pc.zp, c)) : float(TensorY(pc.zp).v[c]);
+    uint64_t zp_at = PRESENT_OR(pc.zp, pc.y);
+    uint zc = PRESENT_AT(pc.zp, c);
+    float zp = pc.zp == 0 ? 0.0 : NIBBLES != 0 ? float(nibble_y(zp_at, zc)) : float(TensorY(zp_at).v[zc]);
 #else
     const int lo = -128, hi = 127;
-    float zp = pc.zp != 0 ? float(TensorY(pc.zp).v[c]) : 0.0;
+    float zp = pc.zp != 0 ? float(TensorY(PRESENT_OR(pc.zp, pc.y)).v[PRESENT_AT(pc.zp, c)]) : 0.0;
 #endif
     float q = roundEven(LOAD(Tensor(pc.x), i) / scale) + zp;
     return int(isnan(q) ? float(lo) : clamp(q, float(lo), float(hi)));
@@ -77,10 +79,12 @@ void main() {
         float scale = float(TensorY(pc.scale).v[c]);
 #if DTYPE == 4
         float x = NIBBLES != 0 ? float(nibble_x(pc.x, i)) : float(LOAD(Tensor(pc.x), i));
-        float zp = pc.zp == 0 ? 0.0 : NIBBLES != 0 ? float(nibble_x(pc.zp, c)) : float(LOAD(Tensor(pc.zp), c));
+        uint64_t zp_at = PRESENT_OR(pc.zp, pc.x);
+        uint zc = PRESENT_AT(pc.zp, c);
+        float zp = pc.zp == 0 ? 0.0 : NIBBLES != 0 ? float(nibble_x(zp_at, zc)) : float(LOAD(Tensor(zp_at), zc));
 #else
         float x = float(LOAD(Tensor(pc.x), i));
-        float zp = pc.zp != 0 ? float(LOAD(Tensor(pc.zp), c)) : 0.0;
+        float zp = pc.zp != 0 ? float(LOAD(Tensor(PRESENT_OR(pc.zp, pc.x)), PRESENT_AT(pc.zp, c))) : 0.0;
 #endif
         STORE_Y(TensorY(pc.y), i, (x - zp) * scale);
     }

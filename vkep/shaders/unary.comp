@@ -22,9 +22,10 @@ layout(push_constant, scalar) uniform Push {
 
 #if IS_FLOAT
 float compute_float(float v) {
-    if (OP == OP_CLIP)  // min and max: optional scalar inputs, else the lowest and highest floats
-        return unary_float(OP, v, pc.lo != 0 ? LOAD(Tensor(pc.lo), 0) : pc.alpha,
-                           pc.hi != 0 ? LOAD(Tensor(pc.hi), 0) : pc.beta);
+    if (OP == OP_CLIP) {  // min and max: optional scalar inputs, else the lowest and highest floats
+        float lo = LOAD(Tensor(PRESENT_OR(pc.lo, pc.x)), 0), hi = LOAD(Tensor(PRESENT_OR(pc.hi, pc.x)), 0);
+        return unary_float(OP, v, pc.lo != 0 ? lo : pc.alpha, pc.hi != 0 ? hi : pc.beta);
+    }
     return unary_float(OP, v, pc.alpha, pc.beta);
 }
 
@@ -46,9 +47,8 @@ COMP_T compute_int(COMP_T v) {
     case OP_NOT: return v == 0 ? COMP_T(1) : COMP_T(0);
     case OP_BITWISE_NOT: return ~v;
     case OP_CLIP: {
-        COMP_T lo = pc.lo != 0 ? LOAD(Tensor(pc.lo), 0) : COMP_T(COMP_MIN);
-        COMP_T hi = pc.hi != 0 ? LOAD(Tensor(pc.hi), 0) : COMP_T(COMP_MAX);
-        return min(max(v, lo), hi);
+        COMP_T lo = LOAD(Tensor(PRESENT_OR(pc.lo, pc.x)), 0), hi = LOAD(Tensor(PRESENT_OR(pc.hi, pc.x)), 0);
+        return min(max(v, pc.lo != 0 ? lo : COMP_T(COMP_MIN)), pc.hi != 0 ? hi : COMP_T(COMP_MAX));
     }
     case OP_SHRINK: {  // ORT computes x ± bias in float and truncates
         float f = float(v), r = f < -pc.beta ? f + pc.alpha : (f > pc.beta ? f - pc.alpha : 0.0);
