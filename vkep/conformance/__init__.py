@@ -242,7 +242,8 @@ def run_all(args) -> int:
         raise RuntimeError("--device all runs vkep at ORT's default optimizations with memory reuse on")
     chosen = matrix.choose_switches(args.switches)
     cases = cases_of(args.corpus, args.filter)
-    found = matrix.drivers()
+    found = [d for d in matrix.drivers() if not args.driver or args.driver in str(d.icd)
+             or any(args.driver in dev.get("driver_info", "") for dev in d.devices)]
     doc = matrix.run_matrix(cases, found, chosen, jobs=args.jobs, timeout=args.timeout, validation=args.validation,
                             command=["vkep", "conformance", *sys.argv[2:]])
     matrix.write(doc, args.json, args.markdown)
