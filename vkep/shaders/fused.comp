@@ -88,23 +88,37 @@ float load_input(uint k, uint i) {
     return LOAD(Tensor(pc.x[k]), at);
 }
 
+// Each step meets its operands as its node's shader meets them, as values about which the compiler knows nothing
+// (loads and push constants there): their bits XORed with zeros it cannot know (pc.n, an element count, is never
+// 0xfffffff0 to 0xfffffff3), a different one per operand, so that a - a over one register is not a - a to it.
+// The float controls alone (SignedZeroInfNanPreserve, above) did not keep Mesa 26's lavapipe (LLVM 19) from folding
+// such a step to 0 for an infinite a, nor from moving a float16 group an ulp from its nodes in 17 of 300 elements
+// (test_random_elementwise_graphs_fuse_to_what_their_nodes_compute and test_float16_rounds_every_step_as_the_nodes_do,
+// run on that driver).
+uvec4 opaque_zero;
+float launder(float v, uint zero) { return uintBitsToFloat(floatBitsToUint(v) ^ zero); }
+
 float rounded(float v) {
 #if DTYPE == 1
-    return float(float16_t(v));  // the node's float16 output
+    // the node's float16 output; times a 1 the compiler cannot know, or Mesa 26's lavapipe dropped the rounding
+    // (float(float16_t(v)) folded to v: groups an ulp from their nodes)
+    return float(float16_t(v) * float16_t(1.0 + float(opaque_zero.x)));
 #else
     return v;
 #endif
 }
 
+
 // step k over the registers `r` (every index and op a constant once specialized: straight-line code)
 #define RUN_STEP(k, r) \
     if (k < STEPS) { \
-        float u = r[(REGS_##k >> 4) & 15u]; \
-        float a = (REGS_##k & MIN_FROM_B) != 0u ? r[(REGS_##k >> 8) & 15u] : uintBitsToFloat(ALPHA_##k); \
-        float b = (REGS_##k & MAX_FROM_C) != 0u ? r[(REGS_##k >> 12) & 15u] : uintBitsToFloat(BETA_##k); \
+        float u = launder(r[(REGS_##k >> 4) & 15u], opaque_zero.x), z = launder(r[(REGS_##k >> 8) & 15u], opaque_zero.y); \
+        float a = launder((REGS_##k & MIN_FROM_B) != 0u ? r[(REGS_##k >> 8) & 15u] : uintBitsToFloat(ALPHA_##k), \
+                          opaque_zero.z); \
+        float b = launder((REGS_##k & MAX_FROM_C) != 0u ? r[(REGS_##k >> 12) & 15u] : uintBitsToFloat(BETA_##k), \
+                          opaque_zero.w); \
         r[REGS_##k & 15u] = rounded((CODE_##k >> 16) == KIND_BINARY \
-            ? binary_float(CODE_##k & 0xffffu, u, r[(REGS_##k >> 8) & 15u], 1.0) \
-            : unary_float(CODE_##k & 0xffffu, u, a, b)); \
+            ? binary_float(CODE_##k & 0xffffu, u, z, 1.0) : unary_float(CODE_##k & 0xffffu, u, a, b)); \
     }
 #define RUN_STEPS(r) \
     RUN_STEP(0, r) RUN_STEP(1, r) RUN_STEP(2, r) RUN_STEP(3, r) RUN_STEP(4, r) RUN_STEP(5, r) RUN_STEP(6, r) \
@@ -128,6 +142,7 @@ bool pairs_fit() { return false; }
 // formula at every expansion before the constants fold them away, so each copy costs it compile time (three
 // copies took lavapipe ~3 s cold for an Add+Relu group)
 void main() {
+    opaque_zero = uvec4(equal(uvec4(pc.n), uvec4(0xfffffff0u, 0xfffffff1u, 0xfffffff2u, 0xfffffff3u)));
     bool pairs = WIDE != 0 && pairs_fit();
     uint width = pairs ? 2u : 1u, lane = gl_LocalInvocationID.x;
     uint iterations = WIDE == 0 ? 1u : WIDE / (64u * width);
