@@ -6,6 +6,7 @@
 // K in steps of 16 staged through shared memory: 16 multiply-adds per shared load, few barriers.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "epilogue.glsl"
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
 #extension GL_EXT_control_flow_attributes : require
@@ -39,6 +40,7 @@ vec2 pair_at(uint64_t base, uint index) {  // elements index, index + 1 of a flo
 vec4 load4(uint64_t base, uint index) { return Vec4Ref(base + uint64_t(index) * 4).v; }
 
 layout(push_constant, scalar) uniform Push {
+    EPILOGUE_OPERAND                        // (the EPILOGUE variant's: epilogue.glsl)
     uint64_t a, b, c, y;
     uint M, N, K, batch_inner;              // batch index z = outer * batch_inner + inner
     uint a_outer, a_inner, a_m, a_k;        // element strides of A
@@ -229,19 +231,7 @@ void broadcast() {
     }
 }
 
-void main() {
-    if (MODE == 3) {
-        broadcast();
-        return;
-    }
-    if (MODE == 1) {
-        few_rows();
-        return;
-    }
-    if (MODE == 2) {
-        if (gl_LocalInvocationIndex < 64) direct();
-        return;
-    }
+void tiled() {
     uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     uint tid = ty * 16 + tx;
     uint m0 = WORKGROUP_ID.y * BM, n0 = WORKGROUP_ID.x * BN;
@@ -289,4 +279,39 @@ void main() {
             STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
         }
     }
+}
+
+#ifdef EPILOGUE
+// the values this invocation stored, as each mode's stores lay them out
+EpilogueBlock stored_block() {
+    uint base = WORKGROUP_ID.z * pc.M * pc.N;
+    if (MODE == 3) {
+        uint m0 = WORKGROUP_ID.y * BR, n0 = WORKGROUP_ID.x * (8 * BC), lane = gl_SubgroupInvocationID;
+        return B_PAIRS == 1 ? EpilogueBlock(base, pc.N, 0, 1, m0, 1, BR, pc.M, n0 + 2 * lane, 16, BC, pc.N, 2)
+                            : EpilogueBlock(base, pc.N, 0, 1, m0, 1, BR, pc.M, n0 + lane, 8, BC, pc.N, 1);
+    }
+    if (MODE == 1) {
+        uint n = WORKGROUP_ID.x * 256 + gl_LocalInvocationIndex;
+        return EpilogueBlock(base, pc.N, 0, 1, WORKGROUP_ID.y * ROWS, 1, ROWS, pc.M, n, 1, 1, pc.N, 1);
+    }
+    uint m0 = WORKGROUP_ID.y * BM, n0 = WORKGROUP_ID.x * BN;
+    if (MODE == 2) {  // (the first 64 invocations)
+        uint tx = gl_LocalInvocationIndex % 8, ty = gl_LocalInvocationIndex / 8;
+        return EpilogueBlock(base, pc.N, 0, 1, m0 + ty, 8, gl_LocalInvocationIndex < 64 ? RD : 0, pc.M, n0 + tx, 8,
+                             RD, pc.N, 1);
+    }
+    return EpilogueBlock(base, pc.N, 0, 1, m0 + gl_LocalInvocationID.y, 16, RM, pc.M, n0 + gl_LocalInvocationID.x,
+                         16, RN, pc.N, 1);
+}
+#endif
+
+void main() {
+    if (MODE == 3) broadcast();
+    else if (MODE == 1) few_rows();
+    else if (MODE == 2) {
+        if (gl_LocalInvocationIndex < 64) direct();
+    } else tiled();
+#ifdef EPILOGUE
+    epilogue_block(pc.y, pc.epilogue_operand, stored_block());
+#endif
 }

@@ -1,0 +1,106 @@
+// A fused epilogue: elementwise steps applied by a producer (conv.comp, matmul.comp, winograd.comp) to the values
+// it writes, in its EPILOGUE variant (vkep/kernels/epilogue.py; ORT's Compile gives the group, vkep/ort/fusion.py).
+// The steps are fused.comp's (unary_ops.glsl and binary_ops.glsl: the formulas of the nodes' own shaders), held in
+// specialization constants from id 64 on, which no producer uses. Registers: 0 the producer's value as stored (a
+// float16 output rounded), 1 the operand (a tensor at `epilogue_operand`, the push block's first member: FULL, the
+// output's shape; ROW, one value per output channel or row; COLUMN, one per column; SCALAR), 2 and 3 two constants
+// (float bits), then the steps' results.
+//
+// The producer stores its block as usual, then re-reads it in one loop (epilogue_block): the driver inlines every
+// formula at every call before the constants fold them away, and a producer's stores are unrolled (256 of them in
+// conv.comp's MODE 3), so the steps are expanded once per shader, not once per stored value. The re-read is the
+// invocation's own store (program order), still in its cache.
+//
+// Needs common.glsl. The base variant (no EPILOGUE) gets an empty push member and nothing else.
+#ifdef EPILOGUE
+#extension GL_EXT_spirv_intrinsics : require
+#extension GL_EXT_control_flow_attributes : require
+#include "activation.glsl"
+#include "unary_ops.glsl"
+#include "binary_ops.glsl"
+// NaN, infinities and signed zeros kept, as fused.comp (its header says why), for 32-bit floats
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
+
+#define EPILOGUE_OPERAND uint64_t epilogue_operand;
+#define EPI_REGISTERS 16
+#define EPI_FULL 1u
+#define EPI_ROW 2u
+#define EPI_COLUMN 3u
+#define EPI_SCALAR 4u
+#define EPI_KIND_BINARY 1u
+#define EPI_MIN_FROM_B 0x10000u
+#define EPI_MAX_FROM_C 0x20000u
+
+layout(constant_id = 64) const uint EPI_STEPS = 0;
+layout(constant_id = 65) const uint EPI_MODE = 0;
+layout(constant_id = 66) const uint EPI_OUT = 0;
+layout(constant_id = 67) const uint EPI_K0 = 0;
+layout(constant_id = 68) const uint EPI_K1 = 0;
+#define EPI_STEP_CONSTANTS(k, a, b, c, d) \
+    layout(constant_id = a) const uint EPI_CODE_##k = 0; layout(constant_id = b) const uint EPI_REGS_##k = 0; \
+    layout(constant_id = c) const uint EPI_ALPHA_##k = 0; layout(constant_id = d) const uint EPI_BETA_##k = 0;
+EPI_STEP_CONSTANTS(0, 72, 73, 74, 75)
+EPI_STEP_CONSTANTS(1, 76, 77, 78, 79)
+EPI_STEP_CONSTANTS(2, 80, 81, 82, 83)
+EPI_STEP_CONSTANTS(3, 84, 85, 86, 87)
+EPI_STEP_CONSTANTS(4, 88, 89, 90, 91)
+EPI_STEP_CONSTANTS(5, 92, 93, 94, 95)
+EPI_STEP_CONSTANTS(6, 96, 97, 98, 99)
+EPI_STEP_CONSTANTS(7, 100, 101, 102, 103)
+
+float epi_rounded(float v) {
+#if DTYPE == 1
+    return float(float16_t(v));  // the node's float16 output
+#else
+    return v;
+#endif
+}
+
+#define EPI_STEP(k) \
+    if (k < EPI_STEPS) { \
+        float u = r[(EPI_REGS_##k >> 4) & 15u]; \
+        float a = (EPI_REGS_##k & EPI_MIN_FROM_B) != 0u ? r[(EPI_REGS_##k >> 8) & 15u] : uintBitsToFloat(EPI_ALPHA_##k); \
+        float b = (EPI_REGS_##k & EPI_MAX_FROM_C) != 0u ? r[(EPI_REGS_##k >> 12) & 15u] : uintBitsToFloat(EPI_BETA_##k); \
+        r[EPI_REGS_##k & 15u] = epi_rounded((EPI_CODE_##k >> 16) == EPI_KIND_BINARY \
+            ? binary_float(EPI_CODE_##k & 0xffffu, u, r[(EPI_REGS_##k >> 8) & 15u], 1.0) \
+            : unary_float(EPI_CODE_##k & 0xffffu, u, a, b)); \
+    }
+
+// y[index] := the steps over it; `row` and `column` index a ROW or COLUMN operand
+void epilogue_at(uint64_t y, uint64_t operand, uint index, uint row, uint column) {
+    Tensor Y = Tensor(y);
+    float r[EPI_REGISTERS];
+    r[0] = LOAD(Y, index);
+    uint at = EPI_MODE == EPI_FULL ? index : EPI_MODE == EPI_ROW ? row : EPI_MODE == EPI_COLUMN ? column : 0u;
+    r[1] = EPI_MODE != 0u ? LOAD(Tensor(operand), at) : 0.0;
+    r[2] = uintBitsToFloat(EPI_K0);
+    r[3] = uintBitsToFloat(EPI_K1);
+    EPI_STEP(0) EPI_STEP(1) EPI_STEP(2) EPI_STEP(3) EPI_STEP(4) EPI_STEP(5) EPI_STEP(6) EPI_STEP(7)
+    STORE(Y, index, r[EPI_OUT]);
+}
+
+// The values an invocation stored: rows row0 + i * row_step (i < rows, below row_end), columns
+// col0 + (j / pair) * col_step + j % pair (j < cols, below col_end), at base + row * row_stride + column; its
+// ROW operand index is channel0 + row * channel_step (0: winograd.comp, whose rows are pixels of one channel).
+// (pair 2: matmul.comp's column pairs.)
+struct EpilogueBlock {
+    uint base, row_stride, channel0, channel_step;
+    uint row0, row_step, rows, row_end;
+    uint col0, col_step, cols, col_end, pair;
+};
+
+void epilogue_block(uint64_t y, uint64_t operand, EpilogueBlock b) {
+    // (loops, not unrolled: one expansion of the steps; at most 256 + 32 iterations against lavapipe's loop
+    // budget, within the margin vkep.kernels.base.LOOP_BUDGET leaves)
+    [[dont_unroll]] for (uint i = 0; i < b.rows; ++i) {
+        uint row = b.row0 + i * b.row_step;
+        if (row >= b.row_end) break;
+        [[dont_unroll]] for (uint j = 0; j < b.cols; ++j) {
+            uint col = b.col0 + (j / b.pair) * b.col_step + j % b.pair;
+            if (col < b.col_end) epilogue_at(y, operand, b.base + row * b.row_stride + col, b.channel0 + row * b.channel_step, col);
+        }
+    }
+}
+#else
+#define EPILOGUE_OPERAND
+#endif
