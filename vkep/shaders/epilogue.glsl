@@ -13,13 +13,10 @@
 //
 // Needs common.glsl. The base variant (no EPILOGUE) gets an empty push member and nothing else.
 #ifdef EPILOGUE
-#extension GL_EXT_spirv_intrinsics : require
 #extension GL_EXT_control_flow_attributes : require
 #include "activation.glsl"
 #include "unary_ops.glsl"
 #include "binary_ops.glsl"
-// NaN, infinities and signed zeros kept, as fused.comp (its header says why), for 32-bit floats
-spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
 
 #define EPILOGUE_OPERAND uint64_t epilogue_operand;
 #define EPI_REGISTERS 16
@@ -56,19 +53,31 @@ float epi_rounded(float v) {
 #endif
 }
 
+// NaN, infinities and signed zeros: fused.comp declares SignedZeroInfNanPreserve, without which a compiler that
+// sees one step's result go into the next may fold it as if no value were NaN or infinite (a - a gave 0 for an
+// infinite a here too). A producer cannot declare it: those float controls also change how its own sums compile
+// (lavapipe then contracts no a * b + c into an fma, and its values differ from the node's in the last bits).
+// Instead every value a step reads is "laundered": its bits XORed with a zero the compiler cannot know (y is a
+// device address, never 1 to 4), so each step meets its operands as unary.comp and binary.comp meet theirs, as
+// values about which nothing is known, and compiles to what those shaders compute.
+float epi_launder(float v, uint zero) { return uintBitsToFloat(floatBitsToUint(v) ^ zero); }
+
 #define EPI_STEP(k) \
     if (k < EPI_STEPS) { \
-        float u = r[(EPI_REGS_##k >> 4) & 15u]; \
-        float a = (EPI_REGS_##k & EPI_MIN_FROM_B) != 0u ? r[(EPI_REGS_##k >> 8) & 15u] : uintBitsToFloat(EPI_ALPHA_##k); \
-        float b = (EPI_REGS_##k & EPI_MAX_FROM_C) != 0u ? r[(EPI_REGS_##k >> 12) & 15u] : uintBitsToFloat(EPI_BETA_##k); \
+        float u = epi_launder(r[(EPI_REGS_##k >> 4) & 15u], zero_u); \
+        float z = epi_launder(r[(EPI_REGS_##k >> 8) & 15u], zero_z); \
+        float a = epi_launder((EPI_REGS_##k & EPI_MIN_FROM_B) != 0u ? r[(EPI_REGS_##k >> 8) & 15u] \
+                                                                  : uintBitsToFloat(EPI_ALPHA_##k), zero_a); \
+        float b = epi_launder((EPI_REGS_##k & EPI_MAX_FROM_C) != 0u ? r[(EPI_REGS_##k >> 12) & 15u] \
+                                                                  : uintBitsToFloat(EPI_BETA_##k), zero_b); \
         r[EPI_REGS_##k & 15u] = epi_rounded((EPI_CODE_##k >> 16) == EPI_KIND_BINARY \
-            ? binary_float(EPI_CODE_##k & 0xffffu, u, r[(EPI_REGS_##k >> 8) & 15u], 1.0) \
-            : unary_float(EPI_CODE_##k & 0xffffu, u, a, b)); \
+            ? binary_float(EPI_CODE_##k & 0xffffu, u, z, 1.0) : unary_float(EPI_CODE_##k & 0xffffu, u, a, b)); \
     }
 
 // y[index] := the steps over it; `row` and `column` index a ROW or COLUMN operand
 void epilogue_at(uint64_t y, uint64_t operand, uint index, uint row, uint column) {
     Tensor Y = Tensor(y);
+    uint zero_u = uint(y == 1ul), zero_z = uint(y == 2ul), zero_a = uint(y == 3ul), zero_b = uint(y == 4ul);
     float r[EPI_REGISTERS];
     r[0] = LOAD(Y, index);
     uint at = EPI_MODE == EPI_FULL ? index : EPI_MODE == EPI_ROW ? row : EPI_MODE == EPI_COLUMN ? column : 0u;
