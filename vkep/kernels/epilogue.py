@@ -137,6 +137,8 @@ class FusedProducer(Kernel):
         return call.inputs[source] if source < len(call.inputs) else None
 
     def compute(self, call) -> None:
+        if not self.output_count:  # (a group whose value no one reads: ORT gives the fused node no output)
+            return
         inputs = [self._tensor(call, s) for s in self.sources]
         operand = self._tensor(call, self.operand)
         wrapped = EpilogueCall(call, inputs, self.producer.spec.op, self.epilogue, operand, self.dtype)
