@@ -129,7 +129,7 @@ void gemm() {
             uint ybase = (bat * pc.groups * pc.mg + oc) * N;
             [[unroll]] for (uint j = 0; j < TN; ++j) {
                 uint n = n0 + pc.wn * j;
-                if (n < N) STORE(Y, ybase + n, acc[i][j] + bias);
+                if (n < N) STORE_OR_KEEP(i * TN + j, Y, ybase + n, acc[i][j] + bias);
             }
         }
     }
@@ -155,7 +155,7 @@ void direct() {
         // loop budget, see vkep/kernels/conv.py)
         [[unroll]] for (uint r = 0; r < KSZ; ++r) acc += LOAD(W, wbase + c * KSZ + r) * gather(X, xbase + c * isz, r, d0, h0, w0);
     }
-    STORE(Tensor(pc.y), bat * per_batch + i, acc);
+    STORE_OR_KEEP(0, Tensor(pc.y), bat * per_batch + i, acc);
 }
 
 // MODE 3: a workgroup is one subgroup of 8 invocations (lavapipe runs a workgroup as 8-lane SIMD rows, dead lanes
@@ -227,7 +227,7 @@ void broadcast_gemm() {
     [[unroll]] for (uint i = 0; i < BR; ++i) bias[i] = pc.b != 0 ? LOAD(Tensor(pc.b), min(m0 + i, M - 1)) : 0.0;
     [[unroll]] for (uint i = 0; i < BR; ++i) [[unroll]] for (uint j = 0; j < BC; ++j) {
         uint m = m0 + i, n = n0 + 8 * j + lane;
-        if (m < M && n < N) STORE(Y, (bat * M + m) * N + n, acc[i][j] + bias[i]);
+        if (m < M && n < N) STORE_OR_KEEP(i * BC + j, Y, (bat * M + m) * N + n, acc[i][j] + bias[i]);
     }
 }
 
@@ -256,6 +256,6 @@ void main() {
     else if (MODE == 2) direct();
     else gemm();
 #ifdef EPILOGUE
-    epilogue_block(pc.y, pc.epilogue_operand, stored_block());
+    epilogue_block(pc.y, pc.epilogue_operand, stored_block(), 0);
 #endif
 }

@@ -6,10 +6,10 @@
 // output's shape; ROW, one value per output channel or row; COLUMN, one per column; SCALAR), 2 and 3 two constants
 // (float bits), then the steps' results.
 //
-// The producer stores its block as usual, then re-reads it in one loop (epilogue_block): the driver inlines every
-// formula at every call before the constants fold them away, and a producer's stores are unrolled (256 of them in
-// conv.comp's MODE 3), so the steps are expanded once per shader, not once per stored value. The re-read is the
-// invocation's own store (program order), still in its cache.
+// The producer keeps each value it would store in `epi_values` (STORE_OR_KEEP, with constant indices: its
+// accumulators stay in registers), then one loop (epilogue_block) runs the steps over them and stores them: the
+// driver inlines every formula at every call before the constants fold them away, and a producer's stores are
+// unrolled (256 of them in conv.comp's MODE 3), so the steps are expanded once per shader, not once per value.
 //
 // Needs common.glsl. The base variant (no EPILOGUE) gets an empty push member and nothing else.
 #ifdef EPILOGUE
@@ -74,12 +74,18 @@ float epi_launder(float v, uint zero) { return uintBitsToFloat(floatBitsToUint(v
             ? binary_float(EPI_CODE_##k & 0xffffu, u, z, 1.0) : unary_float(EPI_CODE_##k & 0xffffu, u, a, b)); \
     }
 
-// y[index] := the steps over it; `row` and `column` index a ROW or COLUMN operand
-void epilogue_at(uint64_t y, uint64_t operand, uint index, uint row, uint column) {
+// The producer's values, kept where it would have stored them (STORE_OR_KEEP: k numbers them as epilogue_block
+// walks them), with constant indices, so its accumulators stay in registers
+#define EPI_VALUES 256
+float epi_values[EPI_VALUES];
+#define STORE_OR_KEEP(k, t, i, v) epi_values[k] = (v)
+
+// y[index] := the steps over the producer's value v; `row` and `column` index a ROW or COLUMN operand
+void epilogue_at(uint64_t y, uint64_t operand, uint index, uint row, uint column, float v) {
     Tensor Y = Tensor(y);
     uint zero_u = uint(y == 1ul), zero_z = uint(y == 2ul), zero_a = uint(y == 3ul), zero_b = uint(y == 4ul);
     float r[EPI_REGISTERS];
-    r[0] = LOAD(Y, index);
+    r[0] = epi_rounded(v);  // (a float16 output: as stored)
     uint at = EPI_MODE == EPI_FULL ? index : EPI_MODE == EPI_ROW ? row : EPI_MODE == EPI_COLUMN ? column : 0u;
     r[1] = EPI_MODE != 0u ? LOAD(Tensor(operand), at) : 0.0;
     r[2] = uintBitsToFloat(EPI_K0);
@@ -98,7 +104,7 @@ struct EpilogueBlock {
     uint col0, col_step, cols, col_end, pair;
 };
 
-void epilogue_block(uint64_t y, uint64_t operand, EpilogueBlock b) {
+void epilogue_block(uint64_t y, uint64_t operand, EpilogueBlock b, uint first) {
     // (loops, not unrolled: one expansion of the steps; at most 256 + 32 iterations against lavapipe's loop
     // budget, within the margin vkep.kernels.base.LOOP_BUDGET leaves)
     [[dont_unroll]] for (uint i = 0; i < b.rows; ++i) {
@@ -106,10 +112,13 @@ void epilogue_block(uint64_t y, uint64_t operand, EpilogueBlock b) {
         if (row >= b.row_end) break;
         [[dont_unroll]] for (uint j = 0; j < b.cols; ++j) {
             uint col = b.col0 + (j / b.pair) * b.col_step + j % b.pair;
-            if (col < b.col_end) epilogue_at(y, operand, b.base + row * b.row_stride + col, b.channel0 + row * b.channel_step, col);
+            if (col < b.col_end)
+                epilogue_at(y, operand, b.base + row * b.row_stride + col, b.channel0 + row * b.channel_step, col,
+                            epi_values[first + i * b.cols + j]);
         }
     }
 }
 #else
 #define EPILOGUE_OPERAND
+#define STORE_OR_KEEP(k, t, i, v) STORE(t, i, v)
 #endif

@@ -106,7 +106,7 @@ void few_rows() {
         if (m >= pc.M) break;
         float r = pc.alpha * acc[i];
         if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n));
-        STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
+        STORE_OR_KEEP(i, Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
     }
 }
 
@@ -147,7 +147,7 @@ void direct() {
             if (n >= pc.N) continue;
             float r = pc.alpha * acc[i][j];
             if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n));
-            STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
+            STORE_OR_KEEP(i * RD + j, Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
         }
     }
 }
@@ -222,12 +222,17 @@ void broadcast() {
     [[unroll]] for (uint i = 0; i < BR; ++i) [[unroll]] for (uint j = 0; j < BC; j += 2) {
         uint m = m0 + i, n = n0 + broadcast_column(j, lane), n1 = n0 + broadcast_column(j + 1, lane);
         vec2 r = pc.alpha * vec2(acc[i][j], acc[i][j + 1]) + c_row[i] + vec2(c_column[j], c_column[j + 1]);
+#ifdef EPILOGUE
+        STORE_OR_KEEP(i * BC + j, Tensor(pc.y), 0, r.x);
+        STORE_OR_KEEP(i * BC + j + 1, Tensor(pc.y), 0, r.y);
+#else
         if (B_PAIRS == 1) {  // (N even: both columns there, the pair 8-byte aligned)
             if (m < pc.M && n < pc.N) PairsOut(pc.y).v[(y0 + m * pc.N + n) / 2] = r;
         } else {
             if (m < pc.M && n < pc.N) STORE(Tensor(pc.y), y0 + m * pc.N + n, r.x);
             if (m < pc.M && n1 < pc.N) STORE(Tensor(pc.y), y0 + m * pc.N + n1, r.y);
         }
+#endif
     }
 }
 
@@ -276,7 +281,7 @@ void tiled() {
             if (n >= pc.N) continue;
             float r = pc.alpha * acc[i][j];
             if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n));
-            STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
+            STORE_OR_KEEP(i * RN + j, Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
         }
     }
 }
@@ -312,6 +317,6 @@ void main() {
         if (gl_LocalInvocationIndex < 64) direct();
     } else tiled();
 #ifdef EPILOGUE
-    epilogue_block(pc.y, pc.epilogue_operand, stored_block());
+    epilogue_block(pc.y, pc.epilogue_operand, stored_block(), 0);
 #endif
 }

@@ -174,7 +174,7 @@ void output_transform() {
                 uint w = o.z + s;
                 float sum = bias;  // (A^T q) A
                 [[unroll]] for (uint k = 0; k < A; ++k) if (at(s, k) != 0.0) sum += e[r][k] * at(s, k);
-                if (h < pc.oh && w < pc.ow) STORE(Y, base + h * pc.ow + w, sum);
+                if (h < pc.oh && w < pc.ow) STORE_OR_KEEP((tile * R + r) * R + s, Y, base + h * pc.ow + w, sum);
             }
         }
     }
@@ -183,7 +183,7 @@ void output_transform() {
         if (i + tile >= pc.np) break;
         uvec3 o = tile_origin(pc.p0 + i + tile);
         epilogue_block(pc.y, pc.epilogue_operand, EpilogueBlock((o.x * pc.m + m) * pc.oh * pc.ow, pc.ow, m, 0,
-                                                                o.y, 1, R, pc.oh, o.z, 1, R, pc.ow, 1));
+                                                                o.y, 1, R, pc.oh, o.z, 1, R, pc.ow, 1), tile * R * R);
     }
 #endif
 }
