@@ -59,12 +59,15 @@ def warm(model: str, rounds: int) -> None:
 
 
 def cold_child(model: str, fuse: str, epilogues: bool) -> None:
+    import vkep
     from vkep import runner
-    from vkep.ort import epilogues as module
 
-    if not epilogues:
-        module.is_producer = lambda node, ep: False
     start = time.perf_counter()
+    vkep.register()  # (loads the plugin, whose modules import only then)
+    if not epilogues:
+        from vkep.ort import epilogues as module
+
+        module.is_producer = lambda node, ep: False
     session = runner.vkep_session(model, ep_options={"fuse": fuse})
     created = time.perf_counter()
     session.run(None, _feeds(session))

@@ -17,6 +17,7 @@
 // constant there. The register block is a specialization constant in every mode.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#define EPILOGUE_REREAD  // (epilogue.glsl says why)
 #include "epilogue.glsl"
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_ballot : require

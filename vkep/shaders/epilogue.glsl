@@ -76,9 +76,19 @@ float epi_launder(float v, uint zero) { return uintBitsToFloat(floatBitsToUint(v
 
 // The producer's values, kept where it would have stored them (STORE_OR_KEEP: k numbers them as epilogue_block
 // walks them), with constant indices, so its accumulators stay in registers
+// A shader that defines EPILOGUE_REREAD stores its values as usual and the loop reads them back (the invocation's
+// own stores, in its cache): conv.comp, where the private array cost lavapipe ~4 s more to compile per pipeline
+// (MODE 3: 5.8 s against 1.5 s; matmul.comp's broadcast mode 2.4 against 1.7 s), for ~10-20% of a fused conv's
+// time
+#ifdef EPILOGUE_REREAD
+#define STORE_OR_KEEP(k, t, i, v) STORE(t, i, v)
+#define EPI_VALUE(k, y, index) LOAD(Tensor(y), index)
+#else
 #define EPI_VALUES 256
 float epi_values[EPI_VALUES];
 #define STORE_OR_KEEP(k, t, i, v) epi_values[k] = (v)
+#define EPI_VALUE(k, y, index) epi_values[k]
+#endif
 
 // y[index] := the steps over the producer's value v; `row` and `column` index a ROW or COLUMN operand
 void epilogue_at(uint64_t y, uint64_t operand, uint index, uint row, uint column, float v) {
@@ -112,9 +122,10 @@ void epilogue_block(uint64_t y, uint64_t operand, EpilogueBlock b, uint first) {
         if (row >= b.row_end) break;
         [[dont_unroll]] for (uint j = 0; j < b.cols; ++j) {
             uint col = b.col0 + (j / b.pair) * b.col_step + j % b.pair;
+            uint index = b.base + row * b.row_stride + col;
             if (col < b.col_end)
-                epilogue_at(y, operand, b.base + row * b.row_stride + col, b.channel0 + row * b.channel_step, col,
-                            epi_values[first + i * b.cols + j]);
+                epilogue_at(y, operand, index, b.channel0 + row * b.channel_step, col,
+                            EPI_VALUE(first + i * b.cols + j, y, index));
         }
     }
 }
