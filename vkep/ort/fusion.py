@@ -5,7 +5,9 @@ node's (the C trampoline's Compute serves both). docs/design.md, "Fused elementw
 
 A group is an in-tree: every member but its root has one consumer, a member, and is no graph output, so no
 path leaves the group and comes back (ORT requires that) and the group has one output. Its members are float32
-(or float16) unary and binary ops of unary.comp and binary.comp that fused.comp knows, of known rank <= 6.
+(or float16) unary and binary ops of unary.comp and binary.comp that fused.comp knows, of known rank <= 6. A group
+may also take the Conv, MatMul or Gemm that feeds it (vkep/ort/epilogues.py): its kernel then runs the members as
+that node's epilogue.
 """
 
 from __future__ import annotations
