@@ -41,8 +41,14 @@ def tensor_bytes(elements: int, dtype: str) -> int:
     return -(-elements // 2) if dtype in NIBBLE_TYPES else elements * ITEMSIZE[dtype]
 
 
+EPILOGUE_SUFFIX = "+epilogue"  # a dtype with it: the EPILOGUE variant of a producer (vkep/kernels/epilogue.py)
+
+
 def variant(dtype: str | tuple[str, str]) -> dict[str, int]:
-    """The -D defines of a shader variant: one element type, or (input type, output type)."""
+    """The -D defines of a shader variant: one element type, or (input type, output type); a type with
+    EPILOGUE_SUFFIX adds EPILOGUE (shaders/epilogue.glsl)."""
+    if isinstance(dtype, str) and dtype.endswith(EPILOGUE_SUFFIX):
+        return {**variant(dtype[:-len(EPILOGUE_SUFFIX)]), "EPILOGUE": 1}
     try:
         if isinstance(dtype, tuple):
             x, y = dtype

@@ -85,10 +85,18 @@ def window_geometry(in_dims, kernel, strides, dilations, pads, auto_pad: str,
 
 def packed_dilations(dilations: list[int]) -> int:
     """conv.comp's dilations, 10 bits each (d, h, w from the low bits): its push constants leave room for the
-    group base that way."""
-    d, h, w = as_3d(dilations, 1)
+    group base and the EPILOGUE variant's operand that way (strides too: packed_strides)."""
+    return _packed(dilations, "dilations")
+
+
+def packed_strides(strides: list[int]) -> int:
+    return _packed(strides, "strides")
+
+
+def _packed(values: list[int], what: str) -> int:
+    d, h, w = as_3d(values, 1)
     if max(d, h, w) >= 1024:
-        raise UnsupportedError(f"Conv: dilations {dilations} (conv.comp takes them below 1024)")
+        raise UnsupportedError(f"Conv: {what} {values} (conv.comp takes them below 1024)")
     return d | h << 10 | w << 20
 
 
@@ -231,7 +239,7 @@ class Conv(ConvBase):
         if broadcast and -(-cg * math.prod(k3) // 2) + 1 <= LOOP_BUDGET:
             row = self.weight_row or cg * math.prod(k3)  # (W's row length: K, or K + 1 where pack padded it)
             groups = (-(-pixels // BROADCAST_PIXELS), -(-mg // BROADCAST_CHANNELS), batch)
-            tail = pack("3I3I3I3II3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
+            tail = pack("3I3I3III3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), packed_strides(strides),
                         packed_dilations(dilations), *as_3d(begin, 0), *k3, row)
             return out_shape, (MODE_BROADCAST, 1, 1, 1, GEMM_TM, GEMM_TN, 8, int(row % 2 == 0)), tail, groups
         if self.weight_row:  # (pack pads W only where the plan takes the branch above)
@@ -253,7 +261,7 @@ class Conv(ConvBase):
         taps = math.prod(k3) if mode == MODE_GEMM else 0
         if cg * (1 + taps) + 1 > LOOP_BUDGET:
             raise UnsupportedError(f"Conv: {cg} input channels x {k3} taps exceed one invocation's loop budget")
-        tail = pack("3I3I3I3II3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
+        tail = pack("3I3I3III3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), packed_strides(strides),
                     packed_dilations(dilations), *as_3d(begin, 0), *k3, wn)
         # the GEMM modes read the kernel's size and the workgroup's shape from the push constants: one pipeline
         # per mode for every conv of a model (conv.comp's header says why)

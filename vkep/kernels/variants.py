@@ -13,7 +13,7 @@ import re
 
 from vkep.gpu.shaders import SHADER_DIR
 from vkep.kernels import manifest
-from vkep.kernels.base import SHADER_DTYPE, variant
+from vkep.kernels.base import EPILOGUE_SUFFIX, SHADER_DTYPE, variant
 
 Variant = tuple[str, tuple[tuple[str, int], ...]]  # (shader file, sorted -D defines)
 
@@ -36,8 +36,14 @@ def of_spec(spec: manifest.KernelSpec) -> set[Variant]:
     return {_key(spec.shader, variant(t)) for allowed in spec.types.values() for t in allowed if t in SHADER_DTYPE}
 
 
+def epilogues() -> set[Variant]:
+    """The EPILOGUE variants of the producers fused groups end in (vkep/kernels/epilogue.py), float types."""
+    return {_key(path.name, variant(t + EPILOGUE_SUFFIX)) for path in sorted(SHADER_DIR.glob("*.comp"))
+            if '#include "epilogue.glsl"' in path.read_text(encoding="utf-8") for t in ("float32", "float16")}
+
+
 def required() -> set[Variant]:
-    return {v for spec in manifest.load() for v in of_spec(spec)}
+    return {v for spec in manifest.load() for v in of_spec(spec)} | epilogues()
 
 
 def possible() -> set[Variant]:

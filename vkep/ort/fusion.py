@@ -5,7 +5,9 @@ node's (the C trampoline's Compute serves both). docs/design.md, "Fused elementw
 
 A group is an in-tree: every member but its root has one consumer, a member, and is no graph output, so no
 path leaves the group and comes back (ORT requires that) and the group has one output. Its members are float32
-(or float16) unary and binary ops of unary.comp and binary.comp that fused.comp knows, of known rank <= 6.
+(or float16) unary and binary ops of unary.comp and binary.comp that fused.comp knows, of known rank <= 6. A group
+may also take the Conv, MatMul or Gemm that feeds it (vkep/ort/epilogues.py): its kernel then runs the members as
+that node's epilogue.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 from vkep.kernels import elementwise, fused
 from vkep.kernels.base import Tensor, UnsupportedError, implementation
 from vkep.kernels.manifest import KernelSpec
-from vkep.ort import api, declared
+from vkep.ort import api, declared, epilogues
 from vkep.ort.api import callback, status_callback
 from vkep.ort.ep import EPS, Ep, node_attributes, spec_of
 from vkep.ort.kernel import KernelInstance, release_kernel
@@ -66,6 +68,7 @@ def groups(ep: Ep, claimed: list) -> list[list]:
     before their consumers."""
     known = {api.address(n): step(n, ep) for n in claimed}  # (each node's step, made once)
     fusable = {key for key, s in known.items() if s is not None}
+    producers = {api.address(n) for n in claimed if epilogues.is_producer(n, ep)}
     absorbed: set[int] = set()
     order = {api.address(n): i for i, n in enumerate(claimed)}
     out = []
@@ -84,6 +87,10 @@ def groups(ep: Ep, claimed: list) -> list[list]:
                     members.append(producer)
                     frontier.append(producer)
                     absorbed.add(pkey)
+        producer = epilogues.take_producer(members, ep, producers, absorbed, known, _only_feeds, _producers)
+        if producer is not None:  # (its kernel applies the members as its epilogue: epilogues.py)
+            members.append(producer)
+            absorbed.add(api.address(producer))
         if len(members) > 1:
             out.append(sorted(members, key=lambda n: order[api.address(n)]))
     return out
@@ -92,13 +99,13 @@ def groups(ep: Ep, claimed: list) -> list[list]:
 def _fits(members: list, ep: Ep, known: dict) -> bool:
     """Whether fused.comp takes these nodes as one group (its inputs and registers suffice)."""
     try:
-        _steps(members, ep, list(_read_from_outside(members)), known=known)
+        _steps(members, ep, list(read_from_outside(members)), known=known)
     except (UnsupportedError, api.OrtError):
         return False
     return True
 
 
-def _read_from_outside(nodes: list, given: tuple[str, ...] = ()) -> dict:
+def read_from_outside(nodes: list, given: tuple[str, ...] = ()) -> dict:
     """name → value info of each value the nodes read that none of them makes and that is not in `given`, in
     the order they read them: a group's inputs (or, past the fused node's own inputs, its constants)."""
     made = {n for node in nodes for n in declared.output_names(node)}
@@ -163,17 +170,22 @@ def program(graph, fused_node, ep: Ep) -> tuple[fused.Program, str, list[str], l
     graph ORT compiles. Its inputs are the fused node's, then the constants: ORT passes none of them
     (drop_constant_initializers), so they are uploaded once into vkep's weight cache, which every session
     shares, as a node's prepacked constants are."""
+    nodes = _nodes(graph)
+    input_names, output_names = list(declared.names(fused_node)), list(declared.output_names(fused_node))
+    constants = {name: _initializer(info) for name, info in read_from_outside(nodes, tuple(input_names)).items()}
+    prog, _ = _steps(nodes, ep, input_names + list(constants), output_names)
+    dtype = declared.values(nodes[0], outputs=True)[0][1]  # (a group whose value no one reads has no output)
+    return prog, dtype, output_names, list(constants.values())
+
+
+def _nodes(graph) -> list:
+    """The nodes of a graph ORT compiles."""
     lib, ffi = api.lib, api.ffi
     count = ffi.new("size_t*")
     api.check(lib.ort_Graph_GetNumNodes(graph, count))
     buf = ffi.new("const OrtNode*[]", max(count[0], 1))
     api.check(lib.ort_Graph_GetNodes(graph, buf, count[0]))
-    nodes = list(buf[0:count[0]])
-    input_names, output_names = list(declared.names(fused_node)), list(declared.output_names(fused_node))
-    constants = {name: _initializer(info) for name, info in _read_from_outside(nodes, tuple(input_names)).items()}
-    prog, _ = _steps(nodes, ep, input_names + list(constants), output_names)
-    dtype = declared.values(nodes[0], outputs=True)[0][1]  # (a group whose value no one reads has no output)
-    return prog, dtype, output_names, list(constants.values())
+    return list(buf[0:count[0]])
 
 
 def _initializer(info) -> np.ndarray:
@@ -223,15 +235,22 @@ def _compile(this, graphs, fused_nodes, count, node_compute_infos, ep_context_no
     lib, ffi = api.lib, api.ffi
     ep = EPS[api.address(this)]
     for i in range(count):
-        prog, dtype, outputs, constants = program(graphs[i], fused_nodes[i], ep)
-        impl = fused.FusedElementwise(SPEC, prog, dtype)
+        nodes = _nodes(graphs[i])
+        outputs = list(declared.output_names(fused_nodes[i]))
+        if any(epilogues.is_producer(n, ep) for n in nodes):  # a Conv, MatMul or Gemm with an epilogue
+            impl, uploads = epilogues.kernel(nodes, fused_nodes[i], ep, _initializer)
+            kernel = KernelInstance(ep.device, epilogues.SPEC, impl, declared.name(fused_nodes[i]))
+            epilogues.place_constants(impl, uploads, kernel, ep)
+        else:
+            prog, dtype, outputs, constants = program(graphs[i], fused_nodes[i], ep)
+            impl = fused.FusedElementwise(SPEC, prog, dtype)
+            kernel = KernelInstance(ep.device, SPEC, impl, declared.name(fused_nodes[i]))
+            for k, array in enumerate(constants):  # (tagged as prepack tags a constant it keeps as it is)
+                data, shape = array.tobytes(), tuple(array.shape)
+                weight = kernel.persistent[("constant", k)] = ep.gpu.weights.acquire(data, f"as-is:{dtype}:{shape}")
+                impl.constant_tensors.append(Tensor(weight.address, shape, dtype, Tensor.PERSISTENT))
         impl.output_count, impl.device_info = len(outputs), ep.info
         impl.declared_inputs = _declared(declared.values(fused_nodes[i]))
-        kernel = KernelInstance(ep.device, SPEC, impl, declared.name(fused_nodes[i]))
-        for k, array in enumerate(constants):  # (tagged as prepack tags a constant it keeps as it is)
-            data, shape = array.tobytes(), tuple(array.shape)
-            weight = kernel.persistent[("constant", k)] = ep.gpu.weights.acquire(data, f"as-is:{dtype}:{shape}")
-            impl.constant_tensors.append(Tensor(weight.address, shape, dtype, Tensor.PERSISTENT))
         kernel.host_read_outputs = frozenset(j for j, name in enumerate(outputs) if name in ep.host_read_values)
         kernel.wait_limit, kernel.ep = ep.wait_limit, ep
         ep.kernels.append(kernel)

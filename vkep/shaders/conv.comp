@@ -17,6 +17,8 @@
 // constant there. The register block is a specialization constant in every mode.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#define EPILOGUE_REREAD  // (epilogue.glsl says why)
+#include "epilogue.glsl"
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_ballot : require
 
@@ -34,18 +36,22 @@ layout(constant_id = 5) const uint TN = 8;   // output pixels per thread
 layout(constant_id = 7) const uint A_PAIRS = 0;  // MODE 3: W read 2 elements a load (its rows of even length)
 
 layout(push_constant, scalar) uniform Push {
+    EPILOGUE_OPERAND         // (the EPILOGUE variant's: epilogue.glsl)
     uint64_t x, w, b, y;     // b: bias or 0
     uint cg, mg, groups;     // input channels per group, output channels per group, groups
     uint id, ih, iw;         // input spatial dims
     uint od, oh, ow;         // output spatial dims
-    uint sd, sh, sw;         // strides
-    uint dilations;          // d | h << 10 | w << 20 (each below 1024: conv.py packs them so)
+    uint strides;            // d | h << 10 | w << 20 (each below 1024: conv.py packs them so, leaving room
+    uint dilations;          // ... for the EPILOGUE variant's operand); dilations the same
     int pd, ph, pw;          // leading pads
     uint kd, kh, kw;         // kernel size (GEMM modes)
     uint wn;                 // GEMM: threads along output pixels (a power of two from 8 to 64); MODE 3: W's row
                              // length (K, or K + 1 where Conv.pack padded an odd K for pair loads)
     GROUP_BASE;              // (grids past the device's limit: common.glsl)
 } pc;
+#define STR_D (pc.strides & 1023u)
+#define STR_H ((pc.strides >> 10) & 1023u)
+#define STR_W (pc.strides >> 20)
 #define DIL_D (pc.dilations & 1023u)
 #define DIL_H ((pc.dilations >> 10) & 1023u)
 #define DIL_W (pc.dilations >> 20)
@@ -99,9 +105,9 @@ void gemm() {
         uint p = min(n0 + pc.wn * j, N - 1);
         pix[j] = p;
         uint q = p / pc.ow;
-        w0[j] = int((p % pc.ow) * pc.sw) - pc.pw;
-        h0[j] = int((q % pc.oh) * pc.sh) - pc.ph;
-        d0[j] = int((q / pc.oh) * pc.sd) - pc.pd;
+        w0[j] = int((p % pc.ow) * STR_W) - pc.pw;
+        h0[j] = int((q % pc.oh) * STR_H) - pc.ph;
+        d0[j] = int((q / pc.oh) * STR_D) - pc.pd;
     }
     float acc[TM][TN];
     [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
@@ -124,7 +130,7 @@ void gemm() {
             uint ybase = (bat * pc.groups * pc.mg + oc) * N;
             [[unroll]] for (uint j = 0; j < TN; ++j) {
                 uint n = n0 + pc.wn * j;
-                if (n < N) STORE(Y, ybase + n, acc[i][j] + bias);
+                if (n < N) STORE_OR_KEEP(i * TN + j, Y, ybase + n, acc[i][j] + bias);
             }
         }
     }
@@ -137,9 +143,9 @@ void direct() {
     uint bat = WORKGROUP_ID.z;
     uint oc = i / N, p = i % N, g = oc / pc.mg;
     uint q = p / pc.ow;
-    int w0 = int((p % pc.ow) * pc.sw) - pc.pw;
-    int h0 = int((q % pc.oh) * pc.sh) - pc.ph;
-    int d0 = int((q / pc.oh) * pc.sd) - pc.pd;
+    int w0 = int((p % pc.ow) * STR_W) - pc.pw;
+    int h0 = int((q % pc.oh) * STR_H) - pc.ph;
+    int d0 = int((q / pc.oh) * STR_D) - pc.pd;
     uint isz = pc.id * pc.ih * pc.iw;
     Tensor X = Tensor(pc.x), W = Tensor(pc.w);
     uint xbase = (bat * pc.groups + g) * pc.cg * isz;
@@ -150,7 +156,7 @@ void direct() {
         // loop budget, see vkep/kernels/conv.py)
         [[unroll]] for (uint r = 0; r < KSZ; ++r) acc += LOAD(W, wbase + c * KSZ + r) * gather(X, xbase + c * isz, r, d0, h0, w0);
     }
-    STORE(Tensor(pc.y), bat * per_batch + i, acc);
+    STORE_OR_KEEP(0, Tensor(pc.y), bat * per_batch + i, acc);
 }
 
 // MODE 3: a workgroup is one subgroup of 8 invocations (lavapipe runs a workgroup as 8-lane SIMD rows, dead lanes
@@ -180,8 +186,8 @@ void broadcast_gemm() {
     int h0[BC], w0[BC];
     [[unroll]] for (uint j = 0; j < BC; ++j) {
         uint p = min(n0 + 8 * j + lane, N - 1);
-        h0[j] = int((p / pc.ow) * pc.sh) - pc.ph;
-        w0[j] = int((p % pc.ow) * pc.sw) - pc.pw;
+        h0[j] = int((p / pc.ow) * STR_H) - pc.ph;
+        w0[j] = int((p % pc.ow) * STR_W) - pc.pw;
     }
     float acc[BR][BC];
     [[unroll]] for (uint i = 0; i < BR; ++i) [[unroll]] for (uint j = 0; j < BC; ++j) acc[i][j] = 0.0;
@@ -222,12 +228,35 @@ void broadcast_gemm() {
     [[unroll]] for (uint i = 0; i < BR; ++i) bias[i] = pc.b != 0 ? LOAD(Tensor(pc.b), min(m0 + i, M - 1)) : 0.0;
     [[unroll]] for (uint i = 0; i < BR; ++i) [[unroll]] for (uint j = 0; j < BC; ++j) {
         uint m = m0 + i, n = n0 + 8 * j + lane;
-        if (m < M && n < N) STORE(Y, (bat * M + m) * N + n, acc[i][j] + bias[i]);
+        if (m < M && n < N) STORE_OR_KEEP(i * BC + j, Y, (bat * M + m) * N + n, acc[i][j] + bias[i]);
     }
 }
+
+#ifdef EPILOGUE
+// the values this invocation stored, as each mode's stores lay them out
+EpilogueBlock stored_block() {
+    uint N = pc.od * pc.oh * pc.ow;
+    if (MODE == 3) {
+        uint m0 = WORKGROUP_ID.y * BR, n0 = WORKGROUP_ID.x * (8 * BC);
+        return EpilogueBlock(WORKGROUP_ID.z * pc.mg * N, N, 0, 1, m0, 1, BR, pc.mg,
+                             n0 + gl_SubgroupInvocationID, 8, BC, N, 1);
+    }
+    if (MODE == 2) {
+        uint i = FLAT_ID(WG), per_batch = pc.groups * pc.mg * N;
+        return EpilogueBlock(WORKGROUP_ID.z * per_batch, N, 0, 1, i / N, 1, 1, pc.groups * pc.mg, i % N, 1, 1, N, 1);
+    }
+    uint lane = gl_LocalInvocationIndex % pc.wn, row = gl_LocalInvocationIndex / pc.wn;
+    uint bat = WORKGROUP_ID.z / pc.groups, g = WORKGROUP_ID.z % pc.groups;
+    uint m0 = (WORKGROUP_ID.y * (WG / pc.wn) + row) * TM, n0 = WORKGROUP_ID.x * (pc.wn * TN) + lane;
+    return EpilogueBlock((bat * pc.groups + g) * pc.mg * N, N, g * pc.mg, 1, m0, 1, TM, pc.mg, n0, pc.wn, TN, N, 1);
+}
+#endif
 
 void main() {
     if (MODE == 3) broadcast_gemm();
     else if (MODE == 2) direct();
     else gemm();
+#ifdef EPILOGUE
+    epilogue_block(pc.y, pc.epilogue_operand, stored_block(), 0);
+#endif
 }

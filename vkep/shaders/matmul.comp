@@ -6,6 +6,7 @@
 // K in steps of 16 staged through shared memory: 16 multiply-adds per shared load, few barriers.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "epilogue.glsl"
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
 #extension GL_EXT_control_flow_attributes : require
@@ -39,6 +40,7 @@ vec2 pair_at(uint64_t base, uint index) {  // elements index, index + 1 of a flo
 vec4 load4(uint64_t base, uint index) { return Vec4Ref(base + uint64_t(index) * 4).v; }
 
 layout(push_constant, scalar) uniform Push {
+    EPILOGUE_OPERAND                        // (the EPILOGUE variant's: epilogue.glsl)
     uint64_t a, b, c, y;
     uint M, N, K, batch_inner;              // batch index z = outer * batch_inner + inner
     uint a_outer, a_inner, a_m, a_k;        // element strides of A
@@ -104,7 +106,7 @@ void few_rows() {
         if (m >= pc.M) break;
         float r = pc.alpha * acc[i];
         if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n));
-        STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
+        STORE_OR_KEEP(i, Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
     }
 }
 
@@ -145,7 +147,7 @@ void direct() {
             if (n >= pc.N) continue;
             float r = pc.alpha * acc[i][j];
             if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n));
-            STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
+            STORE_OR_KEEP(i * RD + j, Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
         }
     }
 }
@@ -220,28 +222,21 @@ void broadcast() {
     [[unroll]] for (uint i = 0; i < BR; ++i) [[unroll]] for (uint j = 0; j < BC; j += 2) {
         uint m = m0 + i, n = n0 + broadcast_column(j, lane), n1 = n0 + broadcast_column(j + 1, lane);
         vec2 r = pc.alpha * vec2(acc[i][j], acc[i][j + 1]) + c_row[i] + vec2(c_column[j], c_column[j + 1]);
+#ifdef EPILOGUE
+        STORE_OR_KEEP(i * BC + j, Tensor(pc.y), 0, r.x);
+        STORE_OR_KEEP(i * BC + j + 1, Tensor(pc.y), 0, r.y);
+#else
         if (B_PAIRS == 1) {  // (N even: both columns there, the pair 8-byte aligned)
             if (m < pc.M && n < pc.N) PairsOut(pc.y).v[(y0 + m * pc.N + n) / 2] = r;
         } else {
             if (m < pc.M && n < pc.N) STORE(Tensor(pc.y), y0 + m * pc.N + n, r.x);
             if (m < pc.M && n1 < pc.N) STORE(Tensor(pc.y), y0 + m * pc.N + n1, r.y);
         }
+#endif
     }
 }
 
-void main() {
-    if (MODE == 3) {
-        broadcast();
-        return;
-    }
-    if (MODE == 1) {
-        few_rows();
-        return;
-    }
-    if (MODE == 2) {
-        if (gl_LocalInvocationIndex < 64) direct();
-        return;
-    }
+void tiled() {
     uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     uint tid = ty * 16 + tx;
     uint m0 = WORKGROUP_ID.y * BM, n0 = WORKGROUP_ID.x * BN;
@@ -286,7 +281,42 @@ void main() {
             if (n >= pc.N) continue;
             float r = pc.alpha * acc[i][j];
             if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n));
-            STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
+            STORE_OR_KEEP(i * RN + j, Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
         }
     }
+}
+
+#ifdef EPILOGUE
+// the values this invocation stored, as each mode's stores lay them out
+EpilogueBlock stored_block() {
+    uint base = WORKGROUP_ID.z * pc.M * pc.N;
+    if (MODE == 3) {
+        uint m0 = WORKGROUP_ID.y * BR, n0 = WORKGROUP_ID.x * (8 * BC), lane = gl_SubgroupInvocationID;
+        return B_PAIRS == 1 ? EpilogueBlock(base, pc.N, 0, 1, m0, 1, BR, pc.M, n0 + 2 * lane, 16, BC, pc.N, 2)
+                            : EpilogueBlock(base, pc.N, 0, 1, m0, 1, BR, pc.M, n0 + lane, 8, BC, pc.N, 1);
+    }
+    if (MODE == 1) {
+        uint n = WORKGROUP_ID.x * 256 + gl_LocalInvocationIndex;
+        return EpilogueBlock(base, pc.N, 0, 1, WORKGROUP_ID.y * ROWS, 1, ROWS, pc.M, n, 1, 1, pc.N, 1);
+    }
+    uint m0 = WORKGROUP_ID.y * BM, n0 = WORKGROUP_ID.x * BN;
+    if (MODE == 2) {  // (the first 64 invocations)
+        uint tx = gl_LocalInvocationIndex % 8, ty = gl_LocalInvocationIndex / 8;
+        return EpilogueBlock(base, pc.N, 0, 1, m0 + ty, 8, gl_LocalInvocationIndex < 64 ? RD : 0, pc.M, n0 + tx, 8,
+                             RD, pc.N, 1);
+    }
+    return EpilogueBlock(base, pc.N, 0, 1, m0 + gl_LocalInvocationID.y, 16, RM, pc.M, n0 + gl_LocalInvocationID.x,
+                         16, RN, pc.N, 1);
+}
+#endif
+
+void main() {
+    if (MODE == 3) broadcast();
+    else if (MODE == 1) few_rows();
+    else if (MODE == 2) {
+        if (gl_LocalInvocationIndex < 64) direct();
+    } else tiled();
+#ifdef EPILOGUE
+    epilogue_block(pc.y, pc.epilogue_operand, stored_block(), 0);
+#endif
 }

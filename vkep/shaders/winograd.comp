@@ -14,6 +14,7 @@
 // float32 whatever the model's type: rounded to float16, U alone put errors of 3e-3 into outputs near zero.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "epilogue.glsl"
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_ballot : require
 
@@ -29,6 +30,7 @@ layout(constant_id = 4) const uint WG = 64;  // threads per workgroup (MODE 1: 8
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { float v[]; };
 
 layout(push_constant, scalar) uniform Push {
+    EPILOGUE_OPERAND            // (the EPILOGUE variant's, MODE 2: epilogue.glsl)
     uint64_t x, u, b, y, v, z;  // input, packed U, bias (or 0), output, V and Y' scratch
     uint c, m;                  // input and output channels
     uint ih, iw, oh, ow;        // spatial dims of X and y
@@ -172,10 +174,18 @@ void output_transform() {
                 uint w = o.z + s;
                 float sum = bias;  // (A^T q) A
                 [[unroll]] for (uint k = 0; k < A; ++k) if (at(s, k) != 0.0) sum += e[r][k] * at(s, k);
-                if (h < pc.oh && w < pc.ow) STORE(Y, base + h * pc.ow + w, sum);
+                if (h < pc.oh && w < pc.ow) STORE_OR_KEEP((tile * R + r) * R + s, Y, base + h * pc.ow + w, sum);
             }
         }
     }
+#ifdef EPILOGUE
+    [[dont_unroll]] for (uint tile = 0; tile < 4; ++tile) {  // (one expansion of the steps: epilogue.glsl)
+        if (i + tile >= pc.np) break;
+        uvec3 o = tile_origin(pc.p0 + i + tile);
+        epilogue_block(pc.y, pc.epilogue_operand, EpilogueBlock((o.x * pc.m + m) * pc.oh * pc.ow, pc.ow, m, 0,
+                                                                o.y, 1, R, pc.oh, o.z, 1, R, pc.ow, 1), tile * R * R);
+    }
+#endif
 }
 
 void main() {

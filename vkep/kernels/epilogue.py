@@ -1,0 +1,149 @@
+"""A Conv, MatMul or Gemm with the elementwise nodes after it applied in its own last dispatch (a fused epilogue).
+
+vkep/ort/fusion.py picks the groups at GetCapability (a producer whose output feeds only a tree of fusable
+elementwise nodes) and hands each to ORT to fuse; Compile builds `FusedProducer`: the producer's own kernel, run
+through `EpilogueCall`, which sends its dispatch that writes the output to the shader's EPILOGUE variant
+(shaders/epilogue.glsl) with the steps as specialization constants. The steps are fused.comp's (`fused.Step`,
+registers allocated by `fused.Program`), so a group computes what its nodes compute, bit for bit.
+
+Registers: 0 the producer's value, 1 the operand (one tensor from outside: FULL, the output's shape; ROW, one
+value per output channel (Conv) or row (MatMul, Gemm); COLUMN, one per column (MatMul, Gemm); SCALAR), 2 and 3
+two scalar constants baked into the constants; the steps' results after them.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import threading
+
+from vkep.kernels import interface
+from vkep.kernels.base import EPILOGUE_SUFFIX, Kernel, Tensor, UnsupportedError, variant
+from vkep.kernels.fused import Program, Step
+
+EPILOGUE_AT = 64  # epilogue.glsl's first constant_id (EPI_STEPS); the steps' from STEPS_AT
+STEPS_AT = 72
+MAX_STEPS = 8
+INPUTS = 4  # registers 0..3: value, operand, two constants
+VALUE, OPERAND, CONSTANT_0, CONSTANT_1 = 0, 1, 2, 3
+MODE_NONE, MODE_FULL, MODE_ROW, MODE_COLUMN, MODE_SCALAR = 0, 1, 2, 3, 4
+SUFFIX = EPILOGUE_SUFFIX  # a dispatch's dtype with it: the shader's EPILOGUE variant (base.variant)
+# the producers and the axis of their output a ROW operand runs along (COLUMN: the last one, MatMul and Gemm)
+PRODUCERS = {"Conv": 1, "MatMul": -2, "Gemm": -2}
+
+_defaults_lock = threading.Lock()
+_defaults: dict[tuple[str, str], dict[int, int]] = {}
+
+
+def operand_mode(out: tuple[int, ...] | list[int], operand: tuple[int, ...] | list[int], op: str) -> int | None:
+    """How the epilogue reads an operand of this shape for a producer `op` whose output has shape `out` (None:
+    it cannot: the operand would broadcast the output, or runs along an axis the producer's stores do not
+    index)."""
+    if math.prod(operand) == 1 and len(operand) <= len(out):
+        return MODE_SCALAR
+    if len(operand) > len(out) or len(out) < 2:
+        return None
+    padded = [1] * (len(out) - len(operand)) + list(operand)
+    if padded == list(out):
+        return MODE_FULL
+    row_axis = PRODUCERS[op] % len(out)
+    if all(d == 1 for k, d in enumerate(padded) if k != row_axis) and padded[row_axis] == out[row_axis]:
+        return MODE_ROW
+    if op != "Conv" and all(d == 1 for d in padded[:-1]) and padded[-1] == out[-1]:
+        return MODE_COLUMN
+    return None
+
+
+class Epilogue:
+    """The steps after a producer as epilogue.glsl's specialization constants (ids EPILOGUE_AT on)."""
+
+    def __init__(self, steps: list[Step], mode: int, constants: tuple[float, float] = (0.0, 0.0)):
+        if len(steps) > MAX_STEPS:
+            raise UnsupportedError(f"an epilogue of {len(steps)} steps (epilogue.glsl takes {MAX_STEPS})")
+        program = Program(INPUTS, steps, [INPUTS + len(steps) - 1])
+        head = (len(steps), mode, program.output_registers, _bits(constants[0]), _bits(constants[1]))
+        self.mode = mode
+        self.constants = head + (0,) * (STEPS_AT - EPILOGUE_AT - len(head)) + program.step_constants
+
+    def specialized(self, shader: str, dtype: str, constants: tuple[int, ...]) -> tuple[int, ...]:
+        """A producer's constants for `shader`, with the epilogue's after them (ids below EPILOGUE_AT it does not
+        give keep the shader's defaults)."""
+        defaults = _shader_defaults(shader, dtype)
+        pad = tuple(defaults.get(i, 0) for i in range(len(constants), EPILOGUE_AT))
+        return tuple(constants) + pad + self.constants
+
+
+def _shader_defaults(shader: str, dtype: str) -> dict[int, int]:
+    key = (shader, dtype)
+    with _defaults_lock:
+        found = _defaults.get(key)
+    if found is None:
+        declared = interface.shader_constants(shader, tuple(sorted(variant(dtype + SUFFIX).items())))
+        found = {c.id: int(c.default) for c in declared.values()}
+        with _defaults_lock:
+            _defaults[key] = found
+    return found
+
+
+def _bits(value: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+class EpilogueCall:
+    """The Call a producer sees: its dispatch that writes output 0 runs the EPILOGUE variant with the operand's
+    address first in its push constants; everything else passes through."""
+
+    def __init__(self, call, inputs: list, op: str, epilogue: Epilogue, operand: Tensor | None, dtype: str):
+        self._call, self.inputs, self._op, self._epilogue = call, inputs, op, epilogue
+        self._operand, self._dtype = operand, dtype
+        self.output_tensor: Tensor | None = None
+        self.applied = False
+
+    def __getattr__(self, name):
+        return getattr(self._call, name)
+
+    def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
+        y = self._call.output(index, shape, dtype or self._dtype)
+        if index == 0:
+            self.output_tensor = y
+        return y
+
+    def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
+        if self.output_tensor is None or not writes or writes[0] is not self.output_tensor:
+            return self._call.dispatch(shader, dtype, constants, addresses, tail, groups, reads, writes)
+        operand = self._operand
+        if operand is not None and operand_mode(writes[0].shape, operand.shape, self._op) != self._epilogue.mode:
+            # (fusion.py groups only shapes the graph declares in full, so this is another run's shapes)
+            raise UnsupportedError(f"{self._op}'s epilogue reads an operand of shape {list(operand.shape)} as it "
+                                   f"did not at Compile, for an output of shape {list(writes[0].shape)}")
+        self.applied = True
+        self._call.dispatch(shader, dtype + SUFFIX, self._epilogue.specialized(shader, dtype, constants),
+                            [operand, *addresses], tail, groups, [*reads, *([operand] if operand else [])], writes)
+
+
+class FusedProducer(Kernel):
+    """The kernel of a producer-rooted group (made by vkep/ort/fusion.py at Compile): the producer's kernel over
+    its inputs, each the fused node's input k (an int) or a constant (a Tensor, uploaded once), with the
+    epilogue in its last dispatch."""
+
+    def __init__(self, spec, producer: Kernel, sources: list, epilogue: Epilogue, operand, dtype: str):
+        super().__init__(spec, {}, 1, [])
+        self.producer, self.sources, self.epilogue, self.operand, self.dtype = (producer, sources, epilogue,
+                                                                                 operand, dtype)
+
+    def _tensor(self, call, source) -> Tensor | None:
+        if source is None or isinstance(source, Tensor):
+            return source
+        return call.inputs[source] if source < len(call.inputs) else None
+
+    def compute(self, call) -> None:
+        if not self.output_count:  # (a group whose value no one reads: ORT gives the fused node no output)
+            return
+        inputs = [self._tensor(call, s) for s in self.sources]
+        operand = self._tensor(call, self.operand)
+        wrapped = EpilogueCall(call, inputs, self.producer.spec.op, self.epilogue, operand, self.dtype)
+        self.producer.compute(wrapped)
+        y = wrapped.output_tensor
+        if y is not None and y.size and not wrapped.applied:  # (every producer path ends in such a dispatch)
+            raise RuntimeError(f"vkep: {self.producer.spec.op}'s last dispatch did not write its output: "
+                               "the epilogue was not applied")
