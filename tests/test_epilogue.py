@@ -16,6 +16,9 @@ import vkep
 from vkep import runner
 from vkep.kernels import matmul
 
+# producers take their groups whatever tuning.json says for this device (it says not by default on lavapipe)
+EPILOGUES = {"epilogues": "1"}
+
 SPECIAL = [np.nan, np.inf, -np.inf, -0.0]
 
 
@@ -42,7 +45,7 @@ def _check(model: onnx.ModelProto, feeds: dict, shaders: set[str] | None = None,
     """Fused: `groups` kernel executions a run, every node on vkep, the epilogue variant of `shaders`, the same bits
     as fuse=0, the CPU EP's values within tolerance."""
     first = max(_kernels(), default=0)
-    session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options=options or {})
+    session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={**EPILOGUES, **(options or {})})
     unfused = runner.vkep_session(model, ep_options={**(options or {}), "fuse": "0"})
     placed = runner.placement(session)  # (node by node, as ORT placed the nodes it kept: it may fold a Conv's Add)
     assert {ep for *_, ep in placed} == {"VulkanExecutionProvider"} and sorted(placed) == sorted(
@@ -252,7 +255,7 @@ def test_random_elementwise_graphs_after_a_producer_compute_what_their_nodes_com
         for seed in [366, *range(400, 420)]:
             model, feeds = _fed_by(kind, seed)
             first = max(_kernels(), default=0)
-            session = runner.vkep_session(model, disable_cpu_fallback=True)
+            session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options=EPILOGUES)
             got = session.run(None, feeds)
             producer_groups += any(k.spec.op == "FusedEpilogue" for i, k in list(_kernels().items()) if i > first)
             want = runner.vkep_session(model, ep_options={"fuse": "0"}).run(None, feeds)
@@ -296,7 +299,7 @@ def test_fused_producers_replay_natively_and_in_captured_graphs(ep_devices):
              helper.make_node("Conv", ["t", "w2"], ["y"])]
     model = _model(nodes, [_vi("x", list(xs))], inits)
     unfused = runner.vkep_session(model, ep_options={"fuse": "0"})
-    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options=EPILOGUES)
     feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
     session.run(None, feeds)
     vkep.reset_stats()
@@ -307,7 +310,7 @@ def test_fused_producers_replay_natively_and_in_captured_graphs(ep_devices):
 
     from test_graph_capture import _bound, _node_executions
 
-    captured = runner.vkep_session(model, ep_options={"enable_graph_capture": "1"})
+    captured = runner.vkep_session(model, ep_options={**EPILOGUES, "enable_graph_capture": "1"})
     binding, values = _bound(captured, ep_devices, {"x": xs}, {"y": (1, 8, 10, 9)})
     executed = []
     for _ in range(3):
@@ -318,3 +321,18 @@ def test_fused_producers_replay_natively_and_in_captured_graphs(ep_devices):
         executed.append(_node_executions() - before)
         _same(values["y"].numpy(), unfused.run(None, {"x": x})[0])
     assert executed[0] == 2 * 3 and executed[1:] == [0, 0], executed
+
+
+def test_auto_follows_the_tuning_table(ep_devices):
+    """`epilogues=auto` groups a producer where vkep/kernels/tuning.json does not say it costs more than it gives
+    on the device's class (on lavapipe it does: cold start); `1` groups it anyway, `0` never."""
+    from vkep.gpu import device
+    from vkep.kernels import tuning
+    from vkep.ort import epilogues
+
+    model, feeds = _conv_model((1, 8, 6, 6), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}, "relu")
+    info = device.usable_devices()[0]
+    use = tuning.choice(info, "epilogues", epilogues.DEFAULT)["use"]
+    for wanted, executions in (("auto", 1 if use else 2), ("1", 1), ("0", 2)):
+        session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"epilogues": wanted})
+        assert _executions(session, feeds)[1] == executions, wanted

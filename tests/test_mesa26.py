@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 WRAPPER = ROOT / ".cache" / "trixie" / "run"
-FILES = ["test_fusion.py"]
+FILES = ["test_fusion.py", "test_epilogue.py"]
 
 
 @pytest.mark.parametrize("name", FILES)

@@ -167,6 +167,12 @@ EP_OPTIONS = [
             "(shaders/matmul_coop.comp). `auto`: where the device lists a float16 product with float32 sums; `0`: the "
             "tiled GEMM instead; `1`: as auto, but session creation fails on a device without them",
             SESSION, switch_off="0"),
+    Setting("epilogues", SWITCH, "auto",
+            "with `fuse=1`: a Conv, MatMul or Gemm also takes the elementwise group it feeds into its own last "
+            "dispatch (ORT's Compile; docs/design.md, \"Fused elementwise groups\"). `auto`: where "
+            "`vkep/kernels/tuning.json` does not say it costs more than it gives on the device's class (on "
+            "lavapipe it does: each producer compiles again per group program, seconds of cold start for a few "
+            "percent a run); `1`: wherever a group fits; `0`: never", SESSION),
     Setting("wait_limit_s", SECONDS, "none",
             "seconds any one wait for the device may take before the run fails with an error naming the node (the "
             "session stays usable); waits go in 100 ms slices, so without it slow work (a cold driver compiling "

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from vkep.kernels import epilogue, fused
+from vkep.kernels import epilogue, fused, tuning
 from vkep.kernels.base import Tensor, UnsupportedError, implementation
 from vkep.kernels.manifest import KernelSpec
 from vkep.ort import api, declared
 from vkep.ort.ep import Ep, node_attributes, spec_of
 
+# where tuning.json does not say otherwise for the device's class: producers take their groups
+DEFAULT = {"use": True}
 # the kernel spec of every fused producer: not a manifest entry (no ONNX op)
 SPEC = KernelSpec(op="FusedEpilogue", domain="vkep", since=[1], types={}, impl="epilogue.FusedProducer")
 
@@ -29,6 +31,9 @@ def is_producer(node, ep: Ep) -> bool:
     if declared.domain(node) not in ("", "ai.onnx") or op not in epilogue.PRODUCERS:
         return False
     if spec_of(node, ep.specs)[0] is None or not ep.info.features.get("signedZeroInfNanPreserveFloat32", False):
+        return False
+    wanted = ep.settings["epilogues"]  # (auto: what tuning.json measured on the device's class)
+    if wanted is False or wanted is None and not tuning.choice(ep.info, "epilogues", DEFAULT)["use"]:
         return False
     wanted = {"float32", "float16"} if ep.fp16 else {"float32"}
     inputs, outputs = declared.values(node), declared.values(node, outputs=True)

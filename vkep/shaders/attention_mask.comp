@@ -39,8 +39,9 @@ void main() {
     } else if (KIND == 4) {
         masked = Ints(pc.mask_index).v[(b * pc.s + s) * pc.t + t] == 0;
     }
-    float v = pc.attention_bias != 0 ? Floats(PRESENT_OR(pc.attention_bias, pc.y)).v[PRESENT_AT(pc.attention_bias,
-                                            b * pc.bias_sb + h * pc.bias_sh + s * pc.t + t)] : 0.0;
+    float bias = Floats(PRESENT_OR(pc.attention_bias, pc.y)).v[PRESENT_AT(pc.attention_bias,
+                                                                          b * pc.bias_sb + h * pc.bias_sh + s * pc.t + t)];
+    float v = pc.attention_bias != 0 ? bias : 0.0;
     precise float sum = v + (masked ? pc.filter_value : 0.0);
     if (CAUSAL != 0 && t > pc.past + s) sum = uintBitsToFloat(0xff800000u);
     Floats(pc.y).v[i] = sum;

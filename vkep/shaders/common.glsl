@@ -63,9 +63,11 @@ layout(buffer_reference, scalar, buffer_reference_align = VKEP_XPASTE(T_ALIGN_, 
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Int64Tensor { int64_t v[]; };
 
 // The address of an optional tensor, or `fallback` (a tensor the shader reads anyway) where it is absent (0), for
-// reading it as `LOAD(Tensor(PRESENT_OR(pc.opt, pc.x)), PRESENT_AT(pc.opt, i))` and then choosing: a compiler may
-// perform a load whatever the branch around it says (Mesa 26's lavapipe, LLVM 19, did for Clip's absent min, whose
-// load from address 0 crashed the process; conformance on that driver found it), and this address is always valid.
+// reading it as `v = LOAD(Tensor(PRESENT_OR(pc.opt, pc.x)), PRESENT_AT(pc.opt, i))` OUTSIDE any test of pc.opt and
+// then choosing (`pc.opt != 0 ? v : otherwise`). A compiler may perform a load whatever the branch around it says:
+// Mesa 26's lavapipe (LLVM 19) did, for Clip's absent min and a Winograd conv's absent bias, and the load from
+// address 0 crashed the process (conformance and the test files run on that driver found them); inside the test it
+// also knows that PRESENT_OR gives pc.opt there, and folds it back.
 #define PRESENT_OR(addr, fallback) ((addr) != 0 ? (addr) : (fallback))
 #define PRESENT_AT(addr, i) ((addr) != 0 ? (i) : 0u)  // the index to read there: element 0 of the fallback
 #define LOAD(t, i) COMP_T((t).v[i])

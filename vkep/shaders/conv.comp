@@ -126,7 +126,8 @@ void gemm() {
         uint m = m0 + i;
         if (m < M) {
             uint oc = g * pc.mg + m;
-            float bias = pc.b != 0 ? LOAD(Tensor(pc.b), oc) : 0.0;
+            float bias = LOAD(Tensor(PRESENT_OR(pc.b, pc.w)), PRESENT_AT(pc.b, oc));
+            bias = pc.b != 0 ? bias : 0.0;
             uint ybase = (bat * pc.groups * pc.mg + oc) * N;
             [[unroll]] for (uint j = 0; j < TN; ++j) {
                 uint n = n0 + pc.wn * j;
@@ -150,7 +151,8 @@ void direct() {
     Tensor X = Tensor(pc.x), W = Tensor(pc.w);
     uint xbase = (bat * pc.groups + g) * pc.cg * isz;
     uint wbase = oc * pc.cg * KSZ;
-    float acc = pc.b != 0 ? LOAD(Tensor(pc.b), oc) : 0.0;
+    float acc = LOAD(Tensor(PRESENT_OR(pc.b, pc.w)), PRESENT_AT(pc.b, oc));
+    acc = pc.b != 0 ? acc : 0.0;
     for (uint c = 0; c < pc.cg; ++c) {
         // (unrolled: KSZ is a specialization constant, and only the channel loop counts against lavapipe's
         // loop budget, see vkep/kernels/conv.py)
@@ -225,7 +227,10 @@ void broadcast_gemm() {
     }
     Tensor Y = Tensor(pc.y);
     float bias[BR];
-    [[unroll]] for (uint i = 0; i < BR; ++i) bias[i] = pc.b != 0 ? LOAD(Tensor(pc.b), min(m0 + i, M - 1)) : 0.0;
+    [[unroll]] for (uint i = 0; i < BR; ++i) {
+        bias[i] = LOAD(Tensor(PRESENT_OR(pc.b, pc.w)), PRESENT_AT(pc.b, min(m0 + i, M - 1)));
+        bias[i] = pc.b != 0 ? bias[i] : 0.0;
+    }
     [[unroll]] for (uint i = 0; i < BR; ++i) [[unroll]] for (uint j = 0; j < BC; ++j) {
         uint m = m0 + i, n = n0 + 8 * j + lane;
         if (m < M && n < N) STORE_OR_KEEP(i * BC + j, Y, (bat * M + m) * N + n, acc[i][j] + bias[i]);

@@ -45,12 +45,14 @@ void main() {
     int h0 = int(row * sh) - int(pc.pad >> 16);
     int w0 = int(wt * TN * sw) - int(pc.pad & 0xffffu);
     bool xs = X_SIGNED != 0, ws = W_SIGNED != 0;
-    int xzp = pc.xzp != 0 ? rq_byte(PRESENT_OR(pc.xzp, pc.x), 0, xs) : 0;
+    int xzp = rq_byte(PRESENT_OR(pc.xzp, pc.x), 0, xs);
+    xzp = pc.xzp != 0 ? xzp : 0;
     uint oc[TM];
     int wzp[TM];
     [[unroll]] for (uint j = 0; j < TM; ++j) {
         oc[j] = g * pc.mg + min(mt * TM + j, pc.mg - 1);  // (past the group's last channel: computed, not stored)
-        wzp[j] = pc.wzp != 0 ? rq_byte(PRESENT_OR(pc.wzp, pc.w), PRESENT_AT(pc.wzp, (pc.steps & 1u) != 0 ? oc[j] : 0), ws) : 0;
+        wzp[j] = rq_byte(PRESENT_OR(pc.wzp, pc.w), PRESENT_AT(pc.wzp, (pc.steps & 1u) != 0 ? oc[j] : 0), ws);
+        wzp[j] = pc.wzp != 0 ? wzp[j] : 0;
     }
     uint x_base = (batch * groups * pc.cg + g * pc.cg) * ih * iw;
     int acc[TM][TN];
@@ -75,7 +77,8 @@ void main() {
         }
     }
     float y_scale = REQUANT != 0 ? RqFloats(pc.ys).v[0] : 0.0, x_scale = REQUANT != 0 ? RqFloats(pc.xs).v[0] : 0.0;
-    int yzp = pc.yzp != 0 ? rq_byte(PRESENT_OR(pc.yzp, pc.x), 0, Y_SIGNED != 0) : 0;
+    int yzp = rq_byte(PRESENT_OR(pc.yzp, pc.x), 0, Y_SIGNED != 0);
+    yzp = pc.yzp != 0 ? yzp : 0;
     [[unroll]] for (uint j = 0; j < TM; ++j) {
         if (mt * TM + j >= pc.mg) break;
         uint o = (batch * pc.m + oc[j]) * oh * ow + row * ow + wt * TN;
@@ -83,7 +86,8 @@ void main() {
         int bias = 0;
         if (REQUANT != 0) {
             mult = rq_multiplier(x_scale, RqFloats(pc.ws).v[(pc.steps & 2u) != 0 ? oc[j] : 0], y_scale);
-            bias = pc.bias != 0 ? Ints(PRESENT_OR(pc.bias, pc.y)).v[PRESENT_AT(pc.bias, oc[j])] : 0;
+            bias = Ints(PRESENT_OR(pc.bias, pc.y)).v[PRESENT_AT(pc.bias, oc[j])];
+            bias = pc.bias != 0 ? bias : 0;
         }
         [[unroll]] for (uint k = 0; k < TN; ++k) {
             if (wt * TN + k >= ow) break;

@@ -42,7 +42,8 @@ void main() {
     Tensor X = Tensor(pc.x), W = Tensor(pc.w);
     uint xbase = (bat * pc.groups + g) * pc.cg * isz;
     uint wbase = (g * pc.cg * pc.mg + m) * KSZ;
-    float acc = pc.b != 0 ? LOAD(Tensor(PRESENT_OR(pc.b, pc.x)), PRESENT_AT(pc.b, oc)) : 0.0;
+    float acc = LOAD(Tensor(PRESENT_OR(pc.b, pc.x)), PRESENT_AT(pc.b, oc));
+    acc = pc.b != 0 ? acc : 0.0;
     for (uint kd = 0; kd < KD; ++kd) {
         int d = source(od, kd, pc.pd, pc.sd, pc.dd, pc.id);
         if (d < 0) continue;

@@ -45,9 +45,11 @@ EPI_STEP_CONSTANTS(5, 92, 93, 94, 95)
 EPI_STEP_CONSTANTS(6, 96, 97, 98, 99)
 EPI_STEP_CONSTANTS(7, 100, 101, 102, 103)
 
-float epi_rounded(float v) {
+float epi_rounded(float v, uint zero) {
 #if DTYPE == 1
-    return float(float16_t(v));  // the node's float16 output
+    // the node's float16 output; times a 1 the compiler cannot know (`zero` is 0), or Mesa 26's lavapipe dropped the
+    // rounding (float(float16_t(v)) folded to v: float16 epilogues an ulp from their nodes; fused.comp's too)
+    return float(float16_t(v) * float16_t(1.0 + float(zero)));
 #else
     return v;
 #endif
@@ -71,7 +73,7 @@ float epi_launder(float v, uint zero) { return uintBitsToFloat(floatBitsToUint(v
         float b = epi_launder((EPI_REGS_##k & EPI_MAX_FROM_C) != 0u ? r[(EPI_REGS_##k >> 12) & 15u] \
                                                                   : uintBitsToFloat(EPI_BETA_##k), zero_b); \
         r[EPI_REGS_##k & 15u] = epi_rounded((EPI_CODE_##k >> 16) == EPI_KIND_BINARY \
-            ? binary_float(EPI_CODE_##k & 0xffffu, u, z, 1.0) : unary_float(EPI_CODE_##k & 0xffffu, u, a, b)); \
+            ? binary_float(EPI_CODE_##k & 0xffffu, u, z, 1.0) : unary_float(EPI_CODE_##k & 0xffffu, u, a, b), zero_u); \
     }
 
 // The producer's values, kept where it would have stored them (STORE_OR_KEEP: k numbers them as epilogue_block
@@ -95,7 +97,7 @@ void epilogue_at(uint64_t y, uint64_t operand, uint index, uint row, uint column
     Tensor Y = Tensor(y);
     uint zero_u = uint(y == 1ul), zero_z = uint(y == 2ul), zero_a = uint(y == 3ul), zero_b = uint(y == 4ul);
     float r[EPI_REGISTERS];
-    r[0] = epi_rounded(v);  // (a float16 output: as stored)
+    r[0] = epi_rounded(v, zero_u);  // (a float16 output: as stored)
     uint at = EPI_MODE == EPI_FULL ? index : EPI_MODE == EPI_ROW ? row : EPI_MODE == EPI_COLUMN ? column : 0u;
     r[1] = EPI_MODE != 0u ? LOAD(Tensor(operand), at) : 0.0;
     r[2] = uintBitsToFloat(EPI_K0);

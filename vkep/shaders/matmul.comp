@@ -39,16 +39,7 @@ vec2 pair_at(uint64_t base, uint index) {  // elements index, index + 1 of a flo
 }
 vec4 load4(uint64_t base, uint index) { return Vec4Ref(base + uint64_t(index) * 4).v; }
 
-layout(push_constant, scalar) uniform Push {
-    EPILOGUE_OPERAND                        // (the EPILOGUE variant's: epilogue.glsl)
-    uint64_t a, b, c, y;
-    uint M, N, K, batch_inner;              // batch index z = outer * batch_inner + inner
-    uint a_outer, a_inner, a_m, a_k;        // element strides of A
-    uint b_outer, b_inner, b_k, b_n;        // element strides of B
-    uint c_m, c_n;                          // element strides of C
-    float alpha, beta;
-    GROUP_BASE;                             // (grids past the device's limit: common.glsl)
-} pc;
+#include "matmul_push.glsl"
 
 shared float tile_a[BK][BM + 1];  // [k][m], padded against bank conflicts
 shared float tile_b[BK][BN + 1];  // [k][n]
@@ -105,7 +96,8 @@ void few_rows() {
         uint m = row0 + i;
         if (m >= pc.M) break;
         float r = pc.alpha * acc[i];
-        if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n));
+        float c = float(LOAD(Tensor(PRESENT_OR(pc.c, pc.a)), PRESENT_AT(pc.c, m * pc.c_m + n * pc.c_n)));
+        if (pc.c != 0) r += pc.beta * c;
         STORE_OR_KEEP(i, Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
     }
 }
@@ -146,7 +138,8 @@ void direct() {
             uint n = n0 + tx + 8 * j;
             if (n >= pc.N) continue;
             float r = pc.alpha * acc[i][j];
-            if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n));
+            float c = float(LOAD(Tensor(PRESENT_OR(pc.c, pc.a)), PRESENT_AT(pc.c, m * pc.c_m + n * pc.c_n)));
+            if (pc.c != 0) r += pc.beta * c;
             STORE_OR_KEEP(i * RD + j, Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
         }
     }
@@ -280,7 +273,8 @@ void tiled() {
             uint n = n0 + tx + 16 * j;
             if (n >= pc.N) continue;
             float r = pc.alpha * acc[i][j];
-            if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(pc.c), m * pc.c_m + n * pc.c_n));
+            float c = float(LOAD(Tensor(PRESENT_OR(pc.c, pc.a)), PRESENT_AT(pc.c, m * pc.c_m + n * pc.c_n)));
+            if (pc.c != 0) r += pc.beta * c;
             STORE_OR_KEEP(i * RN + j, Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
         }
     }

@@ -71,7 +71,8 @@ void main() {
         uint m = m0 + e / BN, n = n0 + e % BN;
         if (m >= pc.M || n >= pc.N) continue;
         float r = pc.alpha * tile_y[e];
-        if (pc.c != 0) r += pc.beta * float(LOAD(Tensor(PRESENT_OR(pc.c, pc.a)), PRESENT_AT(pc.c, m * pc.c_m + n * pc.c_n)));
+        float c = float(LOAD(Tensor(PRESENT_OR(pc.c, pc.a)), PRESENT_AT(pc.c, m * pc.c_m + n * pc.c_n)));
+        if (pc.c != 0) r += pc.beta * c;
         STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
     }
 }

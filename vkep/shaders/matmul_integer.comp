@@ -46,12 +46,14 @@ void main() {
     int azp[TM], bzp[TN];
     [[unroll]] for (uint r = 0; r < TM; ++r) {
         rows[r] = min(mt * TM + r, pc.m - 1);  // (past the last row or column: computed, not stored)
-        azp[r] = pc.azp != 0 ? rq_byte(PRESENT_OR(pc.azp, pc.a), PRESENT_AT(pc.azp, rows[r] * pc.a_zp_step), a_signed) : 0;
+        azp[r] = rq_byte(PRESENT_OR(pc.azp, pc.a), PRESENT_AT(pc.azp, rows[r] * pc.a_zp_step), a_signed);
+        azp[r] = pc.azp != 0 ? azp[r] : 0;
     }
     [[unroll]] for (uint c = 0; c < TN; ++c) {
         cols[c] = min(nt * TN + c, pc.n - 1);
-        bzp[c] = pc.bzp != 0 ? rq_byte(PRESENT_OR(pc.bzp, pc.b),
-                                       PRESENT_AT(pc.bzp, batch * pc.bzp_batch_step + cols[c] * pc.bzp_step), b_signed) : 0;
+        bzp[c] = rq_byte(PRESENT_OR(pc.bzp, pc.b), PRESENT_AT(pc.bzp, batch * pc.bzp_batch_step + cols[c] * pc.bzp_step),
+                         b_signed);
+        bzp[c] = pc.bzp != 0 ? bzp[c] : 0;
     }
     uint a_base = batch * pc.a_batch_stride, b_base = batch * pc.b_batch_stride;
     int acc[TM][TN];
@@ -72,7 +74,8 @@ void main() {
     }
     precise float a_scale = REQUANT != 0 ? pc.alpha * LOAD(Tensor(pc.a_scale), 0) : 0.0;
     float y_scale = REQUANT != 0 ? LOAD(Tensor(pc.y_scale), 0) : 0.0;
-    int yzp = pc.yzp != 0 ? rq_byte(PRESENT_OR(pc.yzp, pc.a), 0, Y_SIGNED != 0) : 0;
+    int yzp = rq_byte(PRESENT_OR(pc.yzp, pc.a), 0, Y_SIGNED != 0);
+    yzp = pc.yzp != 0 ? yzp : 0;
     [[unroll]] for (uint c = 0; c < TN; ++c) {
         if (nt * TN + c >= pc.n) break;
         precise float mult = 0.0;

@@ -57,9 +57,9 @@ uint nibble_or_byte(Bytes t, uint row_start, uint j) {
 }
 
 float zero_point(uint col, uint kb) {
-    return pc.zp != 0 ? float(nibble_or_byte(Bytes(PRESENT_OR(pc.zp, pc.b)),
-                                             PRESENT_AT(pc.zp, col * ((pc.blocks * BITS + 7) / 8)), PRESENT_AT(pc.zp, kb)))
-                      : float(1u << (BITS - 1));
+    float zp = float(nibble_or_byte(Bytes(PRESENT_OR(pc.zp, pc.b)), PRESENT_AT(pc.zp, col * ((pc.blocks * BITS + 7) / 8)),
+                                    PRESENT_AT(pc.zp, kb)));
+    return pc.zp != 0 ? zp : float(1u << (BITS - 1));
 }
 
 void per_element() {
@@ -91,7 +91,8 @@ void per_element() {
                 acc += LOAD(A, row * pc.k + k) * ((float(nibble_or_byte(B, base, k - k0)) - zp) * scale);
         }
     }
-    if (pc.bias != 0) acc += LOAD(Tensor(PRESENT_OR(pc.bias, pc.a)), PRESENT_AT(pc.bias, col));
+    float bias = LOAD(Tensor(PRESENT_OR(pc.bias, pc.a)), PRESENT_AT(pc.bias, col));
+    if (pc.bias != 0) acc += bias;
     STORE_Y(TensorY(pc.y), i, acc);
 }
 
@@ -233,7 +234,8 @@ void lanes() {
     for (uint c = 0; c < COLS; ++c) {
         uint col = (group * 8 + lane) * COLS + c;
         if (col >= pc.n) continue;
-        float bias = pc.bias != 0 ? LOAD(Tensor(PRESENT_OR(pc.bias, pc.a)), PRESENT_AT(pc.bias, col)) : 0.0;
+        float bias = LOAD(Tensor(PRESENT_OR(pc.bias, pc.a)), PRESENT_AT(pc.bias, col));
+        bias = pc.bias != 0 ? bias : 0.0;
         for (uint i = 0; i < ROWS; ++i)
             if (row0 + i < pc.m) STORE_Y(TensorY(pc.y), (row0 + i) * pc.n + col, acc[i][c] + bias);
     }

@@ -1,6 +1,10 @@
 // matmul.comp's and matmul_coop.comp's push constants (vkep/kernels/matmul.py packs the tail after the four
 // addresses; a 0 address of C means no C).
+#ifndef EPILOGUE_OPERAND
+#define EPILOGUE_OPERAND
+#endif
 layout(push_constant, scalar) uniform Push {
+    EPILOGUE_OPERAND                        // (matmul.comp's EPILOGUE variant's: epilogue.glsl)
     uint64_t a, b, c, y;
     uint M, N, K, batch_inner;              // batch index z = outer * batch_inner + inner
     uint a_outer, a_inner, a_m, a_k;        // element strides of A

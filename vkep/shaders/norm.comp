@@ -30,9 +30,11 @@ layout(push_constant, scalar) uniform Push {
 // element i of the rows to normalise: x, or x + skip (+ skip_bias)
 float row_value(uint i) {
     float v = LOAD(Tensor(pc.x), i);
+    float skip = LOAD(Tensor(PRESENT_OR(pc.skip, pc.x)), PRESENT_AT(pc.skip, i % pc.skip_mod));
+    float skip_bias = LOAD(Tensor(PRESENT_OR(pc.skip_bias, pc.x)), PRESENT_AT(pc.skip_bias, i % pc.len));
     if (pc.skip != 0) {
-        v += LOAD(Tensor(PRESENT_OR(pc.skip, pc.x)), PRESENT_AT(pc.skip, i % pc.skip_mod));
-        if (pc.skip_bias != 0) v += LOAD(Tensor(PRESENT_OR(pc.skip_bias, pc.x)), PRESENT_AT(pc.skip_bias, i % pc.len));
+        v += skip;
+        if (pc.skip_bias != 0) v += skip_bias;
     }
     return v;
 }
@@ -54,7 +56,8 @@ float group_sum(float v) {
 
 float affine(float v, uint g) {
     v *= float(TensorY(pc.scale).v[(g / pc.sdiv) % pc.smod]);
-    if (pc.bias != 0) v += float(TensorY(PRESENT_OR(pc.bias, pc.scale)).v[PRESENT_AT(pc.bias, (g / pc.bdiv) % pc.bmod)]);
+    float bias = float(TensorY(PRESENT_OR(pc.bias, pc.scale)).v[PRESENT_AT(pc.bias, (g / pc.bdiv) % pc.bmod)]);
+    if (pc.bias != 0) v += bias;
     return v;
 }
 

@@ -57,8 +57,9 @@ void main() {
     uint i = FLAT_ID(WG);
     if (i >= pc.n) return;
     bool s = SIGNED != 0;
-    int x_zp = pc.x_zp != 0 ? rq_byte(PRESENT_OR(pc.x_zp, pc.x), 0, s) : 0;
-    int y_zp = pc.y_zp != 0 ? rq_byte(PRESENT_OR(pc.y_zp, pc.x), 0, s) : 0;
+    int x_zp = rq_byte(PRESENT_OR(pc.x_zp, pc.x), 0, s), y_zp = rq_byte(PRESENT_OR(pc.y_zp, pc.x), 0, s);
+    x_zp = pc.x_zp != 0 ? x_zp : 0;
+    y_zp = pc.y_zp != 0 ? y_zp : 0;
     precise float v = RqFloats(pc.x_scale).v[0] * float(rq_byte(pc.x, i, s) - x_zp);
     if (OP == 1) {
         precise float leaky = pc.alpha * v;

@@ -33,8 +33,9 @@ void main() {
     uint i = FLAT_ID(WG);
     if (i >= pc.n) return;
     bool s = SIGNED != 0;
-    int x_zp = pc.x_zp != 0 ? rq_byte(PRESENT_OR(pc.x_zp, pc.x), 0, s) : 0;
-    int y_zp = pc.y_zp != 0 ? rq_byte(PRESENT_OR(pc.y_zp, pc.x), 0, s) : 0;
+    int x_zp = rq_byte(PRESENT_OR(pc.x_zp, pc.x), 0, s), y_zp = rq_byte(PRESENT_OR(pc.y_zp, pc.x), 0, s);
+    x_zp = pc.x_zp != 0 ? x_zp : 0;
+    y_zp = pc.y_zp != 0 ? y_zp : 0;
     float x_scale = RqFloats(pc.x_scale).v[0], y_scale = RqFloats(pc.y_scale).v[0];
     uint osz = pc.oh * pc.ow, isz = pc.ih * pc.iw;
     uint base = (i / osz) * isz;

@@ -48,10 +48,12 @@ int quantized(uint i) {  // element i of y, clamped to its type (NaN: the lowest
     int lo = NIBBLES == 2 ? -8 : 0, hi = NIBBLES == 2 ? 7 : NIBBLES == 1 ? 15 : 255;
     uint64_t zp_at = PRESENT_OR(pc.zp, pc.y);
     uint zc = PRESENT_AT(pc.zp, c);
-    float zp = pc.zp == 0 ? 0.0 : NIBBLES != 0 ? float(nibble_y(zp_at, zc)) : float(TensorY(zp_at).v[zc]);
+    float zp = NIBBLES != 0 ? float(nibble_y(zp_at, zc)) : float(TensorY(zp_at).v[zc]);
+    zp = pc.zp == 0 ? 0.0 : zp;
 #else
     const int lo = -128, hi = 127;
-    float zp = pc.zp != 0 ? float(TensorY(PRESENT_OR(pc.zp, pc.y)).v[PRESENT_AT(pc.zp, c)]) : 0.0;
+    float zp = float(TensorY(PRESENT_OR(pc.zp, pc.y)).v[PRESENT_AT(pc.zp, c)]);
+    zp = pc.zp != 0 ? zp : 0.0;
 #endif
     float q = roundEven(LOAD(Tensor(pc.x), i) / scale) + zp;
     return int(isnan(q) ? float(lo) : clamp(q, float(lo), float(hi)));
@@ -81,10 +83,12 @@ void main() {
         float x = NIBBLES != 0 ? float(nibble_x(pc.x, i)) : float(LOAD(Tensor(pc.x), i));
         uint64_t zp_at = PRESENT_OR(pc.zp, pc.x);
         uint zc = PRESENT_AT(pc.zp, c);
-        float zp = pc.zp == 0 ? 0.0 : NIBBLES != 0 ? float(nibble_x(zp_at, zc)) : float(LOAD(Tensor(zp_at), zc));
+        float zp = NIBBLES != 0 ? float(nibble_x(zp_at, zc)) : float(LOAD(Tensor(zp_at), zc));
+        zp = pc.zp == 0 ? 0.0 : zp;
 #else
         float x = float(LOAD(Tensor(pc.x), i));
-        float zp = pc.zp != 0 ? float(LOAD(Tensor(PRESENT_OR(pc.zp, pc.x)), PRESENT_AT(pc.zp, c))) : 0.0;
+        float zp = float(LOAD(Tensor(PRESENT_OR(pc.zp, pc.x)), PRESENT_AT(pc.zp, c)));
+        zp = pc.zp != 0 ? zp : 0.0;
 #endif
         STORE_Y(TensorY(pc.y), i, (x - zp) * scale);
     }

@@ -156,7 +156,8 @@ void output_transform() {
     Words4 Z = Words4(pc.z);
     vec4 q4[T];
     [[unroll]] for (uint t = 0; t < T; ++t) q4[t] = as_floats(Z.v[((t * pc.m + m) * zs + i) / 4]);
-    float bias = pc.b != 0 ? LOAD(Tensor(pc.b), m) : 0.0;
+    float bias = LOAD(Tensor(PRESENT_OR(pc.b, pc.x)), PRESENT_AT(pc.b, m));
+    bias = pc.b != 0 ? bias : 0.0;
     Tensor Y = Tensor(pc.y);
     [[unroll]] for (uint tile = 0; tile < 4; ++tile) {
         if (i + tile >= pc.np) break;
