@@ -6,6 +6,10 @@ models' shapes and attributes, on vkep against ORT's CPU EP. The packages themse
   QOperator format: Softmax(axis=-1) of [1, classes] becomes QLinearSoftmax(opset=15, axis=-1), uint8, y_scale
   1/256. The CPU EP's answer is bit for bit what vkep must give (qlinear_softmax.cc's table and rounding,
   saturated to the type: with an int8 zero point of 0, probabilities past 127/256 give 127).
+- Sigmoid then Mul (SiLU) feeding DynamicQuantizeLinear: every block of a YOLOv8 detector (nudenet's 320n.onnx)
+  after onnxruntime.quantization.quantize_dynamic. The CPU EP's Sigmoid is MLAS's logistic (a rational
+  polynomial); a float32 result one ulp away moves values across a uint8 rounding boundary, and the detector's
+  boxes then moved by up to 3.7 pixels. vkep's Sigmoid is MLAS's to the last bit (mlas_logistic.glsl).
 """
 
 from __future__ import annotations
@@ -70,3 +74,27 @@ def test_qlinear_softmax_with_a_computed_scale_stays_on_the_cpu_ep(ep_devices):
     model = _qlinear_softmax(np.uint8, [1, 4], 15, -1, 0.0687, 1 / 256, 131, 0, scale_as_input=True)
     session = runner.vkep_session(model)
     assert [ep for _, _, ep in runner.placement(session)] == ["CPUExecutionProvider"]
+
+
+def test_silu_before_dynamic_quantization_as_the_cpu_ep(ep_devices):
+    """nudenet 320n's first block, quantize_dynamic'd: a [1, 16, 160, 160] conv output through Sigmoid and Mul,
+    then DynamicQuantizeLinear. The Sigmoid, the SiLU and the uint8 values equal the CPU EP's, bit for bit."""
+    shape = [1, 16, 160, 160]
+    nodes = [helper.make_node("Sigmoid", ["x"], ["sigmoid"]), helper.make_node("Mul", ["x", "sigmoid"], ["silu"]),
+             helper.make_node("DynamicQuantizeLinear", ["silu"], ["q", "scale", "zero_point"])]
+    outputs = [helper.make_tensor_value_info(name, elem, None) for name, elem in
+               (("sigmoid", TensorProto.FLOAT), ("silu", TensorProto.FLOAT), ("q", TensorProto.UINT8),
+                ("scale", TensorProto.FLOAT), ("zero_point", TensorProto.UINT8))]
+    graph = helper.make_graph(nodes, "silu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)], outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    x.flat[:6] = [np.inf, -np.inf, np.nan, 18.5, -18.5, 0.0]  # past MLAS's clamp to [-18, 18], and NaN
+    feeds = {"x": x}
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    want = runner.cpu_session(model).run(None, feeds)
+    for _ in range(2):
+        for name, got, expected in zip(("sigmoid", "silu", "q", "scale", "zero_point"), session.run(None, feeds),
+                                       want, strict=True):
+            np.testing.assert_array_equal(got, expected, err_msg=name)
