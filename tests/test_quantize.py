@@ -152,6 +152,27 @@ def test_dynamic_quantize_linear(ep_devices, shape, offset):
         np.testing.assert_array_equal(got, want)
 
 
+def test_dynamic_quantize_linear_past_one_workgroup(ep_devices):
+    """[1, 64, 512, 512] (16.8M elements, past one workgroup's loop budget: two stages), as each of the first
+    convolutions' outputs of imgly's quantized background-removal model (@imgly/background-removal-data,
+    ConvInteger over a 1024 x 1024 image): the extremes sit in different workgroups' chunks."""
+    shape = (1, 64, 512, 512)
+    x = np.random.default_rng(5).uniform(0.0, 4.0, shape).astype(np.float32)
+    x.flat[x.size - 1], x.flat[x.size // 3] = -1.25, 6.5
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zp"])
+    graph = helper.make_graph([node], "dql", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None),
+                               helper.make_tensor_value_info("scale", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("zp", TensorProto.UINT8, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    want = runner.cpu_session(model).run(None, {"x": x})
+    assert want[1] == np.float32(7.75 / 255)  # the range from both extremes
+    for _ in range(2):  # the second run replays the plan
+        for got, expected in zip(session.run(None, {"x": x}), want, strict=True):
+            np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize("a_type,b_type", [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8)])
 @pytest.mark.parametrize("zero_points", ["none", "scalar", "per_row_col"])
 @pytest.mark.parametrize("a_shape,b_shape", [((5, 12), (12, 7)), ((2, 3, 16), (16, 4)), ((2, 3, 8), (2, 8, 5))])

@@ -30,6 +30,7 @@ MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
 ONNX_QUANTIZED = {2: "uint8", 3: "int8", 21: "uint4", 22: "int4"}  # TensorProto codes of output_dtype
 BINARY_RANK = 4  # qlinear_binary.comp's broadcast rank
 WG = 64  # the workgroup of quantize.comp and the qlinear_*.comp shaders (their WG)
+DQ_CHUNK = 256 * 1024  # elements a workgroup of dynamic_quantize.comp's first stage (1024 loop iterations)
 # conv_integer.comp's register block: output channels (a specialization constant) by output pixels of a row.
 # A 64-channel 3x3 conv over 56x56 on lavapipe: one output an invocation 4.2 s, 4 x 4 1.0 s, 16 x 8 0.17 s.
 CONV_TN = 8
@@ -98,16 +99,23 @@ def dispatch_quantize(call, mode: int, x: Tensor, scale: Tensor, zp: Tensor | No
 
 class DynamicQuantizeLinear(Kernel):
     """y, y_scale, y_zero_point of x (float32 to uint8): the parameters in one workgroup of
-    dynamic_quantize.comp, then quantize.comp with them."""
+    dynamic_quantize.comp (a larger x: each workgroup's min and max of DQ_CHUNK elements, then one workgroup
+    over those), then quantize.comp with them."""
 
     def compute(self, call) -> None:
         x = call.inputs[0]
         y = call.output(0, x.shape, "uint8")
         scale, zp = call.output(1, (), "float32"), call.output(2, (), "uint8")
-        if x.size > 256 * LOOP_BUDGET:
-            raise UnsupportedError(f"DynamicQuantizeLinear over {x.size} elements (one workgroup's loop budget)")
-        call.dispatch(self.spec.shader, "float32", (), [x, scale, zp], pack("I", x.size), (1, 1, 1), [x],
-                      [scale, zp])
+        if x.size <= 256 * LOOP_BUDGET:
+            call.dispatch(self.spec.shader, "float32", (0,), [x, scale, zp, None], pack("2I", x.size, 0),
+                          (1, 1, 1), [x], [scale, zp])
+        else:  # (64 x 512 x 512 activations in imgly's quantized background-removal model)
+            parts = -(-x.size // DQ_CHUNK)
+            partial = call.scratch((2 * parts,), "float32")
+            call.dispatch(self.spec.shader, "float32", (1,), [x, None, None, partial], pack("2I", x.size, DQ_CHUNK),
+                          (parts, 1, 1), [x], [partial])
+            call.dispatch(self.spec.shader, "float32", (2,), [None, scale, zp, partial], pack("2I", parts, 0),
+                          (1, 1, 1), [partial], [scale, zp])
         if x.size:
             dispatch_quantize(call, MODE_QUANTIZE, x, scale, zp, y, 1, 1)
 

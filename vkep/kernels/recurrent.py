@@ -35,6 +35,7 @@ TAKES = {"Affine": (True, True), "LeakyRelu": (True, False), "ThresholdedRelu": 
 DEFAULTS = {"LeakyRelu": (0.01, 0.0), "HardSigmoid": (0.2, 0.5), "Elu": (1.0, 0.0)}
 FLAG_BIAS, FLAG_INPUT_FORGET, FLAG_LINEAR_BEFORE_RESET, FLAG_BATCH_FIRST, FLAG_REVERSE, FLAG_LAST, FLAG_VEC4 = \
     1, 2, 4, 8, 16, 32, 64
+FLAG_QUANTIZED = 128  # DynamicQuantizeLSTM's integer weights (recurrent.comp)
 FLT_MAX = float(np.finfo(np.float32).max)
 MAX_GROUPS = 65535  # workgroups of a dispatch in x (Vulkan's minimum limit): more batch rows fold into z
 SHARED_BYTES = 32768  # shared memory assumed at GetCapability (lavapipe's; GPUs have 32-64 KiB)
@@ -77,9 +78,10 @@ def _pow2(n: int, low: int) -> int:
     return max(low, 1 << max(n - 1, 0).bit_length())
 
 
-def _shared_bytes(op: str, hidden: int) -> int:
-    """recurrent.comp's shared memory: h, aux, c and the gates, HMAX units each."""
-    return 4 * _pow2(hidden, MIN_HMAX) * (3 + GATES[op])
+def _shared_bytes(op: str, hidden: int, imax: int = 4) -> int:
+    """recurrent.comp's shared memory: h, aux, c and the gates, HMAX units each, and DynamicQuantizeLSTM's
+    quantized step of X (IMAX)."""
+    return 4 * _pow2(hidden, MIN_HMAX) * (3 + GATES[op]) + 4 * imax
 
 
 class Recurrent(Kernel):
@@ -138,8 +140,10 @@ class Recurrent(Kernel):
                 raise UnsupportedError(f"{op}: input {name} must have shape {shape}, got {got}")
         info = self.device_info
         wg = min(_pow2(gh, 64), 1024, info.max_workgroup_invocations if info else 1024)
-        if _shared_bytes(op, hidden) > (info.max_shared_memory if info else SHARED_BYTES):
-            raise UnsupportedError(f"{op}: hidden_size {hidden} is beyond one workgroup's shared memory")
+        integer_gemms = self.flags & FLAG_QUANTIZED and batch == 1  # (recurrent.comp: as the CPU EP)
+        imax = _pow2(size, 4) if self.flags & FLAG_QUANTIZED else 4
+        if _shared_bytes(op, hidden, imax) > (info.max_shared_memory if info else SHARED_BYTES):
+            raise UnsupportedError(f"{op}: hidden_size {hidden} (input {size}) is beyond one workgroup's shared memory")
         # loop iterations of one invocation per step (recurrent.comp: 8 multiply-adds an iteration), within
         # lavapipe's budget: the sequence is split where it would not fit. Measured on lavapipe (Mesa 22.3, one
         # dispatch with the budget lifted, the step where the output first goes wrong): 119.6 iterations a step
@@ -148,7 +152,12 @@ class Recurrent(Kernel):
         rows, units, dot_h = -(-gh // wg), -(-hidden // wg), -(-hidden // 8)
         gru_reset_first = op == "GRU" and not self.attrs.get("linear_before_reset")
         per_step = 1.15 * (16 + rows * (2 + -(-size // 8) + dot_h) + units * (4 + (dot_h + 4) * gru_reset_first))
-        per_dispatch = int((LOOP_BUDGET - 4 * units - 8) // per_step)
+        prologue = 4 * units + 8
+        if integer_gemms:  # the min / max of X, then each step's of h (two reductions) and its quantized x, h
+            levels = max(1, (wg - 1).bit_length())
+            prologue += 2 * -(-steps * size // wg) + 6 * levels
+            per_step += 1.15 * (8 + 6 * levels + 4 * units + 2 * -(-size // wg))
+        per_dispatch = int((LOOP_BUDGET - prologue) // per_step)
         if per_dispatch < 1:
             raise UnsupportedError(f"{op}: a step of input {size} and hidden {hidden} exceeds one invocation's "
                                    "loop budget")
@@ -156,7 +165,7 @@ class Recurrent(Kernel):
         state = (batch, directions, hidden) if layout else (directions, batch, hidden)
         tail = (steps, batch, size, hidden)
         groups = (min(batch, MAX_GROUPS), directions, -(-batch // MAX_GROUPS))
-        return y, state, tail, (CELLS[op], wg, _pow2(hidden, MIN_HMAX)) + self.alpha_beta, groups, \
+        return y, state, tail, (CELLS[op], wg, _pow2(hidden, MIN_HMAX)) + self.alpha_beta + (imax,), groups, \
             max(1, -(-steps // per_dispatch)), per_dispatch
 
     def compute(self, call) -> None:
@@ -197,36 +206,42 @@ SCALE_AND_ZERO_POINT = {1: (8, 9), 2: (10, 11)}  # DynamicQuantizeLSTM's W and R
 class DynamicQuantizeLSTM(Recurrent):
     """com.microsoft DynamicQuantizeLSTM (what onnxruntime.quantization.quantize_dynamic makes of an LSTM): W
     [dirs, input, 4 hidden] and R [dirs, hidden, 4 hidden] are int8 or uint8 with a scale and zero point per
-    direction or per (direction, gate column). Each is dequantized to float32 once, when packed, into LSTM's
-    layout ([dirs, 4 hidden, input]), and the LSTM kernel runs on it. All six inputs must be constants
+    direction or per (direction, gate column). Each is packed once into LSTM's layout ([dirs, 4 hidden, input])
+    as its integers less the zero point (float32, exact), followed by each gate row's scale ([dirs, 4 hidden]),
+    and the LSTM kernel runs on them (recurrent.comp FLAG_QUANTIZED). All six inputs must be constants
     (manifest `constant_inputs`); ORT packs them in input order, so a weight and its scale are held until its
-    zero point arrives, which is then packed as the dequantized weight.
+    zero point arrives, which is then packed as the weight.
 
-    ORT's CPU EP instead quantizes X and the hidden state to uint8 for each of its integer GEMMs: the two
-    differ by that activation quantization (tests/test_dynamic_quantize_lstm.py measures it)."""
+    ORT's CPU EP quantizes X and the hidden state to uint8 for each of its integer GEMMs. With one batch row
+    recurrent.comp does the same (the same integers, so the same answer); with more, the CPU EP quantizes h
+    over groups of rows that depend on its thread count, and vkep multiplies by the weights in float32: the
+    two then differ by that activation quantization (tests/test_dynamic_quantize_lstm.py measures it)."""
 
     def __init__(self, *args):
         super().__init__(*args)
+        self.flags |= FLAG_QUANTIZED
         self.held: dict[int, np.ndarray] = {}  # W, R and their scales, waiting for their zero points
-        self.dequantized: dict[int, int] = {}  # W's and R's index → the input that carries them dequantized
+        # W's and R's index → (the input that carries them packed, their shape as LSTM's W and R)
+        self.packed: dict[int, tuple[int, tuple[int, int, int]]] = {}
         self.problem: str | None = None  # why the packed weights cannot run (ORT's CPU EP fails the run)
 
     def pack(self, index: int, weight: np.ndarray) -> tuple[np.ndarray, str]:
         if index in (1, 2, 8, 10):
             self.held[index] = weight
-            return np.zeros(1, np.uint8), "held-for-dequantization"  # (all share one byte of device memory)
+            return np.zeros(1, np.uint8), "held-for-packing"  # (all share one byte of device memory)
         quantized = next((w for w, (_, zp) in SCALE_AND_ZERO_POINT.items() if zp == index), None)
         if quantized is None or quantized not in self.held or index - 1 not in self.held:
-            return weight, "raw"  # (compute finds the weight not dequantized)
+            return weight, "raw"  # (compute finds the weight not packed)
         q, scale = self.held.pop(quantized), self.held.pop(index - 1)
         problem = self._quantization_problem(quantized, q.shape, scale.shape, weight)
         if problem:
             self.problem = self.problem or problem
             return weight, "raw"
         per_column = (slice(None), None, slice(None)) if scale.ndim == 2 else (slice(None), None, None)
-        real = (q.astype(np.float32) - weight.astype(np.float32)[per_column]) * scale.astype(np.float32)[per_column]
-        self.dequantized[quantized] = index
-        return np.ascontiguousarray(real.transpose(0, 2, 1)), "dequantized-lstm-weight"
+        integers = q.astype(np.float32) - weight.astype(np.float32)[per_column]  # (MLAS subtracts one zero point)
+        row_scales = np.broadcast_to(scale.astype(np.float32).reshape(q.shape[0], -1), (q.shape[0], q.shape[2]))
+        self.packed[quantized] = index, (q.shape[0], q.shape[2], q.shape[1])
+        return np.concatenate([integers.transpose(0, 2, 1).ravel(), row_scales.ravel()]), "lstm-integer-weight-and-scales"
 
     def _quantization_problem(self, index: int, shape: tuple, scale_shape: tuple,
                               zero_point: np.ndarray) -> str | None:
@@ -248,8 +263,9 @@ class DynamicQuantizeLSTM(Recurrent):
         ins = padded(call.inputs, 12)
         if self.problem:
             raise UnsupportedError(self.problem)
-        if len(self.dequantized) == 2:
-            weights = [ins[self.dequantized[i]] for i in (1, 2)]
+        if len(self.packed) == 2:  # the integers' shape, the scales after them (recurrent.comp)
+            weights = [Tensor(ins[at].addr, shape, "float32", ins[at].io) for at, shape in
+                       (self.packed[i] for i in (1, 2))]
         else:  # planning at GetCapability (before packing, at address 0) or weights that were not packed
             for w, (scale, zp) in SCALE_AND_ZERO_POINT.items():
                 if any(ins[i] is None or ins[i].addr for i in (w, scale, zp)):

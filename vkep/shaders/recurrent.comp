@@ -13,9 +13,17 @@
 // states [D, B, H] / [B, D, H]; W [D, G*H, I], R [D, G*H, H], B [D, 2*G*H], P [D, 3*H] as in ONNX.
 // A dispatch that is not the last of a sequence split into several (lavapipe's loop budget) writes the
 // running state to yh / yc, which the next one reads as h0 / c0.
+//
+// DynamicQuantizeLSTM (FLAG_QUANTIZED): W and R hold the 8-bit weights less their zero point (as floats),
+// each followed by the scale of every gate row ([D, G*H]). With one batch row, the gates are computed as
+// ORT's CPU EP computes them (rnn_helpers.cc, the quantized ComputeGemm): X (its first `len` steps, all
+// of it) and each step's h are quantized to uint8 with their own min / max (GetQuantizationParameter), the
+// products summed in integers and scaled by (activation scale * weight scale). With more rows the CPU EP
+// quantizes h over groups of rows that depend on its thread count: there vkep multiplies in float32.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "activation.glsl"
+#include "precise.glsl"
 
 #define WG gl_WorkGroupSize.x
 layout(local_size_x_id = 1) in;
@@ -34,6 +42,7 @@ layout(constant_id = 11) const float B2 = 0.0;
 layout(constant_id = 12) const float B3 = 0.0;
 layout(constant_id = 13) const float B4 = 0.0;
 layout(constant_id = 14) const float B5 = 0.0;
+layout(constant_id = 15) const uint IMAX = 4;  // DynamicQuantizeLSTM: the quantized step of X, >= input_size
 const uint GATES = CELL == 2 ? 4 : (CELL == 1 ? 3 : 1);
 
 layout(push_constant, scalar) uniform Push {
@@ -53,6 +62,7 @@ layout(push_constant, scalar) uniform Push {
 #define FLAG_REVERSE 16u      // direction = reverse (direction 1 of bidirectional is reverse too)
 #define FLAG_LAST 32u         // the dispatch that ends the sequence writes the final states
 #define FLAG_VEC4 64u         // float32 with input and hidden sizes multiples of 4: rows read 4 at a time
+#define FLAG_QUANTIZED 128u   // DynamicQuantizeLSTM: integer W and R, then their row scales (see the top)
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Int32Tensor { int v[]; };
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Vec4Tensor { vec4 v[]; };
@@ -65,7 +75,8 @@ const uint AUX = HMAX / 4;
 #define hs(j) unit(0, j)
 #define aux(j) unit(AUX, j)
 shared float cs[HMAX];          // LSTM: c of the previous step
-shared float gates[GATES * HMAX];
+shared float gates[GATES * HMAX];  // (also the min / max reductions of the quantized steps)
+shared float xq[IMAX];             // DynamicQuantizeLSTM: this step's X, quantized, less its zero point
 
 float act(uint code, float x, float a, float b) {
     switch (code) {
@@ -171,6 +182,51 @@ float dot_shared(uint64_t maddr, uint m, uint n, uint from) {
     return (s0 + s1) + (s2 + s3);
 }
 
+// the same in integers, with V this step's quantized X (xq) or h (aux): the CPU EP's integer GEMMs
+#define QX(k) int(xq[k])
+#define QH(k) int(aux(k))
+#define INT_DOT(NAME, V)                                                                  \
+int NAME(uint64_t maddr, uint m, uint n) {                                                \
+    Tensor M = Tensor(maddr);                                                             \
+    int s0 = 0, s1 = 0;                                                                   \
+    uint k = 0;                                                                           \
+    for (; k + 8 <= n; k += 8) {                                                          \
+        s0 += int(LOAD(M, m + k)) * V(k) + int(LOAD(M, m + k + 1)) * V(k + 1)             \
+            + int(LOAD(M, m + k + 2)) * V(k + 2) + int(LOAD(M, m + k + 3)) * V(k + 3);    \
+        s1 += int(LOAD(M, m + k + 4)) * V(k + 4) + int(LOAD(M, m + k + 5)) * V(k + 5)     \
+            + int(LOAD(M, m + k + 6)) * V(k + 6) + int(LOAD(M, m + k + 7)) * V(k + 7);    \
+    }                                                                                     \
+    for (uint u = 0; u < 7; ++u)                                                          \
+        if (k + u < n) s0 += int(LOAD(M, m + k + u)) * V(k + u);                          \
+    return s0 + s1;                                                                       \
+}
+INT_DOT(int_dot_x, QX)
+INT_DOT(int_dot_h, QH)
+
+// (scale, zero point) of uint8 values over the workgroup's partial minima and maxima, the range widened to
+// hold 0, as ORT's GetQuantizationParameter. Every invocation calls it; it uses `gates`.
+vec2 quantization(float lo, float hi) {
+    uint tid = gl_LocalInvocationID.x;
+    for (uint pass = 0; pass < 2; ++pass) {
+        gates[tid] = pass == 0 ? lo : hi;
+        barrier();
+        for (uint s = 1; s < WG; s <<= 1) {
+            if ((tid & (2 * s - 1)) == 0 && tid + s < WG)
+                gates[tid] = pass == 0 ? min(gates[tid], gates[tid + s]) : max(gates[tid], gates[tid + s]);
+            barrier();
+        }
+        if (pass == 0) lo = gates[0]; else hi = gates[0];
+        barrier();
+    }
+    float scale = hi == lo ? 1.0 : precise_div(hi - lo, 255.0);
+    return vec2(scale, roundEven(clamp(0.0 - precise_div(lo, scale), 0.0, 255.0)));
+}
+
+// v quantized with q = (scale, zero point), less the zero point (MLAS: round half to even, saturate)
+float quantized(float v, vec2 q) {
+    return clamp(roundEven(precise_div(v, q.x)) + q.y, 0.0, 255.0) - q.y;
+}
+
 void main() {
     uint tid = gl_LocalInvocationID.x;
     uint b = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x, d = gl_WorkGroupID.y, D = gl_NumWorkGroups.y;
@@ -192,6 +248,19 @@ void main() {
     }
     uint state = batch_first ? (b * D + d) * H : (d * B + b) * H;  // this row in [D, B, H] / [B, D, H]
     uint wrow = d * GH * I, rrow = d * GH * H, brow = d * 2 * GH;
+    bool quantized_weights = (FLAGS & FLAG_QUANTIZED) != 0;
+    bool integer_gemms = quantized_weights && B == 1;  // as the CPU EP (see the top)
+    Tensor WScale = Tensor(pc.w + 4 * uint64_t(D * GH * I)), RScale = Tensor(pc.r + 4 * uint64_t(D * GH * H));
+    vec2 xquant = vec2(1.0, 0.0);
+    if (integer_gemms) {  // X's first len steps (one row each), quantized as one tensor
+        float lo = 0.0, hi = 0.0;
+        for (uint k = tid; k < len * I; k += WG) {
+            float v = LOAD(X, k);
+            lo = min(lo, v);
+            hi = max(hi, v);
+        }
+        xquant = quantization(lo, hi);
+    }
     for (uint j = tid; j < H; j += WG) {
         hs(j) = pc.h0 != 0 ? LOAD(Tensor(pc.h0), state + j) : 0.0;
         if (CELL == 2) cs[j] = pc.c0 != 0 ? LOAD(Tensor(pc.c0), state + j) : 0.0;
@@ -208,8 +277,31 @@ void main() {
             continue;
         }
         uint xrow = batch_first ? (b * T + t) * I : (t * B + b) * I;
+        vec2 hquant = vec2(1.0, 0.0);
+        if (integer_gemms) {  // this step's x and h quantized
+            float lo = 0.0, hi = 0.0;
+            for (uint j = tid; j < H; j += WG) {
+                lo = min(lo, hs(j));
+                hi = max(hi, hs(j));
+            }
+            hquant = quantization(lo, hi);
+            for (uint k = tid; k < I; k += WG) xq[k] = quantized(LOAD(X, xrow + k), xquant);
+            for (uint j = tid; j < H; j += WG) aux(j) = quantized(hs(j), hquant);
+            barrier();
+        }
         // (A) pre-activations of the gate rows
         for (uint row = tid; row < GH; row += WG) {
+            if (quantized_weights) {
+                float ws = LOAD(WScale, d * GH + row), rs = LOAD(RScale, d * GH + row);
+                precise float acc;
+                if (integer_gemms)  // as MLAS: each GEMM's int32 sum times (its scales' product), then added
+                    acc = float(int_dot_x(pc.w, wrow + row * I, I)) * (xquant.x * ws)
+                        + float(int_dot_h(pc.r, rrow + row * H, H)) * (hquant.x * rs);
+                else
+                    acc = dot_global(pc.w, wrow + row * I, pc.x, xrow, I) * ws + dot_shared(pc.r, rrow + row * H, H, 0) * rs;
+                gates[row] = acc;
+                continue;
+            }
             float acc = dot_global(pc.w, wrow + row * I, pc.x, xrow, I);
             if (CELL != 1 || row < 2 * H) acc += dot_shared(pc.r, rrow + row * H, H, 0);
             else if ((FLAGS & FLAG_LINEAR_BEFORE_RESET) != 0) aux(row - 2 * H) = dot_shared(pc.r, rrow + row * H, H, 0);

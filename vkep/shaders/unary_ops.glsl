@@ -2,6 +2,8 @@
 // specialization constant, fused.comp (elementwise chains fused through ORT's Compile) with an op read from
 // its program. OP codes: vkep/kernels/elementwise.py, UNARY_OPS. Needs common.glsl and activation.glsl.
 
+#include "mlas_logistic.glsl"
+
 #define OP_RELU 0
 #define OP_SIGMOID 1
 #define OP_TANH 2
@@ -155,7 +157,7 @@ float unary_float(uint op, float v, float a, float b) {
     if (isnan(v) && !nan_is_computed(op)) return v;
     switch (op) {
     case OP_RELU: return v < 0.0 ? 0.0 : v;  // not max(): keeps NaN
-    case OP_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case OP_SIGMOID: return mlas_logistic(v);  // as the CPU EP, to the last bit (mlas_logistic.glsl)
     case OP_TANH: return tanh_safe(v);
     case OP_ABS: return abs(v);
     case OP_NEG: return -v;
