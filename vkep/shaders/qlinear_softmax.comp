@@ -38,7 +38,8 @@ void main() {
     precise float vsum = 0.0;
     for (uint k = 0; k < pc.len; ++k) vsum += table.v[255 - (top - rq_byte(pc.x, first + k * pc.inner, s))];
     float ys = floor(precise_div(1.0, RqFloats(pc.y_scale).v[0]));
-    int y_zp = pc.y_zp != 0 ? rq_byte(pc.y_zp, 0, s) : 0;
+    int y_zp = rq_byte(PRESENT_OR(pc.y_zp, pc.x), 0, s);
+    y_zp = pc.y_zp != 0 ? y_zp : 0;
     for (uint k = 0; k < pc.len; ++k) {
         uint at = first + k * pc.inner;
         precise float scaled = table.v[255 - (top - rq_byte(pc.x, at, s))] * ys;

@@ -238,8 +238,9 @@ void main() {
     Tensor X = Tensor(pc.x), Bias = Tensor(pc.b), P = Tensor(pc.p), Y = Tensor(pc.y);
 
     uint len = T;
+    int lens_b = Int32Tensor(PRESENT_OR(pc.lens, pc.x)).v[PRESENT_AT(pc.lens, b)];
     if (pc.lens != 0) {
-        int given = Int32Tensor(pc.lens).v[b];
+        int given = lens_b;
         if (given < 0 || uint(given) > T) {  // the CPU EP fails the run: so does this (common.glsl)
             report_index_error(pc.err);
             given = clamp(given, 0, int(T));
@@ -262,8 +263,10 @@ void main() {
         xquant = quantization(lo, hi);
     }
     for (uint j = tid; j < H; j += WG) {
-        hs(j) = pc.h0 != 0 ? LOAD(Tensor(pc.h0), state + j) : 0.0;
-        if (CELL == 2) cs[j] = pc.c0 != 0 ? LOAD(Tensor(pc.c0), state + j) : 0.0;
+        float h0 = LOAD(Tensor(PRESENT_OR(pc.h0, pc.x)), PRESENT_AT(pc.h0, state + j));
+        float c0 = LOAD(Tensor(PRESENT_OR(pc.c0, pc.x)), PRESENT_AT(pc.c0, state + j));
+        hs(j) = pc.h0 != 0 ? h0 : 0.0;
+        if (CELL == 2) cs[j] = pc.c0 != 0 ? c0 : 0.0;
     }
     barrier();
 
