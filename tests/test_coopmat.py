@@ -151,5 +151,28 @@ def test_cases_on_mesa_26():
     tail = (res.stdout + res.stderr)[-3000:]
     assert res.returncode == 0, tail
     summary = res.stdout.strip().splitlines()[-1]
-    count = len(CASES) * 2 + 2
+    count = len(CASES) * 2 + 3
     assert f"{count} passed" in summary and "failed" not in summary, tail
+
+
+@needs_coopmat
+def test_a_fused_epilogue_runs_on_the_matrix_units(ep_devices):
+    """A float16 MatMul whose Add + Relu fuse into it (epilogues=1) runs matmul_coop.comp's EPILOGUE variant, bit for
+    bit as its nodes one by one with coopmat=1."""
+    f16 = TensorProto.FLOAT16
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["p"]), helper.make_node("Add", ["p", "r"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, f16, s) for n, s in
+                                           (("a", [37, 29]), ("b", [29, 45]), ("r", [37, 45]))],
+                              [helper.make_tensor_value_info("y", f16, [37, 45])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rng = np.random.default_rng(3)
+    feeds = {k: rng.standard_normal(s).astype(np.float16) for k, s in (("a", (37, 29)), ("b", (29, 45)),
+                                                                        ("r", (37, 45)))}
+    first = max(kernels(), default=0)
+    fused = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"coopmat": "1", "epilogues": "1"})
+    got = fused.run(None, feeds)[0]
+    (kernel,) = [k for i, k in kernels().items() if i > first and k.spec.op == "FusedEpilogue"]
+    assert {(s, d) for s, d, _ in kernel.pipelines} == {("matmul_coop.comp", "float16+epilogue")}
+    want = runner.vkep_session(model, ep_options={"coopmat": "1", "fuse": "0"}).run(None, feeds)[0]
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))

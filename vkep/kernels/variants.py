@@ -18,9 +18,10 @@ from vkep.kernels.base import EPILOGUE_SUFFIX, SHADER_DTYPE, variant
 Variant = tuple[str, tuple[tuple[str, int], ...]]  # (shader file, sorted -D defines)
 
 # shaders a kernel uses where the compiler can build them (else it takes another path): what a build says when not
-OPTIONAL = {("matmul_coop.comp", (("DTYPE", SHADER_DTYPE["float16"]),)):
-            "float16 MatMul/Gemm on cooperative matrices: GL_KHR_cooperative_matrix needs glslang >= 14; without it "
-            "devices that have them compile it at run time if their glslang can, else use matmul.comp"}
+_COOPMAT = "float16 MatMul/Gemm on cooperative matrices: GL_KHR_cooperative_matrix needs glslang >= 14; without it " \
+           "devices that have them compile it at run time if their glslang can, else use matmul.comp"
+OPTIONAL = {("matmul_coop.comp", (("DTYPE", SHADER_DTYPE["float16"]),)): _COOPMAT,
+            ("matmul_coop.comp", (("DTYPE", SHADER_DTYPE["float16"]), ("EPILOGUE", 1))): _COOPMAT}
 
 _TWO_TYPES = re.compile(r"\bDTYPE_Y\b|\bTensorY\b|\bSTORE_Y\b")
 
@@ -39,7 +40,8 @@ def of_spec(spec: manifest.KernelSpec) -> set[Variant]:
 def epilogues() -> set[Variant]:
     """The EPILOGUE variants of the producers fused groups end in (vkep/kernels/epilogue.py), float types."""
     return {_key(path.name, variant(t + EPILOGUE_SUFFIX)) for path in sorted(SHADER_DIR.glob("*.comp"))
-            if '#include "epilogue.glsl"' in path.read_text(encoding="utf-8") for t in ("float32", "float16")}
+            if '#include "epilogue.glsl"' in path.read_text(encoding="utf-8") for t in ("float32", "float16")
+            if path.name not in {shader for shader, _ in OPTIONAL}}
 
 
 def required() -> set[Variant]:
@@ -48,7 +50,7 @@ def required() -> set[Variant]:
 
 def possible() -> set[Variant]:
     codes = sorted(set(SHADER_DTYPE.values()))
-    out = set(required())
+    out = set(required()) | set(OPTIONAL)
     for path in sorted(SHADER_DIR.glob("*.comp")):
         out |= {_key(path.name, {"DTYPE": c}) for c in codes}
         if _TWO_TYPES.search(path.read_text(encoding="utf-8")):

@@ -4,12 +4,14 @@
 // float16 operands and float32 sums. One subgroup a workgroup computes a BM x BN block of y as RM x RN
 // cooperative matrices of TM x TN (the device's own size, from vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR:
 // vkep/kernels/coopmat.py), over K in steps of TK. A and B are staged through shared memory with zeros past
-// M, N and K, so any size, stride, transpose or broadcast batch that matmul.comp takes is taken here.
+// M, N and K, so any size, stride, transpose or broadcast batch that matmul.comp takes is taken here; its EPILOGUE
+// variant applies a fused group's steps to each value it stores (epilogue.glsl), as matmul.comp's does.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #if DTYPE != 1
 #error matmul_coop.comp multiplies float16 (float32 products stay on matmul.comp)
 #endif
+#include "epilogue.glsl"
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_control_flow_attributes : require
@@ -73,6 +75,10 @@ void main() {
         float r = pc.alpha * tile_y[e];
         float c = float(LOAD(Tensor(PRESENT_OR(pc.c, pc.a)), PRESENT_AT(pc.c, m * pc.c_m + n * pc.c_n)));
         if (pc.c != 0) r += pc.beta * c;
+#ifdef EPILOGUE
+        epilogue_at(pc.y, pc.epilogue_operand, z * pc.M * pc.N + m * pc.N + n, m, n, r);  // (a fused group's steps)
+#else
         STORE(Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
+#endif
     }
 }
