@@ -414,6 +414,20 @@ def qlinear_lookup(rng) -> Case:
     return Case(op, 1, inputs, {"axis": axis}, consts, names=names, domain=MS)
 
 
+def qlinear_softmax(rng) -> Case:
+    """QLinearSoftmax of rank 1 to 4, any axis (or none), Softmax opset 11 (rows from the axis on), 13 or 15,
+    uint8 or int8, constant scales and zero points (a computed X scale stays on the CPU EP)."""
+    dtype = str(rng.choice(["uint8", "int8"]))
+    rank = int(rng.integers(1, 5))
+    x = _q(rng, shape_of(rng, rank, high=7, empty=0.05), dtype)
+    attrs = {"opset": int(rng.choice([11, 13, 15]))}
+    if rng.random() < 0.8:
+        attrs["axis"] = int(rng.integers(-rank, rank))
+    y_scale = np.float32(1 / 256) if rng.random() < 0.5 else _qscale(rng)
+    consts = {**_q_params(rng, dtype, "x"), "ys": np.asarray(y_scale, np.float32), "yz": _q(rng, [], dtype)}
+    return Case("QLinearSoftmax", 1, [x], attrs, consts, names=["x0", "xs", "xz", "ys", "yz"], domain=MS)
+
+
 def qlinear_pool(rng) -> Case:
     """QLinearGlobalAveragePool over 1 to 3 spatial dims, QLinearAveragePool over 1 or 2 with strides, pads,
     auto_pad, ceil_mode and count_include_pad."""
@@ -739,6 +753,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     integer_conv: ("ConvInteger", "QLinearConv"), qlinear_binary: ("QLinearAdd", "QLinearMul"),
     qlinear_lookup: ("QLinearLeakyRelu", "QLinearSigmoid", "QLinearConcat"),
     qlinear_pool: ("QLinearGlobalAveragePool", "QLinearAveragePool"), qgemm: ("QGemm",),
+    qlinear_softmax: ("QLinearSoftmax",),
     contrib_attention: ("Attention",),
     attention: ("Attention",), rotary: ("RotaryEmbedding",),
     contrib_gelu_norms: ("FastGelu", "BiasGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"),

@@ -52,6 +52,9 @@ QLINEAR_SOFTMAX = {
     "axis_inside": (np.int8, [2, 5, 3], 13, 1, 0.1, 1 / 256, 0, -128),
     "opset11_rows_from_axis": (np.uint8, [2, 3, 4], 11, None, 0.2, 1 / 200, 0, 0),  # (axis 1: 12 a row)
     "imagenet_1000": (np.uint8, [2, 1000], 13, -1, 0.125, 1 / 256, 90, 0),
+    # rows so short that a table entry times 1 / y_scale overflows float32 (found by test_fuzz_math: -128 for 127)
+    "one_element_rows": (np.int8, [3, 1], 15, -1, 0.0204, 1 / 256, -35, 81),
+    "short_rows_small_y_scale": (np.uint8, [2, 3], 13, -1, 0.05, 1 / 1000, 0, 0),
 }
 
 

@@ -42,8 +42,16 @@ void main() {
     y_zp = pc.y_zp != 0 ? y_zp : 0;
     for (uint k = 0; k < pc.len; ++k) {
         uint at = first + k * pc.inner;
-        precise float scaled = table.v[255 - (top - rq_byte(pc.x, at, s))] * ys;
-        int q = int(roundEven(quotient(scaled, vsum))) + y_zp;
+        float e_x = table.v[255 - (top - rq_byte(pc.x, at, s))];
+        precise float scaled = e_x * ys;
+        precise float ratio = quotient(scaled, vsum);
+        if (isinf(scaled)) {  // (a short row: the table's entries near FLT_MAX / len, times ys, overflow; both
+            int e;            // sides scaled by vsum's power of two first, as the CPU EP's answer is the true one)
+            frexp(vsum, e);
+            precise float scaled_down = ldexp(e_x, -e) * ys;
+            ratio = quotient(scaled_down, ldexp(vsum, -e));
+        }
+        int q = int(roundEven(ratio)) + y_zp;
         RqBytes(pc.y).v[at] = uint8_t(clamp(q, s ? -128 : 0, s ? 127 : 255) & 0xff);
     }
 }
