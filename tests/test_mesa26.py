@@ -2,7 +2,9 @@
 
 That driver's compiler optimizes more than Debian 12's Mesa 22.3: it folded fused elementwise steps that the
 float controls should have kept (a - a over an infinite a to 0, a float16 rounding between steps away), which the
-files below, run there, caught (fused.comp now hides each step's operands from it). test_coopmat.py runs itself
+files below, run there, caught (fused.comp now hides each step's operands from it); test_recurrent.py because
+recurrent.comp still reads its bias and peepholes under a test of their addresses (the pattern that crashed
+that driver elsewhere: common.glsl PRESENT_OR). test_coopmat.py runs itself
 there on its own (its cases need the driver's cooperative matrices).
 """
 
@@ -17,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 WRAPPER = ROOT / ".cache" / "trixie" / "run"
-FILES = ["test_fusion.py", "test_epilogue.py"]
+FILES = ["test_fusion.py", "test_epilogue.py", "test_recurrent.py"]
 
 
 @pytest.mark.parametrize("name", FILES)
