@@ -8,22 +8,16 @@ checks the CPU EP's answer and that every dispatch of the node went to matmul_co
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from conftest import tolerance
 from onnx import TensorProto, helper, numpy_helper
+from test_mesa26 import run_pytest_on_mesa_26
 
 from vkep import runner
 from vkep.gpu import device
 from vkep.kernels import coopmat, tuning
 
-ROOT = Path(__file__).resolve().parents[1]
-WRAPPER = ROOT / ".cache" / "trixie" / "run"
 VKEP = "VulkanExecutionProvider"
 
 
@@ -142,12 +136,7 @@ def test_cases_on_mesa_26():
     """This file again, under Mesa 26 lavapipe (tools/mesa_trixie.sh), where the cases run: none may skip."""
     if has_coopmat():
         pytest.skip("this process's device has cooperative matrices itself: the cases ran here")
-    if not WRAPPER.exists():
-        pytest.skip(f"no Mesa 26 root: run tools/mesa_trixie.sh (./dev test does) to create {WRAPPER}")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VK_", "PYTEST_"))}
-    env.update(VKEP_CACHE_DIR=str(ROOT / ".cache" / "trixie" / "vkep-cache"))
-    res = subprocess.run([str(WRAPPER), sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider",
-                          "-rs"], cwd=ROOT / "tests", env=env, capture_output=True, text=True, timeout=900)
+    res = run_pytest_on_mesa_26(__file__, "-rs", timeout=900)
     tail = (res.stdout + res.stderr)[-3000:]
     assert res.returncode == 0, tail
     summary = res.stdout.strip().splitlines()[-1]

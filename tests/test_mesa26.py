@@ -22,15 +22,20 @@ WRAPPER = ROOT / ".cache" / "trixie" / "run"
 FILES = ["test_fusion.py", "test_epilogue.py", "test_recurrent.py"]
 
 
-@pytest.mark.parametrize("name", FILES)
-def test_file_on_mesa_26(name):
-    if os.environ.get("VK_DRIVER_FILES", "").startswith(str(WRAPPER.parent)):
-        pytest.skip("this process runs on Mesa 26 already")
+def run_pytest_on_mesa_26(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    """pytest with `args` in tests/, under the Mesa 26 root's wrapper (skips this test where there is none)."""
     if not WRAPPER.exists():
         pytest.skip(f"no Mesa 26 root: run tools/mesa_trixie.sh (./dev test does) to create {WRAPPER}")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VK_", "PYTEST_"))}
     env.update(VKEP_CACHE_DIR=str(ROOT / ".cache" / "trixie" / "vkep-cache"))
-    res = subprocess.run([str(WRAPPER), sys.executable, "-m", "pytest", name, "-q", "-p", "no:cacheprovider"],
-                         cwd=ROOT / "tests", env=env, capture_output=True, text=True, timeout=1800)
+    return subprocess.run([str(WRAPPER), sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider"],
+                          cwd=ROOT / "tests", env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_file_on_mesa_26(name):
+    if os.environ.get("VK_DRIVER_FILES", "").startswith(str(WRAPPER.parent)):
+        pytest.skip("this process runs on Mesa 26 already")
+    res = run_pytest_on_mesa_26(name)
     summary = (res.stdout.strip().splitlines() or [""])[-1]
     assert res.returncode == 0 and "passed" in summary, (res.stdout + res.stderr)[-4000:]

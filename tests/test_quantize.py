@@ -136,17 +136,22 @@ def test_qdq_model_from_orts_quantizer(ep_devices, tmp_path, weights):
             assert np.array_equal(got.reshape(got.shape[0], -1).argmax(1), want.reshape(want.shape[0], -1).argmax(1))
 
 
-@pytest.mark.parametrize("shape", [(7,), (3, 40), (2, 5, 300)])
-@pytest.mark.parametrize("offset", [0.0, 3.0, -3.0])
-def test_dynamic_quantize_linear(ep_devices, shape, offset):
-    """Scale and zero point from the data (its range widened to hold 0), then quantized: as the CPU EP."""
-    x = (np.random.default_rng(len(shape)).standard_normal(shape) + offset).astype(np.float32)
+def _dynamic_quantize_model(shape):
+    """One DynamicQuantizeLinear node over a float32 X of `shape`: outputs y (uint8), scale, zp."""
     node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zp"])
     graph = helper.make_graph([node], "dql", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info("y", TensorProto.UINT8, None),
                                helper.make_tensor_value_info("scale", TensorProto.FLOAT, None),
                                helper.make_tensor_value_info("zp", TensorProto.UINT8, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 40), (2, 5, 300)])
+@pytest.mark.parametrize("offset", [0.0, 3.0, -3.0])
+def test_dynamic_quantize_linear(ep_devices, shape, offset):
+    """Scale and zero point from the data (its range widened to hold 0), then quantized: as the CPU EP."""
+    x = (np.random.default_rng(len(shape)).standard_normal(shape) + offset).astype(np.float32)
+    model = _dynamic_quantize_model(shape)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     for got, want in zip(session.run(None, {"x": x}), runner.cpu_session(model).run(None, {"x": x}), strict=True):
         np.testing.assert_array_equal(got, want)
@@ -159,12 +164,7 @@ def test_dynamic_quantize_linear_past_one_workgroup(ep_devices):
     shape = (1, 64, 512, 512)
     x = np.random.default_rng(5).uniform(0.0, 4.0, shape).astype(np.float32)
     x.flat[x.size - 1], x.flat[x.size // 3] = -1.25, 6.5
-    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zp"])
-    graph = helper.make_graph([node], "dql", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None),
-                               helper.make_tensor_value_info("scale", TensorProto.FLOAT, None),
-                               helper.make_tensor_value_info("zp", TensorProto.UINT8, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    model = _dynamic_quantize_model(shape)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     want = runner.cpu_session(model).run(None, {"x": x})
     assert want[1] == np.float32(7.75 / 255)  # the range from both extremes
