@@ -99,16 +99,17 @@ uint64_t kv_row(uint64_t past_t, uint64_t new_t, uint dim, uint b, uint kh, uint
 float bias_of(uint b, uint h, uint i, uint j, int offset, uint valid) {
     float bias = 0.0;
     if (MASK != 0) {
-        if (j < pc.mask_len) {
-            uint mi = b * pc.mask_sb + h * pc.mask_sh + i * pc.mask_sq + j;
+        // read at a key inside the mask whatever j (a driver may perform a load under a branch anyway: common.glsl
+        // PRESENT_OR; an empty mask reads Q's first element), then choose: keys past its length are masked
+        uint mi = b * pc.mask_sb + h * pc.mask_sh + i * pc.mask_sq + min(j, pc.mask_len - 1);
+        TensorY M = TensorY(pc.mask_len != 0 ? pc.mask : pc.q);
+        mi = pc.mask_len != 0 ? mi : 0u;
 #if DTYPE_Y == 4
-            bias = TensorY(pc.mask).v[mi] != uint8_t(0) ? 0.0 : NEG_INF;
+        bias = M.v[mi] != uint8_t(0) ? 0.0 : NEG_INF;
 #else
-            bias = float(TensorY(pc.mask).v[mi]);
+        bias = float(M.v[mi]);
 #endif
-        } else {
-            bias = NEG_INF;
-        }
+        bias = j < pc.mask_len ? bias : NEG_INF;
     }
     int frontier = (CAUSAL == 1 ? int(i) : 0) + offset;
     if (CAUSAL != 0 && int(j) > frontier) bias += NEG_INF;

@@ -235,7 +235,7 @@ void main() {
     bool batch_first = (FLAGS & FLAG_BATCH_FIRST) != 0;
     bool reverse = d == 1 || (FLAGS & FLAG_REVERSE) != 0;
     bool has_bias = (FLAGS & FLAG_BIAS) != 0;
-    Tensor X = Tensor(pc.x), Bias = Tensor(pc.b), P = Tensor(pc.p), Y = Tensor(pc.y);
+    Tensor X = Tensor(pc.x), Bias = Tensor(pc.b), Y = Tensor(pc.y);
 
     uint len = T;
     int lens_b = Int32Tensor(PRESENT_OR(pc.lens, pc.x)).v[PRESENT_AT(pc.lens, b)];
@@ -352,15 +352,19 @@ void main() {
                 }
                 float c_prev = cs[j];
                 float ipre = gates[j], opre = gates[H + j], fpre = gates[2 * H + j];
+                // peepholes read from a valid address whether given or not, then chosen (common.glsl PRESENT_OR)
+                Tensor Peep = Tensor(PRESENT_OR(pc.p, pc.x));
+                float pi = LOAD(Peep, PRESENT_AT(pc.p, d * 3 * H + j)), po = LOAD(Peep, PRESENT_AT(pc.p, d * 3 * H + H + j));
+                float pf = LOAD(Peep, PRESENT_AT(pc.p, d * 3 * H + 2 * H + j));
                 if (pc.p != 0) {
-                    ipre += c_prev * LOAD(P, d * 3 * H + j);
-                    fpre += c_prev * LOAD(P, d * 3 * H + 2 * H + j);
+                    ipre += c_prev * pi;
+                    fpre += c_prev * pf;
                 }
                 float i = activation(d, 0, clipped(ipre, bi));
                 float f = (FLAGS & FLAG_INPUT_FORGET) != 0 ? 1.0 - i : activation(d, 0, clipped(fpre, bf));
                 float g = activation(d, 1, clipped(gates[3 * H + j], bc));
                 float c = c_prev * f + i * g;
-                if (pc.p != 0) opre += c * LOAD(P, d * 3 * H + H + j);
+                if (pc.p != 0) opre += c * po;
                 float o = activation(d, 0, clipped(opre, bo));
                 h = o * activation(d, 2, c);
                 cs[j] = c;
