@@ -1,4 +1,4 @@
-"""float16 MatMul and Gemm on the device's matrix units (VK_KHR_cooperative_matrix, shaders/matmul_coop.comp).
+"""float16 MatMul, Gemm and Conv on the device's matrix units (VK_KHR_cooperative_matrix, shaders/matmul_coop.comp).
 
 No driver of Debian 12 offers cooperative matrices; Mesa 26's lavapipe does (8x8x8 float16 products with float32
 sums). `tools/mesa_trixie.sh` (run by `./dev test`) sets up that driver and glslang 15 in a trixie root, and
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import tolerance
 from onnx import TensorProto, helper, numpy_helper
+from test_conv import conv_with_constant_weights
 from test_mesa26 import run_pytest_on_mesa_26
 
 from vkep import runner
@@ -140,7 +141,7 @@ def test_cases_on_mesa_26():
     tail = (res.stdout + res.stderr)[-3000:]
     assert res.returncode == 0, tail
     summary = res.stdout.strip().splitlines()[-1]
-    count = len(CASES) * 2 + 3
+    count = (len(CASES) + len(CONV_CASES)) * 2 + 4
     assert f"{count} passed" in summary and "failed" not in summary, tail
 
 
@@ -163,5 +164,62 @@ def test_a_fused_epilogue_runs_on_the_matrix_units(ep_devices):
     got = fused.run(None, feeds)[0]
     (kernel,) = [k for i, k in kernels().items() if i > first and k.spec.op == "FusedEpilogue"]
     assert {(s, d) for s, d, _ in kernel.pipelines} == {("matmul_coop.comp", "float16+epilogue")}
+    want = runner.vkep_session(model, ep_options={"coopmat": "1", "fuse": "0"}).run(None, feeds)[0]
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+CONV_CASES = {
+    # (inputs, attributes): W and B initializers, as in models (prepacked: no Winograd where the units take a 3x3)
+    "3x3_pads_bias": ({"x": (1, 8, 10, 12), "w": (16, 8, 3, 3), "b": (16,)}, {"pads": [1, 1, 1, 1]}),
+    "3x3_stride2_batch2": ({"x": (2, 5, 11, 9), "w": (12, 5, 3, 3)}, {"strides": [2, 2], "pads": [1, 0, 1, 0]}),
+    "1x1_pointwise_bias": ({"x": (2, 24, 7, 7), "w": (20, 24, 1, 1), "b": (20,)}, {}),
+    "1d_dilated": ({"x": (1, 6, 30), "w": (10, 6, 3)}, {"dilations": [2]}),
+    "stem_7x7": ({"x": (1, 3, 32, 32), "w": (16, 3, 7, 7), "b": (16,)}, {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+}
+
+
+@needs_coopmat
+@pytest.mark.parametrize("coop", ["1", "0"])
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_conv_on_matrix_units(ep_devices, case, coop):
+    """A float16 Conv as W x its patches (im2col.comp; X itself for 1x1 stride 1) on matmul_coop.comp with
+    `coopmat=1`, against the CPU EP on the float32 twin; `coopmat=0` keeps conv.comp or Winograd."""
+    inputs, attrs = CONV_CASES[case]
+    model, reference, x = conv_with_constant_weights(inputs, "float16", **attrs)
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"coopmat": coop})
+    assert [ep for _, _, ep in runner.placement(session)] == [VKEP]
+    want = runner.cpu_session(reference).run(None, {"x": x.astype(np.float32)})[0]
+    for _ in range(2):  # (the second run replays the recorded dispatches)
+        got = session.run(None, {"x": x})[0]
+        assert got.shape == want.shape and got.dtype == np.float16
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), **tolerance("float16"))
+    (kernel,) = [k for i, k in kernels().items() if i > first and k.spec.op == "Conv"]
+    used = {shader for shader, _, _ in kernel.pipelines}
+    if coop == "1":
+        assert used == {"matmul_coop.comp"} | (set() if case.startswith("1x1") else {"im2col.comp"}), used
+    else:
+        assert "matmul_coop.comp" not in used and "im2col.comp" not in used, used
+
+
+@needs_coopmat
+def test_conv_epilogue_on_the_matrix_units(ep_devices):
+    """A float16 Conv with a per-channel Add and a Relu fused into it (epilogues=1) on the matrix units: the channel
+    of each value is its row of the product; bit for bit as the nodes one by one."""
+    f16 = TensorProto.FLOAT16
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.standard_normal((12, 6, 3, 3)).astype(np.float16), "w")
+    shift = numpy_helper.from_array(rng.standard_normal((1, 12, 1, 1)).astype(np.float16), "shift")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "shift"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", f16, [1, 6, 9, 11])],
+                              [helper.make_tensor_value_info("y", f16, [1, 12, 9, 11])], [w, shift])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": rng.standard_normal((1, 6, 9, 11)).astype(np.float16)}
+    first = max(kernels(), default=0)
+    fused = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"coopmat": "1", "epilogues": "1"})
+    got = fused.run(None, feeds)[0]
+    (kernel,) = [k for i, k in kernels().items() if i > first and k.spec.op == "FusedEpilogue"]
+    assert ("matmul_coop.comp", "float16+epilogue") in {(s, d) for s, d, _ in kernel.pipelines}
     want = runner.vkep_session(model, ep_options={"coopmat": "1", "fuse": "0"}).run(None, feeds)[0]
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))

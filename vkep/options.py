@@ -163,9 +163,9 @@ EP_OPTIONS = [
             "without subgroup operations; `1`: as auto, but session creation fails on a device without them",
             SESSION, switch_off="0"),
     Setting("coopmat", SWITCH, "auto",
-            "cooperative matrices (VK_KHR_cooperative_matrix: the device's matrix units) for float16 MatMul and Gemm "
-            "(shaders/matmul_coop.comp). `auto`: where the device lists a float16 product with float32 sums; `0`: the "
-            "tiled GEMM instead; `1`: as auto, but session creation fails on a device without them",
+            "cooperative matrices (VK_KHR_cooperative_matrix: the device's matrix units) for float16 MatMul, Gemm and "
+            "Conv (shaders/matmul_coop.comp). `auto`: where the device lists a float16 product with float32 sums and "
+            "vkep/kernels/tuning.json does not measure them slower; `0`: the tiled GEMM and conv.comp instead; `1`: as auto, but session creation fails on a device without them",
             SESSION, switch_off="0"),
     Setting("epilogues", SWITCH, "auto",
             "with `fuse=1`: a Conv, MatMul or Gemm also takes the elementwise group it feeds into its own last "

@@ -2,7 +2,9 @@
 
 Conv runs as an implicit GEMM (shaders/conv.comp), Winograd for 3x3 stride-1 (winograd.py), or on CPU devices
 with 8-wide subgroups as the broadcast GEMMs (conv.comp's MODE 3; matmul.comp's mode 3 for 1x1 stride-1 convs
-over an even pixel count; docs/design.md says why); ConvTranspose gathers per output (shaders/conv_transpose.comp). They read spatial
+over an even pixel count; docs/design.md says why); float16 convs on a device's cooperative matrices
+(coopmat.py) as W x the patches gathered by im2col.comp (X itself for 1x1 stride-1) on matmul_coop.comp;
+ConvTranspose gathers per output (shaders/conv_transpose.comp). They read spatial
 shapes as 3-D, with leading dims of size 1.
 """
 
@@ -13,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from vkep.kernels import matmul, winograd
+from vkep.kernels import coopmat, matmul, winograd
 from vkep.kernels.base import LOOP_BUDGET, MAX_ELEMENTS, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
 
 MAX_SPATIAL = 3
@@ -44,6 +46,16 @@ class Im2col(NamedTuple):
     shape: tuple[int, int, int]
     tail: bytes
     grid: tuple[int, int, int]
+
+
+class Coop(NamedTuple):
+    """A float16 conv planned on the device's cooperative matrices: W [m, k] x patches [k, n] per image, the patches
+    gathered first (`col`) or X itself (a 1x1 stride-1 conv: None)."""
+
+    size: tuple[int, int, int]  # (TM, TN, TK) of the device's product (coopmat.product)
+    col: Im2col | None
+    m: int
+    n: int
 
 
 def _fill(values: list[int], n: int, default: int) -> list[int]:
@@ -155,6 +167,8 @@ class Conv(ConvBase):
         conv.comp's broadcast GEMM will read with an odd K (input channels x taps: the 7x7 stem on 3 channels)
         is packed as [M, K + 1] with a zero column, so that its rows are read in pairs too."""
         tile = winograd.choose_tile(self.attrs, weight.shape, self.device_info) if index == 1 else 0
+        if tile and weight.dtype == np.float16 and self._coop() is not None:  # (the matrix units take it: _plan)
+            tile = 0
         if tile:
             self.winograd_tile, self.weight_shape = tile, tuple(weight.shape)
             return winograd.transform_weights(weight, tile), f"winograd-{tile}"
@@ -165,6 +179,10 @@ class Conv(ConvBase):
             self.weight_row, self.weight_shape = k + 1, tuple(weight.shape)
             return padded, "conv-rows-even"
         return weight, "raw"
+
+    def _coop(self) -> tuple[int, int, int] | None:
+        """The device's cooperative-matrix product for a float16 conv (coopmat.product), else None."""
+        return coopmat.product(self) if self.input_types[0] == "float16" else None
 
     def _pads_rows(self, weight: np.ndarray) -> bool:
         """Whether the plan will surely take conv.comp's broadcast GEMM for this weight (as _plan decides) with an
@@ -186,7 +204,15 @@ class Conv(ConvBase):
             if y.size == 0:
                 return
             reads = [x, w] + ([b] if b is not None else [])
-            if isinstance(constants, Im2col):  # W [M, rows] x col [rows, pixels] per image + bias
+            if isinstance(constants, Coop):  # W [M, rows] x (col or X) [rows, pixels] per image + bias
+                patches = x
+                if constants.col is not None:
+                    patches = call.scratch(constants.col.shape, "float16")
+                    call.dispatch("im2col.comp", "float16", (), [x, patches], constants.col.tail, constants.col.grid,
+                                  [x], [patches])
+                coopmat.dispatch(call, self, constants.size, [w, patches, b, y], tail, groups, constants.m,
+                                 constants.n, [w, patches] + reads[2:], y)
+            elif isinstance(constants, Im2col):  # W [M, rows] x col [rows, pixels] per image + bias
                 col = call.scratch(constants.shape, "float32")
                 call.dispatch("im2col.comp", "float32", (), [x, col], constants.tail, constants.grid, [x], [col])
                 matmul.broadcast_dispatch(call, "float32", [w, col, b, y], tail, groups, [w, col] + reads[2:], y)
@@ -228,14 +254,22 @@ class Conv(ConvBase):
         if broadcast and pointwise and pixels % 2 == 0 and -(-cg // 2) <= matmul.MAX_LOOP:
             return out_shape, None, _image_gemm_tail(mg, cg, pixels), batch
         rows = self.weight_row or cg * math.prod(k3)  # (W's row length: K, or K + 1 where pack padded it)
-        if (broadcast and IM2COL and mg >= IM2COL_MIN_OUTPUTS and pixels % 2 == 0
-                and batch * rows * pixels * 4 <= IM2COL_MAX_BYTES and -(-rows // 2) <= matmul.MAX_LOOP):
+
+        def im2col() -> Im2col:
             runs = -(-pixels // IM2COL_RUN)
             n_col = batch * rows * runs
             col_tail = pack("16I", cg, *as_3d(xs[2:], 1)[1:], *as_3d(out, 1)[1:], *k3[1:], *as_3d(strides, 1)[1:],
                             *as_3d(dilations, 1)[1:], *as_3d(begin, 0)[1:], rows, runs, n_col)
-            col = Im2col((batch, rows, pixels), col_tail, grid_1d(n_col, 64))
-            return out_shape, col, _image_gemm_tail(mg, rows, pixels), batch
+            return Im2col((batch, rows, pixels), col_tail, grid_1d(n_col, 64))
+
+        coop = self._coop()
+        if coop is not None and group == 1 and n <= 2 and -(-rows // coop[2]) <= matmul.MAX_LOOP and (
+                pointwise or batch * rows * pixels * 2 <= IM2COL_MAX_BYTES):
+            return out_shape, Coop(coop, None if pointwise else im2col(), mg, pixels), \
+                _image_gemm_tail(mg, rows, pixels), batch
+        if (broadcast and IM2COL and mg >= IM2COL_MIN_OUTPUTS and pixels % 2 == 0
+                and batch * rows * pixels * 4 <= IM2COL_MAX_BYTES and -(-rows // 2) <= matmul.MAX_LOOP):
+            return out_shape, im2col(), _image_gemm_tail(mg, rows, pixels), batch
         if broadcast and -(-cg * math.prod(k3) // 2) + 1 <= LOOP_BUDGET:
             row = self.weight_row or cg * math.prod(k3)  # (W's row length: K, or K + 1 where pack padded it)
             groups = (-(-pixels // BROADCAST_PIXELS), -(-mg // BROADCAST_CHANNELS), batch)

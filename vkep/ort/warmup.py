@@ -14,7 +14,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from vkep.kernels.base import Tensor, UnsupportedError, tensor_bytes
 
@@ -123,16 +123,20 @@ def warm(kernels: list, gpu, log) -> None:
     cache, stream = gpu.pipelines, gpu.default_stream()
     job = cache.warming_started(len(work))
     try:
-        # created in parallel (a GPU driver compiles here); each then executes once, with zero workgroups, in
-        # order on the device's queue (lavapipe compiles there: its one queue serialises these)
+        # created in parallel (a GPU driver compiles here), each submitted as soon as it is built with a dispatch
+        # of zero workgroups: a driver that compiles at first execution (lavapipe: on its one queue's thread,
+        # one pipeline after another) compiles it there while the other threads still create the rest
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="vkep-pipelines") as pool:
-            built = [p for p in pool.map(build, work.items()) if p is not None]
-        for pipeline in built:
-            stream.dispatch(pipeline, bytes(16), (0, 0, 0), b"", 0, 0)
-            stream.finish()
+            submitted = []  # the timeline value each zero dispatch completes at
+            for future in as_completed([pool.submit(build, item) for item in work.items()]):
+                if (pipeline := future.result()) is not None:
+                    stream.dispatch(pipeline, bytes(16), (0, 0, 0), b"", 0, 0)
+                    submitted.append(stream.flush())
+        for value in submitted:
+            stream.wait(value)
             cache.warmed_one(job)
-        if built:
-            log.info(f"built and compiled the session's {len(built)} pipelines before its first run in "
+        if submitted:
+            log.info(f"built and compiled the session's {len(submitted)} pipelines before its first run in "
                      f"{time.perf_counter() - start:.2f} s")
     finally:
         cache.warming_ended(job)
