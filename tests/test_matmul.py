@@ -214,3 +214,75 @@ def test_broadcast_mode_long_k(ep_devices):
     want = runner.cpu_session(model).run(None, feeds)[0]  # (|y| ~ 100: float32 sums of 70,001 terms differ ~1e-3)
     got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, feeds)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=3e-3)
+
+
+SPLIT_CASES = {
+    # (op, inputs, attributes, workgroups the device runs at once): K cut into slices, summed by splitk.comp
+    "k_past_one_dispatch": ("MatMul", {"a": (3, 1_000_000), "b": (1_000_000, 5)}, {}, 2),  # (no mode sums it whole)
+    "few_tiles_long_k": ("MatMul", {"a": (64, 16384), "b": (16384, 64)}, {}, 2),
+    "batched": ("MatMul", {"a": (3, 8, 8192), "b": (8192, 16)}, {}, 8),
+    "gemm_transposes_alpha_beta_c": ("Gemm", {"a": (8192, 16), "b": (24, 8192), "c": (16, 24)},
+                                     {"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0}, 2),
+}
+
+
+def _shaders_since(first: int, op: str) -> set[tuple[str, str]]:
+    from test_conv import kernels
+
+    return {(shader, dtype) for i, k in kernels().items() if i > first and k.spec.op == op
+            for shader, dtype, _ in k.pipelines}
+
+
+@pytest.mark.parametrize("case", sorted(SPLIT_CASES))
+def test_split_k(ep_devices, monkeypatch, case):
+    """Split-K: a K no dispatch can sum whole (declined before), or a product with fewer tiles of y than the device
+    runs workgroups at once, as float32 partial products over slices of K summed by splitk.comp (alpha, C) against
+    the CPU EP."""
+    from test_conv import kernels
+
+    op, inputs, attrs, parallel = SPLIT_CASES[case]
+    monkeypatch.setattr(matmul, "CPU_PARALLEL", parallel)
+    monkeypatch.setitem(matmul.SPLIT_K, "tiles", parallel)
+    rng = np.random.default_rng(6)
+    feeds = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in inputs.items()}
+    model = single_node(op, inputs, 13, **attrs)
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert [ep for _, _, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):  # (the second run replays the plan)
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=2e-3)
+    assert ("splitk.comp", "float32") in _shaders_since(first, op)
+
+
+def test_split_k_not_without_a_divisor(ep_devices):
+    """K = 8191 (prime): no equal slices, so the product runs whole, as before."""
+    from test_conv import kernels
+
+    first = max(kernels(), default=0)
+    session = _check({"a": (16, 8191), "b": (8191, 16)}, "MatMul")  # noqa: F841 (its kernels live as long as it)
+    assert {shader for shader, _ in _shaders_since(first, "MatMul")} == {"matmul.comp"}
+
+
+def test_split_k_with_a_fused_epilogue(ep_devices):
+    """A split product with a residual Add and a Relu fused into it (epilogues=1): splitk.comp's EPILOGUE variant,
+    bit for bit as the nodes one by one."""
+    from onnx import TensorProto
+
+    from test_conv import kernels
+
+    f32 = TensorProto.FLOAT
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["p"]), helper.make_node("Add", ["p", "r"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    shapes = {"a": (24, 16384), "b": (16384, 40), "r": (24, 40)}
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, f32, s) for n, s in shapes.items()],
+                              [helper.make_tensor_value_info("y", f32, [24, 40])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rng = np.random.default_rng(8)
+    feeds = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in shapes.items()}
+    first = max(kernels(), default=0)
+    fused = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"epilogues": "1"})
+    got = fused.run(None, feeds)[0]
+    assert ("splitk.comp", "float32+epilogue") in _shaders_since(first, "FusedEpilogue")
+    want = runner.vkep_session(model, ep_options={"fuse": "0"}).run(None, feeds)[0]
+    np.testing.assert_array_equal(got, want)

@@ -31,7 +31,7 @@ WORKGROUPS = {
     "quantize.comp": "quantize.WG", "qlinear_binary.comp": "quantize.WG", "qlinear_lookup.comp": "quantize.WG",
     "qlinear_pool.comp": "quantize.WG",
     "grid_sample.comp": "grid_sample.WG", "rotary_embedding.comp": "rotary.WG",
-    "conv_transpose.comp": "conv.WORKGROUP",
+    "conv_transpose.comp": "conv.WORKGROUP", "splitk.comp": "matmul.SPLIT_WG",
 }
 
 Defines = tuple[tuple[str, int], ...]

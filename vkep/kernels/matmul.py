@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
 import struct
 
 import numpy as np
 
-from vkep.kernels import coopmat
-from vkep.kernels.base import Kernel, UnsupportedError, pack, shader_dtype
+from vkep.kernels import coopmat, tuning
+from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
 
 TILE = 64  # output tile of matmul.comp (BM = BN)
@@ -27,6 +28,14 @@ BROADCAST = True
 BROADCAST_ROWS = 32  # a broadcast workgroup's rows of y (matmul.comp's BR) ...
 BROADCAST_LANE_COLUMNS = 8  # ... and columns of one invocation (its BC; the workgroup's: 8 x that)
 MODE_TILED, MODE_FEW_ROWS, MODE_DIRECT, MODE_BROADCAST = 0, 1, 2, 3
+# Split-K (float32): K cut into slices whose partial products run as one dispatch (the slice is the batch's outer
+# index), then summed by splitk.comp (SPLIT_WG invocations a workgroup) with alpha, C and any fused epilogue. Where
+# one dispatch cannot sum K (past MAX_LOOP steps in every mode), and where the product has fewer 64 x 64 tiles of
+# y than the device runs workgroups at once (`tiles`: a CPU device runs one a core) with K of at least `min_k`:
+# the defaults of a class tuning.json does not measure.
+SPLIT_WG = 256
+SPLIT_K = {"min_k": 4096, "tiles": 32, "max_slices": 16}
+CPU_PARALLEL = os.cpu_count() or 2  # the workgroups a CPU device runs at once (lavapipe: a thread a core)
 
 
 def _on_cpu_device(kernel: Kernel) -> bool:
@@ -92,6 +101,55 @@ class _Tiled(Kernel):
 
     def _record(self, call, a, b, c, out_shape, tail: bytes, batches: int, m: int, n: int) -> None:
         k = struct.unpack_from("<I", tail, 8)[0]
+        slices = self._slices(a, tail, batches, m, n, k)
+        if slices > 1:
+            return self._record_split(call, a, b, c, out_shape, tail, batches, m, n, k, slices)
+        self._product(call, a, b, c, lambda: call.output(0, out_shape), tail, batches, m, n)
+
+    def _slices(self, a, tail: bytes, batches: int, m: int, n: int, k: int) -> int:
+        """How many slices of K split-K cuts this product into (1: none; see SPLIT_K): float32, B as the node
+        gives it (not interleaved), the batch in one index (its outer index is the slice's), K a multiple of
+        the count (the slices' pair loads want an even length: chosen first)."""
+        a_outer, b_outer = struct.unpack_from("<I", tail, 4 * 4)[0], struct.unpack_from("<I", tail, 8 * 4)[0]
+        if a.dtype != "float32" or self.b_interleaved or a_outer or b_outer or k < 2 or self.device_info is None:
+            return 1
+        if -(-k // 16) > MAX_LOOP:  # past what any mode of one dispatch can sum: slices of at most MAX_LOOP
+            want = -(-k // MAX_LOOP)
+        else:
+            split = tuning.choice(self.device_info, "splitk", SPLIT_K)
+            tiles = batches * -(-m // TILE) * -(-n // TILE)
+            parallel = CPU_PARALLEL if _on_cpu_device(self) else split["tiles"]
+            if k < split["min_k"] or tiles >= parallel:
+                return 1
+            want = min(-(-parallel // tiles), split["max_slices"], k // (split["min_k"] // 2))
+            if want < 2:
+                return 1
+        counts = [s for s in range(want, min(k, 4 * want) + 1) if k % s == 0 and k // s <= MAX_LOOP]
+        return min(counts, key=lambda s: ((k // s) % 2, s), default=1)
+
+    def _record_split(self, call, a, b, c, out_shape, tail: bytes, batches: int, m: int, n: int, k: int,
+                      slices: int) -> None:
+        """The product as `slices` float32 partial products over K / slices each (one dispatch: the slice is its
+        batch's outer index), summed in slice order by splitk.comp with alpha and beta C."""
+        y = call.output(0, out_shape)
+        if y.size == 0:
+            return
+        ks = k // slices
+        (_, _, _, _, _, a_inner, a_m, a_k, _, b_inner, b_k, b_n, c_m, c_n, alpha,
+         beta) = struct.unpack("<14I2f", tail)
+        partials = call.scratch((slices * batches, m, n), "float32")
+        slice_tail = pack("4I4I4I2I2f", m, n, ks, batches, ks * a_k, a_inner, a_m, a_k, ks * b_k, b_inner, b_k, b_n,
+                          0, 0, 1.0, 0.0)
+        self._product(call, a, b, None, lambda: partials, slice_tail, slices * batches, m, n)
+        count = batches * m * n
+        call.dispatch("splitk.comp", shader_dtype(y), (), [partials, c, y],
+                      pack("6I2f", count, slices, m, n, c_m, c_n, alpha, beta), grid_1d(count, SPLIT_WG),
+                      [partials] + ([c] if c is not None else []), [y])
+
+    def _product(self, call, a, b, c, make_y, tail: bytes, batches: int, m: int, n: int) -> None:
+        """One dispatch of the product the tail describes into make_y()'s tensor (the node's output, or split-K's
+        partial products), in the mode that serves it."""
+        k = struct.unpack_from("<I", tail, 8)[0]
         pairs = self._pair_mode(a, tail, k)
         # (loop steps of an invocation: K, or K / 16 with pairs)
         few_rows = (m <= FEW_ROWS or pairs and m <= PAIR_ROWS or self.b_interleaved) and (
@@ -106,8 +164,8 @@ class _Tiled(Kernel):
         if not few_rows and not direct and not broadcast and -(-k // 16) > MAX_LOOP:
             # lavapipe runs at most 65,535 loop iterations per invocation and then stops silently
             raise UnsupportedError(f"an inner dimension of {k} exceeds what one dispatch can sum ({MAX_LOOP * 16})")
-        y = call.output(0, out_shape)
-        if math.prod(out_shape) == 0:
+        y = make_y()
+        if y.size == 0:
             return
         rows = min(m, FEW_ROWS)
         groups = (-(-n // 256), -(-m // rows), batches) if few_rows else (-(-n // TILE), -(-m // TILE), batches)
