@@ -268,7 +268,6 @@ def test_split_k_with_a_fused_epilogue(ep_devices):
     """A split product with a residual Add and a Relu fused into it (epilogues=1): splitk.comp's EPILOGUE variant,
     bit for bit as the nodes one by one."""
     from onnx import TensorProto
-
     from test_conv import kernels
 
     f32 = TensorProto.FLOAT
