@@ -148,6 +148,7 @@ class Ep:
         self.node_strings: dict[tuple[str, ...], dict[str, list[str] | None]] = {}
         # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
         self.declined: dict[tuple[str, str], str] = {}
+        self.qdq_plans: dict[tuple[str, ...], object] = {}  # a QDQ group's op output names → qdq.Group (qdq.py)
         self.kernels: list = []  # every kernel of this session (warmed at its initialization's end; a captured
         # graph redirects them)
         self.graphs: dict[int, object] = {}  # graph annotation id → capture.CapturedGraph
@@ -337,11 +338,15 @@ def _get_capability(this, graph, support_info):
             claimed.append(nodes[i])
         else:
             _note_declined(ep, nodes[i], reason, severity)
-    fused = set()
+    fused: set[int] = set()
+    if ep.settings["qdq"]:  # (first: the float ops of a QDQ group are no elementwise or epilogue members)
+        from vkep.ort import qdq  # (it imports this module)
+
+        fused = qdq.add_groups(ep, support_info, claimed)
     if ep.settings["fuse"]:
         from vkep.ort import fusion  # (it imports this module)
 
-        fused = fusion.add_groups(ep, support_info, claimed)
+        fused |= fusion.add_groups(ep, support_info, [n for n in claimed if api.address(n) not in fused])
     for node in claimed:
         if api.address(node) not in fused:
             api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, node))
