@@ -85,7 +85,69 @@ def _matmul() -> Builder:
     return b
 
 
-CASES = {"conv": _conv, "conv_relu": lambda: _conv(relu=True), "matmul": _matmul}
+def _gemm(with_q: bool = True) -> Builder:
+    b = Builder()
+    a = b.activation("a", [8, 256], 0.03, 120)
+    w_scale = RNG.uniform(0.002, 0.01, 64).astype(np.float32)
+    w = b.weight("w", RNG.integers(-64, 64, (64, 256)).astype(np.int8), w_scale, 0)  # (transB: [N, K])
+    bias = b.bias("b", RNG.integers(-3000, 3000, 64), np.float32(0.03) * w_scale)
+    b.nodes.append(helper.make_node("Gemm", [a, w, bias], ["gemm" if with_q else "y"], transB=1))
+    if with_q:
+        b.q("gemm", "y", 0.5, 125)
+    return b
+
+
+def _binary(op: str, dtype=np.uint8) -> Builder:
+    b = Builder()
+    zp = 0 if dtype == np.int8 else 128
+    x = b.activation("x", [1, 32, 14, 14], 0.04, zp + 3, dtype)
+    g = b.activation("g", [1, 32, 1, 1], 0.02 if op == "Add" else 0.004, zp - 5, dtype)
+    b.nodes.append(helper.make_node(op, [x, g], ["op"]))
+    b.q("op", "y", 0.05 if op == "Add" else 0.01, zp + 1, dtype)
+    return b
+
+
+def _unary(op: str, shape=(1, 64, 20, 20), **attrs) -> Builder:
+    b = Builder()
+    x = b.activation("x", list(shape), 0.05, 128)
+    b.nodes.append(helper.make_node(op, [x], ["op"], **attrs))
+    out_scale, out_zp = {"Sigmoid": (1 / 256, 0), "Softmax": (1 / 256, 0)}.get(op, (0.03, 120))
+    b.q("op", "y", out_scale, out_zp)
+    return b
+
+
+def _concat() -> Builder:
+    b = Builder()
+    xs = [b.activation(f"x{k}", [1, c, 8, 8], scale, zp) for k, (c, scale, zp) in
+          enumerate([(16, 0.02, 128), (8, 0.05, 100), (24, 0.03, 140)])]
+    b.nodes.append(helper.make_node("Concat", xs, ["op"], axis=1))
+    b.q("op", "y", 0.04, 128)
+    return b
+
+
+CASES = {"conv": _conv, "conv_relu": lambda: _conv(relu=True), "matmul": _matmul, "gemm": _gemm,
+         "gemm_float_output": lambda: _gemm(with_q=False), "add": lambda: _binary("Add"),
+         "add_int8": lambda: _binary("Add", np.int8), "mul": lambda: _binary("Mul"),
+         "average_pool": lambda: _unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+         "global_average_pool": lambda: _unary("GlobalAveragePool", (1, 64, 7, 7)),
+         "sigmoid": lambda: _unary("Sigmoid"), "leaky_relu": lambda: _unary("LeakyRelu", alpha=0.1),
+         "softmax": lambda: _unary("Softmax", (1, 10, 64), axis=-1), "concat": _concat}
+# the QLinear op ORT's CPU EP makes of each case
+QLINEAR = {"conv": "QLinearConv", "conv_relu": "QLinearConv", "matmul": "QLinearMatMul", "gemm": "QGemm",
+           "gemm_float_output": "QGemm", "add": "QLinearAdd", "add_int8": "QLinearAdd", "mul": "QLinearMul",
+           "average_pool": "QLinearAveragePool", "global_average_pool": "QLinearGlobalAveragePool",
+           "sigmoid": "QLinearSigmoid", "leaky_relu": "QLinearLeakyRelu", "softmax": "QLinearSoftmax",
+           "concat": "QLinearConcat"}
+
+
+def _cpu_ops(model: onnx.ModelProto, tmp_path) -> list[str]:
+    """The op types of the graph ORT's CPU EP runs (its optimized model)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "cpu.onnx")
+    ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node]
 
 
 def _executions(session, feeds: dict) -> tuple[list, int]:
@@ -98,9 +160,10 @@ def _executions(session, feeds: dict) -> tuple[list, int]:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_qdq_group_runs_as_its_qlinear_kernel_and_equals_the_cpu_ep(ep_devices, case):
+def test_a_qdq_group_runs_as_its_qlinear_kernel_and_equals_the_cpu_ep(ep_devices, case, tmp_path):
     b = CASES[case]()
     model = b.model(["y"])
+    assert QLINEAR[case] in _cpu_ops(model, tmp_path)  # (the CPU EP fuses these nodes)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     placed = runner.placement(session)
     assert {ep for *_, ep in placed} == {"VulkanExecutionProvider"} and len(placed) == len(b.nodes)
@@ -108,3 +171,44 @@ def test_a_qdq_group_runs_as_its_qlinear_kernel_and_equals_the_cpu_ep(ep_devices
     assert executions == 1, executions
     want = runner.cpu_session(model).run(None, b.feeds)
     np.testing.assert_array_equal(got[0], want[0])
+
+
+def _conv_bias_scale_off() -> Builder:
+    """A bias DQ whose scale is 5% off x_scale * w_scale: ORT 1.32's CPU EP does not fuse it."""
+    b = _conv()
+    scale = next(t for t in b.inits if t.name == "b_scale")
+    scale.CopyFrom(_const("b_scale", numpy_helper.to_array(scale) * np.float32(1.05)))
+    return b
+
+
+def _conv_read_twice() -> Builder:
+    """The Conv's value is a graph output besides its Q's input."""
+    return _conv()
+
+
+def _matmul_int8() -> Builder:
+    """int8 activations: the CPU EP fuses no MatMul of them on x86-64 (QDQIsInt8Allowed)."""
+    b = Builder()
+    a = b.activation("a", [2, 24, 128], 0.03, -8, np.int8)
+    w = b.weight("w", RNG.integers(-64, 64, (128, 96)).astype(np.int8), RNG.uniform(0.002, 0.01, 96), 1)
+    b.nodes.append(helper.make_node("MatMul", [a, w], ["mm"]))
+    b.q("mm", "y", 0.5, -3, np.int8)
+    return b
+
+
+UNFUSED = {"conv_bias_scale_off": (_conv_bias_scale_off, ["y"]), "conv_read_twice": (_conv_read_twice, ["y", "conv"]),
+           "matmul_int8_activations": (_matmul_int8, ["y"])}
+
+
+@pytest.mark.parametrize("case", sorted(UNFUSED))
+def test_groups_the_cpu_ep_does_not_fuse_stay_nodes(ep_devices, case, tmp_path):
+    make, outputs = UNFUSED[case]
+    b = make()
+    model = b.model(outputs)
+    assert not {"QLinearConv", "QLinearMatMul"} & set(_cpu_ops(model, tmp_path))
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    got, executions = _executions(session, b.feeds)
+    assert executions == len(b.nodes), executions
+    for g, w in zip(got, runner.cpu_session(model).run(None, b.feeds), strict=True):
+        # (float Convs and MatMuls on both sides: a sum rounded apart may move an 8-bit value by one)
+        np.testing.assert_allclose(g.astype(np.float64), w, atol=1 if g.dtype != np.float32 else 1e-4, rtol=1e-5)
