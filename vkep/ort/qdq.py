@@ -9,10 +9,11 @@ Which groups: those ORT 1.32's QDQSelectorActionTransformer takes for the CPU EP
 of the op made by a DequantizeLinear whose one consumer is the op and which is no graph output; the op's one
 consumer a QuantizeLinear (through a Relu or Clip that the Q makes redundant), the op's value no graph output;
 8-bit types, the input's equal to the output's; int8 activations only for the unary, binary and Concat forms
-(QDQIsInt8Allowed is false on x86-64); Conv's and Gemm's bias an int32 DequantizeLinear (its integers are the
-QLinear op's bias, its scale unread, as the CPU EP's); Gemm's beta 1 with a bias, and no Q needed (QGemm then
-gives float32). vkep adds its own conditions: every node claimed, float32 scales, weights per tensor or per
-output channel along the axis the QLinear op reads, and the QLinear kernel planning the declared shapes.
+(QDQIsInt8Allowed is false on x86-64); Conv's and Gemm's bias an int32 DequantizeLinear whose integers are the
+QLinear op's bias (Conv's scale x_scale * w_scale within 1% and its zero point 0, Gemm's unread, as ORT 1.32
+checks them); Gemm's alpha and beta 1 with a bias, and no Q needed (QGemm then gives float32). vkep adds its own
+conditions: every node claimed, float32 scales, weights per tensor or per output channel along the axis the
+QLinear op reads, and the QLinear kernel planning the declared shapes.
 docs/design.md, "QDQ groups".
 """
 
@@ -161,9 +162,9 @@ def _plan(op: str, target, dqs: list, clip, q, ep: Ep) -> Group | None:
             return None
     elif op == "Gemm":
         bias = declared.names(dqs[2])[0] if len(dqs) == 3 else ""
-        beta = declared.attribute(target, "beta", "float")
-        if bias and beta is not None and beta != 1.0:
-            return None
+        beta, alpha = (declared.attribute(target, name, "float") for name in ("beta", "alpha"))
+        if bias and (beta not in (None, 1.0) or alpha not in (None, 1.0)):
+            return None  # (ORT 1.32 does not fuse alpha != 1 with a bias either: found by trying it)
         inputs = triple(dqs[0]) + triple(dqs[1]) + [bias] + y
         if not _per_channel_fits(dqs[1], 0 if attrs.get("transB") else 1):
             return None
