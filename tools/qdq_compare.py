@@ -3,18 +3,21 @@
     .venv/bin/python tools/qdq_compare.py [all_ops] [squeezenet] [resnet50] [PATH.onnx[:1x3x320x320] ...]
 
 Each float model (vkep's default model, ONNX's light models, a PATH without DequantizeLinear nodes) is quantized
-here (the first input's shape after the colon where the model's is symbolic) with ORT's quantize_static (QDQ, per-channel int8 weights, uint8 activations, random calibration data in
-[-1, 1]), with reduce_range 0 and 1; a PATH with DequantizeLinear nodes is a QDQ model taken as it is. For each
-model and `qdq=0` / `qdq=1` it prints the nodes on vkep, the kernel executions a run, and the largest difference
-from the CPU EP over three random inputs, also in quantization steps of each output (the scale of the
-DequantizeLinear that makes it, where one does). The CPU EP fuses Q/DQ groups into its QLinear kernels; vkep
-without `qdq` computes the unfused nodes in float.
+here with ORT's quantize_static (QDQ, per-channel int8 weights, uint8 activations, random calibration data in
+[-1, 1]; the first input's shape after the colon where the model's is symbolic), with reduce_range 0 and 1; a
+PATH with DequantizeLinear nodes is a QDQ model taken as it is. For each model and `qdq=0` / `qdq=1` it prints
+the nodes on vkep, the kernel executions a run, the largest difference from the CPU EP over three random inputs,
+also in quantization steps of each output (the scale of the DequantizeLinear that makes it, where one does), and
+the median time of a run (five, the two settings alternated). The CPU EP fuses Q/DQ groups into its QLinear
+kernels; vkep without `qdq` computes the unfused nodes in float.
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -73,12 +76,19 @@ def output_steps(model: onnx.ModelProto) -> dict[str, float]:
     return steps
 
 
-def compare(name: str, model: onnx.ModelProto, shape) -> None:
+def compare(name: str, model: onnx.ModelProto, shape, timed: int = 5) -> None:
     cpu = runner.cpu_session(model)
     steps = output_steps(model)
     names = [o.name for o in cpu.get_outputs()]
-    for qdq in ("0", "1"):
-        session = runner.vkep_session(model, ep_options={"qdq": qdq})
+    sessions = {qdq: runner.vkep_session(model, ep_options={"qdq": qdq}) for qdq in ("0", "1")}
+    times: dict[str, list[float]] = {qdq: [] for qdq in sessions}
+    feeds = random_feeds(model, 100, shape)
+    for _ in range(timed):  # (alternated: the machine's load moves both alike)
+        for qdq, session in sessions.items():
+            start = time.perf_counter()
+            session.run(None, feeds)
+            times[qdq].append(time.perf_counter() - start)
+    for qdq, session in sessions.items():
         placed = runner.placement(session)
         on_vkep = sum(ep == "VulkanExecutionProvider" for *_, ep in placed)
         worst, worst_steps = 0.0, 0.0
@@ -95,7 +105,8 @@ def compare(name: str, model: onnx.ModelProto, shape) -> None:
                     worst_steps = max(worst_steps, d / steps[out])
         executions = stats["nodes_replayed_natively"] + stats["nodes_python_path"]
         print(f"{name:28s} qdq={qdq}: {on_vkep}/{len(placed)} nodes on vkep, {executions} kernel executions a run, "
-              f"max |vkep - CPU EP| {worst:.4g} ({worst_steps:.3g} output steps)", flush=True)
+              f"max |vkep - CPU EP| {worst:.4g} ({worst_steps:.3g} output steps), "
+              f"median run {1000 * statistics.median(times[qdq]):.1f} ms", flush=True)
 
 
 def main(argv: list[str]) -> None:

@@ -48,8 +48,9 @@ class Group:
     """A group ORT will hand to Compile: its nodes, and the QLinear op that runs it with the names of that op's
     inputs ("" for an absent one)."""
 
-    members: list
+    members: list  # (GetCapability's nodes: not to be read after it)
     key: tuple[str, ...]  # the op's output names (unique in the graph): how Compile finds the plan
+    made: frozenset  # the output names of every member (Compile checks that ORT fused just these)
     spec: KernelSpec
     version: int
     attrs: dict
@@ -186,8 +187,9 @@ def _plan(op: str, target, dqs: list, clip, q, ep: Ep) -> Group | None:
     if why:
         ep.log.info(f"leaves the QDQ group of {op} node {declared.name(target)!r} as nodes: {why}")
         return None
-    return Group([*dqs, target, *([clip] if clip is not None else []), *([q] if q is not None else [])],
-                 declared.output_names(target), spec, version, attrs, inputs)
+    members = [*dqs, target, *([clip] if clip is not None else []), *([q] if q is not None else [])]
+    return Group(members, declared.output_names(target), frozenset(declared.output_names(m) for m in members), spec,
+                 version, attrs, inputs)
 
 
 def _bias_scale_fits(dq_x, dq_w, dq_bias) -> bool:
@@ -346,9 +348,10 @@ def _feeds_only(dq, target) -> bool:
 
 def plan_of(nodes: list, ep: Ep) -> Group | None:
     """The group GetCapability planned for the nodes ORT compiles, or None (another kind of fused node)."""
-    for node in nodes:
-        group = ep.qdq_plans.get(declared.output_names(node))
-        if group is not None:
+    made = {declared.output_names(node) for node in nodes}
+    for key in made:
+        group = ep.qdq_plans.get(key)
+        if group is not None and made == group.made:
             return group
     return None
 
