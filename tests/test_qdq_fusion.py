@@ -107,6 +107,17 @@ def _binary(op: str, dtype=np.uint8) -> Builder:
     return b
 
 
+def _mul_by_constant() -> Builder:
+    """The second operand a quantized constant (as the quantizer writes a Hardswish's 1/6)."""
+    b = Builder()
+    x = b.activation("x", [1, 32, 14, 14], 0.04, 128)
+    b.inits.append(_const("c", np.uint8(200)))
+    c = b.dq("c", np.float32(1 / 1200), np.uint8(0))
+    b.nodes.append(helper.make_node("Mul", [x, c], ["op"]))
+    b.q("op", "y", 0.008, 128)
+    return b
+
+
 def _unary(op: str, shape=(1, 64, 20, 20), **attrs) -> Builder:
     b = Builder()
     x = b.activation("x", list(shape), 0.05, 128)
@@ -116,10 +127,12 @@ def _unary(op: str, shape=(1, 64, 20, 20), **attrs) -> Builder:
     return b
 
 
-def _concat() -> Builder:
+def _concat(count: int = 3) -> Builder:
+    """`count` inputs: six make 20 inputs of QLinearConcat, more than ORT passes a node of vkep's (16), but the
+    fused node takes the six tensors alone."""
     b = Builder()
-    xs = [b.activation(f"x{k}", [1, c, 8, 8], scale, zp) for k, (c, scale, zp) in
-          enumerate([(16, 0.02, 128), (8, 0.05, 100), (24, 0.03, 140)])]
+    params = [(16, 0.02, 128), (8, 0.05, 100), (24, 0.03, 140), (4, 0.01, 0), (8, 0.04, 255), (12, 0.06, 90)]
+    xs = [b.activation(f"x{k}", [1, c, 8, 8], scale, zp) for k, (c, scale, zp) in enumerate(params[:count])]
     b.nodes.append(helper.make_node("Concat", xs, ["op"], axis=1))
     b.q("op", "y", 0.04, 128)
     return b
@@ -131,13 +144,14 @@ CASES = {"conv": _conv, "conv_relu": lambda: _conv(relu=True), "matmul": _matmul
          "average_pool": lambda: _unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
          "global_average_pool": lambda: _unary("GlobalAveragePool", (1, 64, 7, 7)),
          "sigmoid": lambda: _unary("Sigmoid"), "leaky_relu": lambda: _unary("LeakyRelu", alpha=0.1),
-         "softmax": lambda: _unary("Softmax", (1, 10, 64), axis=-1), "concat": _concat}
+         "softmax": lambda: _unary("Softmax", (1, 10, 64), axis=-1), "concat": _concat,
+         "concat_six": lambda: _concat(6), "mul_by_constant": _mul_by_constant}
 # the QLinear op ORT's CPU EP makes of each case
 QLINEAR = {"conv": "QLinearConv", "conv_relu": "QLinearConv", "matmul": "QLinearMatMul", "gemm": "QGemm",
            "gemm_float_output": "QGemm", "add": "QLinearAdd", "add_int8": "QLinearAdd", "mul": "QLinearMul",
            "average_pool": "QLinearAveragePool", "global_average_pool": "QLinearGlobalAveragePool",
            "sigmoid": "QLinearSigmoid", "leaky_relu": "QLinearLeakyRelu", "softmax": "QLinearSoftmax",
-           "concat": "QLinearConcat"}
+           "concat": "QLinearConcat", "concat_six": "QLinearConcat", "mul_by_constant": "QLinearMul"}
 
 
 def _cpu_ops(model: onnx.ModelProto, tmp_path) -> list[str]:

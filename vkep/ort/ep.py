@@ -448,9 +448,11 @@ def _refused(node, ep: Ep) -> str | None:
         lambda i: declared.is_constant(infos[i]))
 
 
-def _declined(spec, version: int, attrs: dict, inputs: list) -> str | None:
-    """Why the node's kernel cannot run these attributes, ranks or types (Kernel.declines), or None."""
-    if len(inputs) > MAX_PACKED_INPUTS:  # the native trampoline fails such a run
+def _declined(spec, version: int, attrs: dict, inputs: list, max_inputs: int = 0) -> str | None:
+    """Why the node's kernel cannot run these attributes, ranks or types (Kernel.declines), or None.
+    `max_inputs`: the inputs ORT passes it at most (default MAX_PACKED_INPUTS; a fused node's kernel passes its
+    own)."""
+    if len(inputs) > (max_inputs or MAX_PACKED_INPUTS):  # the native trampoline fails such a run
         return f"{spec.op} with {len(inputs)} inputs (at most {MAX_PACKED_INPUTS})"
     for a in spec.attributes:  # shaders take window and layout attributes as 32-bit parameters
         if a.name in GEOMETRY_ATTRIBUTES:

@@ -27,7 +27,7 @@ from vkep.kernels import qdq
 from vkep.kernels.base import Tensor, implementation
 from vkep.kernels.manifest import KernelSpec
 from vkep.ort import api, declared
-from vkep.ort.ep import Ep, _declined, _refused_in_a_dry_run, node_attributes
+from vkep.ort.ep import MAX_PACKED_INPUTS, Ep, _declined, _refused_in_a_dry_run, node_attributes
 
 MS = "com.microsoft"
 # the op of a group → its QLinear op (domain, op) and the order of the QLinear op's inputs
@@ -181,7 +181,11 @@ def _plan(op: str, target, dqs: list, clip, q, ep: Ep) -> Group | None:
     values = [declared.declared(infos[n]) if n else None for n in inputs]
     if any(i in spec.constant_inputs and not declared.is_constant(infos[n]) for i, n in enumerate(inputs) if n):
         return None
-    why = _declined(spec, version, attrs, values) or _refused_in_a_dry_run(
+    # (the fused node takes the values that are no constants: the native trampoline's limit is on those)
+    varying = {n for n in inputs if n and not declared.is_constant(infos[n])}
+    if len(varying) > MAX_PACKED_INPUTS:
+        return None
+    why = _declined(spec, version, attrs, values, max_inputs=len(values)) or _refused_in_a_dry_run(
         ep, spec, version, attrs, values, 1, lambda i: declared.constant_bytes(infos[inputs[i]]),
         lambda i: declared.is_constant(infos[inputs[i]]))
     if why:
