@@ -63,7 +63,9 @@ class Builder:
         return onnx.shape_inference.infer_shapes(model)
 
 
-def _conv(relu: bool = False) -> Builder:
+def _conv(relu: bool = False, clip: bool = False) -> Builder:
+    """A Conv (its bias DQ'd with x_scale * w_scale, as the quantizer writes it), with a Relu or a Clip(0, 6)
+    after it that the Q makes redundant (the CPU EP then fuses it too)."""
     b = Builder()
     x = b.activation("x", [1, 16, 28, 28], 0.02, 131)
     w_scale = RNG.uniform(0.002, 0.01, 32).astype(np.float32)
@@ -72,7 +74,10 @@ def _conv(relu: bool = False) -> Builder:
     b.nodes.append(helper.make_node("Conv", [x, w, bias], ["conv"], pads=[1, 1, 1, 1]))
     if relu:
         b.nodes.append(helper.make_node("Relu", ["conv"], ["relu"]))
-    b.q("relu" if relu else "conv", "y", 0.35, 0)
+    if clip:
+        b.inits += [_const("lo", np.float32(0)), _const("hi", np.float32(6))]
+        b.nodes.append(helper.make_node("Clip", ["conv", "lo", "hi"], ["relu"]))
+    b.q("relu" if relu or clip else "conv", "y", 6 / 255 if clip else 0.35, 0)
     return b
 
 
@@ -138,7 +143,7 @@ def _concat(count: int = 3) -> Builder:
     return b
 
 
-CASES = {"conv": _conv, "conv_relu": lambda: _conv(relu=True), "matmul": _matmul, "gemm": _gemm,
+CASES = {"conv": _conv, "conv_relu": lambda: _conv(relu=True), "conv_clip6": lambda: _conv(clip=True), "matmul": _matmul, "gemm": _gemm,
          "gemm_float_output": lambda: _gemm(with_q=False), "add": lambda: _binary("Add"),
          "add_int8": lambda: _binary("Add", np.int8), "mul": lambda: _binary("Mul"),
          "average_pool": lambda: _unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
@@ -147,7 +152,7 @@ CASES = {"conv": _conv, "conv_relu": lambda: _conv(relu=True), "matmul": _matmul
          "softmax": lambda: _unary("Softmax", (1, 10, 64), axis=-1), "concat": _concat,
          "concat_six": lambda: _concat(6), "mul_by_constant": _mul_by_constant}
 # the QLinear op ORT's CPU EP makes of each case
-QLINEAR = {"conv": "QLinearConv", "conv_relu": "QLinearConv", "matmul": "QLinearMatMul", "gemm": "QGemm",
+QLINEAR = {"conv": "QLinearConv", "conv_relu": "QLinearConv", "conv_clip6": "QLinearConv", "matmul": "QLinearMatMul", "gemm": "QGemm",
            "gemm_float_output": "QGemm", "add": "QLinearAdd", "add_int8": "QLinearAdd", "mul": "QLinearMul",
            "average_pool": "QLinearAveragePool", "global_average_pool": "QLinearGlobalAveragePool",
            "sigmoid": "QLinearSigmoid", "leaky_relu": "QLinearLeakyRelu", "softmax": "QLinearSoftmax",
@@ -210,6 +215,13 @@ def _matmul_int8() -> Builder:
     return b
 
 
+def _conv_clip_narrower() -> Builder:
+    """Clip(0, 4) before a Q whose range reaches 6: the Clip is no redundant one, and the CPU EP fuses nothing."""
+    b = _conv(clip=True)
+    next(t for t in b.inits if t.name == "hi").CopyFrom(_const("hi", np.float32(4)))
+    return b
+
+
 def _gemm_alpha_with_bias() -> Builder:
     """alpha 0.5 and a bias: ORT 1.32's CPU EP does not fuse it (QGemm would scale the bias by alpha too)."""
     b = _gemm()
@@ -217,7 +229,8 @@ def _gemm_alpha_with_bias() -> Builder:
     return b
 
 
-UNFUSED = {"gemm_alpha_with_bias": (_gemm_alpha_with_bias, ["y"]), "conv_bias_scale_off": (_conv_bias_scale_off, ["y"]), "conv_read_twice": (_conv_read_twice, ["y", "conv"]),
+UNFUSED = {"gemm_alpha_with_bias": (_gemm_alpha_with_bias, ["y"]), "conv_clip_narrower": (_conv_clip_narrower, ["y"]),
+           "conv_bias_scale_off": (_conv_bias_scale_off, ["y"]), "conv_read_twice": (_conv_read_twice, ["y", "conv"]),
            "matmul_int8_activations": (_matmul_int8, ["y"])}
 
 
