@@ -188,7 +188,7 @@ EP_OPTIONS = [
             "`1`: each DequantizeLinear -> Conv / MatMul / Gemm / Add / Mul / pool / Sigmoid / LeakyRelu / Softmax / "
             "Concat -> QuantizeLinear group that ORT's CPU EP would fuse into a QLinear kernel becomes one node "
             "through ORT's Compile and runs vkep's QLinear kernel, computing in integers as the CPU EP does; `0`: "
-            "the nodes one by one, in float. docs/design.md, \"QDQ groups\"", SESSION),
+            "the nodes one by one, in float. docs/design.md, \"QDQ groups: computed as the CPU EP computes them\"", SESSION),
     Setting("enable_graph_capture", FLAG, "0",
             "`1`: the session's device work is recorded once and every later run is one submit of the recorded "
             "command buffers, whatever the node count. ORT then needs every node on vkep and no control flow. "

@@ -14,7 +14,7 @@ QLinear op's bias (Conv's scale x_scale * w_scale within 1% and its zero point 0
 checks them); Gemm's alpha and beta 1 with a bias, and no Q needed (QGemm then gives float32). vkep adds its own
 conditions: every node claimed, float32 scales, weights per tensor or per output channel along the axis the
 QLinear op reads, and the QLinear kernel planning the declared shapes.
-docs/design.md, "QDQ groups".
+docs/design.md, "QDQ groups: computed as the CPU EP computes them".
 """
 
 from __future__ import annotations
