@@ -246,3 +246,66 @@ def test_groups_the_cpu_ep_does_not_fuse_stay_nodes(ep_devices, case, tmp_path):
     for g, w in zip(got, runner.cpu_session(model).run(None, b.feeds), strict=True):
         # (float Convs and MatMuls on both sides: a sum rounded apart may move an 8-bit value by one)
         np.testing.assert_allclose(g.astype(np.float64), w, atol=1 if g.dtype != np.float32 else 1e-4, rtol=1e-5)
+
+
+def _small_cnn() -> onnx.ModelProto:
+    """A float CNN of the ops ORT's quantizer turns into QDQ groups: Conv + Relu, MaxPool, a residual Add,
+    AveragePool, GlobalAveragePool, Gemm, Softmax."""
+    rng = np.random.default_rng(7)
+
+    def w(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype(np.float32),
+                                       name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"]),
+        helper.make_node("Add", ["c3", "p1"], ["a1"]),
+        helper.make_node("AveragePool", ["a1"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["ap"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "w4", "b4"], ["logits"], transB=1),
+        helper.make_node("Softmax", ["logits"], ["y"], axis=-1),
+    ]
+    inits = [w("w1", 16, 3, 3, 3), w("b1", 16), w("w2", 16, 16, 3, 3), w("b2", 16), w("w3", 16, 16, 1, 1),
+             w("b3", 16), w("w4", 10, 16), w("b4", 10)]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", F32, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("y", F32, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_cnn_quantized_by_orts_quantizer_equals_the_cpu_ep(ep_devices, tmp_path):
+    """quantize_static (QDQ, per-channel int8 weights, uint8 activations, reduce_range: 7-bit weights, whose
+    products the CPU EP does not saturate) of a small CNN: every node on vkep, its QDQ groups run as QLinear
+    kernels, outputs equal to the CPU EP's."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    src, dst = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
+    onnx.save(_small_cnn(), src)
+    rng = np.random.default_rng(1)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": rng.uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=True)
+    model = onnx.load(dst)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    placed = runner.placement(session)
+    assert {ep for *_, ep in placed} == {"VulkanExecutionProvider"}
+    cpu = runner.cpu_session(model)
+    for seed in range(3):
+        feeds = {"x": np.random.default_rng(100 + seed).uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32)}
+        got, executions = _executions(session, feeds)
+        np.testing.assert_array_equal(got[0], cpu.run(None, feeds)[0])
+    qlinear = [op for op in _cpu_ops(model, tmp_path) if op.startswith("QLinear") or op == "QGemm"]
+    # (each QDQ group one execution: the nodes left are the DQ of the input's Q, MaxPool's, Flatten's, ...)
+    assert executions <= len(placed) - 3 * len(qlinear), (executions, len(placed), qlinear)
