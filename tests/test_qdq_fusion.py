@@ -36,7 +36,8 @@ class Builder:
 
     def dq(self, source: str, scale, zp, axis: int | None = None) -> str:
         out = f"{source}_dq"
-        self.inits += [_const(f"{source}_scale", scale), _const(f"{source}_zp", zp)]
+        have = {t.name for t in self.inits}  # (a Q's parameters serve the DQ after it)
+        self.inits += [t for t in (_const(f"{source}_scale", scale), _const(f"{source}_zp", zp)) if t.name not in have]
         attrs = {} if axis is None else {"axis": axis}
         self.nodes.append(helper.make_node("DequantizeLinear", [source, f"{source}_scale", f"{source}_zp"], [out],
                                            **attrs))
@@ -309,3 +310,25 @@ def test_a_cnn_quantized_by_orts_quantizer_equals_the_cpu_ep(ep_devices, tmp_pat
     qlinear = [op for op in _cpu_ops(model, tmp_path) if op.startswith("QLinear") or op == "QGemm"]
     # (each QDQ group one execution: the nodes left are the DQ of the input's Q, MaxPool's, Flatten's, ...)
     assert executions <= len(placed) - 3 * len(qlinear), (executions, len(placed), qlinear)
+
+
+def test_int8_activations_fuse_where_the_cpu_ep_makes_them_uint8(ep_devices, tmp_path):
+    """int8 Q -> DQ pairs with one consumer become uint8 pairs on the CPU EP (QDQS8ToU8Transformer, x86-64), so
+    a Conv between such pairs is fused there though its int8 activations alone would not be: vkep fuses it too
+    and runs QLinearConv over the int8 values (the same integers, shifted with their zero points)."""
+    b = Builder()
+    b.inputs.append(helper.make_tensor_value_info("x", F32, [1, 16, 28, 28]))
+    b.feeds["x"] = RNG.uniform(-1.5, 1.5, (1, 16, 28, 28)).astype(np.float32)
+    xq = b.q("x", "xq", 0.012, 3, np.int8)
+    x = b.dq(xq, np.float32(0.012), np.int8(3))
+    w_scale = RNG.uniform(0.002, 0.01, 32).astype(np.float32)
+    w = b.weight("w", RNG.integers(-64, 64, (32, 16, 3, 3)).astype(np.int8), w_scale, 0)
+    bias = b.bias("b", RNG.integers(-3000, 3000, 32), np.float32(0.012) * w_scale)
+    b.nodes.append(helper.make_node("Conv", [x, w, bias], ["conv"], pads=[1, 1, 1, 1]))
+    b.dq(b.q("conv", "yq", 0.2, -7, np.int8), np.float32(0.2), np.int8(-7))
+    model = b.model(["yq_dq"])
+    assert "QLinearConv" in _cpu_ops(model, tmp_path)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    got, executions = _executions(session, b.feeds)
+    assert executions == 3, executions  # (Q, the group, DQ)
+    np.testing.assert_array_equal(got[0], runner.cpu_session(model).run(None, b.feeds)[0])

@@ -8,8 +8,8 @@ Which groups: those ORT 1.32's QDQSelectorActionTransformer takes for the CPU EP
 (qdq_selector_action_transformer.cc, qdq_selectors.cc, node_unit.cc's CanCreateNodeGroup): every present input
 of the op made by a DequantizeLinear whose one consumer is the op and which is no graph output; the op's one
 consumer a QuantizeLinear (through a Relu or Clip that the Q makes redundant), the op's value no graph output;
-8-bit types, the input's equal to the output's; int8 activations only for the unary, binary and Concat forms
-(QDQIsInt8Allowed is false on x86-64); Conv's and Gemm's bias an int32 DequantizeLinear whose integers are the
+8-bit types, the input's equal to the output's, as the selectors see them after QDQS8ToU8Transformer (_cpu_type);
+int8 activations then only for the unary, binary, Concat and Gemm forms (QDQIsInt8Allowed is false on x86-64); Conv's and Gemm's bias an int32 DequantizeLinear whose integers are the
 QLinear op's bias (Conv's scale x_scale * w_scale within 1% and its zero point 0, Gemm's unread, as ORT 1.32
 checks them); Gemm's alpha and beta 1 with a bias, and no Q needed (QGemm then gives float32). vkep adds its own
 conditions: every node claimed, float32 scales, weights per tensor or per output channel along the axis the
@@ -107,14 +107,38 @@ def find(target, ep: Ep, mine: set[int]) -> Group | None:
         return None
     if any(declared.attribute(d, "block_size", "int") for d in dqs):
         return None
-    quantized = [declared.values(d)[0] for d in dqs]
-    types = [v[1] if v else None for v in quantized]
-    out_type = declared.values(q, outputs=True)[0][1] if q is not None else None
+    # (the types as the CPU EP's selectors see them, after its QDQS8ToU8Transformer: _cpu_type)
+    types = [_cpu_type(declared.values(d)[0][1], d, q_side=False) for d in dqs]
+    out_type = _cpu_type(declared.values(q, outputs=True)[0][1], q, q_side=True) if q is not None else None
     if not _types_fit(op, types, out_type):
         return None
     if any(declared.values(d, outputs=True)[0][1] != "float32" for d in dqs):
         return None
     return _plan(op, target, dqs, clip, q, ep)
+
+
+def _cpu_type(dtype: str | None, node, q_side: bool) -> str | None:
+    """An activation's type as the CPU EP's selectors see it. On x86-64 ORT's QDQS8ToU8Transformer (level 2,
+    before them) turns each int8 QuantizeLinear whose one consumer is a DequantizeLinear (its value no graph
+    output), both with the same constant one-element int8 zero point, into a uint8 pair (zero point + 128): a
+    group then sees uint8 there, and fuses where every value it reads and makes is seen so (the integers and
+    their zero points move by 128 alike: a QLinear kernel over the int8 values computes the same). `node` is
+    the group's DQ (q_side False: its producer may be that Q) or its Q (True: its consumer may be that DQ)."""
+    if dtype != "int8":
+        return dtype
+    if q_side:
+        q, consumers = node, _consumers(node)
+        dq = consumers[0][0] if len(consumers) == 1 else None
+    else:
+        dq, q = node, _producer(declared.value_infos(node)[0])
+        consumers = _consumers(q) if q is not None else []
+    if (q is None or dq is None or not _is(q, "QuantizeLinear") or not _is(dq, "DequantizeLinear")
+            or len(consumers) != 1 or _is_graph_output(q)):
+        return dtype
+    zps = [_constant(declared.value_infos(n)[2]) if len(declared.value_infos(n)) > 2 else None for n in (q, dq)]
+    if any(z is None or z.size != 1 or z.dtype != np.int8 for z in zps) or zps[0].reshape(-1)[0] != zps[1].reshape(-1)[0]:
+        return dtype
+    return "uint8"
 
 
 def _types_fit(op: str, types: list, out_type: str | None) -> bool:
