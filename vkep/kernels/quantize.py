@@ -280,6 +280,9 @@ class QLinearBinary(Kernel):
     QLinearAdd's float operations follow ORT's spans (qlinear_binary.comp): which input MLAS reads as the
     first operand, and whether it takes it as a scalar, decide the order of its fused multiply-adds."""
 
+    # int8 tensors computed as the uint8 ones ORT's CPU EP makes of them in a QDQ group (vkep/ort/qdq.py sets it)
+    as_uint8 = False
+
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         ranks = padded(input_ranks, 4)
@@ -294,7 +297,8 @@ class QLinearBinary(Kernel):
         y = call.output(0, out, a.dtype)
         if y.size:
             addresses = [a, a_scale, azp, b, b_scale, bzp, c_scale, czp, y]
-            call.dispatch(self.spec.shader, "uint8", (self.constants[0], int(a.dtype == "int8")), addresses, tail,
+            signed = 2 if a.dtype == "int8" and self.as_uint8 else int(a.dtype == "int8")
+            call.dispatch(self.spec.shader, "uint8", (self.constants[0], signed), addresses, tail,
                           grid_1d(y.size, WG), [t for t in addresses if t is not None and t is not y], [y])
 
     @staticmethod

@@ -51,6 +51,7 @@ class Group:
     members: list  # (GetCapability's nodes: not to be read after it)
     key: tuple[str, ...]  # the op's output names (unique in the graph): how Compile finds the plan
     made: frozenset  # the output names of every member (Compile checks that ORT fused just these)
+    as_uint8: bool  # int8 activations the CPU EP computes as uint8 (_cpu_type)
     spec: KernelSpec
     version: int
     attrs: dict
@@ -114,7 +115,8 @@ def find(target, ep: Ep, mine: set[int]) -> Group | None:
         return None
     if any(declared.values(d, outputs=True)[0][1] != "float32" for d in dqs):
         return None
-    return _plan(op, target, dqs, clip, q, ep)
+    as_uint8 = types[0] == "uint8" and declared.values(dqs[0])[0][1] == "int8"
+    return _plan(op, target, dqs, clip, q, ep, as_uint8)
 
 
 def _cpu_type(dtype: str | None, node, q_side: bool) -> str | None:
@@ -159,7 +161,7 @@ def _types_fit(op: str, types: list, out_type: str | None) -> bool:
     return all(t == x for t in types) and out_type == x
 
 
-def _plan(op: str, target, dqs: list, clip, q, ep: Ep) -> Group | None:
+def _plan(op: str, target, dqs: list, clip, q, ep: Ep, as_uint8: bool) -> Group | None:
     """The QLinear op's inputs and attributes, checked by its kernel planning the declared shapes."""
     domain, qop = QLINEAR[op]
     specs = ep.specs.get((domain, qop), ())
@@ -216,8 +218,8 @@ def _plan(op: str, target, dqs: list, clip, q, ep: Ep) -> Group | None:
         ep.log.info(f"leaves the QDQ group of {op} node {declared.name(target)!r} as nodes: {why}")
         return None
     members = [*dqs, target, *([clip] if clip is not None else []), *([q] if q is not None else [])]
-    return Group(members, declared.output_names(target), frozenset(declared.output_names(m) for m in members), spec,
-                 version, attrs, inputs)
+    return Group(members, declared.output_names(target), frozenset(declared.output_names(m) for m in members),
+                 as_uint8, spec, version, attrs, inputs)
 
 
 def _bias_scale_fits(dq_x, dq_w, dq_bias) -> bool:
@@ -389,6 +391,8 @@ def kernel(group: Group, nodes: list, fused_node, ep: Ep, initializer) -> tuple[
     impl = implementation(group.spec)(group.spec, dict(group.attrs), group.version,
                                       [_dtype(n, nodes) for n in group.inputs])
     impl.output_count, impl.device_info = 1, ep.info
+    if group.as_uint8 and hasattr(impl, "as_uint8"):  # (QLinearAdd, QLinearMul: float steps that see the shift)
+        impl.as_uint8 = True
     fused_inputs = list(declared.names(fused_node))
     infos = _infos(nodes)
     sources: list = []
