@@ -334,24 +334,27 @@ def test_int8_activations_fuse_where_the_cpu_ep_makes_them_uint8(ep_devices, tmp
     np.testing.assert_array_equal(got[0], runner.cpu_session(model).run(None, b.feeds)[0])
 
 
-@pytest.mark.parametrize("op", ["Add", "Mul"])
-def test_int8_add_and_mul_compute_as_the_uint8_the_cpu_ep_makes_of_them(ep_devices, op, tmp_path):
-    """Between int8 Q -> DQ pairs the CPU EP runs QLinearAdd / QLinearMul on the values + 128 (and zero points
-    + 128): its float steps see the shift, and one value of these 200,704 (Add) rounds otherwise unless vkep
-    computes them so too (qlinear_binary.comp's SIGNED 2)."""
+@pytest.mark.parametrize("op", ["Add", "Mul", "AveragePool"])
+def test_int8_groups_compute_as_the_uint8_the_cpu_ep_makes_of_them(ep_devices, op, tmp_path):
+    """Between int8 Q -> DQ pairs the CPU EP runs QLinearAdd / QLinearMul / QLinearAveragePool on the values + 128
+    (zero points + 128), and their float steps see the shift: one value of these 200,704 (Add) rounds otherwise
+    unless vkep computes them so too (qlinear_binary.comp's and qlinear_pool.comp's SIGNED 2; for Mul and the
+    pool no value here does, but the shifted path must give the CPU EP's values all the same)."""
     b, rng = Builder(), np.random.default_rng(1)
     shape = [1, 64, 56, 56]
-    for name in ("x", "g"):
+    names = ["x", "g"] if op != "AveragePool" else ["x"]
+    for name in names:
         b.inputs.append(helper.make_tensor_value_info(name, F32, shape))
         b.feeds[name] = rng.uniform(-2, 2, shape).astype(np.float32)
-    s1, z1, s2, z2, s3, z3 = (rng.uniform(0.005, 0.03), int(rng.integers(-20, 20)), rng.uniform(0.005, 0.03),
-                              int(rng.integers(-20, 20)), rng.uniform(0.01, 0.05), int(rng.integers(-20, 20)))
-    x = b.dq(b.q("x", "xq", s1, z1, np.int8), np.float32(s1), np.int8(z1))
-    g = b.dq(b.q("g", "gq", s2, z2, np.int8), np.float32(s2), np.int8(z2))
-    b.nodes.append(helper.make_node(op, [x, g], ["op"]))
-    b.dq(b.q("op", "yq", s3, z3, np.int8), np.float32(s3), np.int8(z3))
+    params = [(rng.uniform(*scales), int(rng.integers(-20, 20))) for scales in ((0.005, 0.03),) * 2 + ((0.01, 0.05),)]
+    ins = [b.dq(b.q(name, f"{name}q", scale, zp, np.int8), np.float32(scale), np.int8(zp))
+           for name, (scale, zp) in zip(names, params, strict=False)]
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]} if op == "AveragePool" else {}
+    b.nodes.append(helper.make_node(op, ins, ["op"], **attrs))
+    scale, zp = params[2]
+    b.dq(b.q("op", "yq", scale, zp, np.int8), np.float32(scale), np.int8(zp))
     model = b.model(["yq_dq"])
     assert f"QLinear{op}" in _cpu_ops(model, tmp_path)
     got, executions = _executions(runner.vkep_session(model, disable_cpu_fallback=True), b.feeds)
-    assert executions == 4, executions  # (two Qs, the group, the DQ)
+    assert executions == len(names) + 2, executions  # (the inputs' Qs, the group, the DQ)
     np.testing.assert_array_equal(got[0], runner.cpu_session(model).run(None, b.feeds)[0])
