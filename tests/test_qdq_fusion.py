@@ -103,6 +103,15 @@ def _gemm(with_q: bool = True) -> Builder:
     return b
 
 
+def _conv_clip_without_max() -> Builder:
+    """Clip(0) with no max before the Q: redundant too (the CPU EP fuses it)."""
+    b = _conv(clip=True)
+    clip = next(n for n in b.nodes if n.op_type == "Clip")
+    del clip.input[2]
+    b.inits = [t for t in b.inits if t.name != "hi"]
+    return b
+
+
 def _binary(op: str, dtype=np.uint8) -> Builder:
     b = Builder()
     zp = 0 if dtype == np.int8 else 128
@@ -144,7 +153,8 @@ def _concat(count: int = 3) -> Builder:
     return b
 
 
-CASES = {"conv": _conv, "conv_relu": lambda: _conv(relu=True), "conv_clip6": lambda: _conv(clip=True), "matmul": _matmul, "gemm": _gemm,
+CASES = {"conv": _conv, "conv_relu": lambda: _conv(relu=True), "conv_clip6": lambda: _conv(clip=True),
+         "conv_clip_without_max": _conv_clip_without_max, "matmul": _matmul, "gemm": _gemm,
          "gemm_float_output": lambda: _gemm(with_q=False), "add": lambda: _binary("Add"),
          "add_int8": lambda: _binary("Add", np.int8), "mul": lambda: _binary("Mul"),
          "average_pool": lambda: _unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
@@ -153,7 +163,8 @@ CASES = {"conv": _conv, "conv_relu": lambda: _conv(relu=True), "conv_clip6": lam
          "softmax": lambda: _unary("Softmax", (1, 10, 64), axis=-1), "concat": _concat,
          "concat_six": lambda: _concat(6), "mul_by_constant": _mul_by_constant}
 # the QLinear op ORT's CPU EP makes of each case
-QLINEAR = {"conv": "QLinearConv", "conv_relu": "QLinearConv", "conv_clip6": "QLinearConv", "matmul": "QLinearMatMul", "gemm": "QGemm",
+QLINEAR = {"conv": "QLinearConv", "conv_relu": "QLinearConv", "conv_clip6": "QLinearConv", "conv_clip_without_max": "QLinearConv",
+           "matmul": "QLinearMatMul", "gemm": "QGemm",
            "gemm_float_output": "QGemm", "add": "QLinearAdd", "add_int8": "QLinearAdd", "mul": "QLinearMul",
            "average_pool": "QLinearAveragePool", "global_average_pool": "QLinearGlobalAveragePool",
            "sigmoid": "QLinearSigmoid", "leaky_relu": "QLinearLeakyRelu", "softmax": "QLinearSoftmax",
