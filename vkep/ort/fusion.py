@@ -7,7 +7,8 @@ A group is an in-tree: every member but its root has one consumer, a member, and
 path leaves the group and comes back (ORT requires that) and the group has one output. Its members are float32
 (or float16) unary and binary ops of unary.comp and binary.comp that fused.comp knows, of known rank <= 6. A group
 may also take the Conv, MatMul or Gemm that feeds it (vkep/ort/epilogues.py): its kernel then runs the members as
-that node's epilogue.
+that node's epilogue. Compile also builds the fused nodes of QDQ groups (vkep/ort/qdq.py), which GetCapability
+hands ORT first.
 """
 
 from __future__ import annotations
