@@ -184,6 +184,11 @@ EP_OPTIONS = [
             "Clip), where each feeds only the next, become one node through ORT's Compile and run in one dispatch "
             "(ORT's placement record still lists each node on vkep); `0`: one kernel per node. docs/design.md, "
             "\"Fused elementwise groups\"", SESSION),
+    Setting("qdq", FLAG, "1",
+            "`1`: each DequantizeLinear -> Conv / MatMul / Gemm / Add / Mul / pool / Sigmoid / LeakyRelu / Softmax / "
+            "Concat -> QuantizeLinear group that ORT's CPU EP would fuse into a QLinear kernel becomes one node "
+            "through ORT's Compile and runs vkep's QLinear kernel, computing in integers as the CPU EP does; `0`: "
+            "the nodes one by one, in float. docs/design.md, \"QDQ groups: computed as the CPU EP computes them\"", SESSION),
     Setting("enable_graph_capture", FLAG, "0",
             "`1`: the session's device work is recorded once and every later run is one submit of the recorded "
             "command buffers, whatever the node count. ORT then needs every node on vkep and no control flow. "

@@ -280,6 +280,10 @@ class QLinearBinary(Kernel):
     QLinearAdd's float operations follow ORT's spans (qlinear_binary.comp): which input MLAS reads as the
     first operand, and whether it takes it as a scalar, decide the order of its fused multiply-adds."""
 
+    # int8 tensors computed as the uint8 ones ORT's CPU EP makes of them in a QDQ group (vkep/ort/qdq.py sets it:
+    # the shader's SIGNED 2)
+    as_uint8 = False
+
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         ranks = padded(input_ranks, 4)
@@ -294,7 +298,8 @@ class QLinearBinary(Kernel):
         y = call.output(0, out, a.dtype)
         if y.size:
             addresses = [a, a_scale, azp, b, b_scale, bzp, c_scale, czp, y]
-            call.dispatch(self.spec.shader, "uint8", (self.constants[0], int(a.dtype == "int8")), addresses, tail,
+            signed = 2 if a.dtype == "int8" and self.as_uint8 else int(a.dtype == "int8")
+            call.dispatch(self.spec.shader, "uint8", (self.constants[0], signed), addresses, tail,
                           grid_1d(y.size, WG), [t for t in addresses if t is not None and t is not y], [y])
 
     @staticmethod
@@ -397,6 +402,8 @@ class QLinearPool(Kernel):
     whose window is the whole unpadded image, requantize an int32 sum; other windows average in float32.
     Average pools with 1 or 2 spatial dims; channels_last is left to the CPU EP."""
 
+    as_uint8 = False  # int8 tensors computed as the uint8 ones ORT's CPU EP makes of them (QLinearBinary's)
+
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         if attrs.get("channels_last", 0):
@@ -415,7 +422,8 @@ class QLinearPool(Kernel):
         y = call.output(0, out_shape, x.dtype)
         if y.size:
             addresses = [x, x_scale, xzp, y_scale, yzp, y]
-            call.dispatch(self.spec.shader, "uint8", (is_global, int(signed), count_pad), addresses,
+            mode = 2 if signed and self.as_uint8 else int(signed)
+            call.dispatch(self.spec.shader, "uint8", (is_global, mode, count_pad), addresses,
                           pack("I8I2i", y.size, *geometry), grid_1d(y.size, WG),
                           [t for t in addresses if t is not None and t is not y], [y])
 

@@ -148,6 +148,7 @@ class Ep:
         self.node_strings: dict[tuple[str, ...], dict[str, list[str] | None]] = {}
         # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
         self.declined: dict[tuple[str, str], str] = {}
+        self.qdq_plans: dict[tuple[str, ...], object] = {}  # a QDQ group's op output names → qdq.Group (qdq.py)
         self.kernels: list = []  # every kernel of this session (warmed at its initialization's end; a captured
         # graph redirects them)
         self.graphs: dict[int, object] = {}  # graph annotation id → capture.CapturedGraph
@@ -337,11 +338,15 @@ def _get_capability(this, graph, support_info):
             claimed.append(nodes[i])
         else:
             _note_declined(ep, nodes[i], reason, severity)
-    fused = set()
+    fused: set[int] = set()
+    if ep.settings["qdq"]:  # (first: the float ops of a QDQ group are no elementwise or epilogue members)
+        from vkep.ort import qdq  # (it imports this module)
+
+        fused = qdq.add_groups(ep, support_info, claimed)
     if ep.settings["fuse"]:
         from vkep.ort import fusion  # (it imports this module)
 
-        fused = fusion.add_groups(ep, support_info, claimed)
+        fused |= fusion.add_groups(ep, support_info, [n for n in claimed if api.address(n) not in fused])
     for node in claimed:
         if api.address(node) not in fused:
             api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, node))
@@ -443,9 +448,11 @@ def _refused(node, ep: Ep) -> str | None:
         lambda i: declared.is_constant(infos[i]))
 
 
-def _declined(spec, version: int, attrs: dict, inputs: list) -> str | None:
-    """Why the node's kernel cannot run these attributes, ranks or types (Kernel.declines), or None."""
-    if len(inputs) > MAX_PACKED_INPUTS:  # the native trampoline fails such a run
+def _declined(spec, version: int, attrs: dict, inputs: list, max_inputs: int = 0) -> str | None:
+    """Why the node's kernel cannot run these attributes, ranks or types (Kernel.declines), or None.
+    `max_inputs`: the inputs ORT passes it at most (default MAX_PACKED_INPUTS; a fused node's kernel passes its
+    own)."""
+    if len(inputs) > (max_inputs or MAX_PACKED_INPUTS):  # the native trampoline fails such a run
         return f"{spec.op} with {len(inputs)} inputs (at most {MAX_PACKED_INPUTS})"
     for a in spec.attributes:  # shaders take window and layout attributes as 32-bit parameters
         if a.name in GEOMETRY_ATTRIBUTES:

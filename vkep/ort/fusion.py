@@ -7,7 +7,8 @@ A group is an in-tree: every member but its root has one consumer, a member, and
 path leaves the group and comes back (ORT requires that) and the group has one output. Its members are float32
 (or float16) unary and binary ops of unary.comp and binary.comp that fused.comp knows, of known rank <= 6. A group
 may also take the Conv, MatMul or Gemm that feeds it (vkep/ort/epilogues.py): its kernel then runs the members as
-that node's epilogue.
+that node's epilogue. Compile also builds the fused nodes of QDQ groups (vkep/ort/qdq.py), which GetCapability
+hands ORT first.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from vkep.kernels import elementwise, fused
 from vkep.kernels.base import Tensor, UnsupportedError, implementation
 from vkep.kernels.manifest import KernelSpec
-from vkep.ort import api, declared, epilogues
+from vkep.ort import api, declared, epilogues, qdq
 from vkep.ort.api import callback, status_callback
 from vkep.ort.ep import EPS, Ep, node_attributes, spec_of
 from vkep.ort.kernel import KernelInstance, release_kernel
@@ -237,7 +238,12 @@ def _compile(this, graphs, fused_nodes, count, node_compute_infos, ep_context_no
     for i in range(count):
         nodes = _nodes(graphs[i])
         outputs = list(declared.output_names(fused_nodes[i]))
-        if any(epilogues.is_producer(n, ep) for n in nodes):  # a Conv, MatMul or Gemm with an epilogue
+        group = qdq.plan_of(nodes, ep)
+        if group is not None:  # DQ -> op -> Q, run by the QLinear op's kernel (qdq.py)
+            impl, uploads = qdq.kernel(group, nodes, fused_nodes[i], ep, _initializer)
+            kernel = KernelInstance(ep.device, qdq.SPEC, impl, declared.name(fused_nodes[i]))
+            qdq.place_constants(impl, uploads, kernel, ep)
+        elif any(epilogues.is_producer(n, ep) for n in nodes):  # a Conv, MatMul or Gemm with an epilogue
             impl, uploads = epilogues.kernel(nodes, fused_nodes[i], ep, _initializer)
             kernel = KernelInstance(ep.device, epilogues.SPEC, impl, declared.name(fused_nodes[i]))
             epilogues.place_constants(impl, uploads, kernel, ep)

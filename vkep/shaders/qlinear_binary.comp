@@ -7,6 +7,8 @@
 //        ORT's broadcast spans (the host decides: bit 0 of `flags` swaps f and g, bit 1 outer and inner)
 //   Mul: c = float((a - z_a) * (b - z_b)) * ((s_a * s_b) / s_c) + z_c
 // then rounded half to even; |c| >= 2^31 and NaN give the integer indefinite value, and the packs saturate.
+// SIGNED 2: int8 tensors computed as the uint8 ones the CPU EP makes of them (x + 128, zero points + 128: its
+// QDQS8ToU8Transformer, vkep/ort/qdq.py), whose float steps round otherwise in rare values; stored back - 128.
 // Divisions are correctly rounded, products and sums 'precise' (requantize.glsl).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -65,8 +67,11 @@ float fma_int(int a, float r, float c) {
     return ldexp(float(x), e);
 }
 
+const bool S = SIGNED == 1;
+const int FLIP = SIGNED == 2 ? 0x80 : 0;  // (an int8 byte XOR 0x80, read unsigned, is its value + 128)
+
 int zero_point(uint64_t t) {
-    return t != 0 ? rq_byte(t, 0, SIGNED != 0) : 0;
+    return t != 0 ? rq_byte(t, 0, S) ^ FLIP : FLIP;
 }
 
 void main() {
@@ -80,10 +85,10 @@ void main() {
         ia += coord * pc.a_strides[d];
         ib += coord * pc.b_strides[d];
     }
-    bool s = SIGNED != 0;
+    bool s = S;
     float sa = RqFloats(pc.a_scale).v[0], sb = RqFloats(pc.b_scale).v[0], sc = RqFloats(pc.c_scale).v[0];
     int za = zero_point(pc.a_zp), zb = zero_point(pc.b_zp), zc = zero_point(pc.c_zp);
-    int a = rq_byte(pc.a, ia, s), b = rq_byte(pc.b, ib, s);
+    int a = rq_byte(pc.a, ia, s) ^ FLIP, b = rq_byte(pc.b, ib, s) ^ FLIP;
     precise float c;
     if (OP == 0) {
         float ra = precise_div(sa, sc), rb = precise_div(sb, sc);
@@ -97,5 +102,5 @@ void main() {
         c = float((a - za) * (b - zb)) * ratio + float(zc);
     }
     int q = (isnan(c) || abs(c) >= 2147483648.0) ? -2147483647 - 1 : int(roundEven(c));
-    RqBytes(pc.y).v[i] = uint8_t(clamp(q, s ? -128 : 0, s ? 127 : 255) & 0xff);
+    RqBytes(pc.y).v[i] = uint8_t((clamp(q, s ? -128 : 0, s ? 127 : 255) ^ FLIP) & 0xff);
 }

@@ -8,7 +8,9 @@
 //     input, row by row, divided by the taps (or kernel_size with COUNT_PAD), then
 //     y = clamp(int(round_half_even(avg / y_scale + y_zp))) (|value| >= 2^31 and NaN give the lowest value, as
 //     x86's conversion gives INT_MIN).
-// A 1-D pool is a 2-D one of height 1.
+// A 1-D pool is a 2-D one of height 1. SIGNED 2: int8 tensors computed as the uint8 ones the CPU EP makes of
+// them (x + 128, zero points + 128: its QDQS8ToU8Transformer, vkep/ort/qdq.py), where the windowed form's
+// `+ y_zp` rounds otherwise in rare values; stored back - 128.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
@@ -29,13 +31,15 @@ layout(push_constant, scalar) uniform Push {
     GROUP_BASE;
 } pc;
 
+const int FLIP = SIGNED == 2 ? 0x80 : 0;  // (an int8 byte XOR 0x80, read unsigned, is its value + 128)
+
 void main() {
     uint i = FLAT_ID(WG);
     if (i >= pc.n) return;
-    bool s = SIGNED != 0;
+    bool s = SIGNED == 1;
     int x_zp = rq_byte(PRESENT_OR(pc.x_zp, pc.x), 0, s), y_zp = rq_byte(PRESENT_OR(pc.y_zp, pc.x), 0, s);
-    x_zp = pc.x_zp != 0 ? x_zp : 0;
-    y_zp = pc.y_zp != 0 ? y_zp : 0;
+    x_zp = pc.x_zp != 0 ? x_zp ^ FLIP : FLIP;
+    y_zp = pc.y_zp != 0 ? y_zp ^ FLIP : FLIP;
     float x_scale = RqFloats(pc.x_scale).v[0], y_scale = RqFloats(pc.y_scale).v[0];
     uint osz = pc.oh * pc.ow, isz = pc.ih * pc.iw;
     uint base = (i / osz) * isz;
@@ -45,7 +49,7 @@ void main() {
         int acc = -x_zp * int(isz);
         for (uint t0 = 0; t0 < isz; t0 += 8) {
             [[unroll]] for (uint j = 0; j < 8; ++j) {
-                if (t0 + j < isz) acc += rq_byte(pc.x, base + t0 + j, s);
+                if (t0 + j < isz) acc += rq_byte(pc.x, base + t0 + j, s) ^ FLIP;
             }
         }
         precise float size_scale = y_scale * float(isz);
@@ -61,7 +65,8 @@ void main() {
             for (int w = w0; w < w1; w += 8) {
                 [[unroll]] for (int j = 0; j < 8; ++j) {
                     if (w + j < w1) {
-                        precise float v = x_scale * float(rq_byte(pc.x, base + uint(h) * pc.iw + uint(w + j), s) - x_zp);
+                        int x = rq_byte(pc.x, base + uint(h) * pc.iw + uint(w + j), s) ^ FLIP;
+                        precise float v = x_scale * float(x - x_zp);
                         sum += v;
                     }
                 }
@@ -72,5 +77,5 @@ void main() {
         result = (isnan(q) || abs(q) >= 2147483648.0) ? -2147483647 - 1 : int(roundEven(q));
     }
     int lo = s ? -128 : 0, hi = s ? 127 : 255;
-    RqBytes(pc.y).v[i] = uint8_t(clamp(result, lo, hi) & 0xff);
+    RqBytes(pc.y).v[i] = uint8_t((clamp(result, lo, hi) ^ FLIP) & 0xff);
 }

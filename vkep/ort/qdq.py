@@ -1,0 +1,431 @@
+"""QDQ groups at GetCapability and Compile: DequantizeLinear nodes -> Conv / MatMul / Gemm / Add / Mul / pools /
+Sigmoid / LeakyRelu / Softmax / Concat -> QuantizeLinear, claimed as one fused node (ORT's Compile, as fusion.py's
+groups) where ORT's CPU EP would fuse them into a QLinear kernel, and run with vkep's kernel of that QLinear op
+(vkep/kernels/qdq.py). The CPU EP computes such a group in integers (QLinearConv: an int32 sum requantized);
+the nodes one by one compute in float and single 8-bit values come out one step away.
+
+Which groups: those ORT 1.32's QDQSelectorActionTransformer takes for the CPU EP on x86-64
+(qdq_selector_action_transformer.cc, qdq_selectors.cc, node_unit.cc's CanCreateNodeGroup): every present input
+of the op made by a DequantizeLinear whose one consumer is the op and which is no graph output; the op's one
+consumer a QuantizeLinear (through a Relu or Clip that the Q makes redundant), the op's value no graph output;
+8-bit types, the input's equal to the output's, as the selectors see them after QDQS8ToU8Transformer (_cpu_type);
+int8 activations then only for the unary, binary, Concat and Gemm forms (QDQIsInt8Allowed is false on x86-64); Conv's and Gemm's bias an int32 DequantizeLinear whose integers are the
+QLinear op's bias (Conv's scale x_scale * w_scale within 1% and its zero point 0, Gemm's unread, as ORT 1.32
+checks them); Gemm's alpha and beta 1 with a bias, and no Q needed (QGemm then gives float32). vkep adds its own
+conditions: every node claimed, float32 scales, weights per tensor or per output channel along the axis the
+QLinear op reads, and the QLinear kernel planning the declared shapes.
+docs/design.md, "QDQ groups: computed as the CPU EP computes them".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vkep.kernels import qdq
+from vkep.kernels.base import Tensor, implementation
+from vkep.kernels.manifest import KernelSpec
+from vkep.ort import api, declared
+from vkep.ort.ep import MAX_PACKED_INPUTS, Ep, _declined, _refused_in_a_dry_run, node_attributes
+
+MS = "com.microsoft"
+# the op of a group → its QLinear op (domain, op) and the order of the QLinear op's inputs
+QLINEAR = {"Conv": ("", "QLinearConv"), "MatMul": ("", "QLinearMatMul"), "Gemm": (MS, "QGemm"),
+           "Add": (MS, "QLinearAdd"), "Mul": (MS, "QLinearMul"), "AveragePool": (MS, "QLinearAveragePool"),
+           "GlobalAveragePool": (MS, "QLinearGlobalAveragePool"), "LeakyRelu": (MS, "QLinearLeakyRelu"),
+           "Sigmoid": (MS, "QLinearSigmoid"), "Softmax": (MS, "QLinearSoftmax"), "Concat": (MS, "QLinearConcat")}
+UNARY = ("AveragePool", "GlobalAveragePool", "LeakyRelu", "Sigmoid", "Softmax")
+INT8_ACTIVATIONS = ("Add", "Mul", "Concat", "Gemm", *UNARY)  # (Conv and MatMul: not on x86-64)
+EIGHT_BIT = ("uint8", "int8")
+TYPE_RANGE = {"uint8": (0, 255), "int8": (-128, 127)}
+# the kernel spec of every fused QDQ group: not a manifest entry (no ONNX op)
+SPEC = KernelSpec(op="QdqGroup", domain="vkep", since=[1], types={}, impl="qdq.QdqGroup")
+
+
+@dataclass
+class Group:
+    """A group ORT will hand to Compile: its nodes, and the QLinear op that runs it with the names of that op's
+    inputs ("" for an absent one)."""
+
+    members: list  # (GetCapability's nodes: not to be read after it)
+    key: tuple[str, ...]  # the op's output names (unique in the graph): how Compile finds the plan
+    made: frozenset  # the output names of every member (Compile checks that ORT fused just these)
+    as_uint8: bool  # int8 activations the CPU EP computes as uint8 (_cpu_type)
+    spec: KernelSpec
+    version: int
+    attrs: dict
+    inputs: list[str]
+
+
+def add_groups(ep: Ep, support_info, claimed: list) -> set[int]:
+    """Hand ORT each QDQ group of claimed nodes to fuse; returns the addresses of the nodes they hold."""
+    options = api.ffi.new("OrtNodeFusionOptions*")
+    options.ort_version_supported = api.lib.vkep_api_version()
+    options.drop_constant_initializers = True  # (Compile uploads them once: kernel)
+    mine = {api.address(n) for n in claimed}
+    held: set[int] = set()
+    for node in claimed:
+        group = find(node, ep, mine)
+        if group is None or any(api.address(m) in held for m in group.members):
+            continue
+        nodes = api.ffi.new("const OrtNode*[]", group.members)
+        api.check(api.lib.ep_EpGraphSupportInfo_AddNodesToFuse(support_info, nodes, len(group.members), options))
+        held |= {api.address(m) for m in group.members}
+        ep.qdq_plans[group.key] = group
+    if held:
+        ep.log.info(f"fuses {len(held)} nodes into QDQ groups, each run by a QLinear kernel")
+    return held
+
+
+def find(target, ep: Ep, mine: set[int]) -> Group | None:
+    """The group whose op is `target`, where the CPU EP's selectors would take it and vkep can run it, else
+    None."""
+    op = declared.op_type(target)
+    if declared.domain(target) not in ("", "ai.onnx") or op not in QLINEAR:
+        return None
+    names = declared.names(target)
+    dqs = []
+    for name, info in zip(names, declared.value_infos(target), strict=True):
+        if not name:
+            continue
+        dq = _producer(info)
+        if dq is None or not _is(dq, "DequantizeLinear") or not _feeds_only(dq, target):
+            return None  # (every present input from a DQ of its own, as CheckQDQNodes counts them)
+        dqs.append(dq)
+    if not dqs or len({api.address(d) for d in dqs}) != len(dqs):
+        return None
+    clip, qs = _clip_and_qs(target)
+    if clip is not None and (len(qs) != 1 or not _redundant(clip, qs[0])):
+        return None
+    if not qs and op != "Gemm":
+        return None  # (MatMul without Q: MatMulIntegerToFloat, which vkep has no kernel for)
+    if qs and (len(qs) != 1 or len(_consumers(target)) != 1 or _is_graph_output(target)):
+        return None  # (the op's value goes elsewhere too)
+    q = qs[0] if qs else None
+    members = [*dqs, target, *([clip] if clip is not None else []), *([q] if q is not None else [])]
+    if any(api.address(m) not in mine for m in members):
+        return None
+    if any(declared.attribute(d, "block_size", "int") for d in dqs):
+        return None
+    # (the types as the CPU EP's selectors see them, after its QDQS8ToU8Transformer: _cpu_type)
+    types = [_cpu_type(declared.values(d)[0][1], d, q_side=False) for d in dqs]
+    out_type = _cpu_type(declared.values(q, outputs=True)[0][1], q, q_side=True) if q is not None else None
+    if not _types_fit(op, types, out_type):
+        return None
+    if any(declared.values(d, outputs=True)[0][1] != "float32" for d in dqs):
+        return None
+    as_uint8 = types[0] == "uint8" and declared.values(dqs[0])[0][1] == "int8"
+    return _plan(op, target, dqs, clip, q, ep, as_uint8)
+
+
+def _cpu_type(dtype: str | None, node, q_side: bool) -> str | None:
+    """An activation's type as the CPU EP's selectors see it. On x86-64 ORT's QDQS8ToU8Transformer (level 2,
+    before them) turns each int8 QuantizeLinear whose one consumer is a DequantizeLinear (its value no graph
+    output), both with the same constant one-element int8 zero point, into a uint8 pair (zero point + 128): a
+    group then sees uint8 there, and fuses where every value it reads and makes is seen so (the integers and
+    their zero points move by 128 alike: a QLinear kernel over the int8 values computes the same). `node` is
+    the group's DQ (q_side False: its producer may be that Q) or its Q (True: its consumer may be that DQ)."""
+    if dtype != "int8":
+        return dtype
+    if q_side:
+        q, consumers = node, _consumers(node)
+        dq = consumers[0][0] if len(consumers) == 1 else None
+    else:
+        dq, q = node, _producer(declared.value_infos(node)[0])
+        consumers = _consumers(q) if q is not None else []
+    if (q is None or dq is None or not _is(q, "QuantizeLinear") or not _is(dq, "DequantizeLinear")
+            or len(consumers) != 1 or _is_graph_output(q)):
+        return dtype
+    zps = [_constant(declared.value_infos(n)[2]) if len(declared.value_infos(n)) > 2 else None for n in (q, dq)]
+    if any(z is None or z.size != 1 or z.dtype != np.int8 for z in zps) or zps[0].reshape(-1)[0] != zps[1].reshape(-1)[0]:
+        return dtype
+    return "uint8"
+
+
+def _types_fit(op: str, types: list, out_type: str | None) -> bool:
+    """The CPU EP's type conditions (8-bit only: it takes no 16-bit here, and no 4-bit)."""
+    x = types[0]
+    if any(t not in (*EIGHT_BIT, "int32") for t in types) or out_type not in (*EIGHT_BIT, None):
+        return False
+    if op in ("Conv", "Gemm") and len(types) == 3 and types[2] != "int32":
+        return False
+    if "int32" in types[:2] or op not in ("Conv", "Gemm") and "int32" in types:
+        return False
+    if x == "int8" and op not in INT8_ACTIVATIONS:
+        return False
+    if op == "Gemm":
+        return (x != "int8" or types[1] == "int8") and out_type in (x, None)
+    if op in ("Conv", "MatMul"):
+        return out_type == x
+    return all(t == x for t in types) and out_type == x
+
+
+def _plan(op: str, target, dqs: list, clip, q, ep: Ep, as_uint8: bool) -> Group | None:
+    """The QLinear op's inputs and attributes, checked by its kernel planning the declared shapes."""
+    domain, qop = QLINEAR[op]
+    specs = ep.specs.get((domain, qop), ())
+    if not specs:
+        return None
+    spec = specs[0]
+    version = spec.version_ranges()[0][0]
+    attrs = node_attributes(target, spec)
+
+    def triple(node) -> list[str]:
+        ins = list(declared.names(node)) + [""] * 3
+        return ins[:3]
+
+    y = triple(q)[1:] if q is not None else ["", ""]
+    if op == "Conv":
+        if len(dqs) == 3 and not _bias_scale_fits(*dqs):
+            return None
+        bias = [declared.names(dqs[2])[0]] if len(dqs) == 3 else []
+        inputs = triple(dqs[0]) + triple(dqs[1]) + y + bias
+        if not _per_channel_fits(dqs[1], 0):
+            return None
+    elif op == "MatMul":
+        inputs = triple(dqs[0]) + triple(dqs[1]) + y
+        if not _per_channel_fits(dqs[1], -1):
+            return None
+    elif op == "Gemm":
+        bias = declared.names(dqs[2])[0] if len(dqs) == 3 else ""
+        beta, alpha = (declared.attribute(target, name, "float") for name in ("beta", "alpha"))
+        if bias and (beta not in (None, 1.0) or alpha not in (None, 1.0)):
+            return None  # (ORT 1.32 does not fuse alpha != 1 with a bias either: found by trying it)
+        inputs = triple(dqs[0]) + triple(dqs[1]) + [bias] + y
+        if not _per_channel_fits(dqs[1], 0 if attrs.get("transB") else 1):
+            return None
+    elif op == "Concat":
+        inputs = y + [name for d in dqs for name in triple(d)]
+    else:
+        inputs = [name for d in dqs for name in triple(d)] + y
+    if op == "Softmax":
+        attrs["opset"] = _since(target)
+    if op == "AveragePool" and any(d != 1 for d in declared.attribute(target, "dilations", "ints") or []):
+        return None  # (QLinearAveragePool has no dilations)
+    infos = _infos([*dqs, *([q] if q is not None else [])])
+    values = [declared.declared(infos[n]) if n else None for n in inputs]
+    if any(i in spec.constant_inputs and not declared.is_constant(infos[n]) for i, n in enumerate(inputs) if n):
+        return None
+    # (the fused node takes the values that are no constants: the native trampoline's limit is on those)
+    varying = {n for n in inputs if n and not declared.is_constant(infos[n])}
+    if len(varying) > MAX_PACKED_INPUTS:
+        return None
+    why = _declined(spec, version, attrs, values, max_inputs=len(values)) or _refused_in_a_dry_run(
+        ep, spec, version, attrs, values, 1, lambda i: declared.constant_bytes(infos[inputs[i]]),
+        lambda i: declared.is_constant(infos[inputs[i]]))
+    if why:
+        ep.log.info(f"leaves the QDQ group of {op} node {declared.name(target)!r} as nodes: {why}")
+        return None
+    members = [*dqs, target, *([clip] if clip is not None else []), *([q] if q is not None else [])]
+    return Group(members, declared.output_names(target), frozenset(declared.output_names(m) for m in members),
+                 as_uint8, spec, version, attrs, inputs)
+
+
+def _bias_scale_fits(dq_x, dq_w, dq_bias) -> bool:
+    """What the CPU EP (ORT 1.32) asks of a Conv's bias before it fuses: a zero point absent or 0, and a scale
+    x_scale * w_scale within 1e-6 + 1e-2 of it (found by trying it: 1.5% off fuses where that product is
+    about 2e-4, 2% where it is 1e-4), since QLinearConv reads the bias integers as of that scale."""
+    infos = declared.value_infos(dq_bias)
+    if len(infos) > 2 and infos[2] != api.ffi.NULL:
+        zp = _constant(infos[2])
+        if zp is None or np.any(zp != 0):
+            return False
+    scales = [_constant(declared.value_infos(d)[1]) for d in (dq_x, dq_w, dq_bias)]
+    if any(s is None or s.dtype != np.float32 for s in scales):
+        return False
+    x, w, b = scales
+    want = (x.reshape(-1)[0] * w.reshape(-1)).astype(np.float32)
+    if b.size not in (1, want.size):
+        return False
+    return bool(np.all(np.abs(b.reshape(-1).astype(np.float64) - want) <= 1e-6 + 1e-2 * np.abs(want.astype(np.float64))))
+
+
+def _per_channel_fits(dq, axis: int) -> bool:
+    """Whether a weight's DQ is per tensor, or per channel along `axis` of the weight (the one its QLinear op
+    reads per channel)."""
+    scale = declared.values(dq)[1]
+    weight = declared.values(dq)[0]
+    if scale is None or scale[0] is None or weight is None or weight[0] is None:
+        return False
+    if int(np.prod(scale[0])) == 1 and len(scale[0]) <= 1:
+        return True
+    given = declared.attribute(dq, "axis", "int")
+    given = 1 if given is None else given
+    rank = len(weight[0])
+    return len(scale[0]) == 1 and given % rank == axis % rank
+
+
+def _since(node) -> int:
+    version = api.ffi.new("int*")
+    api.check(api.lib.ort_Node_GetSinceVersion(node, version))
+    return version[0]
+
+
+def _infos(nodes: list) -> dict:
+    """name → OrtValueInfo of every input of the nodes."""
+    out = {}
+    for node in nodes:
+        for name, info in zip(declared.names(node), declared.value_infos(node), strict=True):
+            if name:
+                out[name] = info
+    return out
+
+
+def _clip_and_qs(target) -> tuple:
+    """(the Relu or Clip after the op or None, the QuantizeLinear nodes after it, or after the op) as the CPU
+    EP's GetQDQSelection finds them: a Relu or Clip that is the op's one consumer, has one consumer and is no
+    graph output is taken, and must then be made redundant by the one Q after it."""
+    consumers = _consumers(target)
+    clip = None
+    if len(consumers) == 1 and _is(consumers[0][0], "Relu", "Clip"):
+        if len(_consumers(consumers[0][0])) == 1 and not _is_graph_output(consumers[0][0]):
+            clip = consumers[0][0]
+    holder = clip if clip is not None else target
+    return clip, [n for n, _ in _consumers(holder) if _is(n, "QuantizeLinear")]
+
+
+def _redundant(clip, q) -> bool:
+    """IsClipMadeRedundantByQ: Q's scalar scale and zero point (constants) clamp at least as tightly."""
+    infos = declared.value_infos(q)
+    scale = _constant(infos[1]) if len(infos) > 1 else None
+    if scale is None or scale.ndim != 0 or scale.dtype != np.float32:
+        return False
+    if len(infos) > 2 and infos[2] != api.ffi.NULL:
+        zp = _constant(infos[2])
+        if zp is None or zp.ndim != 0 or str(zp.dtype) not in TYPE_RANGE:
+            return False
+        lo, hi = TYPE_RANGE[str(zp.dtype)]
+        zp_value = int(zp)
+    else:
+        lo, hi = TYPE_RANGE["uint8"]  # (no output_dtype read: vkep's Q takes none without a zero point)
+        zp_value = 0
+    if declared.op_type(clip) == "Relu":
+        return zp_value == lo
+    bounds = []
+    clip_infos = declared.value_infos(clip)
+    for k, default in ((1, -np.inf), (2, np.inf)):
+        if len(clip_infos) > k and clip_infos[k] != api.ffi.NULL:
+            value = _constant(clip_infos[k])
+            if value is None:
+                return False
+            bounds.append(float(value.reshape(-1)[0]))
+        else:
+            attr = declared.attribute(clip, "min" if k == 1 else "max", "float")
+            bounds.append(default if attr is None else attr)
+    with np.errstate(all="ignore"):
+        q_lo, q_hi = (np.rint(np.float32(b) / scale) for b in bounds)
+    return bool(q_lo + zp_value <= lo and q_hi + zp_value >= hi)
+
+
+def _constant(info) -> np.ndarray | None:
+    data = declared.constant_bytes(info)
+    shape, dtype = declared.declared(info)
+    if data is None or shape is None or dtype is None:
+        return None
+    return np.frombuffer(data, np.dtype(dtype)).reshape(shape)
+
+
+def _is(node, *ops: str) -> bool:
+    return declared.domain(node) in ("", "ai.onnx") and declared.op_type(node) in ops
+
+
+def _producer(info):
+    lib, ffi = api.lib, api.ffi
+    if info == ffi.NULL:
+        return None
+    producer, index = ffi.new("const OrtNode**"), ffi.new("size_t*")
+    status = lib.ort_ValueInfo_GetValueProducer(info, producer, index)
+    if status != ffi.NULL:
+        lib.ort_ReleaseStatus(status)
+        return None
+    return producer[0] if producer[0] != ffi.NULL else None
+
+
+def _consumers(node) -> list[tuple]:
+    """(node, input index) of every consumer of every output of `node` (ORT's output edges; index -1: a
+    subgraph's implicit input)."""
+    lib, ffi = api.lib, api.ffi
+    out = []
+    count = ffi.new("size_t*")
+    for info in declared.value_infos(node, outputs=True):
+        if info == ffi.NULL:
+            continue
+        api.check(lib.ort_ValueInfo_GetValueNumConsumers(info, count))
+        n = count[0]
+        nodes, indices = ffi.new("const OrtNode*[]", max(n, 1)), ffi.new("int64_t[]", max(n, 1))
+        api.check(lib.ort_ValueInfo_GetValueConsumers(info, nodes, indices, n))
+        out += [(nodes[k], indices[k]) for k in range(n)]
+    return out
+
+
+def _is_graph_output(node) -> bool:
+    flag = api.ffi.new("bool*")
+    for info in declared.value_infos(node, outputs=True):
+        if info != api.ffi.NULL:
+            api.check(api.lib.ort_ValueInfo_IsGraphOutput(info, flag))
+            if flag[0]:
+                return True
+    return False
+
+
+def _feeds_only(dq, target) -> bool:
+    """Whether the DQ's value goes to `target` alone, once, and is no graph output (CanCreateNodeGroup)."""
+    consumers = _consumers(dq)
+    return (len(consumers) == 1 and api.address(consumers[0][0]) == api.address(target) and consumers[0][1] >= 0
+            and not _is_graph_output(dq))
+
+
+def plan_of(nodes: list, ep: Ep) -> Group | None:
+    """The group GetCapability planned for the nodes ORT compiles, or None (another kind of fused node)."""
+    made = {declared.output_names(node) for node in nodes}
+    for key in made:
+        group = ep.qdq_plans.get(key)
+        if group is not None and made == group.made:
+            return group
+    return None
+
+
+def kernel(group: Group, nodes: list, fused_node, ep: Ep, initializer) -> tuple[qdq.QdqGroup, list]:
+    """(the fused node's kernel, the constants it uploads as (array, index of the QLinear op's input))."""
+    impl = implementation(group.spec)(group.spec, dict(group.attrs), group.version,
+                                      [_dtype(n, nodes) for n in group.inputs])
+    impl.output_count, impl.device_info = 1, ep.info
+    if group.as_uint8 and hasattr(impl, "as_uint8"):  # (QLinearAdd, QLinearMul, QLinearAveragePool: float steps
+        # that see the shift; the others add the zero point after rounding)
+        impl.as_uint8 = True
+    fused_inputs = list(declared.names(fused_node))
+    infos = _infos(nodes)
+    sources: list = []
+    uploads: list = []
+    for index, name in enumerate(group.inputs):
+        if not name:
+            sources.append(None)
+        elif name in fused_inputs:
+            sources.append(fused_inputs.index(name))
+        else:  # a constant ORT dropped from the fused node: packed as PrePackWeight would, then uploaded
+            array = initializer(infos[name])
+            if index in group.spec.prepack:
+                array, _ = impl.pack(index, array)
+            sources.append(None)
+            uploads.append((np.require(array, requirements="C"), index))
+    shapes = [declared.declared(infos[n]) if n else (None, "") for n in group.inputs]
+    impl.declared_inputs = [(tuple(d), t) if d is not None and min(d + [0]) >= 0 else (None, "") for d, t in shapes]
+    return qdq.QdqGroup(SPEC, impl, sources), uploads
+
+
+def _dtype(name: str, nodes: list) -> str:
+    if not name:
+        return ""
+    return declared.declared(_infos(nodes)[name])[1] or ""
+
+
+def place_constants(impl: qdq.QdqGroup, uploads: list, kernel_instance, ep: Ep) -> None:
+    """Upload the group's constants once into vkep's content-keyed weight cache (as PrePackWeight does) and put
+    them where the QLinear kernel reads them."""
+    for k, (array, index) in enumerate(uploads):
+        shape, dtype = tuple(array.shape), str(array.dtype)
+        weight = kernel_instance.persistent[("constant", k)] = ep.gpu.weights.acquire(array.tobytes(),
+                                                                                      f"as-is:{dtype}:{shape}")
+        impl.sources[index] = Tensor(weight.address, shape, dtype, Tensor.PERSISTENT)
+
