@@ -275,6 +275,8 @@ def test_replays_of_a_captured_graph_record_each_node_s_gpu_time(ep_devices, tmp
     tied = [e for e in gpu if e["args"]["parent_name"].endswith("_kernel_time")]
     assert sorted(e["args"]["parent_name"] for e in tied) == sorted(f"{n}_kernel_time" for n in names for _ in range(2))
     assert len(gpu) == len(tied) + 3 * len(names)
+    rows = profile.summarize(events, None)["nodes"]  # (vkep run --profile's table counts the replays' executions)
+    assert {r["node"]: (r["clock"], r["executions"]) for r in rows} == {n: ("gpu", 5) for n in names}
     # not profiling any more: the graph still replays, and nothing is recorded
     assert not any(ep.profilers for ep in ep_module.EPS.values())
     for _ in range(2):
