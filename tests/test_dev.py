@@ -82,6 +82,15 @@ def test_compile_error_shows_file_line_and_keeps_the_last_good_pipelines(shader_
         assert "kept      the last good pipelines: max error 0" in text, text
         # the live sessions still run the last good shader
         assert all(case.check().ok for case in loop.cases)
+        # the fixed save: compiled, checked and timed again, each figure beside the last good save's
+        _edit(shader_copy / RELU_FILE, RELU_LINE.replace("v;", "v +;"), RELU_LINE)
+        fixed = loop.cycle([shader_copy / RELU_FILE])
+        assert not fixed.kept_last_good and fixed.max_error == 0 and fixed.micros > 0
+        text = out.getvalue()[len(text):]
+        assert "compile   FAILED" not in text and "validated by spirv-val" in text, text
+        assert re.search(r"check +\d+ reference case\(s\) vs the CPU EP: max error 0 \(was 0\)", text), text
+        assert re.search(r"time +Relu-\S+: [\d.]+ .s \(was [\d.]+ .s.*\) \[(gpu timestamps|host timing)", text), text
+        assert re.search(r"result +\d+\.\d\d s after the start", text), text
     finally:
         loop.close()
 
