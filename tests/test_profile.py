@@ -283,6 +283,33 @@ def test_replays_of_a_captured_graph_record_each_node_s_gpu_time(ep_devices, tmp
         run_and_check()
 
 
+def test_a_captured_graph_past_one_query_pool_times_every_node(ep_devices, tmp_path):
+    """300 nodes (fuse=0: one kernel each) and their command buffers need more pairs than one pool of a graph's
+    TimestampTable holds: every replay still reports every node once."""
+    from vkep.gpu.timing import TimestampTable
+    from vkep.models import add_chain
+
+    nodes = 300
+    assert nodes > TimestampTable.POOL_PAIRS
+    model = add_chain(nodes, shape=(4, 16))
+    session = runner.vkep_session(model, disable_cpu_fallback=True, profile_prefix=str(tmp_path / "trace"),
+                                  ep_options={**CAPTURE, "fuse": "0"})
+    binding, values = _bound(session, ep_devices, {"x": (4, 16)}, {"y": (4, 16)})
+    x = np.random.default_rng(3).standard_normal((4, 16)).astype(np.float32)
+    values["x"].update_inplace(x)
+    for _ in range(3):
+        session.run_with_iobinding(binding)
+    np.testing.assert_allclose(values["y"].numpy(), runner.cpu_session(model).run(None, {"x": x})[0], rtol=1e-5,
+                               atol=1e-5)
+    events = json.loads(open(session.end_profiling()).read())
+    replays = _replays(events)
+    assert len(replays) == 2
+    for run in replays:
+        inside = [e["args"]["node_name"] for e in events if e.get("cat") == "Kernel" and e.get("args", {}).get(
+            "parent_name") == "model_run" and run["ts"] <= e["ts"] <= run["ts"] + run["dur"]]
+        assert len(inside) == len(set(inside)) == nodes
+
+
 def test_a_graph_captured_unprofiled_has_no_pairs(ep_devices, tmp_path):
     """Profiling adds nothing to a graph captured in a session that does not profile (its replay is left as it
     was), and the profiled capture adds no command buffer to the graph."""
