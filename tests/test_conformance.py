@@ -10,8 +10,10 @@ What runs here, to keep the suite's time modest (the full matrix, every case x d
 - every other driver present with expectations (Mesa 25 lavapipe once tools/mesa_backports.sh has unpacked it):
   every 8th expected case, in workers that see that driver alone;
 - each feature switch on this process's driver: the cases of matrix.SWITCH_SAMPLE (45);
-- a small real matrix (4 cases, every driver x switch) and its report; a regression in a copy of an
-  expectations file is found; and each switch is shown to change the path a kernel takes.
+- a small real matrix (4 cases, every driver x switch) and its report, checked against every driver's
+  expectations; a regression in a copy of an expectations file is found; and each switch is shown to change the
+  path a kernel takes;
+- the full matrix, as a test of its own command: VKEP_FULL_MATRIX=1 pytest tests/test_conformance.py -k full_matrix.
 
 Also: the output check follows onnx's backend test runner, and the pool survives a crashed or hung worker.
 """
