@@ -13,12 +13,11 @@ write them (the device's cost: two timestamps a node, nothing read on the host).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from vkep.gpu import trace
 from vkep.gpu.timing import TimestampTable
-from vkep.ort.profiler import carrier
+from vkep.ort.profiler import carrier, input_shapes
 
 
 @dataclass
@@ -85,9 +84,7 @@ class GraphTiming:
         if not recorded:
             return
         correlation = self.profiler.current_event(expect_name=True)
-        shapes = json.dumps([list(kernel.weight_shapes[i]) if i in kernel.weight_shapes
-                             else list(t.shape) if t is not None else None for i, t in enumerate(inputs)])
-        self.nodes.append(TimedNode(kernel.node_name, kernel.spec.op, shapes, pair, correlation,
+        self.nodes.append(TimedNode(kernel.node_name, kernel.spec.op, input_shapes(kernel, inputs), pair, correlation,
                                     (begin_key, carrier(stream))))
 
     # -- gpu.trace's listener: the graph's command buffers --------------------------------------------------

@@ -126,9 +126,8 @@ class Profiler:
             self.ring.end(stream, ticket)
             correlation = self.current_event(expect_name=True)
             key = (self.begin_keys.pop(ticket), carrier(stream))
-            shapes = json.dumps([list(kernel.weight_shapes[i]) if i in kernel.weight_shapes
-                                 else list(t.shape) if t is not None else None for i, t in enumerate(inputs)])
-            self.node_records.append((correlation, kernel.node_name, kernel.spec.op, ticket, key, shapes))
+            self.node_records.append((correlation, kernel.node_name, kernel.spec.op, ticket, key,
+                                      input_shapes(kernel, inputs)))
 
     def current_event(self, expect_name: bool = False) -> int:
         """The correlation id of the ORT event open on this thread (0: none); `expect_name`: an event of vkep's
@@ -245,6 +244,12 @@ class Profiler:
         if (low is None or low <= 0) and (high is None or high >= 0):
             return 0
         return low if low is not None else high
+
+
+def input_shapes(kernel, inputs: list) -> str:
+    """A node execution's input shapes as JSON, a weight vkep packed with the shape the graph gives it."""
+    return json.dumps([list(kernel.weight_shapes[i]) if i in kernel.weight_shapes
+                       else list(t.shape) if t is not None else None for i, t in enumerate(inputs)])
 
 
 def carrier(stream) -> tuple[int, int]:
