@@ -67,6 +67,34 @@ def test_once_prints_the_largest_error_and_a_labelled_timing():
     assert re.search(r"result +\d+\.\d\d s after the start", res.stdout), res.stdout
 
 
+def test_a_shader_file_names_every_entry_it_serves(shader_copy, tmp_path):
+    """KERNEL may be a shader file: by name (in the shader directory) or by path (its directory becomes the shader
+    directory); the loop then checks every manifest entry that uses it. An include alone is refused, naming why."""
+    from vkep.dev.loop import DevLoop
+    from vkep.dev.target import resolve
+
+    by_name = resolve("cumsum.comp")
+    assert sorted(s.op for s in by_name.specs) == ["CumProd", "CumSum"] and by_name.shaders == ["cumsum.comp"]
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(shader_copy, elsewhere)
+    by_path = resolve(str(elsewhere / "cumsum.comp"))
+    assert Path(shaders.SHADER_DIR).resolve() == elsewhere.resolve()
+    assert [s.name for s in by_path.specs] == [s.name for s in by_name.specs]
+    with pytest.raises(ValueError, match="no manifest entry uses the shader common.glsl"):
+        resolve("common.glsl")
+    out = io.StringIO()
+    loop = DevLoop(str(elsewhere / "cumsum.comp"), out=out)
+    try:
+        outcome = loop.cycle()
+        assert outcome.results and all(r.ok for r in outcome.results)  # (float16 sums: within tolerance)
+        names = {r.name.split("-")[0] for r in outcome.results}
+        assert names == {"CumSum", "CumProd"}, names
+        assert TIMING.search(out.getvalue()), out.getvalue()
+    finally:
+        loop.close()
+        shaders.set_shader_dir(shader_copy)
+
+
 def test_compile_error_shows_file_line_and_keeps_the_last_good_pipelines(shader_copy):
     loop, out = _loop("Relu")
     try:
