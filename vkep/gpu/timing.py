@@ -156,7 +156,7 @@ class TimestampRing(_TimestampPool):
         return ticket
 
     def end(self, stream, ticket: int) -> None:
-        query = self.in_flight[ticket] + 1
+        query = 2 * (ticket % self.pairs) + 1  # (its pair may have been read already: a collect waited meanwhile)
         abi, vk = _loader()
         stream.on_open_buffer(lambda cmd: vk.vkCmdWriteTimestamp(_handle(abi, cmd), BOTTOM_OF_PIPE, self.pool, query))
 
@@ -168,18 +168,20 @@ class TimestampRing(_TimestampPool):
         """Wait for the device, then read every pair in flight into `results`."""
         if not self.in_flight:
             return
+        # the pairs to read are those begun before the wait: synchronize's flushes open new command buffers, where
+        # a profiler begins new pairs, whose reset is not submitted yet (reading such a query is invalid usage)
+        reading, self.in_flight = self.in_flight, {}
         self.device.synchronize()
         abi, vk = _loader()
         data = abi.new("uint64_t[4]")  # (value, availability) per query
         mask = self.mask
-        for ticket, query in self.in_flight.items():
+        for ticket, query in reading.items():
             result = vk.vkGetQueryPoolResults(_handle(abi, self.device.handle), self.pool, query, 2, 32, data, 16,
                                               RESULT_64 | RESULT_WITH_AVAILABILITY)
             if result < 0:
                 check(result, "vkGetQueryPoolResults")
             self.results[ticket] = ((int((data[0] & mask) * self.period_ns), int((data[2] & mask) * self.period_ns))
                                     if data[1] and data[3] else None)
-        self.in_flight.clear()
 
     def destroy(self) -> None:
         if self.pool is not None:
@@ -220,6 +222,12 @@ class TimestampTable:
         stream.on_open_buffer(lambda cmd: (vk.vkCmdResetQueryPool(_handle(abi, cmd), pool.pool, query, 2),
                                            vk.vkCmdWriteTimestamp(_handle(abi, cmd), BOTTOM_OF_PIPE, pool.pool, query)))
         return pair
+
+    def drop_last(self, pair: int) -> None:
+        """Forget the pair handed out last, whose commands will never be submitted (`read` would read queries
+        never reset)."""
+        assert pair == self.pairs - 1, (pair, self.pairs)
+        self.pairs -= 1
 
     def end(self, stream, pair: int) -> None:
         pool, query = self._query(pair)

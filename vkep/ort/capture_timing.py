@@ -62,6 +62,7 @@ class GraphTiming:
             # a buffer opened after the run's last flush holds only the pair's first timestamp: left out of the
             # graph (never submitted: the stream records nothing more), as it is when not profiling
             stream.rec.commands = 0
+            self.table.drop_last(self.open_batch)
             self.open_batch = None
         elif self.open_batch is not None:
             self.batch_closing(stream)
