@@ -10,8 +10,10 @@ What runs here, to keep the suite's time modest (the full matrix, every case x d
 - every other driver present with expectations (Mesa 25 lavapipe once tools/mesa_backports.sh has unpacked it):
   every 8th expected case, in workers that see that driver alone;
 - each feature switch on this process's driver: the cases of matrix.SWITCH_SAMPLE (45);
-- a small real matrix (4 cases, every driver x switch) and its report; a regression in a copy of an
-  expectations file is found; and each switch is shown to change the path a kernel takes.
+- a small real matrix (4 cases, every driver x switch) and its report, checked against every driver's
+  expectations; a regression in a copy of an expectations file is found; and each switch is shown to change the
+  path a kernel takes;
+- the full matrix, as a test of its own command: VKEP_FULL_MATRIX=1 pytest tests/test_conformance.py -k full_matrix.
 
 Also: the output check follows onnx's backend test runner, and the pool survives a crashed or hung worker.
 """
@@ -19,6 +21,7 @@ Also: the output check follows onnx's backend test runner, and the pool survives
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -215,6 +218,42 @@ def test_regression_in_an_expectations_file_is_found(small_matrix, tmp_path):
               else r for r in runs["default"]]
     found = expectations.regressions(expected, failed)
     assert len(found) == 1 and found[0].startswith("test_add: wrong, expected pass-vkep (output 0: 1 of 4")
+
+
+def _matrix_failures(doc: dict) -> list[str]:
+    """Each run that could not run, each validation message, and each case that did worse than its driver's
+    expectations for its switch."""
+    out = [f"{r['target']} [{r['switch']}]: {r['error']}" for r in doc["runs"] if r.get("error")]
+    for run in doc["runs"]:
+        where = f"{run['target']} [{run['switch']}]"
+        out += [f"{where}: {r['name']}: {r['validation']['count']} validation message(s): {r['validation']['first']}"
+                for r in run["cases"] if r.get("validation")]
+        expected = expectations.load(expectations.path_for(run["key"]))
+        if expected:
+            out += [f"{where}: {line}" for line in expectations.regressions(expected, run["cases"], run["switch"])]
+    return out
+
+
+def test_small_matrix_keeps_every_driver_s_expectations(small_matrix):
+    doc, _ = small_matrix
+    assert _matrix_failures(doc) == []
+
+
+FULL_MATRIX = os.environ.get("VKEP_FULL_MATRIX", "")
+
+
+@pytest.mark.skipif(not FULL_MATRIX, reason="the full matrix, its own command (every case x driver x switch: 1-4 min "
+                    "each on lavapipe): VKEP_FULL_MATRIX=1 pytest tests/test_conformance.py -k full_matrix (or "
+                    "VKEP_FULL_MATRIX=REGEX: the cases whose name matches)")
+def test_full_matrix_keeps_every_driver_s_expectations():
+    """`vkep conformance --device all` as a test: every case on every driver present under every switch; a
+    regression on any driver that has expectations fails it."""
+    cases = conformance.corpus(None if FULL_MATRIX == "1" else FULL_MATRIX)
+    doc = matrix.run_matrix(cases, matrix.drivers(), matrix.switches(), jobs=2, timeout=120, validation=True,
+                            quiet=True)
+    failures = _matrix_failures(doc)
+    assert not failures, f"{len(failures)} regression(s) (if intended: {conformance.REGENERATE}):\n" + "\n".join(
+        failures)
 
 
 # ---- switches change the path ---------------------------------------------------------------------------

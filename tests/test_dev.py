@@ -67,6 +67,34 @@ def test_once_prints_the_largest_error_and_a_labelled_timing():
     assert re.search(r"result +\d+\.\d\d s after the start", res.stdout), res.stdout
 
 
+def test_a_shader_file_names_every_entry_it_serves(shader_copy, tmp_path):
+    """KERNEL may be a shader file: by name (in the shader directory) or by path (its directory becomes the shader
+    directory); the loop then checks every manifest entry that uses it. An include alone is refused, naming why."""
+    from vkep.dev.loop import DevLoop
+    from vkep.dev.target import resolve
+
+    by_name = resolve("cumsum.comp")
+    assert sorted(s.op for s in by_name.specs) == ["CumProd", "CumSum"] and by_name.shaders == ["cumsum.comp"]
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(shader_copy, elsewhere)
+    by_path = resolve(str(elsewhere / "cumsum.comp"))
+    assert Path(shaders.SHADER_DIR).resolve() == elsewhere.resolve()
+    assert [s.name for s in by_path.specs] == [s.name for s in by_name.specs]
+    with pytest.raises(ValueError, match="no manifest entry uses the shader common.glsl"):
+        resolve("common.glsl")
+    out = io.StringIO()
+    loop = DevLoop(str(elsewhere / "cumsum.comp"), out=out)
+    try:
+        outcome = loop.cycle()
+        assert outcome.results and all(r.ok for r in outcome.results)  # (float16 sums: within tolerance)
+        names = {r.name.split("-")[0] for r in outcome.results}
+        assert names == {"CumSum", "CumProd"}, names
+        assert TIMING.search(out.getvalue()), out.getvalue()
+    finally:
+        loop.close()
+        shaders.set_shader_dir(shader_copy)
+
+
 def test_compile_error_shows_file_line_and_keeps_the_last_good_pipelines(shader_copy):
     loop, out = _loop("Relu")
     try:
@@ -82,6 +110,15 @@ def test_compile_error_shows_file_line_and_keeps_the_last_good_pipelines(shader_
         assert "kept      the last good pipelines: max error 0" in text, text
         # the live sessions still run the last good shader
         assert all(case.check().ok for case in loop.cases)
+        # the fixed save: compiled, checked and timed again, each figure beside the last good save's
+        _edit(shader_copy / RELU_FILE, RELU_LINE.replace("v;", "v +;"), RELU_LINE)
+        fixed = loop.cycle([shader_copy / RELU_FILE])
+        assert not fixed.kept_last_good and fixed.max_error == 0 and fixed.micros > 0
+        text = out.getvalue()[len(text):]
+        assert "compile   FAILED" not in text and "validated by spirv-val" in text, text
+        assert re.search(r"check +\d+ reference case\(s\) vs the CPU EP: max error 0 \(was 0\)", text), text
+        assert re.search(r"time +Relu-\S+: [\d.]+ .s \(was [\d.]+ .s.*\) \[(gpu timestamps|host timing)", text), text
+        assert re.search(r"result +\d+\.\d\d s after the start", text), text
     finally:
         loop.close()
 

@@ -198,3 +198,161 @@ def test_a_profiled_resnet50_s_node_times_cover_the_gpu_s_busy_time(ep_devices, 
     assert {r["ep"] for r in summary["nodes"]} == {VKEP}
     busy, kernels = summary["gpu_busy_ms"], summary["gpu_kernels_ms"]
     assert busy > 0 and abs(kernels - busy) <= 0.1 * busy, (kernels, busy)
+
+
+# -- graph capture (EP option enable_graph_capture): a replay runs no node, its command buffers hold the pairs --
+
+CAPTURE = {"enable_graph_capture": "1"}
+
+
+def _bound(session, ep_devices, inputs: dict[str, tuple], outputs: dict[str, tuple]):
+    """An IOBinding over OrtValues in vkep memory (a captured graph's inputs and outputs stay at their addresses,
+    as ORT requires): (binding, {name: OrtValue})."""
+    from vkep.gpu.device import physical_devices
+    from vkep.ort.factory import shares_host_memory
+
+    kind = "HOST_ACCESSIBLE" if shares_host_memory(physical_devices()[0]) else "DEFAULT"
+    info = ep_devices[0].memory_info(getattr(ort.OrtDeviceMemoryType, kind))
+    values = {name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), np.float32, memory_info=info)
+              for name, shape in {**inputs, **outputs}.items()}
+    binding = session.io_binding()
+    for name in inputs:
+        binding.bind_ortvalue_input(name, values[name])
+    for name in outputs:
+        binding.bind_ortvalue_output(name, values[name])
+    return binding, values
+
+
+def captured_profiled_session(model, prefix, ep_devices, inputs: dict[str, tuple], outputs: dict[str, tuple]):
+    """A profiled session that captures its graph, and its binding: (session, binding, {name: OrtValue})."""
+    session = runner.vkep_session(model, disable_cpu_fallback=True, profile_prefix=str(prefix), ep_options=CAPTURE)
+    return session, *_bound(session, ep_devices, inputs, outputs)
+
+
+def _replays(events: list[dict]) -> list[dict]:
+    """ORT's model_run events of the runs that ran no node (ReplayGraph)."""
+    node_times = [e["ts"] for e in events if e.get("cat") == "Node"]
+    return [r for r in events if r.get("cat") == "Session" and r["name"] == "model_run"
+            and not any(r["ts"] <= t <= r["ts"] + r["dur"] for t in node_times)]
+
+
+def test_replays_of_a_captured_graph_record_each_node_s_gpu_time(ep_devices, tmp_path):
+    """The captured command buffers hold each node's timestamp pair: every replay reports every node's GPU time
+    (tied to ORT's event around the replay, within it on ORT's clock), its command buffers' times and its submit
+    and wait; the capture run's nodes are tied to their own ORT node events; the answers stay right, and after
+    end_profiling the replays go on, reporting nothing."""
+    from vkep.ort import ep as ep_module
+
+    session, binding, values = captured_profiled_session(small_model(), tmp_path / "trace", ep_devices,
+                                                         {"x": (1, 8, 16, 16)}, {"y": (1, 8, 16, 16)})
+    cpu = runner.cpu_session(small_model())
+    rng = np.random.default_rng(2)
+
+    def run_and_check():
+        x = rng.standard_normal((1, 8, 16, 16)).astype(np.float32)
+        values["x"].update_inplace(x)
+        session.run_with_iobinding(binding)
+        np.testing.assert_allclose(values["y"].numpy(), cpu.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+    for _ in range(4):  # ORT's first Run: a warm-up run and the captured one; then three replays
+        run_and_check()
+    graphs = [g for ep in ep_module.EPS.values() for g in ep.graphs.values()]
+    assert len(graphs) == 1 and graphs[0].timing is not None
+    events = json.loads(open(session.end_profiling()).read())
+    replays = _replays(events)
+    assert len(replays) == 3, [e["name"] for e in events if e.get("cat") == "Session"]
+    gpu = [e for e in events if e.get("cat") == "Kernel" and "gpu_duration_ns" in e.get("args", {})]
+    names = {"conv", "relu", "matmul", "add"}
+    for run in replays:
+        inside = [e for e in gpu if run["ts"] <= e["ts"] <= e["ts"] + e["dur"] <= run["ts"] + run["dur"] + 2]
+        assert sorted(e["args"]["node_name"] for e in inside) == sorted(names), (run, inside)
+        assert all(e["args"]["parent_name"] == "model_run" and int(e["args"]["gpu_duration_ns"]) > 0
+                   and e["args"]["op_name"] == {"conv": "Conv", "relu": "Relu", "matmul": "MatMul", "add": "Add"}[
+                       e["args"]["node_name"]] for e in inside), inside
+        api = [e["name"] for e in events if e.get("cat") == "Api" and run["ts"] <= e["ts"] <= run["ts"] + run["dur"]]
+        assert api.count("batch") >= 1 and "submit" in api and "wait" in api, api
+    # the warm-up run's and the captured run's nodes: their GPU times beside ORT's node events
+    tied = [e for e in gpu if e["args"]["parent_name"].endswith("_kernel_time")]
+    assert sorted(e["args"]["parent_name"] for e in tied) == sorted(f"{n}_kernel_time" for n in names for _ in range(2))
+    assert len(gpu) == len(tied) + 3 * len(names)
+    rows = profile.summarize(events, None)["nodes"]  # (vkep run --profile's table counts the replays' executions)
+    assert {r["node"]: (r["clock"], r["executions"]) for r in rows} == {n: ("gpu", 5) for n in names}
+    # not profiling any more: the graph still replays, and nothing is recorded
+    assert not any(ep.profilers for ep in ep_module.EPS.values())
+    for _ in range(2):
+        run_and_check()
+
+
+def test_a_captured_graph_past_one_query_pool_times_every_node(ep_devices, tmp_path):
+    """300 nodes (fuse=0: one kernel each) and their command buffers need more pairs than one pool of a graph's
+    TimestampTable holds: every replay still reports every node once."""
+    from vkep.gpu.timing import TimestampTable
+    from vkep.models import add_chain
+
+    nodes = 300
+    assert nodes > TimestampTable.POOL_PAIRS
+    model = add_chain(nodes, shape=(4, 16))
+    session = runner.vkep_session(model, disable_cpu_fallback=True, profile_prefix=str(tmp_path / "trace"),
+                                  ep_options={**CAPTURE, "fuse": "0"})
+    binding, values = _bound(session, ep_devices, {"x": (4, 16)}, {"y": (4, 16)})
+    x = np.random.default_rng(3).standard_normal((4, 16)).astype(np.float32)
+    values["x"].update_inplace(x)
+    for _ in range(3):
+        session.run_with_iobinding(binding)
+    np.testing.assert_allclose(values["y"].numpy(), runner.cpu_session(model).run(None, {"x": x})[0], rtol=1e-5,
+                               atol=1e-5)
+    events = json.loads(open(session.end_profiling()).read())
+    replays = _replays(events)
+    assert len(replays) == 2
+    for run in replays:
+        inside = [e["args"]["node_name"] for e in events if e.get("cat") == "Kernel" and e.get("args", {}).get(
+            "parent_name") == "model_run" and run["ts"] <= e["ts"] <= run["ts"] + run["dur"]]
+        assert len(inside) == len(set(inside)) == nodes
+
+
+def test_a_graph_captured_unprofiled_has_no_pairs(ep_devices, tmp_path):
+    """Profiling adds nothing to a graph captured in a session that does not profile (its replay is left as it
+    was), and the profiled capture adds no command buffer to the graph."""
+    from vkep.ort import ep as ep_module
+
+    shapes = ({"x": (1, 8, 16, 16)}, {"y": (1, 8, 16, 16)})
+    quiet = runner.vkep_session(small_model(), disable_cpu_fallback=True, ep_options=CAPTURE)
+    quiet.run_with_iobinding(_bound(quiet, ep_devices, *shapes)[0])
+    profiled, pbinding, _ = captured_profiled_session(small_model(), tmp_path / "trace", ep_devices, *shapes)
+    profiled.run_with_iobinding(pbinding)
+    graphs = {bool(ep.profilers): list(ep.graphs.values()) for ep in ep_module.EPS.values() if ep.graphs}
+    assert set(graphs) == {False, True}
+    assert graphs[False][0].timing is None
+    assert graphs[True][0].timing is not None
+    assert len(graphs[True][0].stream.captured) == len(graphs[False][0].stream.captured)
+    profiled.end_profiling()
+
+
+def test_a_profiled_captured_resnet50_s_node_times_cover_the_gpu_s_busy_time(ep_devices, tmp_path):
+    """As test_a_profiled_resnet50_s_node_times_cover_the_gpu_s_busy_time, with the graph captured: the replays'
+    node pairs, written by the captured command buffers, sum to within 10% of those command buffers' time."""
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_resnet50.onnx")
+    model = onnx.load(path)
+
+    def dims(value_info):
+        return tuple(d.dim_value for d in value_info.type.tensor_type.shape.dim)
+
+    x_name, y_name = model.graph.input[0].name, model.graph.output[0].name
+    session, binding, values = captured_profiled_session(
+        model, tmp_path / "trace", ep_devices, {x_name: dims(model.graph.input[0])}, {y_name: dims(model.graph.output[0])})
+    x = np.random.default_rng(0).standard_normal(dims(model.graph.input[0])).astype(np.float32)
+    values[x_name].update_inplace(x)
+    for _ in range(3):  # the warm-up and captured runs, then two replays
+        session.run_with_iobinding(binding)
+    np.testing.assert_allclose(values[y_name].numpy(), runner.cpu_session(model).run(None, {x_name: x})[0],
+                               rtol=1e-3, atol=1e-4)
+    events = json.loads(open(session.end_profiling()).read())
+    replays = _replays(events)
+    assert len(replays) == 2
+    in_replays = [e for e in events if any(r["ts"] <= e["ts"] <= r["ts"] + r["dur"] for r in replays)]
+    summary = profile.summarize(in_replays, None)
+    kernels, busy = summary["gpu_kernels_ms"], summary["gpu_busy_ms"]
+    vkep_nodes = {r["node"] for r in profile.summarize(events, None)["nodes"] if r["clock"] == "gpu"}
+    replayed = [e for e in in_replays if e.get("cat") == "Kernel" and "gpu_duration_ns" in e.get("args", {})]
+    assert sorted(e["args"]["node_name"] for e in replayed) == sorted(list(vkep_nodes) * 2)
+    assert busy > 0 and abs(kernels - busy) <= 0.1 * busy, (kernels, busy)

@@ -156,7 +156,7 @@ class TimestampRing(_TimestampPool):
         return ticket
 
     def end(self, stream, ticket: int) -> None:
-        query = self.in_flight[ticket] + 1
+        query = 2 * (ticket % self.pairs) + 1  # (its pair may have been read already: a collect waited meanwhile)
         abi, vk = _loader()
         stream.on_open_buffer(lambda cmd: vk.vkCmdWriteTimestamp(_handle(abi, cmd), BOTTOM_OF_PIPE, self.pool, query))
 
@@ -168,20 +168,94 @@ class TimestampRing(_TimestampPool):
         """Wait for the device, then read every pair in flight into `results`."""
         if not self.in_flight:
             return
+        # the pairs to read are those begun before the wait: synchronize's flushes open new command buffers, where
+        # a profiler begins new pairs, whose reset is not submitted yet (reading such a query is invalid usage)
+        reading, self.in_flight = self.in_flight, {}
         self.device.synchronize()
         abi, vk = _loader()
         data = abi.new("uint64_t[4]")  # (value, availability) per query
         mask = self.mask
-        for ticket, query in self.in_flight.items():
+        for ticket, query in reading.items():
             result = vk.vkGetQueryPoolResults(_handle(abi, self.device.handle), self.pool, query, 2, 32, data, 16,
                                               RESULT_64 | RESULT_WITH_AVAILABILITY)
             if result < 0:
                 check(result, "vkGetQueryPoolResults")
             self.results[ticket] = ((int((data[0] & mask) * self.period_ns), int((data[2] & mask) * self.period_ns))
                                     if data[1] and data[3] else None)
-        self.in_flight.clear()
 
     def destroy(self) -> None:
         if self.pool is not None:
             self.device.synchronize()  # (pairs may still be written by submitted work)
         self._destroy_pool()
+
+
+class TimestampTable:
+    """Pairs of timestamp queries at fixed places, for work recorded once and submitted many times (a captured
+    graph, vkep/ort/capture_timing.py): pair k keeps its two queries for the table's life, so every submit of
+    the recorded commands writes the same pairs again, and `read` after each submit's completion gives each pair's
+    (begin, end) in device nanoseconds. `begin` records a reset of the pair before its first timestamp, so the
+    reset is part of the recorded work and runs again with each submit. Pools of POOL_PAIRS pairs are added as
+    pairs are handed out (a table never wraps: a wrapped pair would be overwritten within one submit)."""
+
+    POOL_PAIRS = 256
+
+    def __init__(self, device):
+        self.device = device
+        self.pools = [_TimestampPool(device, 2 * self.POOL_PAIRS)]
+        self.pairs = 0
+
+    @property
+    def available(self) -> bool:
+        return bool(self.pools) and self.pools[0].available
+
+    def _query(self, pair: int) -> tuple[_TimestampPool, int]:
+        return self.pools[pair // self.POOL_PAIRS], 2 * (pair % self.POOL_PAIRS)
+
+    def begin(self, stream) -> int:
+        """Record the reset of a new pair and its first timestamp on `stream`; returns the pair's index."""
+        pair = self.pairs
+        if pair // self.POOL_PAIRS == len(self.pools):
+            self.pools.append(_TimestampPool(self.device, 2 * self.POOL_PAIRS))
+        self.pairs += 1
+        pool, query = self._query(pair)
+        abi, vk = _loader()
+        stream.on_open_buffer(lambda cmd: (vk.vkCmdResetQueryPool(_handle(abi, cmd), pool.pool, query, 2),
+                                           vk.vkCmdWriteTimestamp(_handle(abi, cmd), BOTTOM_OF_PIPE, pool.pool, query)))
+        return pair
+
+    def drop_last(self, pair: int) -> None:
+        """Forget the pair handed out last, whose commands will never be submitted (`read` would read queries
+        never reset)."""
+        assert pair == self.pairs - 1, (pair, self.pairs)
+        self.pairs -= 1
+
+    def end(self, stream, pair: int) -> None:
+        pool, query = self._query(pair)
+        abi, vk = _loader()
+        stream.on_open_buffer(lambda cmd: vk.vkCmdWriteTimestamp(_handle(abi, cmd), BOTTOM_OF_PIPE, pool.pool,
+                                                                 query + 1))
+
+    def read(self) -> list[tuple[int, int] | None]:
+        """Each pair's (begin, end) ns as the last completed submit wrote it (None: not written). Call it once the
+        work is known complete; it does not wait."""
+        abi, vk = _loader()
+        out: list[tuple[int, int] | None] = []
+        for index, pool in enumerate(self.pools):
+            count = min(self.POOL_PAIRS, self.pairs - index * self.POOL_PAIRS)
+            if count <= 0:
+                break
+            data = abi.new("uint64_t[]", 4 * count)  # (value, availability) per query
+            result = vk.vkGetQueryPoolResults(_handle(abi, self.device.handle), pool.pool, 0, 2 * count, 32 * count,
+                                              data, 16, RESULT_64 | RESULT_WITH_AVAILABILITY)
+            if result < 0:
+                check(result, "vkGetQueryPoolResults")
+            mask, period = pool.mask, pool.period_ns
+            out.extend((int((data[4 * k] & mask) * period), int((data[4 * k + 2] & mask) * period))
+                       if data[4 * k + 1] and data[4 * k + 3] else None for k in range(count))
+        return out
+
+    def destroy(self) -> None:
+        """(after the last submit that writes the pairs has completed)"""
+        for pool in self.pools:
+            pool._destroy_pool()
+        self.pools.clear()

@@ -12,9 +12,11 @@ tensors to check), so a capture that meets it fails, naming how to bind vkep mem
 
 from __future__ import annotations
 
+from vkep.gpu import trace
 from vkep.gpu.capture import CaptureStream
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
+from vkep.ort.capture_timing import GraphTiming
 from vkep.ort.memory import allocators_of
 
 WARMUP_RUNS = 1  # ordinary runs before the one captured: plans, lazily made state, ORT's memory pattern
@@ -42,9 +44,17 @@ class CapturedGraph:
             self.gpu.streams.add(self.stream)
         self.kept_chunks: list[tuple] = []  # (allocator, pointer, size) held from ORT's allocators
         self.problems: list[str] = []  # host memory the captured run met (see host_memory_used)
+        self.timing: GraphTiming | None = None  # its timestamp pairs, when captured while ORT profiles the session
 
     def begin(self) -> None:
         self.gpu.synchronize()  # what other streams recorded before is submitted ahead of the graph
+        if self.ep.profilers:
+            timing = GraphTiming(self.gpu, self.stream, self.ep.profilers[0])
+            if timing.available:
+                self.timing = timing
+                timing.start_capture()
+            else:
+                timing.destroy()
         recorder = api.ffi.cast("void*", self.stream.recorder_address)
         for kernel in self.ep.kernels:
             kernel.capture = self
@@ -54,7 +64,11 @@ class CapturedGraph:
 
     def end(self) -> None:
         try:
+            if self.timing is not None:
+                self.timing.end_capture()
             self.stream.finish()  # the captured run's own results
+            if self.timing is not None:
+                self.timing.report_capture_run()
         finally:
             for kernel in self.ep.kernels:
                 kernel.capture = None
@@ -73,11 +87,24 @@ class CapturedGraph:
                              "gone or changed")
 
     def replay(self) -> None:
+        if self.timing is not None and self.ep.profilers:
+            return self._replay_profiled(self.ep.profilers[0])
         self.stream.wait(self.stream.replay())
+
+    def _replay_profiled(self, profiler) -> None:
+        """A replay whose submit is an event, and whose pairs are read once it completed."""
+        start = trace.now()
+        value = self.stream.replay()
+        profiler.submitted(self.stream, value, start, trace.now())
+        self.stream.wait(value)
+        self.timing.report_replay(profiler, (id(self.stream), value))
 
     def release(self) -> None:
         if not self.stream.destroyed:
             self.stream.destroy()  # waits for a replay still running
+        if self.timing is not None:
+            self.timing.destroy()
+            self.timing = None
         for allocator, pointer, size in self.kept_chunks:
             allocator.give_back(pointer, size)
         self.kept_chunks.clear()

@@ -608,8 +608,9 @@ def _kernel_compute(kernel_id, ctx, io):
         raise RuntimeError(f"vkep: the Vulkan device was lost ({kernel.gpu.lost}); create a new session "
                            "(after the driver recovers) to run again")
     waiting.limit, waiting.label = kernel.wait_limit, kernel.label
-    # (not in a graph being captured: its replays would write the pair again, long after it was read)
-    ticket = profiler.node_begin(stream) if profiler is not None and kernel.capture is None else None
+    # in a graph being captured, the pair is the graph's own (capture_timing.py): every replay writes it again
+    timer = profiler if kernel.capture is None else kernel.capture.timing
+    ticket = timer.node_begin(stream) if timer is not None else None
     commands = stream.rec.total_commands
     try:
         try:
@@ -617,7 +618,7 @@ def _kernel_compute(kernel_id, ctx, io):
                 kernel.impl.compute(call)
             finally:
                 if ticket is not None:
-                    profiler.node_end(stream, ticket, stream.rec.total_commands != commands, kernel, inputs)
+                    timer.node_end(stream, ticket, stream.rec.total_commands != commands, kernel, inputs)
         finally:
             try:
                 call.finish_host_work()

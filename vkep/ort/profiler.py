@@ -21,6 +21,7 @@ import os
 import threading
 
 from vkep.gpu import trace
+from vkep.gpu.capture import CaptureStream
 from vkep.gpu.timing import TimestampRing
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
@@ -50,6 +51,10 @@ class Profiler:
         self.begin_keys: dict[int, tuple[int, int]] = {}  # ticket -> (stream id, the submit carrying its begin)
         self.open_batches: dict[int, tuple] = {}  # stream id -> (stream, ticket of the pair around its open buffer)
         self.batches: list[int] = []  # tickets of the pairs around whole command buffers (the device's busy time)
+        # a captured graph's times, read by its own table (capture_timing.py): node records as above with the
+        # ticket's place taken by (begin, end) device ns, and its command buffers' (begin, end)
+        self.graph_nodes: list[tuple] = []
+        self.graph_batches: list[tuple[int, int]] = []
         self.ring: TimestampRing | None = None
         self.struct = s = api.new_struct("OrtEpProfilerImpl")
         s.ort_version_supported = PROFILER_API_VERSION
@@ -104,7 +109,7 @@ class Profiler:
             if not self.ring.available:
                 return None
             ticket = self.ring.begin(stream)
-            self.begin_keys[ticket] = _carrier(stream)
+            self.begin_keys[ticket] = carrier(stream)
             return ticket
 
     def node_end(self, stream, ticket: int | None, recorded: bool, kernel, inputs: list) -> None:
@@ -119,20 +124,40 @@ class Profiler:
                 self.begin_keys.pop(ticket, None)
                 return
             self.ring.end(stream, ticket)
-            stack = self.stack()
-            correlation = stack[-1] if stack else 0
-            key = (self.begin_keys.pop(ticket), _carrier(stream))
-            shapes = json.dumps([list(kernel.weight_shapes[i]) if i in kernel.weight_shapes
-                                 else list(t.shape) if t is not None else None for i, t in enumerate(inputs)])
-            self.node_records.append((correlation, kernel.node_name, kernel.spec.op, ticket, key, shapes))
-            self.unnamed.add(correlation)
+            correlation = self.current_event(expect_name=True)
+            key = (self.begin_keys.pop(ticket), carrier(stream))
+            self.node_records.append((correlation, kernel.node_name, kernel.spec.op, ticket, key,
+                                      input_shapes(kernel, inputs)))
+
+    def current_event(self, expect_name: bool = False) -> int:
+        """The correlation id of the ORT event open on this thread (0: none); `expect_name`: an event of vkep's
+        is tied to it, so its name is read when it stops."""
+        stack = self.stack()
+        correlation = stack[-1] if stack else 0
+        if expect_name:
+            with self.lock:
+                self.unnamed.add(correlation)
+        return correlation
+
+    def add_gpu_time(self, correlation: int, node: str, op: str, shapes: str, keys: tuple,
+                     times: tuple[int, int] | None) -> None:
+        """A node's GPU time read elsewhere (a captured graph's table); `keys`: the submits that carried its
+        begin and end, for the clock's bounds."""
+        if times is not None and self.active:
+            with self.lock:
+                self.graph_nodes.append(((correlation, node, op, None, keys, shapes), times))
+
+    def add_batch_time(self, times: tuple[int, int] | None) -> None:
+        if times is not None and self.active:
+            with self.lock:
+                self.graph_batches.append(times)
 
     def batch_opened(self, stream) -> None:
         """A pair around the whole command buffer: its span is the device's busy time for it, which the nodes'
         pairs inside should cover (`vkep run --profile` prints how much they do)."""
         with self.lock:
-            if not self.active or self.ring is None or not self.ring.available:
-                return
+            if not self.active or self.ring is None or not self.ring.available or isinstance(stream, CaptureStream):
+                return  # (a graph being captured times its command buffers with pairs of its own: capture_timing)
             self.open_batches[id(stream)] = (stream, self.ring.begin(stream))
 
     def batch_closing(self, stream) -> None:
@@ -168,7 +193,7 @@ class Profiler:
             for name, tid, start, end, args in self.host_events:
                 out.append((CATEGORY_API, tid, name, self._us(start), (end - start) // 1000, args))
             timed = [(record, self.ring.results.get(record[3])) for record in self.node_records]
-            timed = [(record, ns) for record, ns in timed if ns is not None]
+            timed = [(record, ns) for record, ns in timed if ns is not None] + self.graph_nodes
             offset = self._gpu_offset(timed)
             gpu_tid = GPU_THREAD + (self.ep.device.info.index if self.ep.device is not None else 0)
             for (correlation, node, op, _, _, shapes), (begin, end) in timed:
@@ -179,13 +204,15 @@ class Profiler:
                 out.append((CATEGORY_KERNEL, gpu_tid, f"{node}_gpu", self._us(begin + offset),
                             round((end - begin) / 1000), args))
             device = self.ep.device.info.name if self.ep.device is not None else ""
-            for ticket in self.batches:  # (its device times, on the GPU track: a batch the nodes inside cover)
-                pair = self.ring.results.get(ticket) if self.ring is not None else None
+            pairs = [self.ring.results.get(ticket) for ticket in self.batches] if self.ring is not None else []
+            for pair in [*pairs, *self.graph_batches]:  # (on the GPU track: a batch the nodes inside cover)
                 if pair is not None:
                     begin, end = pair
                     out.append((CATEGORY_API, gpu_tid, "batch", self._us(begin + offset), round((end - begin) / 1000),
                                 {"gpu_duration_ns": str(end - begin), "device": device}))
             self.batches.clear()
+            self.graph_nodes.clear()
+            self.graph_batches.clear()
             self.host_events.clear()
             self.node_records.clear()
             self.parents.clear()
@@ -219,7 +246,13 @@ class Profiler:
         return low if low is not None else high
 
 
-def _carrier(stream) -> tuple[int, int]:
+def input_shapes(kernel, inputs: list) -> str:
+    """A node execution's input shapes as JSON, a weight vkep packed with the shape the graph gives it."""
+    return json.dumps([list(kernel.weight_shapes[i]) if i in kernel.weight_shapes
+                       else list(t.shape) if t is not None else None for i, t in enumerate(inputs)])
+
+
+def carrier(stream) -> tuple[int, int]:
     """(stream, timeline value) of the submit that will carry what is recorded now: the open command buffer is the
     stream's next submit."""
     return id(stream), stream.rec.submitted + 1

@@ -89,7 +89,9 @@ def summarize(events: list[dict], ceiling_gflops: float | None) -> dict[str, Any
             seconds, clock = statistics.median(host_times[node]) / 1e6, "host"
         outs = _shapes(args, "output_type_shape")
         work, moved = flops(op, input_shapes.get(node) or _shapes(args, "input_type_shape"), outs), moved_bytes(args)
-        row = {"node": node, "op": op, "ep": ep, "clock": clock, "ms": seconds * 1e3, "executions": len(host_times[node]),
+        # (a captured graph's replays run no node: its nodes have GPU events without ORT node events)
+        executions = len(gpu_times[node]) if clock == "gpu" else len(host_times[node])
+        row = {"node": node, "op": op, "ep": ep, "clock": clock, "ms": seconds * 1e3, "executions": executions,
                "share": seconds * 1e6 / run_us if run_us else None, "gflops": None, "gbps": None, "of_ceiling": None}
         if seconds > 0 and work:
             row["gflops"] = work / seconds / 1e9
