@@ -158,14 +158,13 @@ def test_small_matrix_report(small_matrix):
     here = next(r["target"] for r in doc["runs"] if r["key"] == key)
     names = [s.name for s in matrix.switches()]
     assert names[:1] == ["default"] and {"fp16=0", "int8=0", "subgroups=0", "VKEP_FORCE_DISCRETE=1",
-                                         "VKEP_HOST_IMPORT=0"} <= set(names)
+                                         "host_import=0"} <= set(names)
     assert [r["switch"] for r in doc["runs"] if r["target"] == here] == names
     assert not [r for r in doc["runs"] if r.get("error")]
     # the process-wide switches reached the workers of their run only
     for run in doc["runs"]:
         seen = run["process_switches"]
         assert seen["VKEP_FORCE_DISCRETE"] is (run["switch"] == "VKEP_FORCE_DISCRETE=1")
-        assert seen["VKEP_HOST_IMPORT"] is (False if run["switch"] == "VKEP_HOST_IMPORT=0" else None)
     # every case passes everywhere; the switches move nodes off vkep, never make a case fail
     for run in doc["runs"]:
         assert {r["name"]: r["status"] for r in run["cases"] if r["status"] not in matrix.PASSING} == {}
@@ -328,11 +327,9 @@ print(json.dumps({"host_import": d.host_import_alignment, "unified": d.memory.un
 """
 
 
-@pytest.mark.parametrize("env, field, on, off", [("VKEP_HOST_IMPORT", "host_import", None, 0),
-                                                  ("VKEP_FORCE_DISCRETE", "unified", True, False)])
+@pytest.mark.parametrize("env, field, on, off", [("VKEP_FORCE_DISCRETE", "unified", True, False)])
 def test_process_wide_switch_in_its_own_process(env, field, on, off):
-    """VKEP_HOST_IMPORT=0 leaves VK_EXT_external_memory_host off the logical device (host tensors are staged);
-    VKEP_FORCE_DISCRETE=1 runs the unified device as a discrete one. Process-wide: each in a process of its own."""
+    """VKEP_FORCE_DISCRETE=1 runs the unified device as a discrete one. Process-wide: in a process of its own."""
     import os
 
     values = {}

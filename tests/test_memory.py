@@ -344,3 +344,22 @@ def test_without_host_import_host_tensors_are_staged(ep_devices, monkeypatch):
     stats = vkep.stats()[0]
     np.testing.assert_array_equal(staged, in_place)
     assert stats["staging_copies"] == 2 and stats["elided_copies"] == 2, stats  # x and LpNorm's output staged
+
+
+def test_host_import_0_stages_host_tensors_for_its_session_only(ep_devices):
+    """The EP option host_import=0: this session's kernels stage the host memory ORT hands over (x and the output
+    of the node before the CPU EP's), as on a device without VK_EXT_external_memory_host, with the same outputs;
+    a session beside it on the same device still reads it in place."""
+    if not _shares_host_memory():
+        pytest.skip("not the unified path")
+    model = models.with_unsupported_op(np.float32)
+    feeds = models.random_inputs(model, seed=3)
+    staged_session = runner.vkep_session(model, ep_options={"host_import": "0"})
+    in_place_session = runner.vkep_session(model)
+    counts = {}
+    for name, session in (("staged", staged_session), ("in_place", in_place_session)):
+        vkep.reset_stats()
+        counts[name] = (session.run(None, feeds)[0], vkep.stats()[0])
+    np.testing.assert_array_equal(counts["staged"][0], counts["in_place"][0])
+    assert counts["staged"][1]["staging_copies"] == 2, counts["staged"][1]
+    assert counts["in_place"][1]["staging_copies"] == 0, counts["in_place"][1]

@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                         "and every feature switch (--switches)")
     p.add_argument("--switches", default="all", metavar="all|NAME,...",
                    help="with --device all: the feature switches to run (default, fp16, int8, subgroups, "
-                        "coopmat, VKEP_FORCE_DISCRETE, VKEP_HOST_IMPORT; default: all)")
+                        "coopmat, host_import, VKEP_FORCE_DISCRETE; default: all)")
     p.add_argument("--driver", metavar="TEXT",
                    help="with --device all: only the drivers whose ICD file or driver info contains TEXT (e.g. 26.1)")
     p.add_argument("--corpus", default="onnx", choices=["onnx", "kernels", "all"],

@@ -167,6 +167,11 @@ EP_OPTIONS = [
             "Conv (shaders/matmul_coop.comp). `auto`: where the device lists a float16 product with float32 sums and "
             "vkep/kernels/tuning.json does not measure them slower; `0`: the tiled GEMM and conv.comp instead; `1`: as auto, but session creation fails on a device without them",
             SESSION, switch_off="0"),
+    Setting("host_import", SWITCH, "auto",
+            "host memory the device reads and writes in place (`VK_EXT_external_memory_host`: host tensors ORT "
+            "hands over, CPU-EP outputs). `auto`: where the device has the extension; `0`: this session copies "
+            "such tensors through staging memory, as on a device without it; `1`: as auto, but session creation "
+            "fails on a device without it", SESSION, switch_off="0"),
     Setting("epilogues", SWITCH, "auto",
             "with `fuse=1`: a Conv, MatMul or Gemm also takes the elementwise group it feeds into its own last "
             "dispatch (ORT's Compile; docs/design.md, \"Fused elementwise groups\"). `auto`: where "
@@ -217,11 +222,6 @@ ENV_VARS = [
             "device memory): tests that path anywhere. Process-wide: ORT reads a device's memory kinds from its "
             "OrtEpDevice once, at registration, and every session shares the device's memory pools", PROCESS,
             "off", switch_off="1"),
-    Setting("VKEP_HOST_IMPORT", SWITCH, "auto",
-            "host memory the device reads and writes in place (`VK_EXT_external_memory_host`: host tensors ORT "
-            "hands over, CPU-EP outputs). `auto`: where the device has the extension; `0`: such tensors are "
-            "copied through staging memory. Process-wide: the extension is enabled when the process's one "
-            "logical device per physical device is created", PROCESS, switch_off="0"),
     Setting("VKEP_DEFAULT_MEMORY", _choice("host_accessible", "default"), "host_accessible",
             "the EP's default memory on a unified device: `host_accessible` (declared to ORT as host memory: no "
             "copies at graph inputs, outputs and CPU-EP boundaries) or `default` (device memory with ORT's Memcpy "

@@ -11,8 +11,8 @@ whose probe finds no usable device (its hardware is not here) is listed in the r
 reason; it is not an error.
 
 Switches (vkep.options.FEATURE_SWITCHES: each setting with a `switch_off` value) turn one optional device
-feature off. EP options (fp16, int8, subgroups) go to every session of the run; process-wide ones
-(VKEP_FORCE_DISCRETE, VKEP_HOST_IMPORT) into the environment of the run's own workers. Each target (driver x
+feature off. EP options (fp16, int8, subgroups, coopmat, host_import) go to every session of the run; the
+process-wide one (VKEP_FORCE_DISCRETE) into the environment of the run's own workers. Each target (driver x
 device) x switch is one pool run of `vkep.conformance.pool`.
 
 The report (JSON format FORMAT, and a markdown page) has every run's records and the cells op x dtype x

@@ -35,7 +35,8 @@ DRIVER_IDS = {1: "AMD_PROPRIETARY", 2: "AMD_OPEN_SOURCE", 3: "MESA_RADV", 4: "NV
 SWITCHED_FEATURES = {"fp16": ("fp16", "storageBuffer16BitAccess", "shaderFloat16"),
                      "int8": ("storageBuffer8BitAccess", "shaderInt8"),
                      "subgroups": ("subgroupBallotCompute",),
-                     "coopmat": ("cooperativeMatrix",)}
+                     "coopmat": ("cooperativeMatrix",),
+                     "host_import": ("hostMemoryImport",)}
 COOPMAT_EXTENSION = "VK_KHR_cooperative_matrix"
 # VkComponentTypeKHR and VkScopeKHR values of the cooperative matrix sizes a device lists (PhysicalDeviceInfo.coopmat)
 COMPONENT_TYPES = {0: "float16", 1: "float32", 2: "float64", 3: "int8", 4: "int16", 5: "int32", 6: "int64",
@@ -263,7 +264,10 @@ def _describe(index: int, handle, instance) -> PhysicalDeviceInfo:
     # matrix units (matmul_coop.comp: float16 MatMul and Gemm)
     # (glslang declares the Vulkan memory model in shaders that use cooperative matrices: the device must enable it)
     features["vulkanMemoryModel"] = bool(f12.vulkanMemoryModel)
-    features["cooperativeMatrix"], coopmat = _coopmat(instance, handle, device_extensions(handle)) if api_ok else (False, ())
+    extensions = device_extensions(handle)
+    features["cooperativeMatrix"], coopmat = _coopmat(instance, handle, extensions) if api_ok else (False, ())
+    # host memory ORT hands over, read and written in place (external.HostMemoryImport)
+    features["hostMemoryImport"] = HOST_IMPORT_EXTENSION in extensions
     features["cooperativeMatrix"] &= features["vulkanMemoryModel"]
     mem = ffi.new("VkPhysicalDeviceMemoryProperties*")
     lib.vkGetPhysicalDeviceMemoryProperties(handle, mem)
@@ -390,12 +394,8 @@ class Device:
     @staticmethod
     def _wanted_extensions(info: PhysicalDeviceInfo) -> list[str]:
         available = device_extensions(info.handle)
-        wanted = ["VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd"]
-        host_import = options.env("VKEP_HOST_IMPORT")  # None: auto
-        if host_import is not False:
-            if host_import and HOST_IMPORT_EXTENSION not in available:
-                raise RuntimeError(f"vkep: VKEP_HOST_IMPORT=1, but {info.name} has no {HOST_IMPORT_EXTENSION}")
-            wanted.append(HOST_IMPORT_EXTENSION)
+        # (a session's EP option host_import=0 leaves VK_EXT_external_memory_host unused: its kernels stage)
+        wanted = ["VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd", HOST_IMPORT_EXTENSION]
         if info.features.get("cooperativeMatrix"):
             wanted.append(COOPMAT_EXTENSION)
         return [e for e in wanted if e in available]

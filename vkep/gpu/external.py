@@ -145,8 +145,9 @@ class InPlace:
     `done` waits for the work recorded on `stream` (the host may read the results, or reuse the memory,
     as soon as the caller returns) and releases the imports."""
 
-    def __init__(self, device):
+    def __init__(self, device, import_host: bool = True):
         self.device = device
+        self.import_host = import_host  # False: a session's host_import=0 (staged, as on a device without it)
         self.imports: list[HostMemoryImport] = []
         self.staged = 0  # host tensors copied to the device instead (memory it cannot import)
 
@@ -161,6 +162,8 @@ class InPlace:
             transfer.count_elided(self.device, nbytes)
             return found[0].device_address + found[1]
         try:
+            if not self.import_host:
+                raise InteropError("the session reads host memory through staging (EP option host_import=0)")
             imported = HostMemoryImport(self.device, pointer, nbytes)
         except InteropError:
             if stream is None:

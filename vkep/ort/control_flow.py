@@ -12,34 +12,36 @@ from vkep.ort import api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.memory import stream_of
 
-HELPERS: dict[int, object] = {}  # helper struct address → VulkanDevice
+# helper struct address → (VulkanDevice, whether its session reads host memory in place: EP option host_import)
+HELPERS: dict[int, tuple] = {}
 
 
-def control_flow_kernel(device, spec, info):
-    """ORT's kernel for an If/Loop/Scan node (ORT owns it from here on)."""
+def control_flow_kernel(device, spec, info, import_host: bool):
+    """ORT's kernel for an If/Loop/Scan node (ORT owns it from here on); `import_host`: its session reads host
+    memory in place (EP option host_import)."""
     lib, ffi = api.lib, api.ffi
     out = ffi.new("OrtKernelImpl**")
     if spec.op == "If":
         api.check(lib.ep_CreateIfKernel(info, out))
     elif spec.op == "Loop":
-        helper = _helper("vkep_loop_helper", device, lib.py_loop_helper_release, ConcatOutput=lib.py_loop_concat)
+        helper = _helper("vkep_loop_helper", (device, import_host), lib.py_loop_helper_release, ConcatOutput=lib.py_loop_concat)
         api.check(lib.ep_CreateLoopKernel(info, ffi.cast("OrtLoopKernelHelper*", helper), out))
     elif spec.op == "Scan":
-        helper = _helper("vkep_scan_helper", device, lib.py_scan_helper_release, Transpose=lib.py_scan_transpose)
+        helper = _helper("vkep_scan_helper", (device, import_host), lib.py_scan_helper_release, Transpose=lib.py_scan_transpose)
         api.check(lib.ep_CreateScanKernel(info, ffi.cast("OrtScanKernelHelper*", helper), out))
     else:
         raise api.OrtError(f"no control-flow kernel for {spec.op}", api.ORT_NOT_IMPLEMENTED)
     return out[0]
 
 
-def _helper(ctype: str, device, release, **methods):
-    """A Loop/Scan helper struct for ORT (which releases it), remembering its device."""
+def _helper(ctype: str, owner: tuple, release, **methods):
+    """A Loop/Scan helper struct for ORT (which releases it), remembering its (device, import_host)."""
     helper = api.new_struct(ctype)
     helper.base.ort_version_supported = api.lib.vkep_api_version()
     helper.base.Release = release
     for name, fn in methods.items():
         setattr(helper.base, name, fn)
-    HELPERS[api.address(helper)] = device
+    HELPERS[api.address(helper)] = owner
     return helper
 
 
@@ -69,19 +71,20 @@ def _data(value) -> tuple[int, int]:
 @status_callback("py_loop_concat")
 def _loop_concat(this, stream_handle, values, n, output, output_size):
     """Loop's scan outputs: each iteration's tensor, end to end in the output buffer, on the device."""
-    gpu = HELPERS[api.address(this)].gpu
+    device, import_host = HELPERS[api.address(this)]
+    gpu = device.gpu
     stream = (stream_of(stream_handle) if stream_handle != api.ffi.NULL else None) or gpu.default_stream()
     pieces = [_data(values[i]) for i in range(n)]
     if sum(size for _, size in pieces) > output_size:
         raise api.OrtError("Loop outputs exceed the concatenated buffer", api.ORT_INVALID_ARGUMENT)
-    host = InPlace(gpu)  # on a unified device ORT may hand over host memory as it is
+    host = InPlace(gpu, import_host)  # on a unified device ORT may hand over host memory as it is
     try:
         dst, offset = host.address(api.address(output), output_size), 0
         for src, size in pieces:
             transfer.device_copy(gpu, host.address(src, size), dst + offset, size, stream)
             offset += size
     except InteropError:
-        # host memory the device cannot use in place (VKEP_HOST_IMPORT=0, or a driver without
+        # host memory the device cannot use in place (EP option host_import=0, or a driver without
         # VK_EXT_external_memory_host): that happens only on a unified device, where every pointer here is one
         # the host can read and write, so the host concatenates once the device's work on them is done
         gpu.synchronize()
@@ -130,10 +133,11 @@ def _tensor(host: InPlace, value) -> Tensor:
 @status_callback("py_scan_transpose")
 def _scan_transpose(this, permutation, n, value, stream, output):
     """Scan's scan_input_axes / scan_output_axes: the Transpose kernel, run on the given stream."""
-    gpu = HELPERS[api.address(this)].gpu
+    device, import_host = HELPERS[api.address(this)]
+    gpu = device.gpu
     impl = api.lib.ep_SyncStream_GetImpl(stream) if stream != api.ffi.NULL else api.ffi.NULL
     gpu_stream = (stream_of(impl) if impl != api.ffi.NULL else None) or gpu.default_stream()
-    host = InPlace(gpu)  # on a unified device ORT may hand over host memory as it is
+    host = InPlace(gpu, import_host)  # on a unified device ORT may hand over host memory as it is
     try:
         x, y = _tensor(host, value), _tensor(host, output)
         spec = next(s for s in manifest.load() if s.op == "Transpose")

@@ -259,6 +259,7 @@ def _compile(this, graphs, fused_nodes, count, node_compute_infos, ep_context_no
         impl.declared_inputs = _declared(declared.values(fused_nodes[i]))
         kernel.host_read_outputs = frozenset(j for j, name in enumerate(outputs) if name in ep.host_read_values)
         kernel.wait_limit, kernel.ep = ep.wait_limit, ep
+        kernel.import_host = ep.info.features.get("hostMemoryImport", False)
         ep.kernels.append(kernel)
         info = api.new_struct("vkep_compute_info")
         info.base.ort_version_supported = lib.vkep_api_version()

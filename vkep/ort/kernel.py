@@ -66,6 +66,7 @@ class KernelInstance:
         self.held_imports: list = []  # host memory ORT's cache shares that the device reads in place
         self.capture = None  # the CapturedGraph its session is capturing, if any (capture.py)
         self.ep = None  # its session's Ep (whose `profilers` say whether ORT profiles it now)
+        self.import_host = True  # host memory ORT hands over read in place where the device can (host_import)
         # the dispatches of its latest Python execution (KernelCall.ops), when they read no staged host input and
         # no scratch memory: they can be recorded again while its inputs and outputs stay allocated (`vkep dev`
         # binds them, and times the dispatches)
@@ -152,7 +153,7 @@ class KernelCall:
                 addr = found[0].device_address + found[1]
             else:  # host memory ORT handed over as it is: written in place, or computed into staging
                 self.replayable = False
-                if kernel.gpu.host_import_alignment:
+                if kernel.import_host and kernel.gpu.host_import_alignment:
                     return Tensor(self.in_place(addr, nbytes), tuple(shape), dtype, None)
                 pool = kernel.gpu.memory.host_pool
                 staging = pool.alloc(max(nbytes, 1))
@@ -164,7 +165,7 @@ class KernelCall:
     def in_place(self, pointer: int, nbytes: int, stream=None) -> int:
         """The device address of host memory ORT handed over as it is (see gpu.external.InPlace)."""
         if self.host is None:
-            self.host = InPlace(self.kernel.gpu)
+            self.host = InPlace(self.kernel.gpu, self.kernel.import_host)
         return self.host.address(pointer, nbytes, stream)
 
     def finish_host_work(self) -> None:
@@ -482,7 +483,7 @@ def _kernel_create(state, info, out):
     input_types = [api.ELEMENT_TYPES.get(lib.ort_KernelInfo_InputElementType(info, i), "") for i in range(count[0])]
     cls = implementation(spec)
     if issubclass(cls, ControlFlow):
-        out[0] = control_flow_kernel(device, spec, info)
+        out[0] = control_flow_kernel(device, spec, info, device_info.features.get("hostMemoryImport", False))
         return
     outputs = ffi.new("size_t*")
     api.check(lib.ort_KernelInfo_GetOutputCount(info, outputs))
@@ -498,6 +499,7 @@ def _kernel_create(state, info, out):
     impl.output_count = outputs[0]
     impl.device_info = device_info  # as the session sees it: its feature switches applied
     kernel = KernelInstance(device, spec, impl, _node_name(info))
+    kernel.import_host = device_info.features.get("hostMemoryImport", False)
     impl.declared_inputs = _declared_inputs(info, input_types)
     if ep is not None:
         # (a `cpu_outputs` output is host memory on every device: nothing to wait for or to count)

@@ -27,7 +27,7 @@ from vkep import options
 PACKAGE = Path(__file__).resolve().parent.parent
 # the environment that changes what the report measures
 ENV_SHOWN = ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "LP_NUM_THREADS", "VKEP_VALIDATION", "VKEP_FORCE_DISCRETE",
-             "VKEP_HOST_IMPORT", "VKEP_DEFAULT_MEMORY", "VKEP_MAX_WORKGROUP_COUNT", "VKEP_MANIFEST", "VKEP_SHADER_DIR")
+             "VKEP_DEFAULT_MEMORY", "VKEP_MAX_WORKGROUP_COUNT", "VKEP_MANIFEST", "VKEP_SHADER_DIR")
 
 
 @dataclass

@@ -15,7 +15,7 @@ from vkep.gpu.device import (
 # the device extensions vkep enables where present (gpu.device.Device._wanted_extensions), and why
 EXTENSIONS = {"VK_KHR_external_memory_fd": "interop: GPU memory shared with other APIs",
               "VK_KHR_external_semaphore_fd": "interop: timeline semaphores shared with other APIs",
-              HOST_IMPORT_EXTENSION: "host memory the device reads in place (VKEP_HOST_IMPORT)"}
+              HOST_IMPORT_EXTENSION: "host memory the device reads in place (EP option host_import)"}
 # what each feature is used for (the ones gpu.device reads; the first three are required)
 FEATURES = {"bufferDeviceAddress": "required: every kernel addresses buffers by pointer",
             "timelineSemaphore": "required: streams and ORT's sync",
