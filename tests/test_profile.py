@@ -203,6 +203,7 @@ def test_a_profiled_resnet50_s_node_times_cover_the_gpu_s_busy_time(ep_devices, 
 # -- graph capture (EP option enable_graph_capture): a replay runs no node, its command buffers hold the pairs --
 
 CAPTURE = {"enable_graph_capture": "1"}
+HOST_CLOCK_SLACK_US = 0
 
 
 def _bound(session, ep_devices, inputs: dict[str, tuple], outputs: dict[str, tuple]):
@@ -269,7 +270,10 @@ def test_replays_of_a_captured_graph_record_each_node_s_gpu_time(ep_devices, tmp
         assert all(e["args"]["parent_name"] == "model_run" and int(e["args"]["gpu_duration_ns"]) > 0
                    and e["args"]["op_name"] == {"conv": "Conv", "relu": "Relu", "matmul": "MatMul", "add": "Add"}[
                        e["args"]["node_name"]] for e in inside), inside
-        api = [e["name"] for e in events if e.get("cat") == "Api" and run["ts"] <= e["ts"] <= run["ts"] + run["dur"]]
+        # (vkep's host events are on ORT's clock through one offset read when profiling started, later than ORT
+        # read its own: they may show earlier by that gap, a few ms on a loaded machine, never later)
+        api = [e["name"] for e in events if e.get("cat") == "Api" and run["ts"] - HOST_CLOCK_SLACK_US <= e["ts"]
+               <= run["ts"] + run["dur"]]
         assert api.count("batch") >= 1 and "submit" in api and "wait" in api, api
     # the warm-up run's and the captured run's nodes: their GPU times beside ORT's node events
     tied = [e for e in gpu if e["args"]["parent_name"].endswith("_kernel_time")]

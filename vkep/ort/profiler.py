@@ -68,9 +68,12 @@ class Profiler:
 
     # -- ORT's calls ------------------------------------------------------------------------------------
     def start(self, offset_ns: int) -> None:
+        # (read first: the time between ORT reading its clock and this one shifts every host event earlier by as
+        # much on ORT's clock; under load it reached a replay's submit, test_profile says)
+        now = trace.now()
         ep = self.ep
         with self.lock:
-            self.offset_ns, self.start_ns = offset_ns, trace.now()
+            self.offset_ns, self.start_ns = offset_ns, now
             self.active = True
         ep.profilers.append(self)
         if ep.device is not None:
