@@ -31,11 +31,10 @@ MODE_TILED, MODE_FEW_ROWS, MODE_DIRECT, MODE_BROADCAST = 0, 1, 2, 3
 # Split-K (float32): K cut into slices whose partial products run as one dispatch (the slice is the batch's outer
 # index), then summed by splitk.comp (SPLIT_WG invocations a workgroup) with alpha, C and any fused epilogue. Where
 # one dispatch cannot sum K (past MAX_LOOP steps in every mode), and where the product has fewer 64 x 64 tiles of
-# y than the device runs workgroups at once (`tiles`: a CPU device runs one a core) with K of at least `min_k`:
-# the defaults of a class tuning.json does not measure.
+# y than `tiles` (the workgroups the device runs at once; 0: never for that) with K of at least `min_k`: the
+# defaults of a class tuning.json does not measure (a CPU device's `tiles`: its cores, one workgroup each).
 SPLIT_WG = 256
 SPLIT_K = {"min_k": 4096, "tiles": 32, "max_slices": 16}
-CPU_PARALLEL = os.cpu_count() or 2  # the workgroups a CPU device runs at once (lavapipe: a thread a core)
 
 
 def _on_cpu_device(kernel: Kernel) -> bool:
@@ -116,9 +115,9 @@ class _Tiled(Kernel):
         if -(-k // 16) > MAX_LOOP:  # past what any mode of one dispatch can sum: slices of at most MAX_LOOP
             want = -(-k // MAX_LOOP)
         else:
-            split = tuning.choice(self.device_info, "splitk", SPLIT_K)
-            tiles = batches * -(-m // TILE) * -(-n // TILE)
-            parallel = CPU_PARALLEL if _on_cpu_device(self) else split["tiles"]
+            default = {**SPLIT_K, "tiles": os.cpu_count() or 2} if _on_cpu_device(self) else SPLIT_K
+            split = tuning.choice(self.device_info, "splitk", default)
+            tiles, parallel = batches * -(-m // TILE) * -(-n // TILE), split["tiles"]
             if k < split["min_k"] or tiles >= parallel:
                 return 1
             want = min(-(-parallel // tiles), split["max_slices"], k // (split["min_k"] // 2))
