@@ -443,12 +443,12 @@ def _refused(node, ep: Ep) -> str | None:
     varying = [i for i in spec.constant_inputs if i >= len(infos) or not declared.is_constant(infos[i])]
     if varying:
         return f"{spec.op}: input {varying[0]} is not a constant initializer (the kernel packs it)"
-    return _declined(spec, version, attrs, inputs) or _refused_in_a_dry_run(
+    return declined_kernel(spec, version, attrs, inputs) or refused_in_a_dry_run(
         ep, spec, version, attrs, inputs, len(outputs), lambda i: declared.constant_bytes(infos[i]),
         lambda i: declared.is_constant(infos[i]))
 
 
-def _declined(spec, version: int, attrs: dict, inputs: list, max_inputs: int = 0) -> str | None:
+def declined_kernel(spec, version: int, attrs: dict, inputs: list, max_inputs: int = 0) -> str | None:
     """Why the node's kernel cannot run these attributes, ranks or types (Kernel.declines), or None.
     `max_inputs`: the inputs ORT passes it at most (default MAX_PACKED_INPUTS; a fused node's kernel passes its
     own)."""
@@ -466,7 +466,7 @@ def _declined(spec, version: int, attrs: dict, inputs: list, max_inputs: int = 0
     return cls.declines(spec, attrs, version, *_ranks_and_types(inputs))
 
 
-def _refused_in_a_dry_run(ep: Ep, spec, version: int, attrs: dict, inputs: list, output_count: int,
+def refused_in_a_dry_run(ep: Ep, spec, version: int, attrs: dict, inputs: list, output_count: int,
                           constants, is_constant=lambda i: False) -> str | None:
     """Why the node's kernel would refuse its inputs at run time (a limit of a shader or of the device), found
     by planning it now, where the graph declares every input's shape: the kernel runs dry (warmup.DryCall,

@@ -27,7 +27,7 @@ from vkep.kernels import qdq
 from vkep.kernels.base import Tensor, implementation
 from vkep.kernels.manifest import KernelSpec
 from vkep.ort import api, declared
-from vkep.ort.ep import MAX_PACKED_INPUTS, Ep, _declined, _refused_in_a_dry_run, node_attributes
+from vkep.ort.ep import MAX_PACKED_INPUTS, Ep, declined_kernel, node_attributes, refused_in_a_dry_run
 
 MS = "com.microsoft"
 # the op of a group → its QLinear op (domain, op) and the order of the QLinear op's inputs
@@ -211,7 +211,7 @@ def _plan(op: str, target, dqs: list, clip, q, ep: Ep, as_uint8: bool) -> Group 
     varying = {n for n in inputs if n and not declared.is_constant(infos[n])}
     if len(varying) > MAX_PACKED_INPUTS:
         return None
-    why = _declined(spec, version, attrs, values, max_inputs=len(values)) or _refused_in_a_dry_run(
+    why = declined_kernel(spec, version, attrs, values, max_inputs=len(values)) or refused_in_a_dry_run(
         ep, spec, version, attrs, values, 1, lambda i: declared.constant_bytes(infos[inputs[i]]),
         lambda i: declared.is_constant(infos[inputs[i]]))
     if why:
