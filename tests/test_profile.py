@@ -16,6 +16,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from test_graph_capture import _bound
 
 import vkep
 from vkep import cli, models, runner
@@ -203,25 +204,7 @@ def test_a_profiled_resnet50_s_node_times_cover_the_gpu_s_busy_time(ep_devices, 
 # -- graph capture (EP option enable_graph_capture): a replay runs no node, its command buffers hold the pairs --
 
 CAPTURE = {"enable_graph_capture": "1"}
-HOST_CLOCK_SLACK_US = 0
-
-
-def _bound(session, ep_devices, inputs: dict[str, tuple], outputs: dict[str, tuple]):
-    """An IOBinding over OrtValues in vkep memory (a captured graph's inputs and outputs stay at their addresses,
-    as ORT requires): (binding, {name: OrtValue})."""
-    from vkep.gpu.device import physical_devices
-    from vkep.ort.factory import shares_host_memory
-
-    kind = "HOST_ACCESSIBLE" if shares_host_memory(physical_devices()[0]) else "DEFAULT"
-    info = ep_devices[0].memory_info(getattr(ort.OrtDeviceMemoryType, kind))
-    values = {name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), np.float32, memory_info=info)
-              for name, shape in {**inputs, **outputs}.items()}
-    binding = session.io_binding()
-    for name in inputs:
-        binding.bind_ortvalue_input(name, values[name])
-    for name in outputs:
-        binding.bind_ortvalue_output(name, values[name])
-    return binding, values
+HOST_CLOCK_SLACK_US = 5000
 
 
 def captured_profiled_session(model, prefix, ep_devices, inputs: dict[str, tuple], outputs: dict[str, tuple]):
