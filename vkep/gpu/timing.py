@@ -85,6 +85,19 @@ class _TimestampPool:
     def available(self) -> bool:
         return self.pool is not None
 
+    def read_pairs(self, first: int, count: int) -> list[tuple[int, int] | None]:
+        """The (begin, end) ns of `count` pairs of queries from query `first` as written last (None: a pair not
+        both written); does not wait."""
+        abi, vk = _loader()
+        data = abi.new("uint64_t[]", 4 * count)  # (value, availability) per query
+        result = vk.vkGetQueryPoolResults(_handle(abi, self.device.handle), self.pool, first, 2 * count, 32 * count,
+                                          data, 16, RESULT_64 | RESULT_WITH_AVAILABILITY)
+        if result < 0:
+            check(result, "vkGetQueryPoolResults")
+        mask, period = self.mask, self.period_ns
+        return [(int((data[4 * k] & mask) * period), int((data[4 * k + 2] & mask) * period))
+                if data[4 * k + 1] and data[4 * k + 3] else None for k in range(count)]
+
     def _destroy_pool(self) -> None:
         if self.pool is not None:
             abi, vk = _loader()
@@ -172,16 +185,8 @@ class TimestampRing(_TimestampPool):
         # a profiler begins new pairs, whose reset is not submitted yet (reading such a query is invalid usage)
         reading, self.in_flight = self.in_flight, {}
         self.device.synchronize()
-        abi, vk = _loader()
-        data = abi.new("uint64_t[4]")  # (value, availability) per query
-        mask = self.mask
         for ticket, query in reading.items():
-            result = vk.vkGetQueryPoolResults(_handle(abi, self.device.handle), self.pool, query, 2, 32, data, 16,
-                                              RESULT_64 | RESULT_WITH_AVAILABILITY)
-            if result < 0:
-                check(result, "vkGetQueryPoolResults")
-            self.results[ticket] = ((int((data[0] & mask) * self.period_ns), int((data[2] & mask) * self.period_ns))
-                                    if data[1] and data[3] else None)
+            self.results[ticket] = self.read_pairs(query, 1)[0]
 
     def destroy(self) -> None:
         if self.pool is not None:
@@ -238,20 +243,12 @@ class TimestampTable:
     def read(self) -> list[tuple[int, int] | None]:
         """Each pair's (begin, end) ns as the last completed submit wrote it (None: not written). Call it once the
         work is known complete; it does not wait."""
-        abi, vk = _loader()
         out: list[tuple[int, int] | None] = []
         for index, pool in enumerate(self.pools):
             count = min(self.POOL_PAIRS, self.pairs - index * self.POOL_PAIRS)
             if count <= 0:
                 break
-            data = abi.new("uint64_t[]", 4 * count)  # (value, availability) per query
-            result = vk.vkGetQueryPoolResults(_handle(abi, self.device.handle), pool.pool, 0, 2 * count, 32 * count,
-                                              data, 16, RESULT_64 | RESULT_WITH_AVAILABILITY)
-            if result < 0:
-                check(result, "vkGetQueryPoolResults")
-            mask, period = pool.mask, pool.period_ns
-            out.extend((int((data[4 * k] & mask) * period), int((data[4 * k + 2] & mask) * period))
-                       if data[4 * k + 1] and data[4 * k + 3] else None for k in range(count))
+            out.extend(pool.read_pairs(0, count))
         return out
 
     def destroy(self) -> None:
