@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from vkep.kernels import epilogue, fused, tuning
-from vkep.kernels.base import Tensor, UnsupportedError, implementation
+from vkep.kernels.base import UnsupportedError, implementation
 from vkep.kernels.manifest import KernelSpec
 from vkep.ort import api, declared
 from vkep.ort.ep import Ep, node_attributes, spec_of
@@ -150,15 +150,10 @@ def kernel(graph_nodes: list, fused_node, ep: Ep, initializer) -> tuple[epilogue
     return fused_kernel, uploads
 
 
-def place_constants(fused_kernel: epilogue.FusedProducer, uploads: list, kernel_instance, ep: Ep) -> None:
+def place_constants(fused_kernel: epilogue.FusedProducer, uploads: list, kernel_instance) -> None:
     """Upload the group's constants once into vkep's content-keyed weight cache (as PrePackWeight does) and put
     them where the kernel reads them."""
-    tensors = []
-    for k, (array, tag, _) in enumerate(uploads):
-        shape, dtype = tuple(array.shape), str(array.dtype)
-        weight = kernel_instance.persistent[("constant", k)] = ep.gpu.weights.acquire(array.tobytes(),
-                                                                                      f"{tag}:{dtype}:{shape}")
-        tensors.append(Tensor(weight.address, shape, dtype, Tensor.PERSISTENT))
+    tensors = [kernel_instance.hold_constant(k, array, tag) for k, (array, tag, _) in enumerate(uploads)]
     for k, (_, _, where) in enumerate(uploads):
         if where == "operand":
             fused_kernel.operand = tensors[k]

@@ -18,7 +18,7 @@ import struct
 import numpy as np
 
 from vkep.kernels import elementwise, fused
-from vkep.kernels.base import Tensor, UnsupportedError, implementation
+from vkep.kernels.base import UnsupportedError, implementation
 from vkep.kernels.manifest import KernelSpec
 from vkep.ort import api, declared, epilogues, qdq
 from vkep.ort.api import callback, status_callback
@@ -242,24 +242,20 @@ def _compile(this, graphs, fused_nodes, count, node_compute_infos, ep_context_no
         if group is not None:  # DQ -> op -> Q, run by the QLinear op's kernel (qdq.py)
             impl, uploads = qdq.kernel(group, nodes, fused_nodes[i], ep, _initializer)
             kernel = KernelInstance(ep.device, qdq.SPEC, impl, declared.name(fused_nodes[i]))
-            qdq.place_constants(impl, uploads, kernel, ep)
+            qdq.place_constants(impl, uploads, kernel)
         elif any(epilogues.is_producer(n, ep) for n in nodes):  # a Conv, MatMul or Gemm with an epilogue
             impl, uploads = epilogues.kernel(nodes, fused_nodes[i], ep, _initializer)
             kernel = KernelInstance(ep.device, epilogues.SPEC, impl, declared.name(fused_nodes[i]))
-            epilogues.place_constants(impl, uploads, kernel, ep)
+            epilogues.place_constants(impl, uploads, kernel)
         else:
             prog, dtype, outputs, constants = program(graphs[i], fused_nodes[i], ep)
             impl = fused.FusedElementwise(SPEC, prog, dtype)
             kernel = KernelInstance(ep.device, SPEC, impl, declared.name(fused_nodes[i]))
-            for k, array in enumerate(constants):  # (tagged as prepack tags a constant it keeps as it is)
-                data, shape = array.tobytes(), tuple(array.shape)
-                weight = kernel.persistent[("constant", k)] = ep.gpu.weights.acquire(data, f"as-is:{dtype}:{shape}")
-                impl.constant_tensors.append(Tensor(weight.address, shape, dtype, Tensor.PERSISTENT))
+            impl.constant_tensors.extend(kernel.hold_constant(k, array, dtype=dtype) for k, array in enumerate(constants))
         impl.output_count, impl.device_info = len(outputs), ep.info
         impl.declared_inputs = _declared(declared.values(fused_nodes[i]))
         kernel.host_read_outputs = frozenset(j for j, name in enumerate(outputs) if name in ep.host_read_values)
         kernel.wait_limit, kernel.ep = ep.wait_limit, ep
-        kernel.import_host = ep.info.features.get("hostMemoryImport", False)
         ep.kernels.append(kernel)
         info = api.new_struct("vkep_compute_info")
         info.base.ort_version_supported = lib.vkep_api_version()

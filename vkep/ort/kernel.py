@@ -66,7 +66,6 @@ class KernelInstance:
         self.held_imports: list = []  # host memory ORT's cache shares that the device reads in place
         self.capture = None  # the CapturedGraph its session is capturing, if any (capture.py)
         self.ep = None  # its session's Ep (whose `profilers` say whether ORT profiles it now)
-        self.import_host = True  # host memory ORT hands over read in place where the device can (host_import)
         # the dispatches of its latest Python execution (KernelCall.ops), when they read no staged host input and
         # no scratch memory: they can be recorded again while its inputs and outputs stay allocated (`vkep dev`
         # binds them, and times the dispatches)
@@ -85,6 +84,21 @@ class KernelInstance:
         # ORT gives no stream where vkep memory is host memory to it (see factory.memory_device_type)
         s.recorder = ffi.cast("void*", self.gpu.default_stream().recorder_address)
         KERNELS[self.id] = self
+
+    @property
+    def import_host(self) -> bool:
+        """Whether host memory ORT hands over is read in place (VK_EXT_external_memory_host), as its session sees
+        the device: the EP option host_import=0 reads it as absent (PhysicalDeviceInfo.restricted)."""
+        info = self.impl.device_info
+        return info is None or info.features.get("hostMemoryImport", False)
+
+    def hold_constant(self, k: int, array: np.ndarray, tag: str = "as-is", dtype: str | None = None) -> Tensor:
+        """Constant k of a fused node (ORT passes the node none: drop_constant_initializers), uploaded once into
+        the device's content-keyed weight cache, keyed as PrePackWeight keys a weight (tag, element type, shape),
+        and held for this kernel's life; the tensor the kernel reads it as (`dtype`: the array's type if None)."""
+        shape, dtype = tuple(array.shape), dtype or str(array.dtype)
+        weight = self.persistent[("constant", k)] = self.gpu.weights.acquire(array.tobytes(), f"{tag}:{dtype}:{shape}")
+        return Tensor(weight.address, shape, dtype, Tensor.PERSISTENT)
 
     def invalidate_plan(self) -> None:
         """Its next execution goes through Python (which may record a new plan)."""
@@ -499,7 +513,6 @@ def _kernel_create(state, info, out):
     impl.output_count = outputs[0]
     impl.device_info = device_info  # as the session sees it: its feature switches applied
     kernel = KernelInstance(device, spec, impl, _node_name(info))
-    kernel.import_host = device_info.features.get("hostMemoryImport", False)
     impl.declared_inputs = _declared_inputs(info, input_types)
     if ep is not None:
         # (a `cpu_outputs` output is host memory on every device: nothing to wait for or to count)

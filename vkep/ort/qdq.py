@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vkep.kernels import qdq
-from vkep.kernels.base import Tensor, implementation
+from vkep.kernels.base import implementation
 from vkep.kernels.manifest import KernelSpec
 from vkep.ort import api, declared
 from vkep.ort.ep import MAX_PACKED_INPUTS, Ep, declined_kernel, node_attributes, refused_in_a_dry_run
@@ -420,12 +420,9 @@ def _dtype(name: str, nodes: list) -> str:
     return declared.declared(_infos(nodes)[name])[1] or ""
 
 
-def place_constants(impl: qdq.QdqGroup, uploads: list, kernel_instance, ep: Ep) -> None:
+def place_constants(impl: qdq.QdqGroup, uploads: list, kernel_instance) -> None:
     """Upload the group's constants once into vkep's content-keyed weight cache (as PrePackWeight does) and put
     them where the QLinear kernel reads them."""
     for k, (array, index) in enumerate(uploads):
-        shape, dtype = tuple(array.shape), str(array.dtype)
-        weight = kernel_instance.persistent[("constant", k)] = ep.gpu.weights.acquire(array.tobytes(),
-                                                                                      f"as-is:{dtype}:{shape}")
-        impl.sources[index] = Tensor(weight.address, shape, dtype, Tensor.PERSISTENT)
+        impl.sources[index] = kernel_instance.hold_constant(k, array)
 
