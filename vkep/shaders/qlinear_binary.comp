@@ -70,8 +70,9 @@ float fma_int(int a, float r, float c) {
 const bool S = SIGNED == 1;
 const int FLIP = SIGNED == 2 ? 0x80 : 0;  // (an int8 byte XOR 0x80, read unsigned, is its value + 128)
 
-int zero_point(uint64_t t) {
-    return t != 0 ? rq_byte(t, 0, S) ^ FLIP : FLIP;
+int zero_point(uint64_t t) {  // (read from a valid address whether given or not, then chosen: common.glsl PRESENT_OR)
+    int z = rq_byte(PRESENT_OR(t, pc.a), 0, S);
+    return t != 0 ? z ^ FLIP : FLIP;
 }
 
 void main() {
