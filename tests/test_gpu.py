@@ -180,19 +180,20 @@ def test_validation_layer_reports_misuse(dev):
 def test_push_constants_must_fill_the_shaders_block(dev):
     """Every dispatch records exactly the bytes its shader's push-constant block spans, read from the SPIR-V
     (less the group base the recorder pushes): a kernel's packing and its shader cannot drift apart unseen."""
-    from vkep.gpu.shaders import compile_shader, push_constant_members
+    from vkep.gpu.push import push_block
+    from vkep.gpu.shaders import compile_shader
 
-    members = push_constant_members(compile_shader("unary.comp", {"DTYPE": 0})[1])
-    assert members[0] == (0, 8) and members[-1] == (116, 12)  # addresses first; the group base last
-    pipeline = dev.pipelines.get("unary.comp", {"DTYPE": 0}, (0,))
+    members = push_block(compile_shader("unary.comp", {"DTYPE": 0})[1])
+    assert members[0] == ("x", 0, "Q", 1) and members[-1] == ("vkep_group_base", 116, "I", 3)
+    pipeline = dev.pipelines.get("unary.comp", {"DTYPE": 0}, {"op": 0})
     want = dev.pipelines.push_bytes(pipeline)
-    assert want == max(o + n for o, n in members[:-1])
+    assert want == max(m.offset + m.size for m in members[:-1])
     stream = dev.default_stream()
     with pytest.raises(ValueError, match=f"{want - 4} bytes of push constants for a shader whose push-constant "
                                          f"block asks for {want}"):
         stream.dispatch(pipeline, bytes(want - 4), (1, 1, 1), b"", 0, 0)
     # a shader without the group base: its whole block
-    conv = push_constant_members(compile_shader("conv_integer.comp", {"DTYPE": 4})[1])
-    assert (116, 12) not in conv
-    assert dev.pipelines.push_bytes(dev.pipelines.get("conv_integer.comp", {"DTYPE": 4}, (0,))) == max(
-        o + n for o, n in conv)
+    conv = push_block(compile_shader("conv_integer.comp", {"DTYPE": 4})[1])
+    assert "vkep_group_base" not in [m.name for m in conv]
+    assert dev.pipelines.push_bytes(dev.pipelines.get("conv_integer.comp", {"DTYPE": 4}, {"requant": 0})) == max(
+        m.offset + m.size for m in conv)

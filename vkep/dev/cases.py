@@ -15,7 +15,7 @@ from vkep import runner
 from vkep.conformance import generated
 from vkep.gpu.stream import BATCH_COMMANDS
 from vkep.gpu.timing import GpuTimer
-from vkep.kernels.base import encode_dispatch
+from vkep.kernels.base import hazard_spans
 from vkep.ort.factory import shares_host_memory
 from vkep.ort.kernel import KERNELS
 
@@ -122,7 +122,7 @@ class LiveCase:
             return statistics.median(host) * 1e6, f"host timing: session run ({why})"
         reps = max(1, min(16, (BATCH_COMMANDS // 2) // len(ops)))
         stream = kernel.gpu.default_stream()
-        spans = [encode_dispatch(addresses, b"", reads, writes)[1] for _, addresses, _, _, reads, writes in ops]
+        spans = [hazard_spans(reads, writes) for _, _, _, _, reads, writes in ops]
 
         def record() -> None:
             for _ in range(reps):

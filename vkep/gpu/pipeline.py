@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 import struct
 import threading
+from collections.abc import Mapping
 
 from vkep import __version__
-from vkep.gpu.shaders import compile_shader, push_constant_members
+from vkep.gpu.push import PushLayout, push_block
+from vkep.gpu.shaders import compile_shader, describe, specialization_constants
 from vkep.gpu.vk import check, ffi, lib, new
 from vkep.resources import cache_dir
 
@@ -26,6 +28,30 @@ def reads_group_base(spirv: bytes) -> bool:
     """Whether the SPIR-V names the group-base push constant (OpMemberName; SPIR-V stripped of names
     counts as not splittable, the safe side)."""
     return GROUP_BASE_MEMBER in spirv
+
+
+def specialization_data(shader: str, defines: dict, spirv: bytes,
+                        constants: Mapping[str, int | float]) -> tuple[list[int], bytes]:
+    """(constant ids, their 32-bit values) for a pipeline's VkSpecializationInfo: each name matched to the
+    shader's declaration (case aside), each value packed as its declared type; a name it lacks is an error."""
+    declared = {name.upper(): c for name, c in specialization_constants(spirv).items()}
+    ids, raw = [], b""
+    by_id = {c.id: c for c in declared.values()}
+    for name, value in constants.items():
+        found = by_id.get(name) if isinstance(name, int) else declared.get(name.upper())  # TRANSITION: ids
+        if found is None and isinstance(name, int):  # TRANSITION
+            continue
+        if found is None:
+            raise ValueError(f"{shader} ({describe(defines)}) declares no specialization constant {name} "
+                             f"(it declares: {', '.join(sorted(declared)) or 'none'})")
+        fmt = {"float": "<f", "int": "<i"}.get(found.type, "<I")
+        try:
+            raw += struct.pack(fmt, value)
+        except struct.error:
+            raise ValueError(f"{shader}: specialization constant {name} = {value!r} does not fit its type "
+                             f"({found.type})") from None
+        ids.append(found.id)
+    return ids, raw
 
 
 def cache_data_fits(data: bytes, vendor_id: int, device_id: int, uuid: bytes) -> bool:
@@ -46,9 +72,9 @@ class PipelineCache:
         self._pipelines: dict[tuple, object] = {}
         self._building: dict[tuple, threading.Lock] = {}  # pipelines being built, each held by its builder
         self._modules: dict[str, object] = {}
-        # pipeline → (whether its shader reads the group base: splits; the bytes of push constants a dispatch
-        # records: push_bytes), read from its SPIR-V
-        self._layouts: dict[int, tuple[bool, int]] = {}
+        # pipeline → (whether its shader reads the group base: splits; its push-constant block: push_layout),
+        # read from its SPIR-V
+        self._layouts: dict[int, tuple[bool, PushLayout]] = {}
         self._module_shader: dict[str, str] = {}  # SPIR-V key → the shader file it was compiled from
         self._keep = []
         self.built = 0  # pipelines created (vkep.stats: a cold start's progress)
@@ -101,11 +127,14 @@ class PipelineCache:
             jobs = list(self._warming.values())
         return [sum(j[0] for j in jobs), sum(j[1] for j in jobs)] if jobs else None
 
-    def get(self, shader: str, defines: dict | None = None, constants: tuple[int, ...] = ()):
-        """The VkPipeline for shader + defines (compile-time variant) + uint32 specialization constants.
-        Different pipelines build in parallel (a session's, ahead of its first run: vkep.ort.warmup); a second
-        caller of the same one waits for the first."""
-        key = (shader, tuple(sorted((defines or {}).items())), constants)
+    def get(self, shader: str, defines: dict | None = None, constants: Mapping[str, int | float] | None = None):
+        """The VkPipeline for shader + defines (compile-time variant) + specialization constants by name (the
+        shader's `layout(constant_id = N) const uint NAME`, case aside; those not given keep the shader's
+        defaults). Different pipelines build in parallel (a session's, ahead of its first run: vkep.ort.warmup);
+        a second caller of the same one waits for the first."""
+        if isinstance(constants, tuple):  # TRANSITION: positional values (constant_id = position)
+            constants = dict(enumerate(constants))
+        key = (shader, tuple(sorted((defines or {}).items())), tuple(sorted((constants or {}).items(), key=lambda kv: str(kv[0]))))
         pipeline = self._pipelines.get(key)
         if pipeline is not None:
             return pipeline
@@ -123,7 +152,7 @@ class PipelineCache:
                 pass
             return self.get(shader, defines, constants)  # built, or (the builder failed) build it here
         try:
-            pipeline = self._build(shader, defines or {}, constants)
+            pipeline = self._build(shader, defines or {}, dict(key[2]))
             self._pipelines[key] = pipeline
         finally:
             with self._lock:
@@ -131,7 +160,7 @@ class PipelineCache:
             building.release()
         return pipeline
 
-    def _build(self, shader: str, defines: dict, constants: tuple[int, ...]):
+    def _build(self, shader: str, defines: dict, constants: dict[str, int | float]):
         dev = self.device.handle
         spv_key, code = compile_shader(shader, defines)
         with self._lock:  # (shared by the variants' parallel builds)
@@ -148,10 +177,11 @@ class PipelineCache:
         entry = ffi.new("char[]", b"main")
         spec = ffi.NULL
         if constants:
-            entries = ffi.new("VkSpecializationMapEntry[]", [(i, 4 * i, 4) for i in range(len(constants))])
-            data = ffi.new("char[]", struct.pack(f"<{len(constants)}I", *constants))
-            spec = ffi.new("VkSpecializationInfo*", {"mapEntryCount": len(constants), "pMapEntries": entries,
-                                                     "dataSize": 4 * len(constants), "pData": data})
+            ids, raw = specialization_data(shader, defines, code, constants)
+            entries = ffi.new("VkSpecializationMapEntry[]", [(i, 4 * k, 4) for k, i in enumerate(ids)])
+            data = ffi.new("char[]", raw)
+            spec = ffi.new("VkSpecializationInfo*", {"mapEntryCount": len(ids), "pMapEntries": entries,
+                                                     "dataSize": len(raw), "pData": data})
             self._keep.append((entries, data))
         info = new("VkComputePipelineCreateInfo", sType=lib.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
                    layout=self.layout, basePipelineIndex=-1)
@@ -162,14 +192,11 @@ class PipelineCache:
         info.stage.pSpecializationInfo = spec
         out = ffi.new("VkPipeline*")
         check(lib.vkCreateComputePipelines(dev, self.cache, 1, info, ffi.NULL, out), f"pipeline for {shader}")
-        splittable = reads_group_base(code)
-        # (the group base, which the recorder pushes, is not the kernel's to fill)
-        push = max((o + n for o, n in push_constant_members(code) if not (splittable and o == GROUP_BASE_OFFSET)),
-                   default=0)
+        layout = (reads_group_base(code), PushLayout(shader, push_block(code)))
         with self._lock:
             self._dirty = True
             self.built += 1
-            self._layouts[int(ffi.cast("uintptr_t", out[0]))] = (splittable, push)
+            self._layouts[int(ffi.cast("uintptr_t", out[0]))] = layout
         return out[0]
 
     def splits(self, pipeline) -> bool:
@@ -177,11 +204,15 @@ class PipelineCache:
         pipeline (its shader adds the piece's group base to gl_WorkGroupID)."""
         return self._layouts.get(int(ffi.cast("uintptr_t", pipeline)), (False, 0))[0]
 
+    def push_layout(self, pipeline) -> PushLayout:
+        """How a dispatch of this pipeline fills its push constants: its shader's block, read from the SPIR-V."""
+        return self._layouts[int(ffi.cast("uintptr_t", pipeline))][1]
+
     def push_bytes(self, pipeline) -> int | None:
-        """The bytes of push constants a dispatch of this pipeline must record: its shader's block, read from the
-        SPIR-V, so that Python's packing and the shader's declaration cannot drift apart."""
+        """The bytes of push constants a dispatch of this pipeline must record (its block less the group base the
+        recorder pushes)."""
         layout = self._layouts.get(int(ffi.cast("uintptr_t", pipeline)))
-        return layout[1] if layout else None
+        return layout[1].bytes if layout else None
 
     def forget_shader(self, shader: str) -> list:
         """Take every pipeline and shader module built from `shader` out of the cache (its source changed: `vkep

@@ -9,10 +9,12 @@ import functools
 import importlib
 import math
 import struct
+from collections.abc import Mapping
 from typing import Protocol
 
 import numpy as np
 
+from vkep.gpu.push import PushLayout, PushRangeError
 from vkep.kernels.manifest import KernelSpec
 
 # lavapipe (llvmpipe) silently ends a shader's loops after 65,535 iterations in all, per invocation
@@ -98,14 +100,26 @@ class Tensor:
         return f"Tensor(0x{self.addr:x}, {self.shape}, {self.dtype})"
 
 
-def encode_dispatch(addresses: list[Tensor | None], tail: bytes, reads: list[Tensor],
-                    writes: list[Tensor]) -> tuple[bytes, bytes]:
-    """(push constants, hazard spans) of a dispatch: the tensors' addresses (None: 0) then `tail`, and the
-    (start, end) byte ranges it reads, then writes."""
+def encode_dispatch(layout: PushLayout, values: Mapping[str, object], reads: list[Tensor],
+                    writes: list[Tensor]) -> tuple[list[Tensor | None], bytes, bytes]:
+    """(the tensors whose addresses lead the push constants, the push constants, hazard spans) of a dispatch
+    whose push-constant members are `values` by name: the tensors' addresses (None: 0) then the other members
+    at their offsets, and the (start, end) byte ranges it reads, then writes."""
+    if isinstance(values, tuple):  # TRANSITION: (addresses, tail)
+        addresses, tail = values
+    else:
+        try:
+            addresses, tail = layout.encode(values)
+        except PushRangeError as exc:
+            raise UnsupportedError(f"a size or attribute does not fit the shader's parameters ({exc})") from None
     push = struct.pack(f"<{len(addresses)}Q", *[t.addr if t is not None else 0 for t in addresses]) + tail
-    spans = struct.pack(f"<{2 * (len(reads) + len(writes))}Q",
-                        *[x for t in reads + writes for x in (t.addr, t.addr + t.nbytes)])
-    return push, spans
+    return addresses, push, hazard_spans(reads, writes)
+
+
+def hazard_spans(reads: list[Tensor], writes: list[Tensor]) -> bytes:
+    """The (start, end) byte ranges a dispatch reads, then writes, as the recorder's hazard tracking takes them."""
+    return struct.pack(f"<{2 * (len(reads) + len(writes))}Q",
+                       *[x for t in reads + writes for x in (t.addr, t.addr + t.nbytes)])
 
 
 class Call(Protocol):
@@ -118,11 +132,13 @@ class Call(Protocol):
     def error_word(self) -> Tensor:
         """The device's error word, for shaders that report an index out of range (common.glsl)."""
 
-    def dispatch(self, shader: str, dtype: str | tuple[str, str], constants: tuple[int, ...],
-                 addresses: list[Tensor | None], tail: bytes, groups: tuple[int, int, int], reads: list[Tensor],
+    def dispatch(self, shader: str, dtype: str | tuple[str, str], constants: Mapping[str, int | float],
+                 push: Mapping[str, object], groups: tuple[int, int, int], reads: list[Tensor],
                  writes: list[Tensor]) -> None:
-        """Record a dispatch of the shader's variant for `dtype` (or (input, output) types) whose push
-        constants are the tensors' 64-bit addresses (None: 0) followed by `tail`."""
+        """Record a dispatch of the shader's variant for `dtype` (or (input, output) types), built with the
+        specialization constants `constants` by name (those not given keep the shader's defaults), whose
+        push-constant block is filled from `push` by member name (vkep.gpu.push: every member, a tensor or None
+        for each address, numbers or sequences of them for the rest)."""
 
     def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
         """Device memory for this call's own use while its work runs (the device's one stream orders its
@@ -164,12 +180,10 @@ class Kernel:
             raise UnsupportedError(f"{spec.op}: invalid attribute {problem}")
 
     @functools.cached_property
-    def constants(self) -> tuple[int, ...]:
-        """The manifest's `constants` as the specialization values of the kernel's shader (position i is
-        constant_id i: vkep.kernels.interface matches the names to the SPIR-V's). A kernel may assign its own."""
-        from vkep.kernels import interface  # (reads the shader's SPIR-V: once, at the first dispatch)
-
-        return interface.constant_tuple(self.spec)
+    def constants(self) -> dict[str, int]:
+        """The specialization constants of the kernel's shader by name: the manifest's `constants` (matched to
+        the shader's declarations when its pipeline is built). A kernel may assign its own."""
+        return dict(self.spec.constants)
 
     def invalid_attribute(self) -> str | None:
         """'name=value: why' for an attribute no input can make valid (the session then fails to be
@@ -202,10 +216,10 @@ class Kernel:
         `call.inputs[index]`, uploaded once and shared by every kernel that packs the same bytes alike."""
         return weight, "raw"
 
-    def dispatch_1d(self, call: Call, n: int, wg: int, dtype: str, addresses: list[Tensor], tail: bytes,
-                    reads, writes, constants: tuple[int, ...] | None = None) -> None:
-        """Dispatch ceil(n / wg) workgroups (grid_1d)."""
-        call.dispatch(self.spec.shader, dtype, self.constants if constants is None else constants, addresses, tail,
+    def dispatch_1d(self, call: Call, n: int, wg: int, dtype: str, push: Mapping[str, object], reads, writes,
+                    constants: Mapping[str, int] | None = None) -> None:
+        """Dispatch ceil(n / wg) workgroups (grid_1d) of the kernel's shader."""
+        call.dispatch(self.spec.shader, dtype, self.constants if constants is None else constants, push,
                       grid_1d(n, wg), reads, writes)
 
 

@@ -22,7 +22,7 @@ from vkep.kernels.base import (
 from vkep.kernels.elementwise import (
     OP_ADD,
     Unary,
-    binary_tail,
+    broadcast_members,
     broadcast_shape,
     dispatch_binary,
     dispatch_unary,
@@ -38,7 +38,7 @@ class BiasedGelu(Unary):
 
     def __init__(self, *args):
         super().__init__(*args)
-        self.params = pack("ff", 1.0 if self.spec.op == "FastGelu" else 0.0, 0.0)  # alpha 1: tanh
+        self.params = (1.0 if self.spec.op == "FastGelu" else 0.0, 0.0)  # alpha 1: tanh
 
     def compute(self, call) -> None:
         x = call.inputs[0]
@@ -86,9 +86,9 @@ class BiasSplitGelu(Kernel):
         rows = y.size // half
         left = Tensor(s.addr, (rows, half), s.dtype, s.io)
         right = Tensor(s.addr + half * ITEMSIZE[s.dtype], (rows, half), s.dtype, s.io)
-        tail = binary_tail(y.size, (rows, half), [(width, 1), (width, 1)]) + pack("f", 1.0)  # (scale 1)
-        dispatch_wide(call, "binary.comp", self.constants[0], y.size, shader_dtype(x), [left, right, y], tail,
-                      [s], [y])
+        members = broadcast_members(y.size, (rows, half), [(width, 1), (width, 1)])
+        dispatch_wide(call, "binary.comp", self.constants["op"], y.size, shader_dtype(x),
+                      {**members, "scale": 1.0, "a": left, "b": right, "y": y}, [s], [y])
 
 
 class SkipNorm(Kernel):
@@ -98,7 +98,7 @@ class SkipNorm(Kernel):
 
     def compute(self, call) -> None:
         x, skip, gamma = call.inputs[:3]
-        mode = self.constants[0]
+        mode = self.constants["mode"]
         rest = list(call.inputs[3:]) + [None, None]
         beta, bias = (None, rest[0]) if mode == MODE_RMS else (rest[0], rest[1])
         if x.shape[-1:] != gamma.shape[-1:] or len(x.shape) < 2:

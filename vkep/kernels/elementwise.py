@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, grid_1d, shader_dtype
 
 MAX_RANK = 6
 # binary.comp, unary.comp and where.comp's local size (tests/test_gpu.py reads it back from the SPIR-V).
@@ -26,11 +26,10 @@ def wide_grid(n: int) -> tuple[int, tuple[int, int, int]]:
     return wide, grid_1d(n, wide or WORKGROUP)
 
 
-def dispatch_wide(call, shader: str, code: int, n: int, dtype, addresses: list, tail: bytes, reads: list,
-                  writes: list) -> None:
+def dispatch_wide(call, shader: str, code: int, n: int, dtype, push: dict, reads: list, writes: list) -> None:
     """binary.comp's op `code` over n elements, its WIDE constant and grid from n."""
     wide, grid = wide_grid(n)
-    call.dispatch(shader, dtype, (code, wide), addresses, tail, grid, reads, writes)
+    call.dispatch(shader, dtype, {"op": code, "wide": wide}, push, grid, reads, writes)
 
 # shaders/binary.comp op codes chosen at run time (the others come from the manifest)
 OP_ADD, OP_FMOD, OP_MOD, OP_SHIFT_LEFT, OP_SHIFT_RIGHT, OP_FIRST, OP_ADD_SCALE, OP_ACCUMULATE = 0, 5, 6, 21, 22, 23, 24, 25
@@ -79,10 +78,10 @@ def collapse(out: tuple[int, ...], *operand_strides: list[int]) -> tuple[list[in
     return dims or [1], [s or [1] for s in strides]
 
 
-def broadcast_plan(shapes: list[tuple[int, ...]], out: tuple[int, ...] | None = None,
-                   max_rank: int = MAX_RANK) -> tuple[tuple[int, ...], int, bytes]:
-    """(output shape, element count, push tail `n, rank, shape[max_rank], strides[max_rank] per operand`)
-    for reading every operand broadcast to `out` (default: their common shape)."""
+def broadcast_plan(shapes: list[tuple[int, ...]], out: tuple[int, ...] | None = None, max_rank: int = MAX_RANK,
+                   names: tuple[str, ...] = ("a", "b")) -> tuple[tuple[int, ...], int, dict]:
+    """(output shape, element count, push members n, rank, shape and stride_<name> per operand) for reading
+    every operand broadcast to `out` (default: their common shape)."""
     out = broadcast_shape(*shapes) if out is None else out
     n = math.prod(out)
     if n > MAX_ELEMENTS:
@@ -90,15 +89,13 @@ def broadcast_plan(shapes: list[tuple[int, ...]], out: tuple[int, ...] | None = 
     dims, strides = collapse(out, *(broadcast_strides(s, out) for s in shapes))
     if len(dims) > max_rank:
         raise UnsupportedError(f"broadcast of {shapes} needs rank {len(dims)} > {max_rank}")
-    return out, n, binary_tail(n, dims, strides, max_rank)
+    return out, n, broadcast_members(n, dims, strides, names)
 
 
-def binary_tail(n: int, dims, strides: list, max_rank: int = MAX_RANK) -> bytes:
-    """The push tail of binary.comp (and where.comp): n, rank, shape[max_rank], then each operand's element
-    strides over that shape [max_rank]; the output is contiguous."""
-    pad = [0] * max_rank
-    flat = [v for s in [dims, *strides] for v in (list(s) + pad)[:max_rank]]
-    return pack(f"2I{len(flat)}I", n, len(dims), *flat)
+def broadcast_members(n: int, dims, strides: list, names: tuple[str, ...] = ("a", "b")) -> dict:
+    """The push members of binary.comp (and where.comp) that say how to read broadcast operands: n, rank,
+    shape, and each operand's element strides over that shape (stride_<name>); the output is contiguous."""
+    return {"n": n, "rank": len(dims), "shape": dims, **{f"stride_{k}": s for k, s in zip(names, strides, strict=True)}}
 
 
 def variant(x: str, y: str) -> str | tuple[str, str]:
@@ -125,10 +122,11 @@ class Binary(Kernel):
 
     def plan(self, sa: tuple[int, ...], sb: tuple[int, ...], out: tuple[int, ...] | None = None,
              scale: float = 1.0) -> tuple:
-        """(output shape, element count, push tail) of a OP b, broadcast to `out` (default: their shape)."""
+        """(output shape, element count, push members but the tensors) of a OP b, broadcast to `out` (default:
+        their shape)."""
         def make():
-            shape, n, tail = broadcast_plan([sa, sb], out)
-            return shape, n, tail + pack("f", scale)
+            shape, n, members = broadcast_plan([sa, sb], out)
+            return shape, n, {**members, "scale": scale}
 
         return self.planned((sa, sb, out, scale), make)
 
@@ -137,11 +135,11 @@ class Binary(Kernel):
 
     def compute(self, call) -> None:
         a, b = call.inputs[:2]
-        out, n, tail = self.plan(a.shape, b.shape)
+        out, n, members = self.plan(a.shape, b.shape)
         y = call.output(0, out, self.out_dtype or a.dtype)
         if n:
-            dispatch_wide(call, self.spec.shader, self.constants[0], n, self.shader_variant(a, b, y), [a, b, y], tail,
-                          [a, b], [y])
+            dispatch_wide(call, self.spec.shader, self.constants["op"], n, self.shader_variant(a, b, y),
+                          {**members, "a": a, "b": b, "y": y}, [a, b], [y])
 
 
 class Compare(Binary):
@@ -172,7 +170,7 @@ class Mod(Binary):
 
     def __init__(self, *args):
         super().__init__(*args)
-        self.constants = (OP_FMOD if self.attrs["fmod"] else OP_MOD,)
+        self.constants = {"op": OP_FMOD if self.attrs["fmod"] else OP_MOD}
 
 
 class BitShift(Binary):
@@ -181,7 +179,7 @@ class BitShift(Binary):
         direction = self.attrs["direction"]
         if direction not in ("LEFT", "RIGHT"):
             raise UnsupportedError(f"BitShift: direction must be LEFT or RIGHT, not {direction!r}")
-        self.constants = (OP_SHIFT_LEFT if direction == "LEFT" else OP_SHIFT_RIGHT,)
+        self.constants = {"op": OP_SHIFT_LEFT if direction == "LEFT" else OP_SHIFT_RIGHT}
 
 
 class Variadic(Binary):
@@ -197,8 +195,9 @@ class Variadic(Binary):
             return
         dtype = shader_dtype(xs[0])
         if len(xs) == 1:
-            _, n, tail = self.plan(out, out)
-            dispatch_wide(call, self.spec.shader, OP_FIRST, n, dtype, [xs[0], xs[0], y], tail, [xs[0]], [y])
+            _, n, members = self.plan(out, out)
+            dispatch_wide(call, self.spec.shader, OP_FIRST, n, dtype, {**members, "a": xs[0], "b": xs[0], "y": y},
+                          [xs[0]], [y])
             return
         mean = self.spec.op == "Mean"
         # float16 Sum and Mean of three or more inputs add in float32 and round once, as ORT's CPU EP does
@@ -208,14 +207,15 @@ class Variadic(Binary):
         for k in range(1, len(xs)):
             a = xs[0] if k == 1 else acc  # acc = x0 OP x1 first, then acc = acc OP xk in place
             last = k == len(xs) - 1
-            _, n, tail = self.plan(a.shape, xs[k].shape, out, 1.0 / len(xs) if mean and last else 1.0)
+            _, n, members = self.plan(a.shape, xs[k].shape, out, 1.0 / len(xs) if mean and last else 1.0)
             if wide:  # (x0 + x1 of float16 is exact in float32)
                 code, types = (OP_ADD if k == 1 else OP_ACCUMULATE), ("float16", "float32")
             else:
-                code, types = (OP_ADD_SCALE if mean and last else self.constants[0]), dtype
-            dispatch_wide(call, self.spec.shader, code, n, types, [a, xs[k], acc], tail, [a, xs[k]], [acc])
+                code, types = (OP_ADD_SCALE if mean and last else self.constants["op"]), dtype
+            dispatch_wide(call, self.spec.shader, code, n, types, {**members, "a": a, "b": xs[k], "y": acc},
+                          [a, xs[k]], [acc])
         if wide:
-            dispatch_unary(call, "unary.comp", (OP_CAST, 0), acc, y, pack("ff", 0.0, 0.0))
+            dispatch_unary(call, "unary.comp", {"op": OP_CAST}, acc, y, (0.0, 0.0))
 
 
 class Where(Kernel):
@@ -228,11 +228,11 @@ class Where(Kernel):
     def compute(self, call) -> None:
         c, a, b = call.inputs
         key = (c.shape, a.shape, b.shape)
-        out, n, tail = self.planned(key, lambda: broadcast_plan(list(key), max_rank=5))
+        out, n, members = self.planned(key, lambda: broadcast_plan(list(key), max_rank=5, names=("c", "a", "b")))
         y = call.output(0, out, a.dtype)
         if n:
-            self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(c), shader_dtype(a)), [c, a, b, y], tail,
-                             [c, a, b], [y])
+            self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(c), shader_dtype(a)),
+                             {**members, "c": c, "a": a, "b": b, "y": y}, [c, a, b], [y])
 
 
 # string attributes passed to the shader as numbers
@@ -256,7 +256,7 @@ class Unary(Kernel):
     def __init__(self, *args):
         super().__init__(*args)
         params = [_param(self.attrs[a.name]) for a in self.spec.attributes] + [0.0, 0.0]
-        self.params = pack("ff", *params[:2])
+        self.params = (params[0], params[1])  # (alpha, beta)
 
     def compute(self, call) -> None:
         self.run(call)
@@ -272,22 +272,21 @@ class Unary(Kernel):
             dispatch_unary(call, self.spec.shader, self.constants, x, y, self.params, lo, hi)
 
 
-def dispatch_unary(call, shader: str, constants: tuple[int, ...], x: Tensor, y: Tensor, params: bytes,
+def dispatch_unary(call, shader: str, constants: dict[str, int], x: Tensor, y: Tensor, params: tuple[float, float],
                    lo: Tensor | None = None, hi: Tensor | None = None) -> None:
-    """y = f(x) in one dispatch of unary.comp: push constants x, y, lo, hi, the element count, then `params`
-    (alpha and beta, two floats)."""
+    """y = f(x) in one dispatch of unary.comp, `params` its alpha and beta."""
     reads = [x] + [t for t in (lo, hi) if t is not None]
     wide, grid = wide_grid(x.size)
-    constants = (*constants, 0)[:2] + (wide,)  # (op, BOOL_OUT, WIDE)
-    call.dispatch(shader, variant(shader_dtype(x), shader_dtype(y)), constants, [x, y, lo, hi],
-                  pack("I", x.size) + params, grid, reads, [y])
+    push = {"x": x, "y": y, "lo": lo, "hi": hi, "n": x.size, "alpha": params[0], "beta": params[1]}
+    call.dispatch(shader, variant(shader_dtype(x), shader_dtype(y)), {**constants, "wide": wide}, push, grid, reads,
+                  [y])
 
 
 def dispatch_binary(call, code: int, a: Tensor, b: Tensor, y: Tensor) -> None:
     """y = a OP b (binary.comp's op `code`), broadcast to y's shape, in one dispatch."""
-    _, n, tail = broadcast_plan([a.shape, b.shape], y.shape)
-    dispatch_wide(call, "binary.comp", code, n, variant(shader_dtype(a), shader_dtype(y)), [a, b, y],
-                  tail + pack("f", 1.0), [a, b], [y])
+    _, n, members = broadcast_plan([a.shape, b.shape], y.shape)
+    dispatch_wide(call, "binary.comp", code, n, variant(shader_dtype(a), shader_dtype(y)),
+                  {**members, "scale": 1.0, "a": a, "b": b, "y": y}, [a, b], [y])
 
 
 class Predicate(Unary):
@@ -301,7 +300,7 @@ class Clip(Unary):
 
     def __init__(self, *args):
         super().__init__(*args)
-        self.params = pack("ff", float(self.attrs.get("min", -math.inf)), float(self.attrs.get("max", math.inf)))
+        self.params = (float(self.attrs.get("min", -math.inf)), float(self.attrs.get("max", math.inf)))
 
     def compute(self, call) -> None:
         bounds = list(call.inputs[1:3]) + [None, None]
@@ -320,7 +319,7 @@ class Cast(Unary):
         if to not in ONNX_TYPES:
             raise UnsupportedError(f"Cast: no shader variant for element type {to}")
         self.out_dtype = ONNX_TYPES[to]
-        self.constants = (OP_CAST, 1 if self.out_dtype == "bool" else 0)
+        self.constants = {"op": OP_CAST, "bool_out": int(self.out_dtype == "bool")}
 
 
 class CastLike(Unary):
@@ -328,5 +327,5 @@ class CastLike(Unary):
 
     def compute(self, call) -> None:
         self.out_dtype = call.inputs[1].dtype  # fixed for the node: its type constraint T2
-        self.constants = (OP_CAST, 1 if self.out_dtype == "bool" else 0)
+        self.constants = {"op": OP_CAST, "bool_out": int(self.out_dtype == "bool")}
         self.run(call)

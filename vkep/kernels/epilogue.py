@@ -15,14 +15,10 @@ from __future__ import annotations
 
 import math
 import struct
-import threading
 
-from vkep.kernels import interface
-from vkep.kernels.base import EPILOGUE_SUFFIX, Kernel, Tensor, UnsupportedError, variant
+from vkep.kernels.base import EPILOGUE_SUFFIX, Kernel, Tensor, UnsupportedError
 from vkep.kernels.fused import Program, Step
 
-EPILOGUE_AT = 64  # epilogue.glsl's first constant_id (EPI_STEPS); the steps' from STEPS_AT
-STEPS_AT = 72
 MAX_STEPS = 8
 INPUTS = 4  # registers 0..3: value, operand, two constants
 VALUE, OPERAND, CONSTANT_0, CONSTANT_1 = 0, 1, 2, 3
@@ -31,8 +27,6 @@ SUFFIX = EPILOGUE_SUFFIX  # a dispatch's dtype with it: the shader's EPILOGUE va
 # the producers and the axis of their output a ROW operand runs along (COLUMN: the last one, MatMul and Gemm)
 PRODUCERS = {"Conv": 1, "MatMul": -2, "Gemm": -2}
 
-_defaults_lock = threading.Lock()
-_defaults: dict[tuple[str, str], dict[int, int]] = {}
 
 
 def operand_mode(out: tuple[int, ...] | list[int], operand: tuple[int, ...] | list[int], op: str) -> int | None:
@@ -55,34 +49,16 @@ def operand_mode(out: tuple[int, ...] | list[int], operand: tuple[int, ...] | li
 
 
 class Epilogue:
-    """The steps after a producer as epilogue.glsl's specialization constants (ids EPILOGUE_AT on)."""
+    """The steps after a producer as epilogue.glsl's specialization constants (EPI_*)."""
 
     def __init__(self, steps: list[Step], mode: int, constants: tuple[float, float] = (0.0, 0.0)):
         if len(steps) > MAX_STEPS:
             raise UnsupportedError(f"an epilogue of {len(steps)} steps (epilogue.glsl takes {MAX_STEPS})")
         program = Program(INPUTS, steps, [INPUTS + len(steps) - 1])
-        head = (len(steps), mode, program.output_registers, _bits(constants[0]), _bits(constants[1]))
         self.mode = mode
-        self.constants = head + (0,) * (STEPS_AT - EPILOGUE_AT - len(head)) + program.step_constants
-
-    def specialized(self, shader: str, dtype: str, constants: tuple[int, ...]) -> tuple[int, ...]:
-        """A producer's constants for `shader`, with the epilogue's after them (ids below EPILOGUE_AT it does not
-        give keep the shader's defaults)."""
-        defaults = _shader_defaults(shader, dtype)
-        pad = tuple(defaults.get(i, 0) for i in range(len(constants), EPILOGUE_AT))
-        return tuple(constants) + pad + self.constants
-
-
-def _shader_defaults(shader: str, dtype: str) -> dict[int, int]:
-    key = (shader, dtype)
-    with _defaults_lock:
-        found = _defaults.get(key)
-    if found is None:
-        declared = interface.shader_constants(shader, tuple(sorted(variant(dtype + SUFFIX).items())))
-        found = {c.id: int(c.default) for c in declared.values()}
-        with _defaults_lock:
-            _defaults[key] = found
-    return found
+        self.constants = {"EPI_STEPS": len(steps), "EPI_MODE": mode, "EPI_OUT": program.output_registers,
+                          "EPI_K0": _bits(constants[0]), "EPI_K1": _bits(constants[1]),
+                          **program.step_constants("EPI_")}
 
 
 def _bits(value: float) -> int:
@@ -108,17 +84,26 @@ class EpilogueCall:
             self.output_tensor = y
         return y
 
-    def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
+    def dispatch(self, shader, dtype, constants, push, groups, reads, writes, *legacy) -> None:
+        if legacy:  # TRANSITION: (addresses, tail) in place of push
+            push, groups, reads, writes = (push, groups), reads, writes, legacy[0]
         if self.output_tensor is None or not writes or writes[0] is not self.output_tensor:
-            return self._call.dispatch(shader, dtype, constants, addresses, tail, groups, reads, writes)
+            return self._call.dispatch(shader, dtype, constants, push, groups, reads, writes)
+        if isinstance(constants, tuple):  # TRANSITION
+            constants = dict(enumerate(constants))
+        if isinstance(push, tuple):  # TRANSITION
+            push = ([self._operand, *push[0]], push[1])
+        else:
+            push = {"epilogue_operand": self._operand, **push}
         operand = self._operand
         if operand is not None and operand_mode(writes[0].shape, operand.shape, self._op) != self._epilogue.mode:
             # (fusion.py groups only shapes the graph declares in full, so this is another run's shapes)
             raise UnsupportedError(f"{self._op}'s epilogue reads an operand of shape {list(operand.shape)} as it "
                                    f"did not at Compile, for an output of shape {list(writes[0].shape)}")
         self.applied = True
-        self._call.dispatch(shader, dtype + SUFFIX, self._epilogue.specialized(shader, dtype, constants),
-                            [operand, *addresses], tail, groups, [*reads, *([operand] if operand else [])], writes)
+        self._call.dispatch(shader, dtype + SUFFIX, {**constants, **self._epilogue.constants},
+                            push, groups, [*reads, *([operand] if operand else [])],
+                            writes)
 
 
 class FusedProducer(Kernel):

@@ -14,7 +14,7 @@ import math
 import struct
 from dataclasses import dataclass
 
-from vkep.kernels.base import MAX_ELEMENTS, Kernel, UnsupportedError, padded
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, UnsupportedError
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse, wide_grid
 
 SHADER = "fused.comp"
@@ -23,7 +23,6 @@ MAX_INPUTS, MAX_OUTPUTS, MAX_RANK, REGISTERS, MAX_STEPS = 8, 4, 6, 16, 16
 MODE_FULL, MODE_SCALAR, MODE_STRIDED = 0, 1, 2
 KIND_UNARY, KIND_BINARY = 0, 1
 MIN_FROM_B, MAX_FROM_C = 0x10000, 0x20000
-STEP_CONSTANTS_AT = 8  # the constant_id of step 0's first constant
 # the op codes a step may have: unary.comp's float math and activations (not its predicates, logic or Cast),
 # binary.comp's arithmetic (not its comparisons, logic, bitwise ops or the steps of Sum and Mean). Not Sin, Cos,
 # Tan (their exact argument reduction), Softplus and Mish (log1p's rounding trick): compiled under fused.comp's
@@ -60,7 +59,7 @@ class Program:
                     last_use[v] = k
         register = {v: v for v in range(inputs)}  # (inputs stay in theirs: a later step may read them)
         free = list(range(inputs, REGISTERS))
-        constants = []
+        words = []
         for k, step in enumerate(steps):
             regs = [register[v] if v is not None else 0 for v in step.operands] + [0, 0, 0]
             for v in {v for v in step.operands if v is not None}:  # a result read for the last time frees its
@@ -73,12 +72,18 @@ class Program:
             if step.kind == KIND_UNARY and step.op == OP_CLIP:
                 flags |= MIN_FROM_B if len(step.operands) > 1 and step.operands[1] is not None else 0
                 flags |= MAX_FROM_C if len(step.operands) > 2 and step.operands[2] is not None else 0
-            constants += [step.kind << 16 | step.op, dst | regs[0] << 4 | regs[1] << 8 | regs[2] << 12 | flags,
-                          _bits(step.alpha), _bits(step.beta)]
-        self.step_constants = tuple(constants)
+            words.append((step.kind << 16 | step.op, dst | regs[0] << 4 | regs[1] << 8 | regs[2] << 12 | flags,
+                          _bits(step.alpha), _bits(step.beta)))
+        self.step_words = words  # (code, registers, alpha bits, beta bits) per step
         self.output_registers = sum(register[v] << (4 * j) for j, v in enumerate(outputs))
 
-    def plan(self, shapes: list[tuple[int, ...]]) -> tuple[tuple[int, ...], tuple[int, ...], bytes | None]:
+    def step_constants(self, prefix: str = "") -> dict[str, int]:
+        """The steps as specialization constants (fused.comp's CODE_k, REGS_k, ALPHA_k, BETA_k; epilogue.glsl's
+        the same after its prefix EPI_)."""
+        return {f"{prefix}{name}_{k}": value for k, step in enumerate(self.step_words)
+                for name, value in zip(("CODE", "REGS", "ALPHA", "BETA"), step, strict=True)}
+
+    def plan(self, shapes: list[tuple[int, ...]]) -> tuple[tuple[int, ...], dict[str, int], bytes | None]:
         """(output shape, specialization constants but WIDE, the layout words of STRIDED inputs as bytes, or None)
         for inputs of these shapes."""
         out = broadcast_shape(*shapes)
@@ -92,9 +97,9 @@ class Program:
         if MODE_STRIDED in modes:
             values = [len(dims)] + _padded(dims, MAX_RANK) + [w for st in strides for w in _padded(st, MAX_RANK)]
             words = struct.pack(f"<{len(values)}I", *values)
-        head = (self.inputs, len(self.steps), len(self.outputs), sum(m << (2 * k) for k, m in enumerate(modes)),
-                self.output_registers)  # (ids 1..5; WIDE, id 0, comes with the element count)
-        constants = head + (0,) * (STEP_CONSTANTS_AT - 1 - len(head)) + self.step_constants
+        constants = {"INPUTS": self.inputs, "STEPS": len(self.steps), "OUTPUTS": len(self.outputs),
+                     "MODES": sum(m << (2 * k) for k, m in enumerate(modes)), "OUT_REGS": self.output_registers,
+                     **self.step_constants()}  # (WIDE comes with the element count)
         return out, constants, words
 
 
@@ -128,6 +133,6 @@ class FusedElementwise(Kernel):
             return
         layout = call.persistent(words) if words else None
         wide, grid = wide_grid(n)
-        addresses = padded(outputs, MAX_OUTPUTS) + padded(inputs, MAX_INPUTS) + [layout]
-        call.dispatch(SHADER, self.dtype, (wide, *constants), addresses, struct.pack("<I", n), grid,
+        call.dispatch(SHADER, self.dtype, {"WIDE": wide, **constants},
+                      {"y": outputs, "x": inputs, "layout_words": layout, "n": n}, grid,
                       [*inputs, layout] if layout else list(inputs), outputs)

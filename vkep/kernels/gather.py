@@ -44,7 +44,7 @@ class Gather(_Indexed):
     """Gather, GatherElements, GatherND: the manifest's `mode` constant picks the shader mode."""
 
     def _plan(self, shape, ishape) -> tuple:
-        mode = self.constants[0]
+        mode = self.constants["mode"]
         if mode == GATHER:
             axis = axis_in(self.attrs.get("axis", 0), len(shape), self.spec.op)
             out = shape[:axis] + ishape + shape[axis + 1:]
@@ -74,7 +74,7 @@ class Gather(_Indexed):
         out, tail = self._cached(call)
         y = call.output(0, out)
         if y.size:
-            call.dispatch("gather.comp", shader_dtype(x), (self.constants[0], _idx64(idx)),
+            call.dispatch("gather.comp", shader_dtype(x), {"mode": self.constants["mode"], "idx64": _idx64(idx)},
                           [x, idx, y, call.error_word()], tail,
                           grid_1d(y.size, WG), [x, idx], [y])
 

@@ -71,12 +71,12 @@ class LayerNorm(Kernel):
         y = call.output(0, x.shape, scale.dtype)
         # outputs 1 and 2: Mean and InvStdDev in mode 0, InvStdDev alone in mode 1
         stats = stat_outputs(self, call, x.shape[:axis] + (1,) * (rank - axis),
-                             [0, 1] if self.constants[0] == MODE_MEAN_VAR else [1])
+                             [0, 1] if self.constants["mode"] == MODE_MEAN_VAR else [1])
         if rows == 0:
             return
         if length == 0:
             raise UnsupportedError(f"{self.spec.op} over an empty axis")
-        normalize_rows(self, call, self.constants[0], x, scale, bias, y, stats, rows, length, index)
+        normalize_rows(self, call, self.constants["mode"], x, scale, bias, y, stats, rows, length, index)
 
 
 def stat_outputs(kernel: Kernel, call, shape: tuple[int, ...], kinds: list[int]) -> list[Tensor | None]:

@@ -104,6 +104,6 @@ class LRN(Kernel):
         if x.size == 0:
             return
         size = self.attrs["size"]
-        tail = pack("4I3f", x.size, x.shape[1], math.prod(x.shape[2:]), size, self.attrs["alpha"], self.attrs["beta"],
-                    self.attrs["bias"])
-        self.dispatch_1d(call, x.size, WORKGROUP, shader_dtype(x), [x, y], tail, [x], [y], constants=())
+        push = {"x": x, "y": y, "n": x.size, "channels": x.shape[1], "inner": math.prod(x.shape[2:]), "size": size,
+                "alpha": self.attrs["alpha"], "beta": self.attrs["beta"], "bias": self.attrs["bias"]}
+        self.dispatch_1d(call, x.size, WORKGROUP, shader_dtype(x), push, [x], [y], constants={})

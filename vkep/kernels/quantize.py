@@ -55,7 +55,7 @@ class QuantizeLinear(Kernel):
     def compute(self, call) -> None:
         x, scale = call.inputs[:2]
         zp = call.inputs[2] if len(call.inputs) > 2 else None
-        if self.constants[0] == MODE_QUANTIZE:
+        if self.constants["mode"] == MODE_QUANTIZE:
             out = zp.dtype if zp is not None else ONNX_QUANTIZED.get(self.attrs.get("output_dtype", 0), "uint8")
             if scale.dtype != x.dtype:
                 raise UnsupportedError(f"QuantizeLinear: x of {x.dtype} with scales of {scale.dtype}")
@@ -83,7 +83,7 @@ class QuantizeLinear(Kernel):
             div, mod = math.prod(x.shape[axis + 1:]), x.shape[axis]
         y = call.output(0, x.shape, out)
         if x.size:
-            dispatch_quantize(call, self.constants[0], x, scale, zp, y, div, mod, block, blocks)
+            dispatch_quantize(call, self.constants["mode"], x, scale, zp, y, div, mod, block, blocks)
 
 
 def dispatch_quantize(call, mode: int, x: Tensor, scale: Tensor, zp: Tensor | None, y: Tensor, div: int,
@@ -209,7 +209,7 @@ class ConvInteger(ConvBase):
         return None
 
     def compute(self, call) -> None:
-        requant = self.constants[0]
+        requant = self.constants["requant"]
         if requant:
             x, x_scale, xzp, w, w_scale, wzp, y_scale, yzp, bias = padded(call.inputs, 9)
         else:
@@ -299,7 +299,7 @@ class QLinearBinary(Kernel):
         if y.size:
             addresses = [a, a_scale, azp, b, b_scale, bzp, c_scale, czp, y]
             signed = 2 if a.dtype == "int8" and self.as_uint8 else int(a.dtype == "int8")
-            call.dispatch(self.spec.shader, "uint8", (self.constants[0], signed), addresses, tail,
+            call.dispatch(self.spec.shader, "uint8", {"op": self.constants["op"], "signed": signed}, addresses, tail,
                           grid_1d(y.size, WG), [t for t in addresses if t is not None and t is not y], [y])
 
     @staticmethod
@@ -350,7 +350,7 @@ class QLinearLookup(Kernel):
     CONCAT = 0
 
     def compute(self, call) -> None:
-        op = self.constants[0]
+        op = self.constants["op"]
         if op == self.CONCAT:
             ins = padded(call.inputs, 2)
             y_scale, yzp = ins[:2]
@@ -377,7 +377,7 @@ class QLinearLookup(Kernel):
 
     def _plan(self, shapes: tuple) -> tuple:
         """(output shape, (elements, inner, axis length, axis total, axis start) per input)."""
-        if self.constants[0] != self.CONCAT:
+        if self.constants["op"] != self.CONCAT:
             n = math.prod(shapes[0])
             return shapes[0], [(n, max(n, 1), 1, 1, 0)]
         ref = shapes[0]

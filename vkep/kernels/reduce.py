@@ -107,7 +107,7 @@ class Reduce(Kernel):
         y = call.output(0, out_shape)
         if n_out == 0:
             return
-        op = self.constants[0]
+        op = self.constants["op"]
         shape, groups = reduce_geometry(n_red, n_out, 2 if op == 8 else 1)
         call.dispatch(self.spec.shader, shader_dtype(x), (op, *shape), [x, y], tail, groups, [x], [y])
 
@@ -131,7 +131,7 @@ class ArgReduce(Kernel):
             raise UnsupportedError(f"{self.spec.op} over an empty axis")
         shape, groups = reduce_geometry(length, rows)
         tail = pack("4I", rows, length, inner, int(self.attrs.get("select_last_index", 0)))
-        call.dispatch(self.spec.shader, shader_dtype(x), (self.constants[0], *shape), [x, y], tail, groups, [x], [y])
+        call.dispatch(self.spec.shader, shader_dtype(x), (self.constants["op"], *shape), [x, y], tail, groups, [x], [y])
 
 
 class TopK(Kernel):

@@ -32,5 +32,5 @@ class Softmax(Kernel):
             outer, length, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis:]), 1
         rows = outer * inner
         wg = row_workgroup(length, 3)
-        call.dispatch(self.spec.shader, shader_dtype(x), (self.constants[0], wg), [x, y],
+        call.dispatch(self.spec.shader, shader_dtype(x), {"mode": self.constants["mode"], "local_size_x": wg}, [x, y],
                       pack("3I", rows, length, inner), grid_1d(rows, 1), [x], [y])

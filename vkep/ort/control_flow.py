@@ -115,9 +115,11 @@ class _DeviceCall:
     def error_word(self) -> Tensor:
         return Tensor(self.gpu.error_word, (1,), "int32", Tensor.PERSISTENT)
 
-    def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
+    def dispatch(self, shader, dtype, constants, push, groups, reads, writes, *legacy) -> None:
+        if legacy:  # TRANSITION: (addresses, tail) in place of push
+            push, groups, reads, writes = (push, groups), reads, writes, legacy[0]
         pipeline = self.gpu.pipelines.get(shader, variant(dtype), constants)
-        push, spans = encode_dispatch(addresses, tail, reads, writes)
+        _, push, spans = encode_dispatch(self.gpu.pipelines.push_layout(pipeline), push, reads, writes)
         self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))
 
 

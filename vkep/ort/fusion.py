@@ -13,8 +13,6 @@ hands ORT first.
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
 from vkep.kernels import elementwise, fused
@@ -53,9 +51,9 @@ def step(node, ep: Ep) -> fused.Step | None:
         kernel = cls(spec, node_attributes(node, spec), version, [v[1] if v else "" for v in inputs])
     except UnsupportedError:
         return None
-    code = kernel.constants[0] if kernel.constants else None
+    code = kernel.constants.get("op")
     if cls in (elementwise.Unary, elementwise.Clip) and code in fused.UNARY:
-        alpha, beta = struct.unpack("<ff", kernel.params)
+        alpha, beta = kernel.params
         return fused.Step(fused.KIND_UNARY, code, (), alpha, beta)
     if cls is elementwise.Variadic and spec.op not in ("Min", "Max", "Sum"):
         return None  # (Mean scales its last step)

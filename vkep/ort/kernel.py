@@ -6,6 +6,7 @@ import itertools
 import math
 import struct
 import threading
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -108,8 +109,8 @@ class KernelInstance:
             s.plan.valid = 0
             s.plan_seq += 1
 
-    def pipeline(self, shader: str, dtype: str, constants: tuple[int, ...]):
-        key = (shader, dtype, constants)
+    def pipeline(self, shader: str, dtype: str, constants: Mapping[str, int | float]):
+        key = (shader, dtype, tuple(constants.items()) if isinstance(constants, dict) else constants)
         found = self.pipelines.get(key)
         if found is None:
             found = self.pipelines[key] = self.gpu.pipelines.get(shader, variant(dtype), constants)
@@ -220,13 +221,15 @@ class KernelCall:
     def error_word(self) -> Tensor:
         return Tensor(self.kernel.gpu.error_word, (1,), "int32", Tensor.PERSISTENT)
 
-    def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
+    def dispatch(self, shader, dtype, constants, push, groups, reads, writes, *legacy) -> None:
+        if legacy:  # TRANSITION: (addresses, tail) in place of push
+            push, groups, reads, writes = (push, groups), reads, writes, legacy[0]
         for t in (*reads, *writes):
             if t.size > MAX_ELEMENTS:
                 raise UnsupportedError(f"a tensor of {t.size:,} elements {list(t.shape)}: vkep's shaders index "
                                        f"tensors with 32-bit signed indices (at most {MAX_ELEMENTS:,} elements)")
         pipeline = self.kernel.pipeline(shader, dtype, constants)
-        push, spans = encode_dispatch(addresses, tail, reads, writes)
+        addresses, push, spans = encode_dispatch(self.kernel.gpu.pipelines.push_layout(pipeline), push, reads, writes)
         self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))
         self.ops.append((pipeline, addresses, push, groups, reads, writes))
 
