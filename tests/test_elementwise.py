@@ -503,5 +503,6 @@ def test_wide_grids(ep_devices, n, dtype):
         _check("Relu", {"x": a})
         _check("Sigmoid", {"x": a})
     _check("Neg", {"x": a})
-    used = {(key[0], tuple(key[2])) for d in opened_devices() for key in list(d.pipelines._pipelines)}
-    assert ("binary.comp", (0, CHUNK)) in used and ("unary.comp", (4, 0, CHUNK)) in used  # Add and Neg, WIDE
+    used = {(key[0], key[2]) for d in opened_devices() for key in list(d.pipelines._pipelines)}
+    # Add and Neg, WIDE
+    assert ("binary.comp", (("OP", 0), ("WIDE", CHUNK))) in used and ("unary.comp", (("OP", 4), ("WIDE", CHUNK))) in used

@@ -52,9 +52,9 @@ def _host_view(dev, addr, n):
 
 
 def _add(dev, stream, a, b, y, n):
-    pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, (0,))
-    # a, b, y; n, rank 1; shape, a's and b's strides (6 each); scale (binary.comp's Push)
-    push = struct.pack("<3Q2I18If", a, b, y, n, 1, n, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1.0)
+    pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, {"op": 0})
+    push = dev.pipelines.push_layout(pipeline).pack({"a": a, "b": b, "y": y, "n": n, "rank": 1, "shape": [n],
+                                                     "stride_a": [1], "stride_b": [1], "scale": 1.0})
     stream.dispatch(pipeline, push, ((n + WORKGROUP - 1) // WORKGROUP, 1, 1),
                     pack_spans([(a, a + 4 * n), (b, b + 4 * n)], [(y, y + 4 * n)]), 2, 1)
 
@@ -116,9 +116,10 @@ def test_host_memory_is_read_and_written_in_place(dev):
 
 
 def test_pipelines_are_built_once_and_cached_on_disk(dev):
-    first = dev.pipelines.get("unary.comp", {"DTYPE": 0}, (0,))
-    assert dev.pipelines.get("unary.comp", {"DTYPE": 0}, (0,)) is first
-    assert dev.pipelines.get("unary.comp", {"DTYPE": 0}, (1,)) is not first
+    first = dev.pipelines.get("unary.comp", {"DTYPE": 0}, {"op": 0})
+    assert dev.pipelines.get("unary.comp", {"DTYPE": 0}, {"OP": 0}) is first  # (the shader's name, case aside)
+    assert dev.pipelines.get("unary.comp", {"DTYPE": 0}, {"op": 0}) is first
+    assert dev.pipelines.get("unary.comp", {"DTYPE": 0}, {"op": 1}) is not first
     dev.pipelines.save()
     assert dev.pipelines._file.exists() and dev.pipelines._file.stat().st_size > 0
 
@@ -128,7 +129,7 @@ def test_pipelines_build_in_parallel_and_each_once(dev):
     same one once: every caller of a key gets the same VkPipeline."""
     from concurrent.futures import ThreadPoolExecutor
 
-    keys = [("unary.comp", {"DTYPE": 0}, (op,)) for op in (9001, 9002, 9003)] * 4  # codes no test uses
+    keys = [("unary.comp", {"DTYPE": 0}, {"op": op}) for op in (9001, 9002, 9003)] * 4  # codes no test uses
     before = dev.pipelines.built
     with ThreadPoolExecutor(max_workers=6) as pool:
         got = list(pool.map(lambda k: dev.pipelines.get(*k), keys))
@@ -144,7 +145,7 @@ def test_a_damaged_or_foreign_pipeline_cache_is_not_given_to_the_driver(dev):
     from vkep.gpu.pipeline import PipelineCache, cache_data_fits
 
     info = dev.info
-    dev.pipelines.get("unary.comp", {"DTYPE": 0}, (0,))
+    dev.pipelines.get("unary.comp", {"DTYPE": 0}, {"op": 0})
     dev.pipelines._dirty = True
     dev.pipelines.save()
     good = dev.pipelines._file.read_bytes()
@@ -155,7 +156,7 @@ def test_a_damaged_or_foreign_pipeline_cache_is_not_given_to_the_driver(dev):
         dev.pipelines._file.write_bytes(bad)
         fresh = PipelineCache(dev)
         try:
-            assert fresh.get("unary.comp", {"DTYPE": 0}, (0,))
+            assert fresh.get("unary.comp", {"DTYPE": 0}, {"op": 0})
             fresh.save()
             assert cache_data_fits(fresh._file.read_bytes(), info.vendor_id, info.device_id, info.pipeline_cache_uuid)
         finally:

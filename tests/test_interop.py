@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import struct
 import subprocess
 import sys
 import textwrap
@@ -70,8 +69,9 @@ def test_memory_from_another_process_is_read_and_written_in_place(dev, tmp_path)
         imported = external.ImportedMemory(dev, "opaque_fd", fds[0], 4096)
         # y = x + x, with x the producer's bytes 0..1023 and y its bytes 1024..2047: no copy either way
         x, y, n = imported.address, imported.address + 1024, 256
-        pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, (0,))
-        push = struct.pack("<3Q2I18If", x, x, y, n, 1, n, *[0] * 5, 1, *[0] * 5, 1, *[0] * 5, 1.0)  # binary.comp
+        pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, {"op": 0})
+        push = dev.pipelines.push_layout(pipeline).pack({"a": x, "b": x, "y": y, "n": n, "rank": 1, "shape": [n],
+                                                         "stride_a": [1], "stride_b": [1], "scale": 1.0})
         stream = dev.default_stream()
         stream.dispatch(pipeline, push, grid_1d(n, WORKGROUP), pack_spans([(x, x + 4 * n)], [(y, y + 4 * n)]), 1, 1)
         stream.finish()
@@ -120,8 +120,9 @@ def test_external_timeline_semaphores_where_supported(dev):
     try:
         pool = dev.memory.device_pool
         x, y, n = pool.alloc(1024), pool.alloc(1024), 256
-        pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, (0,))
-        push = struct.pack("<3Q2I18If", x, x, y, n, 1, n, *[0] * 5, 1, *[0] * 5, 1, *[0] * 5, 1.0)  # binary.comp
+        pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, {"op": 0})
+        push = dev.pipelines.push_layout(pipeline).pack({"a": x, "b": x, "y": y, "n": n, "rank": 1, "shape": [n],
+                                                         "stride_a": [1], "stride_b": [1], "scale": 1.0})
         stream = dev.new_stream()
         stream.wait_external(imported.semaphore, 1)  # the work below starts once the producer says 1
         stream.dispatch(pipeline, push, grid_1d(n, WORKGROUP), pack_spans([(x, x + 1024)], [(y, y + 1024)]), 1, 1)

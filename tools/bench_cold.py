@@ -33,7 +33,7 @@ stream = dev.default_stream()
 out = []
 for shader, defines, constants in json.loads(sys.argv[1]):
     start = time.perf_counter()
-    pipeline = dev.pipelines.get(shader, dict(defines), tuple(constants))
+    pipeline = dev.pipelines.get(shader, dict(defines), dict(constants))
     created = time.perf_counter()
     stream.dispatch(pipeline, bytes(116 if dev.pipelines.splits(pipeline) else 128), (0, 0, 0), b"", 0, 0)  # (116: the group base)
     stream.finish()
@@ -56,7 +56,7 @@ session.run(None, feeds)
 first = time.perf_counter()
 session.run(None, feeds)
 warm = time.perf_counter()
-keys = sorted({(k[0], tuple(k[1]), tuple(k[2])) for d in gd._devices.values() for k in d.pipelines._pipelines})
+keys = sorted({(k[0], k[1], k[2]) for d in gd._devices.values() for k in d.pipelines._pipelines})
 print(json.dumps({"session_s": created - start, "first_run_s": first - created, "warm_run_s": warm - first,
                   "pipelines": keys}))
 """

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -63,12 +62,13 @@ def _measure(device_index: int | None) -> float:
 
     index = device_index if device_index is not None else next(d.index for d in gd.physical_devices() if d.usable)
     dev = gd.open_device(index)
-    pipeline = dev.pipelines.get("fma_peak.comp", {"DTYPE": 0}, (ITERS,))
+    pipeline = dev.pipelines.get("fma_peak.comp", {"DTYPE": 0}, {"iters": ITERS})
     out = dev.memory.device_pool.alloc(256)
     stream = dev.new_stream()
+    push = dev.pipelines.push_layout(pipeline).pack({"out_addr": dev.memory.device_address(out)})
 
     def run() -> None:
-        stream.dispatch(pipeline, struct.pack("<Q", dev.memory.device_address(out)), (GROUPS, 1, 1),
+        stream.dispatch(pipeline, push, (GROUPS, 1, 1),
                         pack_spans([], [(out, out + 4)]), 0, 1)
         stream.finish()
 

@@ -12,22 +12,28 @@ import threading
 from collections.abc import Mapping
 
 from vkep import __version__
-from vkep.gpu.push import PushLayout, push_block
+from vkep.gpu.push import (
+    GROUP_BASE_NAME,
+    GROUP_BASE_OFFSET,
+    PUSH_CONSTANT_BYTES,
+    PushLayout,
+    PushMember,
+    push_block,
+)
 from vkep.gpu.shaders import compile_shader, describe, specialization_constants
 from vkep.gpu.vk import check, ffi, lib, new
 from vkep.resources import cache_dir
 
-PUSH_CONSTANT_BYTES = 128
-# A shader whose push block declares common.glsl's GROUP_BASE (this member name, at byte 116) reads its
-# workgroup ids through it, so a grid past the device's limit can be recorded in pieces (recorder.c)
-GROUP_BASE_MEMBER = b"vkep_group_base\0"
-GROUP_BASE_OFFSET = 116  # (recorder.c VKEP_GROUP_BASE_OFFSET, common.glsl GROUP_BASE)
-
 
 def reads_group_base(spirv: bytes) -> bool:
-    """Whether the SPIR-V names the group-base push constant (OpMemberName; SPIR-V stripped of names
-    counts as not splittable, the safe side)."""
-    return GROUP_BASE_MEMBER in spirv
+    """Whether the shader's push block declares common.glsl's GROUP_BASE (by its member name, at byte 116): it
+    then reads its workgroup ids through it, so a grid past the device's limit can be recorded in pieces
+    (recorder.c). SPIR-V stripped of names counts as not splittable, the safe side."""
+    return _splits(push_block(spirv))
+
+
+def _splits(members: list[PushMember]) -> bool:
+    return any(m.name == GROUP_BASE_NAME and m.offset == GROUP_BASE_OFFSET for m in members)
 
 
 def specialization_data(shader: str, defines: dict, spirv: bytes,
@@ -52,6 +58,12 @@ def specialization_data(shader: str, defines: dict, spirv: bytes,
                              f"({found.type})") from None
         ids.append(found.id)
     return ids, raw
+
+
+def _constants_key(constants: Mapping | None) -> tuple:
+    """Specialization constants as part of a pipeline's key: names case aside (`op` is the shader's OP)."""
+    named = {(k.upper() if isinstance(k, str) else k): v for k, v in (constants or {}).items()}
+    return tuple(sorted(named.items(), key=lambda kv: str(kv[0])))
 
 
 def cache_data_fits(data: bytes, vendor_id: int, device_id: int, uuid: bytes) -> bool:
@@ -134,7 +146,7 @@ class PipelineCache:
         a second caller of the same one waits for the first."""
         if isinstance(constants, tuple):  # TRANSITION: positional values (constant_id = position)
             constants = dict(enumerate(constants))
-        key = (shader, tuple(sorted((defines or {}).items())), tuple(sorted((constants or {}).items(), key=lambda kv: str(kv[0]))))
+        key = (shader, tuple(sorted((defines or {}).items())), _constants_key(constants))
         pipeline = self._pipelines.get(key)
         if pipeline is not None:
             return pipeline
@@ -192,7 +204,8 @@ class PipelineCache:
         info.stage.pSpecializationInfo = spec
         out = ffi.new("VkPipeline*")
         check(lib.vkCreateComputePipelines(dev, self.cache, 1, info, ffi.NULL, out), f"pipeline for {shader}")
-        layout = (reads_group_base(code), PushLayout(shader, push_block(code)))
+        members = push_block(code)
+        layout = (_splits(members), PushLayout(shader, members))
         with self._lock:
             self._dirty = True
             self.built += 1

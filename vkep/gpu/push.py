@@ -18,7 +18,9 @@ from typing import NamedTuple
 
 from vkep.gpu.shaders import _instructions, _string, _words
 
+PUSH_CONSTANT_BYTES = 128  # the pipeline layout's range (Vulkan's minimum maxPushConstantsSize)
 GROUP_BASE_NAME = "vkep_group_base"  # (common.glsl GROUP_BASE: written by the recorder, recorder.c)
+GROUP_BASE_OFFSET = 116  # (recorder.c VKEP_GROUP_BASE_OFFSET, common.glsl GROUP_BASE)
 
 # struct format of a scalar member: (OpTypeInt / OpTypeFloat, width, signed) → format character
 _FORMATS = {("int", 8, 0): "B", ("int", 8, 1): "b", ("int", 16, 0): "H", ("int", 16, 1): "h",
@@ -155,6 +157,12 @@ class PushLayout:
             return addresses, self._struct.pack(*flat)
         except struct.error as exc:
             raise PushRangeError(self._out_of_range(values, exc)) from None
+
+    def pack(self, values: Mapping[str, object]) -> bytes:
+        """The whole block's bytes where the addresses are given as numbers (device addresses; None: 0): for
+        callers below the kernels, which hold raw addresses rather than tensors."""
+        addresses, tail = self.encode(values)
+        return struct.pack(f"<{len(addresses)}Q", *[a or 0 for a in addresses]) + tail
 
     def _mismatch(self, values: Mapping[str, object]):
         unknown = sorted(set(values) - self.names)

@@ -1,15 +1,18 @@
 """A kernel's interface with its shader, read from the SPIR-V rather than written twice.
 
-- **Specialization constants.** A manifest entry's `constants` name the shader's
-  `layout(constant_id = N) const uint NAME` (case aside: `op` is `OP`). `constant_tuple` turns them into the
-  tuple pipelines are built with (position = constant_id, gaps filled with the shader's defaults), so the
-  manifest's order means nothing and a name the shader lacks is an error naming the file, entry and field.
+- **Specialization constants** are given by name, by the manifest (`constants: {op: 3}` names the shader's
+  `layout(constant_id = N) const uint OP`, case aside) and by kernels at dispatch; vkep.gpu.pipeline matches
+  the names to the SPIR-V's ids when it builds a pipeline. A name the shader lacks is an error: for the
+  manifest's, one naming the file, entry and field, found here at build time.
+- **Push constants** are filled by member name (vkep.gpu.push): the shader's block is the one declaration.
+  Here, at build time, each block must be one vkep can fill: named members, tensor addresses first (a plan
+  patches them there on replay), within the bytes the pipeline layout gives (less the group base).
 - **Workgroup sizes.** Where Python sizes a grid by a module constant (`WORKGROUPS`), the shader's declared
   local size must equal it, or elements go unwritten (a larger shader size) or run twice (a smaller one).
 
-`problems()` runs both checks over every variant the manifest needs: `vkep shaders build` and a wheel's build
-fail on any, and tests/test_interface.py runs it too. Push-constant blocks are checked where pipelines are
-built (vkep.gpu.pipeline, `push_constant_members`).
+`problems()` runs these checks over every variant the manifest needs: `vkep shaders build` and a wheel's build
+fail on any, and tests/test_interface.py runs it too. `push_layout` serves a dry run (vkep.ort.warmup), which
+encodes a dispatch's push constants as a run would, without a device.
 """
 
 from __future__ import annotations
@@ -19,6 +22,14 @@ import threading
 from collections.abc import Callable
 
 from vkep.gpu import shaders
+from vkep.gpu.push import (
+    GROUP_BASE_NAME,
+    GROUP_BASE_OFFSET,
+    PUSH_CONSTANT_BYTES,
+    PushError,
+    PushLayout,
+    push_block,
+)
 from vkep.kernels import manifest
 
 # shader → "module.NAME" of the vkep.kernels constant its grids are sized by (grid_1d(n, NAME))
@@ -38,16 +49,27 @@ Defines = tuple[tuple[str, int], ...]
 SpirvOf = Callable[[str, dict], bytes]  # (shader, defines) → its SPIR-V
 _lock = threading.Lock()
 _reflected: dict[str, dict[str, shaders.SpecConstant]] = {}  # SPIR-V key → its specialization constants
-# (shader dir, shader, manifest constants) → constant_tuple's answer: a kernel is made per node, and hashing a
+# (shader dir, shader, defines) → its push layout, for dry runs: one per node at GetCapability, and hashing a
 # shader's sources for its SPIR-V key costs ~1 ms
-_tuples: dict[tuple, tuple[int, ...]] = {}
+_layouts: dict[tuple, PushLayout] = {}
 
 
 def forget(shader: str) -> None:
-    """Read `shader`'s constants afresh for kernels made from now on (its source changed: vkep.ort.swap)."""
+    """Read `shader`'s push block afresh from now on (its source changed: vkep.ort.swap)."""
     with _lock:
-        for key in [k for k in _tuples if k[1] == shader]:
-            del _tuples[key]
+        for key in [k for k in _layouts if k[1] == shader]:
+            del _layouts[key]
+
+
+def push_layout(shader: str, defines: dict) -> PushLayout:
+    """The push-constant layout of one variant of `shader`, as its pipelines have it (for a dry run)."""
+    key = (shaders.SHADER_DIR, shader, tuple(sorted(defines.items())))
+    found = _layouts.get(key)
+    if found is None:
+        found = PushLayout(shader, push_block(_compiled(shader, defines)))
+        with _lock:
+            _layouts[key] = found
+    return found
 
 
 def _compiled(shader: str, defines: dict) -> bytes:
@@ -98,31 +120,6 @@ def _match(spec: manifest.KernelSpec, declared: dict[str, shaders.SpecConstant],
     return values, problems
 
 
-def constant_tuple(spec: manifest.KernelSpec) -> tuple[int, ...]:
-    """The entry's constants as a pipeline's specialization values: position i is constant_id i, up to the
-    highest id it names; ids it does not name take the shader's default. Read from one variant the wheel
-    ships (`problems()` checks that every variant agrees); a name the shader lacks raises ManifestError."""
-    if not spec.constants:
-        return ()
-    if not spec.shader:
-        raise manifest.ManifestError(_problem(spec, "constants", "an entry without a shader has none"))
-    key = (shaders.SHADER_DIR, spec.shader, tuple(spec.constants.items()))
-    found = _tuples.get(key)
-    if found is None:
-        found = _tuples[key] = _constant_tuple(spec)
-    return found
-
-
-def _constant_tuple(spec: manifest.KernelSpec) -> tuple[int, ...]:
-    defines = _variants(spec)[0]
-    declared = shader_constants(spec.shader, defines)
-    values, problems = _match(spec, declared, defines)
-    if problems:
-        raise manifest.ManifestError("\n".join(problems))
-    defaults = {c.id: int(c.default) for c in declared.values()}
-    return tuple(values.get(i, defaults.get(i, 0)) for i in range(max(values) + 1))
-
-
 def _constant_problems(spec: manifest.KernelSpec, spirv_of: SpirvOf) -> list[str]:
     if not spec.constants:
         return []
@@ -138,6 +135,31 @@ def _constant_problems(spec: manifest.KernelSpec, spirv_of: SpirvOf) -> list[str
                                                         f"({shaders.describe(dict(first[0]))}: {first[1]}, "
                                                         f"{shaders.describe(dict(defines))}: {values})"))
         first = first or (defines, values)
+    return problems
+
+
+def _push_problems(variants: list[tuple[str, Defines]], spirv_of: SpirvOf) -> list[str]:
+    problems = []
+    for shader, defines in variants:
+        where = f"{shaders.SHADER_DIR / shader} ({shaders.describe(dict(defines))})"
+        try:
+            members = push_block(spirv_of(shader, dict(defines)))
+        except PushError as exc:
+            problems.append(f"{where}: {exc}")
+            continue
+        kernel_members = [m for m in members if m.name != GROUP_BASE_NAME]
+        unnamed = [m.name for m in kernel_members if m.name.startswith("member_")]
+        if unnamed:
+            problems.append(f"{where}: push-constant members without names ({', '.join(unnamed)}): the SPIR-V was "
+                            "stripped of its names, which kernels fill the block by")
+        layout = PushLayout(shader, members)
+        late = [m.name for m in layout.scalars if m.format == "Q"]
+        if late:
+            problems.append(f"{where}: uint64_t push constant(s) {', '.join(late)} after other members: tensor "
+                            "addresses lead the block (a replayed plan patches them there)")
+        limit = GROUP_BASE_OFFSET if len(kernel_members) < len(members) else PUSH_CONSTANT_BYTES
+        if layout.bytes > limit:
+            problems.append(f"{where}: its push constants take {layout.bytes} bytes, past the {limit} a dispatch has")
     return problems
 
 
@@ -173,4 +195,5 @@ def problems(specs: list[manifest.KernelSpec] | None = None, spirv_of: SpirvOf =
     found = [p for spec in specs for p in _constant_problems(spec, spirv_of)]
     needed = sorted({v for spec in specs for v in variants.of_spec(spec)})
     needed += [(shader, (("DTYPE", 0),)) for shader in sorted(WORKGROUPS) if not any(s == shader for s, _ in needed)]
-    return found + _workgroup_problems(needed, spirv_of)
+    blocks = needed + sorted(variants.epilogues()) if specs else []
+    return found + _workgroup_problems(needed, spirv_of) + _push_problems(blocks, spirv_of)

@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from vkep.kernels.base import Tensor, UnsupportedError, tensor_bytes
+from vkep.kernels import interface
+from vkep.kernels.base import Tensor, UnsupportedError, encode_dispatch, tensor_bytes, variant
 
 
 class NeedsRunValue(Exception):
@@ -51,8 +52,12 @@ class DryCall:
     def error_word(self) -> Tensor:
         return Tensor(0, (1,), "int32", Tensor.PERSISTENT)
 
-    def dispatch(self, shader, dtype, constants, addresses, tail, groups, reads, writes) -> None:
-        self.pipelines.add((shader, dtype, tuple(constants)))
+    def dispatch(self, shader, dtype, constants, push, groups, reads, writes, *legacy) -> None:
+        if isinstance(constants, tuple):  # TRANSITION
+            constants = dict(enumerate(constants))
+        self.pipelines.add((shader, dtype, tuple(constants.items())))
+        if not legacy:  # (as a run encodes them: a value its member cannot hold refuses the node now)
+            encode_dispatch(interface.push_layout(shader, variant(dtype)), push, reads, writes)
 
     def read_host(self, tensor: Tensor) -> bytes:
         value = self.constants(tensor.io) if tensor.io is not None and tensor.io >= 0 else None
@@ -115,7 +120,7 @@ def warm(kernels: list, gpu, log) -> None:
     def build(item):
         (shader, dtype, constants), kernel = item
         try:
-            return kernel.pipeline(shader, dtype, constants)
+            return kernel.pipeline(shader, dtype, dict(constants))
         except Exception as exc:  # noqa: BLE001 — a head start, not a check: the run meets it, with its node
             log.verbose(f"no head start for {shader} ({kernel.label}): {exc}")
             return None
