@@ -67,7 +67,9 @@ void main() {
                 int xv[TN], wv[TM];
                 [[unroll]] for (uint k = 0; k < TN; ++k) {  // the padding adds nothing (ORT pads with x_zp)
                     int w = w0 + int(k * sw + s * dw);
-                    xv[k] = uint(w) < iw ? rq_byte(pc.x, x_row + uint(w), xs) - xzp : 0;
+                    bool inside = uint(w) < iw;  // (the load reads a valid address either way, then the choice:
+                    int v = rq_byte(pc.x, x_row + (inside ? uint(w) : 0u), xs);  // common.glsl PRESENT_OR)
+                    xv[k] = inside ? v - xzp : 0;
                 }
                 [[unroll]] for (uint j = 0; j < TM; ++j)
                     wv[j] = rq_byte(pc.w, (oc[j] * pc.cg + c) * taps + r * kw + s, ws) - wzp[j];
