@@ -89,6 +89,14 @@ def download(device, src: int, host_dst: int, n: int) -> None:
     _through_staging(device, n, None, staging_from=src, after=lambda staging: _memmove(host_dst, staging, n))
 
 
+def read(device, src: int, n: int) -> bytes:
+    """The bytes of vkep memory at `src`, once the device's work has completed (`download` into new memory)."""
+    out = bytearray(n)
+    if n:
+        download(device, src, int(ffi.cast("uintptr_t", ffi.from_buffer(out))), n)
+    return bytes(out)
+
+
 @host_operation(lambda args: args[3][:-1], 2)
 def host_copy(device, host_src: int, host_dst: int, n: int, count: str) -> None:
     """Host memory → host memory, where vkep memory is host memory (a unified device): counted as

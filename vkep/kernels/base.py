@@ -161,6 +161,10 @@ class Call(Protocol):
     def download(self, src: Tensor, host: Tensor) -> None:
         """Device tensor → CPU memory, once the work recorded so far has completed."""
 
+    def read_device(self, tensor: Tensor) -> bytes:
+        """The bytes of a device tensor this call wrote, once its work so far has completed: a stall, for an
+        output whose shape depends on values (NonZero); such a call is not replayed."""
+
 
 class Kernel:
     """Base of every op implementation: created once per node at session creation."""

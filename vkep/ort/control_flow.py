@@ -115,6 +115,9 @@ class _DeviceCall:
     def error_word(self) -> Tensor:
         return Tensor(self.gpu.error_word, (1,), "int32", Tensor.PERSISTENT)
 
+    def read_device(self, tensor: Tensor) -> bytes:
+        return transfer.read(self.gpu, tensor.addr, tensor.nbytes)
+
     def dispatch(self, shader, dtype, constants, push, groups, reads, writes, *legacy) -> None:
         if legacy:  # TRANSITION: (addresses, tail) in place of push
             push, groups, reads, writes = (push, groups), reads, writes, legacy[0]

@@ -310,6 +310,10 @@ class KernelCall:
         self.replayable = False
         transfer.download(self.kernel.gpu, src.addr, host.addr, src.nbytes)
 
+    def read_device(self, tensor: Tensor) -> bytes:
+        self.replayable = False  # (the values decide what the call records)
+        return transfer.read(self.kernel.gpu, tensor.addr, tensor.nbytes)
+
     def _slot(self, t: Tensor) -> tuple[int, int] | None:
         """(io code, offset) of a tensor in the plan: io tensors (views included) are re-addressed on replay
         from their code's address, persistent ones are absolute; None for an address outside its code's."""

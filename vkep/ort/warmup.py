@@ -59,6 +59,9 @@ class DryCall:
         if not legacy:  # (as a run encodes them: a value its member cannot hold refuses the node now)
             encode_dispatch(interface.push_layout(shader, variant(dtype)), push, reads, writes)
 
+    def read_device(self, tensor: Tensor) -> bytes:
+        raise NeedsRunValue
+
     def read_host(self, tensor: Tensor) -> bytes:
         value = self.constants(tensor.io) if tensor.io is not None and tensor.io >= 0 else None
         if value is None:
