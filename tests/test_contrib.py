@@ -181,6 +181,21 @@ def test_matmul_nbits_lanes_with_scales_as_an_input(ep_devices):
         np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=2e-4, atol=2e-4)
 
 
+def test_matmul_nbits_weights_as_an_input(ep_devices):
+    """B and scales fed at run time (not constants: nothing re-laid): the shader's general mode (not LANES)."""
+    model, feeds = _matmul_nbits(64, 40, 4, 32, True, False, [3, 64], np.float32)
+    for init in list(model.graph.initializer)[:2]:  # b, scales
+        feeds[init.name] = numpy_helper.to_array(init)
+        model.graph.input.append(helper.make_tensor_value_info(
+            init.name, TensorProto.UINT8 if init.name == "b" else TensorProto.FLOAT, list(init.dims)))
+        model.graph.initializer.remove(init)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=2e-4, atol=2e-4)
+
+
 def _one_node(op: str, shapes: list[list[int]], dtype, seed: int = 0):
     """A one-node com.microsoft model over inputs of `shapes` (uniform in [-3, 3]) and its feeds."""
     rng = np.random.default_rng(seed)

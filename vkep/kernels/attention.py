@@ -23,7 +23,6 @@ from vkep.kernels.base import (
     float_bits,
     grid_1d,
     implementation,
-    pack,
     padded,
     shader_dtype,
 )
@@ -71,12 +70,20 @@ def _workgroup(total: int, d: int, dv: int) -> int:
     raise UnsupportedError(f"Attention: {total} keys of head size {d} exceed one workgroup's loop budget")
 
 
+def mask_members(strides: tuple[int, int, int, int]) -> dict[str, int]:
+    """attention.comp's attn_mask members from _mask_strides (all 0 without a mask)."""
+    return dict(zip(("mask_len", "mask_sb", "mask_sh", "mask_sq"), strides, strict=True))
+
+
 def present_copy(batch: int, heads: int, width: int, rows: int, cache_len: int, new: int,
-                 total: int) -> tuple[int, bytes]:
-    """(elements, push-constant tail) of a MODE 1 dispatch writing present [batch, heads, total, width]: the first
-    `rows` rows of a past cache of `cache_len` rows, then `new` rows of the new K or V, then zeros."""
+                 total: int) -> tuple[int, dict]:
+    """(elements, push members but k, past_k and y) of a MODE 1 dispatch writing present [batch, heads, total,
+    width] (into y): the first `rows` rows of a past cache (past_k) of `cache_len` rows, then `new` rows of the new
+    K or V (k), then zeros. MODE 1 reads sq as the past cache's length and dv as present's."""
     n = batch * heads * total * width
-    return n, pack("12IiI", n, heads, 1, cache_len, new, rows, width, total, 0, 0, 0, 0, 0, 0)
+    return n, {"q": None, "v": None, "mask": None, "past_v": None, "aux": None, "qk": None, "rows": n, "hq": heads,
+               "group": 1, "sq": cache_len, "kv_new": new, "past": rows, "d": width, "dv": total,
+               **mask_members((0, 0, 0, 0)), "offset": 0, "window": 0}
 
 
 class Attention(Kernel):
@@ -114,7 +121,7 @@ class Attention(Kernel):
         if (past_k is None) != (past_v is None):
             raise UnsupportedError("Attention: past_key and past_value must be given together")
         plan = self.planned(tuple(None if t is None else (t.shape, t.dtype) for t in inputs), lambda: self._plan(inputs))
-        (y_shape, pk_shape, pv_shape, qk_shape, constants, tail, rows, wg, copies) = plan
+        (y_shape, pk_shape, pv_shape, qk_shape, constants, members, rows, wg, copies) = plan
 
         y = call.output(0, y_shape)
         count = self.output_count or 1
@@ -127,20 +134,22 @@ class Attention(Kernel):
         if y.size == 0:
             return
         qk_mode = self.attrs.get("qk_matmul_output_mode", 0) if qk is not None else QK_NONE
-        constants = constants[:5] + (qk_mode,) + constants[6:]
+        constants = {**constants, "qk_mode": qk_mode}
         reads = [t for t in (q, k, v, mask, past_k, past_v, nonpad) if t is not None]
         call.dispatch(self.spec.shader, dtype if mask is None else (dtype, shader_dtype(mask)), constants,
-                      [q, k, v, mask, past_k, past_v, nonpad, y, qk], tail, grid_1d(rows, 1), reads,
+                      {**members, "q": q, "k": k, "v": v, "mask": mask, "past_k": past_k, "past_v": past_v,
+                       "aux": nonpad, "y": y, "qk": qk}, grid_1d(rows, 1), reads,
                       [t for t in (y, qk) if t is not None])
         # present_key / present_value: past and new keys (values) concatenated along the sequence axis
-        for present, past, new, (n, args) in zip((present_k, present_v), (past_k, past_v), (k, v), copies,
+        for present, past, new, (n, copy) in zip((present_k, present_v), (past_k, past_v), (k, v), copies,
                                                  strict=True):
             if present is None or n == 0:
                 continue
             src = [t for t in (past, new) if t is not None]
-            vec4 = constants[11]  # head sizes are multiples of 4: an invocation copies 4 elements
-            call.dispatch(self.spec.shader, dtype, (1, COPY_WG) + constants[2:], [None, new, None, None, past, None,
-                          None, present, None], args, grid_1d(n // (4 if vec4 else 1), COPY_WG), src, [present])
+            vec4 = constants["vec4"]  # head sizes are multiples of 4: an invocation copies 4 elements
+            call.dispatch(self.spec.shader, dtype, {**constants, "mode": 1, "local_size_x": COPY_WG},
+                          {**copy, "k": new, "past_k": past, "y": present}, grid_1d(n // (4 if vec4 else 1), COPY_WG),
+                          src, [present])
 
     def _plan(self, inputs: list[Tensor | None]) -> tuple:
         q, k, v, mask, past_k, past_v, nonpad = inputs[:7]
@@ -186,16 +195,19 @@ class Attention(Kernel):
         round16 = int(dtype == "float16")
         softmax16 = int(round16 and precision in (None, FLOAT16))
         softcap = float(self.attrs.get("softcap") or 0.0)
-        constants = (0, wg, int(rank == 3), int(bool(self.attrs.get("is_causal", 0))), int(mask is not None),
-                     QK_NONE, round16, softmax16, _float_bits(math.sqrt(scale), dtype),
-                     _float_bits(softcap, "float32") if softcap > 0 else 0, int(nonpad is not None),
-                     int(d % 4 == 0 and dv % 4 == 0), 0)
+        constants = {"mode": 0, "local_size_x": wg, "layout3d": int(rank == 3),
+                     "causal": int(bool(self.attrs.get("is_causal", 0))), "mask": int(mask is not None),
+                     "qk_mode": QK_NONE, "round16": round16, "softmax16": softmax16,
+                     "scale_bits": _float_bits(math.sqrt(scale), dtype),
+                     "softcap_bits": _float_bits(softcap, "float32") if softcap > 0 else 0,
+                     "nonpad": int(nonpad is not None), "vec4": int(d % 4 == 0 and dv % 4 == 0), "sink": 0}
         rows = batch * hq * sq
-        tail = pack("12IiI", rows, hq, hq // hkv, sq, kv_new, past, d, dv, *mask_args, past, 0)
+        members = {"rows": rows, "hq": hq, "group": hq // hkv, "sq": sq, "kv_new": kv_new, "past": past, "d": d,
+                   "dv": dv, **mask_members(mask_args), "offset": past, "window": 0}
         y_shape = (batch, sq, hq * dv) if rank == 3 else (batch, hq, sq, dv)
         copies = [present_copy(batch, hkv, width, past, past, kv_new, total) for width in (d, dv)]
-        return (y_shape, (batch, hkv, total, d), (batch, hkv, total, dv), (batch, hq, sq, total), constants, tail,
-                rows, wg, copies)
+        return (y_shape, (batch, hkv, total, d), (batch, hkv, total, dv), (batch, hq, sq, total), constants,
+                members, rows, wg, copies)
 
 
 @functools.cache
@@ -349,7 +361,9 @@ class ContribAttention(Kernel):
         if n:
             filter_value = self.attrs.get("mask_filter_value")
             filter_value = -10000.0 if filter_value is None else filter_value
-            tail = pack("7If", n, bias_heads, seq, total, 0, bias_sb, bias_sh, filter_value)
-            call.dispatch("attention_mask.comp", "float32", (kind, int(causal)), [mask, attn_bias, out], tail,
-                          grid_1d(n, 256), [t for t in (mask, attn_bias) if t is not None], [out])
+            call.dispatch("attention_mask.comp", "float32", {"kind": kind, "causal": int(causal)},
+                          {"mask_index": mask, "attention_bias": attn_bias, "y": out, "n": n, "heads": bias_heads,
+                           "s": seq, "t": total, "past": 0, "bias_sb": bias_sb, "bias_sh": bias_sh,
+                           "filter_value": filter_value}, grid_1d(n, 256),
+                          [t for t in (mask, attn_bias) if t is not None], [out])
         return out

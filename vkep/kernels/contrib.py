@@ -15,7 +15,6 @@ from vkep.kernels.base import (
     Tensor,
     UnsupportedError,
     grid_1d,
-    pack,
     padded,
     shader_dtype,
 )
@@ -224,17 +223,18 @@ class MatMulNBits(Kernel):
             return
         if m * n > MAX_ELEMENTS:
             raise UnsupportedError(f"MatMulNBits: {m} x {n} outputs")
-        tail = pack("5I", m, n, k, block, blocks)
         reads = [t for t in (a, b, scales, zp, bias) if t is not None]
         int8_a = int(self.attrs.get("accuracy_level", 0) == 4 and a.dtype == "float32")
         if self.lanes:
             rows, split, groups = self.planned((m,), lambda: _lanes_plan(m, n, k, block, bits, int8_a))
             a64 = int(bits == 4 and k % 2 == 0 and a.dtype == "float32")
-            constants = (bits, int8_a, 1, rows, split, COLS, a64, int(zp is not None), int(2 in self.lanes_packed))
+            constants = {"bits": bits, "int8_a": int8_a, "lanes": 1, "rows": rows, "split": split, "cols": COLS,
+                         "a64": a64, "has_zp": int(zp is not None), "scales_packed": int(2 in self.lanes_packed)}
         else:
-            constants, groups = (bits, int8_a), grid_1d(m * n, 64)
-        call.dispatch(self.spec.shader, shader_dtype(a), constants, [a, b, scales, zp, bias, y], tail, groups,
-                      reads, [y])
+            constants, groups = {"bits": bits, "int8_a": int8_a}, grid_1d(m * n, 64)
+        call.dispatch(self.spec.shader, shader_dtype(a), constants,
+                      {"a": a, "b": b, "scales": scales, "zp": zp, "bias": bias, "y": y, "m": m, "n": n, "k": k,
+                       "block": block, "blocks": blocks}, groups, reads, [y])
 
 
 LANES = 8  # matmul_nbits.comp's LANES mode: lanes per subgroup (lavapipe's subgroup size)

@@ -27,11 +27,12 @@ from vkep.kernels.attention import (
     _float_bits,
     _mask_strides,
     _workgroup,
+    mask_members,
     present_copy,
 )
-from vkep.kernels.base import ITEMSIZE, Kernel, Tensor, UnsupportedError, grid_1d, pack, padded, shader_dtype
+from vkep.kernels.base import ITEMSIZE, Kernel, Tensor, UnsupportedError, grid_1d, padded, shader_dtype
 from vkep.kernels.movement import host_values
-from vkep.kernels.rotary import dispatch_rotary, rotary_tail
+from vkep.kernels.rotary import dispatch_rotary, rotary_members
 
 COPY_WG = 256
 # inputs: query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache, sin_cache,
@@ -105,17 +106,16 @@ class GroupQueryAttention(Kernel):
             shared.append(past is not None and past.addr == present.addr)
             if shared[-1]:
                 call.copy(past, present)  # ORT's shared KV cache (no work): only the new rows are written, below
-        flags = (int(self.attrs.get("rotary_interleaved", 0)), positions)
+        flags = {"interleaved": int(self.attrs.get("rotary_interleaved", 0)), "positions": positions}
         for copies, rotations, attentions in groups:
-            for (n, copy_tail, direct, at), past, new, present, same, (source, rot, count, rotary, pos_at) in zip(
+            for (n, copy, direct, at), past, new, present, same, (source, rot, count, rotary, pos_at) in zip(
                     copies, (past_k, past_v), (key, value), presents, shared, rotations[:2], strict=True):
                 new = new if direct else None
                 if n and not same:
                     src = [t for t in (past, new) if t is not None and t.size]
-                    call.dispatch(self.spec.shader, dtype, COPY_CONSTANTS + (vec4, 0),
-                                  [None, _at(new, at[1]), None, None, _at(past, at[0]), None, None,
-                                   _at(present, at[2]), None], copy_tail, grid_1d(n // (4 if vec4 else 1), COPY_WG),
-                                  src, [present])
+                    call.dispatch(self.spec.shader, dtype, {**COPY_CONSTANTS, "vec4": vec4},
+                                  {**copy, "k": _at(new, at[1]), "past_k": _at(past, at[0]), "y": _at(present, at[2])},
+                                  grid_1d(n // (4 if vec4 else 1), COPY_WG), src, [present])
                 if count and (same or new is None):
                     dispatch_rotary(call, flags, inputs[source], cos if rot else None, sin if rot else None,
                                     _at(pos, pos_at) if rot and positions != 2 else None, present, rotary, count)
@@ -124,12 +124,14 @@ class GroupQueryAttention(Kernel):
                 dispatch_rotary(call, flags, query, cos if rot else None, sin if rot else None,
                                 _at(pos, pos_at) if rot and positions != 2 else None, y, rotary, count)
             q = y if count else query
-            for constants, tail, rows, (q_at, present_at, bias_at) in attentions:
-                views = [_at(q, q_at), _at(bias, bias_at), _at(presents[0], present_at),
-                         _at(presents[1], present_at), sink, _at(y, q_at)]
+            for constants, members, rows, (q_at, present_at, bias_at) in attentions:
+                # Q (in Y when rotated or unpacked) against present as the past, no new keys
+                ins = {"q": _at(q, q_at), "mask": _at(bias, bias_at), "past_k": _at(presents[0], present_at),
+                       "past_v": _at(presents[1], present_at), "aux": sink}
+                out = _at(y, q_at)
                 call.dispatch(self.spec.shader, dtype if bias is None else (dtype, shader_dtype(bias)), constants,
-                              [views[0], None, None, views[1], views[2], views[3], sink, views[5], None], tail,
-                              grid_1d(rows, 1), [t for t in views[:5] if t is not None], [views[5]])
+                              {**members, **ins, "k": None, "v": None, "y": out, "qk": None}, grid_1d(rows, 1),
+                              [t for t in ins.values() if t is not None], [out])
 
     def _head_size(self, query: Tensor, key: Tensor | None) -> int:
         """D from the shapes (before any host value is read, so that GetCapability's dry run checks it)."""
@@ -183,9 +185,11 @@ class GroupQueryAttention(Kernel):
         softcap = float(self.attrs.get("softcap") or 0.0)
         sink_mode = 2 if sink is not None else int(self.attrs.get("smooth_softmax", -1) == 1)
         vec4 = int(d % 4 == 0)
-        constants = [0, wg, 1, 1, int(bias is not None), QK_NONE, 0, 0,
-                     _float_bits(math.sqrt(scale), "float32"), _float_bits(softcap, "float32") if softcap > 0 else 0,
-                     0, vec4, sink_mode]
+        constants = {"mode": 0, "local_size_x": wg, "layout3d": 1, "causal": 1, "mask": int(bias is not None),
+                     "qk_mode": QK_NONE, "round16": 0, "softmax16": 0,
+                     "scale_bits": _float_bits(math.sqrt(scale), "float32"),
+                     "softcap_bits": _float_bits(softcap, "float32") if softcap > 0 else 0, "nonpad": 0,
+                     "vec4": vec4, "sink": sink_mode}
         window = max(self.attrs.get("local_window_size", -1), 0)
         bidirectional = not self.attrs.get("causal", 1)
         row = width if packed else hkv * d  # elements from one token to the next in key / value
@@ -200,18 +204,18 @@ class GroupQueryAttention(Kernel):
             # new keys (values) come straight from key (value) in the copy (direct), else rotated or unpacked
             copies = []
             for direct in (not packed and not rot, not packed):
-                n, copy_tail = present_copy(nb, hkv, d, past_len, buffer, sq if direct else 0, tp)
-                copies.append((n if past_len or direct or tp > past_len + sq else 0, copy_tail, direct,
+                n, copy = present_copy(nb, hkv, d, past_len, buffer, sq if direct else 0, tp)
+                copies.append((n if past_len or direct or tp > past_len + sq else 0, copy, direct,
                                (b0 * hkv * buffer * d, b0 * sq * row, cache_at)))
             cache = (hkv * tp * d, d, tp * d, cache_at + past_len * d)  # present [B, Hkv, Tp, D] from row past_len
             rotations = []
             for source, offset, r in ((0 if packed else 1, hq * d, rot), (0 if packed else 2, (hq + hkv) * d, 0)):
                 x = (sq * row, row, d, b0 * sq * row + (offset if packed else 0))
                 rotations.append((source, r, nb * sq * hkv * d,
-                                  rotary_tail((nb, sq, hkv, d), r, max_pos, past_len, x, cache), pos_at))
+                                  rotary_members((nb, sq, hkv, d), r, max_pos, past_len, x, cache), pos_at))
             # Q rotated or unpacked into Y, where attention.comp reads it
             rotations.append((0, rot, nb * sq * hq * d if packed or rot else 0,
-                              rotary_tail((nb, sq, hq, d), rot, max_pos, past_len,
+                              rotary_members((nb, sq, hq, d), rot, max_pos, past_len,
                                           (sq * width, width, d, b0 * sq * width),
                                           (sq * hq * d, hq * d, d, b0 * sq * hq * d)), pos_at))
             # query rows [i0, i0 + rows) attend keys up to i + offset (causal) or up to offset (bidirectional,
@@ -223,15 +227,17 @@ class GroupQueryAttention(Kernel):
                 parts.append((length, sq - length, 2 if row_window else 3, length - 1))
             attentions = []
             for i0, rows, causal, offset in parts:
-                constants[3] = causal
-                tail = pack("12IiI", nb * hq * rows, hq, hq // hkv, rows, 0, tp, d, d, *mask, offset, window)
-                attentions.append((tuple(constants), tail, nb * hq * rows,
+                members = {"rows": nb * hq * rows, "hq": hq, "group": hq // hkv, "sq": rows, "kv_new": 0, "past": tp,
+                           "d": d, "dv": d, **mask_members(mask), "offset": offset, "window": window}
+                attentions.append(({**constants, "causal": causal}, members, nb * hq * rows,
                                    ((b0 * sq + i0) * hq * d, cache_at, b0 * mask[1] + i0 * mask[3])))
             groups.append((copies, rotations, attentions))
         return (batch, sq, hq * d), (batch, hkv, tp, d), positions, vec4, groups
 
 
-COPY_CONSTANTS = (1, COPY_WG, 1, 0, 0, QK_NONE, 0, 0, 0, 0, 0)  # attention.comp MODE 1 (then VEC4, SINK)
+# attention.comp MODE 1 over [B, S, heads * D] keys and values (then VEC4)
+COPY_CONSTANTS = {"mode": 1, "local_size_x": COPY_WG, "layout3d": 1, "causal": 0, "mask": 0, "qk_mode": QK_NONE,
+                  "round16": 0, "softmax16": 0, "scale_bits": 0, "softcap_bits": 0, "nonpad": 0, "sink": 0}
 
 
 def _at(t: Tensor | None, elements: int) -> Tensor | None:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, axis_in, grid_1d, pack, padded
+from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, axis_in, grid_1d, padded
 
 WG = 64  # qlinear_softmax.comp's
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -51,10 +51,10 @@ class QLinearSoftmax(Kernel):
         if rows == 0 or length == 0:
             return
         table = call.persistent(exp_table(self.x_scale if self.x_scale is not None else 1.0, length).tobytes())
-        addresses = [x, table, y_scale, y_zp, y]
-        call.dispatch(self.spec.shader, "uint8", (int(x.dtype == "int8"),), addresses,
-                      pack("3I", rows, length, inner), grid_1d(rows, WG),
-                      [t for t in addresses if t is not None and t is not y], [y])
+        ins = {"x": x, "table": table, "y_scale": y_scale, "y_zp": y_zp}
+        call.dispatch(self.spec.shader, "uint8", {"signed": int(x.dtype == "int8")},
+                      {**ins, "y": y, "rows": rows, "len": length, "inner": inner}, grid_1d(rows, WG),
+                      [t for t in ins.values() if t is not None], [y])
 
     def _plan(self, shape: tuple) -> tuple[int, int, int]:
         """(rows, row length, distance between a row's elements)."""

@@ -19,7 +19,6 @@ from vkep.kernels.base import (
     UnsupportedError,
     axis_in,
     grid_1d,
-    pack,
     padded,
     shader_dtype,
 )
@@ -92,9 +91,9 @@ def dispatch_quantize(call, mode: int, x: Tensor, scale: Tensor, zp: Tensor | No
     A 4-bit integer side (NIBBLES) holds two elements a byte; quantizing, an invocation writes one byte."""
     nibbles = NIBBLE_TYPES.get(y.dtype if mode == MODE_QUANTIZE else x.dtype, 0)
     work = -(-x.size // 2) if nibbles and mode == MODE_QUANTIZE else x.size
-    call.dispatch("quantize.comp", (shader_dtype(x), shader_dtype(y)), (mode, nibbles), [x, scale, zp, y],
-                  pack("5I", x.size, div, mod, block, blocks), grid_1d(work, WG),
-                  [t for t in (x, scale, zp) if t is not None], [y])
+    call.dispatch("quantize.comp", (shader_dtype(x), shader_dtype(y)), {"mode": mode, "nibbles": nibbles},
+                  {"x": x, "scale": scale, "zp": zp, "y": y, "n": x.size, "div": div, "mod": mod, "block": block,
+                   "blocks": blocks}, grid_1d(work, WG), [t for t in (x, scale, zp) if t is not None], [y])
 
 
 class DynamicQuantizeLinear(Kernel):
@@ -107,14 +106,17 @@ class DynamicQuantizeLinear(Kernel):
         y = call.output(0, x.shape, "uint8")
         scale, zp = call.output(1, (), "float32"), call.output(2, (), "uint8")
         if x.size <= 256 * LOOP_BUDGET:
-            call.dispatch(self.spec.shader, "float32", (0,), [x, scale, zp, None], pack("2I", x.size, 0),
-                          (1, 1, 1), [x], [scale, zp])
+            call.dispatch(self.spec.shader, "float32", {"stage": 0},
+                          {"x": x, "scale": scale, "zp": zp, "partial": None, "n": x.size, "chunk": 0}, (1, 1, 1),
+                          [x], [scale, zp])
         else:  # (64 x 512 x 512 activations in imgly's quantized background-removal model)
             parts = -(-x.size // DQ_CHUNK)
             partial = call.scratch((2 * parts,), "float32")
-            call.dispatch(self.spec.shader, "float32", (1,), [x, None, None, partial], pack("2I", x.size, DQ_CHUNK),
+            call.dispatch(self.spec.shader, "float32", {"stage": 1},
+                          {"x": x, "scale": None, "zp": None, "partial": partial, "n": x.size, "chunk": DQ_CHUNK},
                           (parts, 1, 1), [x], [partial])
-            call.dispatch(self.spec.shader, "float32", (2,), [None, scale, zp, partial], pack("2I", parts, 0),
+            call.dispatch(self.spec.shader, "float32", {"stage": 2},
+                          {"x": None, "scale": scale, "zp": zp, "partial": partial, "n": parts, "chunk": 0},
                           (1, 1, 1), [partial], [scale, zp])
         if x.size:
             dispatch_quantize(call, MODE_QUANTIZE, x, scale, zp, y, 1, 1)
@@ -180,13 +182,18 @@ class MatMulInteger(Kernel):
         out_type = (yzp.dtype if yzp is not None else a.dtype) if requant else "int32"
         y = call.output(0, batch_shape + (m, n), out_type)
         if y.size:
-            constants = (int(a.dtype == "int8"), int(b.dtype == "int8"), requant, int(out_type == "int8"))
-            tail = pack("11If", m, n, k, batches, a_stride, b_stride, a_zp_step, *bzp_steps, *bs_steps, 1.0)
-            addresses = [a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp, None]
+            constants = {"a_signed": int(a.dtype == "int8"), "b_signed": int(b.dtype == "int8"), "requant": requant,
+                         "y_signed": int(out_type == "int8")}
+            ins = {"a": a, "b": b, "azp": azp, "bzp": bzp, "a_scale": a_scale, "b_scale": b_scale,
+                   "y_scale": y_scale, "yzp": yzp}
+            push = {**ins, "y": y, "c": None, "m": m, "n": n, "k": k, "batches": batches, "a_batch_stride": a_stride,
+                    "b_batch_stride": b_stride, "a_zp_step": a_zp_step, "bzp_step": bzp_steps[0],
+                    "bzp_batch_step": bzp_steps[1], "bs_step": bs_steps[0], "bs_batch_step": bs_steps[1],
+                    "alpha": 1.0}
             variant = shader_dtype(a_scale) if requant else "uint8"  # (the scales' type: float32 or float16)
             tiles = batches * -(-m // MATMUL_TM) * -(-n // MATMUL_TN)
-            call.dispatch(self.spec.shader, variant, constants, addresses, tail, grid_1d(tiles, 64),
-                          [t for t in addresses if t is not None and t is not y], [y])
+            call.dispatch(self.spec.shader, variant, constants, push, grid_1d(tiles, 64),
+                          [t for t in ins.values() if t is not None], [y])
 
 
 def _fits_16_bits(op: str, **values: int) -> None:
@@ -217,16 +224,18 @@ class ConvInteger(ConvBase):
             x_scale = w_scale = y_scale = yzp = bias = None
         key = (x.shape, w.shape, *(t.shape if t is not None else None for t in (xzp, wzp, x_scale, w_scale,
                                                                                   y_scale, yzp, bias)))
-        out_shape, tail, groups, tm = self.planned(key, lambda: self._plan(x, w, xzp, wzp, x_scale, w_scale, y_scale,
+        out_shape, members, groups, tm = self.planned(key, lambda: self._plan(x, w, xzp, wzp, x_scale, w_scale, y_scale,
                                                                             yzp, bias))
         out_type = (yzp.dtype if yzp is not None else x.dtype) if requant else "int32"
         y = call.output(0, out_shape, out_type)
         if y.size == 0:
             return
-        constants = (requant, int(x.dtype == "int8"), int(w.dtype == "int8"), int(out_type == "int8"), tm)
-        addresses = [x, w, xzp, wzp, y, bias, x_scale, w_scale, y_scale, yzp]
-        call.dispatch(self.spec.shader, "uint8", constants, addresses, tail, groups,
-                      [t for t in addresses if t is not None and t is not y], [y])
+        constants = {"requant": requant, "x_signed": int(x.dtype == "int8"), "w_signed": int(w.dtype == "int8"),
+                     "y_signed": int(out_type == "int8"), "tm": tm}
+        ins = {"x": x, "w": w, "xzp": xzp, "wzp": wzp, "bias": bias, "xs": x_scale, "ws": w_scale, "ys": y_scale,
+               "yzp": yzp}
+        call.dispatch(self.spec.shader, "uint8", constants, {**members, **ins, "y": y}, groups,
+                      [t for t in ins.values() if t is not None], [y])
 
     def _plan(self, x, w, xzp, wzp, x_scale, w_scale, y_scale, yzp, bias) -> tuple:
         op = self.spec.op
@@ -270,9 +279,10 @@ class ConvInteger(ConvBase):
         grid = grid_1d(group * -(-mg // tm) * oh * -(-ow // CONV_TN), 64)
         if grid[1] > 65535 or batch > 65535:
             raise UnsupportedError(f"{op}: output {out_shape} is too large for one dispatch")
-        tail = pack("10I", cg, m, m // group, ih << 16 | iw, oh << 16 | ow, sh << 16 | sw, dh << 16 | dw,
-                    ph << 16 | pw, kh << 16 | kw, steps)
-        return out_shape, tail, (grid[0], grid[1], batch), tm
+        members = {"cg": cg, "m": m, "mg": m // group, "in_hw": ih << 16 | iw, "out_hw": oh << 16 | ow,
+                   "stride": sh << 16 | sw, "dilation": dh << 16 | dw, "pad": ph << 16 | pw, "kernel": kh << 16 | kw,
+                   "steps": steps}
+        return out_shape, members, (grid[0], grid[1], batch), tm
 
 
 class QLinearBinary(Kernel):
@@ -294,24 +304,24 @@ class QLinearBinary(Kernel):
         for t, what in ((a_scale, "A_scale"), (azp, "A_zero_point"), (b_scale, "B_scale"), (bzp, "B_zero_point"),
                         (c_scale, "C_scale"), (czp, "C_zero_point")):
             _scalar(t, what, self.spec.op)
-        out, tail = self.planned((a.shape, b.shape), lambda: self._plan(a.shape, b.shape))
+        out, members = self.planned((a.shape, b.shape), lambda: self._plan(a.shape, b.shape))
         y = call.output(0, out, a.dtype)
         if y.size:
-            addresses = [a, a_scale, azp, b, b_scale, bzp, c_scale, czp, y]
+            ins = {"a": a, "a_scale": a_scale, "a_zp": azp, "b": b, "b_scale": b_scale, "b_zp": bzp,
+                   "c_scale": c_scale, "c_zp": czp}
             signed = 2 if a.dtype == "int8" and self.as_uint8 else int(a.dtype == "int8")
-            call.dispatch(self.spec.shader, "uint8", {"op": self.constants["op"], "signed": signed}, addresses, tail,
-                          grid_1d(y.size, WG), [t for t in addresses if t is not None and t is not y], [y])
+            call.dispatch(self.spec.shader, "uint8", {"op": self.constants["op"], "signed": signed},
+                          {**members, **ins, "y": y}, grid_1d(y.size, WG), [t for t in ins.values() if t is not None],
+                          [y])
 
     @staticmethod
-    def _plan(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple[int, ...], bytes]:
+    def _plan(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple[int, ...], dict]:
         out = broadcast_shape(sa, sb)
         dims, (stride_a, stride_b) = collapse(out, broadcast_strides(sa, out), broadcast_strides(sb, out))
         if len(dims) > BINARY_RANK:
             raise UnsupportedError(f"broadcast of {sa} and {sb} needs rank {len(dims)} > {BINARY_RANK}")
-        pad = [0] * (BINARY_RANK - len(dims))
-        tail = pack("14I", math.prod(out), len(dims) | _span_order(sa, sb) << 8, *(dims + pad), *(stride_a + pad),
-                    *(stride_b + pad))
-        return out, tail
+        return out, {"n": math.prod(out), "rank_flags": len(dims) | _span_order(sa, sb) << 8, "dims": dims,
+                     "a_strides": stride_a, "b_strides": stride_b}
 
 
 def _span_order(sa: tuple[int, ...], sb: tuple[int, ...]) -> int:
@@ -370,10 +380,10 @@ class QLinearLookup(Kernel):
         alpha = self.attrs.get("alpha", 0.0)
         for (x, scale, zp), (n, inner, length, total, base) in zip(triples, plan, strict=True):
             if n:
-                addresses = [x, scale, zp, y_scale, yzp, y]
-                call.dispatch(self.spec.shader, "uint8", (op, int(signed)), addresses,
-                              pack("5If", n, inner, length, total, base, alpha), grid_1d(n, WG),
-                              [t for t in addresses if t is not None and t is not y], [y])
+                ins = {"x": x, "x_scale": scale, "x_zp": zp, "y_scale": y_scale, "y_zp": yzp}
+                call.dispatch(self.spec.shader, "uint8", {"op": op, "signed": int(signed)},
+                              {**ins, "y": y, "n": n, "inner": inner, "len": length, "total": total, "base": base,
+                               "alpha": alpha}, grid_1d(n, WG), [t for t in ins.values() if t is not None], [y])
 
     def _plan(self, shapes: tuple) -> tuple:
         """(output shape, (elements, inner, axis length, axis total, axis start) per input)."""
@@ -421,11 +431,11 @@ class QLinearPool(Kernel):
         out_shape, is_global, count_pad, geometry = self.planned(x.shape, lambda: self._plan(x.shape))
         y = call.output(0, out_shape, x.dtype)
         if y.size:
-            addresses = [x, x_scale, xzp, y_scale, yzp, y]
+            ins = {"x": x, "x_scale": x_scale, "x_zp": xzp, "y_scale": y_scale, "y_zp": yzp}
             mode = 2 if signed and self.as_uint8 else int(signed)
-            call.dispatch(self.spec.shader, "uint8", (is_global, mode, count_pad), addresses,
-                          pack("I8I2i", y.size, *geometry), grid_1d(y.size, WG),
-                          [t for t in addresses if t is not None and t is not y], [y])
+            call.dispatch(self.spec.shader, "uint8", {"global": is_global, "signed": mode, "count_pad": count_pad},
+                          {**geometry, **ins, "y": y, "n": y.size}, grid_1d(y.size, WG),
+                          [t for t in ins.values() if t is not None], [y])
 
     def _plan(self, xs: tuple[int, ...]) -> tuple:
         op = self.spec.op
@@ -454,15 +464,21 @@ class QLinearPool(Kernel):
                 raise UnsupportedError(f"{op}: an image of {image} elements")
             if -(-image // 8) > LOOP_BUDGET:
                 raise UnsupportedError(f"{op}: an image of {image} elements past one invocation's loop budget")
-            return out_shape, 1, 0, (image, 1, 1, 1, 1, 1, 1, 1, 0, 0)
+            return out_shape, 1, 0, _pool_geometry(image, 1, 1, 1, 1, 1, 1, 1, 0, 0)
         # a 1-D pool is a 2-D one of height 1 (no padding along it)
         (ih, iw), (oh, ow), (kh, kw), (sh, sw), (ph, pw) = (
             (fill, *v) if n == 1 else tuple(v) for v, fill in ((spatial, 1), (out, 1), (kernel, 1), (strides, 1),
                                                                 (begin, 0)))
         if kh * (1 + -(-kw // 8)) > LOOP_BUDGET:
             raise UnsupportedError(f"{op}: a window of {kernel} taps is too large for one invocation")
-        return out_shape, 0, int(self.attrs.get("count_include_pad", 0) != 0), (ih, iw, oh, ow, kh, kw, sh, sw,
-                                                                                  ph, pw)
+        return out_shape, 0, int(self.attrs.get("count_include_pad", 0) != 0), _pool_geometry(ih, iw, oh, ow, kh, kw,
+                                                                                                sh, sw, ph, pw)
+
+
+def _pool_geometry(ih: int, iw: int, oh: int, ow: int, kh: int, kw: int, sh: int, sw: int, ph: int,
+                   pw: int) -> dict[str, int]:
+    """qlinear_pool.comp's window members (the global form: ih the image size, every other extent 1)."""
+    return {"ih": ih, "iw": iw, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sh": sh, "sw": sw, "ph": ph, "pw": pw}
 
 
 class QGemm(Kernel):
@@ -488,13 +504,17 @@ class QGemm(Kernel):
         y = call.output(0, (m, n), yzp.dtype if requant == 1 else "float32")
         if y.size:
             k = a.shape[0] if self.attrs["transA"] else a.shape[1]
-            constants = (int(a.dtype == "int8"), int(b.dtype == "int8"), requant, int(y.dtype == "int8"),
-                         int(self.attrs["transA"] != 0), int(self.attrs["transB"] != 0), bias)
-            tail = pack("11If", m, n, k, 1, 0, 0, 0, steps[0], 0, steps[1], 0, self.attrs["alpha"])
-            addresses = [a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp, c]
+            constants = {"a_signed": int(a.dtype == "int8"), "b_signed": int(b.dtype == "int8"), "requant": requant,
+                         "y_signed": int(y.dtype == "int8"), "trans_a": int(self.attrs["transA"] != 0),
+                         "trans_b": int(self.attrs["transB"] != 0), "bias": bias}
+            ins = {"a": a, "b": b, "azp": azp, "bzp": bzp, "a_scale": a_scale, "b_scale": b_scale,
+                   "y_scale": y_scale, "yzp": yzp, "c": c}
+            push = {**ins, "y": y, "m": m, "n": n, "k": k, "batches": 1, "a_batch_stride": 0, "b_batch_stride": 0,
+                    "a_zp_step": 0, "bzp_step": steps[0], "bzp_batch_step": 0, "bs_step": steps[1],
+                    "bs_batch_step": 0, "alpha": self.attrs["alpha"]}
             tiles = -(-m // MATMUL_TM) * -(-n // MATMUL_TN)
-            call.dispatch(self.spec.shader, "float32", constants, addresses, tail, grid_1d(tiles, 64),
-                          [t for t in addresses if t is not None and t is not y], [y])
+            call.dispatch(self.spec.shader, "float32", constants, push, grid_1d(tiles, 64),
+                          [t for t in ins.values() if t is not None], [y])
 
     def _plan(self, sa, sb, c, b_scale, bzp) -> tuple:
         if len(sa) != 2 or len(sb) != 2:

@@ -14,7 +14,6 @@ from vkep.kernels.base import (
     Tensor,
     UnsupportedError,
     grid_1d,
-    pack,
     padded,
     shader_dtype,
 )
@@ -50,15 +49,15 @@ class RotaryEmbedding(Kernel):
         if cos.dtype != dtype or sin.dtype != dtype:
             raise UnsupportedError(f"RotaryEmbedding: X of {dtype}, caches of {cos.dtype} and {sin.dtype}")
         key = tuple(None if t is None else (t.shape, t.dtype) for t in inputs[:4])
-        tail, n = self.planned(key, lambda: self._plan(x, cos, sin, pos))
+        members, n = self.planned(key, lambda: self._plan(x, cos, sin, pos))
         y = call.output(0, x.shape)
         if n == 0:
             return
-        dispatch_rotary(call, (int(self.attrs.get("interleaved", 0)), int(pos is not None)), x, cos, sin, pos, y,
-                        tail, n)
+        dispatch_rotary(call, {"interleaved": int(self.attrs.get("interleaved", 0)), "positions": int(pos is not None)},
+                        x, cos, sin, pos, y, members, n)
 
-    def _plan(self, x: Tensor, cos: Tensor, sin: Tensor, pos: Tensor | None) -> tuple[bytes, int]:
-        """(push-constant tail, element count) from the shapes alone."""
+    def _plan(self, x: Tensor, cos: Tensor, sin: Tensor, pos: Tensor | None) -> tuple[dict, int]:
+        """(push members but the tensors, element count) from the shapes alone."""
         if len(x.shape) == 4:
             batch, heads, seq, d = x.shape
             seq_step, head_step = d, seq * d  # X is [B, H, S, D]
@@ -96,20 +95,27 @@ class RotaryEmbedding(Kernel):
             raise UnsupportedError(f"RotaryEmbedding: X {x.shape}, caches {cos.shape} (at most {MAX_ELEMENTS} "
                                    "elements each)")
         strides = (heads * seq * d, seq_step, head_step, 0)
-        return rotary_tail((batch, seq, heads, d), rot, max_pos, 0, strides, strides), n
+        return rotary_members((batch, seq, heads, d), rot, max_pos, 0, strides, strides), n
 
 
-def rotary_tail(shape: tuple[int, int, int, int], rot: int, max_pos: int, start: int,
-                x_strides: tuple[int, int, int, int], y_strides: tuple[int, int, int, int]) -> bytes:
-    """rotary_embedding.comp's push-constant tail over a logical [B, S, H, D]: X's and Y's element strides of a
-    batch, a sequence step and a head, and their first element; `start` is token 0's position (POSITIONS 2)."""
+def rotary_members(shape: tuple[int, int, int, int], rot: int, max_pos: int, start: int,
+                   x_strides: tuple[int, int, int, int], y_strides: tuple[int, int, int, int]) -> dict[str, int]:
+    """rotary_embedding.comp's push members but the tensors, over a logical [B, S, H, D]: X's and Y's element
+    strides of a batch, a sequence step and a head, and their first element; `start` is token 0's position
+    (POSITIONS 2)."""
     batch, seq, heads, d = shape
-    return pack("15I", batch * seq * heads * d, d, rot, heads, seq, max_pos, start, *x_strides, *y_strides)
+    x_b, x_s, x_h, x_off = x_strides
+    y_b, y_s, y_h, y_off = y_strides
+    return {"n": batch * seq * heads * d, "d": d, "rot": rot, "heads": heads, "seq": seq, "max_pos": max_pos,
+            "start": start, "x_b": x_b, "x_s": x_s, "x_h": x_h, "x_off": x_off, "y_b": y_b, "y_s": y_s, "y_h": y_h,
+            "y_off": y_off}
 
 
-def dispatch_rotary(call, constants: tuple[int, int], x: Tensor, cos: Tensor | None, sin: Tensor | None,
-                    pos: Tensor | None, y: Tensor, tail: bytes, n: int) -> None:
-    """One rotary_embedding.comp dispatch: (interleaved, position mode) constants, n output elements."""
+def dispatch_rotary(call, constants: dict[str, int], x: Tensor, cos: Tensor | None, sin: Tensor | None,
+                    pos: Tensor | None, y: Tensor, members: dict[str, int], n: int) -> None:
+    """One rotary_embedding.comp dispatch (constants interleaved and positions) of n output elements, `members`
+    its push members but the tensors (rotary_members)."""
     reads = [t for t in (x, cos, sin, pos) if t is not None]
-    call.dispatch("rotary_embedding.comp", shader_dtype(x), constants, [x, cos, sin, pos, y], tail, grid_1d(n, WG),
+    call.dispatch("rotary_embedding.comp", shader_dtype(x), constants,
+                  {**members, "x": x, "cos_cache": cos, "sin_cache": sin, "pos": pos, "y": y}, grid_1d(n, WG),
                   reads, [y])
