@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import NamedTuple
 
 from vkep.gpu.shaders import _instructions, _string, _words
@@ -102,6 +103,13 @@ def push_block(spirv: bytes) -> list[PushMember]:
     return sorted(members, key=lambda member: member.offset)
 
 
+def _getter(names: list[str]):
+    if len(names) == 1:
+        name = names[0]
+        return lambda values: (values[name],)
+    return itemgetter(*names) if names else (lambda values: ())
+
+
 class PushLayout:
     """How a dispatch of one shader variant fills its push constants, from `push_block`: `encode` takes the
     members' values by name."""
@@ -122,41 +130,45 @@ class PushLayout:
             fmt += "x" * (m.offset - at) + f"{m.count}{m.format}"
             at = m.offset + m.size
         self._struct = struct.Struct(fmt)
-        self._arrays = {m.name: m.count for m in self.scalars if m.count > 1}
+        # each a function of the values giving a tuple of the members' (itemgetter: one value is not a tuple)
+        self._get_addresses = _getter([m.name for m in self.addresses])
+        self._get_scalars = _getter([m.name for m in self.scalars])
+        self._plain_addresses = all(m.count == 1 for m in self.addresses)
+        self._plain_scalars = all(m.count == 1 for m in self.scalars)
         self.bytes = at  # what a dispatch records (the group base, past it, is the recorder's)
 
     def encode(self, values: Mapping[str, object]) -> tuple[list, bytes]:
         """(the address members' values in order: a tensor or None each, arrays padded with None; the other
         members packed at their offsets from the end of the addresses). Every member must be given (an
         array may be given fewer elements: the rest are 0)."""
-        if len(values) != len(self.names) or not self.names.issuperset(values):
+        # (every call not replayed encodes here: as many values as members, each found, is the same set)
+        if len(values) != len(self.names):
             self._mismatch(values)
-        addresses = []
-        for m in self.addresses:
-            value = values[m.name]
-            if m.count == 1:
-                addresses.append(value)
-            else:
-                value = list(value)
-                if len(value) > m.count:
-                    raise PushError(f"{self.shader}: push constant {m.name} takes {m.count} addresses, "
-                                    f"given {len(value)}")
-                addresses += value + [None] * (m.count - len(value))
-        flat = []
-        for m in self.scalars:
-            value = values[m.name]
-            if m.count == 1:
-                flat.append(value)
-            else:
-                value = list(value)
-                if len(value) > m.count:
-                    raise PushRangeError(f"{self.shader}: push constant {m.name} holds {m.count} values, given "
-                                    f"{len(value)}")
-                flat += value + [0] * (m.count - len(value))
+        try:
+            addresses = list(self._get_addresses(values)) if self._plain_addresses else \
+                self._flat(values, self.addresses, None)
+            flat = self._get_scalars(values) if self._plain_scalars else self._flat(values, self.scalars, 0)
+        except KeyError:
+            self._mismatch(values)
         try:
             return addresses, self._struct.pack(*flat)
         except struct.error as exc:
             raise PushRangeError(self._out_of_range(values, exc)) from None
+
+    def _flat(self, values: Mapping[str, object], members: list[PushMember], pad) -> list:
+        """The members' values in order, each array's elements in its place (padded with `pad`)."""
+        flat = []
+        for m in members:
+            value = values[m.name]
+            if m.count == 1:
+                flat.append(value)
+                continue
+            value = list(value)
+            if len(value) > m.count:
+                raise PushRangeError(f"{self.shader}: push constant {m.name} holds {m.count} values, given "
+                                     f"{len(value)}")
+            flat += value + [pad] * (m.count - len(value))
+        return flat
 
     def pack(self, values: Mapping[str, object]) -> bytes:
         """The whole block's bytes where the addresses are given as numbers (device addresses; None: 0): for
