@@ -102,8 +102,8 @@ class Resize(Kernel):
         _check_size(out)
         members = {"n": math.prod(out), "rank": len(dims),
                    "extrapolation": float(self.attrs.get("extrapolation_value", 0.0)),
-                   **{name: [d[k] for d in dims] for name, k in (("in_dims", 0), ("out_dims", 1), ("scale", 2),
-                                                                 ("roi_start", 4), ("roi_end", 5))}}
+                   "in_dims": [d[0] for d in dims], "out_dims": [d[1] for d in dims], "scale": [d[2] for d in dims],
+                   "roi_start": [d[4] for d in dims], "roi_end": [d[5] for d in dims]}
         return tuple(out), members
 
     def compute(self, call) -> None:
