@@ -348,7 +348,6 @@ class Split(Kernel):
 
 
 class Concat(Kernel):
-    SLOTS = 8  # input addresses concat.comp takes
     MAX_INPUTS = 7  # per dispatch: concat.comp's push constants hold 7 inputs + the output
 
     def _plan(self, shapes: tuple) -> tuple:
@@ -370,7 +369,6 @@ class Concat(Kernel):
             for j in inputs:
                 acc += shapes[j][axis]
                 ends.append(acc)
-            ends += [0xFFFFFFFF] * (self.SLOTS - len(ends))  # (past the last input: never reached)
             push = {"n": outer * acc * inner, "inner": inner, "gaxis": acc, "axis_total": total, "axis_base": base,
                     "ends": ends}
             groups.append((inputs, push))
@@ -385,6 +383,6 @@ class Concat(Kernel):
         if not y.size:
             return
         for inputs, push in groups:
-            ins = [xs[j] for j in inputs]  # (x's unused slots are null addresses)
+            ins = [xs[j] for j in inputs]  # (x's unused slots are null addresses, their ends 0: never read)
             call.dispatch("concat.comp", shader_dtype(xs[0]), {}, {**push, "y": y, "x": ins}, grid_1d(push["n"], WG),
                           ins, [y])
