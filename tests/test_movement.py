@@ -143,6 +143,19 @@ def test_pad_modes_int32_negative_pads(ep_devices, mode):
     _check(model, {"x": x}, "Pad")
 
 
+@pytest.mark.parametrize("dtype,elem,value", [(np.float32, F, -2.5), (np.float16, TensorProto.FLOAT16, -0.75),
+                                              (np.int64, I64, -3), (np.int64, I64, -(2**40) - 5),
+                                              (np.int32, TensorProto.INT32, -2**31)])
+def test_pad_constant_with_its_sign_bit_set(ep_devices, dtype, elem, value):
+    """A constant whose bits have the top bit of a 32-bit word set (negative floats, negative integers): the
+    shader's int members carry those words as int32."""
+    x = RNG.integers(-9, 9, (2, 3, 4)).astype(dtype)
+    inits = {"p": np.array([1, 0, 2, 0, 1, 1], np.int64), "v": np.array(value, dtype)}
+    model = _model("Pad", [("x", (elem, x.shape)), ("p", 0), ("v", 0)], inits=inits, mode="constant")
+    got = _check(model, {"x": x}, "Pad")
+    assert got[0][0, 0, 0] == dtype(value)
+
+
 @pytest.mark.parametrize("elem", [TensorProto.INT32, TensorProto.INT64])
 def test_gather_negative_indices_scalar(ep_devices, elem):
     x = RNG.standard_normal((4, 5)).astype(np.float32)

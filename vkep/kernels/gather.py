@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, shader_dtype
 from vkep.kernels.movement import MAX_RANK, WG, _check_size, contiguous_strides
 
 GATHER, GATHER_ELEMENTS, GATHER_ND = 0, 1, 2
@@ -20,11 +20,14 @@ def _idx64(t) -> int:
     return int(t.dtype == "int64")
 
 
-def _arrays(dims, strides) -> list[int]:
+def _members(n: int, p: list[int], rank: int = 0, dims=(), strides=()) -> dict:
+    """gather.comp's and scatter.comp's push members but the tensors: n, the mode's parameters p0..p3, and
+    rank, dims and strides where the mode walks every dimension."""
     if len(dims) > MAX_RANK:
         raise UnsupportedError(f"rank {len(dims)} > {MAX_RANK}")
-    pad = [0] * (MAX_RANK - len(dims))
-    return list(dims) + pad + list(strides) + pad
+    p = list(p) + [0] * (4 - len(p))
+    return {"n": n, "p0": p[0], "p1": p[1], "p2": p[2], "p3": p[3], "rank": rank, "dims": list(dims),
+            "strides": list(strides)}
 
 
 class _Indexed(Kernel):
@@ -49,14 +52,14 @@ class Gather(_Indexed):
             axis = axis_in(self.attrs.get("axis", 0), len(shape), self.spec.op)
             out = shape[:axis] + ishape + shape[axis + 1:]
             inner = math.prod(shape[axis + 1:])
-            args = [inner, math.prod(ishape), shape[axis], 0, 0] + _arrays([], [])
+            members = _members(math.prod(out), [inner, math.prod(ishape), shape[axis]])
         elif mode == GATHER_ELEMENTS:
             rank = len(shape)
             axis = axis_in(self.attrs.get("axis", 0), rank, self.spec.op)
             if len(ishape) != rank:
                 raise UnsupportedError(f"GatherElements: indices {ishape} and data {shape} differ in rank")
             out = ishape
-            args = [axis, shape[axis], 0, 0, rank] + _arrays(ishape, contiguous_strides(shape))
+            members = _members(math.prod(out), [axis, shape[axis]], rank, ishape, contiguous_strides(shape))
         else:
             b = self.attrs.get("batch_dims", 0)
             k = ishape[-1]
@@ -65,17 +68,18 @@ class Gather(_Indexed):
             out = ishape[:-1] + shape[b + k:]
             inner = math.prod(shape[b + k:])
             strides = contiguous_strides(shape)[b:b + k]
-            args = [inner, math.prod(ishape[b:-1]), k, math.prod(shape[b:]), 0] + _arrays(shape[b:b + k], strides)
+            members = _members(math.prod(out), [inner, math.prod(ishape[b:-1]), k, math.prod(shape[b:])], 0,
+                               shape[b:b + k], strides)
         _check_size(out)
-        return out, pack(f"6I{2 * MAX_RANK}I", math.prod(out), *args)
+        return out, members
 
     def compute(self, call) -> None:
         x, idx = call.inputs[:2]
-        out, tail = self._cached(call)
+        out, members = self._cached(call)
         y = call.output(0, out)
         if y.size:
-            call.dispatch("gather.comp", shader_dtype(x), {"mode": self.constants["mode"], "idx64": _idx64(idx)},
-                          [x, idx, y, call.error_word()], tail,
+            call.dispatch("gather.comp", shader_dtype(x), {**self.constants, "idx64": _idx64(idx)},
+                          {**members, "x": x, "idx": idx, "y": y, "err": call.error_word()},
                           grid_1d(y.size, WG), [x, idx], [y])
 
 
@@ -90,12 +94,11 @@ class Scatter(_Indexed):
             inner = math.prod(shape[k:])
             if k > len(shape) or ushape != ishape[:-1] + shape[k:]:
                 raise UnsupportedError(f"ScatterND: updates {ushape} do not fit indices {ishape} / data {shape}")
-            arrays = _arrays(shape[:k], contiguous_strides(shape)[:k])
             if self.reduction == 0:
                 mode, n = SCATTER_ND, rows * inner
             else:
                 mode, n = SCATTER_ND_REDUCE, inner
-            args = [inner, k, rows, 0, 0]
+            members = _members(n, [inner, k, rows], 0, shape[:k], contiguous_strides(shape)[:k])
         else:
             rank = len(shape)
             axis = axis_in(self.attrs.get("axis", 0), rank, self.spec.op)
@@ -103,10 +106,8 @@ class Scatter(_Indexed):
                 raise UnsupportedError(f"ScatterElements: indices {ishape}, updates {ushape}, data {shape}")
             mode = SCATTER_ELEMENTS
             n = math.prod(ushape) // ushape[axis] if ushape[axis] else 0
-            arrays = _arrays(ushape, contiguous_strides(shape))
-            args = [axis, shape[axis], 0, 0, rank]
-        copy = pack(f"6I{2 * MAX_RANK}I", math.prod(shape), *[0] * (5 + 2 * MAX_RANK))
-        return copy, (mode, pack(f"6I{2 * MAX_RANK}I", n, *args, *arrays), n)
+            members = _members(n, [axis, shape[axis]], rank, ushape, contiguous_strides(shape))
+        return _members(math.prod(shape), []), (mode, members)
 
     @property
     def reduction(self) -> int:
@@ -117,14 +118,14 @@ class Scatter(_Indexed):
 
     def compute(self, call) -> None:
         x, idx, upd = call.inputs[:3]
-        copy, (mode, tail, n) = self._cached(call)
+        copy, (mode, members) = self._cached(call)
         y = call.output(0, x.shape)
         if not y.size:
             return
         dtype, i64 = shader_dtype(x), _idx64(idx)
-        call.dispatch("scatter.comp", dtype, (COPY, i64, 0), [x, None, None, y, None], copy, grid_1d(y.size, WG),
-                      [x], [y])
-        if n:
-            call.dispatch("scatter.comp", dtype, (mode, i64, self.reduction), [None, idx, upd, y, call.error_word()],
-                          tail,
-                          grid_1d(n, WG), [idx, upd, y], [y])
+        call.dispatch("scatter.comp", dtype, {"mode": COPY, "idx64": i64, "reduce": 0},
+                      {**copy, "x": x, "idx": None, "upd": None, "y": y, "err": None}, grid_1d(y.size, WG), [x], [y])
+        if members["n"]:
+            call.dispatch("scatter.comp", dtype, {"mode": mode, "idx64": i64, "reduce": self.reduction},
+                          {**members, "x": None, "idx": idx, "upd": upd, "y": y, "err": call.error_word()},
+                          grid_1d(members["n"], WG), [idx, upd, y], [y])

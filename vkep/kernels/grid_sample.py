@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, grid_1d, shader_dtype
 
 WG = 256  # grid_sample.comp's workgroup size
 # the shader's MODE by mode name: opset 16 says bilinear/bicubic, opset 20 renamed them linear/cubic. The other
@@ -54,16 +54,17 @@ class GridSample(Kernel):
         dtype = shader_dtype(x)
         if grid.dtype != dtype:
             raise UnsupportedError(f"GridSample: X of {dtype} with a grid of {grid.dtype}")
-        out, tail, dims = self.planned((x.shape, grid.shape), lambda: self._plan(x, grid))
+        out, members, dims = self.planned((x.shape, grid.shape), lambda: self._plan(x, grid))
         y = call.output(0, out)
         if y.size == 0:
             return
-        constants = (MODES[self.attrs["mode"]], PADDINGS[self.attrs["padding_mode"]],
-                     int(self.attrs.get("align_corners", 0)), dims)
-        call.dispatch(self.spec.shader, dtype, constants, [x, grid, y], tail, grid_1d(y.size, WG), [x, grid], [y])
+        constants = {"mode": MODES[self.attrs["mode"]], "padding": PADDINGS[self.attrs["padding_mode"]],
+                     "align": int(self.attrs.get("align_corners", 0)), "dims": dims}
+        call.dispatch(self.spec.shader, dtype, constants, {**members, "x": x, "grid": grid, "y": y},
+                      grid_1d(y.size, WG), [x, grid], [y])
 
-    def _plan(self, x: Tensor, grid: Tensor) -> tuple[tuple[int, ...], bytes, int]:
-        """(output shape, push-constant tail, spatial dims) from the shapes alone."""
+    def _plan(self, x: Tensor, grid: Tensor) -> tuple[tuple[int, ...], dict, int]:
+        """(output shape, push members but the tensors, spatial dims) from the shapes alone."""
         rank = len(x.shape)
         if rank not in (4, 5) or (rank == 5 and self.since_version < 20):
             raise UnsupportedError(f"GridSample (opset {self.since_version}): X of rank {rank}")
@@ -81,4 +82,4 @@ class GridSample(Kernel):
         if max(math.prod(out), x.size, grid.size) > MAX_ELEMENTS:
             raise UnsupportedError(f"GridSample: X {x.shape}, grid {grid.shape} (at most {MAX_ELEMENTS} elements)")
         size = list(reversed(x.shape[2:])) + [1] * (3 - dims)  # W, H, D
-        return out, pack("3I3I", math.prod(out), c, points, *size), dims
+        return out, {"n": math.prod(out), "channels": c, "points": points, "size": size}, dims

@@ -18,7 +18,6 @@ from vkep.kernels.base import (
     axis_in,
     float_bits,
     grid_1d,
-    pack,
     shader_dtype,
 )
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides
@@ -58,17 +57,23 @@ def _check_size(shape) -> None:
         raise UnsupportedError(f"{tuple(shape)} has more elements than shaders index ({MAX_ELEMENTS})")
 
 
-def strided_tail(n: int, dims, offset: int = 0, a=(), b=(), c=()) -> bytes:
-    """The push-constant tail of strided_copy.comp: n, rank, offset, shape, a, b, c (int32 bit patterns)."""
+def strided_members(n: int, dims, offset: int = 0, a=(), b=(), c=()) -> dict:
+    """strided_copy.comp's push members but the tensors: n, rank, offset, shape, and the per-dim int arrays
+    a, b, c whose meaning the MODE picks (shorter arrays are padded with 0 when encoded)."""
     if len(dims) > MAX_RANK:
         raise UnsupportedError(f"strided copy needs rank {len(dims)} > {MAX_RANK}")
-    arrays = [list(v) + [0] * (MAX_RANK - len(v)) for v in (dims, a, b, c)]
-    return pack(f"2Ii{4 * MAX_RANK}I", n, len(dims), offset, *[v & 0xFFFFFFFF for arr in arrays for v in arr])
+    return {"n": n, "rank": len(dims), "offset": offset, "shape": list(dims), "a": list(a), "b": list(b),
+            "c": list(c)}
 
 
-def gather_tail(out_shape, strides, offset: int) -> bytes:
-    """Push-constant tail of a MODE 0 dispatch: size-1 dims dropped, neighbours that stay contiguous in the
-    input merged (the output is always contiguous)."""
+def int32_bits(word: int) -> int:
+    """A 32-bit word (e.g. half of a pad value's bits) as the int32 it is stored as in an `int` member."""
+    return word - (1 << 32) if word >= 1 << 31 else word
+
+
+def gather_members(out_shape, strides, offset: int) -> dict:
+    """strided_copy.comp's push members (but the tensors) of a MODE 0 dispatch: size-1 dims dropped, neighbours
+    that stay contiguous in the input merged (the output is always contiguous)."""
     dims: list[int] = []
     st: list[int] = []
     for size, stride in zip(out_shape, strides, strict=True):
@@ -81,21 +86,23 @@ def gather_tail(out_shape, strides, offset: int) -> bytes:
         dims.append(size)
         st.append(stride)
     _check_size(out_shape)
-    return strided_tail(math.prod(out_shape), dims, offset, st)
+    return strided_members(math.prod(out_shape), dims, offset, st)
 
 
 class Strided(Kernel):
-    """Base: `_plan(call)` returns (output shape, push tail, constants) and is cached per key."""
+    """Base: `_plan(call)` returns (output shape, push members but x and y, strided_copy.comp's MODE and SUB)
+    and is cached per key."""
 
     def _key(self, call) -> tuple:
         return (call.inputs[0].shape,)
 
     def compute(self, call) -> None:
         x = call.inputs[0]
-        shape, tail, constants = self.planned(self._key(call), lambda: self._plan(call))
+        shape, members, (mode, sub) = self.planned(self._key(call), lambda: self._plan(call))
         y = call.output(0, shape)
         if y.size:
-            call.dispatch("strided_copy.comp", shader_dtype(x), constants, [x, y], tail, grid_1d(y.size, WG), [x], [y])
+            call.dispatch("strided_copy.comp", shader_dtype(x), {"mode": mode, "sub": sub}, {**members, "x": x, "y": y},
+                          grid_1d(y.size, WG), [x], [y])
 
     def _plan(self, call) -> tuple:
         raise NotImplementedError
@@ -113,7 +120,7 @@ class Transpose(Strided):
             raise UnsupportedError(f"Transpose: perm {perm} does not fit rank {len(shape)}")
         strides = contiguous_strides(shape)
         out = [shape[p] for p in perm]
-        return tuple(out), gather_tail(out, [strides[p] for p in perm], 0), (GATHER, 0)
+        return tuple(out), gather_members(out, [strides[p] for p in perm], 0), (GATHER, 0)
 
 
 def slice_plan(shape, starts, ends, axes, steps) -> tuple[list[int], list[int], int]:
@@ -156,7 +163,7 @@ class Slice(Strided):
         else:
             starts, ends, axes, steps = (host_values(call, optional_input(call, i)) for i in range(1, 5))
         out, st, offset = slice_plan(shape, starts, ends, axes, steps)
-        return tuple(out), gather_tail(out, st, offset) if math.prod(out) else b"", (GATHER, 0)
+        return tuple(out), gather_members(out, st, offset) if math.prod(out) else {}, (GATHER, 0)
 
 
 class Expand(Strided):
@@ -166,7 +173,7 @@ class Expand(Strided):
     def _plan(self, call):
         shape = call.inputs[0].shape
         out = broadcast_shape(shape, tuple(host_values(call, call.inputs[1])))
-        return out, gather_tail(out, broadcast_strides(shape, out), 0), (GATHER, 0)
+        return out, gather_members(out, broadcast_strides(shape, out), 0), (GATHER, 0)
 
 
 class Tile(Strided):
@@ -191,7 +198,7 @@ class Tile(Strided):
             dims.append(d * r)
             mods.append(d)
         _check_size(out)
-        return out, strided_tail(math.prod(out), dims, 0, mods), (TILE, 0)
+        return out, strided_members(math.prod(out), dims, 0, mods), (TILE, 0)
 
 
 class Pad(Strided):
@@ -230,7 +237,8 @@ class Pad(Strided):
                 bits = float_bits(float(value))
             else:
                 bits = int(value) & 0xFFFFFFFFFFFFFFFF
-            tail = strided_tail(math.prod(out), dims, 0, ins, bs, [bits & 0xFFFFFFFF, bits >> 32])
+            members = strided_members(math.prod(out), dims, 0, ins, bs, [int32_bits(bits & 0xFFFFFFFF),
+                                                                          int32_bits(bits >> 32)])
         else:  # negative pads crop first, then the cropped region is padded (as ORT and the reference do)
             strides = contiguous_strides(shape)
             crop_lo = [max(-b, 0) for b in begin]
@@ -238,8 +246,8 @@ class Pad(Strided):
             if any(r <= 0 for r in region) and math.prod(out):
                 raise UnsupportedError(f"Pad: mode {mode} of an empty region")
             offset = sum(c * st for c, st in zip(crop_lo, strides, strict=True))
-            tail = strided_tail(math.prod(out), out, offset, region, [max(b, 0) for b in begin], strides)
-        return out, tail, (PAD, PAD_MODES[mode])
+            members = strided_members(math.prod(out), out, offset, region, [max(b, 0) for b in begin], strides)
+        return out, members, (PAD, PAD_MODES[mode])
 
 
 def _merge_unpadded(out, shape, begin, end) -> tuple[list[int], list[int], list[int]]:
@@ -282,7 +290,7 @@ class DepthToSpace(Strided):
             view, perm = (n, c, h // b, b, w // b, b), (0, 3, 5, 1, 2, 4)
             final = (n, c * b * b, h // b, w // b)
         strides = contiguous_strides(view)
-        return final, gather_tail([view[p] for p in perm], [strides[p] for p in perm], 0), (GATHER, 0)
+        return final, gather_members([view[p] for p in perm], [strides[p] for p in perm], 0), (GATHER, 0)
 
 
 class Trilu(Strided):
@@ -298,7 +306,7 @@ class Trilu(Strided):
         rows, cols = shape[-2:]
         k = max(-rows - 1, min(cols + 1, k))  # beyond the matrix every k keeps all or nothing
         dims = [math.prod(shape[:-2]), rows, cols]
-        return shape, strided_tail(math.prod(shape), dims, k), (TRILU, int(self.attrs.get("upper", 1)))
+        return shape, strided_members(math.prod(shape), dims, k), (TRILU, int(self.attrs.get("upper", 1)))
 
 
 class Split(Kernel):
@@ -319,11 +327,11 @@ class Split(Kernel):
         x = call.inputs[0]
         key = (x.shape, tuple(host_values(call, optional_input(call, 1)) or ()) if self.since_version >= 13 else ())
         plans = self.planned(key, lambda: self._plan(call, x.shape))
-        for j, (shape, tail) in enumerate(plans):
+        for j, (shape, members) in enumerate(plans):
             y = call.output(j, shape)
             if y.size:
-                call.dispatch("strided_copy.comp", shader_dtype(x), (GATHER, 0), [x, y], tail,
-                              grid_1d(y.size, WG), [x], [y])
+                call.dispatch("strided_copy.comp", shader_dtype(x), {"mode": GATHER, "sub": 0},
+                              {**members, "x": x, "y": y}, grid_1d(y.size, WG), [x], [y])
 
     def _plan(self, call, shape) -> list:
         axis = axis_in(self.attrs.get("axis", 0), len(shape), "Split")
@@ -334,13 +342,12 @@ class Split(Kernel):
         plans, start = [], 0
         for size in sizes:
             out = shape[:axis] + (size,) + shape[axis + 1:]
-            plans.append((out, gather_tail(out, strides, start * strides[axis]) if math.prod(out) else b""))
+            plans.append((out, gather_members(out, strides, start * strides[axis]) if math.prod(out) else {}))
             start += size
         return plans
 
 
 class Concat(Kernel):
-    SLOTS = 8  # input addresses concat.comp takes
     MAX_INPUTS = 7  # per dispatch: concat.comp's push constants hold 7 inputs + the output
 
     def _plan(self, shapes: tuple) -> tuple:
@@ -357,15 +364,14 @@ class Concat(Kernel):
         live = [j for j, s in enumerate(shapes) if s[axis]]
         groups, base = [], 0
         for g in range(0, len(live), self.MAX_INPUTS):
-            members = live[g:g + self.MAX_INPUTS]
+            inputs = live[g:g + self.MAX_INPUTS]
             ends, acc = [], 0
-            for j in members:
+            for j in inputs:
                 acc += shapes[j][axis]
                 ends.append(acc)
-            ends += [0xFFFFFFFF] * (self.SLOTS - len(ends))
-            n = outer * acc * inner
-            unused = bytes(8 * (self.SLOTS - len(members)))  # null addresses of the unused inputs
-            groups.append((members, unused + pack(f"5I{self.SLOTS}I", n, inner, acc, total, base, *ends), n))
+            push = {"n": outer * acc * inner, "inner": inner, "gaxis": acc, "axis_total": total, "axis_base": base,
+                    "ends": ends}
+            groups.append((inputs, push))
             base += acc
         return out, groups
 
@@ -376,6 +382,7 @@ class Concat(Kernel):
         y = call.output(0, out)
         if not y.size:
             return
-        for members, tail, n in groups:
-            ins = [xs[j] for j in members]
-            call.dispatch("concat.comp", shader_dtype(xs[0]), (), [y] + ins, tail, grid_1d(n, WG), ins, [y])
+        for inputs, push in groups:
+            ins = [xs[j] for j in inputs]  # (x's unused slots are null addresses, their ends 0: never read)
+            call.dispatch("concat.comp", shader_dtype(xs[0]), {}, {**push, "y": y, "x": ins}, grid_1d(push["n"], WG),
+                          ins, [y])

@@ -6,7 +6,7 @@ import functools
 import math
 import struct
 
-from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
+from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, axis_in, grid_1d, shader_dtype
 
 WG = 64  # thread-per-output workgroups of reduce.comp / argreduce.comp
 MAX_GROUPS = 4  # kept and reduced dim groups reduce.comp decodes
@@ -51,7 +51,8 @@ def _axis(axis: int, rank: int) -> int:
 
 
 def reduce_plan(shape: tuple[int, ...], axes: set[int], keepdims: bool) -> tuple:
-    """(output shape, n_out, n_red, push tail): dims merged into alternating kept/reduced groups."""
+    """(output shape, n_out, n_red, reduce.comp's push members but x and y): dims merged into alternating
+    kept/reduced groups."""
     out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape) if keepdims or d not in axes)
     n_out = math.prod(s for d, s in enumerate(shape) if d not in axes)
     n_red = math.prod(shape[d] for d in axes)
@@ -76,9 +77,9 @@ def reduce_plan(shape: tuple[int, ...], axes: set[int], keepdims: bool) -> tuple
         raise UnsupportedError(f"reducing axes {sorted(axes)} of {shape} needs more than {MAX_GROUPS} dim groups")
     kept = [(1, 0)] * (MAX_GROUPS - len(kept)) + kept
     red = [(1, 0)] * (MAX_GROUPS - len(red)) + red
-    tail = pack("2I16I", n_out, n_red, *[s for s, _ in kept], *[st for _, st in kept],
-                *[s for s, _ in red], *[st for _, st in red])
-    return out_shape, n_out, n_red, tail
+    members = {"n_out": n_out, "n_red": n_red, "out_dims": [s for s, _ in kept], "out_strides": [st for _, st in kept],
+               "red_dims": [s for s, _ in red], "red_strides": [st for _, st in red]}
+    return out_shape, n_out, n_red, members
 
 
 class Reduce(Kernel):
@@ -100,7 +101,7 @@ class Reduce(Kernel):
         key = (x.shape, frozenset(reduced))
         if x.size > 2**32 - 1:
             raise UnsupportedError(f"{x.shape} has more than 2^32 elements")
-        out_shape, n_out, n_red, tail = self.planned(
+        out_shape, n_out, n_red, members = self.planned(
             key, lambda: reduce_plan(x.shape, reduced, bool(self.attrs.get("keepdims", 1))))
         if n_red == 0 and n_out and x.dtype == "bool":  # (as ORT's CPU EP: no max or min of no bools)
             raise UnsupportedError(f"{self.spec.op} is not defined for empty set with bool type")
@@ -108,8 +109,9 @@ class Reduce(Kernel):
         if n_out == 0:
             return
         op = self.constants["op"]
-        shape, groups = reduce_geometry(n_red, n_out, 2 if op == 8 else 1)
-        call.dispatch(self.spec.shader, shader_dtype(x), (op, *shape), [x, y], tail, groups, [x], [y])
+        (split, wg), groups = reduce_geometry(n_red, n_out, 2 if op == 8 else 1)
+        call.dispatch(self.spec.shader, shader_dtype(x), {**self.constants, "split": split, "local_size_x": wg},
+                      {**members, "x": x, "y": y}, groups, [x], [y])
 
 
 class ArgReduce(Kernel):
@@ -129,9 +131,11 @@ class ArgReduce(Kernel):
             return
         if length == 0:
             raise UnsupportedError(f"{self.spec.op} over an empty axis")
-        shape, groups = reduce_geometry(length, rows)
-        tail = pack("4I", rows, length, inner, int(self.attrs.get("select_last_index", 0)))
-        call.dispatch(self.spec.shader, shader_dtype(x), (self.constants["op"], *shape), [x, y], tail, groups, [x], [y])
+        (split, wg), groups = reduce_geometry(length, rows)
+        push = {"x": x, "y": y, "rows": rows, "len": length, "inner": inner,
+                "last": int(self.attrs.get("select_last_index", 0))}
+        call.dispatch(self.spec.shader, shader_dtype(x), {**self.constants, "split": split, "local_size_x": wg}, push,
+                      groups, [x], [y])
 
 
 class TopK(Kernel):
@@ -159,10 +163,10 @@ class TopK(Kernel):
         if chunks * TOPK_CHUNK_LOOPS > LOOP_BUDGET:
             raise UnsupportedError(f"TopK: rows of {length} elements are too long for one workgroup")
         width = 1 << max(0, (min(length, TOPK_MAX) - 1).bit_length())  # the first sort's power of two
-        tail = pack("6I", rows, length, inner, k, width, int(self.attrs.get("largest", 1)) |
-                    (int(self.attrs.get("sorted", 1)) << 1))
-        call.dispatch(self.spec.shader, shader_dtype(x), (), [x, values, indices], tail, grid_1d(rows, 1), [x],
-                      [values, indices])
+        flags = int(self.attrs.get("largest", 1)) | (int(self.attrs.get("sorted", 1)) << 1)
+        push = {"x": x, "values": values, "indices": indices, "rows": rows, "len": length, "inner": inner, "k": k,
+                "width": width, "flags": flags}
+        call.dispatch(self.spec.shader, shader_dtype(x), {}, push, grid_1d(rows, 1), [x], [values, indices])
 
 
 class CumSum(Kernel):
@@ -179,12 +183,13 @@ class CumSum(Kernel):
         lines = math.prod(shape[:axis]) * inner
         if x.size == 0:
             return
-        tail = pack("5I", lines, length, inner, int(self.attrs.get("exclusive", 0)), int(self.attrs.get("reverse", 0)))
-        op = self.spec.constants["op"]  # (cumsum.comp's constant_ids: SPLIT 0, local_size_x 1, OP 2)
+        push = {"x": x, "y": y, "lines": lines, "len": length, "inner": inner,
+                "exclusive": int(self.attrs.get("exclusive", 0)), "reverse": int(self.attrs.get("reverse", 0))}
         if length <= CUMSUM_SERIAL:
-            constants, groups = (0, WG, op), grid_1d(lines, WG)
+            split, wg, groups = 0, WG, grid_1d(lines, WG)
         elif 2 * -(-length // CUMSUM_WG) + 16 <= LOOP_BUDGET:
-            constants, groups = (1, CUMSUM_WG, op), grid_1d(lines, 1)
+            split, wg, groups = 1, CUMSUM_WG, grid_1d(lines, 1)
         else:
             raise UnsupportedError(f"{self.spec.op}: lines of {length} elements are too long for one workgroup")
-        call.dispatch(self.spec.shader, shader_dtype(x), constants, [x, y], tail, groups, [x], [y])
+        call.dispatch(self.spec.shader, shader_dtype(x), {**self.constants, "split": split, "local_size_x": wg}, push,
+                      groups, [x], [y])

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from vkep.kernels.base import Kernel, UnsupportedError, axis_in, float_bits, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError, axis_in, float_bits, grid_1d, shader_dtype
 from vkep.kernels.movement import WG, _check_size, host_values, optional_input
 
 R = 4
@@ -47,8 +47,9 @@ class Resize(Kernel):
                 raise UnsupportedError(f"Resize: nearest_mode {a.get('nearest_mode')!r}")
         else:
             nearest = SIMPLE
-        self.spec_constants = (MODES[self.mode], COORDS[self.coord], nearest, int(a.get("exclude_outside", 0)),
-                               float_bits(a.get("cubic_coeff_a", -0.75)), int(a.get("antialias", 0)))
+        self.constants = {"mode": MODES[self.mode], "coord": COORDS[self.coord], "nearest": nearest,
+                          "exclude_outside": int(a.get("exclude_outside", 0)),
+                          "cubic_a": float_bits(a.get("cubic_coeff_a", -0.75)), "antialias": int(a.get("antialias", 0))}
 
     def _key(self, call) -> tuple:
         return (call.inputs[0].shape,) + tuple(tuple(host_values(call, optional_input(call, i)) or ())
@@ -99,16 +100,16 @@ class Resize(Kernel):
         if len(dims) > R:
             raise UnsupportedError(f"Resize of {shape} to {out} interpolates over {len(dims)} > {R} dims")
         _check_size(out)
-        pad = R - len(dims)
-        cols = [[d[k] for d in dims] + [0] * pad for k in (0, 1, 2, 4, 5)]
-        tail = pack(f"2If{2 * R}I{3 * R}f", math.prod(out), len(dims), float(self.attrs.get("extrapolation_value", 0.0)),
-                    *cols[0], *cols[1], *cols[2], *cols[3], *cols[4])
-        return tuple(out), tail
+        members = {"n": math.prod(out), "rank": len(dims),
+                   "extrapolation": float(self.attrs.get("extrapolation_value", 0.0)),
+                   "in_dims": [d[0] for d in dims], "out_dims": [d[1] for d in dims], "scale": [d[2] for d in dims],
+                   "roi_start": [d[4] for d in dims], "roi_end": [d[5] for d in dims]}
+        return tuple(out), members
 
     def compute(self, call) -> None:
         x = call.inputs[0]
-        out, tail = self.planned(self._key(call), lambda: self._plan(call))
+        out, members = self.planned(self._key(call), lambda: self._plan(call))
         y = call.output(0, out)
         if y.size:
-            call.dispatch("resize.comp", shader_dtype(x), self.spec_constants, [x, y], tail, grid_1d(y.size, WG),
-                          [x], [y])
+            call.dispatch("resize.comp", shader_dtype(x), self.constants, {**members, "x": x, "y": y},
+                          grid_1d(y.size, WG), [x], [y])

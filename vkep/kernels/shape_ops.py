@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import MAX_ELEMENTS, Kernel, UnsupportedError, float_bits, grid_1d, pack, shader_dtype
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, UnsupportedError, float_bits, grid_1d, shader_dtype
 from vkep.kernels.movement import WG, host_values
 
 
@@ -42,8 +42,8 @@ class Range(Kernel):
             raise UnsupportedError(f"Range of {n} elements")
         y = call.output(0, (n,))
         if n:
-            call.dispatch(self.spec.shader, shader_dtype(t), self.constants, [y],
-                          pack("qqI", start_bits, delta_bits, n), grid_1d(n, WG), [], [y])
+            call.dispatch(self.spec.shader, shader_dtype(t), self.constants,
+                          {"y": y, "start": start_bits, "delta": delta_bits, "n": n}, grid_1d(n, WG), [], [y])
 
 
 class ConstantOfShape(Kernel):
@@ -60,5 +60,5 @@ class ConstantOfShape(Kernel):
         y = call.output(0, shape, dtype)
         if n:
             bits = float_bits(scalar) if dtype.startswith("float") else int(scalar)
-            call.dispatch(self.spec.shader, shader_dtype(y), self.constants, [y], pack("qqI", bits, 0, n),
+            call.dispatch(self.spec.shader, shader_dtype(y), self.constants, {"y": y, "start": bits, "delta": 0, "n": n},
                           grid_1d(n, WG), [], [y])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, shader_dtype
 from vkep.kernels.reduce import LOOP_BUDGET
 
 
@@ -32,5 +32,5 @@ class Softmax(Kernel):
             outer, length, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis:]), 1
         rows = outer * inner
         wg = row_workgroup(length, 3)
-        call.dispatch(self.spec.shader, shader_dtype(x), {"mode": self.constants["mode"], "local_size_x": wg}, [x, y],
-                      pack("3I", rows, length, inner), grid_1d(rows, 1), [x], [y])
+        call.dispatch(self.spec.shader, shader_dtype(x), {**self.constants, "local_size_x": wg},
+                      {"x": x, "y": y, "rows": rows, "axis_len": length, "inner": inner}, grid_1d(rows, 1), [x], [y])

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
-from vkep.kernels.movement import GATHER, WG, strided_tail
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, shader_dtype
+from vkep.kernels.movement import GATHER, WG, strided_members
 
 
 def copy_bytes(call, x: Tensor, y: Tensor) -> None:
@@ -22,8 +22,8 @@ def copy_bytes(call, x: Tensor, y: Tensor) -> None:
         return
     words = y.nbytes // 4
     xw, yw = Tensor(x.addr, (words,), "int32", x.io), Tensor(y.addr, (words,), "int32", y.io)
-    call.dispatch("strided_copy.comp", shader_dtype(xw), (GATHER, 0), [xw, yw], strided_tail(words, [words], 0, [1]),
-                  grid_1d(words, WG), [xw], [yw])
+    call.dispatch("strided_copy.comp", shader_dtype(xw), {"mode": GATHER, "sub": 0},
+                  {**strided_members(words, [words], 0, [1]), "x": xw, "y": yw}, grid_1d(words, WG), [xw], [yw])
 
 
 class View(Kernel):
@@ -95,5 +95,5 @@ class Dropout(Kernel):
         if (self.output_count or 1) > 1:
             mask = call.output(1, x.shape, "bool")
             if mask.size:
-                call.dispatch(self.spec.shader, shader_dtype(mask), self.constants, [mask], pack("qqI", 1, 0, mask.size),
-                              grid_1d(mask.size, WG), [], [mask])
+                call.dispatch(self.spec.shader, shader_dtype(mask), self.constants,
+                              {"y": mask, "start": 1, "delta": 0, "n": mask.size}, grid_1d(mask.size, WG), [], [mask])
