@@ -288,6 +288,40 @@ def test_resize_on_rounding_boundaries_as_the_cpu_ep(ep_devices, shape, names, i
     _check(model, {"x": x}, "Resize")
 
 
+@pytest.mark.parametrize("opset", [7, 9])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("dtype,elem", [(np.float32, F), (np.uint8, TensorProto.UINT8)])
+def test_upsample(ep_devices, opset, mode, dtype, elem):
+    """Upsample (opsets 7 and 9, an older YOLO's) as Resize-10's kernel: asymmetric coordinates, nearest
+    rounding down, scales an attribute or a CPU input."""
+    if dtype == np.uint8 and mode == "linear":
+        pytest.skip("8-bit Resize is nearest only (resize.Resize.declines)")
+    x = (RNG.standard_normal((2, 3, 5, 4)) * 40 + 100).astype(dtype)
+    scales = [1.0, 1.0, 2.0, 3.5]
+    if opset == 7:
+        model = _model("Upsample", [("x", (elem, x.shape))], opset=7, mode=mode, scales=scales)
+    else:
+        model = _model("Upsample", [("x", (elem, x.shape)), ("sc", 0)], opset=9, mode=mode,
+                       inits={"sc": np.array(scales, np.float32)})
+    assert _check(model, {"x": x}, "Upsample")[0].shape == (2, 3, 10, 14)
+
+
+@pytest.mark.parametrize("opset", [7, 9])
+def test_upsample_below_scale_one_fails_as_on_the_cpu_ep(ep_devices, opset):
+    """A scale below 1 fails ORT's CPU EP's Upsample when the session is made: vkep's dry run refuses the node,
+    so the CPU EP takes it and the session fails the same way."""
+    scales = [1.0, 1.0, 0.5, 2.0]
+    if opset == 7:
+        model = _model("Upsample", [("x", (F, (1, 1, 4, 4)))], opset=7, mode="nearest", scales=scales)
+    else:
+        model = _model("Upsample", [("x", (F, (1, 1, 4, 4))), ("sc", 0)], opset=9, mode="nearest",
+                       inits={"sc": np.array(scales, np.float32)})
+    with pytest.raises(Exception, match="Scale value should be greater than or equal to 1"):
+        runner.cpu_session(model)
+    with pytest.raises(Exception, match="Scale value should be greater than or equal to 1"):
+        runner.vkep_session(model)
+
+
 def test_resize_the_kernel_cannot_plan_is_declined_at_creation(ep_devices):
     """Found by the fuzzer: sizes and keep_aspect_ratio_policy that resize all 5 dims were accepted, then
     the run failed ('interpolates over 5 > 4 dims'). The dry run of GetCapability now reads the constant

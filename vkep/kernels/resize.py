@@ -51,6 +51,10 @@ class Resize(Kernel):
                           "exclude_outside": int(a.get("exclude_outside", 0)),
                           "cubic_a": float_bits(a.get("cubic_coeff_a", -0.75)), "antialias": int(a.get("antialias", 0))}
 
+    def scales_input(self, call) -> list[float]:
+        """Opset 10's scales (its only way to say the output's size)."""
+        return host_values(call, call.inputs[1])
+
     def _key(self, call) -> tuple:
         return (call.inputs[0].shape,) + tuple(tuple(host_values(call, optional_input(call, i)) or ())
                                                 for i in range(1, len(call.inputs)))
@@ -59,7 +63,7 @@ class Resize(Kernel):
         shape = call.inputs[0].shape
         rank = len(shape)
         if self.since_version < 11:
-            roi, scales, sizes = None, host_values(call, call.inputs[1]), None
+            roi, scales, sizes = None, self.scales_input(call), None
         else:
             roi, scales, sizes = (host_values(call, optional_input(call, i)) for i in (1, 2, 3))
         axes = [axis_in(a, rank, "Resize") for a in self.attrs.get("axes") or []] or list(range(rank))
@@ -113,3 +117,14 @@ class Resize(Kernel):
         if y.size:
             call.dispatch("resize.comp", shader_dtype(x), self.constants, {**members, "x": x, "y": y},
                           grid_1d(y.size, WG), [x], [y])
+
+
+class Upsample(Resize):
+    """Upsample (opsets 7, 9): Resize-10 by an older name, its scales an attribute (7) or an input (9). Each scale
+    must be at least 1, or ORT's CPU EP fails the run: so does vkep."""
+
+    def scales_input(self, call) -> list[float]:
+        scales = self.attrs["scales"] if self.since_version < 9 else host_values(call, call.inputs[1])
+        if any(s < 1 for s in scales):
+            raise UnsupportedError(f"Upsample: scales {scales}: each must be at least 1")
+        return scales
