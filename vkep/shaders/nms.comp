@@ -76,10 +76,10 @@ void main() {
         return;
     }
     Floats scores = Floats(pc.scores);
+    // (box i's alive flag is only ever read and written by lane i % WG: no buffer barriers between the rounds)
     for (uint i = lane; i < n; i += WG)
         alive.v[bc * n + i] = HAS_SCORE_THRESHOLD == 0u || scores.v[bc * n + i] > pc.score_threshold ? 1u : 0u;
     if (lane == 0u) chosen_count = 0u;
-    memoryBarrierBuffer();
     barrier();
     for (uint k = 0u; k < pc.max_per_class; ++k) {
         // the alive box of the highest score, the lower index on a tie
@@ -118,7 +118,6 @@ void main() {
             chosen.v[bc * pc.max_per_class + k] = top_box;
             chosen_count = k + 1u;
         }
-        memoryBarrierBuffer();
         barrier();
     }
     if (lane == 0u) counts.v[bc] = chosen_count;
