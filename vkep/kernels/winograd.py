@@ -82,8 +82,8 @@ def gemm_shape(tiles: int, cpu_device: bool) -> tuple[int, int]:
 
 def plan(r: int, xs: tuple[int, ...], out: list[int], begin: list[int], m: int, cpu_device: bool) -> tuple:
     """(passes, tiles per pass, specialization constants of the three modes), each pass (push members but the
-    tensors, group counts of the three modes), for input X of shape xs, output dims `out`, leading pads `begin`, M output
-    channels, on a CPU device or not."""
+    tensors, group counts of the three modes), for input X of shape xs, output dims `out`, leading pads `begin`,
+    M output channels, on a CPU device or not."""
     batch, c, ih, iw = xs
     oh, ow = out
     a2 = (r + 2) ** 2
