@@ -173,8 +173,8 @@ class Recurrent(Kernel):
         ins = list(call.inputs) + [None] * (8 - len(call.inputs))
         x, w, r, b, lens, h0, c0, p = ins[:8]
         key = tuple(t.shape if t is not None else None for t in ins)
-        y_shape, state_shape, sizes, constants, groups, chunks, per_dispatch = self.planned(key,
-                                                                                           lambda: self._plan(key))
+        plan = self.planned(key, lambda: self._plan(key))
+        y_shape, state_shape, sizes, constants, groups, chunks, per_dispatch = plan
         count = self.output_count or 0
         outs = [call.output(j, y_shape if j == 0 else state_shape) if j < count else None
                 for j in range(3 if self.op == "LSTM" else 2)]
