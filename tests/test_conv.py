@@ -306,7 +306,7 @@ BROADCAST_CONV_CASES = {
 
 
 def _modes(kernel) -> set[tuple[str, int | None]]:
-    return {(shader, constants[0] if constants else None) for shader, _, constants in kernel.pipelines}
+    return {(shader, dict(constants).get("mode")) for shader, _, constants in kernel.pipelines}
 
 
 @pytest.mark.parametrize("weights", ["constant", "input"])
@@ -345,7 +345,7 @@ def test_conv_broadcast_gemm(ep_devices, case, weights):
             padded = weights == "constant" and k % 2 == 1 and math.prod(inputs["w"][2:]) > 1
             assert conv.impl.weight_row == (k + 1 if padded else 0)
             if shader == "conv.comp":
-                assert {c[7] for _, _, c in conv.pipelines} == {int(padded or k % 2 == 0)}
+                assert {dict(c)["a_pairs"] for _, _, c in conv.pipelines} == {int(padded or k % 2 == 0)}
     else:
         assert {s for s, _ in _modes(conv)} == {"conv.comp"} and conv_kernels.MODE_BROADCAST not in {
             m for _, m in _modes(conv)}
@@ -398,7 +398,7 @@ def test_broadcast_gemms_replay_natively(ep_devices):
     made = [k for i, k in list(kernels().items()) if i > first]
     info = made[0].impl.device_info
     if info.device_type == "cpu" and info.subgroup_size == 8:
-        assert {(s, c[0]) for k in made for s, _, c in k.pipelines if s in ("matmul.comp", "conv.comp")} == {
+        assert {(s, dict(c)["mode"]) for k in made for s, _, c in k.pipelines if s in ("matmul.comp", "conv.comp")} == {
             ("matmul.comp", 3), ("conv.comp", 3)}
 
 

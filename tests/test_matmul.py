@@ -151,12 +151,12 @@ def test_interleaved_weight_with_symbolic_rows(monkeypatch):
 
 
 def _matmul_pipelines_since(first_id: int) -> tuple[list, object]:
-    """The matmul.comp pipelines (specialization constants) of the MatMul/Gemm kernels made after first_id, and
-    one of those kernels."""
+    """The matmul.comp pipelines' specialization constants (by name) of the MatMul/Gemm kernels made after first_id,
+    and one of those kernels."""
     from test_conv import kernels
 
     made = [k for i, k in list(kernels().items()) if i > first_id and k.spec.op in ("MatMul", "Gemm")]
-    return [c for k in made for shader, _, c in k.pipelines if shader == "matmul.comp"], made[-1]
+    return [dict(c) for k in made for shader, _, c in k.pipelines if shader == "matmul.comp"], made[-1]
 
 
 BROADCAST_CASES = {
@@ -189,10 +189,10 @@ def test_broadcast_mode(ep_devices, case):
     constants, kernel = _matmul_pipelines_since(first)
     info = kernel.impl.device_info  # (the device's properties, not the planner's answer)
     if info.device_type == "cpu" and info.subgroup_size == 8:
-        assert {c[0] for c in constants} == {matmul.MODE_BROADCAST}
-        assert {tuple(c[4:6]) for c in constants} == {pairs}
+        assert {c["mode"] for c in constants} == {matmul.MODE_BROADCAST}
+        assert {(c["a_pairs"], c["b_pairs"]) for c in constants} == {pairs}
     else:
-        assert matmul.MODE_BROADCAST not in {c[0] for c in constants}
+        assert matmul.MODE_BROADCAST not in {c["mode"] for c in constants}
 
 
 def test_broadcast_mode_declines_c_per_element(ep_devices):
@@ -202,7 +202,7 @@ def test_broadcast_mode_declines_c_per_element(ep_devices):
     first = max(kernels(), default=0)
     session = _check({"a": (40, 16), "b": (16, 20), "c": (40, 20)}, "Gemm", beta=0.5)  # noqa: F841
     constants, _ = _matmul_pipelines_since(first)
-    assert constants and matmul.MODE_BROADCAST not in {c[0] for c in constants}
+    assert constants and matmul.MODE_BROADCAST not in {c["mode"] for c in constants}
 
 
 def test_broadcast_mode_long_k(ep_devices):

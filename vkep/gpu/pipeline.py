@@ -41,7 +41,7 @@ def specialization_data(shader: str, defines: dict, spirv: bytes,
     """(constant ids, their 32-bit values) for a pipeline's VkSpecializationInfo: each name matched to the
     shader's declaration (case aside), each value packed as its declared type; a name it lacks is an error."""
     declared = {name.upper(): c for name, c in specialization_constants(spirv).items()}
-    ids, raw = [], b""
+    entries = []  # (constant id, its value's bytes)
     by_id = {c.id: c for c in declared.values()}
     for name, value in constants.items():
         found = by_id.get(name) if isinstance(name, int) else declared.get(name.upper())  # TRANSITION: ids
@@ -52,12 +52,14 @@ def specialization_data(shader: str, defines: dict, spirv: bytes,
                              f"(it declares: {', '.join(sorted(declared)) or 'none'})")
         fmt = {"float": "<f", "int": "<i"}.get(found.type, "<I")
         try:
-            raw += struct.pack(fmt, value)
+            entries.append((found.id, struct.pack(fmt, value)))
         except struct.error:
             raise ValueError(f"{shader}: specialization constant {name} = {value!r} does not fit its type "
                              f"({found.type})") from None
-        ids.append(found.id)
-    return ids, raw
+    # in constant_id order: the validation layer checks a cooperative matrix's sizes against the device's as if
+    # the map entries were (seen on Mesa 26 lavapipe: matmul_coop.comp's TM, TN read as its RM, RN otherwise)
+    entries.sort(key=lambda entry: entry[0])
+    return [i for i, _ in entries], b"".join(value for _, value in entries)
 
 
 def _constants_key(constants: Mapping | None) -> tuple:

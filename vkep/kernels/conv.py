@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from vkep.kernels import coopmat, matmul, winograd
-from vkep.kernels.base import LOOP_BUDGET, MAX_ELEMENTS, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import LOOP_BUDGET, MAX_ELEMENTS, Kernel, UnsupportedError, grid_1d, shader_dtype
 
 MAX_SPATIAL = 3
 # conv.comp's GEMM: threads per workgroup, output channels and pixels per thread. Measured on lavapipe,
@@ -44,7 +44,7 @@ class Im2col(NamedTuple):
     """A conv planned as im2col.comp into scratch memory of `shape` ([images, rows, pixels]), then a GEMM."""
 
     shape: tuple[int, int, int]
-    tail: bytes
+    members: dict  # im2col.comp's push members but the tensors
     grid: tuple[int, int, int]
 
 
@@ -112,10 +112,19 @@ def _packed(values: list[int], what: str) -> int:
     return d | h << 10 | w << 20
 
 
-def _image_gemm_tail(m: int, k: int, pixels: int) -> bytes:
-    """matmul.comp's push tail (matmul.py) for W [m, k] x B [k, pixels] of each image (B's images k x pixels
-    apart: X itself for a 1x1 conv, im2col's patches else), plus the bias per row."""
-    return pack("4I4I4I2I2f", m, pixels, k, 1, 0, 0, k, 1, k * pixels, 0, pixels, 1, 1, 0, 1.0, 1.0)
+def _image_gemm_members(m: int, k: int, pixels: int) -> dict:
+    """matmul.comp's push members but the tensors (matmul.product_members) for W [m, k] x B [k, pixels] of each
+    image (B's images k x pixels apart: X itself for a 1x1 conv, im2col's patches else), plus the bias per row."""
+    return matmul.product_members(m, pixels, k, a=(0, 0, k, 1), b=(k * pixels, 0, pixels, 1), c=(1, 0), beta=1.0)
+
+
+def _conv_members(cg: int, mg: int, group: int, xs: tuple[int, ...], out: list[int], strides: list[int],
+                  dilations: list[int], begin: list[int], k3: list[int], wn: int) -> dict:
+    """conv.comp's push members but the tensors."""
+    (i_d, ih, iw), (od, oh, ow), (pd, ph, pw) = as_3d(xs[2:], 1), as_3d(out, 1), as_3d(begin, 0)
+    return {"cg": cg, "mg": mg, "groups": group, "id": i_d, "ih": ih, "iw": iw, "od": od, "oh": oh, "ow": ow,
+            "strides": packed_strides(strides), "dilations": packed_dilations(dilations), "pd": pd, "ph": ph, "pw": pw,
+            "kd": k3[0], "kh": k3[1], "kw": k3[2], "wn": wn}
 
 
 def as_3d(values: list[int], fill: int) -> list[int]:
@@ -147,12 +156,13 @@ class ConvBase(Kernel):
         b = call.inputs[2] if len(call.inputs) > 2 else None
         key = (x.shape, w.shape, b is not None)
         plan = self.planned(key, lambda: self._plan(x.shape, w.shape))
-        out, constants, tail, groups = plan
+        out, constants, members, groups = plan
         y = call.output(0, out)
         if y.size == 0:
             return
         reads = [x, w] + ([b] if b is not None else [])
-        call.dispatch(self.spec.shader, shader_dtype(x), constants, [x, w, b, y], tail, groups, reads, [y])
+        call.dispatch(self.spec.shader, shader_dtype(x), constants, {**members, "x": x, "w": w, "b": b, "y": y},
+                      groups, reads, [y])
 
 
 class Conv(ConvBase):
@@ -198,8 +208,8 @@ class Conv(ConvBase):
             x, w = call.inputs[:2]
             b = call.inputs[2] if len(call.inputs) > 2 else None
             ws = self.weight_shape if self.weight_row else w.shape
-            out, constants, tail, groups = self.planned((x.shape, w.shape, b is not None),
-                                                        lambda: self._plan(x.shape, ws))
+            out, constants, members, groups = self.planned((x.shape, w.shape, b is not None),
+                                                           lambda: self._plan(x.shape, ws))
             y = call.output(0, out)
             if y.size == 0:
                 return
@@ -208,18 +218,22 @@ class Conv(ConvBase):
                 patches = x
                 if constants.col is not None:
                     patches = call.scratch(constants.col.shape, "float16")
-                    call.dispatch("im2col.comp", "float16", (), [x, patches], constants.col.tail, constants.col.grid,
-                                  [x], [patches])
-                coopmat.dispatch(call, self, constants.size, [w, patches, b, y], tail, groups, constants.m,
-                                 constants.n, [w, patches] + reads[2:], y)
+                    call.dispatch("im2col.comp", "float16", {}, {**constants.col.members, "x": x, "col": patches},
+                                  constants.col.grid, [x], [patches])
+                coopmat.dispatch(call, self, constants.size, {**members, "a": w, "b": patches, "c": b, "y": y}, groups,
+                                 [w, patches] + reads[2:])
             elif isinstance(constants, Im2col):  # W [M, rows] x col [rows, pixels] per image + bias
                 col = call.scratch(constants.shape, "float32")
-                call.dispatch("im2col.comp", "float32", (), [x, col], constants.tail, constants.grid, [x], [col])
-                matmul.broadcast_dispatch(call, "float32", [w, col, b, y], tail, groups, [w, col] + reads[2:], y)
+                call.dispatch("im2col.comp", "float32", {}, {**constants.members, "x": x, "col": col}, constants.grid,
+                              [x], [col])
+                matmul.broadcast_dispatch(call, "float32", {**members, "a": w, "b": col, "c": b, "y": y}, groups,
+                                          [w, col] + reads[2:])
             elif constants is not None:
-                call.dispatch(self.spec.shader, shader_dtype(x), constants, [x, w, b, y], tail, groups, reads, [y])
+                call.dispatch(self.spec.shader, shader_dtype(x), constants, {**members, "x": x, "w": w, "b": b, "y": y},
+                              groups, reads, [y])
             else:  # a 1x1 conv as matmul.comp's broadcast product per image: W [M, C] x X [C, pixels] + bias
-                matmul.broadcast_dispatch(call, shader_dtype(x), [w, x, b, y], tail, groups, reads, y)
+                matmul.broadcast_dispatch(call, shader_dtype(x), {**members, "a": w, "b": x, "c": b, "y": y}, groups,
+                                          reads)
             return
         x, u = call.inputs[:2]
         b = call.inputs[2] if len(call.inputs) > 2 else None
@@ -252,30 +266,33 @@ class Conv(ConvBase):
         # 1x1: matmul.comp's pairs along the pixels where their count is even; else conv.comp (as fast then: X
         # element by element either way, and the pipeline the strided convs compile anyway: each costs ~2 s cold)
         if broadcast and pointwise and pixels % 2 == 0 and -(-cg // 2) <= matmul.MAX_LOOP:
-            return out_shape, None, _image_gemm_tail(mg, cg, pixels), batch
+            return out_shape, None, _image_gemm_members(mg, cg, pixels), batch
         rows = self.weight_row or cg * math.prod(k3)  # (W's row length: K, or K + 1 where pack padded it)
 
         def im2col() -> Im2col:
             runs = -(-pixels // IM2COL_RUN)
             n_col = batch * rows * runs
-            col_tail = pack("16I", cg, *as_3d(xs[2:], 1)[1:], *as_3d(out, 1)[1:], *k3[1:], *as_3d(strides, 1)[1:],
-                            *as_3d(dilations, 1)[1:], *as_3d(begin, 0)[1:], rows, runs, n_col)
-            return Im2col((batch, rows, pixels), col_tail, grid_1d(n_col, 64))
+            (_, h, w), (_, ho, wo), (_, sh, sw) = as_3d(xs[2:], 1), as_3d(out, 1), as_3d(strides, 1)
+            (_, dh, dw), (_, ph, pw) = as_3d(dilations, 1), as_3d(begin, 0)
+            members = {"C": cg, "H": h, "W": w, "Ho": ho, "Wo": wo, "kh": k3[1], "kw": k3[2], "sh": sh, "sw": sw,
+                       "dh": dh, "dw": dw, "ph": ph, "pw": pw, "rows": rows, "runs": runs, "n": n_col}
+            return Im2col((batch, rows, pixels), members, grid_1d(n_col, 64))
 
         coop = self._coop()
         if coop is not None and group == 1 and n <= 2 and -(-rows // coop[2]) <= matmul.MAX_LOOP and (
                 pointwise or batch * rows * pixels * 2 <= IM2COL_MAX_BYTES):
             return out_shape, Coop(coop, None if pointwise else im2col(), mg, pixels), \
-                _image_gemm_tail(mg, rows, pixels), batch
+                _image_gemm_members(mg, rows, pixels), batch
         if (broadcast and IM2COL and mg >= IM2COL_MIN_OUTPUTS and pixels % 2 == 0
                 and batch * rows * pixels * 4 <= IM2COL_MAX_BYTES and -(-rows // 2) <= matmul.MAX_LOOP):
-            return out_shape, im2col(), _image_gemm_tail(mg, rows, pixels), batch
+            return out_shape, im2col(), _image_gemm_members(mg, rows, pixels), batch
         if broadcast and -(-cg * math.prod(k3) // 2) + 1 <= LOOP_BUDGET:
             row = self.weight_row or cg * math.prod(k3)  # (W's row length: K, or K + 1 where pack padded it)
             groups = (-(-pixels // BROADCAST_PIXELS), -(-mg // BROADCAST_CHANNELS), batch)
-            tail = pack("3I3I3III3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), packed_strides(strides),
-                        packed_dilations(dilations), *as_3d(begin, 0), *k3, row)
-            return out_shape, (MODE_BROADCAST, 1, 1, 1, GEMM_TM, GEMM_TN, 8, int(row % 2 == 0)), tail, groups
+            members = _conv_members(cg, mg, group, xs, out, strides, dilations, begin, k3, row)
+            constants = {"mode": MODE_BROADCAST, "tm": GEMM_TM, "tn": GEMM_TN, "local_size_x": 8,
+                         "a_pairs": int(row % 2 == 0)}
+            return out_shape, constants, members, groups
         if self.weight_row:  # (pack pads W only where the plan takes the branch above)
             raise UnsupportedError(f"Conv: a weight packed for the broadcast GEMM, planned otherwise for X {xs}")
         if mg < DIRECT_MAX_CHANNELS:
@@ -295,12 +312,11 @@ class Conv(ConvBase):
         taps = math.prod(k3) if mode == MODE_GEMM else 0
         if cg * (1 + taps) + 1 > LOOP_BUDGET:
             raise UnsupportedError(f"Conv: {cg} input channels x {k3} taps exceed one invocation's loop budget")
-        tail = pack("3I3I3III3i3II", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), packed_strides(strides),
-                    packed_dilations(dilations), *as_3d(begin, 0), *k3, wn)
+        members = _conv_members(cg, mg, group, xs, out, strides, dilations, begin, k3, wn)
         # the GEMM modes read the kernel's size and the workgroup's shape from the push constants: one pipeline
         # per mode for every conv of a model (conv.comp's header says why)
-        spec_kernel = k3 if mode == MODE_DIRECT else [1, 1, 1]
-        return out_shape, (mode, *spec_kernel, GEMM_TM, GEMM_TN), tail, groups
+        kd, kh, kw = k3 if mode == MODE_DIRECT else [1, 1, 1]
+        return out_shape, {"mode": mode, "kd": kd, "kh": kh, "kw": kw, "tm": GEMM_TM, "tn": GEMM_TN}, members, groups
 
 
 class ConvTranspose(ConvBase):
@@ -342,6 +358,8 @@ class ConvTranspose(ConvBase):
         if kd * (1 + kh * (1 + kw * (1 + cg))) > LOOP_BUDGET:  # the taps' loops around the channel loop
             raise UnsupportedError(f"ConvTranspose: {cg} input channels x {kernel} taps exceed one invocation's "
                                    "loop budget")
-        tail = pack("3I3I3I3I3I3i", cg, mg, group, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(strides, 1),
-                    *as_3d(dilations, 1), *as_3d(begin, 0))
-        return out_shape, tuple(as_3d(kernel, 1)), tail, (groups[0], groups[1], batch)
+        (i_d, ih, iw), (od, oh, ow), (pd, ph, pw) = as_3d(xs[2:], 1), as_3d(out, 1), as_3d(begin, 0)
+        (sd, sh, sw), (dd, dh, dw) = as_3d(strides, 1), as_3d(dilations, 1)
+        members = {"cg": cg, "mg": mg, "groups": group, "id": i_d, "ih": ih, "iw": iw, "od": od, "oh": oh, "ow": ow,
+                   "sd": sd, "sh": sh, "sw": sw, "dd": dd, "dh": dh, "dw": dw, "pd": pd, "ph": ph, "pw": pw}
+        return out_shape, {"kd": kd, "kh": kh, "kw": kw}, members, (groups[0], groups[1], batch)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Mapping
 
 from vkep.gpu import shaders
 from vkep.kernels import tuning
@@ -49,11 +50,12 @@ def shader_compiles() -> bool:
     return True
 
 
-def dispatch(call, kernel: Kernel, size: tuple[int, int, int], addresses: list, tail: bytes, batches: int,
-             m: int, n: int, reads: list, y) -> None:
-    """One dispatch of matmul_coop.comp over y's [batches, m, n], with matmul.comp's push constants (`tail`)."""
+def dispatch(call, kernel: Kernel, size: tuple[int, int, int], push: Mapping[str, object], batches: int,
+             reads: list) -> None:
+    """One dispatch of matmul_coop.comp over y's [batches, M, N], `push` matmul.comp's push members by name
+    (tensors a, b, c or None, y, and matmul.product_members)."""
     tm, tn, tk = size
     rm, rn = tuning.choice(kernel.device_info, "coopmat", DEFAULT)["blocks"]
-    groups = (-(-n // (rn * tn)), -(-m // (rm * tm)), batches)  # (past the device's limit: in pieces)
-    constants = (kernel.device_info.subgroup_size, tm, tn, tk, rm, rn)
-    call.dispatch(SHADER, "float16", constants, addresses, tail, groups, reads, [y])
+    groups = (-(-push["N"] // (rn * tn)), -(-push["M"] // (rm * tm)), batches)  # (past the device's limit: in pieces)
+    constants = {"local_size_x": kernel.device_info.subgroup_size, "tm": tm, "tn": tn, "tk": tk, "rm": rm, "rn": rn}
+    call.dispatch(SHADER, "float16", constants, push, groups, reads, [push["y"]])

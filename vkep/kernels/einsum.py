@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, UnsupportedError, pack, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError, shader_dtype
 from vkep.kernels.elementwise import collapse
+from vkep.kernels.matmul import product_members
 
 TILE = 64
 
@@ -106,15 +107,16 @@ class Einsum(Kernel):
         if len(bdims) > 2:
             raise UnsupportedError(f"Einsum '{self.attrs['equation']}': batch indices do not fold into two")
         bdims, st_a, st_b = [1] * (2 - len(bdims)) + bdims, [0] * (2 - len(st_a)) + st_a, [0] * (2 - len(st_b)) + st_b
-        tail = pack("4I4I4I2I2f", m, n, k, bdims[1], st_a[0], st_a[1], a_m, a_k if contract else 0,
-                    st_b[0], st_b[1], b_k if contract else 0, b_n, 0, 0, 1.0, 0.0)
-        return tuple(dims[c] for c in out), tail, (-(-n // TILE), -(-m // TILE), math.prod(bdims)), swap
+        members = product_members(m, n, k, batch_inner=bdims[1], a=(st_a[0], st_a[1], a_m, a_k if contract else 0),
+                                  b=(st_b[0], st_b[1], b_k if contract else 0, b_n))
+        return tuple(dims[c] for c in out), members, (-(-n // TILE), -(-m // TILE), math.prod(bdims)), swap
 
     def compute(self, call) -> None:
         key = tuple(t.shape for t in call.inputs)
         plan = self.planned(key, lambda: self._plan(key))
-        out, tail, groups, swap = plan
+        out, members, groups, swap = plan
         a, b = call.inputs if not swap else call.inputs[::-1]
         y = call.output(0, out)
         if y.size:  # (a grid past the device's limit is recorded in pieces)
-            call.dispatch(self.spec.shader, shader_dtype(a), (), [a, b, None, y], tail, groups, [a, b], [y])
+            call.dispatch(self.spec.shader, shader_dtype(a), {}, {**members, "a": a, "b": b, "c": None, "y": y}, groups,
+                          [a, b], [y])

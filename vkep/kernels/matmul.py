@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 import os
-import struct
+from collections.abc import Mapping
 
 import numpy as np
 
 from vkep.kernels import coopmat, tuning
-from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, shader_dtype
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
 
 TILE = 64  # output tile of matmul.comp (BM = BN)
@@ -54,33 +54,44 @@ def broadcast_applies(kernel: Kernel, float32: bool) -> bool:
                                                                                           False)
 
 
-def broadcast_pairs(tail: bytes) -> tuple[int, int]:
-    """matmul.comp's (A_PAIRS, B_PAIRS) for the push constants' tail (see broadcast()): 64-bit loads of A along K,
+def product_members(m: int, n: int, k: int, *, batch_inner: int = 1, a: tuple[int, int, int, int],
+                    b: tuple[int, int, int, int], c: tuple[int, int] = (0, 0), alpha: float = 1.0,
+                    beta: float = 0.0) -> dict:
+    """matmul.comp's (and matmul_coop.comp's) push members but the tensors (matmul_push.glsl): y [batches, m, n]
+    = alpha A x B + beta C over K = k, the batch index z read as (z / batch_inner, z % batch_inner); `a`: A's
+    element strides (outer, inner, m, k), `b`: B's (outer, inner, k, n), `c`: C's (m, n)."""
+    return {"M": m, "N": n, "K": k, "batch_inner": batch_inner,
+            "a_outer": a[0], "a_inner": a[1], "a_m": a[2], "a_k": a[3],
+            "b_outer": b[0], "b_inner": b[1], "b_k": b[2], "b_n": b[3],
+            "c_m": c[0], "c_n": c[1], "alpha": alpha, "beta": beta}
+
+
+def broadcast_pairs(p: Mapping[str, int]) -> tuple[int, int]:
+    """matmul.comp's (A_PAIRS, B_PAIRS) for a product's push members (see broadcast()): 64-bit loads of A along K,
     of B along N (1) or K (2), where every stride they step by and the dimension they pair are even."""
-    m, n, k, _ = struct.unpack_from("<4I", tail)
-    a_outer, a_inner, a_m, a_k, b_outer, b_inner, b_k, b_n = struct.unpack_from("<8I", tail, 4 * 4)
-    a_pairs = a_k == 1 and k % 2 == 0 and a_m % 2 == 0 and a_outer % 2 == 0 and a_inner % 2 == 0
-    b_even = b_outer % 2 == 0 and b_inner % 2 == 0
-    if b_n == 1 and n % 2 == 0 and b_k % 2 == 0 and b_even:
+    a_pairs = p["a_k"] == 1 and p["K"] % 2 == 0 and p["a_m"] % 2 == 0 and p["a_outer"] % 2 == 0 \
+        and p["a_inner"] % 2 == 0
+    b_even = p["b_outer"] % 2 == 0 and p["b_inner"] % 2 == 0
+    if p["b_n"] == 1 and p["N"] % 2 == 0 and p["b_k"] % 2 == 0 and b_even:
         return int(a_pairs), 1
-    if b_k == 1 and k % 2 == 0 and b_n % 2 == 0 and b_even:
+    if p["b_k"] == 1 and p["K"] % 2 == 0 and p["b_n"] % 2 == 0 and b_even:
         return int(a_pairs), 2
     return int(a_pairs), 0
 
 
-def broadcast_dispatch(call, dtype: str, addresses: list, tail: bytes, batches: int, reads: list, y) -> None:
-    """One dispatch of matmul.comp's broadcast mode for the product the tail describes (`addresses`: A, B, C or
-    None, Y); Conv's 1x1 convolutions come here too."""
-    m, n = struct.unpack_from("<2I", tail)
-    a_pairs, b_pairs = broadcast_pairs(tail)
+def broadcast_dispatch(call, dtype: str, push: Mapping[str, object], batches: int, reads: list) -> None:
+    """One dispatch of matmul.comp's broadcast mode for the product `push` describes (matmul.comp's members by
+    name: tensors a, b, c (or None), y and product_members); Conv's 1x1 convolutions come here too."""
+    a_pairs, b_pairs = broadcast_pairs(push)
     bc = BROADCAST_LANE_COLUMNS
-    groups = (-(-n // (8 * bc)), -(-m // BROADCAST_ROWS), batches)  # (past the device's limit: in pieces)
-    c_m, c_n = struct.unpack_from("<2I", tail, 12 * 4)
-    if addresses[2] is not None and c_m and c_n:
+    groups = (-(-push["N"] // (8 * bc)), -(-push["M"] // BROADCAST_ROWS), batches)  # (past the limit: in pieces)
+    with_c = push["c"] is not None
+    if with_c and push["c_m"] and push["c_n"]:
         raise UnsupportedError("matmul.comp's broadcast mode takes C per row or per column")
-    c_kind = 0 if addresses[2] is None else 1 if c_n == 0 else 2
-    constants = (MODE_BROADCAST, FEW_ROWS, 0, 0, a_pairs, b_pairs, 8, 1, c_kind, bc)
-    call.dispatch("matmul.comp", dtype, constants, addresses, tail, groups, reads, [y])
+    c_kind = 0 if not with_c else 1 if push["c_n"] == 0 else 2
+    constants = {"mode": MODE_BROADCAST, "a_pairs": a_pairs, "b_pairs": b_pairs, "local_size_x": 8,
+                 "local_size_y": 1, "c_kind": c_kind, "bc": bc}
+    call.dispatch("matmul.comp", dtype, constants, push, groups, reads, [push["y"]])
 
 
 def _interleave(nk: np.ndarray) -> np.ndarray:
@@ -98,19 +109,20 @@ class _Tiled(Kernel):
     b_interleaved = False  # B packed [N / 8][K / 2][8][2] for the few-rows mode's pair loads (MatMul.pack)
     declared_n = 0  # ... and its N
 
-    def _record(self, call, a, b, c, out_shape, tail: bytes, batches: int, m: int, n: int) -> None:
-        k = struct.unpack_from("<I", tail, 8)[0]
-        slices = self._slices(a, tail, batches, m, n, k)
+    def _record(self, call, a, b, c, out_shape, members: dict, batches: int) -> None:
+        """The node's product: `members` its push members but the tensors (product_members), planned per shape."""
+        slices = self._slices(a, members, batches)
         if slices > 1:
-            return self._record_split(call, a, b, c, out_shape, tail, batches, m, n, k, slices)
-        self._product(call, a, b, c, lambda: call.output(0, out_shape), tail, batches, m, n)
+            return self._record_split(call, a, b, c, out_shape, members, batches, slices)
+        self._product(call, a, b, c, lambda: call.output(0, out_shape), members, batches)
 
-    def _slices(self, a, tail: bytes, batches: int, m: int, n: int, k: int) -> int:
+    def _slices(self, a, members: dict, batches: int) -> int:
         """How many slices of K split-K cuts this product into (1: none; see SPLIT_K): float32, B as the node
         gives it (not interleaved), the batch in one index (its outer index is the slice's), K a multiple of
         the count (the slices' pair loads want an even length: chosen first)."""
-        a_outer, b_outer = struct.unpack_from("<I", tail, 4 * 4)[0], struct.unpack_from("<I", tail, 8 * 4)[0]
-        if a.dtype != "float32" or self.b_interleaved or a_outer or b_outer or k < 2 or self.device_info is None:
+        m, n, k = members["M"], members["N"], members["K"]
+        if (a.dtype != "float32" or self.b_interleaved or members["a_outer"] or members["b_outer"] or k < 2
+                or self.device_info is None):
             return 1
         if -(-k // 16) > MAX_LOOP:  # past what any mode of one dispatch can sum: slices of at most MAX_LOOP
             want = -(-k // MAX_LOOP)
@@ -126,39 +138,38 @@ class _Tiled(Kernel):
         counts = [s for s in range(want, min(k, 4 * want) + 1) if k % s == 0 and k // s <= MAX_LOOP]
         return min(counts, key=lambda s: ((k // s) % 2, s), default=1)
 
-    def _record_split(self, call, a, b, c, out_shape, tail: bytes, batches: int, m: int, n: int, k: int,
-                      slices: int) -> None:
+    def _record_split(self, call, a, b, c, out_shape, members: dict, batches: int, slices: int) -> None:
         """The product as `slices` float32 partial products over K / slices each (one dispatch: the slice is its
         batch's outer index), summed in slice order by splitk.comp with alpha and beta C."""
         y = call.output(0, out_shape)
         if y.size == 0:
             return
-        ks = k // slices
-        (_, _, _, _, _, a_inner, a_m, a_k, _, b_inner, b_k, b_n, c_m, c_n, alpha,
-         beta) = struct.unpack("<14I2f", tail)
+        p = members
+        m, n, ks = p["M"], p["N"], p["K"] // slices
         partials = call.scratch((slices * batches, m, n), "float32")
-        slice_tail = pack("4I4I4I2I2f", m, n, ks, batches, ks * a_k, a_inner, a_m, a_k, ks * b_k, b_inner, b_k, b_n,
-                          0, 0, 1.0, 0.0)
-        self._product(call, a, b, None, lambda: partials, slice_tail, slices * batches, m, n)
+        # (a slice is the batch's outer index: its A and B start ks elements along K further on)
+        one_slice = product_members(m, n, ks, batch_inner=batches, a=(ks * p["a_k"], p["a_inner"], p["a_m"], p["a_k"]),
+                                    b=(ks * p["b_k"], p["b_inner"], p["b_k"], p["b_n"]))
+        self._product(call, a, b, None, lambda: partials, one_slice, slices * batches)
         count = batches * m * n
-        call.dispatch("splitk.comp", shader_dtype(y), (), [partials, c, y],
-                      pack("6I2f", count, slices, m, n, c_m, c_n, alpha, beta), grid_1d(count, SPLIT_WG),
-                      [partials] + ([c] if c is not None else []), [y])
+        call.dispatch("splitk.comp", shader_dtype(y), {},
+                      {"partials": partials, "c": c, "y": y, "count": count, "slices": slices, "M": m, "N": n,
+                       "c_m": p["c_m"], "c_n": p["c_n"], "alpha": p["alpha"], "beta": p["beta"]},
+                      grid_1d(count, SPLIT_WG), [partials] + ([c] if c is not None else []), [y])
 
-    def _product(self, call, a, b, c, make_y, tail: bytes, batches: int, m: int, n: int) -> None:
-        """One dispatch of the product the tail describes into make_y()'s tensor (the node's output, or split-K's
+    def _product(self, call, a, b, c, make_y, members: dict, batches: int) -> None:
+        """One dispatch of the product `members` describes into make_y()'s tensor (the node's output, or split-K's
         partial products), in the mode that serves it."""
-        k = struct.unpack_from("<I", tail, 8)[0]
-        pairs = self._pair_mode(a, tail, k)
+        m, n, k = members["M"], members["N"], members["K"]
+        pairs = self._pair_mode(a, members)
         # (loop steps of an invocation: K, or K / 16 with pairs)
         few_rows = (m <= FEW_ROWS or pairs and m <= PAIR_ROWS or self.b_interleaved) and (
             k <= MAX_LOOP or pairs and -(-k // 16) <= MAX_LOOP)
         if self.b_interleaved and not few_rows:  # (only that mode reads the interleaved B: K past 960,000)
             raise UnsupportedError(f"an inner dimension of {k} exceeds what one dispatch can sum ({MAX_LOOP * 16})")
         # (broadcast: K / 2 loop steps; C per row or column, a C per element costs it seconds of compiling)
-        c_m, c_n = struct.unpack_from("<2I", tail, 12 * 4)
         broadcast = (not few_rows and broadcast_applies(self, a.dtype == "float32") and -(-k // 2) <= MAX_LOOP
-                     and not (c is not None and c_m and c_n))
+                     and not (c is not None and members["c_m"] and members["c_n"]))
         direct = not few_rows and not broadcast and DIRECT_ON_CPU_DEVICES and k <= MAX_LOOP and _on_cpu_device(self)
         if not few_rows and not direct and not broadcast and -(-k // 16) > MAX_LOOP:
             # lavapipe runs at most 65,535 loop iterations per invocation and then stops silently
@@ -169,20 +180,19 @@ class _Tiled(Kernel):
         rows = min(m, FEW_ROWS)
         groups = (-(-n // 256), -(-m // rows), batches) if few_rows else (-(-n // TILE), -(-m // TILE), batches)
         reads = [a, b] + ([c] if c is not None else [])
+        push = {**members, "a": a, "b": b, "c": c, "y": y}  # (c None: address 0, the shader skips C)
         coop = None if few_rows or a.dtype != "float16" else coopmat.product(self)  # (the device's matrix units)
         if coop is not None and -(-k // coop[2]) <= MAX_LOOP:
-            return coopmat.dispatch(call, self, coop, [a, b, c, y], tail, batches, m, n, reads, y)
+            return coopmat.dispatch(call, self, coop, push, batches, reads)
         if broadcast:
-            return broadcast_dispatch(call, shader_dtype(a), [a, b, c, y], tail, batches, reads, y)
-        # a None address is 0: the shader skips C then
+            return broadcast_dispatch(call, shader_dtype(a), push, batches, reads)
         mode = MODE_FEW_ROWS if few_rows else MODE_DIRECT if direct else MODE_TILED
         # few rows with A and B contiguous along K: vec4 loads (B is kept [N, K] for this on CPU devices)
-        a_k, b_k = struct.unpack_from("<I", tail, 7 * 4)[0], struct.unpack_from("<I", tail, 10 * 4)[0]
-        vec4 = few_rows and a.dtype == "float32" and a_k == 1 and b_k == 1 and k % 4 == 0
-        constants = (mode, rows, int(vec4), pairs) if few_rows else (mode,)
-        call.dispatch(self.spec.shader, shader_dtype(a), constants, [a, b, c, y], tail, groups, reads, [y])
+        vec4 = few_rows and a.dtype == "float32" and members["a_k"] == 1 and members["b_k"] == 1 and k % 4 == 0
+        constants = {"mode": mode, "rows": rows, "vec4": int(vec4), "pairs": pairs} if few_rows else {"mode": mode}
+        call.dispatch(self.spec.shader, shader_dtype(a), constants, push, groups, reads, [y])
 
-    def _pair_mode(self, a, tail: bytes, k: int) -> int:
+    def _pair_mode(self, a, members: dict) -> int:
         """How the few-rows mode reads (its PAIRS constant): 2 where B was interleaved for it (MatMul.pack);
         1, 2 elements a load with A shared across each subgroup, for float32 on a device with 8-wide
         subgroups, A and B contiguous along K, K and every other stride of A and B even (64-bit loads of
@@ -191,9 +201,9 @@ class _Tiled(Kernel):
             return 2
         if not _pairs_apply(self, a.dtype == "float32"):
             return 0
-        strides = struct.unpack_from("<8I", tail, 4 * 4)  # a_outer, a_inner, a_m, a_k, b_outer, b_inner, b_k, b_n
-        return int(strides[3] == 1 and strides[6] == 1 and k % 2 == 0 and all(
-            s % 2 == 0 for i, s in enumerate(strides) if i not in (3, 6)))
+        p = members
+        return int(p["a_k"] == 1 and p["b_k"] == 1 and p["K"] % 2 == 0 and all(
+            p[s] % 2 == 0 for s in ("a_outer", "a_inner", "a_m", "b_outer", "b_inner", "b_n")))
 
 
 class MatMul(_Tiled):
@@ -247,16 +257,15 @@ class MatMul(_Tiled):
             raise UnsupportedError(f"batch dimensions of {sa} x {sb} do not fold into two")
         dims, st_a, st_b = [1] * (2 - len(dims)) + dims, [0] * (2 - len(st_a)) + st_a, [0] * (2 - len(st_b)) + st_b
         b_k, b_n = (1, k) if self.b_packed_nk else (n, 1)
-        tail = pack("4I4I4I2I2f", m, n, k, dims[1], st_a[0], st_a[1], k, 1, st_b[0], st_b[1], b_k, b_n, 0, 0, 1.0,
-                    0.0)
-        return out, tail, math.prod(dims), m, n
+        members = product_members(m, n, k, batch_inner=dims[1], a=(st_a[0], st_a[1], k, 1),
+                                  b=(st_b[0], st_b[1], b_k, b_n))
+        return out, members, math.prod(dims)
 
     def compute(self, call) -> None:
         a, b = call.inputs[:2]
         key = (a.shape, b.shape)
-        plan = self.planned(key, lambda: self._plan(a.shape, b.shape))
-        out, tail, batches, m, n = plan
-        self._record(call, a, b, None, out, tail, batches, m, n)
+        out, members, batches = self.planned(key, lambda: self._plan(a.shape, b.shape))
+        self._record(call, a, b, None, out, members, batches)
 
 
 class Gemm(_Tiled):
@@ -302,13 +311,13 @@ class Gemm(_Tiled):
             if broadcast_shape(sc, (m, n)) != (m, n):
                 raise UnsupportedError(f"Gemm C of shape {sc} does not broadcast to {(m, n)}")
         alpha, beta = float(self.attrs["alpha"]), float(self.attrs["beta"])
-        tail = pack("4I4I4I2I2f", m, n, k, 1, 0, 0, a_m, a_k, 0, 0, b_k, b_n, c_m, c_n, alpha, beta)
-        return (m, n), tail, 1, m, n
+        members = product_members(m, n, k, a=(0, 0, a_m, a_k), b=(0, 0, b_k, b_n), c=(c_m, c_n), alpha=alpha,
+                                  beta=beta)
+        return (m, n), members, 1
 
     def compute(self, call) -> None:
         a, b = call.inputs[:2]
         c = call.inputs[2] if len(call.inputs) > 2 else None
         key = (a.shape, b.shape, c.shape if c is not None else None)
-        plan = self.planned(key, lambda: self._plan(*key))
-        out, tail, batches, m, n = plan
-        self._record(call, a, b, c, out, tail, batches, m, n)
+        out, members, batches = self.planned(key, lambda: self._plan(*key))
+        self._record(call, a, b, c, out, members, batches)

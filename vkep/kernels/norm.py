@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, pack, shader_dtype
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, shader_dtype
 from vkep.kernels.softmax import row_workgroup
 
 WG = 128  # norm.comp's workgroup size for BatchNormalization (a thread per element)
@@ -46,14 +46,19 @@ class Skip:
 def dispatch_norm(kernel: Kernel, call, mode: int, x: Tensor, scale: Tensor, bias: Tensor | None, y: Tensor,
                   extra: list[Tensor | None], rows: int, length: int, index: tuple[int, int, int, int], eps: float,
                   reads: list[Tensor], writes: list[Tensor], skip: Skip | None = None) -> None:
-    tail = pack("7If", rows, length, *index, skip.skip_mod if skip else 1, eps)
-    skips = [skip.skip, skip.bias, skip.sum] if skip else [None, None, None]
+    """One dispatch of norm.comp: `extra` its mean and inv tensors (the statistics written, or BatchNormalization's
+    mean and variance read), `index` scale's and bias's (div, mod)."""
+    sdiv, smod, bdiv, bmod = index
+    push = {"x": x, "scale": scale, "bias": bias, "y": y, "mean": extra[0], "inv": extra[1],
+            "skip": skip.skip if skip else None, "skip_bias": skip.bias if skip else None,
+            "sum": skip.sum if skip else None, "rows": rows, "len": length, "sdiv": sdiv, "smod": smod, "bdiv": bdiv,
+            "bmod": bmod, "skip_mod": skip.skip_mod if skip else 1, "eps": eps}
     if mode == MODE_BATCH:
         wg, groups = WG, grid_1d(rows * length, WG)
     else:
         wg, groups = row_workgroup(length, 3), grid_1d(rows, 1)
-    call.dispatch(kernel.spec.shader, (shader_dtype(x), shader_dtype(y)), (mode, wg),
-                  [x, scale, bias, y, *extra, *skips], tail, groups, reads, writes)
+    call.dispatch(kernel.spec.shader, (shader_dtype(x), shader_dtype(y)), {"mode": mode, "local_size_x": wg}, push,
+                  groups, reads, writes)
 
 
 class LayerNorm(Kernel):

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import math
+import struct
 
-from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, pack, shader_dtype
+from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, shader_dtype
 from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size, window_geometry
 from vkep.kernels.reduce import reduce_geometry, reduce_op_code, reduce_plan
 
@@ -43,10 +44,13 @@ class Pool(Kernel):
         p = attrs.get("p", 2)
         if self.op == OP_LP and (not isinstance(p, int) or p < 1):
             raise UnsupportedError(f"{self.spec.op}: p = {p} (an integer >= 1 is supported)")
-        constants = (self.op, int(attrs.get("count_include_pad", 0) != 0), p if self.op == OP_LP else 2,
-                     int(attrs.get("storage_order", 0) != 0))
-        tail = pack("I3I3I3I3I3I3i3i", total, *as_3d(xs[2:], 1), *as_3d(out, 1), *as_3d(kernel, 1),
-                    *as_3d(strides, 1), *as_3d(dilations, 1), *as_3d(begin, 0), *as_3d(end, 0))
+        constants = {"op": self.op, "count_pad": int(attrs.get("count_include_pad", 0) != 0),
+                     "p": p if self.op == OP_LP else 2, "storage_order": int(attrs.get("storage_order", 0) != 0)}
+        members = {"n": total}
+        for names, values, fill in (("id ih iw", xs[2:], 1), ("od oh ow", out, 1), ("kd kh kw", kernel, 1),
+                                    ("sd sh sw", strides, 1), ("dd dh dw", dilations, 1), ("pd ph pw", begin, 0),
+                                    ("ped peh pew", end, 0)):
+            members.update(zip(names.split(), as_3d(values, fill), strict=True))
         # loop iterations of one invocation (rows step 8 taps at a time): within lavapipe's budget, or a
         # clear error rather than a window silently cut short
         kd, kh, kw = as_3d(kernel, 1)
@@ -55,7 +59,7 @@ class Pool(Kernel):
             if reduction is not None:
                 return reduction
             raise UnsupportedError(f"{self.spec.op}: a window of {kernel} taps is too large for one invocation")
-        return out_shape, total, self.spec.shader, constants, tail, grid_1d(total, WORKGROUP)
+        return out_shape, total, self.spec.shader, constants, members, grid_1d(total, WORKGROUP)
 
     def _as_reduction(self, xs: tuple[int, ...], p) -> tuple | None:
         """A global average or L1/L2 pool whose window is past one invocation's loop budget is a reduction
@@ -67,21 +71,26 @@ class Pool(Kernel):
                                                                                             else 0)
         if name is None:
             return None
-        out_shape, n_out, n_red, tail = reduce_plan(xs, set(range(2, len(xs))), True)
-        shape, groups = reduce_geometry(n_red, n_out)
-        return out_shape, n_out, "reduce.comp", (reduce_op_code(name), *shape), tail, groups
+        out_shape, n_out, n_red, members = reduce_plan(xs, set(range(2, len(xs))), True)
+        if isinstance(members, bytes):  # TRANSITION: reduce.py's plan gives reduce.comp's push tail packed
+            values = struct.unpack("<18I", members)
+            members = {"n_out": values[0], "n_red": values[1], "out_dims": values[2:6], "out_strides": values[6:10],
+                       "red_dims": values[10:14], "red_strides": values[14:18]}
+        (split, wg), groups = reduce_geometry(n_red, n_out)
+        return out_shape, n_out, "reduce.comp", {"op": reduce_op_code(name), "split": split, "local_size_x": wg}, \
+            members, groups
 
     def compute(self, call) -> None:
         x = call.inputs[0]
         plan = self.planned(x.shape, lambda: self._plan(x.shape))
-        out_shape, total, shader, constants, tail, groups = plan
+        out_shape, total, shader, constants, members, groups = plan
         y = call.output(0, out_shape)
         indices = call.output(1, out_shape, "int64") if (self.output_count or 1) > 1 else None  # MaxPool's
         if total == 0:
             return
         writes = [y] + ([indices] if indices is not None else [])
-        call.dispatch(shader, shader_dtype(x), constants, [x, y, indices][:2 if shader != self.spec.shader else 3],
-                      tail, groups, [x], writes)
+        tensors = {"x": x, "y": y} if shader != self.spec.shader else {"x": x, "y": y, "indices": indices}
+        call.dispatch(shader, shader_dtype(x), constants, {**members, **tensors}, groups, [x], writes)
 
 
 class GlobalPool(Pool):

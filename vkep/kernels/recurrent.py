@@ -17,8 +17,6 @@ from vkep.kernels.base import (
     Kernel,
     Tensor,
     UnsupportedError,
-    float_bits,
-    pack,
     padded,
     shader_dtype,
 )
@@ -98,7 +96,9 @@ class Recurrent(Kernel):
                  for d in range(len(acts) // per_direction) for k in range(3)]
         slots += [(0, 0.0, 0.0)] * (6 - len(slots))
         self.codes = sum(code << (4 * i) for i, (code, _, _) in enumerate(slots))
-        self.alpha_beta = tuple(float_bits(a) for _, a, _ in slots) + tuple(float_bits(b) for _, _, b in slots)
+        # recurrent.comp's float constants A0..A5, B0..B5: each slot's alpha and beta
+        self.alpha_beta = {**{f"a{i}": float(a) for i, (_, a, _) in enumerate(slots)},
+                           **{f"b{i}": float(b) for i, (_, _, b) in enumerate(slots)}}
         clip = self.attrs.get("clip")
         self.clip = (math.inf if clip is None or clip < 0 else clip) if self.op == "RNN" else (clip or FLT_MAX)
         self.flags = ((FLAG_INPUT_FORGET if self.attrs.get("input_forget") else 0)
@@ -163,28 +163,30 @@ class Recurrent(Kernel):
                                    "loop budget")
         y = (batch, steps, directions, hidden) if layout else (steps, directions, batch, hidden)
         state = (batch, directions, hidden) if layout else (directions, batch, hidden)
-        tail = (steps, batch, size, hidden)
+        sizes = {"T": steps, "batch": batch, "I": size, "H": hidden}
         groups = (min(batch, MAX_GROUPS), directions, -(-batch // MAX_GROUPS))
-        return y, state, tail, (CELLS[op], wg, _pow2(hidden, MIN_HMAX)) + self.alpha_beta + (imax,), groups, \
-            max(1, -(-steps // per_dispatch)), per_dispatch
+        constants = {"cell": CELLS[op], "local_size_x": wg, "hmax": _pow2(hidden, MIN_HMAX), **self.alpha_beta,
+                     "imax": imax}
+        return y, state, sizes, constants, groups, max(1, -(-steps // per_dispatch)), per_dispatch
 
     def compute(self, call) -> None:
         ins = list(call.inputs) + [None] * (8 - len(call.inputs))
         x, w, r, b, lens, h0, c0, p = ins[:8]
         key = tuple(t.shape if t is not None else None for t in ins)
-        y_shape, state_shape, tail, constants, groups, chunks, per_dispatch = self.planned(key, lambda: self._plan(key))
+        plan = self.planned(key, lambda: self._plan(key))
+        y_shape, state_shape, sizes, constants, groups, chunks, per_dispatch = plan
         count = self.output_count or 0
         outs = [call.output(j, y_shape if j == 0 else state_shape) if j < count else None
                 for j in range(3 if self.op == "LSTM" else 2)]
         y, yh, yc = [t if t is not None and t.addr else None for t in outs] + [None] * (3 - len(outs))
         if math.prod(state_shape) == 0:
             return  # (no steps: the final states are still written, as for an empty sequence)
-        steps = tail[0]
+        steps = sizes["T"]
         scratch = call.scratch((2,) + state_shape, x.dtype) if chunks > 1 else None
         halves = [Tensor(scratch.addr + i * scratch.nbytes // 2, state_shape, x.dtype, scratch.io) for i in (0, 1)] \
             if scratch else [None, None]
         flags = self.flags | (FLAG_BIAS if b is not None else 0)
-        if x.dtype == "float32" and tail[2] % 4 == 0 and tail[3] % 4 == 0:
+        if x.dtype == "float32" and sizes["I"] % 4 == 0 and sizes["H"] % 4 == 0:
             flags |= FLAG_VEC4  # 1.3-1.5x on lavapipe (LSTM of hidden 256: 258 ms for 100 steps, was 348)
         err = call.error_word() if lens is not None else None
         for k in range(chunks):
@@ -194,10 +196,10 @@ class Recurrent(Kernel):
             hout, cout = (yh, yc) if last else halves
             reads = [t for t in (x, w, r, b, lens, hin, cin, p) if t is not None]
             writes = [t for t in (y, hout, cout) if t is not None]
-            push = pack("4I3If", *tail, start, end, self.codes | (flags | (FLAG_LAST if last else 0)) << 24,
-                        self.clip)
-            call.dispatch(self.spec.shader, shader_dtype(x), constants,
-                          [x, w, r, b, lens, hin, cin, p, y, hout, cout, err], push, groups, reads, writes)
+            push = {"x": x, "w": w, "r": r, "b": b, "lens": lens, "h0": hin, "c0": cin, "p": p, "y": y, "yh": hout,
+                    "yc": cout, "err": err, **sizes, "first": start, "end": end,
+                    "acts": self.codes | (flags | (FLAG_LAST if last else 0)) << 24, "clip": self.clip}
+            call.dispatch(self.spec.shader, shader_dtype(x), constants, push, groups, reads, writes)
 
 
 SCALE_AND_ZERO_POINT = {1: (8, 9), 2: (10, 11)}  # DynamicQuantizeLSTM's W and R → their scale, zero point

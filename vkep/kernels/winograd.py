@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vkep.kernels.base import LOOP_BUDGET, UnsupportedError, pack
+from vkep.kernels.base import LOOP_BUDGET, UnsupportedError
 
 WG = 64  # winograd.comp's workgroup size
 # winograd.comp's GEMM: output channels per invocation (a multiple of 8), and the tiles per invocation it may
@@ -81,9 +81,9 @@ def gemm_shape(tiles: int, cpu_device: bool) -> tuple[int, int]:
 
 
 def plan(r: int, xs: tuple[int, ...], out: list[int], begin: list[int], m: int, cpu_device: bool) -> tuple:
-    """(passes, tiles per pass, specialization constants of the three modes), each pass (push constants' tail,
-    group counts of the three modes), for input X of shape xs, output dims `out`, leading pads `begin`, M output
-    channels, on a CPU device or not."""
+    """(passes, tiles per pass, specialization constants of the three modes), each pass (push members but the
+    tensors, group counts of the three modes), for input X of shape xs, output dims `out`, leading pads `begin`,
+    M output channels, on a CPU device or not."""
     batch, c, ih, iw = xs
     oh, ow = out
     a2 = (r + 2) ** 2
@@ -101,12 +101,15 @@ def plan(r: int, xs: tuple[int, ...], out: list[int], begin: list[int], m: int, 
     for p0 in range(0, tiles, chunk):
         n = min(chunk, tiles - p0)
         groups = ((-(-n // WG), c4 // 4, 1), (-(-n // step), -(-m // GEMM_TM), a2), (-(-n // (4 * WG)), m, 1))
-        passes.append((pack("6I2i4I", c, m, ih, iw, oh, ow, begin[0], begin[1], th, tw, p0, n), groups))
+        members = {"c": c, "m": m, "ih": ih, "iw": iw, "oh": oh, "ow": ow, "ph": begin[0], "pw": begin[1], "th": th,
+                   "tw": tw, "p0": p0, "np": n}
+        passes.append((members, groups))
     if max(max(g) for g in passes[0][1]) > 65535:
         raise UnsupportedError(f"Conv (Winograd) over {xs} is too large for one dispatch")
     # (TM and TN shape the GEMM only: the transforms keep the shader's defaults, one pipeline each for every conv)
-    constants = ((MODE_INPUT, r, GEMM_TM, TRANSFORM_TN, WG), (MODE_GEMM, r, GEMM_TM, tn, wg),
-                 (MODE_OUTPUT, r, GEMM_TM, TRANSFORM_TN, WG))
+    constants = ({"mode": MODE_INPUT, "r": r, "tm": GEMM_TM, "tn": TRANSFORM_TN, "wg": WG},
+                 {"mode": MODE_GEMM, "r": r, "tm": GEMM_TM, "tn": tn, "wg": wg},
+                 {"mode": MODE_OUTPUT, "r": r, "tm": GEMM_TM, "tn": TRANSFORM_TN, "wg": WG})
     return passes, chunk, constants
 
 
@@ -116,9 +119,10 @@ def record(call, shader: str, dtype: str, r: int, planned: tuple, x, u, b, y) ->
     a2, c4, m = (r + 2) ** 2, -(-x.shape[1] // 4) * 4, y.shape[1]
     v = call.scratch((a2, c4, chunk), "float32")
     z = call.scratch((a2, m, -(-chunk // 4) * 4), "float32")  # rows padded to 4 tiles (winograd.comp)
-    addresses = [x, u, b, y, v, z]
+    tensors = {"x": x, "u": u, "b": b, "y": y, "v": v, "z": z}
     bias = [b] if b is not None else []
-    for tail, (g_input, g_gemm, g_output) in passes:
-        call.dispatch(shader, dtype, k_input, addresses, tail, g_input, [x], [v])
-        call.dispatch(shader, dtype, k_gemm, addresses, tail, g_gemm, [u, v], [z])
-        call.dispatch(shader, dtype, k_output, addresses, tail, g_output, [z, *bias], [y])
+    for members, (g_input, g_gemm, g_output) in passes:
+        push = {**members, **tensors}
+        call.dispatch(shader, dtype, k_input, push, g_input, [x], [v])
+        call.dispatch(shader, dtype, k_gemm, push, g_gemm, [u, v], [z])
+        call.dispatch(shader, dtype, k_output, push, g_output, [z, *bias], [y])

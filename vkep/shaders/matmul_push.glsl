@@ -1,5 +1,5 @@
-// matmul.comp's and matmul_coop.comp's push constants (vkep/kernels/matmul.py packs the tail after the four
-// addresses; a 0 address of C means no C).
+// matmul.comp's and matmul_coop.comp's push constants (vkep/kernels/matmul.py fills them by name:
+// product_members; a 0 address of C means no C).
 #ifndef EPILOGUE_OPERAND
 #define EPILOGUE_OPERAND
 #endif
