@@ -307,9 +307,9 @@ def test_subgroups_off_takes_the_variants_without_subgroup_operations(ep_devices
         used[value] = {op: sorted(k.pipelines) for op, k in mine.items()}
         used[value]["interleaved"] = mine["MatMul"].impl.b_interleaved
     assert {shader for shader, _, _ in used["auto"]["Conv"]} == {"winograd.comp"}
-    assert [(s, c[-1]) for s, _, c in used["auto"]["MatMul"]] == [("matmul.comp", 2)] and used["auto"]["interleaved"]
+    assert [(s, dict(c)["pairs"]) for s, _, c in used["auto"]["MatMul"]] == [("matmul.comp", 2)] and used["auto"]["interleaved"]
     assert {shader for shader, _, _ in used["0"]["Conv"]} == {"conv.comp"}
-    assert [(s, c[-1]) for s, _, c in used["0"]["MatMul"]] == [("matmul.comp", 0)] and not used["0"]["interleaved"]
+    assert [(s, dict(c)["pairs"]) for s, _, c in used["0"]["MatMul"]] == [("matmul.comp", 0)] and not used["0"]["interleaved"]
 
 
 PROCESS_SWITCHES = """

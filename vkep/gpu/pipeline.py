@@ -42,11 +42,8 @@ def specialization_data(shader: str, defines: dict, spirv: bytes,
     shader's declaration (case aside), each value packed as its declared type; a name it lacks is an error."""
     declared = {name.upper(): c for name, c in specialization_constants(spirv).items()}
     entries = []  # (constant id, its value's bytes)
-    by_id = {c.id: c for c in declared.values()}
     for name, value in constants.items():
-        found = by_id.get(name) if isinstance(name, int) else declared.get(name.upper())  # TRANSITION: ids
-        if found is None and isinstance(name, int):  # TRANSITION
-            continue
+        found = declared.get(name.upper())
         if found is None:
             raise ValueError(f"{shader} ({describe(defines)}) declares no specialization constant {name} "
                              f"(it declares: {', '.join(sorted(declared)) or 'none'})")
@@ -64,8 +61,7 @@ def specialization_data(shader: str, defines: dict, spirv: bytes,
 
 def _constants_key(constants: Mapping | None) -> tuple:
     """Specialization constants as part of a pipeline's key: names case aside (`op` is the shader's OP)."""
-    named = {(k.upper() if isinstance(k, str) else k): v for k, v in (constants or {}).items()}
-    return tuple(sorted(named.items(), key=lambda kv: str(kv[0])))
+    return tuple(sorted((name.upper(), value) for name, value in (constants or {}).items()))
 
 
 def cache_data_fits(data: bytes, vendor_id: int, device_id: int, uuid: bytes) -> bool:
@@ -146,8 +142,6 @@ class PipelineCache:
         shader's `layout(constant_id = N) const uint NAME`, case aside; those not given keep the shader's
         defaults). Different pipelines build in parallel (a session's, ahead of its first run: vkep.ort.warmup);
         a second caller of the same one waits for the first."""
-        if isinstance(constants, tuple):  # TRANSITION: positional values (constant_id = position)
-            constants = dict(enumerate(constants))
         key = (shader, tuple(sorted((defines or {}).items())), _constants_key(constants))
         pipeline = self._pipelines.get(key)
         if pipeline is not None:

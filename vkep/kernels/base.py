@@ -105,13 +105,10 @@ def encode_dispatch(layout: PushLayout, values: Mapping[str, object], reads: lis
     """(the tensors whose addresses lead the push constants, the push constants, hazard spans) of a dispatch
     whose push-constant members are `values` by name: the tensors' addresses (None: 0) then the other members
     at their offsets, and the (start, end) byte ranges it reads, then writes."""
-    if isinstance(values, tuple):  # TRANSITION: (addresses, tail)
-        addresses, tail = values
-    else:
-        try:
-            addresses, tail = layout.encode(values)
-        except PushRangeError as exc:
-            raise UnsupportedError(f"a size or attribute does not fit the shader's parameters ({exc})") from None
+    try:
+        addresses, tail = layout.encode(values)
+    except PushRangeError as exc:
+        raise UnsupportedError(f"a size or attribute does not fit the shader's parameters ({exc})") from None
     push = struct.pack(f"<{len(addresses)}Q", *[t.addr if t is not None else 0 for t in addresses]) + tail
     return addresses, push, hazard_spans(reads, writes)
 
@@ -257,17 +254,6 @@ DTYPE_FEATURES = {"float16": ("storageBuffer16BitAccess",), "uint8": ("storageBu
 
 def device_supports(features: dict[str, bool], dtype: str) -> bool:
     return all(features.get(f, False) for f in DTYPE_FEATURES.get(dtype, ()))
-
-
-def pack(fmt: str, *values) -> bytes:
-    """Push-constant bytes; a value that does not fit its field (a huge attribute or size) is a clear
-    UnsupportedError, not struct's range error."""
-    try:
-        return struct.pack("<" + fmt, *values)
-    except struct.error as exc:
-        big = [v for v in values if isinstance(v, int) and not -(2**31) <= v < 2**32]
-        raise UnsupportedError(f"a size or attribute does not fit the shader's 32-bit parameters "
-                               f"({', '.join(map(str, big[:4])) or exc})") from None
 
 
 def float_bits(x: float) -> int:

@@ -84,17 +84,10 @@ class EpilogueCall:
             self.output_tensor = y
         return y
 
-    def dispatch(self, shader, dtype, constants, push, groups, reads, writes, *legacy) -> None:
-        if legacy:  # TRANSITION: (addresses, tail) in place of push
-            push, groups, reads, writes = (push, groups), reads, writes, legacy[0]
+    def dispatch(self, shader, dtype, constants, push, groups, reads, writes) -> None:
         if self.output_tensor is None or not writes or writes[0] is not self.output_tensor:
             return self._call.dispatch(shader, dtype, constants, push, groups, reads, writes)
-        if isinstance(constants, tuple):  # TRANSITION
-            constants = dict(enumerate(constants))
-        if isinstance(push, tuple):  # TRANSITION
-            push = ([self._operand, *push[0]], push[1])
-        else:
-            push = {"epilogue_operand": self._operand, **push}
+        push = {"epilogue_operand": self._operand, **push}
         operand = self._operand
         if operand is not None and operand_mode(writes[0].shape, operand.shape, self._op) != self._epilogue.mode:
             # (fusion.py groups only shapes the graph declares in full, so this is another run's shapes)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import struct
 
 from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, shader_dtype
 from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size, window_geometry
@@ -72,10 +71,6 @@ class Pool(Kernel):
         if name is None:
             return None
         out_shape, n_out, n_red, members = reduce_plan(xs, set(range(2, len(xs))), True)
-        if isinstance(members, bytes):  # TRANSITION: reduce.py's plan gives reduce.comp's push tail packed
-            values = struct.unpack("<18I", members)
-            members = {"n_out": values[0], "n_red": values[1], "out_dims": values[2:6], "out_strides": values[6:10],
-                       "red_dims": values[10:14], "red_strides": values[14:18]}
         (split, wg), groups = reduce_geometry(n_red, n_out)
         return out_shape, n_out, "reduce.comp", {"op": reduce_op_code(name), "split": split, "local_size_x": wg}, \
             members, groups

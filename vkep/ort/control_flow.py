@@ -118,9 +118,7 @@ class _DeviceCall:
     def read_device(self, tensor: Tensor) -> bytes:
         return transfer.read(self.gpu, tensor.addr, tensor.nbytes)
 
-    def dispatch(self, shader, dtype, constants, push, groups, reads, writes, *legacy) -> None:
-        if legacy:  # TRANSITION: (addresses, tail) in place of push
-            push, groups, reads, writes = (push, groups), reads, writes, legacy[0]
+    def dispatch(self, shader, dtype, constants, push, groups, reads, writes) -> None:
         pipeline = self.gpu.pipelines.get(shader, variant(dtype), constants)
         _, push, spans = encode_dispatch(self.gpu.pipelines.push_layout(pipeline), push, reads, writes)
         self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))

@@ -110,7 +110,7 @@ class KernelInstance:
             s.plan_seq += 1
 
     def pipeline(self, shader: str, dtype: str, constants: Mapping[str, int | float]):
-        key = (shader, dtype, tuple(constants.items()) if isinstance(constants, dict) else constants)
+        key = (shader, dtype, tuple(constants.items()))
         found = self.pipelines.get(key)
         if found is None:
             found = self.pipelines[key] = self.gpu.pipelines.get(shader, variant(dtype), constants)
@@ -221,9 +221,7 @@ class KernelCall:
     def error_word(self) -> Tensor:
         return Tensor(self.kernel.gpu.error_word, (1,), "int32", Tensor.PERSISTENT)
 
-    def dispatch(self, shader, dtype, constants, push, groups, reads, writes, *legacy) -> None:
-        if legacy:  # TRANSITION: (addresses, tail) in place of push
-            push, groups, reads, writes = (push, groups), reads, writes, legacy[0]
+    def dispatch(self, shader, dtype, constants, push, groups, reads, writes) -> None:
         for t in (*reads, *writes):
             if t.size > MAX_ELEMENTS:
                 raise UnsupportedError(f"a tensor of {t.size:,} elements {list(t.shape)}: vkep's shaders index "

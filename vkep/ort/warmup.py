@@ -52,12 +52,10 @@ class DryCall:
     def error_word(self) -> Tensor:
         return Tensor(0, (1,), "int32", Tensor.PERSISTENT)
 
-    def dispatch(self, shader, dtype, constants, push, groups, reads, writes, *legacy) -> None:
-        if isinstance(constants, tuple):  # TRANSITION
-            constants = dict(enumerate(constants))
+    def dispatch(self, shader, dtype, constants, push, groups, reads, writes) -> None:
         self.pipelines.add((shader, dtype, tuple(constants.items())))
-        if not legacy:  # (as a run encodes them: a value its member cannot hold refuses the node now)
-            encode_dispatch(interface.push_layout(shader, variant(dtype)), push, reads, writes)
+        # (encoded as a run encodes them: a value its member cannot hold refuses the node now)
+        encode_dispatch(interface.push_layout(shader, variant(dtype)), push, reads, writes)
 
     def read_device(self, tensor: Tensor) -> bytes:
         raise NeedsRunValue
