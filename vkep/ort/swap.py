@@ -27,7 +27,7 @@ def swap_shader(shader: str) -> int:
         raise SwapRefused("vkep: a session with a captured graph (enable_graph_capture=1) replays command "
                           "buffers that hold the old pipelines; run vkep dev on a session without graph capture")
     old = {device: device.pipelines.forget_shader(shader) for device in opened_devices()}
-    interface.forget(shader)  # (kernels made from now on read its specialization constants afresh)
+    interface.forget(shader)  # (dry runs from now on read its push block afresh)
     nodes = forget_pipelines(shader)
     for device, objects in old.items():
         device.pipelines.retire(objects)
