@@ -137,7 +137,7 @@ def _fusable_specs() -> list[tuple[str, dict]]:
     for spec in manifest.load():
         code = spec.constants.get("op")
         kind = spec.impl.split(".")[-1]
-        if spec.domain or "float32" not in next(iter(spec.types.values())):
+        if spec.domain or "float32" not in next(iter(spec.types.values()), []):
             continue
         if (kind in ("Unary", "Clip") and code in fused.UNARY) or (
                 kind in ("Binary", "Pow", "Variadic") and code in fused.BINARY):  # (Mean is checked unfused)

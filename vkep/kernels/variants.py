@@ -34,6 +34,8 @@ def of_spec(spec: manifest.KernelSpec) -> set[Variant]:
     """The variants of one manifest entry's shader for the types it lists."""
     if not spec.shader:
         return set()
+    if not spec.types:  # (an op without type constraints, NonMaxSuppression: float32 tensors)
+        return {_key(spec.shader, variant("float32"))}
     return {_key(spec.shader, variant(t)) for allowed in spec.types.values() for t in allowed if t in SHADER_DTYPE}
 
 
