@@ -386,3 +386,28 @@ class Concat(Kernel):
             ins = [xs[j] for j in inputs]  # (x's unused slots are null addresses, their ends 0: never read)
             call.dispatch("concat.comp", shader_dtype(xs[0]), {}, {**push, "y": y, "x": ins}, grid_1d(push["n"], WG),
                           ins, [y])
+
+
+class ReverseSequence(Kernel):
+    """ReverseSequence: each batch entry's first lens[b] time steps reversed (shaders/reverse_sequence.comp);
+    the lengths are read on the device, one out of range fails the run."""
+
+    def compute(self, call) -> None:
+        x, lens = call.inputs[:2]
+        time_axis, batch_axis = self.attrs.get("time_axis", 0), self.attrs.get("batch_axis", 1)
+        if len(x.shape) < 2 or {time_axis, batch_axis} != {0, 1}:
+            raise UnsupportedError(f"ReverseSequence: time_axis {time_axis} and batch_axis {batch_axis} must be 0 "
+                                   f"and 1 of an input of rank 2 or more (not {len(x.shape)})")
+        steps, batches = x.shape[time_axis], x.shape[batch_axis]
+        if lens.shape != (batches,):
+            raise UnsupportedError(f"ReverseSequence: sequence_lens {list(lens.shape)} for {batches} batch entries")
+        y = call.output(0, x.shape)
+        if not y.size:
+            return
+        inner = math.prod(x.shape[2:])
+        outer_stride = inner * x.shape[1]  # (axis 0's stride; axis 1's is inner)
+        push = {"x": x, "lens": lens, "y": y, "err": call.error_word(), "n": y.size, "steps": steps,
+                "batches": batches, "inner": inner,
+                "time_stride": outer_stride if time_axis == 0 else inner,
+                "batch_stride": outer_stride if batch_axis == 0 else inner}
+        call.dispatch("reverse_sequence.comp", shader_dtype(x), {}, push, grid_1d(y.size, WG), [x, lens], [y])
