@@ -43,7 +43,7 @@ WORKGROUPS = {
     "qlinear_pool.comp": "quantize.WG",
     "grid_sample.comp": "grid_sample.WG", "rotary_embedding.comp": "rotary.WG",
     "conv_transpose.comp": "conv.WORKGROUP", "splitk.comp": "matmul.SPLIT_WG",
-    "reverse_sequence.comp": "movement.WG", "onehot.comp": "onehot.WG", "nonzero.comp": "nonzero.WG",
+    "reverse_sequence.comp": "movement.WG", "roi_align.comp": "pool.WORKGROUP", "onehot.comp": "onehot.WG", "nonzero.comp": "nonzero.WG",
 }
 
 Defines = tuple[tuple[str, int], ...]

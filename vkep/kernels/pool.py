@@ -111,3 +111,38 @@ class LRN(Kernel):
         push = {"x": x, "y": y, "n": x.size, "channels": x.shape[1], "inner": math.prod(x.shape[2:]), "size": size,
                 "alpha": self.attrs["alpha"], "beta": self.attrs["beta"], "bias": self.attrs["bias"]}
         self.dispatch_1d(call, x.size, WORKGROUP, shader_dtype(x), push, [x], [y], constants={})
+
+
+class RoiAlign(Kernel):
+    """RoiAlign (opsets 10, 16) as ORT's CPU EP: shaders/roi_align.comp, one thread per output value; opset 10
+    (and coordinate_transformation_mode output_half_pixel) does not shift the ROIs by half a pixel and keeps them
+    at least a pixel wide, half_pixel does both the other way."""
+
+    MODES = {"avg": 0, "max": 1}
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        a = self.attrs
+        self.mode = self.MODES.get(a.get("mode", "avg"))
+        coord = a.get("coordinate_transformation_mode", "half_pixel") if self.since_version >= 16 \
+            else "output_half_pixel"
+        if self.mode is None or coord not in ("half_pixel", "output_half_pixel"):
+            raise UnsupportedError(f"RoiAlign: mode {a.get('mode')!r}, coordinate_transformation_mode {coord!r}")
+        self.half_pixel = coord == "half_pixel"
+
+    def compute(self, call) -> None:
+        x, rois, batch_indices = call.inputs[:3]
+        if len(x.shape) != 4 or rois.shape[1:] != (4,) or batch_indices.shape != rois.shape[:1]:
+            raise UnsupportedError(f"RoiAlign: X {list(x.shape)}, rois {list(rois.shape)} and batch_indices "
+                                   f"{list(batch_indices.shape)} (X 4-D, rois [n, 4], n batch indices)")
+        out_h, out_w = self.attrs.get("output_height", 1), self.attrs.get("output_width", 1)
+        y = call.output(0, (rois.shape[0], x.shape[1], out_h, out_w))
+        if not y.size or not x.size:
+            return
+        push = {"x": x, "rois": rois, "batch_indices": batch_indices, "y": y, "n": y.size, "channels": x.shape[1],
+                "height": x.shape[2], "width": x.shape[3], "out_h": out_h, "out_w": out_w,
+                "sampling_ratio": self.attrs.get("sampling_ratio", 0),
+                "spatial_scale": self.attrs.get("spatial_scale", 1.0), "offset": 0.5 if self.half_pixel else 0.0,
+                "aligned": int(self.half_pixel)}
+        call.dispatch("roi_align.comp", shader_dtype(x), {"mode": self.mode}, push, grid_1d(y.size, WORKGROUP),
+                      [x, rois, batch_indices], [y])
