@@ -237,12 +237,85 @@ def shape_ops(rng) -> Case | None:
     return Case(op, 11, [start, limit, delta], tol={"rtol": 1e-5, "atol": 1e-4})
 
 
+# ---- outputs whose length the values decide; detection and sequence ops -----------------------------------
+
+def nonzero(rng) -> Case:
+    dtype = str(rng.choice(["float32", "float16", "int32", "int64", "uint8", "bool"]))
+    x = data(rng, shape_of(rng, int(rng.integers(0, 5)), high=40 if rng.random() < 0.3 else 5), dtype)
+    x[rng.random(x.shape) < rng.random()] = 0  # (sparser or denser: each case its own share of zeros)
+    return Case("NonZero", 13, [x])
+
+
+def onehot(rng) -> Case:
+    indices, depth_type = str(rng.choice(["int64", "int32", "float32"])), str(rng.choice(["int64", "float32"]))
+    values_type = str(rng.choice(["float32", "int32"])) if indices == "int64" and depth_type == "float32" else \
+        "float32"
+    depth = int(rng.integers(1, 9))
+    x = np.asarray(rng.integers(-depth - 2, depth + 2, shape_of(rng, int(rng.integers(0, 4)))), indices)
+    consts = {"depth": np.array(depth + (0.7 if depth_type == "float32" else 0), depth_type),
+              "values": data(rng, [2], values_type)}
+    return Case("OneHot", 11, [x], {"axis": int(rng.integers(-x.ndim - 1, x.ndim + 1))}, consts)
+
+
+def reverse_sequence(rng) -> Case:
+    shape = shape_of(rng, int(rng.integers(2, 5)), high=6, empty=0.0)
+    time_axis = int(rng.integers(0, 2))
+    lens = rng.integers(0, shape[time_axis] + 1, shape[1 - time_axis]).astype(np.int64)
+    return Case("ReverseSequence", 10, [data(rng, shape, str(rng.choice(TYPES))), lens],
+                {"time_axis": time_axis, "batch_axis": 1 - time_axis})
+
+
+def upsample(rng) -> Case:
+    mode = str(rng.choice(["nearest", "linear"]))
+    x = data(rng, [int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(1, 6)), int(rng.integers(1, 6))],
+             "float32" if mode == "linear" else str(rng.choice(["float32", "uint8"])))
+    scales = [1.0, 1.0] + [float(rng.choice([1.0, 1.5, 2.0, 2.5, 3.0])) for _ in range(2)]
+    if rng.random() < 0.5:
+        return Case("Upsample", 7, [x], {"mode": mode, "scales": scales})
+    return Case("Upsample", 9, [x], {"mode": mode}, {"scales": np.array(scales, np.float32)})
+
+
+def _boxes(rng, batches: int, n: int, corners: bool) -> np.ndarray:
+    xy, wh = rng.uniform(0, 40, (batches, n, 2)), rng.uniform(0, 20, (batches, n, 2))
+    return np.concatenate([xy, xy + wh] if corners else [xy, wh], -1).astype(np.float32)
+
+
+def nms(rng) -> Case:
+    batches, classes, n = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(0, 60))
+    center = int(rng.integers(0, 2))
+    scores = rng.random((batches, classes, n)).astype(np.float32)
+    if rng.random() < 0.5:
+        scores = np.round(scores * 4) / 4  # (ties)
+    consts = {"m": np.array([int(rng.integers(-1, 12))], np.int64), "iou": np.array([rng.random()], np.float32),
+              "st": np.array([rng.random() * 0.8], np.float32)}
+    names = ["x0", "x1"] + list(consts)[:int(rng.integers(0, 4))]
+    return Case("NonMaxSuppression", 11, [_boxes(rng, batches, n, not center), scores.astype(np.float32)],
+                {"center_point_box": center}, {k: consts[k] for k in names[2:]}, names=names)
+
+
+def roi_align(rng) -> Case:
+    x = data(rng, [int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 12)), int(rng.integers(1, 12))],
+             "float32")
+    n = int(rng.integers(0, 6))
+    scale = float(rng.choice([1.0, 0.5, 0.25]))
+    rois = (_boxes(rng, 1, n, True)[0] * 0.4 - 2).astype(np.float32) / np.float32(scale)
+    batch_indices = rng.integers(0, x.shape[0], n).astype(np.int64)
+    attrs = {"mode": str(rng.choice(["avg", "max"])), "output_height": int(rng.integers(1, 5)),
+             "output_width": int(rng.integers(1, 5)), "sampling_ratio": int(rng.integers(0, 3)), "spatial_scale": scale}
+    if rng.random() < 0.5:
+        return Case("RoiAlign", 10, [x, rois, batch_indices], attrs)
+    attrs["coordinate_transformation_mode"] = str(rng.choice(["half_pixel", "output_half_pixel"]))
+    return Case("RoiAlign", 16, [x, rois, batch_indices], attrs)
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
     gather_nd: ("GatherND",), scatter_elements: ("ScatterElements",), scatter_nd: ("ScatterND",),
     view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
+    nonzero: ("NonZero",), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
+    nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",),
 }
 
 
