@@ -321,3 +321,35 @@ class Gemm(_Tiled):
         key = (a.shape, b.shape, c.shape if c is not None else None)
         out, members, batches = self.planned(key, lambda: self._plan(*key))
         self._record(call, a, b, c, out, members, batches)
+
+
+class FusedMatMul(MatMul):
+    """com.microsoft FusedMatMul (ORT's optimizer folds a Transpose of either operand's last two dims and a scale
+    into a MatMul; saved optimized models keep it): alpha x op(A) x op(B), the transposes read through strides.
+    transBatchA / transBatchB (batch dims moved past the matrix) are declined."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        if attrs.get("transBatchA") or attrs.get("transBatchB"):
+            return "FusedMatMul with transBatchA or transBatchB"
+        for rank, trans in zip(input_ranks, ("transA", "transB"), strict=False):
+            if attrs.get(trans) and rank is not None and 0 <= rank < 2:
+                return f"FusedMatMul with {trans} on a {rank}-D operand"
+        return None
+
+    def pack(self, index: int, weight):
+        return weight, "raw"  # (B as the node gives it: transB says how to read it)
+
+    def _plan(self, sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple:
+        ta, tb = self.attrs.get("transA", 0), self.attrs.get("transB", 0)
+        if (ta and len(sa) < 2) or (tb and len(sb) < 2):
+            raise UnsupportedError("FusedMatMul: a transposed operand of rank below 2")
+        swap = lambda s: s[:-2] + (s[-1], s[-2])  # noqa: E731
+        out, members, batches = super()._plan(swap(sa) if ta else sa, swap(sb) if tb else sb)
+        m, k = members["M"], members["K"]
+        if ta:  # A is [.., k, m] in memory
+            members["a_m"], members["a_k"] = 1, m
+        if tb:  # B is [.., n, k] in memory
+            members["b_k"], members["b_n"] = 1, k
+        members["alpha"] = float(self.attrs.get("alpha", 1.0))
+        return out, members, batches
