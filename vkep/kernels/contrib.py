@@ -307,3 +307,40 @@ class ContribMultiHeadAttention(Attention):
 
 
 MHA_TO_ONNX = (0, 1, 2, 5, 6, 7)  # query, key, value, attention_bias (ONNX's attn_mask), past_key, past_value
+
+
+class EmbedLayerNorm(Kernel):
+    """com.microsoft EmbedLayerNormalization (BERT's embeddings as ORT's optimizer fuses them): word + position
+    (+ segment) rows, layer-normalized, one thread per token in ORT's order of float operations
+    (shaders/embed_layer_norm.comp); mask_index counts each batch row's mask values equal to 1."""
+
+    def compute(self, call) -> None:
+        ids, segment_ids, word, position, segment, gamma, beta, mask, position_ids = padded(call.inputs, 9)
+        if len(ids.shape) != 2 or len(word.shape) != 2 or len(position.shape) != 2:
+            raise UnsupportedError(f"EmbedLayerNormalization: input_ids {list(ids.shape)} (2-D), word_embedding "
+                                   f"{list(word.shape)} and position_embedding {list(position.shape)} (2-D)")
+        batches, seq = ids.shape
+        hidden = word.shape[1]
+        if (segment_ids is None) != (segment is None):
+            raise UnsupportedError("EmbedLayerNormalization: segment_ids and segment_embedding come together")
+        y = call.output(0, (batches, seq, hidden), word.dtype)
+        mask_index = call.output(1, (batches,), "int32") if (self.output_count or 1) > 1 else None
+        total = call.output(2, (batches, seq, hidden), word.dtype) if (self.output_count or 1) > 2 else None
+        tokens = batches * seq
+        if not tokens:
+            return
+        push = {"input_ids": ids, "segment_ids": segment_ids, "word": word, "position": position,
+                "segment": segment, "gamma": gamma, "beta": beta, "position_ids": position_ids, "y": y, "sum": total,
+                "err": call.error_word(), "tokens": tokens, "seq": seq, "hidden": hidden, "words": word.shape[0],
+                "positions": position.shape[0], "segments": segment.shape[0] if segment is not None else 0,
+                "batch_positions": int(position_ids is not None and position_ids.size == tokens),
+                "epsilon": float(self.attrs.get("epsilon", 1e-12))}
+        reads = [t for t in (ids, segment_ids, word, position, segment, gamma, beta, position_ids) if t is not None]
+        call.dispatch("embed_layer_norm.comp", shader_dtype(word), {}, push, grid_1d(tokens, 64), reads,
+                      [t for t in (y, total) if t is not None])
+        if mask_index is not None and mask is None:  # (no mask: 0 each, as ORT)
+            call.dispatch("fill.comp", "int32", {"mode": 0}, {"y": mask_index, "start": 0, "delta": 0, "n": batches},
+                          grid_1d(batches, 64), [], [mask_index])
+        elif mask_index is not None:
+            call.dispatch("mask_index.comp", "int32", {}, {"mask": mask, "counts": mask_index, "rows": batches,
+                                                           "row_length": seq}, grid_1d(batches, 64), [mask], [mask_index])

@@ -1,0 +1,77 @@
+"""com.microsoft EmbedLayerNormalization on vkep against ORT's CPU EP, bit for bit: with and without segments,
+position ids (per batch row and broadcast), a mask (mask_index) or none, the embedding sum output, BERT's sizes;
+an id outside its table fails the run on both EPs and the session stays usable."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from vkep import runner
+
+B, S, H, V, P, G = 3, 11, 96, 50, 16, 2
+
+
+def _model(segments: bool, mask: bool, position_ids: tuple | None, outputs: int):
+    rng = np.random.default_rng(0)
+    tables = {"word": rng.standard_normal((V, H)), "position": rng.standard_normal((P, H)),
+              "segment": rng.standard_normal((G, H)), "gamma": rng.uniform(0.5, 1.5, H), "beta": rng.standard_normal(H)}
+    names = ["ids", "seg" if segments else "", "word", "position", "segment" if segments else "", "gamma", "beta",
+             "mask" if mask else "", "pos" if position_ids else ""]
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node("EmbedLayerNormalization", names, ["y", "mask_index", "sum"][:outputs],
+                            domain="com.microsoft", epsilon=1e-12)
+    inputs = [helper.make_tensor_value_info("ids", 6, [B, S])]
+    inputs += [helper.make_tensor_value_info("seg", 6, [B, S])] if segments else []
+    inputs += [helper.make_tensor_value_info("mask", 6, [B, S])] if mask else []
+    inputs += [helper.make_tensor_value_info("pos", 6, list(position_ids))] if position_ids else []
+    graph = helper.make_graph([node], "g", inputs,
+                              [helper.make_tensor_value_info(n, 6 if n == "mask_index" else 1, None)
+                               for n in ["y", "mask_index", "sum"][:outputs]],
+                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in tables.items()
+                               if k != "segment" or segments])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=10)
+
+
+def _feeds(segments: bool, mask: bool, position_ids: tuple | None, seed: int = 1) -> dict:
+    rng = np.random.default_rng(seed)
+    feeds = {"ids": rng.integers(0, V, (B, S)).astype(np.int32)}
+    if segments:
+        feeds["seg"] = rng.integers(0, G, (B, S)).astype(np.int32)
+    if mask:
+        feeds["mask"] = rng.integers(0, 3, (B, S)).astype(np.int32)  # (a 2 is not counted)
+    if position_ids:
+        feeds["pos"] = rng.integers(0, P, position_ids).astype(np.int32)
+    return feeds
+
+
+@pytest.mark.parametrize("segments", [True, False])
+@pytest.mark.parametrize("mask", [True, False])
+@pytest.mark.parametrize("position_ids", [None, (B, S), (1, S)])
+@pytest.mark.parametrize("outputs", [2, 3])
+def test_against_the_cpu_ep(ep_devices, segments, mask, position_ids, outputs):
+    model = _model(segments, mask, position_ids, outputs)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    cpu = runner.cpu_session(model)
+    for seed in (1, 2):
+        feeds = _feeds(segments, mask, position_ids, seed)
+        for got, want in zip(session.run(None, feeds), cpu.run(None, feeds), strict=True):
+            assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+
+
+def test_an_id_outside_its_table_fails_the_run(ep_devices):
+    model = _model(True, True, None, 2)
+    feeds = _feeds(True, True, None)
+    feeds["ids"][1, 3] = V
+    with pytest.raises(Exception, match="out of range"):
+        runner.cpu_session(model).run(None, feeds)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    with pytest.raises(Exception, match="EmbedLayerNormalization"):
+        session.run(None, feeds)
+    good = _feeds(True, True, None, 3)
+    for got, want in zip(session.run(None, good), runner.cpu_session(model).run(None, good), strict=True):
+        assert np.array_equal(got, want)
