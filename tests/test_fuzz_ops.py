@@ -308,6 +308,39 @@ def roi_align(rng) -> Case:
     return Case("RoiAlign", 16, [x, rois, batch_indices], attrs)
 
 
+def fused_matmul(rng) -> Case:
+    ta, tb = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+    m, k, n = (int(rng.integers(1, 9)) for _ in range(3))
+    batch = shape_of(rng, int(rng.integers(0, 3)), high=4, empty=0.0)
+    sa = batch + ([k, m] if ta else [m, k])
+    sb = batch[int(rng.integers(0, len(batch) + 1)):] + ([n, k] if tb else [k, n])
+    attrs = {"transA": ta, "transB": tb, "alpha": float(rng.choice([1.0, 0.5, -3.0]))}
+    return Case("FusedMatMul", 1, [data(rng, sa, "float32"), data(rng, sb, "float32")], attrs, domain="com.microsoft",
+                tol={"rtol": 1e-4, "atol": 1e-4})
+
+
+def embed_layer_norm(rng) -> Case:
+    batches, seq, hidden = int(rng.integers(1, 4)), int(rng.integers(1, 7)), int(rng.integers(1, 40))
+    words, positions, segments = int(rng.integers(1, 20)), seq + int(rng.integers(0, 4)), int(rng.integers(1, 3))
+    ids = rng.integers(0, words, (batches, seq)).astype(np.int32)
+    consts = {"word": data(rng, [words, hidden], "float32"), "position": data(rng, [positions, hidden], "float32"),
+              "segment": data(rng, [segments, hidden], "float32"), "gamma": data(rng, [hidden], "float32"),
+              "beta": data(rng, [hidden], "float32")}
+    inputs, names = [ids], ["x0"]
+    if rng.random() < 0.5:
+        inputs.append(rng.integers(0, segments, (batches, seq)).astype(np.int32))
+        names += ["x1", "word", "position", "segment"]
+    else:
+        names += ["", "word", "position", ""]
+        del consts["segment"]
+    names += ["gamma", "beta"]
+    if rng.random() < 0.5:
+        inputs.append(rng.integers(0, 2, (batches, seq)).astype(np.int32))
+        names.append(f"x{len(inputs) - 1}")
+    return Case("EmbedLayerNormalization", 1, inputs, {"epsilon": float(rng.choice([1e-12, 1e-5]))}, consts,
+                outputs=2, names=names, domain="com.microsoft")
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -315,7 +348,8 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
     nonzero: ("NonZero",), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
-    nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",),
+    nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
+    embed_layer_norm: ("EmbedLayerNormalization",),
 }
 
 
