@@ -87,7 +87,6 @@ class EpilogueCall:
     def dispatch(self, shader, dtype, constants, push, groups, reads, writes) -> None:
         if self.output_tensor is None or not writes or writes[0] is not self.output_tensor:
             return self._call.dispatch(shader, dtype, constants, push, groups, reads, writes)
-        push = {"epilogue_operand": self._operand, **push}
         operand = self._operand
         if operand is not None and operand_mode(writes[0].shape, operand.shape, self._op) != self._epilogue.mode:
             # (fusion.py groups only shapes the graph declares in full, so this is another run's shapes)
@@ -95,7 +94,7 @@ class EpilogueCall:
                                    f"did not at Compile, for an output of shape {list(writes[0].shape)}")
         self.applied = True
         self._call.dispatch(shader, dtype + SUFFIX, {**constants, **self._epilogue.constants},
-                            push, groups, [*reads, *([operand] if operand else [])],
+                            {"epilogue_operand": operand, **push}, groups, [*reads, *([operand] if operand else [])],
                             writes)
 
 
