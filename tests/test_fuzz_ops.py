@@ -341,6 +341,27 @@ def embed_layer_norm(rng) -> Case:
                 outputs=2, names=names, domain="com.microsoft")
 
 
+def fused_conv(rng) -> Case:
+    k, group = int(rng.integers(1, 4)), int(rng.choice([1, 2]))
+    c, m = group * int(rng.integers(1, 4)), group * int(rng.integers(1, 4))
+    x = data(rng, [int(rng.integers(1, 3)), c, int(rng.integers(k, 9)), int(rng.integers(k, 9))], "float32", 1.0)
+    w = data(rng, [m, c // group, k, k], "float32", 0.5)
+    pads = [int(rng.integers(0, k)) for _ in range(4)]
+    stride = int(rng.integers(1, 3))
+    out = [(x.shape[d + 2] + pads[d] + pads[d + 2] - k) // stride + 1 for d in range(2)]
+    activation, params = [("Relu", []), ("Tanh", []), ("Sigmoid", []), ("LeakyRelu", [0.2]), ("Clip", [-0.5, 0.5]),
+                          ("HardSigmoid", [0.2, 0.5])][int(rng.integers(0, 6))]
+    attrs = {"group": group, "pads": pads, "strides": [stride, stride], "activation": activation}
+    if params:
+        attrs["activation_params"] = params
+    inputs, names = [x], ["x0", "w", "b"]
+    if rng.random() < 0.5:
+        inputs.append(data(rng, [x.shape[0], m] + out, "float32", 1.0))
+        names.append("x1")
+    return Case("FusedConv", 1, inputs, attrs, {"w": w, "b": data(rng, [m], "float32", 0.5)}, names=names,
+                domain="com.microsoft", tol={"rtol": 1e-4, "atol": 1e-5})
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -349,7 +370,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
     nonzero: ("NonZero",), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
-    embed_layer_norm: ("EmbedLayerNormalization",),
+    embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",),
 }
 
 

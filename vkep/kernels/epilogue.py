@@ -16,8 +16,10 @@ from __future__ import annotations
 import math
 import struct
 
+from vkep.kernels import conv, manifest
 from vkep.kernels.base import EPILOGUE_SUFFIX, Kernel, Tensor, UnsupportedError
-from vkep.kernels.fused import Program, Step
+from vkep.kernels.elementwise import OP_ADD
+from vkep.kernels.fused import KIND_BINARY, KIND_UNARY, Program, Step
 
 MAX_STEPS = 8
 INPUTS = 4  # registers 0..3: value, operand, two constants
@@ -124,3 +126,65 @@ class FusedProducer(Kernel):
         if y is not None and y.size and not wrapped.applied:  # (every producer path ends in such a dispatch)
             raise RuntimeError(f"vkep: {self.producer.spec.op}'s last dispatch did not write its output: "
                                "the epilogue was not applied")
+
+
+# com.microsoft FusedConv's activations: the ONNX op whose unary.comp code computes each, and how its
+# activation_params become the step's alpha and beta
+ACTIVATIONS = {"Relu": ("Relu", 0), "Tanh": ("Tanh", 0), "Sigmoid": ("Sigmoid", 0), "LeakyRelu": ("LeakyRelu", 1),
+               "Clip": ("Clip", 2), "HardSigmoid": ("HardSigmoid", 2)}
+
+
+class FusedConv(FusedProducer):
+    """com.microsoft FusedConv (ORT's optimizer saves a Conv with its activation, and an Add of Z, as one node):
+    vkep's Conv kernel with Z (MODE_FULL) and the activation as its epilogue. ORT's CPU EP computes Sigmoid and
+    Tanh with MLAS's approximations, so results agree within float tolerance, not bit for bit."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        activation = attrs.get("activation")
+        if activation and activation not in ACTIVATIONS:
+            return f"FusedConv with activation {activation!r}"
+        params = attrs.get("activation_params") or []
+        if activation and len(params) < ACTIVATIONS[activation][1]:
+            return f"FusedConv's {activation} takes {ACTIVATIONS[activation][1]} activation_params, given {len(params)}"
+        return conv.Conv.declines(_conv_spec(), attrs, 11, input_ranks[:3], input_types[:3])
+
+    def __init__(self, spec, attrs: dict, since_version: int, input_types: list[str]):
+        producer = conv.Conv(_conv_spec(), {k: v for k, v in attrs.items() if k in _CONV_ATTRIBUTES}, 11,
+                             input_types[:3])
+        steps, value = [], VALUE
+        has_z = len(input_types) > 3 and bool(input_types[3])
+        if has_z:  # Y = activation(conv + Z)
+            steps.append(Step(KIND_BINARY, OP_ADD, (value, OPERAND)))
+            value = INPUTS
+        activation = attrs.get("activation")
+        if activation:
+            op, count = ACTIVATIONS[activation]
+            params = [float(p) for p in (attrs.get("activation_params") or [])[:count]] + [0.0, 0.0]
+            code = next(s.constants["op"] for s in manifest.load() if s.op == op and s.domain == "")
+            steps.append(Step(KIND_UNARY, code, (value,), params[0], params[1]))
+        producer.output_count = 1
+        super().__init__(spec, producer, [0, 1, 2], Epilogue(steps, MODE_FULL if has_z else MODE_NONE) if steps
+                         else None, 3 if has_z else None, input_types[0])
+
+    def compute(self, call) -> None:
+        if self.epilogue is None:  # (neither Z nor an activation: the conv itself)
+            return self.producer.compute(call)
+        return super().compute(call)
+
+    # what the runtime sets on a kernel, the Conv inside needs too
+    device_info = property(lambda self: self.producer.device_info,
+                           lambda self, value: setattr(self.producer, "device_info", value))
+    declared_inputs = property(lambda self: self.producer.declared_inputs,
+                               lambda self, value: setattr(self.producer, "declared_inputs",
+                                                           None if value is None else value[:3]))
+
+    def pack(self, index: int, weight):
+        return self.producer.pack(index, weight)
+
+
+_CONV_ATTRIBUTES = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}
+
+
+def _conv_spec():
+    return next(s for s in manifest.load() if s.op == "Conv" and s.domain == "" and 11 in s.since)
