@@ -1,6 +1,6 @@
-"""com.microsoft FusedConv on vkep against ORT's CPU EP: every activation ORT's optimizer fuses (with its
-activation_params), with and without Z (added before the activation) and a bias, on the conv paths a 3x3
-(Winograd), a 1x1, a strided 5x5 and a grouped conv take; the conv without either."""
+"""com.microsoft FusedConv and FusedGemm on vkep against ORT's CPU EP: every activation ORT's optimizer fuses
+(with its parameters); FusedConv with and without Z (added before the activation) and a bias, on the conv paths a
+3x3 (Winograd), a 1x1, a strided 5x5 and a grouped conv take, and the conv without either."""
 
 from __future__ import annotations
 
@@ -62,3 +62,30 @@ def test_against_the_cpu_ep(ep_devices, conv, activation, params, bias, z):
         got = session.run(None, feeds)[0]
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+GEMM_ACTIVATIONS = [("Relu", {}), ("Tanh", {}), ("Sigmoid", {}), ("LeakyRelu", {"activation_alpha": 0.15}),
+                    ("HardSigmoid", {"activation_alpha": 0.3, "activation_beta": 0.4})]  # (ORT needs one)
+
+
+@pytest.mark.parametrize("activation,params", GEMM_ACTIVATIONS, ids=[a or "none" for a, _ in GEMM_ACTIVATIONS])
+@pytest.mark.parametrize("trans_b,c", [(1, True), (0, False), (1, False)])
+def test_fused_gemm_against_the_cpu_ep(ep_devices, activation, params, trans_b, c):
+    """com.microsoft FusedGemm: activation(alpha A B + beta C), a constant B and C (prepacked, as a fully connected
+    layer's) and a row of 33 samples."""
+    rng = np.random.default_rng(2)
+    b = rng.standard_normal((24, 40) if trans_b else (40, 24)).astype(np.float32)
+    inits = [numpy_helper.from_array(b, "b")] + ([numpy_helper.from_array(rng.standard_normal(24).astype(np.float32),
+                                                                          "c")] if c else [])
+    attrs = {"transB": trans_b, "alpha": 0.5, "beta": 1.5, "activation": activation, **params}
+    node = helper.make_node("FusedGemm", ["a", "b"] + (["c"] if c else []), ["y"], domain="com.microsoft", **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", 1, [33, 40])],
+                              [helper.make_tensor_value_info("y", 1, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=10)
+    feeds = {"a": rng.standard_normal((33, 40)).astype(np.float32)}
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-5)

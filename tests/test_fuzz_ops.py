@@ -362,6 +362,23 @@ def fused_conv(rng) -> Case:
                 domain="com.microsoft", tol={"rtol": 1e-4, "atol": 1e-5})
 
 
+def fused_gemm(rng) -> Case:
+    m, k, n = (int(rng.integers(1, 12)) for _ in range(3))
+    ta, tb = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+    activation, params = [("Relu", {}), ("Tanh", {}), ("Sigmoid", {}), ("LeakyRelu", {"activation_alpha": 0.1}),
+                          ("HardSigmoid", {"activation_alpha": 0.2, "activation_beta": 0.5})][int(rng.integers(0, 5))]
+    a = data(rng, [k, m] if ta else [m, k], "float32", 1.0)
+    consts = {"b": data(rng, [n, k] if tb else [k, n], "float32", 1.0)}
+    names = ["x0", "b"]
+    if rng.random() < 0.7:
+        consts["c"] = data(rng, [[n], [m, n], [1, n], []][int(rng.integers(0, 4))], "float32", 1.0)
+        names.append("c")
+    attrs = {"transA": ta, "transB": tb, "alpha": float(rng.choice([1.0, 0.5])), "beta": float(rng.choice([1.0, 2.0])),
+             "activation": activation, **params}
+    return Case("FusedGemm", 1, [a], attrs, consts, names=names, domain="com.microsoft",
+                tol={"rtol": 1e-4, "atol": 1e-5})
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -370,7 +387,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
     nonzero: ("NonZero",), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
-    embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",),
+    embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),
 }
 
 

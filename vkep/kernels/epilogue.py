@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels import conv, manifest
-from vkep.kernels.base import EPILOGUE_SUFFIX, Kernel, Tensor, UnsupportedError
+from vkep.kernels import manifest
+from vkep.kernels.base import EPILOGUE_SUFFIX, Kernel, Tensor, UnsupportedError, implementation
 from vkep.kernels.elementwise import OP_ADD
 from vkep.kernels.fused import KIND_BINARY, KIND_UNARY, Program, Step
 
@@ -128,39 +128,54 @@ class FusedProducer(Kernel):
                                "the epilogue was not applied")
 
 
-# com.microsoft FusedConv's activations: the ONNX op whose unary.comp code computes each, and how its
-# activation_params become the step's alpha and beta
+# the activations ORT's optimizer fuses into a Conv or a Gemm: the ONNX op whose unary.comp code computes each,
+# and how many parameters (the step's alpha and beta) it takes
 ACTIVATIONS = {"Relu": ("Relu", 0), "Tanh": ("Tanh", 0), "Sigmoid": ("Sigmoid", 0), "LeakyRelu": ("LeakyRelu", 1),
                "Clip": ("Clip", 2), "HardSigmoid": ("HardSigmoid", 2)}
 
 
-class FusedConv(FusedProducer):
-    """com.microsoft FusedConv (ORT's optimizer saves a Conv with its activation, and an Add of Z, as one node):
-    vkep's Conv kernel with Z (MODE_FULL) and the activation as its epilogue. ORT's CPU EP computes Sigmoid and
-    Tanh with MLAS's approximations, so results agree within float tolerance, not bit for bit."""
+class WithActivation(FusedProducer):
+    """A com.microsoft node ORT's optimizer saves for a producer with its activation (FusedConv, FusedGemm): the
+    producer's vkep kernel with the activation, and for FusedConv an Add of Z before it (MODE_FULL), as its
+    epilogue. ORT's CPU EP computes Sigmoid and Tanh with MLAS's approximations, so results agree within float
+    tolerance, not bit for bit."""
+
+    PRODUCER: tuple[str, int, frozenset[str]]  # (ONNX op, the version it is, the attributes it takes)
+    TAKES_Z = False
+
+    @classmethod
+    def activation_params(cls, attrs: dict) -> list[float]:
+        raise NotImplementedError
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         activation = attrs.get("activation")
         if activation and activation not in ACTIVATIONS:
-            return f"FusedConv with activation {activation!r}"
-        params = attrs.get("activation_params") or []
-        if activation and len(params) < ACTIVATIONS[activation][1]:
-            return f"FusedConv's {activation} takes {ACTIVATIONS[activation][1]} activation_params, given {len(params)}"
-        return conv.Conv.declines(_conv_spec(), attrs, 11, input_ranks[:3], input_types[:3])
+            return f"{spec.op} with activation {activation!r}"
+        if activation and len(cls.activation_params(attrs)) < ACTIVATIONS[activation][1]:
+            return f"{spec.op}'s {activation} takes {ACTIVATIONS[activation][1]} parameters"
+        producer = cls._producer_spec()
+        return implementation(producer).declines(producer, attrs, cls.PRODUCER[1], input_ranks[:3], input_types[:3])
+
+    @classmethod
+    def _producer_spec(cls):
+        op, version, _ = cls.PRODUCER
+        return next(s for s in manifest.load() if s.op == op and s.domain == "" and version in s.since)
 
     def __init__(self, spec, attrs: dict, since_version: int, input_types: list[str]):
-        producer = conv.Conv(_conv_spec(), {k: v for k, v in attrs.items() if k in _CONV_ATTRIBUTES}, 11,
-                             input_types[:3])
+        producer_spec = self._producer_spec()
+        producer = implementation(producer_spec)(producer_spec, {k: v for k, v in attrs.items()
+                                                                 if k in self.PRODUCER[2]},
+                                                 self.PRODUCER[1], input_types[:3])
         steps, value = [], VALUE
-        has_z = len(input_types) > 3 and bool(input_types[3])
+        has_z = self.TAKES_Z and len(input_types) > 3 and bool(input_types[3])
         if has_z:  # Y = activation(conv + Z)
             steps.append(Step(KIND_BINARY, OP_ADD, (value, OPERAND)))
             value = INPUTS
         activation = attrs.get("activation")
         if activation:
             op, count = ACTIVATIONS[activation]
-            params = [float(p) for p in (attrs.get("activation_params") or [])[:count]] + [0.0, 0.0]
+            params = [float(p) for p in self.activation_params(attrs)[:count]] + [0.0, 0.0]
             code = next(s.constants["op"] for s in manifest.load() if s.op == op and s.domain == "")
             steps.append(Step(KIND_UNARY, code, (value,), params[0], params[1]))
         producer.output_count = 1
@@ -168,11 +183,11 @@ class FusedConv(FusedProducer):
                          else None, 3 if has_z else None, input_types[0])
 
     def compute(self, call) -> None:
-        if self.epilogue is None:  # (neither Z nor an activation: the conv itself)
+        if self.epilogue is None:  # (neither Z nor an activation: the producer itself)
             return self.producer.compute(call)
         return super().compute(call)
 
-    # what the runtime sets on a kernel, the Conv inside needs too
+    # what the runtime sets on a kernel, the producer inside needs too
     device_info = property(lambda self: self.producer.device_info,
                            lambda self, value: setattr(self.producer, "device_info", value))
     declared_inputs = property(lambda self: self.producer.declared_inputs,
@@ -183,8 +198,23 @@ class FusedConv(FusedProducer):
         return self.producer.pack(index, weight)
 
 
-_CONV_ATTRIBUTES = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}
+class FusedConv(WithActivation):
+    """com.microsoft FusedConv: activation(Conv(X, W, B) + Z), the activation's parameters in activation_params."""
+
+    PRODUCER = ("Conv", 11, frozenset({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}))
+    TAKES_Z = True
+
+    @classmethod
+    def activation_params(cls, attrs: dict) -> list[float]:
+        return list(attrs.get("activation_params") or [])
 
 
-def _conv_spec():
-    return next(s for s in manifest.load() if s.op == "Conv" and s.domain == "" and 11 in s.since)
+class FusedGemm(WithActivation):
+    """com.microsoft FusedGemm: activation(Gemm(A, B, C)), the activation's parameters activation_alpha and
+    activation_beta."""
+
+    PRODUCER = ("Gemm", 13, frozenset({"alpha", "beta", "transA", "transB"}))
+
+    @classmethod
+    def activation_params(cls, attrs: dict) -> list[float]:
+        return [attrs.get("activation_alpha", 0.0), attrs.get("activation_beta", 0.0)]
