@@ -130,3 +130,17 @@ void main() { if (pc.n == 0u && pc.late == 0ul && pc.x == 0ul && pc.pad[27] == 0
     assert len(found) == 2, found
     assert "uint64_t push constant(s) late after other members" in found[0]
     assert "its push constants take 136 bytes, past the 128 a dispatch has" in found[1]
+
+
+def test_a_dry_run_refuses_a_value_its_push_member_cannot_hold():
+    """GetCapability's dry run (vkep.ort.warmup.DryCall) encodes push constants as a run does: LRN's size is a
+    uint member of lrn.comp's block, and 2^33 + 1 does not fit it, so planning fails with UnsupportedError (which
+    leaves the node to another EP) instead of the run failing later."""
+    from vkep.kernels.base import Tensor, UnsupportedError
+    from vkep.ort.warmup import DryCall
+
+    spec = next(s for s in manifest.load() if s.op == "LRN")
+    attrs = {a.name: a.default for a in spec.attributes} | {"size": 2**33 + 1}
+    kernel = implementation(spec)(spec, attrs, 13, ["float32"])
+    with pytest.raises(UnsupportedError, match="lrn.comp: push constant size = 8589934593 does not fit"):
+        kernel.compute(DryCall([Tensor(0, (1, 4, 3, 3), "float32", 0)]))
