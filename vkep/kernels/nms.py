@@ -12,16 +12,16 @@ from __future__ import annotations
 import numpy as np
 
 from vkep.kernels.base import Kernel, UnsupportedError
+from vkep.kernels.movement import host_values, optional_input
 
 SHADER = "nms.comp"
 CHOOSE, PLACE = 0, 1
 
 
-def _scalar(call, index: int, dtype) -> float | int | None:
-    t = call.inputs[index] if len(call.inputs) > index else None
-    if t is None or t.size == 0:
-        return None
-    return np.frombuffer(call.read_host(t), dtype)[0].item()
+def _scalar(call, index: int) -> float | int | None:
+    """An optional scalar CPU input's value (None: absent or empty)."""
+    values = host_values(call, optional_input(call, index))
+    return values[0] if values else None
 
 
 class NonMaxSuppression(Kernel):
@@ -38,11 +38,11 @@ class NonMaxSuppression(Kernel):
         if four != 4 or scores.shape[0] != batches or scores.shape[2] != n:
             raise UnsupportedError(f"NonMaxSuppression: boxes {list(boxes.shape)} and scores {list(scores.shape)} "
                                    "do not match ([batches, boxes, 4] and [batches, classes, boxes])")
-        max_per_class = max(_scalar(call, 2, np.int64) or 0, 0)
-        iou = _scalar(call, 3, np.float32)
+        max_per_class = max(_scalar(call, 2) or 0, 0)
+        iou = _scalar(call, 3)
         if iou is not None and not 0 <= iou <= 1:
             raise UnsupportedError(f"NonMaxSuppression: iou_threshold {iou} must be in range [0, 1]")
-        score_threshold = _scalar(call, 4, np.float32)
+        score_threshold = _scalar(call, 4)
         pairs = batches * scores.shape[1]
         take = min(max_per_class, n)  # (more than the boxes cannot be chosen)
         if not take or not pairs:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, shader_dtype
+from vkep.kernels.movement import host_values
 
 WG = 64  # (onehot.comp)
 
@@ -15,7 +14,7 @@ WG = 64  # (onehot.comp)
 class OneHot(Kernel):
     def compute(self, call) -> None:
         indices, depth_input, values = call.inputs[:3]
-        depth = int(np.frombuffer(call.read_host(depth_input), np.dtype(depth_input.dtype))[0])  # (as ORT: cast)
+        depth = int(host_values(call, depth_input)[0])  # (a float depth truncated, as ORT's cast)
         if depth <= 0:
             raise UnsupportedError(f"OneHot: depth {depth} must be positive")  # (the CPU EP fails the run too)
         if values.size != 2:
