@@ -74,6 +74,15 @@ layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Int64Tensor 
 #define STORE(t, i, x) (t).v[i] = STORE_T(x)
 #define STORE_Y(t, i, x) (t).v[i] = STORE_TY(x)
 
+// ---- a workgroup's sum, one uint a lane ------------------------------------------------------------------
+// array[0] = the sum of the shared array[0 .. size) (size a power of two, one element a lane): every lane of the
+// workgroup runs it (its barriers are the workgroup's), after a barrier that follows the lanes' writes.
+#define SHARED_SUM(array, lane, size) \
+    for (uint vkep_half = (size) / 2u; vkep_half > 0u; vkep_half >>= 1u) { \
+        if ((lane) < vkep_half) array[lane] += array[(lane) + vkep_half]; \
+        barrier(); \
+    }
+
 // ---- grids past the device's workgroup-count limit ------------------------------------------------------
 // vkep/gpu/native/recorder.c records such a grid as several dispatches and gives each its first workgroup in
 // the last 12 bytes of the push constants. A shader that declares GROUP_BASE as the last member of its push

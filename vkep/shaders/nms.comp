@@ -62,10 +62,7 @@ void main() {
         for (uint p = lane; p < bc; p += WG) before += counts.v[p];
         best_index[lane] = before;
         barrier();
-        for (uint half_ = WG / 2u; half_ > 0u; half_ >>= 1u) {
-            if (lane < half_) best_index[lane] += best_index[lane + half_];
-            barrier();
-        }
+        SHARED_SUM(best_index, lane, WG)
         uint base = best_index[0];
         for (uint k = lane; k < counts.v[bc]; k += WG) {
             Int64Tensor y = Int64Tensor(pc.y);

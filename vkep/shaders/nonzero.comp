@@ -32,10 +32,7 @@ void main() {
     if (MODE == 0) {
         scan[lane] = nonzero ? 1u : 0u;
         barrier();
-        for (uint half_ = WG / 2u; half_ > 0u; half_ >>= 1u) {
-            if (lane < half_) scan[lane] += scan[lane + half_];
-            barrier();
-        }
+        SHARED_SUM(scan, lane, WG)
         if (lane == 0u) Counts(pc.counts).v[chunk] = scan[0];
         return;
     }
@@ -44,10 +41,7 @@ void main() {
     for (uint c = lane; c < chunk; c += WG) before += Counts(pc.counts).v[c];
     scan[lane] = before;
     barrier();
-    for (uint half_ = WG / 2u; half_ > 0u; half_ >>= 1u) {
-        if (lane < half_) scan[lane] += scan[lane + half_];
-        barrier();
-    }
+    SHARED_SUM(scan, lane, WG)
     uint base = scan[0];
     barrier();
     // inclusive scan of the flags (Hillis-Steele), then this lane's place
