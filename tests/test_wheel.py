@@ -155,11 +155,11 @@ def test_onnxruntime_range_is_declared_once():
     the ORT API version the plugin implements."""
     import tomllib
 
-    from vkep.ort import _plugin_build, api
+    from vkep.ort import abi, api
 
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert api.SUPPORTED_ORT in deps
-    assert api.SUPPORTED_ORT == f"onnxruntime>=1.{_plugin_build.ORT_API_VERSION},<2"
+    assert api.SUPPORTED_ORT == f"onnxruntime>=1.{abi.ORT_API_VERSION},<2"
     assert api.unsupported_ort("1.31.1", 24) is None and api.unsupported_ort("1.24.0", 24) is None
     for old_or_new in ("1.23.2", "2.0.0"):
         message = api.unsupported_ort(old_or_new, 24)

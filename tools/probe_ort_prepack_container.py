@@ -23,11 +23,17 @@ import onnxruntime  # noqa: E402
 import vkep  # noqa: E402
 from tests.test_weights import weights_model  # noqa: E402
 from vkep.gpu.weights import WeightCache  # noqa: E402
+from vkep.ort.abi import ORT_API, ORT_API_VERSION  # noqa: E402
 
-# OrtApi slots (API version 24; tests/test_ort_abi.py checks vkep's own tables against ORT's headers)
-GET_ERROR_MESSAGE, CREATE_ENV, CREATE_SESSION_OPTIONS, ADD_CONFIG_ENTRY = 2, 3, 10, 130
-CREATE_CONTAINER, CREATE_SESSION_FROM_ARRAY_WITH_CONTAINER, RELEASE_SESSION = 166, 169, 95
-REGISTER_EP_LIBRARY, GET_EP_DEVICES, APPEND_EP_V2, EP_DEVICE_EP_NAME = 301, 303, 304, 312
+# OrtApi slots (vkep/ort/abi.py; tests/test_ort_abi.py checks them against ORT's headers)
+GET_ERROR_MESSAGE, CREATE_ENV, CREATE_SESSION_OPTIONS, ADD_CONFIG_ENTRY = (
+    ORT_API[name] for name in ("GetErrorMessage", "CreateEnv", "CreateSessionOptions", "AddSessionConfigEntry"))
+CREATE_CONTAINER, CREATE_SESSION_FROM_ARRAY_WITH_CONTAINER, RELEASE_SESSION = (
+    ORT_API[name] for name in ("CreatePrepackedWeightsContainer", "CreateSessionFromArrayWithPrepackedWeightsContainer",
+                               "ReleaseSession"))
+REGISTER_EP_LIBRARY, GET_EP_DEVICES, APPEND_EP_V2, EP_DEVICE_EP_NAME = (
+    ORT_API[name] for name in ("RegisterExecutionProviderLibrary", "GetEpDevices",
+                               "SessionOptionsAppendExecutionProvider_V2", "EpDevice_EpName"))
 MOVED = ("uploads", "upload_bytes", "downloads", "download_bytes", "staging_copies", "staging_bytes")
 P = ctypes.c_void_p
 
@@ -40,7 +46,7 @@ class OrtC:
         lib = ctypes.CDLL(path)
         lib.OrtGetApiBase.restype = ctypes.POINTER(P)
         get_api = ctypes.CFUNCTYPE(ctypes.POINTER(P), ctypes.c_uint32)(lib.OrtGetApiBase()[0])
-        self.api = get_api(24)
+        self.api = get_api(ORT_API_VERSION)
         self.message = ctypes.CFUNCTYPE(ctypes.c_char_p, P)(self.api[GET_ERROR_MESSAGE])
 
     def call(self, slot: int, argtypes: list, *args, restype=P):

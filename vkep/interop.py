@@ -21,71 +21,78 @@ import cffi
 import numpy as np
 
 import vkep
+from vkep.ort import abi
 
 _ffi = cffi.FFI()
-_ffi.cdef("""
-typedef struct OrtApiBase { const void* (*GetApi)(uint32_t version); const char* (*GetVersionString)(void); }
-    OrtApiBase;
-const OrtApiBase* OrtGetApiBase(void);
-typedef struct { uint32_t version; int handle_type; void* native_handle; size_t size_bytes; size_t offset_bytes; }
-    MemoryDescriptor;
-typedef struct { uint32_t version; int type; void* native_handle; } SemaphoreDescriptor;
-typedef struct { uint32_t version; int element_type; const int64_t* shape; size_t rank; size_t offset_bytes; }
-    TensorDescriptor;
-""")
+# ORT's structs as the plugin declares them (OrtApiBase, the external-resource descriptors), and the one export
+_ffi.cdef(abi.HEADER.read_text() + "const OrtApiBase* OrtGetApiBase(void);")
 
-API_VERSION = 24
-MEMORY_TYPES = {"d3d12_resource": 0, "d3d12_heap": 1, "vk_memory_win32": 2, "opaque_win32": 2,
-                "vk_memory_opaque_fd": 3, "opaque_fd": 3}
-SEMAPHORE_TYPES = {"d3d12_fence": 0, "vk_timeline_semaphore_win32": 1, "opaque_win32": 1,
-                   "vk_timeline_semaphore_opaque_fd": 2, "opaque_fd": 2}
-ELEMENT_CODES = {np.dtype(np.float32): 1, np.dtype(np.uint8): 2, np.dtype(np.int8): 3, np.dtype(np.int32): 6,
-                 np.dtype(np.int64): 7, np.dtype(np.bool_): 9, np.dtype(np.float16): 10, np.dtype(np.float64): 11}
+
+def _with_vulkan_kinds(types: dict[str, int]) -> dict[str, int]:
+    """ORT's names of its handle types, and vkep's short names of the Vulkan ones (opaque_fd, opaque_win32)."""
+    return {**types, **{abi.VULKAN_KINDS[name]: code for name, code in types.items() if name in abi.VULKAN_KINDS}}
+
+
+def _numpy_dtypes(types: dict[int, str]) -> dict[np.dtype, int]:
+    """The element types numpy has (not bfloat16, int4, uint4)."""
+    found = {}
+    for code, name in types.items():
+        try:
+            found[np.dtype(name)] = code
+        except TypeError:
+            continue
+    return found
+
+
+API_VERSION = abi.ORT_API_VERSION
+MEMORY_TYPES = _with_vulkan_kinds(abi.MEMORY_HANDLE_TYPES)
+SEMAPHORE_TYPES = _with_vulkan_kinds(abi.SEMAPHORE_TYPES)
+ELEMENT_CODES = _numpy_dtypes(abi.ELEMENT_TYPES)
 DTYPES = {code: dtype for dtype, code in ELEMENT_CODES.items()}
 
-# (slot, C signature) of the OrtApi functions used here
+# C signatures of the OrtApi functions used here (their slots: abi.ORT_API)
 _API = {
-    "GetErrorMessage": (2, "const char*(*)(void*)"),
-    "ReleaseStatus": (93, "void(*)(void*)"),
-    "CreateEnv": (3, "void*(*)(int, const char*, void**)"),
-    "ReleaseEnv": (92, "void(*)(void*)"),
-    "RegisterExecutionProviderLibrary": (301, "void*(*)(void*, const char*, const char*)"),
-    "GetEpDevices": (303, "void*(*)(void*, void***, size_t*)"),
-    "EpDevice_EpName": (312, "const char*(*)(void*)"),
-    "CreateSessionOptions": (10, "void*(*)(void**)"),
-    "ReleaseSessionOptions": (100, "void(*)(void*)"),
-    "AddSessionConfigEntry": (130, "void*(*)(void*, const char*, const char*)"),
-    "AppendEpV2": (304, "void*(*)(void*, void*, void**, size_t, const char**, const char**, size_t)"),
-    "CreateSessionFromArray": (8, "void*(*)(void*, const void*, size_t, void*, void**)"),
-    "ReleaseSession": (95, "void(*)(void*)"),
-    "Run": (9, "void*(*)(void*, void*, const char**, void**, size_t, const char**, size_t, void**)"),
-    "CreateCpuMemoryInfo": (69, "void*(*)(int, int, void**)"),
-    "ReleaseMemoryInfo": (94, "void(*)(void*)"),
-    "CreateTensorWithDataAsOrtValue": (49, "void*(*)(void*, void*, size_t, int64_t*, size_t, int, void**)"),
-    "ReleaseValue": (96, "void(*)(void*)"),
-    "GetTensorMutableData": (51, "void*(*)(void*, void**)"),
-    "GetTensorTypeAndShape": (65, "void*(*)(void*, void**)"),
-    "GetTensorElementType": (60, "void*(*)(void*, int*)"),
-    "GetDimensionsCount": (61, "void*(*)(void*, size_t*)"),
-    "GetDimensions": (62, "void*(*)(void*, int64_t*, size_t)"),
-    "ReleaseTensorTypeAndShapeInfo": (99, "void(*)(void*)"),
-    "GetInteropApi": (395, "void*(*)(void)"),
-    "CreatePrepackedWeightsContainer": (166, "void*(*)(void**)"),
-    "ReleasePrepackedWeightsContainer": (167, "void(*)(void*)"),
-    "CreateSessionFromArrayWithPrepackedWeightsContainer": (169, "void*(*)(void*, const void*, size_t, void*, void*, "
-                                                                 "void**)"),
+    "GetErrorMessage": "const char*(*)(void*)",
+    "ReleaseStatus": "void(*)(void*)",
+    "CreateEnv": "void*(*)(int, const char*, void**)",
+    "ReleaseEnv": "void(*)(void*)",
+    "RegisterExecutionProviderLibrary": "void*(*)(void*, const char*, const char*)",
+    "GetEpDevices": "void*(*)(void*, void***, size_t*)",
+    "EpDevice_EpName": "const char*(*)(void*)",
+    "CreateSessionOptions": "void*(*)(void**)",
+    "ReleaseSessionOptions": "void(*)(void*)",
+    "AddSessionConfigEntry": "void*(*)(void*, const char*, const char*)",
+    "SessionOptionsAppendExecutionProvider_V2": "void*(*)(void*, void*, void**, size_t, const char**, const char**, "
+                                                "size_t)",
+    "CreateSessionFromArray": "void*(*)(void*, const void*, size_t, void*, void**)",
+    "ReleaseSession": "void(*)(void*)",
+    "Run": "void*(*)(void*, void*, const char**, void**, size_t, const char**, size_t, void**)",
+    "CreateCpuMemoryInfo": "void*(*)(int, int, void**)",
+    "ReleaseMemoryInfo": "void(*)(void*)",
+    "CreateTensorWithDataAsOrtValue": "void*(*)(void*, void*, size_t, int64_t*, size_t, int, void**)",
+    "ReleaseValue": "void(*)(void*)",
+    "GetTensorMutableData": "void*(*)(void*, void**)",
+    "GetTensorTypeAndShape": "void*(*)(void*, void**)",
+    "GetTensorElementType": "void*(*)(void*, int*)",
+    "GetDimensionsCount": "void*(*)(void*, size_t*)",
+    "GetDimensions": "void*(*)(void*, int64_t*, size_t)",
+    "ReleaseTensorTypeAndShapeInfo": "void(*)(void*)",
+    "GetInteropApi": "void*(*)(void)",
+    "CreatePrepackedWeightsContainer": "void*(*)(void**)",
+    "ReleasePrepackedWeightsContainer": "void(*)(void*)",
+    "CreateSessionFromArrayWithPrepackedWeightsContainer": "void*(*)(void*, const void*, size_t, void*, void*, void**)",
 }
-# (slot in OrtInteropApi, C signature)
+# C signatures of the OrtInteropApi functions (their slots: abi.INTEROP_API)
 _INTEROP = {
-    "CreateImporter": (0, "void*(*)(void*, void**)"),
-    "ReleaseImporter": (1, "void(*)(void*)"),
-    "CanImportMemory": (2, "void*(*)(void*, int, _Bool*)"),
-    "ImportMemory": (3, "void*(*)(void*, MemoryDescriptor*, void**)"),
-    "ReleaseMemory": (4, "void(*)(void*)"),
-    "CreateTensorFromMemory": (5, "void*(*)(void*, void*, TensorDescriptor*, void**)"),
-    "CanImportSemaphore": (6, "void*(*)(void*, int, _Bool*)"),
-    "ImportSemaphore": (7, "void*(*)(void*, SemaphoreDescriptor*, void**)"),
-    "ReleaseSemaphore": (8, "void(*)(void*)"),
+    "CreateExternalResourceImporterForDevice": "void*(*)(void*, void**)",
+    "ReleaseExternalResourceImporter": "void(*)(void*)",
+    "CanImportMemory": "void*(*)(void*, int, _Bool*)",
+    "ImportMemory": "void*(*)(void*, OrtExternalMemoryDescriptor*, void**)",
+    "ReleaseExternalMemoryHandle": "void(*)(void*)",
+    "CreateTensorFromMemory": "void*(*)(void*, void*, OrtExternalTensorDescriptor*, void**)",
+    "CanImportSemaphore": "void*(*)(void*, int, _Bool*)",
+    "ImportSemaphore": "void*(*)(void*, OrtExternalSemaphoreDescriptor*, void**)",
+    "ReleaseExternalSemaphoreHandle": "void(*)(void*)",
 }
 
 
@@ -105,9 +112,11 @@ def library_path() -> str:
 
 
 class _Table:
-    def __init__(self, table, entries: dict):
-        slots = _ffi.cast("void**", table)
-        self._fns = {name: _ffi.cast(sig, slots[slot]) for name, (slot, sig) in entries.items()}
+    """The functions of one of ORT's function tables, by member name."""
+
+    def __init__(self, table, slots: dict[str, int], signatures: dict[str, str]):
+        entries = _ffi.cast("void**", table)
+        self._fns = {name: _ffi.cast(sig, entries[slots[name]]) for name, sig in signatures.items()}
 
     def __getattr__(self, name):
         return self._fns[name]
@@ -122,8 +131,8 @@ class Runtime:
         api = base.GetApi(API_VERSION)
         if api == _ffi.NULL:
             raise InteropError(f"this libonnxruntime does not offer API version {API_VERSION}")
-        self.api = _Table(api, _API)
-        self.interop = _Table(self.api.GetInteropApi(), _INTEROP)
+        self.api = _Table(api, abi.ORT_API, _API)
+        self.interop = _Table(self.api.GetInteropApi(), abi.INTEROP_API, _INTEROP)
         env = _ffi.new("void**")
         self.check(self.api.CreateEnv(2, b"vkep.interop", env))
         self.env = env[0]
@@ -228,7 +237,7 @@ class Session:
             devices = _ffi.new("void*[]", [device])
             keys = [_ffi.new("char[]", k.encode()) for k in ep_options]
             values = [_ffi.new("char[]", v.encode()) for v in ep_options.values()]
-            check(api.AppendEpV2(options[0], runtime.env, devices, 1, _ffi.new("const char*[]", keys),
+            check(api.SessionOptionsAppendExecutionProvider_V2(options[0], runtime.env, devices, 1, _ffi.new("const char*[]", keys),
                                  _ffi.new("const char*[]", values), len(keys)))
             out = _ffi.new("void**")
             if weights is None:
@@ -267,7 +276,7 @@ class Memory:
         self.importer, self.handle, self.size = importer, handle, size
 
     def release(self) -> None:
-        self.importer.runtime.interop.ReleaseMemory(self.handle)
+        self.importer.runtime.interop.ReleaseExternalMemoryHandle(self.handle)
 
 
 class Semaphore:
@@ -275,7 +284,7 @@ class Semaphore:
         self.importer, self.handle = importer, handle
 
     def release(self) -> None:
-        self.importer.runtime.interop.ReleaseSemaphore(self.handle)
+        self.importer.runtime.interop.ReleaseExternalSemaphoreHandle(self.handle)
 
 
 class Importer:
@@ -284,7 +293,7 @@ class Importer:
     def __init__(self, runtime: Runtime, device):
         self.runtime = runtime
         out = _ffi.new("void**")
-        runtime.check(runtime.interop.CreateImporter(device, out))
+        runtime.check(runtime.interop.CreateExternalResourceImporterForDevice(device, out))
         if out[0] == _ffi.NULL:
             raise InteropError("the EP offers no external resource importer")
         self.importer = out[0]
@@ -301,7 +310,7 @@ class Importer:
 
     def import_memory(self, kind: str, handle: int, size: int, offset: int = 0) -> Memory:
         """Import an allocation of `size` bytes (an fd's ownership passes to vkep on success)."""
-        desc = _ffi.new("MemoryDescriptor*", {"version": API_VERSION, "handle_type": MEMORY_TYPES[kind],
+        desc = _ffi.new("OrtExternalMemoryDescriptor*", {"version": API_VERSION, "handle_type": MEMORY_TYPES[kind],
                                               "native_handle": _ffi.cast("void*", handle), "size_bytes": size,
                                               "offset_bytes": offset})
         out = _ffi.new("void**")
@@ -311,14 +320,14 @@ class Importer:
     def tensor(self, memory: Memory, dtype, shape: list[int], offset: int = 0) -> Tensor:
         """A tensor viewing imported memory at `offset` (relative to the import's own offset)."""
         dims = _ffi.new("int64_t[]", list(shape) or [0])
-        desc = _ffi.new("TensorDescriptor*", {"version": API_VERSION, "element_type": ELEMENT_CODES[np.dtype(dtype)],
+        desc = _ffi.new("OrtExternalTensorDescriptor*", {"version": API_VERSION, "element_type": ELEMENT_CODES[np.dtype(dtype)],
                                               "shape": dims, "rank": len(shape), "offset_bytes": offset})
         out = _ffi.new("void**")
         self.runtime.check(self.runtime.interop.CreateTensorFromMemory(self.importer, memory.handle, desc, out))
         return Tensor(self.runtime, out[0], keep=dims)
 
     def import_semaphore(self, kind: str, handle: int) -> Semaphore:
-        desc = _ffi.new("SemaphoreDescriptor*", {"version": API_VERSION, "type": SEMAPHORE_TYPES[kind],
+        desc = _ffi.new("OrtExternalSemaphoreDescriptor*", {"version": API_VERSION, "type": SEMAPHORE_TYPES[kind],
                                                  "native_handle": _ffi.cast("void*", handle)})
         out = _ffi.new("void**")
         self.runtime.check(self.runtime.interop.ImportSemaphore(self.importer, desc, out))
@@ -326,6 +335,6 @@ class Importer:
 
     def __del__(self):
         if getattr(self, "importer", None) is not None:
-            self.runtime.interop.ReleaseImporter(self.importer)
+            self.runtime.interop.ReleaseExternalResourceImporter(self.importer)
             self.importer = None
 

@@ -25,7 +25,7 @@ EP_NAME = "VulkanExecutionProvider"
 EP_VENDOR = "vkep"
 
 # The onnxruntime releases whose plugin API vkep implements: its ORT API version (ORT_API_VERSION in
-# _plugin_build.py; ORT 1.N serves API N) and every later 1.x (ORT keeps older API versions working).
+# abi.py; ORT 1.N serves API N) and every later 1.x (ORT keeps older API versions working).
 # pyproject.toml requires the same range (tests/test_wheel.py holds them equal).
 SUPPORTED_ORT = "onnxruntime>=1.24,<2"
 
@@ -40,11 +40,6 @@ def unsupported_ort(version: str, api_version: int) -> str | None:
         return None
     return (f"vkep: this is onnxruntime {version}; vkep supports {SUPPORTED_ORT} (ORT API version {api_version} "
             f"and later 1.x releases): pip install '{SUPPORTED_ORT}'")
-
-# ONNXTensorElementDataType ↔ numpy-style names
-ELEMENT_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
-                 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16", 21: "uint4", 22: "int4"}
-ELEMENT_CODES = {name: code for code, name in ELEMENT_TYPES.items()}
 
 # OrtDeviceMemoryType / OrtMemoryInfoDeviceType / OrtMemType
 MEM_DEFAULT = 0

@@ -8,7 +8,7 @@ from vkep.gpu import transfer
 from vkep.gpu.external import InPlace, InteropError
 from vkep.kernels import manifest
 from vkep.kernels.base import ITEMSIZE, Tensor, encode_dispatch, implementation, variant
-from vkep.ort import api
+from vkep.ort import abi, api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.memory import stream_of
 
@@ -129,7 +129,7 @@ def _tensor(host: InPlace, value) -> Tensor:
     type_, rank, ptr = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*")
     dims = ffi.new("int64_t[8]")
     api.check(api.lib.vkep_tensor_info(value, type_, dims, rank, ptr))
-    shape, dtype = tuple(dims[i] for i in range(rank[0])), api.ELEMENT_TYPES.get(type_[0], "?")
+    shape, dtype = tuple(dims[i] for i in range(rank[0])), abi.ELEMENT_TYPES.get(type_[0], "?")
     return Tensor(host.address(ptr[0], math.prod(shape) * ITEMSIZE.get(dtype, 1)), shape, dtype)
 
 

@@ -3,7 +3,7 @@ inferred types and shapes)."""
 
 from __future__ import annotations
 
-from vkep.ort import api
+from vkep.ort import abi, api
 
 
 def op_type(node) -> str:
@@ -83,7 +83,7 @@ def declared(info) -> tuple[list[int] | None, str | None]:
     if status != ffi.NULL:
         lib.ort_ReleaseStatus(status)
         return None, None
-    return dims, api.ELEMENT_TYPES.get(elem[0])
+    return dims, abi.ELEMENT_TYPES.get(elem[0])
 
 
 CONSTANT_READ_LIMIT = 1 << 16  # bytes: the small constants kernels read on the host (shapes, sizes, axes)

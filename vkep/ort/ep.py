@@ -19,7 +19,7 @@ from vkep.kernels.base import (
     implementation,
 )
 from vkep.kernels.control_flow import ControlFlow
-from vkep.ort import api, capture, declared, ties, warmup
+from vkep.ort import abi, api, capture, declared, ties, warmup
 from vkep.ort.api import status_callback
 from vkep.ort.log import INFO, VERBOSE, Logger
 from vkep.ort.memory import allocators_of
@@ -103,7 +103,7 @@ def _add_kernel_def(registry, spec, types, start: int, end: int, state: int, hos
         for index in spec.cpu_outputs:
             api.check(lib.ep_KernelDefBuilder_SetOutputMemType(builder, index, api.MEMTYPE_CPU_OUTPUT))
         for name, allowed in types.items():
-            codes = ffi.new("int[]", [api.ELEMENT_CODES[t] for t in allowed])
+            codes = ffi.new("int[]", [abi.ELEMENT_CODES[t] for t in allowed])
             api.check(lib.ep_KernelDefBuilder_AddTypeConstraint_types(builder, name.encode(), codes, len(allowed)))
         if spec.aliases:
             ins = ffi.new("int[]", [a for a, _ in spec.aliases])

@@ -18,7 +18,7 @@ import numpy as np
 from vkep.kernels import elementwise, fused
 from vkep.kernels.base import UnsupportedError, implementation
 from vkep.kernels.manifest import KernelSpec
-from vkep.ort import api, declared, epilogues, qdq
+from vkep.ort import abi, api, declared, epilogues, qdq
 from vkep.ort.api import callback, status_callback
 from vkep.ort.ep import EPS, Ep, node_attributes, spec_of
 from vkep.ort.kernel import KernelInstance, release_kernel
@@ -197,7 +197,7 @@ def _initializer(info) -> np.ndarray:
                            api.ORT_FAIL)
     type_, rank, ptr, dims = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*"), ffi.new("int64_t[8]")
     api.check(lib.vkep_tensor_info(value[0], type_, dims, rank, ptr))
-    array = np.empty(tuple(dims[0:rank[0]]), np.dtype(api.ELEMENT_TYPES[type_[0]]))
+    array = np.empty(tuple(dims[0:rank[0]]), np.dtype(abi.ELEMENT_TYPES[type_[0]]))
     if array.nbytes:
         ffi.memmove(ffi.cast("void*", array.ctypes.data), ffi.cast("void*", ptr[0]), array.nbytes)
     return array

@@ -17,13 +17,13 @@ from __future__ import annotations
 import itertools
 
 from vkep.gpu import external
-from vkep.ort import api
+from vkep.ort import abi, api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.memory import stream_of
 
-# ORT's OrtExternalMemoryHandleType / OrtExternalSemaphoreType → vkep.gpu.interop kinds
-MEMORY_KINDS = {0: "d3d12_resource", 1: "d3d12_heap", 2: "opaque_win32", 3: "opaque_fd"}
-SEMAPHORE_KINDS = {0: "d3d12_fence", 1: "opaque_win32", 2: "opaque_fd"}
+# ORT's OrtExternalMemoryHandleType / OrtExternalSemaphoreType codes → vkep.gpu.external kinds
+MEMORY_KINDS = {code: abi.VULKAN_KINDS.get(name, name) for name, code in abi.MEMORY_HANDLE_TYPES.items()}
+SEMAPHORE_KINDS = {code: abi.VULKAN_KINDS.get(name, name) for name, code in abi.SEMAPHORE_TYPES.items()}
 
 IMPORTERS: dict[int, object] = {}  # importer struct address → VulkanDevice
 MEMORY: dict[int, external.ImportedMemory] = {}  # handle id → import
@@ -137,7 +137,7 @@ def _create_tensor(this, handle, desc, out):
     imported = MEMORY.get(api.ffi.cast("vkep_memory_handle*", handle).id)
     if imported is None:
         raise api.OrtError("the external memory handle was released", api.ORT_INVALID_ARGUMENT)
-    dtype = api.ELEMENT_TYPES.get(desc.element_type)
+    dtype = abi.ELEMENT_TYPES.get(desc.element_type)
     if dtype is None or dtype not in ITEMSIZE:
         raise api.OrtError(f"element type {desc.element_type} is not supported", api.ORT_INVALID_ARGUMENT)
     shape = [desc.shape[i] for i in range(desc.rank)]

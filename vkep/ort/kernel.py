@@ -23,7 +23,7 @@ from vkep.kernels.base import (
     variant,
 )
 from vkep.kernels.control_flow import ControlFlow
-from vkep.ort import api
+from vkep.ort import abi, api
 from vkep.ort.api import callback, status_callback
 from vkep.ort.control_flow import control_flow_kernel
 from vkep.ort.ep import EPS, KERNEL_STATES
@@ -473,7 +473,7 @@ def _tensor_attribute(info, name: bytes) -> np.ndarray:
         type_, rank, ptr = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*")
         dims = ffi.new("int64_t[8]")
         api.check(lib.vkep_tensor_info(value[0], type_, dims, rank, ptr))
-        dtype = np.dtype(api.ELEMENT_TYPES[type_[0]] if type_[0] != 9 else "bool")
+        dtype = np.dtype(abi.ELEMENT_TYPES[type_[0]] if type_[0] != 9 else "bool")
         array = np.empty(tuple(dims[i] for i in range(rank[0])), dtype)
         if array.nbytes:
             ffi.memmove(ffi.cast("void*", array.ctypes.data), ffi.cast("void*", ptr[0]), array.nbytes)
@@ -499,7 +499,7 @@ def _kernel_create(state, info, out):
     api.check(lib.ort_KernelInfo_GetOperatorSinceVersion(info, since))
     count = ffi.new("size_t*")
     api.check(lib.ort_KernelInfo_GetInputCount(info, count))
-    input_types = [api.ELEMENT_TYPES.get(lib.ort_KernelInfo_InputElementType(info, i), "") for i in range(count[0])]
+    input_types = [abi.ELEMENT_TYPES.get(lib.ort_KernelInfo_InputElementType(info, i), "") for i in range(count[0])]
     cls = implementation(spec)
     if issubclass(cls, ControlFlow):
         out[0] = control_flow_kernel(device, spec, info, device_info.features.get("hostMemoryImport", False))
@@ -592,7 +592,7 @@ def _kernel_compute(kernel_id, ctx, io):
     inputs = []
     foreign = []
     types, ranks, ptrs, dims = io.types, io.ranks, io.ptrs, io.dims
-    element_types = api.ELEMENT_TYPES
+    element_types = abi.ELEMENT_TYPES
     for i in range(io.n_inputs):
         code = types[i]
         if code == 0:

@@ -10,7 +10,7 @@ import numpy as np
 from vkep.gpu import transfer
 from vkep.gpu.external import HostMemoryImport
 from vkep.kernels.base import NIBBLE_TYPES, Tensor, tensor_bytes
-from vkep.ort import api
+from vkep.ort import abi, api
 from vkep.ort.api import status_callback
 from vkep.ort.kernel import KERNELS, KernelInstance
 
@@ -21,7 +21,7 @@ def _layout(value) -> tuple[tuple[int, ...], str, int]:
     type_, rank, ptr = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*")
     dims = ffi.new("int64_t[8]")
     api.check(lib.vkep_tensor_info(value, type_, dims, rank, ptr))
-    return tuple(dims[i] for i in range(rank[0])), api.ELEMENT_TYPES[type_[0]], ptr[0]
+    return tuple(dims[i] for i in range(rank[0])), abi.ELEMENT_TYPES[type_[0]], ptr[0]
 
 
 def _host_array(kernel: KernelInstance, value) -> np.ndarray:
