@@ -1,7 +1,9 @@
-"""vkep's declarations of ORT's ABI against ORT's own C headers: every function-table slot vkep calls
-(ORT_SLOTS, EP_SLOTS in vkep/ort/_plugin_build.py: index and name) and the member order of every struct
-vkep fills or reads (vkep/ort/native/ort_abi.h). A slot off by one calls another function; a struct member
-out of place is called through the wrong pointer: both fail here instead.
+"""vkep's declarations of ORT's ABI against ORT's own C headers: the slot of every function vkep calls in
+each function table (OrtApi, OrtEpApi, OrtInteropApi: vkep/ort/abi.py, which the plugin build, vkep/interop.py
+and the tools read), the members of every struct vkep fills or reads (vkep/ort/native/ort_abi.h, declared
+to cffi by the plugin and by interop.py), and the codes of ORT's enums vkep uses (element types, external
+handle types). A slot off by one calls another function; a struct member out of place or of another type is
+read through the wrong offset; a wrong element code reinterprets a tensor: each fails here instead.
 
 The headers are ORT's (onnxruntime_c_api.h, onnxruntime_ep_c_api.h), read from VKEP_ORT_HEADERS or from
 ../shared/reference/onnxruntime-headers beside the checkout; the pip package of ORT has none, so without
@@ -14,9 +16,11 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from vkep.ort import _plugin_build
+from vkep import interop
+from vkep.ort import _plugin_build, abi
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADERS = Path(os.environ.get("VKEP_ORT_HEADERS", ROOT.parent / "shared" / "reference" / "onnxruntime-headers"))
@@ -64,12 +68,56 @@ def _member_names(body: str) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("table,struct", [("ORT_SLOTS", "OrtApi"), ("EP_SLOTS", "OrtEpApi")])
+def _data_member_types(body: str, enums: set[str]) -> dict[str, str]:
+    """name -> type of each member that is not a function pointer, normalized: no `const`, `struct`, `enum`
+    or spaces, and an enum type is `int` (its size in C on every platform ORT supports)."""
+    types = {}
+    for member in (m.strip() for m in body.split(";")):
+        if not member or "(" in member:
+            continue
+        *words, name = re.findall(r"\w+|\*", member)
+        words = ["int" if w in enums else w for w in words if w not in ("const", "struct", "enum")]
+        types[name] = "".join(words)
+    return types
+
+
+def _enums(text: str) -> dict[str, dict[str, int]]:
+    """Every `typedef enum Name { A, B = 3, C = B, ... }` in `text`: name -> {enumerator: value} (None for a
+    value computed by an expression, and for the implicit ones after it)."""
+    found = {}
+    for name, body in re.findall(r"typedef\s+enum\s+(\w+)\s*\{(.*?)\}", _uncommented(text), flags=re.S):
+        values, next_value = {}, 0
+        for item in (i.strip() for i in body.split(",")):
+            if item:
+                key, _, value = (part.strip() for part in item.partition("="))
+                if value:
+                    next_value = values[value] if value in values else (
+                        int(value, 0) if re.fullmatch(r"-?(0x[0-9a-fA-F]+|\d+)", value) else None)
+                values[key] = next_value
+                next_value = None if next_value is None else next_value + 1
+        found[name] = values
+    return found
+
+
+TABLES = [("ORT_API", "OrtApi"), ("EP_API", "OrtEpApi"), ("INTEROP_API", "OrtInteropApi")]
+
+
+@pytest.mark.parametrize("table,struct", TABLES)
 def test_function_table_slots_match_the_headers(table, struct):
+    """Every slot abi.py declares is the index of that member in ORT's table."""
     names = _member_names(_struct_body(_headers(), struct))
-    wrong = [(slot, name, names[slot] if slot < len(names) else None)
-             for slot, name, *_ in getattr(_plugin_build, table) if slot >= len(names) or names[slot] != name]
-    assert not wrong, f"{table}: (slot, vkep's name, {struct}'s member at that slot): {wrong}"
+    wrong = [(name, slot, names[slot] if slot < len(names) else None)
+             for name, slot in getattr(abi, table).items() if slot >= len(names) or names[slot] != name]
+    assert not wrong, f"{table}: (vkep's name, its slot, {struct}'s member at that slot): {wrong}"
+
+
+def test_every_function_vkep_calls_has_its_slot_in_abi():
+    """The plugin's wrappers and interop.py's calls take their slots from abi.py's tables (checked above)."""
+    uses = {"ORT_API": {name for name, *_ in _plugin_build.ORT_SLOTS} | set(interop._API),
+            "EP_API": {name for name, *_ in _plugin_build.EP_SLOTS}, "INTEROP_API": set(interop._INTEROP)}
+    missing = {table: sorted(names - set(getattr(abi, table))) for table, names in uses.items()}
+    assert not any(missing.values()), missing
+    assert "SessionOptionsAppendExecutionProvider_V2" in uses["ORT_API"] and len(uses["INTEROP_API"]) == 9
 
 
 def test_structs_vkep_fills_match_the_headers():
@@ -77,6 +125,7 @@ def test_structs_vkep_fills_match_the_headers():
     header's, in its order (vkep may stop early: the members of later ORT versions it does not set)."""
     ours = _uncommented(ABI_H.read_text())
     headers = _headers()
+    enums = set(_enums(headers))
     checked = []
     for name in sorted(set(re.findall(r"typedef\s+struct\s+(Ort\w+)\s*\{", ours))):
         theirs = _struct_body(headers, name)
@@ -84,8 +133,27 @@ def test_structs_vkep_fills_match_the_headers():
             continue
         mine, official = _member_names(_struct_body(ours, name)), _member_names(theirs)
         assert mine == official[:len(mine)], (name, mine, official)
+        my_types, their_types = (_data_member_types(body, enums) for body in (_struct_body(ours, name), theirs))
+        differ = {m: (t, their_types[m]) for m, t in my_types.items() if m in their_types and t != their_types[m]}
+        assert not differ, (name, differ)
         checked.append(name)
-    assert {"OrtEp", "OrtEpFactory", "OrtKernelImpl", "OrtAllocator", "OrtDataTransferImpl"} <= set(checked), checked
+    assert {"OrtEp", "OrtEpFactory", "OrtKernelImpl", "OrtAllocator", "OrtDataTransferImpl", "OrtApiBase",
+            "OrtExternalMemoryDescriptor", "OrtExternalSemaphoreDescriptor", "OrtExternalTensorDescriptor",
+            "OrtExternalResourceImporterImpl"} <= set(checked), checked
+
+
+@pytest.mark.parametrize("struct", ["OrtApiBase", "OrtExternalMemoryDescriptor", "OrtExternalSemaphoreDescriptor",
+                                    "OrtExternalTensorDescriptor"])
+def test_structs_interop_passes_match_the_headers(struct):
+    """The structs interop.py's cffi knows (from ort_abi.h) have the header's members, and its data members
+    the header's types: what the application fills is what ORT reads."""
+    headers = _headers()
+    theirs = _struct_body(headers, struct)
+    fields = interop._ffi.typeof(struct).fields
+    assert [name for name, _ in fields] == _member_names(theirs)
+    their_types = _data_member_types(theirs, set(_enums(headers)))
+    mine = {name: field.type.cname.replace(" ", "") for name, field in fields if name in their_types}
+    assert mine == their_types
 
 
 def test_plan_io_codes_match_the_kernels_tensor_codes():
@@ -96,3 +164,41 @@ def test_plan_io_codes_match_the_kernels_tensor_codes():
     defines = dict(re.findall(r"#define\s+(VKEP_IO_\w+)\s+(\d+)", ABI_H.read_text()))
     assert int(defines["VKEP_IO_CONST"]) == Tensor.PERSISTENT
     assert int(defines["VKEP_IO_SCRATCH"]) == Tensor.SCRATCH
+
+
+def _ort_element_name(dtype: str) -> str:
+    return "ONNX_TENSOR_ELEMENT_DATA_TYPE_" + {"float32": "FLOAT", "float64": "DOUBLE"}.get(dtype, dtype.upper())
+
+
+def test_element_codes_match_the_headers():
+    """abi.ELEMENT_TYPES (what vkep reads from and gives ORT, and interop.py's numpy dtypes) is ORT's
+    ONNXTensorElementDataType."""
+    official = _enums(_headers())["ONNXTensorElementDataType"]
+    wrong = {code: dtype for code, dtype in abi.ELEMENT_TYPES.items() if official.get(_ort_element_name(dtype)) != code}
+    assert not wrong, f"(vkep's code: dtype) that ORT numbers otherwise: {wrong}"
+    assert all(str(dtype) == abi.ELEMENT_TYPES[code] for code, dtype in interop.DTYPES.items())
+
+
+def test_kernels_onnx_codes_are_the_same_numbers():
+    """The kernels read ONNX's TensorProto codes in attributes (Cast's `to`, QuantizeLinear's output_dtype,
+    Attention's softmax_precision) from tables of their own: they may not import vkep.ort. ORT's enum is
+    copied from TensorProto, so the numbers must be abi.py's (checked above) and ONNX's."""
+    from onnx import helper
+
+    from vkep.kernels import attention, elementwise, quantize
+
+    tables = {"elementwise.ONNX_TYPES": elementwise.ONNX_TYPES, "quantize.ONNX_QUANTIZED": quantize.ONNX_QUANTIZED,
+              "attention FLOAT16/FLOAT32/FLOAT64": {attention.FLOAT16: "float16", attention.FLOAT32: "float32",
+                                                     attention.FLOAT64: "float64"}}
+    for table, codes in tables.items():
+        assert all(abi.ELEMENT_TYPES.get(code) == dtype for code, dtype in codes.items()), (table, codes)
+        assert all(helper.tensor_dtype_to_np_dtype(code) == np.dtype(dtype)
+                   for code, dtype in codes.items() if dtype not in ("int4", "uint4")), (table, codes)
+
+
+@pytest.mark.parametrize("enum,prefix,table", [
+    ("OrtExternalMemoryHandleType", "ORT_EXTERNAL_MEMORY_HANDLE_TYPE_", "MEMORY_HANDLE_TYPES"),
+    ("OrtExternalSemaphoreType", "ORT_EXTERNAL_SEMAPHORE_", "SEMAPHORE_TYPES")])
+def test_external_handle_codes_match_the_headers(enum, prefix, table):
+    official = _enums(_headers())[enum]
+    assert {prefix + name.upper(): code for name, code in getattr(abi, table).items()} == official
