@@ -23,7 +23,7 @@ from vkep.kernels.base import (
     shader_dtype,
 )
 from vkep.kernels.conv import ConvBase, window_geometry
-from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse, declines_rank
+from vkep.kernels.elementwise import ONNX_TYPES, broadcast_shape, broadcast_strides, collapse, declines_rank
 
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
 ONNX_QUANTIZED = {2: "uint8", 3: "int8", 21: "uint4", 22: "int4"}  # TensorProto codes of output_dtype
@@ -61,7 +61,7 @@ class QuantizeLinear(Kernel):
         else:
             out = scale.dtype
             wanted = self.attrs.get("output_dtype", 0)
-            if wanted and wanted != {"float32": 1, "float16": 10}.get(out):
+            if wanted and ONNX_TYPES.get(wanted) != out:
                 raise UnsupportedError(f"DequantizeLinear: output_dtype {wanted} with {out} scales")
         block = self.attrs.get("block_size", 0)
         blocks = 0
