@@ -1,5 +1,5 @@
 /* The C functions of the plugin module that Python calls beyond the wrappers of ORT function-table slots
- * (those are declared from the tables in _plugin_build.py, ORT_SLOTS and EP_SLOTS: one place), and vkep's
+ * (those are declared from the tables in _plugin_build.py, ORT_SLOTS and EP_SLOTS, at the slots abi.py gives: one place), and vkep's
  * helpers. */
 /* OrtApi */
 OrtAllocator* ort_default_allocator(void);
