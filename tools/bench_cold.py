@@ -96,6 +96,15 @@ def _webgpu_cold(model: str) -> dict:
             "warm_run_s": result["times_s"][0], "nodes_by_ep": result.get("nodes_by_ep")}
 
 
+def measure(model: str, webgpu: bool = False) -> tuple[dict, list, dict | None]:
+    """(vkep's cold session and first run, each of its pipelines' cold create and compile times, slowest first,
+    and WebGPU's cold figures or None) for `model`."""
+    run = _python(_MODEL, model, cold=True)
+    per = _python(_CHILD, json.dumps(run["pipelines"]), cold=True)
+    per.sort(key=lambda p: -(p[3] + p[4]))
+    return run, per, _webgpu_cold(model) if webgpu else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*")
@@ -107,10 +116,7 @@ def main() -> int:
     light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
     report = []
     for model in args.models or [str(light / "light_resnet50.onnx")]:
-        run = _python(_MODEL, model, cold=True)
-        per = _python(_CHILD, json.dumps(run["pipelines"]), cold=True)
-        per.sort(key=lambda p: -(p[3] + p[4]))
-        webgpu = _webgpu_cold(model) if args.webgpu else None
+        run, per, webgpu = measure(model, args.webgpu)
         report.append({"model": model, **{k: v for k, v in run.items() if k != "pipelines"},
                        "pipelines": [{"shader": s, "defines": dict(d), "constants": c, "create_s": a,
                                       "first_dispatch_compile_s": b} for s, d, c, a, b in per], "webgpu": webgpu})
