@@ -198,3 +198,18 @@ def test_push_constants_must_fill_the_shaders_block(dev):
     assert "vkep_group_base" not in [m.name for m in conv]
     assert dev.pipelines.push_bytes(dev.pipelines.get("conv_integer.comp", {"DTYPE": 4}, {"requant": 0})) == max(
         m.offset + m.size for m in conv)
+
+
+def test_subgroup_pipelines_run_at_the_size_kernels_plan_with(dev):
+    """A shader that uses subgroup operations is pinned to the device's subgroup size (the one kernels plan lanes
+    and grids with; a GPU may otherwise pick another per pipeline), with full subgroups where its workgroup's width
+    is a multiple of it; one without subgroup operations is left to the driver. The validation layer checks the
+    create info (lavapipe: subgroupSizeControl and computeFullSubgroups, 8 lanes)."""
+    if not dev.info.features.get("subgroupSizeControl"):
+        pytest.skip("the device lets no pipeline require a subgroup size")
+    size = dev.info.subgroup_size
+    broadcast = dev.pipelines.get("matmul.comp", {"DTYPE": 0}, {"mode": 3, "local_size_x": 8, "local_size_y": 1})
+    assert dev.pipelines.required_subgroup_size(broadcast) == (size, dev.info.features["computeFullSubgroups"])
+    narrow = dev.pipelines.get("matmul.comp", {"DTYPE": 0}, {"mode": 3, "local_size_x": size + 1, "local_size_y": 1})
+    assert dev.pipelines.required_subgroup_size(narrow) == (size, False)  # (not a multiple: partial subgroups)
+    assert dev.pipelines.required_subgroup_size(dev.pipelines.get("unary.comp", {"DTYPE": 0}, {"op": 0})) is None

@@ -93,3 +93,12 @@ def test_nothing_measured_exits_1_and_the_package_is_never_written_to(tmp_path):
     inside = f"{vkep.__path__[0]}/report.md"
     done = _vkep("report", "--quick", "--out", inside, timeout=120)
     assert done.returncode == 1 and "inside the installed package" in done.stderr, done.stderr
+
+
+def test_lane_load_probe_measures_a_rate():
+    """tools/roofline.py sets kernels against the device's lane-load rate (vkep/gpu/ceiling.py's second probe): it
+    compiles, runs and gives a rate, as the multiply-add probe does."""
+    from vkep.gpu import ceiling
+
+    rate, why = ceiling.lane_load_rate()
+    assert rate is not None and rate > 0, why

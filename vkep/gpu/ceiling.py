@@ -58,7 +58,8 @@ void main() {
     if (t == 12345) Out(pc.out_addr).v[0] = uint(t);  // (all but never true: keeps the loop alive)
 }
 """
-GROUPS, LOCAL_SIZE = 4096, 64
+GROUPS, LOCAL_SIZE = 4096, 64  # (at most: a dispatch is sized to take about TARGET_SECONDS)
+TARGET_SECONDS = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +82,8 @@ class Probe:
     @property
     def method(self) -> str:
         return (f"one dispatch of {GROUPS} workgroups x {LOCAL_SIZE} invocations, each {self.iters} x "
-                f"{self.per_iter} independent {self.shader.split('_')[0]} operations; the fastest of 5 dispatches, "
+                f"{self.per_iter} independent {self.shader.split('_')[0]} operations (fewer workgroups where that "
+                f"takes over {TARGET_SECONDS} s); the fastest of 5 dispatches, "
                 "timed on the host from record to wait (vkep/gpu/ceiling.py)")
 
 
@@ -136,17 +138,17 @@ def _measure(probe: Probe, device_index: int | None) -> float:
     stream = dev.new_stream()
     push = dev.pipelines.push_layout(pipeline).pack(members)
 
-    def run() -> None:
-        stream.dispatch(pipeline, push, (GROUPS, 1, 1), pack_spans(reads, [(out, out + 4)]), len(reads), 1)
-        stream.finish()
-
-    run()
-    times = []
-    for _ in range(5):
+    def run(groups: int) -> float:
         start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return probe.count / min(times) / 1e9
+        stream.dispatch(pipeline, push, (groups, 1, 1), pack_spans(reads, [(out, out + 4)]), len(reads), 1)
+        stream.finish()
+        return time.perf_counter() - start
+
+    run(1)  # (the driver may compile here)
+    # as many workgroups as take about TARGET_SECONDS, at most GROUPS: drivers' rates differ tenfold
+    sample = max(1, GROUPS // 64)
+    groups = max(1, min(GROUPS, round(sample * TARGET_SECONDS / max(run(sample), 1e-6))))
+    return probe.count * groups / GROUPS / min(run(groups) for _ in range(5)) / 1e9
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ SWITCHED_FEATURES = {"fp16": ("fp16", "storageBuffer16BitAccess", "shaderFloat16
                      "coopmat": ("cooperativeMatrix",),
                      "host_import": ("hostMemoryImport",)}
 COOPMAT_EXTENSION = "VK_KHR_cooperative_matrix"
+SUBGROUP_SIZE_EXTENSION = "VK_EXT_subgroup_size_control"
 # VkComponentTypeKHR and VkScopeKHR values of the cooperative matrix sizes a device lists (PhysicalDeviceInfo.coopmat)
 COMPONENT_TYPES = {0: "float16", 1: "float32", 2: "float64", 3: "int8", 4: "int16", 5: "int32", 6: "int64",
                    7: "uint8", 8: "uint16", 9: "uint32"}
@@ -239,12 +240,23 @@ def _describe(index: int, handle, instance) -> PhysicalDeviceInfo:
     props2 = new("VkPhysicalDeviceProperties2", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=subgroup)
     lib.vkGetPhysicalDeviceProperties2(handle, props2)
     p = props2.properties
+    extensions = device_extensions(handle)
+    # subgroup size control (Vulkan 1.3, or its extension): a pipeline can require the subgroup size vkep planned for
+    size_control = p.apiVersion >= lib.VK_API_VERSION_1_3 or SUBGROUP_SIZE_EXTENSION in extensions
+    sizes = new("VkPhysicalDeviceSubgroupSizeControlProperties",
+                sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES)
+    size_features = new("VkPhysicalDeviceSubgroupSizeControlFeatures",
+                        sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES)
+    if size_control:
+        props2.pNext = sizes
+        lib.vkGetPhysicalDeviceProperties2(handle, props2)
     f12 = new("VkPhysicalDeviceVulkan12Features", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
     f11 = new("VkPhysicalDeviceVulkan11Features", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
               pNext=f12)
     feats = new("VkPhysicalDeviceFeatures2", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=f11)
     api_ok = p.apiVersion >= lib.VK_API_VERSION_1_2
     if api_ok:
+        f12.pNext = size_features if size_control else ffi.NULL
         lib.vkGetPhysicalDeviceFeatures2(handle, feats)
     features = {
         "bufferDeviceAddress": bool(f12.bufferDeviceAddress),
@@ -264,7 +276,12 @@ def _describe(index: int, handle, instance) -> PhysicalDeviceInfo:
     # matrix units (matmul_coop.comp: float16 MatMul and Gemm)
     # (glslang declares the Vulkan memory model in shaders that use cooperative matrices: the device must enable it)
     features["vulkanMemoryModel"] = bool(f12.vulkanMemoryModel)
-    extensions = device_extensions(handle)
+    # compute pipelines that use subgroup operations run at `subgroup_size` (pipeline.py: the grids and lane counts
+    # kernels plan with), with full subgroups where the workgroup's width allows
+    features["subgroupSizeControl"] = bool(size_control and size_features.subgroupSizeControl
+                                           and sizes.requiredSubgroupSizeStages & 0x20
+                                           and sizes.minSubgroupSize <= subgroup.subgroupSize <= sizes.maxSubgroupSize)
+    features["computeFullSubgroups"] = bool(features["subgroupSizeControl"] and size_features.computeFullSubgroups)
     features["cooperativeMatrix"], coopmat = _coopmat(instance, handle, extensions) if api_ok else (False, ())
     # host memory ORT hands over, read and written in place (external.HostMemoryImport)
     features["hostMemoryImport"] = HOST_IMPORT_EXTENSION in extensions
@@ -342,6 +359,11 @@ class Device:
             self._coopmat = new("vkep_coopmat_features", cooperativeMatrix=1,
                                 sType=lib.VKEP_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
             f12.pNext = self._coopmat
+        if f.get("subgroupSizeControl"):
+            self._size_control = new("VkPhysicalDeviceSubgroupSizeControlFeatures", subgroupSizeControl=1,
+                                     computeFullSubgroups=f["computeFullSubgroups"], pNext=f12.pNext,
+                                     sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES)
+            f12.pNext = self._size_control
         feats.features.shaderInt64 = 1
         feats.features.shaderInt16 = f["shaderInt16"]
         priority = ffi.new("float*", 1.0)
@@ -398,6 +420,8 @@ class Device:
         wanted = ["VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd", HOST_IMPORT_EXTENSION]
         if info.features.get("cooperativeMatrix"):
             wanted.append(COOPMAT_EXTENSION)
+        if info.features.get("subgroupSizeControl"):  # (core in Vulkan 1.3; enabling it there too is valid)
+            wanted.append(SUBGROUP_SIZE_EXTENSION)
         return [e for e in wanted if e in available]
 
     def new_stream(self):

@@ -20,7 +20,7 @@ from vkep.gpu.push import (
     PushMember,
     push_block,
 )
-from vkep.gpu.shaders import compile_shader, describe, specialization_constants
+from vkep.gpu.shaders import compile_shader, describe, specialization_constants, uses_subgroups, workgroup_size
 from vkep.gpu.vk import check, ffi, lib, new
 from vkep.resources import cache_dir
 
@@ -85,6 +85,7 @@ class PipelineCache:
         # pipeline → (whether its shader reads the group base: splits; its push-constant block: push_layout),
         # read from its SPIR-V
         self._layouts: dict[int, tuple[bool, PushLayout]] = {}
+        self._subgroups: dict[int, tuple[int, bool] | None] = {}  # pipeline -> its required subgroup size
         self._module_shader: dict[str, str] = {}  # SPIR-V key → the shader file it was compiled from
         self._keep = []
         self.built = 0  # pipelines created (vkep.stats: a cold start's progress)
@@ -198,6 +199,13 @@ class PipelineCache:
         info.stage.module = module
         info.stage.pName = entry
         info.stage.pSpecializationInfo = spec
+        subgroup = self._subgroup_size(code, constants)
+        if subgroup:
+            required, full = subgroup
+            size_info = new("VkPipelineShaderStageRequiredSubgroupSizeCreateInfo", requiredSubgroupSize=required,
+                            sType=lib.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO)
+            info.stage.pNext = size_info
+            info.stage.flags = lib.VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT if full else 0
         out = ffi.new("VkPipeline*")
         check(lib.vkCreateComputePipelines(dev, self.cache, 1, info, ffi.NULL, out), f"pipeline for {shader}")
         members = push_block(code)
@@ -206,7 +214,28 @@ class PipelineCache:
             self._dirty = True
             self.built += 1
             self._layouts[int(ffi.cast("uintptr_t", out[0]))] = layout
+            self._subgroups[int(ffi.cast("uintptr_t", out[0]))] = subgroup
         return out[0]
+
+    def _subgroup_size(self, spirv: bytes, constants: Mapping[str, int | float]) -> tuple[int, bool] | None:
+        """(the subgroup size a pipeline must run at, whether its subgroups must be full) for a shader that uses
+        subgroup operations, on a device that lets a pipeline require one; else None. The size is the device's
+        default subgroup size, the one kernels plan their grids and lanes with (a GPU may otherwise pick another
+        per pipeline: Intel 8/16/32, AMD 32/64); full subgroups where the workgroup's width is a multiple of it."""
+        features = self.device.info.features
+        if not features.get("subgroupSizeControl") or not uses_subgroups(spirv):
+            return None
+        size = self.device.info.subgroup_size
+        width = workgroup_size(spirv)[0]
+        if isinstance(width, str):  # (a specialization constant: the pipeline's value, else its default)
+            declared = {name.upper(): c for name, c in specialization_constants(spirv).items()}
+            by_id = {declared[name.upper()].id: value for name, value in constants.items() if name.upper() in declared}
+            width = by_id.get(declared[width.upper()].id, declared[width.upper()].default)
+        return size, bool(features.get("computeFullSubgroups")) and int(width) % size == 0
+
+    def required_subgroup_size(self, pipeline) -> tuple[int, bool] | None:
+        """What `_subgroup_size` required of this pipeline (None: nothing)."""
+        return self._subgroups.get(int(ffi.cast("uintptr_t", pipeline)))
 
     def splits(self, pipeline) -> bool:
         """Whether a grid past the device's workgroup-count limit may be recorded in pieces for this
@@ -245,6 +274,7 @@ class PipelineCache:
             if kind == "pipeline":
                 with self._lock:  # (a new pipeline may get the handle's value)
                     self._layouts.pop(int(ffi.cast("uintptr_t", handle)), None)
+                    self._subgroups.pop(int(ffi.cast("uintptr_t", handle)), None)
                 lib.vkDestroyPipeline(self.device.handle, handle, ffi.NULL)
             else:
                 lib.vkDestroyShaderModule(self.device.handle, handle, ffi.NULL)

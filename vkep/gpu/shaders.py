@@ -202,6 +202,16 @@ def workgroup_size(spirv: bytes) -> tuple[int | str, int | str, int | str]:
     return _reflect(spirv)[1]
 
 
+# OpCapability values of subgroup operations: GroupNonUniform .. GroupNonUniformQuad, and cooperative matrices
+# (whose scope is the subgroup)
+SUBGROUP_CAPABILITIES = frozenset(range(61, 69)) | {6022}
+
+
+def uses_subgroups(spirv: bytes) -> bool:
+    """Whether the module declares a subgroup capability: its lanes then depend on the subgroup size it runs at."""
+    return any(opcode == 17 and ops[0] in SUBGROUP_CAPABILITIES for opcode, ops in _instructions(_words(spirv)))
+
+
 def local_size(spirv: bytes) -> tuple[int, int, int] | None:
     """The workgroup size as numbers, or None where a specialization constant sets it."""
     size = workgroup_size(spirv)

@@ -25,7 +25,7 @@ DIRECT_ON_CPU_DEVICES = True
 # ... and, float32 with 8-wide subgroups, its broadcast mode instead (rows shared by subgroupBroadcast, pair
 # loads; see matmul.comp's broadcast())
 BROADCAST = True
-BROADCAST_ROWS = 32  # a broadcast workgroup's rows of y (matmul.comp's BR) ...
+BROADCAST_ROWS = 16  # a broadcast workgroup's rows of y (matmul.comp's BR) ...
 BROADCAST_LANE_COLUMNS = 8  # ... and columns of one invocation (its BC; the workgroup's: 8 x that)
 MODE_TILED, MODE_FEW_ROWS, MODE_DIRECT, MODE_BROADCAST = 0, 1, 2, 3
 # Split-K (float32): K cut into slices whose partial products run as one dispatch (the slice is the batch's outer
@@ -90,7 +90,7 @@ def broadcast_dispatch(call, dtype: str, push: Mapping[str, object], batches: in
         raise UnsupportedError("matmul.comp's broadcast mode takes C per row or per column")
     c_kind = 0 if not with_c else 1 if push["c_n"] == 0 else 2
     constants = {"mode": MODE_BROADCAST, "a_pairs": a_pairs, "b_pairs": b_pairs, "local_size_x": 8,
-                 "local_size_y": 1, "c_kind": c_kind, "bc": bc}
+                 "local_size_y": 1, "c_kind": c_kind, "bc": bc, "br": BROADCAST_ROWS}
     call.dispatch("matmul.comp", dtype, constants, push, groups, reads, [push["y"]])
 
 

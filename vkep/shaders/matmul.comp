@@ -153,7 +153,9 @@ void direct() {
 // words). Per 2 steps of K: BR / 8 loads of A (x2 without A_PAIRS) and BC of B (x2 with B_PAIRS 0) for
 // 2 BR BC multiply-adds a lane, against the direct mode's 32 loads for 128. Columns of a lane: B_PAIRS 1:
 // n0 + 16 j + 2 lane + (0, 1) (pairs of y's row, stored as pairs too); else n0 + 8 j + lane.
-#define BR 32
+// mode 3: rows of a workgroup (a multiple of 8; matmul.py's BROADCAST_ROWS). 16 ran as fast as 32 (512^3 and
+// resnet50's 1x1 products, Mesa 25) and compiles in half the time: lavapipe unrolls BR x BC sums
+layout(constant_id = 10) const uint BR = 16;
 // mode 3: columns per invocation (even). 8: 16 took 5 s to compile cold on Mesa 25 for 0.97x there, 1.16x on 22.3
 layout(constant_id = 9) const uint BC = 8;
 const uint BG = BR / 8;
