@@ -167,13 +167,6 @@ EP_OPTIONS = [
             "Conv (shaders/matmul_coop.comp). `auto`: where the device lists a float16 product with float32 sums and "
             "vkep/kernels/tuning.json does not measure them slower; `0`: the tiled GEMM and conv.comp instead; `1`: as auto, but session creation fails on a device without them",
             SESSION, switch_off="0"),
-    Setting("fp16_accumulation", _choice("float32", "float16"), "float32",
-            "the type float16 MatMul, Gemm and Conv multiply and sum in (matmul.comp, conv.comp; docs/design.md, "
-            "\"float16 arithmetic\"). `float32`: products and sums in float, rounded to float16 once at the end; "
-            "`float16`: multiply-adds in float16, as a GPU's packed half units run them: each step of the sum "
-            "rounds, so results drift from the CPU EP's (relative error up to about K x 2^-11 over K terms). "
-            "Cooperative-matrix products keep their float32 sums. No gain on lavapipe, which widens float16 to float "
-            "(measured: the same time either way)", SESSION),
     Setting("host_import", SWITCH, "auto",
             "host memory the device reads and writes in place (`VK_EXT_external_memory_host`: host tensors ORT "
             "hands over, CPU-EP outputs). `auto`: where the device has the extension; `0`: this session copies "
@@ -210,6 +203,13 @@ EP_OPTIONS = [
             "saying so. Values the host reads (shapes, Reshape targets) are those of the captured run; a run "
             "config entry `gpu_graph_id` captures one graph per id (`-1`: run the nodes). docs/design.md, "
             "\"Graph capture\"", SESSION),
+    Setting("fp16_accumulation", _choice("float32", "float16"), "float32",
+            "the type float16 MatMul, Gemm and Conv multiply and sum in (matmul.comp, conv.comp; docs/design.md, "
+            "\"float16 arithmetic\"). `float32`: products and sums in float, rounded to float16 once at the end; "
+            "`float16`: multiply-adds in float16, as a GPU's packed half units run them: each step of the sum "
+            "rounds, so results drift from the CPU EP's (relative error up to about K x 2^-11 over K terms). "
+            "Cooperative-matrix products keep their float32 sums. No gain on lavapipe, which widens float16 to float "
+            "(measured: the same time either way)", SESSION),
 ]
 
 # Process-wide settings: environment variables.
