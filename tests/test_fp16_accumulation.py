@@ -66,6 +66,13 @@ def _compare(model, feeds: dict, terms: np.ndarray, bias) -> None:
     bound = _bound(terms, bias, exact)
     excess = np.abs(got16 - cpu) - bound
     assert excess.max() <= 0, f"{(excess > 0).sum()} of {excess.size} beyond the bound, worst by {excess.max():.3g}"
+    # ... and typical: rounding errors spread evenly over [-u, u] and independent add up to a variance of
+    # u^2 / 3 (sum_j s_j^2 + p_j^2 + y^2), which over thousands of elements a wrong sum (a term lost, a product
+    # off by 1%) exceeds where the worst-case bound may not
+    partial = np.cumsum(terms, axis=-1) + np.asarray(bias)[..., None]
+    typical = U * np.sqrt(((partial ** 2).sum(axis=-1) + (terms ** 2).sum(axis=-1) + exact ** 2).mean() / 3)
+    rms = np.sqrt(((got16 - exact) ** 2).mean())
+    assert rms <= 2 * typical, f"RMS error {rms:.3g} past twice the {typical:.3g} a float16 sum typically has"
     assert (got16 != got32).any(), "fp16_accumulation=float16 gave the float32 sums' results"
     np.testing.assert_allclose(got32, cpu, rtol=2 * U, atol=1e-3)
     # the float16 sums are worse than the float32 ones, and of the size a rounded sum has
@@ -83,6 +90,15 @@ def test_matmul(mode, a, b):
     x, w = _uniform(rng, a), _uniform(rng, b)
     terms = x.astype(np.float64)[..., :, None, :] * np.swapaxes(w.astype(np.float64), -1, -2)[..., None, :, :]
     _compare(_model("MatMul", {"a": a, "b": b}), {"a": x, "b": w}, terms, 0.0)
+
+
+def test_einsum():
+    """Einsum's products (matmul.comp's tiled mode whatever the device) follow the option too."""
+    rng = np.random.default_rng(6)
+    x, w = _uniform(rng, (3, 40, 200)), _uniform(rng, (3, 200, 50))
+    terms = x.astype(np.float64)[:, :, None, :] * np.swapaxes(w.astype(np.float64), -1, -2)[:, None, :, :]
+    model = _model("Einsum", {"a": x.shape, "b": w.shape}, equation="bij,bjk->bik")
+    _compare(model, {"a": x, "b": w}, terms, 0.0)
 
 
 def test_gemm(mode):
