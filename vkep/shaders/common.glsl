@@ -5,7 +5,7 @@
 //   DTYPE_Y  element type of the output      (default: DTYPE; differs for Cast, comparisons, ...)
 // Storage types are converted to a compute type on load: float for float16/float32, int for the small
 // integers, int64_t for int64. (float16 arithmetic where it gives the float result rounded once: binary.comp's
-// HALF_T; GEMM-like shaders sum in MAC_T, below. docs/design.md, "float16 arithmetic".)
+// half_arith; GEMM-like shaders sum in MAC_T, below. docs/design.md, "float16 arithmetic".)
 //   ACC16    (float16 only) GEMM-like shaders multiply and sum in float16: EP option fp16_accumulation=float16
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_buffer_reference2 : require
