@@ -41,9 +41,10 @@ def _same(got: np.ndarray, want: np.ndarray) -> None:
 
 
 def _check(model: onnx.ModelProto, feeds: dict, shaders: set[str] | None = None, groups: int = 1,
-           options: dict | None = None) -> None:
+           options: dict | None = None, close: dict | None = None) -> set:
     """Fused: `groups` kernel executions a run, every node on vkep, the epilogue variant of `shaders`, the same bits
-    as fuse=0, the CPU EP's values within tolerance."""
+    as fuse=0, the CPU EP's values within tolerance (`close`, else as test_conv's); the (shader, dtype) pairs the
+    fused kernels ran."""
     first = max(_kernels(), default=0)
     session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={**EPILOGUES, **(options or {})})
     unfused = runner.vkep_session(model, ep_options={**(options or {}), "fuse": "0"})
@@ -60,8 +61,10 @@ def _check(model: onnx.ModelProto, feeds: dict, shaders: set[str] | None = None,
     _same(got[0], want[0])
     finite = np.isfinite(want[0])
     cpu = runner.cpu_session(model).run(None, feeds)[0]
-    close = tolerance(np.float16) if got[0].dtype == np.float16 else {"rtol": 1e-4, "atol": 1e-4}  # (as test_conv)
+    if close is None:
+        close = tolerance(np.float16) if got[0].dtype == np.float16 else {"rtol": 1e-4, "atol": 1e-4}  # (as test_conv)
     np.testing.assert_allclose(got[0][finite], cpu[finite], **close)
+    return used
 
 
 def _conv_model(xs, ws, attrs: dict, tail: str, bias: bool = True, dtype=np.float32, seed: int = 0):
@@ -160,6 +163,17 @@ def test_float16_conv_epilogues_round_as_the_nodes_do(ep_devices):
         xs, ws, attrs, bias, _ = CONV_PATHS[path]
         model, feeds = _conv_model(xs, ws, attrs, "residual_relu", bias, dtype=np.float16)
         _check(model, feeds)
+
+
+def test_float16_sums_in_epilogue_variants(ep_devices):
+    """fp16_accumulation=float16: conv.comp's ACC16 EPILOGUE variant (float16 sums, each mode float16 takes) gives
+    the bits of the nodes run one by one with the same option (tests/test_fp16_accumulation.py bounds the sums)."""
+    for path in ("pointwise_odd_pixels", "3x3_stride2_pads", "grouped_direct"):
+        xs, ws, attrs, bias, shaders = CONV_PATHS[path]
+        model, feeds = _conv_model(xs, ws, attrs, "residual_relu", bias, dtype=np.float16)
+        # (the CPU EP within K x 2^-11 of values near 1: K <= 108 here)
+        used = _check(model, feeds, shaders, options={"fp16_accumulation": "float16"}, close={"rtol": 0.06, "atol": 0.06})
+        assert {d for _, d in used} == {"float16+acc16+epilogue"}, used
 
 
 MATMUL_CASES = {

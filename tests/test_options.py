@@ -57,6 +57,8 @@ def _session(ep_options: dict[str, str], model=None):
     ({"prepack_cahce": "ort"}, "unknown EP option 'prepack_cahce'; vkep's EP options are: device, allow_cpu_device, "
                                "prepack_cache, memory_budget_mb, fp16, int8, subgroups, coopmat, host_import, epilogues, wait_limit_s"),
     ({"prepack_cache": "disk"}, "EP option prepack_cache='disk' is not valid: expected 'vkep' or 'ort'"),
+    ({"fp16_accumulation": "half"},
+     "EP option fp16_accumulation='half' is not valid: expected 'float32' or 'float16'"),
     ({"fp16": "maybe"}, "EP option fp16='maybe' is not valid: expected 'auto', or 1, 0, true"),
     ({"allow_cpu_device": "2"}, "EP option allow_cpu_device='2' is not valid: expected 1, 0, true"),
     ({"memory_budget_mb": "-1"}, "EP option memory_budget_mb='-1' is not valid: expected a number of MiB >= 0"),

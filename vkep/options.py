@@ -203,6 +203,14 @@ EP_OPTIONS = [
             "saying so. Values the host reads (shapes, Reshape targets) are those of the captured run; a run "
             "config entry `gpu_graph_id` captures one graph per id (`-1`: run the nodes). docs/design.md, "
             "\"Graph capture\"", SESSION),
+    Setting("fp16_accumulation", _choice("float32", "float16"), "float32",
+            "the type float16 MatMul, Gemm and Conv multiply and sum in (matmul.comp, conv.comp; docs/design.md, "
+            "\"float16 arithmetic\"). `float32`: products and sums in float, rounded to float16 once at the end; "
+            "`float16`: multiply-adds in float16, as a GPU's packed half units run them: each step of the sum "
+            "rounds, so results drift from the CPU EP's (relative error up to about K x 2^-11 over K terms). "
+            "Cooperative-matrix products keep their float32 sums. No gain on lavapipe, which widens float16 to float "
+            "and rounds back at every step (measured, MatMul 512^3: 1.00-1.06x the time on Mesa 22.3, 1.2-1.5x on "
+            "Mesa 25)", SESSION),
 ]
 
 # Process-wide settings: environment variables.

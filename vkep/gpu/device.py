@@ -83,6 +83,8 @@ class PhysicalDeviceInfo:
     coopmat: tuple[tuple, ...] = ()
     off: frozenset[str] = frozenset()  # the feature switches turned off in this view (restricted)
     forced: frozenset[str] = frozenset()  # ... and those set to 1 (a kernel then uses the feature where it can)
+    # the session's EP option fp16_accumulation: the type float16 GEMM-like kernels sum in (vkep.options)
+    fp16_accumulation: str = "float32"
 
     @property
     def usable(self) -> bool:
@@ -109,18 +111,20 @@ class PhysicalDeviceInfo:
         """Whether the device has every feature a feature switch (SWITCHED_FEATURES) turns off."""
         return all(self.features.get(f, False) for f in SWITCHED_FEATURES[switch])
 
-    def restricted(self, off: set[str], forced: frozenset[str] = frozenset()) -> PhysicalDeviceInfo:
+    def restricted(self, off: set[str], forced: frozenset[str] = frozenset(),
+                   fp16_accumulation: str = "float32") -> PhysicalDeviceInfo:
         """This device as kernels see it with the feature switches in `off` (SWITCHED_FEATURES) turned off:
         those features read as absent, and with subgroups off the subgroup size reads 1 (kernels choose their
         subgroup variants from `subgroup_size` and `subgroupBallotCompute`). The logical device is the same.
-        `forced`: the switches set to 1, which a kernel may read as "wherever it can, measured faster or not"."""
-        if not off and not forced:
+        `forced`: the switches set to 1, which a kernel may read as "wherever it can, measured faster or not".
+        `fp16_accumulation`: the session's EP option of that name, which GEMM-like kernels read."""
+        if not off and not forced and fp16_accumulation == self.fp16_accumulation:
             return self
         features = dict(self.features)
         for switch in off:
             features.update(dict.fromkeys(SWITCHED_FEATURES[switch], False))
         return dataclasses.replace(self, features=features, off=self.off | frozenset(off),
-                                   forced=self.forced | frozenset(forced),
+                                   forced=self.forced | frozenset(forced), fp16_accumulation=fp16_accumulation,
                                    subgroup_size=1 if "subgroups" in off else self.subgroup_size)
 
     def summary(self) -> dict:

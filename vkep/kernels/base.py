@@ -44,13 +44,18 @@ def tensor_bytes(elements: int, dtype: str) -> int:
 
 
 EPILOGUE_SUFFIX = "+epilogue"  # a dtype with it: the EPILOGUE variant of a producer (vkep/kernels/epilogue.py)
+# a float16 dtype with it: the ACC16 variant of a GEMM-like shader, which multiplies and sums in float16
+# (common.glsl's MAC_T; the EP option fp16_accumulation=float16: Kernel.product_dtype)
+ACC16_SUFFIX = "+acc16"
+_SUFFIX_DEFINES = {EPILOGUE_SUFFIX: "EPILOGUE", ACC16_SUFFIX: "ACC16"}
 
 
 def variant(dtype: str | tuple[str, str]) -> dict[str, int]:
     """The -D defines of a shader variant: one element type, or (input type, output type); a type with
-    EPILOGUE_SUFFIX adds EPILOGUE (shaders/epilogue.glsl)."""
-    if isinstance(dtype, str) and dtype.endswith(EPILOGUE_SUFFIX):
-        return {**variant(dtype[:-len(EPILOGUE_SUFFIX)]), "EPILOGUE": 1}
+    EPILOGUE_SUFFIX adds EPILOGUE (shaders/epilogue.glsl), with ACC16_SUFFIX ACC16 (common.glsl)."""
+    for suffix, define in _SUFFIX_DEFINES.items():
+        if isinstance(dtype, str) and dtype.endswith(suffix):
+            return {**variant(dtype[:-len(suffix)]), define: 1}
     try:
         if isinstance(dtype, tuple):
             x, y = dtype
@@ -216,6 +221,14 @@ class Kernel:
         reads; returns (packed array, tag naming the packing). The packed tensor then arrives in
         `call.inputs[index]`, uploaded once and shared by every kernel that packs the same bytes alike."""
         return weight, "raw"
+
+    def product_dtype(self, t: Tensor) -> str:
+        """The variant of a GEMM-like shader (matmul.comp, conv.comp) for operands like `t`: shader_dtype(t), and
+        for float16 in a session with fp16_accumulation=float16 its ACC16 variant (products summed in float16)."""
+        dtype = shader_dtype(t)
+        if dtype == "float16" and self.device_info is not None and self.device_info.fp16_accumulation == "float16":
+            return dtype + ACC16_SUFFIX
+        return dtype
 
     def dispatch_1d(self, call: Call, n: int, wg: int, dtype: str, push: Mapping[str, object], reads, writes,
                     constants: Mapping[str, int] | None = None) -> None:

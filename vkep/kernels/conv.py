@@ -229,8 +229,8 @@ class Conv(ConvBase):
                 matmul.broadcast_dispatch(call, "float32", {**members, "a": w, "b": col, "c": b, "y": y}, groups,
                                           [w, col] + reads[2:])
             elif constants is not None:
-                call.dispatch(self.spec.shader, shader_dtype(x), constants, {**members, "x": x, "w": w, "b": b, "y": y},
-                              groups, reads, [y])
+                call.dispatch(self.spec.shader, self.product_dtype(x), constants,
+                              {**members, "x": x, "w": w, "b": b, "y": y}, groups, reads, [y])
             else:  # a 1x1 conv as matmul.comp's broadcast product per image: W [M, C] x X [C, pixels] + bias
                 matmul.broadcast_dispatch(call, shader_dtype(x), {**members, "a": w, "b": x, "c": b, "y": y}, groups,
                                           reads)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, UnsupportedError, shader_dtype
+from vkep.kernels.base import Kernel, UnsupportedError
 from vkep.kernels.elementwise import collapse
 from vkep.kernels.matmul import product_members
 
@@ -118,5 +118,5 @@ class Einsum(Kernel):
         a, b = call.inputs if not swap else call.inputs[::-1]
         y = call.output(0, out)
         if y.size:  # (a grid past the device's limit is recorded in pieces)
-            call.dispatch(self.spec.shader, shader_dtype(a), {}, {**members, "a": a, "b": b, "c": None, "y": y}, groups,
-                          [a, b], [y])
+            call.dispatch(self.spec.shader, self.product_dtype(a), {}, {**members, "a": a, "b": b, "c": None, "y": y},
+                          groups, [a, b], [y])

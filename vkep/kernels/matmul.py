@@ -190,7 +190,7 @@ class _Tiled(Kernel):
         # few rows with A and B contiguous along K: vec4 loads (B is kept [N, K] for this on CPU devices)
         vec4 = few_rows and a.dtype == "float32" and members["a_k"] == 1 and members["b_k"] == 1 and k % 4 == 0
         constants = {"mode": mode, "rows": rows, "vec4": int(vec4), "pairs": pairs} if few_rows else {"mode": mode}
-        call.dispatch(self.spec.shader, shader_dtype(a), constants, push, groups, reads, [y])
+        call.dispatch(self.spec.shader, self.product_dtype(a), constants, push, groups, reads, [y])
 
     def _pair_mode(self, a, members: dict) -> int:
         """How the few-rows mode reads (its PAIRS constant): 2 where B was interleaved for it (MatMul.pack);

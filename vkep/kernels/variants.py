@@ -13,7 +13,7 @@ import re
 
 from vkep.gpu.shaders import SHADER_DIR
 from vkep.kernels import manifest
-from vkep.kernels.base import EPILOGUE_SUFFIX, SHADER_DTYPE, variant
+from vkep.kernels.base import ACC16_SUFFIX, EPILOGUE_SUFFIX, SHADER_DTYPE, variant
 
 Variant = tuple[str, tuple[tuple[str, int], ...]]  # (shader file, sorted -D defines)
 
@@ -46,8 +46,21 @@ def epilogues() -> set[Variant]:
             if path.name not in {shader for shader, _ in OPTIONAL}}
 
 
+def accumulators() -> set[Variant]:
+    """The ACC16 variants (float16 sums: EP option fp16_accumulation=float16) of the shaders that sum in MAC_T
+    (common.glsl), with their EPILOGUE variants where they have one."""
+    out = set()
+    for path in sorted(SHADER_DIR.glob("*.comp")):
+        text = path.read_text(encoding="utf-8")
+        if "MAC_T" in text:
+            out.add(_key(path.name, variant("float16" + ACC16_SUFFIX)))
+            if '#include "epilogue.glsl"' in text:
+                out.add(_key(path.name, variant("float16" + ACC16_SUFFIX + EPILOGUE_SUFFIX)))
+    return out
+
+
 def required() -> set[Variant]:
-    return {v for spec in manifest.load() for v in of_spec(spec)} | epilogues()
+    return {v for spec in manifest.load() for v in of_spec(spec)} | epilogues() | accumulators()
 
 
 def possible() -> set[Variant]:

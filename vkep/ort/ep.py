@@ -29,18 +29,21 @@ EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE = 27
 # kernel-create state → (device, spec): what py_kernel_create needs to build a node's kernel
 KERNEL_STATES: dict[int, tuple] = {}
 _state_ids = itertools.count(1)
-# (device index, feature switches off) → (OrtKernelRegistry*, specs)
-_registries: dict[tuple[int, frozenset], tuple] = {}
+# (device index, feature switches off, forced, fp16_accumulation) → (OrtKernelRegistry*, specs)
+_registries: dict[tuple, tuple] = {}
 SWITCH_OPTIONS = tuple(SWITCHED_FEATURES)  # the EP options that turn a device feature off (vkep.options)
 
 
-def registry_for(device, off: frozenset = frozenset(), forced: frozenset = frozenset()) -> tuple:
+def registry_for(device, off: frozenset = frozenset(), forced: frozenset = frozenset(),
+                 fp16_accumulation: str = "float32") -> tuple:
     """(the OrtKernelRegistry, the manifest entries) of one device with the feature switches in `off` turned
-    off (a session's EP options fp16=0, int8=0, subgroups=0) and those in `forced` set to 1: every manifest
-    entry × opset range, built once."""
-    key = (device.info.index, frozenset(off), frozenset(forced))
+    off (a session's EP options fp16=0, int8=0, subgroups=0), those in `forced` set to 1 and the session's
+    fp16_accumulation (its kernels see them all in their device_info): every manifest entry × opset range,
+    built once."""
+    key = (device.info.index, frozenset(off), frozenset(forced), fp16_accumulation)
     if key not in _registries:
-        _registries[key] = _build_registry(device, device.info.restricted(set(off), frozenset(forced)))
+        _registries[key] = _build_registry(device, device.info.restricted(set(off), frozenset(forced),
+                                                                          fp16_accumulation))
     return _registries[key]
 
 
@@ -157,9 +160,11 @@ class Ep:
         self.profilers: list = []  # ORT's profilers of this session that are profiling now (profiler.py)
         if self.device is not None:
             forced = frozenset(s for s in SWITCH_OPTIONS if self.settings[s] is True)
-            self.info = self.device.info.restricted(self._switched_off(self.device.info), forced)
+            self.info = self.device.info.restricted(self._switched_off(self.device.info), forced,
+                                                    self.settings["fp16_accumulation"])
             self.fp16 = self.info.has("fp16")
-            self.registry, specs = registry_for(self.device, self.info.off, self.info.forced)
+            self.registry, specs = registry_for(self.device, self.info.off, self.info.forced,
+                                                self.info.fp16_accumulation)
             for spec in specs:
                 self.specs.setdefault((spec.domain, spec.op), []).append(spec)
             self.gpu = self.device.gpu  # open the logical device now, not inside the first run

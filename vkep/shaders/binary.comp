@@ -87,6 +87,41 @@ COMP_T arith(COMP_T x, COMP_T z) {
 #endif
 }
 
+#if DTYPE == 1
+// float16 operands: Add, Sub, Mul, Min, Max and PRelu (one operation, rounded once) run in float16, which gives
+// the float result rounded to float16 bit for bit (float's 24 bits are more than 2 x 11 + 2, so rounding twice
+// is harmless), and comparisons compare float16 values (exact in either type); everything else computes in float
+// as the CPU EP does. Div too: Vulkan lets OpFDiv be 2.5 ulp off in its type, which in float16 would miss the
+// correctly rounded quotient the CPU EP gives. docs/design.md, "float16 arithmetic".
+bool half_exact(uint op) {
+    return op == OP_ADD || op == OP_SUB || op == OP_MUL || op == OP_MIN || op == OP_MAX || op == OP_PRELU;
+}
+
+float16_t half_arith(float16_t x, float16_t z) {
+    switch (OP) {
+    case OP_ADD: return x + z;
+    case OP_SUB: return x - z;
+    case OP_MUL: return x * z;
+    // the CPU EP's float16 PRelu gives +0 where a negative finite x meets a zero slope (x * z, and its float32
+    // PRelu, give -0)
+    case OP_PRELU: return x < float16_t(0.0) ? (z == float16_t(0.0) && !isinf(x) ? float16_t(0.0) : x * z) : x;
+    // NaN propagates (as binary_float)
+    case OP_MIN: return x != x ? x : (z != z || z < x ? z : x);
+    default: return x != x ? x : (z != z || z > x ? z : x);  // OP_MAX
+    }
+}
+
+bool compare(float16_t x, float16_t z) {
+    switch (OP) {
+    case OP_EQUAL: return x == z;
+    case OP_GREATER: return x > z;
+    case OP_LESS: return x < z;
+    case OP_GREATER_EQUAL: return x >= z;
+    default: return x <= z;  // OP_LESS_EQUAL (And, Or, Xor take bool)
+    }
+}
+#endif
+
 bool compare(COMP_T x, COMP_T z) {
     switch (OP) {
     case OP_EQUAL: return x == z;
@@ -118,6 +153,19 @@ void one(uint i) {
         STORE_Y(y, i, (COMP_TY(TensorY(pc.a).v[ia]) + COMP_TY(LOAD(Tensor(pc.b), ib))) * pc.scale);
         return;
     }
+#endif
+#if DTYPE == 1
+    float16_t hx = Tensor(pc.a).v[ia], hz = Tensor(pc.b).v[ib];
+    if (OP >= OP_EQUAL && OP <= OP_LESS_EQUAL) {
+        STORE_Y(y, i, compare(hx, hz) ? 1 : 0);
+        return;
+    }
+#if DTYPE_Y == 1
+    if (half_exact(OP)) {
+        y.v[i] = half_arith(hx, hz);
+        return;
+    }
+#endif
 #endif
     COMP_T x = LOAD(Tensor(pc.a), ia);
     COMP_T z = LOAD(Tensor(pc.b), ib);

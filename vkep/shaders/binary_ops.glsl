@@ -90,7 +90,12 @@ float binary_float(uint op, float x, float z, float scale) {
     case OP_MUL: return x * z;
     case OP_DIV: return x / z;
     case OP_POW: return pow_float(x, z);
+#if DTYPE == 1
+    // (as binary.comp's half_arith: the CPU EP's float16 PRelu of a negative finite x and a zero slope is +0)
+    case OP_PRELU: return x < 0.0 ? (z == 0.0 && !isinf(x) ? 0.0 : x * z) : x;
+#else
     case OP_PRELU: return x < 0.0 ? x * z : x;
+#endif
     // NaN propagates (as ORT)
     case OP_MIN: return x != x ? x : (z != z || z < x ? z : x);
     case OP_MAX: return x != x ? x : (z != z || z > x ? z : x);

@@ -4,7 +4,9 @@
 //   DTYPE    element type of the inputs      0 float32, 1 float16, 2 int32, 3 int64, 4 uint8/bool, 5 int8
 //   DTYPE_Y  element type of the output      (default: DTYPE; differs for Cast, comparisons, ...)
 // Storage types are converted to a compute type on load: float for float16/float32, int for the small
-// integers, int64_t for int64.
+// integers, int64_t for int64. (float16 arithmetic where it gives the float result rounded once: binary.comp's
+// half_arith; GEMM-like shaders sum in MAC_T, below. docs/design.md, "float16 arithmetic".)
+//   ACC16    (float16 only) GEMM-like shaders multiply and sum in float16: EP option fp16_accumulation=float16
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_buffer_reference2 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -52,6 +54,14 @@
 #define STORE_TY VKEP_XPASTE(T_STORE_, DTYPE_Y)
 #define COMP_TY VKEP_XPASTE(T_COMP_, DTYPE_Y)
 #define IS_FLOAT (DTYPE <= 1)
+// the multiply-accumulate type of GEMM-like shaders (matmul.comp, conv.comp): float, or float16_t in the ACC16 variant,
+// whose multiply-adds round each step as a GPU's packed half units do; LOAD_MAC reads an operand as MAC_T
+#if defined(ACC16) && DTYPE == 1
+#define MAC_T float16_t
+#else
+#define MAC_T float
+#endif
+#define LOAD_MAC(t, i) MAC_T((t).v[i])
 
 layout(buffer_reference, scalar, buffer_reference_align = VKEP_XPASTE(T_ALIGN_, DTYPE)) buffer Tensor {
     STORE_T v[];

@@ -15,6 +15,8 @@
 // a 7x7 kernel took lavapipe 7.5 s to compile), except MODE 1's single one. The direct mode unrolls its taps
 // (only its channel loop counts against lavapipe's loop budget), so the kernel's size is a specialization
 // constant there. The register block is a specialization constant in every mode.
+// Products and sums in MAC_T (common.glsl: float, float16_t in the ACC16 variant) in the modes float16 takes
+// (0, 1, 2); MODE 3 is float32's.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #define EPILOGUE_REREAD  // (epilogue.glsl says why)
@@ -68,17 +70,17 @@ float gather(Tensor X, uint c_off, uint r, int d0, int h0, int w0) {
 // multiply-adds (a macro, so that the unrolled and the looped forms share it without copying the block).
 #define TAP(r) {                                                                                              \
     uint k = c * ksz + (r);                                                                                   \
-    float a[TM], b[TN];                                                                                       \
-    [[unroll]] for (uint i = 0; i < TM; ++i) a[i] = LOAD(W, wrow[i] + k);                                     \
+    MAC_T a[TM], b[TN];                                                                                       \
+    [[unroll]] for (uint i = 0; i < TM; ++i) a[i] = LOAD_MAC(W, wrow[i] + k);                                 \
     if (MODE == 1) {                                                                                          \
-        [[unroll]] for (uint j = 0; j < TN; ++j) b[j] = LOAD(X, cx + pix[j]);                                 \
+        [[unroll]] for (uint j = 0; j < TN; ++j) b[j] = LOAD_MAC(X, cx + pix[j]);                             \
     } else {                                                                                                  \
         uint kd = (r) / khw, kh = ((r) % khw) / pc.kw, kw = (r) % pc.kw;                                      \
         [[unroll]] for (uint j = 0; j < TN; ++j) {                                                            \
             int d = d0[j] + int(kd * DIL_D), h = h0[j] + int(kh * DIL_H), w = w0[j] + int(kw * DIL_W);        \
             bool inside = uint(d) < pc.id && uint(h) < pc.ih && uint(w) < pc.iw;                              \
-            float v = LOAD(X, inside ? cx + (uint(d) * pc.ih + uint(h)) * pc.iw + uint(w) : cx);              \
-            b[j] = inside ? v : 0.0;                                                                          \
+            MAC_T v = LOAD_MAC(X, inside ? cx + (uint(d) * pc.ih + uint(h)) * pc.iw + uint(w) : cx);          \
+            b[j] = inside ? v : MAC_T(0.0);                                                                   \
         }                                                                                                     \
     }                                                                                                         \
     [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j]; \
@@ -109,8 +111,8 @@ void gemm() {
         h0[j] = int((q % pc.oh) * STR_H) - pc.ph;
         d0[j] = int((q / pc.oh) * STR_D) - pc.pd;
     }
-    float acc[TM][TN];
-    [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
+    MAC_T acc[TM][TN];
+    [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = MAC_T(0.0);
 
     for (uint c = 0; c < pc.cg; ++c) {
         uint cx = xbase + c * isz;
@@ -131,7 +133,7 @@ void gemm() {
             uint ybase = (bat * pc.groups * pc.mg + oc) * N;
             [[unroll]] for (uint j = 0; j < TN; ++j) {
                 uint n = n0 + pc.wn * j;
-                if (n < N) STORE_OR_KEEP(i * TN + j, Y, ybase + n, acc[i][j] + bias);
+                if (n < N) STORE_OR_KEEP(i * TN + j, Y, ybase + n, float(acc[i][j]) + bias);
             }
         }
     }
@@ -151,14 +153,14 @@ void direct() {
     Tensor X = Tensor(pc.x), W = Tensor(pc.w);
     uint xbase = (bat * pc.groups + g) * pc.cg * isz;
     uint wbase = oc * pc.cg * KSZ;
-    float acc = LOAD(Tensor(PRESENT_OR(pc.b, pc.w)), PRESENT_AT(pc.b, oc));
-    acc = pc.b != 0 ? acc : 0.0;
+    MAC_T acc = LOAD_MAC(Tensor(PRESENT_OR(pc.b, pc.w)), PRESENT_AT(pc.b, oc));
+    acc = pc.b != 0 ? acc : MAC_T(0.0);
     for (uint c = 0; c < pc.cg; ++c) {
         // (unrolled: KSZ is a specialization constant, and only the channel loop counts against lavapipe's
         // loop budget, see vkep/kernels/conv.py)
-        [[unroll]] for (uint r = 0; r < KSZ; ++r) acc += LOAD(W, wbase + c * KSZ + r) * gather(X, xbase + c * isz, r, d0, h0, w0);
+        [[unroll]] for (uint r = 0; r < KSZ; ++r) acc += LOAD_MAC(W, wbase + c * KSZ + r) * MAC_T(gather(X, xbase + c * isz, r, d0, h0, w0));
     }
-    STORE_OR_KEEP(0, Tensor(pc.y), bat * per_batch + i, acc);
+    STORE_OR_KEEP(0, Tensor(pc.y), bat * per_batch + i, float(acc));
 }
 
 // MODE 3: a workgroup is one subgroup of 8 invocations (lavapipe runs a workgroup as 8-lane SIMD rows, dead lanes

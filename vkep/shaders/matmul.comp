@@ -4,6 +4,8 @@
 // C (Gemm's bias, optional: address 0) is read through its own strides (0 where it broadcasts).
 // A 16x16 workgroup computes a 64x64 tile of y, each invocation a 4x4 block held in registers, over
 // K in steps of 16 staged through shared memory: 16 multiply-adds per shared load, few barriers.
+// Products and sums in MAC_T (common.glsl: float, float16_t in the ACC16 variant) in the modes float16 takes
+// (0, 1, 2); the float32-only paths (pairs, vec4, mode 3) sum in float.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "epilogue.glsl"
@@ -41,8 +43,8 @@ vec4 load4(uint64_t base, uint index) { return Vec4Ref(base + uint64_t(index) * 
 
 #include "matmul_push.glsl"
 
-shared float tile_a[BK][BM + 1];  // [k][m], padded against bank conflicts
-shared float tile_b[BK][BN + 1];  // [k][n]
+shared MAC_T tile_a[BK][BM + 1];  // [k][m], padded against bank conflicts
+shared MAC_T tile_b[BK][BN + 1];  // [k][n]
 
 void few_rows() {
     uint n = WORKGROUP_ID.x * 256 + gl_LocalInvocationIndex;
@@ -54,8 +56,8 @@ void few_rows() {
     uint a_base = outer * pc.a_outer + inner * pc.a_inner + row0 * pc.a_m;
     uint b_col = outer * pc.b_outer + inner * pc.b_inner + min(n, pc.N - 1) * pc.b_n;
     Tensor A = Tensor(pc.a), B = Tensor(pc.b);
-    float acc[ROWS_MAX];
-    for (uint i = 0; i < ROWS_MAX; ++i) acc[i] = 0.0;
+    MAC_T acc[ROWS_MAX];
+    for (uint i = 0; i < ROWS_MAX; ++i) acc[i] = MAC_T(0.0);
     if (PAIRS != 0) {
         // float32, A and B contiguous along K, K and every row and batch stride even. On lavapipe (Mesa
         // 22.3) every load a lane makes, of any width up to 64 bits, is a loop over the 8 lanes with a
@@ -77,25 +79,25 @@ void few_rows() {
                 vec2 b = PAIRS == 2 ? pair_at(pc.b, (((n_c / 8) * (pc.K / 2) + k0 / 2 + q) * 8 + n_c % 8) * 2)
                                     : pair_at(pc.b, b_col + k0 + 2 * q);
                 for (uint i = 0; i < ROWS; ++i)
-                    acc[i] += subgroupBroadcast(a2[i].x, q) * b.x + subgroupBroadcast(a2[i].y, q) * b.y;
+                    acc[i] += MAC_T(subgroupBroadcast(a2[i].x, q) * b.x + subgroupBroadcast(a2[i].y, q) * b.y);
             }
         }
     } else if (VEC4 != 0) {  // float32 with A and B contiguous along K (K % 4 == 0): a quarter of the loads
         for (uint k = 0; k < pc.K; k += 4) {
             vec4 bv = load4(pc.b, b_col + k);
-            for (uint i = 0; i < ROWS; ++i) acc[i] += dot(load4(pc.a, a_base + i * pc.a_m + k), bv);
+            for (uint i = 0; i < ROWS; ++i) acc[i] += MAC_T(dot(load4(pc.a, a_base + i * pc.a_m + k), bv));
         }
     } else for (uint k = 0; k < pc.K; ++k) {
-        float bv = float(LOAD(B, b_col + k * pc.b_k));
+        MAC_T bv = LOAD_MAC(B, b_col + k * pc.b_k);
         // ROWS (a specialization constant) = M: the loop has an exact, unrolled trip count; lavapipe
         // would otherwise issue all ROWS_MAX masked loads of A every step
-        for (uint i = 0; i < ROWS; ++i) acc[i] += float(LOAD(A, a_base + i * pc.a_m + k * pc.a_k)) * bv;
+        for (uint i = 0; i < ROWS; ++i) acc[i] += LOAD_MAC(A, a_base + i * pc.a_m + k * pc.a_k) * bv;
     }
     if (n >= pc.N) return;
     for (uint i = 0; i < ROWS; ++i) {
         uint m = row0 + i;
         if (m >= pc.M) break;
-        float r = pc.alpha * acc[i];
+        float r = pc.alpha * float(acc[i]);
         float c = float(LOAD(Tensor(PRESENT_OR(pc.c, pc.a)), PRESENT_AT(pc.c, m * pc.c_m + n * pc.c_n)));
         if (pc.c != 0) r += pc.beta * c;
         STORE_OR_KEEP(i, Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
@@ -121,13 +123,13 @@ void direct() {
         arow[i] = a_base + (m < pc.M ? m : 0) * pc.a_m;
         bcol[i] = b_base + (n < pc.N ? n : 0) * pc.b_n;
     }
-    float acc[RD][RD];
+    MAC_T acc[RD][RD];
     for (uint i = 0; i < RD; ++i)
-        for (uint j = 0; j < RD; ++j) acc[i][j] = 0.0;
+        for (uint j = 0; j < RD; ++j) acc[i][j] = MAC_T(0.0);
     for (uint k = 0; k < pc.K; ++k) {
-        float av[RD], bv[RD];
-        for (uint i = 0; i < RD; ++i) av[i] = float(LOAD(A, arow[i] + k * pc.a_k));
-        for (uint j = 0; j < RD; ++j) bv[j] = float(LOAD(B, bcol[j] + k * pc.b_k));
+        MAC_T av[RD], bv[RD];
+        for (uint i = 0; i < RD; ++i) av[i] = LOAD_MAC(A, arow[i] + k * pc.a_k);
+        for (uint j = 0; j < RD; ++j) bv[j] = LOAD_MAC(B, bcol[j] + k * pc.b_k);
         for (uint i = 0; i < RD; ++i)
             for (uint j = 0; j < RD; ++j) acc[i][j] += av[i] * bv[j];
     }
@@ -137,7 +139,7 @@ void direct() {
         for (uint j = 0; j < RD; ++j) {
             uint n = n0 + tx + 8 * j;
             if (n >= pc.N) continue;
-            float r = pc.alpha * acc[i][j];
+            float r = pc.alpha * float(acc[i][j]);
             float c = float(LOAD(Tensor(PRESENT_OR(pc.c, pc.a)), PRESENT_AT(pc.c, m * pc.c_m + n * pc.c_n)));
             if (pc.c != 0) r += pc.beta * c;
             STORE_OR_KEEP(i * RD + j, Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
@@ -241,25 +243,25 @@ void tiled() {
     uint b_base = outer * pc.b_outer + inner * pc.b_inner;
     Tensor A = Tensor(pc.a), B = Tensor(pc.b);
 
-    float acc[RM][RN];
+    MAC_T acc[RM][RN];
     for (uint i = 0; i < RM; ++i)
-        for (uint j = 0; j < RN; ++j) acc[i][j] = 0.0;
+        for (uint j = 0; j < RN; ++j) acc[i][j] = MAC_T(0.0);
 
     for (uint k0 = 0; k0 < pc.K; k0 += BK) {
         // 256 invocations stage 64x16 of A and 16x64 of B: 4 elements each
         for (uint e = tid; e < BM * BK; e += 256) {
             uint mm = e / BK, kk = e % BK;
             uint m = m0 + mm, k = k0 + kk;
-            tile_a[kk][mm] = (m < pc.M && k < pc.K) ? float(LOAD(A, a_base + m * pc.a_m + k * pc.a_k)) : 0.0;
+            tile_a[kk][mm] = (m < pc.M && k < pc.K) ? LOAD_MAC(A, a_base + m * pc.a_m + k * pc.a_k) : MAC_T(0.0);
         }
         for (uint e = tid; e < BK * BN; e += 256) {
             uint kk = e / BN, nn = e % BN;
             uint k = k0 + kk, n = n0 + nn;
-            tile_b[kk][nn] = (n < pc.N && k < pc.K) ? float(LOAD(B, b_base + k * pc.b_k + n * pc.b_n)) : 0.0;
+            tile_b[kk][nn] = (n < pc.N && k < pc.K) ? LOAD_MAC(B, b_base + k * pc.b_k + n * pc.b_n) : MAC_T(0.0);
         }
         barrier();
         for (uint kk = 0; kk < BK; ++kk) {
-            float av[RM], bv[RN];
+            MAC_T av[RM], bv[RN];
             for (uint i = 0; i < RM; ++i) av[i] = tile_a[kk][ty + 16 * i];
             for (uint j = 0; j < RN; ++j) bv[j] = tile_b[kk][tx + 16 * j];
             for (uint i = 0; i < RM; ++i)
@@ -274,7 +276,7 @@ void tiled() {
         for (uint j = 0; j < RN; ++j) {
             uint n = n0 + tx + 16 * j;
             if (n >= pc.N) continue;
-            float r = pc.alpha * acc[i][j];
+            float r = pc.alpha * float(acc[i][j]);
             float c = float(LOAD(Tensor(PRESENT_OR(pc.c, pc.a)), PRESENT_AT(pc.c, m * pc.c_m + n * pc.c_n)));
             if (pc.c != 0) r += pc.beta * c;
             STORE_OR_KEEP(i * RN + j, Tensor(pc.y), z * pc.M * pc.N + m * pc.N + n, r);
