@@ -64,7 +64,7 @@ def timed(sessions: list, feeds: dict, runs: int, rounds: int = 3) -> list[tuple
     of theirs: the fastest run is what to set against them."""
     times: list[list[float]] = [[] for _ in sessions]
     for _ in range(rounds):
-        for session, out in zip(sessions, times):
+        for session, out in zip(sessions, times, strict=True):
             session.run(None, feeds)
             for _ in range(max(1, runs // rounds)):
                 start = time.perf_counter()

@@ -20,7 +20,13 @@ from vkep.gpu.push import (
     PushMember,
     push_block,
 )
-from vkep.gpu.shaders import compile_shader, describe, specialization_constants, uses_subgroups, workgroup_size
+from vkep.gpu.shaders import (
+    compile_shader,
+    describe,
+    specialization_constants,
+    uses_subgroups,
+    workgroup_size,
+)
 from vkep.gpu.vk import check, ffi, lib, new
 from vkep.resources import cache_dir
 
