@@ -1,0 +1,114 @@
+"""The com.microsoft ops of ORT's dynamically quantized transformers on vkep against ORT's CPU EP: one-node
+MatMulIntegerToFloat, DynamicQuantizeMatMul, QAttention and QEmbedLayerNormalization over BERT-like shapes, and a
+tiny BERT in the transformers optimizer's form quantized by `quantize_dynamic` in the test.
+
+Tolerances. The integer sums are exact on both EPs, and the scale-bias step (a float32 product, then the bias)
+is the CPU EP's, so the integer GEMMs compare bit for bit. Where the int8 operand pairs with uint8, it is kept in
+[-64, 63] (what quantize_dynamic's reduce_range gives QAttention's weights): ORT's AVX2 kernels without VNNI (this
+machine class) saturate pairs of uint8 x int8 products at int16, vkep keeps the exact sums (tests/test_qlinear.py).
+QAttention's softmax and weighted sum are ContribAttention's (exp and the order of sums differ from MLAS's):
+rtol 1e-4 / atol 1e-5 there, as tests/test_contrib_attention.py allows. QEmbedLayerNormalization dequantizes its
+tables exactly as the CPU EP does (float(q - zp) * scale) and normalizes in its order: bit for bit. The whole
+model: a dynamically quantized activation can land one step off where a float differs in its last bit, and that
+step (~1% of the activation's range) propagates: atol 0.05 on LayerNorm-scaled outputs of magnitude ~1."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from vkep import runner
+
+VKEP = "VulkanExecutionProvider"
+MS = "com.microsoft"
+
+
+def _model(op: str, inputs: dict[str, np.ndarray | None], consts: dict[str, np.ndarray | None],
+           outputs: int = 1, **attrs) -> onnx.ModelProto:
+    """One com.microsoft node over `inputs` (graph inputs) then `consts` (initializers), in that order; None:
+    an absent input."""
+    both = {**inputs, **consts}
+    names = [name if v is not None else "" for name, v in both.items()]
+    while names and names[-1] == "":
+        names.pop()
+    outs = ["y", "y1"][:outputs]
+    node = helper.make_node(op, names, outs, domain=MS, **attrs)
+    graph = helper.make_graph(
+        [node], op, [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                     for k, v in inputs.items() if v is not None],
+        [onnx.ValueInfoProto(name=n) for n in outs],
+        [numpy_helper.from_array(v, k) for k, v in consts.items() if v is not None])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+                             ir_version=10)
+
+
+def _compare(model, feeds: dict, rtol: float = 0.0, atol: float = 0.0) -> list[np.ndarray]:
+    """Every node on vkep (ORT's record), every output equal to the CPU EP's (within rtol / atol)."""
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    got = session.run(None, feeds)
+    want = runner.cpu_session(model).run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+        if rtol or atol:
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(g, w)
+    return got
+
+
+def _ints(rng, shape, dtype, low: int | None = None, high: int | None = None) -> np.ndarray:
+    info = np.iinfo(dtype)
+    lo = info.min if low is None else max(low, info.min)
+    hi = info.max if high is None else min(high, info.max)
+    return np.asarray(rng.integers(lo, hi + 1, shape), dtype)
+
+
+def _weights(rng, shape, dtype) -> np.ndarray:
+    """B's bytes: int8 in [-64, 63] (no pair saturates on the CPU EP), uint8 over its range."""
+    return _ints(rng, shape, dtype, -64, 63) if dtype == np.int8 else _ints(rng, shape, dtype)
+
+
+def _column_params(rng, n: int, per_column: bool, dtype, zero_point: bool):
+    scale = rng.uniform(0.001, 0.02, n if per_column else ()).astype(np.float32)
+    zp = _ints(rng, n if per_column else (), dtype, -8, 8) if dtype == np.int8 else \
+        _ints(rng, n if per_column else (), dtype, 120, 136)
+    return scale, zp if zero_point else None
+
+
+# (A's shape, K, N): BERT's projections and FFN (hidden 64-768), batch 1-2, seq 1-128
+SHAPES = [((1, 1, 64), 64, 192), ((2, 7, 64), 64, 256), ((1, 128, 128), 128, 384), ((2, 16, 768), 768, 96),
+          ((5, 64), 64, 48)]
+
+
+@pytest.mark.parametrize("a_shape,k,n", SHAPES)
+@pytest.mark.parametrize("b_type", [np.int8, np.uint8])
+@pytest.mark.parametrize("per_column,zero_points,bias", [(False, True, True), (True, True, False),
+                                                         (True, False, True), (False, False, False)])
+def test_matmul_integer_to_float(ep_devices, a_shape, k, n, b_type, per_column, zero_points, bias):
+    rng = np.random.default_rng(k + n)
+    a = _ints(rng, a_shape, np.uint8)
+    b = _weights(rng, (k, n), b_type)
+    b_scale, bzp = _column_params(rng, n, per_column, b_type, zero_points)
+    consts = {"b": b, "a_scale": np.float32(0.0173), "b_scale": b_scale,
+              "a_zero_point": np.uint8(131) if zero_points else None, "b_zero_point": bzp,
+              "bias": rng.standard_normal(n).astype(np.float32) if bias else None}
+    _compare(_model("MatMulIntegerToFloat", {"a": a}, consts), {"a": a})
+
+
+@pytest.mark.parametrize("a_shape,k,n", SHAPES)
+@pytest.mark.parametrize("b_type", [np.int8, np.uint8])
+@pytest.mark.parametrize("per_column,zero_point,bias", [(False, True, True), (True, False, True),
+                                                        (True, True, False)])
+def test_dynamic_quantize_matmul(ep_devices, a_shape, k, n, b_type, per_column, zero_point, bias):
+    rng = np.random.default_rng(k * n)
+    b = _weights(rng, (k, n), b_type)
+    b_scale, bzp = _column_params(rng, n, per_column, b_type, zero_point)
+    consts = {"b": b, "b_scale": b_scale, "b_zero_point": bzp,
+              "bias": rng.standard_normal(n).astype(np.float32) if bias else None}
+    a = (rng.standard_normal(a_shape) * 3 + 0.5).astype(np.float32)
+    model = _model("DynamicQuantizeMatMul", {"a": a}, consts)
+    _compare(model, {"a": a})
+    _compare(model, {"a": np.abs(a)})  # (all positive: the zero point at 0)

@@ -1,0 +1,92 @@
+"""The com.microsoft ops of ORT's dynamically quantized transformers (quantize_dynamic over a model the
+transformers optimizer fused, and ORT's level-2 optimizer after it): MatMulIntegerToFloat and
+DynamicQuantizeMatMul (one class), QAttention and QEmbedLayerNormalization.
+
+Each composes kernels vkep already has: the integer GEMM of matmul_integer.comp (its float32 mode, with a float
+bias per column: what MLAS's scale-bias output processor computes), DynamicQuantizeLinear's two shaders,
+ContribAttention's attention core, and EmbedLayerNormalization's shader over tables dequantized by
+quantize.comp."""
+
+from __future__ import annotations
+
+import math
+
+from vkep.kernels.attention import ContribAttention
+from vkep.kernels.base import LOOP_BUDGET, Kernel, Tensor, UnsupportedError, grid_1d, padded
+from vkep.kernels.contrib import EmbedLayerNorm
+from vkep.kernels.quantize import (
+    MATMUL_TM,
+    MATMUL_TN,
+    MODE_DEQUANTIZE,
+    _per_column,
+    _scalar,
+    dispatch_dynamic_quantize,
+    dispatch_quantize,
+)
+
+BIAS_PER_COLUMN_FLOAT = 5  # matmul_integer.comp's BIAS: a float32 bias per column added after the scaling
+
+
+def dispatch_gemm_to_float(call, a: Tensor, b: Tensor, azp: Tensor | None, bzp: Tensor | None, a_scale: Tensor,
+                           b_scale: Tensor, bias: Tensor | None, y: Tensor, geometry: dict[str, int]) -> None:
+    """y = float((A - azp)(B - bzp)) * (a_scale * b_scale) (+ bias per column), matmul_integer.comp's REQUANT 2.
+    `geometry`: its m, n, k, batches, batch strides and zero point / scale steps."""
+    constants = {"a_signed": int(a.dtype == "int8"), "b_signed": int(b.dtype == "int8"), "requant": 2,
+                 "y_signed": 0, "trans_a": 0, "trans_b": 0, "bias": BIAS_PER_COLUMN_FLOAT if bias is not None else 0}
+    ins = {"a": a, "b": b, "azp": azp, "bzp": bzp, "a_scale": a_scale, "b_scale": b_scale, "y_scale": None,
+           "yzp": None, "c": bias}
+    tiles = geometry["batches"] * -(-geometry["m"] // MATMUL_TM) * -(-geometry["n"] // MATMUL_TN)
+    call.dispatch("matmul_integer.comp", "float32", constants, {**ins, "y": y, **geometry, "a_zp_step": 0,
+                                                                "alpha": 1.0},
+                  grid_1d(tiles, 64), [t for t in ins.values() if t is not None], [y])
+
+
+class IntegerMatMulToFloat(Kernel):
+    """com.microsoft MatMulIntegerToFloat (A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias) and
+    DynamicQuantizeMatMul (A float32, B, b_scale, b_zero_point, bias: A
+    quantized to uint8 as DynamicQuantizeLinear does). A [..., M, K] by B [K, N] (or the same batches); A's
+    scale and zero point per tensor, B's per tensor or per column, bias [N], as ORT's CPU EP takes them."""
+
+    def compute(self, call) -> None:
+        if self.spec.op == "DynamicQuantizeMatMul":
+            a, b, b_scale, bzp, bias = padded(call.inputs, 5)
+            a_scale = azp = None
+        else:
+            a, b, a_scale, b_scale, azp, bzp, bias = padded(call.inputs, 7)
+            _scalar(a_scale, "a_scale", self.spec.op)
+            _scalar(azp, "a_zero_point", self.spec.op)
+        key = (a.shape, b.shape, *(t.shape if t is not None else None for t in (b_scale, bzp, bias)))
+        out_shape, geometry = self.planned(key, lambda: self._plan(a.shape, b.shape, b_scale, bzp, bias))
+        y = call.output(0, out_shape, "float32")
+        if not y.size:
+            return
+        if a_scale is None:  # DynamicQuantizeMatMul: A's uint8 copy, then its scale (4 bytes) and zero point
+            params = call.scratch((8,), "uint8")
+            a_scale = Tensor(params.addr, (), "float32", params.io)
+            azp = Tensor(params.addr + 4, (), "uint8", params.io)
+            quantized = call.scratch(a.shape, "uint8")
+            dispatch_dynamic_quantize(call, a, quantized, a_scale, azp)
+            a = quantized
+        dispatch_gemm_to_float(call, a, b, azp, bzp, a_scale, b_scale, bias, y, geometry)
+
+    def _plan(self, sa: tuple[int, ...], sb: tuple[int, ...], b_scale, bzp, bias) -> tuple:
+        op = self.spec.op
+        if len(sa) < 2 or len(sb) < 2 or sa[-1] != sb[-2]:
+            raise UnsupportedError(f"{op} of {sa} and {sb}")
+        m, k, n = sa[-2], sa[-1], sb[-1]
+        if len(sb) == 2:
+            batch_shape, a_stride, b_stride = sa[:-2], m * k, 0
+        elif sb[:-2] == sa[:-2]:
+            batch_shape, a_stride, b_stride = sa[:-2], m * k, k * n
+        else:
+            raise UnsupportedError(f"{op}: batch dimensions of {sa} and {sb}")
+        if k > LOOP_BUDGET:
+            raise UnsupportedError(f"{op}: K={k} past one invocation's loop budget")
+        if bias is not None and bias.shape != (n,):
+            raise UnsupportedError(f"{op}: bias of shape {bias.shape} for N = {n}")
+        bzp_steps = _per_column(bzp, sb, "b_zero_point", op)
+        bs_steps = _per_column(b_scale, sb, "b_scale", op)
+        geometry = {"m": m, "n": n, "k": k, "batches": math.prod(batch_shape), "a_batch_stride": a_stride,
+                    "b_batch_stride": b_stride, "bzp_step": bzp_steps[0], "bzp_batch_step": bzp_steps[1],
+                    "bs_step": bs_steps[0], "bs_batch_step": bs_steps[1]}
+        return batch_shape + (m, n), geometry
