@@ -112,3 +112,73 @@ def test_dynamic_quantize_matmul(ep_devices, a_shape, k, n, b_type, per_column, 
     model = _model("DynamicQuantizeMatMul", {"a": a}, consts)
     _compare(model, {"a": a})
     _compare(model, {"a": np.abs(a)})  # (all positive: the zero point at 0)
+
+
+def _mask_index(rng, kind: str | None, batch: int, seq: int) -> np.ndarray | None:
+    """mask_index in the formats ORT's Attention takes: right-padding ends, ends + starts, raw 2-D / 3-D masks."""
+    ends = rng.integers(1, seq + 1, batch)
+    if kind == "ends":
+        return ends.astype(np.int32)
+    if kind == "ends_starts":
+        return np.concatenate([ends, rng.integers(0, ends)]).astype(np.int32)
+    if kind == "raw2d":
+        return (np.arange(seq)[None, :] < ends[:, None]).astype(np.int32)
+    if kind == "raw3d":
+        return (rng.random((batch, seq, seq)) < 0.7).astype(np.int32)
+    return None
+
+
+def _qattention(rng, batch: int, seq: int, hidden: int, heads: int, w_type=np.int8, per_column: bool = False,
+                zero_points: bool = True, mask: str | None = None, unidirectional: int = 0):
+    """A one-node QAttention model (weights as quantize_dynamic writes them: initializers) and its feeds."""
+    x = _ints(rng, (batch, seq, hidden), np.uint8)
+    w = _weights(rng, (hidden, 3 * hidden), w_type)
+    w_scale, wzp = _column_params(rng, 3 * hidden, per_column, w_type, zero_points)
+    # (Q, K and V of magnitude ~1, as a trained model's: the scores stay where a softmax is not a max)
+    w_scale = (w_scale / np.float32(0.01 * 48 * np.sqrt(hidden))).astype(np.float32)
+    inputs = {"x": x}
+    consts = {"w": w, "bias": (rng.standard_normal(3 * hidden) * 0.1).astype(np.float32),
+              "x_scale": np.float32(0.02), "w_scale": w_scale}
+    mask_value = _mask_index(rng, mask, batch, seq)
+    inputs["mask"] = mask_value
+    model_inputs = {"x": x, "w": None, "bias": None, "x_scale": None, "w_scale": None, "mask": mask_value}
+    consts = {**consts, "xzp": np.uint8(128) if zero_points else None, "wzp": wzp}
+    # (inputs in the schema's order: input, weight, bias, input_scale, weight_scale, mask_index, input_zero_point,
+    # weight_zero_point; the graph inputs are x and mask)
+    names = [k if (model_inputs.get(k) is not None or consts.get(k) is not None) else ""
+             for k in ("x", "w", "bias", "x_scale", "w_scale", "mask", "xzp", "wzp")]
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node("QAttention", names, ["y"], domain=MS, num_heads=heads, unidirectional=unidirectional)
+    graph = helper.make_graph(
+        [node], "qattention", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                               for k, v in inputs.items() if v is not None],
+        [onnx.ValueInfoProto(name="y")],
+        [numpy_helper.from_array(v, k) for k, v in consts.items() if v is not None])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+                              ir_version=10)
+    return model, {k: v for k, v in inputs.items() if v is not None}
+
+
+@pytest.mark.parametrize("case", [
+    dict(batch=1, seq=8, hidden=64, heads=2),
+    dict(batch=2, seq=16, hidden=64, heads=4, mask="raw2d"),  # BERT: the attention mask (ReduceSum form: ends)
+    dict(batch=2, seq=7, hidden=64, heads=4, mask="ends", per_column=True),
+    dict(batch=2, seq=6, hidden=96, heads=3, mask="ends_starts", w_type=np.uint8),
+    dict(batch=2, seq=5, hidden=64, heads=2, mask="raw3d", zero_points=False),
+    dict(batch=2, seq=9, hidden=64, heads=4, unidirectional=1, per_column=True, w_type=np.uint8),
+    dict(batch=1, seq=1, hidden=64, heads=2),
+    dict(batch=1, seq=128, hidden=768, heads=12, mask="raw2d"),  # BERT-base
+])
+def test_qattention(ep_devices, case):
+    model, feeds = _qattention(np.random.default_rng(case["hidden"] + case["seq"]), **case)
+    _compare(model, feeds, rtol=1e-3, atol=1e-5)
+
+
+def test_qattention_past_stays_on_the_cpu_ep(ep_devices):
+    model, _ = _qattention(np.random.default_rng(0), 1, 4, 64, 2)
+    node = model.graph.node[0]
+    node.input.extend([""] * (8 - len(node.input)) + ["past"])
+    model.graph.input.append(helper.make_tensor_value_info("past", onnx.TensorProto.FLOAT, [2, 1, 2, 3, 32]))
+    node.output.append("present")
+    assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}

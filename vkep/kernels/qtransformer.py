@@ -90,3 +90,47 @@ class IntegerMatMulToFloat(Kernel):
                     "b_batch_stride": b_stride, "bzp_step": bzp_steps[0], "bzp_batch_step": bzp_steps[1],
                     "bs_step": bs_steps[0], "bs_batch_step": bs_steps[1]}
         return batch_shape + (m, n), geometry
+
+
+class QAttention(ContribAttention):
+    """com.microsoft QAttention (input uint8, weight 8-bit, bias, input_scale, weight_scale, mask_index,
+    input_zero_point, weight_zero_point): each of Q, K and V is the integer GEMM of the input and its block of
+    the packed weight, scaled by input_scale * weight_scale (per tensor or per column) with its bias added, as
+    ORT's CPU EP computes it; then ContribAttention's mask and attention. Left to the CPU EP: past / present."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        ranks = padded(input_ranks, 9)
+        if ranks[0] not in (3, -1) or ranks[1] not in (2, -1):
+            return f"input of rank {ranks[0]} / weights of rank {ranks[1]}"
+        if ranks[8] is not None:
+            return "the past input"
+        if ranks[5] not in (None, 1, 2, 3):
+            return f"a mask_index of rank {ranks[5]}"
+        return None
+
+    def compute(self, call) -> None:
+        if (self.output_count or 1) > 1:
+            raise UnsupportedError("QAttention: the present output")
+        x, w, bias, x_scale, w_scale, mask, xzp, wzp = padded(call.inputs, 8)
+        _scalar(x_scale, "input_scale", "QAttention")
+        _scalar(xzp, "input_zero_point", "QAttention")
+        columns = w.size // x.shape[-1] if x.shape and x.shape[-1] else 0  # (w is packed: 1-D)
+        steps = []
+        for t, what in ((wzp, "weight_zero_point"), (w_scale, "weight_scale")):
+            if t is not None and t.size != 1 and t.shape != (columns,):
+                raise UnsupportedError(f"QAttention: {what} of shape {t.shape} for {columns} weight columns")
+            steps.append(int(t is not None and t.size != 1))
+
+        def project(a: Tensor, b: Tensor, c: Tensor | None, out: Tensor, offset: int) -> None:
+            # (a per-column scale or zero point: the projection's slice of it)
+            scale = Tensor(w_scale.addr + 4 * offset * steps[1], (), "float32", w_scale.io)
+            zp = None if wzp is None else Tensor(wzp.addr + offset * steps[0], (), wzp.dtype, wzp.io)
+            m, k, n = a.shape[0], a.shape[1], b.shape[1]
+            if k > LOOP_BUDGET:
+                raise UnsupportedError(f"QAttention: input hidden size {k} past one invocation's loop budget")
+            geometry = {"m": m, "n": n, "k": k, "batches": 1, "a_batch_stride": 0, "b_batch_stride": 0,
+                        "bzp_step": steps[0], "bzp_batch_step": 0, "bs_step": steps[1], "bs_batch_step": 0}
+            dispatch_gemm_to_float(call, a, b, xzp, zp, x_scale, scale, c, out, geometry)
+
+        self._attend(call, x, w, bias, mask, None, project)
