@@ -182,3 +182,57 @@ def test_qattention_past_stays_on_the_cpu_ep(ep_devices):
     model.graph.input.append(helper.make_tensor_value_info("past", onnx.TensorProto.FLOAT, [2, 1, 2, 3, 32]))
     node.output.append("present")
     assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
+
+
+def _qembed(rng, batch: int, seq: int, hidden: int, words: int = 50, segments: bool = True, mask: bool = True,
+            dtype=np.uint8):
+    """A one-node QEmbedLayerNormalization model as quantize_dynamic writes it (8-bit tables with per-tensor
+    scales and zero points) and its feeds."""
+    tables = {"word": (words, hidden), "position": (max(seq, 16), hidden), "segment": (2, hidden),
+              "gamma": (hidden,), "beta": (hidden,)}
+    if not segments:
+        del tables["segment"]
+    consts = {k: _ints(rng, shape, dtype) for k, shape in tables.items()}
+    for k in tables:
+        consts[k + "_scale"] = np.float32(rng.uniform(0.002, 0.05))
+    for k in tables:
+        consts[k + "_zp"] = _ints(rng, (), dtype, -20, 20) if dtype == np.int8 else _ints(rng, (), dtype, 100, 150)
+    feeds = {"ids": rng.integers(0, words, (batch, seq)).astype(np.int32)}
+    if segments:
+        feeds["seg"] = rng.integers(0, 2, (batch, seq)).astype(np.int32)
+    if mask:
+        feeds["mask"] = (np.arange(seq)[None, :] < rng.integers(1, seq + 1, batch)[:, None]).astype(np.int32)
+    order = ["ids", "seg", "word", "position", "segment", "gamma", "beta", "mask"]
+    order += [k + "_scale" for k in ("word", "position", "segment", "gamma", "beta")]
+    order += [k + "_zp" for k in ("word", "position", "segment", "gamma", "beta")]
+    names = [k if k in feeds or k in consts else "" for k in order]
+    node = helper.make_node("QEmbedLayerNormalization", names, ["y", "mask_index"], domain=MS, epsilon=1e-12)
+    graph = helper.make_graph(
+        [node], "qembed", [helper.make_tensor_value_info(k, onnx.TensorProto.INT32, v.shape) for k, v in feeds.items()],
+        [onnx.ValueInfoProto(name="y"), onnx.ValueInfoProto(name="mask_index")],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+                              ir_version=10)
+    return model, feeds
+
+
+@pytest.mark.parametrize("case", [
+    dict(batch=2, seq=11, hidden=64),
+    dict(batch=1, seq=1, hidden=96, segments=False, mask=False),  # DistilBERT: no segments
+    dict(batch=2, seq=128, hidden=768, words=300),
+    dict(batch=2, seq=7, hidden=64, dtype=np.int8),
+])
+def test_qembed_layer_norm(ep_devices, case):
+    model, feeds = _qembed(np.random.default_rng(case["seq"]), **case)
+    _compare(model, feeds)
+
+
+def test_qembed_layer_norm_index_out_of_range_fails_the_run(ep_devices):
+    """An id past its table fails the run on the CPU EP and on vkep, and the session stays usable."""
+    model, feeds = _qembed(np.random.default_rng(3), 1, 5, 64)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    bad = dict(feeds, ids=np.full_like(feeds["ids"], 50))
+    for s in (session, runner.cpu_session(model)):
+        with pytest.raises(Exception):
+            s.run(None, bad)
+    _compare(model, feeds)

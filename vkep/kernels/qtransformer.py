@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.attention import ContribAttention
+from vkep.kernels.attention import ContribAttention, _Redirect
 from vkep.kernels.base import LOOP_BUDGET, Kernel, Tensor, UnsupportedError, grid_1d, padded
 from vkep.kernels.contrib import EmbedLayerNorm
 from vkep.kernels.quantize import (
@@ -134,3 +134,39 @@ class QAttention(ContribAttention):
             dispatch_gemm_to_float(call, a, b, xzp, zp, x_scale, scale, c, out, geometry)
 
         self._attend(call, x, w, bias, mask, None, project)
+
+
+class QEmbedLayerNorm(EmbedLayerNorm):
+    """com.microsoft QEmbedLayerNormalization (input_ids, segment_ids, the 8-bit word, position and segment
+    tables, gamma and beta, mask, then their scales and zero points, per tensor): each table dequantized as the
+    CPU EP dequantizes it, float(q - zero_point) * scale (quantize.comp, into one scratch), then
+    EmbedLayerNormalization's shader, whose float operations are the CPU EP's. (The whole word table is
+    dequantized on every run: a cost that grows with the vocabulary, not with the tokens.)"""
+
+    def compute(self, call) -> None:
+        ins = padded(call.inputs, 18)
+        ids, segment_ids, mask = ins[0], ins[1], ins[7]
+        tables, scales, zero_points = ins[2:7], ins[8:13], ins[13:18]
+        present = [i for i, t in enumerate(tables) if t is not None]
+        types = {tables[i].dtype for i in present} | {zero_points[i].dtype for i in present
+                                                      if zero_points[i] is not None}
+        if len(types) != 1:  # (the CPU EP reads every table as the word zero point's type)
+            raise UnsupportedError(f"QEmbedLayerNormalization: tables and zero points of types {sorted(types)}")
+        for i in present:
+            if scales[i] is None:
+                raise UnsupportedError(f"QEmbedLayerNormalization: table {i + 2} without its scale")
+            _scalar(scales[i], "a scale", "QEmbedLayerNormalization")
+            _scalar(zero_points[i], "a zero point", "QEmbedLayerNormalization")
+        floats: list[Tensor | None] = [None] * 5
+        total = sum(tables[i].size for i in present)
+        if not total and ids.size:
+            raise UnsupportedError("QEmbedLayerNormalization: ids into empty tables")
+        scratch = call.scratch((max(total, 1),), "float32")
+        offset = 0
+        for i in present:
+            table = tables[i]
+            floats[i] = Tensor(scratch.addr + 4 * offset, table.shape, "float32", scratch.io)
+            offset += table.size
+            if table.size and ids.size:
+                dispatch_quantize(call, MODE_DEQUANTIZE, table, scales[i], zero_points[i], floats[i], 1, 1)
+        super().compute(_Redirect(call, [ids, segment_ids, *floats, mask, None]))
