@@ -112,7 +112,9 @@ class QAttention(ContribAttention):
     def compute(self, call) -> None:
         if (self.output_count or 1) > 1:
             raise UnsupportedError("QAttention: the present output")
-        x, w, bias, x_scale, w_scale, mask, xzp, wzp = padded(call.inputs, 8)
+        x, w, bias, x_scale, w_scale, mask, xzp, wzp, past = padded(call.inputs, 9)
+        if past is not None:
+            raise UnsupportedError("QAttention: the past input")
         _scalar(x_scale, "input_scale", "QAttention")
         _scalar(xzp, "input_zero_point", "QAttention")
         columns = w.size // x.shape[-1] if x.shape and x.shape[-1] else 0  # (w is packed: 1-D)
