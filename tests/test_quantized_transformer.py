@@ -45,19 +45,19 @@ def _model(op: str, inputs: dict[str, np.ndarray | None], consts: dict[str, np.n
                              ir_version=10)
 
 
-def _compare(model, feeds: dict, rtol: float = 0.0, atol: float = 0.0) -> list[np.ndarray]:
-    """Every node on vkep (ORT's record), every output equal to the CPU EP's (within rtol / atol)."""
+def _compare(model, feeds: dict, *more_feeds: dict, rtol: float = 0.0, atol: float = 0.0) -> None:
+    """Every node on vkep (ORT's record), every output equal to the CPU EP's (within rtol / atol), for `feeds`
+    and then each of `more_feeds` in the same session (the same shapes: a replayed plan)."""
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
-    got = session.run(None, feeds)
-    want = runner.cpu_session(model).run(None, feeds)
-    for g, w in zip(got, want, strict=True):
-        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
-        if rtol or atol:
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
-        else:
-            np.testing.assert_array_equal(g, w)
-    return got
+    cpu = runner.cpu_session(model)
+    for f in (feeds, *more_feeds):
+        for g, w in zip(session.run(None, f), cpu.run(None, f), strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+            if rtol or atol:
+                np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+            else:
+                np.testing.assert_array_equal(g, w)
 
 
 def _ints(rng, shape, dtype, low: int | None = None, high: int | None = None) -> np.ndarray:
@@ -110,9 +110,7 @@ def test_dynamic_quantize_matmul(ep_devices, a_shape, k, n, b_type, per_column, 
     consts = {"b": b, "b_scale": b_scale, "b_zero_point": bzp,
               "bias": rng.standard_normal(n).astype(np.float32) if bias else None}
     a = (rng.standard_normal(a_shape) * 3 + 0.5).astype(np.float32)
-    model = _model("DynamicQuantizeMatMul", {"a": a}, consts)
-    _compare(model, {"a": a})
-    _compare(model, {"a": np.abs(a)})  # (all positive: the zero point at 0)
+    _compare(_model("DynamicQuantizeMatMul", {"a": a}, consts), {"a": a}, {"a": np.abs(a)})  # (then zero point 0)
 
 
 def _mask_index(rng, kind: str | None, batch: int, seq: int) -> np.ndarray | None:
@@ -225,7 +223,9 @@ def _qembed(rng, batch: int, seq: int, hidden: int, words: int = 50, segments: b
 ])
 def test_qembed_layer_norm(ep_devices, case):
     model, feeds = _qembed(np.random.default_rng(case["seq"]), **case)
-    _compare(model, feeds)
+    rng = np.random.default_rng(1)
+    again = {k: (rng.permutation(v.ravel()).reshape(v.shape) if k == "ids" else v) for k, v in feeds.items()}
+    _compare(model, feeds, again)
 
 
 def test_qembed_layer_norm_index_out_of_range_fails_the_run(ep_devices):

@@ -4,24 +4,22 @@ DynamicQuantizeMatMul (one class), QAttention and QEmbedLayerNormalization.
 
 Each composes kernels vkep already has: the integer GEMM of matmul_integer.comp (its float32 mode, with a float
 bias per column: what MLAS's scale-bias output processor computes), DynamicQuantizeLinear's two shaders,
-ContribAttention's attention core, and EmbedLayerNormalization's shader over tables dequantized by
-quantize.comp."""
+ContribAttention's attention core, and EmbedLayerNormalization's shader (its 8-bit variant)."""
 
 from __future__ import annotations
 
 import math
+import struct
 
-from vkep.kernels.attention import ContribAttention, _Redirect
+from vkep.kernels.attention import ContribAttention
 from vkep.kernels.base import LOOP_BUDGET, Kernel, Tensor, UnsupportedError, grid_1d, padded
 from vkep.kernels.contrib import EmbedLayerNorm
 from vkep.kernels.quantize import (
     MATMUL_TM,
     MATMUL_TN,
-    MODE_DEQUANTIZE,
     _per_column,
     _scalar,
     dispatch_dynamic_quantize,
-    dispatch_quantize,
 )
 
 BIAS_PER_COLUMN_FLOAT = 5  # matmul_integer.comp's BIAS: a float32 bias per column added after the scaling
@@ -140,31 +138,27 @@ class QAttention(ContribAttention):
 
 class QEmbedLayerNorm(EmbedLayerNorm):
     """com.microsoft QEmbedLayerNormalization (input_ids, segment_ids, the 8-bit word, position and segment
-    tables, gamma and beta, mask, then their scales and zero points, per tensor): each table dequantized as the
-    CPU EP dequantizes it, float(q - zero_point) * scale (quantize.comp, into one scratch), then
-    EmbedLayerNormalization's shader, whose float operations are the CPU EP's. (The whole word table is
-    dequantized on every run: a cost that grows with the vocabulary, not with the tokens.)"""
+    tables, gamma and beta, mask, then their scales and zero points, per tensor): EmbedLayerNormalization's
+    shader reading each table element as the CPU EP dequantizes it, float(q - zero_point) * scale (QUANT). The
+    scales and zero points are CPU inputs (constants in the models quantize_dynamic writes), handed to the shader
+    as one persistent table: only the rows the ids name are read."""
 
     def compute(self, call) -> None:
         ins = padded(call.inputs, 18)
         ids, segment_ids, mask = ins[0], ins[1], ins[7]
         tables, scales, zero_points = ins[2:7], ins[8:13], ins[13:18]
-        present = [i for i, t in enumerate(tables) if t is not None]  # (one 8-bit type: the schema's T2)
-        for i in present:
+        values = [0.0] * 5, [0] * 5
+        for i, table in enumerate(tables):
+            if table is None:
+                continue
             if scales[i] is None:
                 raise UnsupportedError(f"QEmbedLayerNormalization: table {i + 2} without its scale")
             _scalar(scales[i], "a scale", "QEmbedLayerNormalization")
             _scalar(zero_points[i], "a zero point", "QEmbedLayerNormalization")
-        floats: list[Tensor | None] = [None] * 5
-        total = sum(tables[i].size for i in present)
-        if not total and ids.size:
-            raise UnsupportedError("QEmbedLayerNormalization: ids into empty tables")
-        scratch = call.scratch((max(total, 1),), "float32")
-        offset = 0
-        for i in present:
-            table = tables[i]
-            floats[i] = Tensor(scratch.addr + 4 * offset, table.shape, "float32", scratch.io)
-            offset += table.size
-            if table.size and ids.size:
-                dispatch_quantize(call, MODE_DEQUANTIZE, table, scales[i], zero_points[i], floats[i], 1, 1)
-        super().compute(_Redirect(call, [ids, segment_ids, *floats, mask, None]))
+            values[0][i] = struct.unpack("<f", call.read_host(scales[i]))[0]
+            if zero_points[i] is not None:  # (one 8-bit type for every table and zero point: the schema's T2)
+                values[1][i] = struct.unpack("<b" if zero_points[i].dtype == "int8" else "<B",
+                                             call.read_host(zero_points[i]))[0]
+        params = call.persistent(struct.pack("<5f5i", *values[0], *values[1]))
+        quant = 2 if tables[0].dtype == "int8" else 1
+        self.embed(call, ids, segment_ids, *tables, mask, None, quant=quant, params=params)
