@@ -379,6 +379,131 @@ def fused_gemm(rng) -> Case:
                 tol={"rtol": 1e-4, "atol": 1e-5})
 
 
+
+# ---- ORT's dynamically quantized transformers (tests/test_quantized_transformer.py) ---------------------------
+# int8 operands stay in [-64, 63]: ORT's AVX2 kernels without VNNI saturate pairs of 8-bit products at int16
+
+def _bytes(rng, shape, dtype: str) -> np.ndarray:
+    low, high = (-64, 63) if dtype == "int8" else (0, 255)
+    return np.asarray(rng.integers(low, high + 1, size=shape), dtype)
+
+
+def _scale_and_zero_point(rng, n: int, dtype: str, scale: float) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per tensor or (half the time) per column; the zero point absent a quarter of the time."""
+    shape = [n] if rng.random() < 0.5 else []
+    s = np.asarray(rng.uniform(0.5, 1.5, shape) * scale, np.float32)
+    return s, (_bytes(rng, shape, dtype) if rng.random() < 0.75 else None)
+
+
+def integer_matmul_to_float(rng) -> Case:
+    """com.microsoft MatMulIntegerToFloat (8-bit A) and DynamicQuantizeMatMul (float A): B constant or fed."""
+    dynamic = rng.random() < 0.5
+    m, k, n = int(rng.integers(1, 9)), int(rng.integers(1, 40)), int(rng.integers(1, 20))
+    batch = shape_of(rng, int(rng.integers(0, 3)), high=3)
+    a_type, b_type = str(rng.choice(["uint8", "int8"])), str(rng.choice(["uint8", "int8"]))
+    b_shape = batch + [k, n] if batch and rng.random() < 0.3 else [k, n]
+    b = _bytes(rng, b_shape, b_type)
+    b_scale, bzp = _scale_and_zero_point(rng, n, b_type, 0.01)
+    if b_shape != [k, n]:  # (a batched B: its parameters per tensor)
+        b_scale, bzp = np.asarray(b_scale.ravel()[0]), None if bzp is None else np.asarray(bzp.ravel()[0])
+    bias = data(rng, [n], "float32") if rng.random() < 0.5 else None
+    consts = {"b_scale": b_scale}
+    inputs, names = [], []
+    if dynamic:
+        inputs.append(data(rng, batch + [m, k], "float32"))
+        names = ["x0"]
+    else:
+        inputs.append(_bytes(rng, batch + [m, k], a_type))
+        consts["a_scale"] = np.asarray(np.float32(rng.uniform(0.005, 0.05)))
+        if rng.random() < 0.75:
+            consts["a_zp"] = _bytes(rng, [], a_type)
+        names = ["x0"]
+    if rng.random() < 0.7:
+        consts["b"] = b
+        names.append("b")
+    else:
+        inputs.append(b)
+        names.append("x1")
+    if bzp is not None:
+        consts["b_zp"] = bzp
+    if bias is not None:
+        consts["bias"] = bias
+    if dynamic:
+        names += ["b_scale", "b_zp" if bzp is not None else "", "bias" if bias is not None else ""]
+        op = "DynamicQuantizeMatMul"
+    else:
+        names += ["a_scale", "b_scale", "a_zp" if "a_zp" in consts else "", "b_zp" if bzp is not None else "",
+                  "bias" if bias is not None else ""]
+        op = "MatMulIntegerToFloat"
+    while names[-1] == "":
+        names.pop()
+    return Case(op, 1, inputs, {}, consts, names=names, domain="com.microsoft", tol={"rtol": 0.0, "atol": 0.0})
+
+
+def qattention(rng) -> Case:
+    """com.microsoft QAttention: heads, head sizes, input hidden sizes, every mask_index format, unidirectional,
+    per-tensor and per-column weight parameters, zero points or none (tolerance: ContribAttention's)."""
+    batch, seq, heads = int(rng.integers(1, 3)), int(rng.integers(1, 7)), int(rng.integers(1, 4))
+    hidden, in_hidden = heads * int(rng.choice([4, 8, 16])), int(rng.integers(4, 41))
+    w_type = str(rng.choice(["uint8", "int8"]))
+    w_scale, wzp = _scale_and_zero_point(rng, 3 * hidden, w_type, 1 / (48 * np.sqrt(in_hidden)))
+    consts = {"w": _bytes(rng, [in_hidden, 3 * hidden], w_type), "bias": data(rng, [3 * hidden], "float32", 0.1),
+              "x_scale": np.asarray(np.float32(0.02)), "w_scale": w_scale}
+    inputs = [_bytes(rng, [batch, seq, in_hidden], "uint8")]
+    names = ["x0", "w", "bias", "x_scale", "w_scale"]
+    kind = int(rng.integers(0, 5))  # none, ends, ends + starts, raw 2-D, raw 3-D
+    ends = rng.integers(1, seq + 1, batch)
+    mask = [None, ends, np.concatenate([ends, rng.integers(0, ends)]),
+            (np.arange(seq)[None, :] < ends[:, None]), rng.random((batch, seq, seq)) < 0.7][kind]
+    if mask is not None:
+        inputs.append(np.asarray(mask, np.int32))
+        names.append("x1")
+    else:
+        names.append("")
+    if rng.random() < 0.75:
+        consts["x_zp"] = np.asarray(np.uint8(rng.integers(0, 256)))
+    names.append("x_zp" if "x_zp" in consts else "")
+    if wzp is not None:
+        consts["w_zp"] = wzp
+        names.append("w_zp")
+    while names[-1] == "":
+        names.pop()
+    attrs = {"num_heads": heads, "unidirectional": int(rng.random() < 0.3)}
+    return Case("QAttention", 1, inputs, attrs, consts, names=names, domain="com.microsoft",
+                tol={"rtol": 1e-3, "atol": 1e-5})
+
+
+def qembed_layer_norm(rng) -> Case:
+    """com.microsoft QEmbedLayerNormalization: 8-bit tables (uint8 or int8), segments or none, a mask or none."""
+    batches, seq, hidden = int(rng.integers(1, 4)), int(rng.integers(1, 7)), int(rng.integers(1, 40))
+    words, positions, segments = int(rng.integers(1, 20)), seq + int(rng.integers(0, 4)), int(rng.integers(1, 3))
+    dtype = str(rng.choice(["uint8", "int8"]))
+    shapes = {"word": [words, hidden], "position": [positions, hidden], "segment": [segments, hidden],
+              "gamma": [hidden], "beta": [hidden]}
+    with_segments = rng.random() < 0.5
+    if not with_segments:
+        del shapes["segment"]
+    consts = {k: _bytes(rng, shape, dtype) for k, shape in shapes.items()}
+    consts |= {k + "_scale": np.asarray(np.float32(rng.uniform(0.002, 0.05))) for k in shapes}
+    consts |= {k + "_zp": _bytes(rng, [], dtype) for k in shapes}
+    inputs = [rng.integers(0, words, (batches, seq)).astype(np.int32)]
+    names = ["x0"]
+    if with_segments:
+        inputs.append(rng.integers(0, segments, (batches, seq)).astype(np.int32))
+        names.append("x1")
+    else:
+        names.append("")
+    names += ["word", "position", "segment" if with_segments else "", "gamma", "beta"]
+    if rng.random() < 0.5:
+        inputs.append(rng.integers(0, 2, (batches, seq)).astype(np.int32))
+        names.append(f"x{len(inputs) - 1}")
+    else:
+        names.append("")
+    for suffix in ("_scale", "_zp"):
+        names += [k + suffix if k in shapes else "" for k in ("word", "position", "segment", "gamma", "beta")]
+    return Case("QEmbedLayerNormalization", 1, inputs, {"epsilon": float(rng.choice([1e-12, 1e-5]))}, consts,
+                outputs=2, names=names, domain="com.microsoft", tol={"rtol": 0.0, "atol": 0.0})
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -388,6 +513,8 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     nonzero: ("NonZero",), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),
+    integer_matmul_to_float: ("MatMulIntegerToFloat", "DynamicQuantizeMatMul"), qattention: ("QAttention",),
+    qembed_layer_norm: ("QEmbedLayerNormalization",),
 }
 
 

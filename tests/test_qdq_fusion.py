@@ -143,8 +143,7 @@ def _unary(op: str, shape=(1, 64, 20, 20), **attrs) -> Builder:
 
 
 def _concat(count: int = 3) -> Builder:
-    """`count` inputs: six make 20 inputs of QLinearConcat, more than ORT passes a node of vkep's (16), but the
-    fused node takes the six tensors alone."""
+    """`count` inputs: six make 20 inputs of QLinearConcat; the fused node takes the six tensors alone."""
     b = Builder()
     params = [(16, 0.02, 128), (8, 0.05, 100), (24, 0.03, 140), (4, 0.01, 0), (8, 0.04, 255), (12, 0.06, 90)]
     xs = [b.activation(f"x{k}", [1, c, 8, 8], scale, zp) for k, (c, scale, zp) in enumerate(params[:count])]

@@ -16,6 +16,7 @@ import numpy as np
 
 from vkep.kernels import manifest
 from vkep.kernels.base import (
+    ITEMSIZE,
     LOOP_BUDGET,
     Kernel,
     Tensor,
@@ -304,6 +305,19 @@ class ContribAttention(Kernel):
         if (self.output_count or 1) > 1:
             raise UnsupportedError("Attention: the present output")
         x, w, bias, mask, _, attn_bias, _ = padded(call.inputs, 7)
+        gemm = self._parts()[0]
+
+        def project(a: Tensor, b: Tensor, c: Tensor | None, out: Tensor, offset: int) -> None:
+            plan = gemm.planned((a.shape, b.shape, c.shape if c else None),
+                                lambda: gemm._plan(a.shape, b.shape, c.shape if c else None))
+            gemm._record(_Redirect(call, [a, b, c], out), a, b, c, *plan)
+
+        self._attend(call, x, w, bias, mask, attn_bias, project)
+
+    def _attend(self, call, x: Tensor, w: Tensor, bias: Tensor | None, mask: Tensor | None,
+                attn_bias: Tensor | None, project) -> None:
+        """Q, K and V by `project(a, b, c, out, offset)` (input rows by one projection's packed weight block,
+        its bias, into its block of the scratch; offset: the projection's first column), then the attention."""
         if not self.w_packed and (w.addr or not _constant(call, w)):
             # (planning at GetCapability runs before packing, at address 0: the graph says whether it will pack)
             raise UnsupportedError("Attention: weights that are not constant (they are packed per projection)")
@@ -316,19 +330,17 @@ class ContribAttention(Kernel):
             raise UnsupportedError(f"Attention: weights of {w.size} elements for input {x.shape}, sizes {sizes}")
         if bias is not None and bias.shape != (sum(sizes),):
             raise UnsupportedError(f"Attention: bias {bias.shape}")
-        gemm, attention = self._parts()
+        attention = self._parts()[1]
         rows = batch * seq
         qkv = call.scratch((rows * sum(sizes),), "float32")
         a = Tensor(x.addr, (rows, hidden), x.dtype, x.io)
         views, offset = [], 0
         for size in sizes:
-            b = Tensor(w.addr + 4 * hidden * offset, (hidden, size), w.dtype, w.io)
+            b = Tensor(w.addr + ITEMSIZE[w.dtype] * hidden * offset, (hidden, size), w.dtype, w.io)
             c = Tensor(bias.addr + 4 * offset, (size,), bias.dtype, bias.io) if bias is not None else None
             out = Tensor(qkv.addr + 4 * rows * offset, (rows, size), "float32", qkv.io)
             if rows and hidden:
-                plan = gemm.planned((a.shape, b.shape, c.shape if c else None),
-                                    lambda b=b, c=c: gemm._plan(a.shape, b.shape, c.shape if c else None))
-                gemm._record(_Redirect(call, [a, b, c], out), a, b, c, *plan)
+                project(a, b, c, out, offset)
             views.append(Tensor(out.addr, (batch, seq, size), "float32", out.io))
             offset += size
         total = seq  # no past

@@ -315,28 +315,37 @@ class EmbedLayerNorm(Kernel):
     (shaders/embed_layer_norm.comp); mask_index counts each batch row's mask values equal to 1."""
 
     def compute(self, call) -> None:
-        ids, segment_ids, word, position, segment, gamma, beta, mask, position_ids = padded(call.inputs, 9)
+        self.embed(call, *padded(call.inputs, 9))
+
+    def embed(self, call, ids: Tensor, segment_ids: Tensor | None, word: Tensor, position: Tensor,
+              segment: Tensor | None, gamma: Tensor, beta: Tensor, mask: Tensor | None, position_ids: Tensor | None,
+              quant: int = 0, params: Tensor | None = None) -> None:
+        """The node's outputs; `quant` (embed_layer_norm.comp's QUANT) and `params`: 8-bit tables and their scales
+        and zero points (QEmbedLayerNormalization)."""
         if len(ids.shape) != 2 or len(word.shape) != 2 or len(position.shape) != 2:
-            raise UnsupportedError(f"EmbedLayerNormalization: input_ids {list(ids.shape)} (2-D), word_embedding "
+            raise UnsupportedError(f"{self.spec.op}: input_ids {list(ids.shape)} (2-D), word_embedding "
                                    f"{list(word.shape)} and position_embedding {list(position.shape)} (2-D)")
         batches, seq = ids.shape
         hidden = word.shape[1]
         if (segment_ids is None) != (segment is None):
-            raise UnsupportedError("EmbedLayerNormalization: segment_ids and segment_embedding come together")
-        y = call.output(0, (batches, seq, hidden), word.dtype)
+            raise UnsupportedError(f"{self.spec.op}: segment_ids and segment_embedding come together")
+        out_type = "float32" if quant else word.dtype
+        y = call.output(0, (batches, seq, hidden), out_type)
         mask_index = call.output(1, (batches,), "int32") if (self.output_count or 1) > 1 else None
-        total = call.output(2, (batches, seq, hidden), word.dtype) if (self.output_count or 1) > 2 else None
+        total = call.output(2, (batches, seq, hidden), out_type) if (self.output_count or 1) > 2 else None
         tokens = batches * seq
         if not tokens:
             return
         push = {"input_ids": ids, "segment_ids": segment_ids, "word": word, "position": position,
                 "segment": segment, "gamma": gamma, "beta": beta, "position_ids": position_ids, "y": y, "sum": total,
-                "err": call.error_word(), "tokens": tokens, "seq": seq, "hidden": hidden, "words": word.shape[0],
-                "positions": position.shape[0], "segments": segment.shape[0] if segment is not None else 0,
+                "err": call.error_word(), "params": params, "tokens": tokens, "seq": seq, "hidden": hidden,
+                "words": word.shape[0], "positions": position.shape[0],
+                "segments": segment.shape[0] if segment is not None else 0,
                 "batch_positions": int(position_ids is not None and position_ids.size == tokens),
                 "epsilon": float(self.attrs.get("epsilon", 1e-12))}
-        reads = [t for t in (ids, segment_ids, word, position, segment, gamma, beta, position_ids) if t is not None]
-        call.dispatch("embed_layer_norm.comp", shader_dtype(word), {}, push, grid_1d(tokens, 64), reads,
+        reads = [t for t in (ids, segment_ids, word, position, segment, gamma, beta, position_ids, params)
+                 if t is not None]
+        call.dispatch("embed_layer_norm.comp", shader_dtype(y), {"quant": quant}, push, grid_1d(tokens, 64), reads,
                       [t for t in (y, total) if t is not None])
         if mask_index is not None and mask is None:  # (no mask: 0 each, as ORT)
             call.dispatch("fill.comp", "int32", {"mode": 0}, {"y": mask_index, "start": 0, "delta": 0, "n": batches},

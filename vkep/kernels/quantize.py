@@ -105,21 +105,27 @@ class DynamicQuantizeLinear(Kernel):
         x = call.inputs[0]
         y = call.output(0, x.shape, "uint8")
         scale, zp = call.output(1, (), "float32"), call.output(2, (), "uint8")
-        if x.size <= 256 * LOOP_BUDGET:
-            call.dispatch(self.spec.shader, "float32", {"stage": 0},
-                          {"x": x, "scale": scale, "zp": zp, "partial": None, "n": x.size, "chunk": 0}, (1, 1, 1),
-                          [x], [scale, zp])
-        else:  # (64 x 512 x 512 activations in imgly's quantized background-removal model)
-            parts = -(-x.size // DQ_CHUNK)
-            partial = call.scratch((2 * parts,), "float32")
-            call.dispatch(self.spec.shader, "float32", {"stage": 1},
-                          {"x": x, "scale": None, "zp": None, "partial": partial, "n": x.size, "chunk": DQ_CHUNK},
-                          (parts, 1, 1), [x], [partial])
-            call.dispatch(self.spec.shader, "float32", {"stage": 2},
-                          {"x": None, "scale": scale, "zp": zp, "partial": partial, "n": parts, "chunk": 0},
-                          (1, 1, 1), [partial], [scale, zp])
-        if x.size:
-            dispatch_quantize(call, MODE_QUANTIZE, x, scale, zp, y, 1, 1)
+        dispatch_dynamic_quantize(call, x, y, scale, zp)
+
+
+def dispatch_dynamic_quantize(call, x: Tensor, y: Tensor, scale: Tensor, zp: Tensor) -> None:
+    """x (float32) quantized to uint8 y with the scale and zero point DynamicQuantizeLinear computes (as ORT's
+    CPU EP, which DynamicQuantizeMatMul shares)."""
+    if x.size <= 256 * LOOP_BUDGET:
+        call.dispatch("dynamic_quantize.comp", "float32", {"stage": 0},
+                      {"x": x, "scale": scale, "zp": zp, "partial": None, "n": x.size, "chunk": 0}, (1, 1, 1),
+                      [x], [scale, zp])
+    else:  # (64 x 512 x 512 activations in imgly's quantized background-removal model)
+        parts = -(-x.size // DQ_CHUNK)
+        partial = call.scratch((2 * parts,), "float32")
+        call.dispatch("dynamic_quantize.comp", "float32", {"stage": 1},
+                      {"x": x, "scale": None, "zp": None, "partial": partial, "n": x.size, "chunk": DQ_CHUNK},
+                      (parts, 1, 1), [x], [partial])
+        call.dispatch("dynamic_quantize.comp", "float32", {"stage": 2},
+                      {"x": None, "scale": scale, "zp": zp, "partial": partial, "n": parts, "chunk": 0},
+                      (1, 1, 1), [partial], [scale, zp])
+    if x.size:
+        dispatch_quantize(call, MODE_QUANTIZE, x, scale, zp, y, 1, 1)
 
 
 def _scalar(t: Tensor | None, what: str, op: str) -> None:

@@ -88,7 +88,7 @@ def _host_placed_inputs(spec, device) -> list[int]:
     return sorted(set(spec.cpu_inputs) | set(spec.prepack))
 
 
-MAX_PACKED_INPUTS = 16  # the trampoline's VKEP_MAX_IO
+MAX_PACKED_INPUTS = 24  # the trampoline's VKEP_MAX_IO
 
 
 def _add_kernel_def(registry, spec, types, start: int, end: int, state: int, host_inputs: list[int]) -> None:

@@ -3,15 +3,20 @@
 // sums its word, position and (optional) segment rows in that order, then normalizes the row with sequential
 // sums (mean, then the squares), so the float operations are ORT's. An index out of its table reports to the
 // error word (the run fails, as on the CPU EP) and reads row 0. (mask_index: mask_index.comp.)
+// com.microsoft QEmbedLayerNormalization (QUANT 1: uint8 tables, 2: int8): every table element read as the CPU EP
+// dequantizes it, float(q - zero_point) * scale, with the five tables' scales (float32) then zero points (int32)
+// at `params` (word, position, segment, gamma, beta).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "requantize.glsl"
 
 layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint QUANT = 0;
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Int32s { int v[]; };
 
 layout(push_constant, scalar) uniform Push {
-    uint64_t input_ids, segment_ids, word, position, segment, gamma, beta, position_ids, y, sum, err;
+    uint64_t input_ids, segment_ids, word, position, segment, gamma, beta, position_ids, y, sum, err, params;
     uint tokens, seq, hidden, words, positions, segments, batch_positions;  // batch_positions: position_ids [B, S]
     float epsilon;
 } pc;
@@ -25,6 +30,16 @@ uint row(uint64_t ids, uint i, uint rows) {
     return ids != 0 && !bad ? uint(id) : 0u;
 }
 
+const uint WORD = 0, POSITION = 1, SEGMENT = 2, GAMMA = 3, BETA = 4;  // (their place in params)
+
+// element `at` of a table (`which`: its place in params)
+float table(uint64_t t, uint which, uint at) {
+    if (QUANT == 0) return LOAD(Tensor(t), at);
+    precise float v = float(rq_byte(t, at, QUANT == 2) - Int32s(pc.params).v[5 + which]) *
+                      RqFloats(pc.params).v[which];
+    return v;
+}
+
 void main() {
     uint t = flat_index(64);
     if (t >= pc.tokens) return;
@@ -36,12 +51,12 @@ void main() {
         if (s >= pc.positions) report_index_error(pc.err);
     }
     uint g = row(pc.segment_ids, t, pc.segments);
-    Tensor word = Tensor(pc.word), position = Tensor(pc.position), segment = Tensor(PRESENT_OR(pc.segment, pc.word));
+    uint64_t segment = PRESENT_OR(pc.segment, pc.word);
     Tensor y = Tensor(pc.y), sums = Tensor(PRESENT_OR(pc.sum, pc.y));
     precise float total = 0.0;
     for (uint i = 0u; i < h; ++i) {
-        precise float v = LOAD(word, w * h + i) + LOAD(position, p * h + i);
-        if (pc.segment_ids != 0) v += LOAD(segment, g * h + i);
+        precise float v = table(pc.word, WORD, w * h + i) + table(pc.position, POSITION, p * h + i);
+        if (pc.segment_ids != 0) v += table(segment, SEGMENT, g * h + i);
         STORE(y, t * h + i, v);
         if (pc.sum != 0) STORE(sums, t * h + i, v);
         total += v;
@@ -53,9 +68,8 @@ void main() {
         squares += a * a;
     }
     precise float e = sqrt(squares / float(h) + pc.epsilon);
-    Tensor gamma = Tensor(pc.gamma), beta = Tensor(pc.beta);
     for (uint i = 0u; i < h; ++i) {
         precise float a = LOAD(y, t * h + i) - mean;
-        STORE(y, t * h + i, a / e * LOAD(gamma, i) + LOAD(beta, i));
+        STORE(y, t * h + i, a / e * table(pc.gamma, GAMMA, i) + table(pc.beta, BETA, i));
     }
 }

@@ -6,9 +6,11 @@
 // (*_batch_step n); a batch stride of 0 shares A or B across the batches. The variant (DTYPE) is the scales'
 // type, float32 or float16 (QLinearMatMul 21).
 // com.microsoft QGemm: one batch, A and B transposed or not (TRANS_A / TRANS_B), an int32 bias C added to the sum
-// (BIAS: 0 none, 1 scalar, 2 per column, 3 per row, 4 [M, N]), alpha folded into the multiplier as ORT's CPU EP
+// (BIAS: 0 none, 1 scalar, 2 per column, 3 per row, 4 [M, N]; 5 below), alpha folded into the multiplier as ORT's CPU EP
 // folds it ((alpha * a_scale) * b_scale / y_scale), and without y_scale (REQUANT 2) float32 outputs
 // float(sum) * ((alpha * a_scale) * b_scale).
+// com.microsoft MatMulIntegerToFloat / DynamicQuantizeMatMul / QAttention's projections: REQUANT 2 with BIAS 5, a
+// float32 bias per column added to the scaled sum (MLAS's scale-bias output processor: a product, then a sum).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "requantize.glsl"
@@ -86,12 +88,13 @@ void main() {
         [[unroll]] for (uint r = 0; r < TM; ++r) {
             if (mt * TM + r >= pc.m) break;
             uint o = (batch * pc.m + rows[r]) * pc.n + cols[c];
-            if (BIAS != 0) {
+            if (BIAS != 0 && BIAS != 5) {
                 uint at = BIAS == 1 ? 0 : BIAS == 2 ? cols[c] : BIAS == 3 ? rows[r] : rows[r] * pc.n + cols[c];
                 acc[r][c] += Ints(pc.c).v[at];
             }
             if (REQUANT == 2) {
                 precise float v = float(acc[r][c]) * mult;
+                if (BIAS == 5) v += RqFloats(pc.c).v[cols[c]];
                 RqFloats(pc.y).v[o] = v;
             } else if (REQUANT == 0)
                 Ints(pc.y).v[o] = acc[r][c];

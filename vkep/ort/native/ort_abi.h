@@ -221,7 +221,7 @@ typedef struct vkep_memory_handle { OrtExternalMemoryHandle base; int64_t id; } 
 typedef struct vkep_semaphore_handle { OrtExternalSemaphoreHandle base; int64_t id; } vkep_semaphore_handle;
 typedef struct vkep_loop_helper { OrtLoopKernelHelper base; int64_t device; } vkep_loop_helper;
 typedef struct vkep_scan_helper { OrtScanKernelHelper base; int64_t device; } vkep_scan_helper;
-#define VKEP_MAX_IO 16
+#define VKEP_MAX_IO 24  /* (com.microsoft QEmbedLayerNormalization has 18 inputs; the masks of inputs are 32 bits) */
 #define VKEP_MAX_RANK 8
 /* what the Compute trampoline gathers for Python: one entry per input */
 typedef struct vkep_io {

@@ -281,7 +281,7 @@ static OrtStatus* vkep_compute(OrtKernelImpl* self, OrtKernelContext* ctx) {
     size_t n = 0, nout = 0;
     OrtStatus* s = ort_KernelContext_GetInputCount(ctx, &n);
     if (s) return s;
-    if (n > VKEP_MAX_IO) return ort_CreateStatus(2, "vkep: more than 16 inputs");
+    if (n > VKEP_MAX_IO) return ort_CreateStatus(2, "vkep: more than 24 inputs");
     ort_KernelContext_GetOutputCount(ctx, &nout);
     io.n_inputs = (int32_t)n;
     io.n_outputs = (int32_t)nout;
