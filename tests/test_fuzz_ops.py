@@ -119,6 +119,9 @@ def trilu(rng) -> Case:
 def space_to_depth(rng) -> Case:
     b = int(rng.integers(1, 4))
     shape = [int(rng.integers(1, 3)), int(rng.integers(1, 4)), b * int(rng.integers(0, 4)), b * int(rng.integers(1, 4))]
+    if rng.random() < 0.5:  # (opset 28: either order of the block's offsets and the channels)
+        return Case("SpaceToDepth", 28, [data(rng, shape, str(rng.choice(TYPES)))],
+                    {"blocksize": b, "mode": str(rng.choice(["DCR", "CRD"]))})
     return Case("SpaceToDepth", 13, [data(rng, shape, str(rng.choice(TYPES)))], {"blocksize": b})
 
 

@@ -215,6 +215,8 @@ def test_depth_space_round_trip(ep_devices):
         _check(_model("DepthToSpace", [("x", (F, x.shape))], blocksize=2, mode=mode), {"x": x}, "DepthToSpace")
     y = RNG.standard_normal((2, 3, 6, 9)).astype(np.float32)
     _check(_model("SpaceToDepth", [("x", (F, y.shape))], blocksize=3), {"x": y}, "SpaceToDepth")
+    for mode in ("DCR", "CRD"):  # (opset 28 names the order)
+        _check(_model("SpaceToDepth", [("x", (F, y.shape))], opset=28, blocksize=3, mode=mode), {"x": y}, "SpaceToDepth")
 
 
 def test_shape_feeds_a_reshape(ep_devices):

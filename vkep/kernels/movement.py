@@ -287,7 +287,9 @@ class DepthToSpace(Strided):
         else:
             if h % b or w % b:
                 raise UnsupportedError(f"SpaceToDepth: {h}x{w} is not a multiple of {b}")
-            view, perm = (n, c, h // b, b, w // b, b), (0, 3, 5, 1, 2, 4)
+            # (opset 28's mode: the block's offsets outside the channels (DCR, the only order before) or inside)
+            crd = self.attrs.get("mode", "DCR") == "CRD"
+            view, perm = (n, c, h // b, b, w // b, b), (0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4)
             final = (n, c * b * b, h // b, w // b)
         strides = contiguous_strides(view)
         return final, gather_members([view[p] for p in perm], [strides[p] for p in perm], 0), (GATHER, 0)
