@@ -11,6 +11,7 @@ from vkep.kernels.reduce import reduce_geometry, reduce_op_code, reduce_plan
 
 WORKGROUP = 64  # pool.comp's and lrn.comp's WG
 OP_MAX, OP_AVERAGE, OP_LP = 0, 1, 2
+FIXED_WINDOW_TAPS = 49  # MaxPool windows of up to this many taps are unrolled (pool.comp's KH_FIXED, KW_FIXED)
 
 
 class Pool(Kernel):
@@ -53,6 +54,9 @@ class Pool(Kernel):
         # loop iterations of one invocation (rows step 8 taps at a time): within lavapipe's budget, or a
         # clear error rather than a window silently cut short
         kd, kh, kw = as_3d(kernel, 1)
+        if self.op == OP_MAX and not self.is_global and n <= 2 and kh * kw <= FIXED_WINDOW_TAPS \
+                and (self.output_count or 1) == 1:  # (pool.comp's unrolled window: no Indices output)
+            constants.update(kh_fixed=kh, kw_fixed=kw)
         if kd * (1 + kh * (1 + -(-kw // 8))) > LOOP_BUDGET:
             reduction = self._as_reduction(xs, p)
             if reduction is not None:

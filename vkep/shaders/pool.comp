@@ -14,6 +14,11 @@ layout(constant_id = 0) const uint OP = 0;  // 0 max, 1 average, 2 Lp
 layout(constant_id = 1) const uint COUNT_PAD = 0;
 layout(constant_id = 2) const uint P = 2;
 layout(constant_id = 3) const uint STORAGE_ORDER = 0;
+// MaxPool over a 1-D or 2-D window of KH x KW taps without an Indices output (pool.py: 0, the loops below): every
+// tap unrolled, a tap outside the input read at a clamped address and left out by a select. lavapipe runs the
+// loops' 8-tap steps as 8 masked loads each, each a loop over the lanes (resnet50's 3x3 stride-2 MaxPool: 3 x 8)
+layout(constant_id = 4) const uint KH_FIXED = 0;
+layout(constant_id = 5) const uint KW_FIXED = 0;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y, indices;
@@ -44,6 +49,21 @@ void main() {
     int d0 = int((q / pc.oh) * pc.sd) - pc.pd;
     Tensor X = Tensor(pc.x);
     uint base = nc * isz;
+    if (OP == 0 && KH_FIXED != 0) {  // (1-D or 2-D: d0 is 0)
+        float m = -3.402823466e38;  // (as below: NaN is skipped, a window of -inf gives -FLT_MAX)
+        [[unroll]] for (uint b = 0; b < KH_FIXED; ++b) {
+            int h = h0 + int(b * pc.dh);
+            bool h_in = uint(h) < pc.ih;
+            uint row = base + uint(clamp(h, 0, int(pc.ih) - 1)) * pc.iw;
+            [[unroll]] for (uint c = 0; c < KW_FIXED; ++c) {
+                int w = w0 + int(c * pc.dw);
+                float v = LOAD(X, row + uint(clamp(w, 0, int(pc.iw) - 1)));
+                m = h_in && uint(w) < pc.iw && v > m ? v : m;
+            }
+        }
+        STORE(Tensor(pc.y), i, m);
+        return;
+    }
     // max starts at the lowest float and takes only what is greater, as ORT's CPU EP: NaN is skipped
     // (a window of NaN and -inf gives -FLT_MAX); the index is the first tap's until something is greater
     float acc = OP == 0 ? -3.402823466e38 : 0.0;
