@@ -64,15 +64,15 @@ TARGET_SECONDS = 0.25
 
 @dataclasses.dataclass(frozen=True)
 class Probe:
-    """A shader of nothing but one operation, and how many of it one dispatch does (per invocation: iters x
-    per_iter; `scale`: what one operation counts, e.g. 2 FLOPs an FMA)."""
+    """A shader of nothing but one operation (`what`), and how many of it one dispatch does (per invocation:
+    iters x per_iter; `scale`: what one operation counts, e.g. 2 FLOPs an FMA)."""
 
     shader: str
     source: str
     iters: int
     per_iter: int
     scale: int
-    unit: str
+    what: str
     src_bytes: int = 0  # a source buffer, for probes that read one
 
     @property
@@ -82,15 +82,15 @@ class Probe:
     @property
     def method(self) -> str:
         return (f"one dispatch of {GROUPS} workgroups x {LOCAL_SIZE} invocations, each {self.iters} x "
-                f"{self.per_iter} independent {self.shader.split('_')[0]} operations (fewer workgroups where that "
+                f"{self.per_iter} independent {self.what} (fewer workgroups where that "
                 f"takes over {TARGET_SECONDS} s); the fastest of 5 dispatches, "
                 "timed on the host from record to wait (vkep/gpu/ceiling.py)")
 
 
-PROBES = {"fma": Probe("fma_peak.comp", FMA_SHADER, 4096, 8, 2, "GFLOPS"),
-          "lane_loads": Probe("lane_loads.comp", LOAD_SHADER, 512, 4, 1, "G lane loads/s", src_bytes=32 * 64 * 8)}
-ITERS, CHAINS = PROBES["fma"].iters, PROBES["fma"].per_iter
-METHOD = PROBES["fma"].method.replace("fma operations", "fp32 fma() (2 FLOPs each) on registers")
+PROBES = {"fma": Probe("fma_peak.comp", FMA_SHADER, 4096, 8, 2, "fp32 fma() (2 FLOPs each) on registers"),
+          "lane_loads": Probe("lane_loads.comp", LOAD_SHADER, 512, 4, 1, "64-bit loads at per-invocation addresses",
+                              src_bytes=32 * 64 * 8)}
+METHOD = PROBES["fma"].method  # (how the FMA ceiling is measured: `vkep report` says it)
 
 
 def fma_gflops(device_index: int | None = None, timeout: float = 600) -> tuple[float | None, str]:

@@ -54,14 +54,14 @@ class Pool(Kernel):
         # loop iterations of one invocation (rows step 8 taps at a time): within lavapipe's budget, or a
         # clear error rather than a window silently cut short
         kd, kh, kw = as_3d(kernel, 1)
-        if self.op == OP_MAX and not self.is_global and n <= 2 and kh * kw <= FIXED_WINDOW_TAPS \
-                and (self.output_count or 1) == 1:  # (pool.comp's unrolled window: no Indices output)
-            constants.update(kh_fixed=kh, kw_fixed=kw)
         if kd * (1 + kh * (1 + -(-kw // 8))) > LOOP_BUDGET:
             reduction = self._as_reduction(xs, p)
             if reduction is not None:
                 return reduction
             raise UnsupportedError(f"{self.spec.op}: a window of {kernel} taps is too large for one invocation")
+        if self.op == OP_MAX and not self.is_global and n <= 2 and kh * kw <= FIXED_WINDOW_TAPS \
+                and (self.output_count or 1) == 1:  # (pool.comp's unrolled window: no Indices output)
+            constants.update(kh_fixed=kh, kw_fixed=kw)
         return out_shape, total, self.spec.shader, constants, members, grid_1d(total, WORKGROUP)
 
     def _as_reduction(self, xs: tuple[int, ...], p) -> tuple | None:

@@ -14,6 +14,7 @@ import struct
 from vkep.kernels.attention import ContribAttention
 from vkep.kernels.base import LOOP_BUDGET, Kernel, Tensor, UnsupportedError, grid_1d, padded
 from vkep.kernels.contrib import EmbedLayerNorm
+from vkep.kernels.movement import host_values
 from vkep.kernels.quantize import (
     MATMUL_TM,
     MATMUL_TN,
@@ -155,10 +156,8 @@ class QEmbedLayerNorm(EmbedLayerNorm):
                 raise UnsupportedError(f"QEmbedLayerNormalization: table {i + 2} without its scale")
             _scalar(scales[i], "a scale", "QEmbedLayerNormalization")
             _scalar(zero_points[i], "a zero point", "QEmbedLayerNormalization")
-            values[0][i] = struct.unpack("<f", call.read_host(scales[i]))[0]
-            if zero_points[i] is not None:  # (one 8-bit type for every table and zero point: the schema's T2)
-                values[1][i] = struct.unpack("<b" if zero_points[i].dtype == "int8" else "<B",
-                                             call.read_host(zero_points[i]))[0]
+            values[0][i] = host_values(call, scales[i])[0]
+            values[1][i] = (host_values(call, zero_points[i]) or [0])[0]
         params = call.persistent(struct.pack("<5f5i", *values[0], *values[1]))
         quant = 2 if tables[0].dtype == "int8" else 1
         self.embed(call, ids, segment_ids, *tables, mask, None, quant=quant, params=params)
