@@ -5,11 +5,12 @@ Runs the model once on vkep to learn which pipelines it uses (shader, variant, s
 then, in a child process with cold caches (MESA_SHADER_CACHE_DISABLE=true, an empty VKEP_CACHE_DIR), times
 for each: vkCreateComputePipelines, and the driver's own compile where it defers it to the pipeline's
 first execution (lavapipe does): a dispatch of zero workgroups runs no invocation, so it costs exactly that
-compile. Also times the model's cold session creation and first run beside a warm run, and with --webgpu
+compile. The cold caches hold the shaders' SPIR-V, as a wheel ships it (vkep/spirv), unless --checkout-spirv:
+a checkout compiles GLSL on the way (a first session's cache provides it). Also times the model's cold session creation and first run beside a warm run, and with --webgpu
 the same for ORT's WebGPU EP (Dawn on Vulkan) on the same driver, from its own virtualenv (tools/
 bench_overhead.py makes it; Debian 12's lavapipe is too old for Dawn: eval "$(tools/mesa_backports.sh)").
 
-    .venv/bin/python tools/bench_cold.py [MODEL.onnx ...] [--webgpu] [--json]   (default: light_resnet50)
+    .venv/bin/python tools/bench_cold.py [MODEL.onnx ...] [--webgpu] [--checkout-spirv] [--json]   (default: light_resnet50)
 
 A benchmark, not a test: it asserts nothing; compare figures within one run.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,11 +64,15 @@ print(json.dumps({"session_s": created - start, "first_run_s": first - created, 
 """
 
 
-def _python(code: str, *args: str, cold: bool) -> dict | list:
+def _python(code: str, *args: str, cold: bool, spirv: Path | None = None) -> dict | list:
+    """Run `code` in a child; cold: no Mesa shader cache and an empty vkep cache, but for `spirv` (a folder of
+    SPIR-V compiled from the shaders, copied in: what a wheel ships, so a cold start compiles no GLSL)."""
     env = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="vkep-cold-") as cache:
         if cold:
             env.update(MESA_SHADER_CACHE_DISABLE="true", VKEP_CACHE_DIR=cache)
+            if spirv is not None:
+                shutil.copytree(spirv, Path(cache) / "spirv")
         done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
                               timeout=3600)
     if done.returncode != 0:
@@ -96,11 +102,22 @@ def _webgpu_cold(model: str) -> dict:
             "warm_run_s": result["times_s"][0], "nodes_by_ep": result.get("nodes_by_ep")}
 
 
-def measure(model: str, webgpu: bool = False) -> tuple[dict, list, dict | None]:
+def _spirv(model: str, into: Path) -> Path:
+    """The SPIR-V of every shader variant a session of `model` compiles, in `into` (a first session's cache)."""
+    env = dict(os.environ, VKEP_CACHE_DIR=str(into))
+    subprocess.run([sys.executable, "-c", _MODEL, model], capture_output=True, env=env, timeout=3600, check=True)
+    return into / "spirv"
+
+
+def measure(model: str, webgpu: bool = False, shipped_spirv: bool = True) -> tuple[dict, list, dict | None]:
     """(vkep's cold session and first run, each of its pipelines' cold create and compile times, slowest first,
-    and WebGPU's cold figures or None) for `model`."""
-    run = _python(_MODEL, model, cold=True)
-    per = _python(_CHILD, json.dumps(run["pipelines"]), cold=True)
+    and WebGPU's cold figures or None) for `model`. shipped_spirv: as installed from a wheel, which ships the
+    shaders' SPIR-V (vkep/spirv: `vkep shaders build --out`); else as a checkout, which compiles GLSL on the
+    way (glslangValidator, about 0.1 s a variant)."""
+    with tempfile.TemporaryDirectory(prefix="vkep-spirv-") as tmp:
+        spirv = _spirv(model, Path(tmp)) if shipped_spirv else None
+        run = _python(_MODEL, model, cold=True, spirv=spirv)
+        per = _python(_CHILD, json.dumps(run["pipelines"]), cold=True, spirv=spirv)
     per.sort(key=lambda p: -(p[3] + p[4]))
     return run, per, _webgpu_cold(model) if webgpu else None
 
@@ -109,6 +126,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*")
     parser.add_argument("--webgpu", action="store_true", help="also ORT's WebGPU EP, cold, on the same driver")
+    parser.add_argument("--checkout-spirv", action="store_true",
+                        help="compile the shaders' GLSL in the cold run, as a checkout does (default: the SPIR-V a "
+                             "wheel ships is there)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     import onnx
@@ -116,7 +136,7 @@ def main() -> int:
     light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
     report = []
     for model in args.models or [str(light / "light_resnet50.onnx")]:
-        run, per, webgpu = measure(model, args.webgpu)
+        run, per, webgpu = measure(model, args.webgpu, not args.checkout_spirv)
         report.append({"model": model, **{k: v for k, v in run.items() if k != "pipelines"},
                        "pipelines": [{"shader": s, "defines": dict(d), "constants": c, "create_s": a,
                                       "first_dispatch_compile_s": b} for s, d, c, a, b in per], "webgpu": webgpu})
