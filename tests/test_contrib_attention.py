@@ -101,8 +101,8 @@ def test_attention_fully_masked_rows(ep_devices):
 
 
 def test_attention_left_to_the_cpu_ep(ep_devices):
-    """Weights that are not constant (vkep packs them per projection), do_rotary, a negative scale and a past state
-    stay on the CPU EP."""
+    """Weights that are not constant (vkep packs them per projection), do_rotary, a negative scale and
+    past_sequence_length stay on the CPU EP."""
     model, _ = _model(1, 4, 32, 2)
     model.graph.input.append(helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [32, 96]))
     assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
@@ -114,10 +114,58 @@ def test_attention_left_to_the_cpu_ep(ep_devices):
     session.run(None, feeds)
     model, _ = _model(1, 4, 32, 2)
     node = model.graph.node[0]
-    node.input.extend(["", "past"])
+    node.input.extend(["past", "", "past_len"])
     model.graph.input.append(helper.make_tensor_value_info("past", onnx.TensorProto.FLOAT, [2, 1, 2, 3, 16]))
+    model.graph.input.append(helper.make_tensor_value_info("past_len", onnx.TensorProto.INT32, [1]))
     node.output.append("present")
     assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
+    model, feeds = _model(1, 2, 32, 2)  # a past without the present output: the CPU EP fails the run
+    _with_past(model, feeds, 6, present=False)
+    assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
+
+
+def _with_past(model: onnx.ModelProto, feeds: dict, past_len: int, present: bool, seed: int = 2) -> None:
+    """The model's Attention node given `past` [2, B, heads, past_len, head size] (fed) and, where `present`,
+    the output present [2, B, heads, past_len + S, head size]."""
+    node = model.graph.node[0]
+    batch, seq, hidden = feeds["x"].shape
+    heads = next(a.i for a in node.attribute if a.name == "num_heads")
+    while len(node.input) < 4:
+        node.input.append("")
+    node.input.insert(4, "past") if len(node.input) > 4 else node.input.append("past")
+    shape = [2, batch, heads, past_len, hidden // heads]
+    feeds["past"] = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    model.graph.input.append(helper.make_tensor_value_info("past", onnx.TensorProto.FLOAT, shape))
+    if present:
+        node.output.append("present")
+        model.graph.output.append(onnx.ValueInfoProto(name="present"))
+
+
+@pytest.mark.parametrize("batch,seq,past_len,heads,hidden,unidirectional,mask,present", [
+    (1, 1, 7, 4, 64, 1, False, True),   # GPT-2 decoding: one new token over its cache
+    (2, 1, 7, 4, 64, 1, True, True),    # batch of 2 with a [B, past + 1] attention mask (left padding)
+    (2, 5, 3, 2, 32, 1, False, True),   # a prompt of 5 over a cache of 3
+    (2, 5, 0, 2, 32, 1, True, True),    # the first step: an empty past, present = the prompt's keys and values
+    (1, 3, 4, 2, 32, 0, False, True),   # bidirectional over the past
+])
+def test_attention_with_past_and_present(ep_devices, batch, seq, past_len, heads, hidden, unidirectional, mask,
+                                         present):
+    """GPT-2 as ORT's transformer optimizer fuses it: past's keys and values come before the new ones, a causal
+    mask aligned to the end, and present holds both: every output equal to the CPU EP's."""
+    values = None
+    if mask:
+        values = np.ones((batch, past_len + seq), np.int32)
+        values[-1, :2] = 0  # (the last batch row left-padded)
+    model, feeds = _model(batch, seq, hidden, heads, mask=None if values is None else ("raw2d", values),
+                          unidirectional=unidirectional)
+    _with_past(model, feeds, past_len, present)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    got, want = session.run(None, feeds), runner.cpu_session(model).run(None, feeds)
+    assert len(got) == len(want) == 1 + present
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-5)
 
 
 def _bert_as_exporters_write_it() -> onnx.ModelProto:

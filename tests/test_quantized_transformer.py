@@ -174,13 +174,26 @@ def test_qattention(ep_devices, case):
     _compare(model, feeds, rtol=1e-3, atol=1e-5)
 
 
-def test_qattention_past_stays_on_the_cpu_ep(ep_devices):
-    model, _ = _qattention(np.random.default_rng(0), 1, 4, 64, 2)
+@pytest.mark.parametrize("batch,seq,past_len,mask", [(1, 1, 7, False), (2, 4, 3, True), (2, 3, 0, False)])
+def test_qattention_with_past_and_present(ep_devices, batch, seq, past_len, mask):
+    """GPT-2 as ORT fuses and quantize_dynamic quantizes it: QAttention (unidirectional) reads `past` [2, B, heads,
+    P, head size] and writes present: both outputs as the CPU EP's."""
+    rng = np.random.default_rng(past_len + seq)
+    hidden, heads = 64, 2
+    model, feeds = _qattention(rng, batch, seq, hidden, heads, unidirectional=1)
     node = model.graph.node[0]
     node.input.extend([""] * (8 - len(node.input)) + ["past"])
-    model.graph.input.append(helper.make_tensor_value_info("past", onnx.TensorProto.FLOAT, [2, 1, 2, 3, 32]))
+    if mask:
+        node.input[5] = "mask"
+        feeds["mask"] = np.ones((batch, past_len + seq), np.int32)
+        feeds["mask"][-1, :2] = 0
+        model.graph.input.append(helper.make_tensor_value_info("mask", onnx.TensorProto.INT32, feeds["mask"].shape))
+    shape = [2, batch, heads, past_len, hidden // heads]
+    feeds["past"] = rng.standard_normal(shape).astype(np.float32)
+    model.graph.input.append(helper.make_tensor_value_info("past", onnx.TensorProto.FLOAT, shape))
     node.output.append("present")
-    assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
+    model.graph.output.append(onnx.ValueInfoProto(name="present"))
+    _compare(model, feeds, rtol=1e-3, atol=1e-5)
 
 
 def _qembed(rng, batch: int, seq: int, hidden: int, words: int = 50, segments: bool = True, mask: bool = True,

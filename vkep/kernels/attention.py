@@ -224,13 +224,16 @@ def _constant(call, t: Tensor) -> bool:
 
 
 class _Redirect:
-    """A call seen by a composed kernel: its own inputs, and its output 0 placed at `out` (or the node's)."""
+    """A call seen by a composed kernel: its own inputs, and its output 0 placed at `out` (or the node's) and
+    other outputs at the tensors `outputs` gives by index."""
 
-    def __init__(self, call, inputs: list[Tensor | None], out: Tensor | None = None):
-        self.call, self.inputs, self.out = call, inputs, out
+    def __init__(self, call, inputs: list[Tensor | None], out: Tensor | dict[int, Tensor] | None = None):
+        self.call, self.inputs = call, inputs
+        self.outputs = out if isinstance(out, dict) else {} if out is None else {0: out}
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
-        return self.out if self.out is not None else self.call.output(index, shape, dtype)
+        found = self.outputs.get(index)
+        return found if found is not None else self.call.output(index, shape, dtype)
 
     def __getattr__(self, name: str):
         return getattr(self.call, name)
@@ -241,8 +244,10 @@ class ContribAttention(Kernel):
     packed weight (matmul.comp through the Gemm kernel, one dispatch each), the mask_index (right/left padding
     ends, raw 2-D or 3-D masks), unidirectional and attention_bias merged into one additive mask as ORT's CPU
     EP does (attention_mask.comp: masked keys get mask_filter_value, not -inf), then ONNX Attention's
-    attention.comp over [B, S, heads * head size]. Left to the CPU EP: past / present, past_sequence_length,
-    4-D masks, do_rotary, past_present_share_buffer, the qk output, Q and K of different hidden sizes."""
+    attention.comp over [B, S, heads * head size], with `past` [2, B, heads, P, head size] (GPT-2 exports) read as
+    its past keys and values and `present` [2, B, heads, P + S, head size] written as its present ones. Left to the
+    CPU EP: past_sequence_length, 4-D masks, do_rotary, past_present_share_buffer, the qk output, Q and K of
+    different hidden sizes."""
 
     w_packed = False
 
@@ -251,9 +256,10 @@ class ContribAttention(Kernel):
         ranks = padded(input_ranks, 7)
         if ranks[0] not in (3, -1) or ranks[1] not in (2, -1):
             return f"input of rank {ranks[0]} / weights of rank {ranks[1]}"
-        for index, name in ((4, "past"), (6, "past_sequence_length")):
-            if ranks[index] is not None:
-                return f"the {name} input"
+        if ranks[6] is not None:
+            return "the past_sequence_length input"
+        if ranks[4] not in (None, 5, -1):
+            return f"a past of rank {ranks[4]}"
         if ranks[3] not in (None, 1, 2, 3):
             return f"a mask_index of rank {ranks[3]}"
         if ranks[5] not in (None, 4, -1):
@@ -302,9 +308,7 @@ class ContribAttention(Kernel):
         return parts
 
     def compute(self, call) -> None:
-        if (self.output_count or 1) > 1:
-            raise UnsupportedError("Attention: the present output")
-        x, w, bias, mask, _, attn_bias, _ = padded(call.inputs, 7)
+        x, w, bias, mask, past, attn_bias, _ = padded(call.inputs, 7)
         gemm = self._parts()[0]
 
         def project(a: Tensor, b: Tensor, c: Tensor | None, out: Tensor, offset: int) -> None:
@@ -312,12 +316,13 @@ class ContribAttention(Kernel):
                                 lambda: gemm._plan(a.shape, b.shape, c.shape if c else None))
             gemm._record(_Redirect(call, [a, b, c], out), a, b, c, *plan)
 
-        self._attend(call, x, w, bias, mask, attn_bias, project)
+        self._attend(call, x, w, bias, mask, attn_bias, project, past)
 
     def _attend(self, call, x: Tensor, w: Tensor, bias: Tensor | None, mask: Tensor | None,
-                attn_bias: Tensor | None, project) -> None:
+                attn_bias: Tensor | None, project, past: Tensor | None = None) -> None:
         """Q, K and V by `project(a, b, c, out, offset)` (input rows by one projection's packed weight block,
-        its bias, into its block of the scratch; offset: the projection's first column), then the attention."""
+        its bias, into its block of the scratch; offset: the projection's first column), then the attention over
+        the past keys and values and the new ones, writing the present ones where the node has that output."""
         if not self.w_packed and (w.addr or not _constant(call, w)):
             # (planning at GetCapability runs before packing, at address 0: the graph says whether it will pack)
             raise UnsupportedError("Attention: weights that are not constant (they are packed per projection)")
@@ -343,13 +348,43 @@ class ContribAttention(Kernel):
                 project(a, b, c, out, offset)
             views.append(Tensor(out.addr, (batch, seq, size), "float32", out.io))
             offset += size
-        total = seq  # no past
-        additive = self._mask(call, mask, attn_bias, batch, heads, seq, total)
-        attention.compute(_Redirect(call, [*views, additive, None, None, None]))
+        past_kv, present_kv, past_len = self._cache(call, past, batch, heads, seq, sizes)
+        additive = self._mask(call, mask, attn_bias, batch, heads, seq, past_len)
+        attention.output_count = 3 if present_kv else 1
+        attention.compute(_Redirect(call, [*views, additive, *past_kv, None], dict(enumerate(present_kv, 1))))
+
+    def _cache(self, call, past: Tensor | None, batch: int, heads: int, seq: int,
+               sizes: list[int]) -> tuple[list, list, int]:
+        """([past keys, past values] as views of `past` (Nones without one), [present keys, present values] as
+        views of output 1 (empty where the node has no present), the past's length)."""
+        head = sizes[1] // heads
+        past_len = 0
+        if past is not None:
+            if len(past.shape) != 5 or past.shape[:3] != (2, batch, heads) or past.shape[4] != head or sizes[1] != sizes[2]:
+                raise UnsupportedError(f"Attention: past {past.shape} for batch {batch}, {heads} heads of K {head}, "
+                                       f"V {sizes[2] // heads}")
+            past_len = past.shape[3]
+        half = batch * heads * past_len * head
+        past_kv = [Tensor(past.addr + 4 * half * i if past.addr else 0, (batch, heads, past_len, head), past.dtype,
+                          past.io) for i in (0, 1)] if past_len else [None, None]
+        if (self.output_count or 1) < 2:
+            if past is not None:  # (ORT's CPU EP fails such a run: "Expect to have present state output")
+                raise UnsupportedError("Attention: a past input without the present output")
+            return past_kv, [], past_len
+        if sizes[1] != sizes[2]:
+            raise UnsupportedError(f"Attention: a present output for K and V of sizes {sizes[1:]}")
+        total = past_len + seq
+        present = call.output(1, (2, batch, heads, total, head))
+        half = batch * heads * total * head
+        present_kv = [Tensor(present.addr + 4 * half * i if present.addr else 0, (batch, heads, total, head),
+                             present.dtype, present.io) for i in (0, 1)]
+        return past_kv, present_kv, past_len
 
     def _mask(self, call, mask: Tensor | None, attn_bias: Tensor | None, batch: int, heads: int, seq: int,
-              total: int) -> Tensor | None:
-        """The additive mask attention.comp adds to the scaled scores: attention_bias as it is, or the merged one."""
+              past: int) -> Tensor | None:
+        """The additive mask attention.comp adds to the scaled scores (keys: the past's, then the new ones):
+        attention_bias as it is, or the merged one."""
+        total = past + seq
         causal = bool(self.attrs.get("unidirectional", 0)) and seq > 1
         if mask is None and not causal:
             return attn_bias
@@ -375,7 +410,7 @@ class ContribAttention(Kernel):
             filter_value = -10000.0 if filter_value is None else filter_value
             call.dispatch("attention_mask.comp", "float32", {"kind": kind, "causal": int(causal)},
                           {"mask_index": mask, "attention_bias": attn_bias, "y": out, "n": n, "heads": bias_heads,
-                           "s": seq, "t": total, "past": 0, "bias_sb": bias_sb, "bias_sh": bias_sh,
+                           "s": seq, "t": total, "past": past, "bias_sb": bias_sb, "bias_sh": bias_sh,
                            "filter_value": filter_value}, grid_1d(n, 256),
                           [t for t in (mask, attn_bias) if t is not None], [out])
         return out

@@ -95,25 +95,21 @@ class QAttention(ContribAttention):
     """com.microsoft QAttention (input uint8, weight 8-bit, bias, input_scale, weight_scale, mask_index,
     input_zero_point, weight_zero_point): each of Q, K and V is the integer GEMM of the input and its block of
     the packed weight, scaled by input_scale * weight_scale (per tensor or per column) with its bias added, as
-    ORT's CPU EP computes it; then ContribAttention's mask and attention. Left to the CPU EP: past / present."""
+    ORT's CPU EP computes it; then ContribAttention's mask and attention, with its past and present."""
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         ranks = padded(input_ranks, 9)
         if ranks[0] not in (3, -1) or ranks[1] not in (2, -1):
             return f"input of rank {ranks[0]} / weights of rank {ranks[1]}"
-        if ranks[8] is not None:
-            return "the past input"
+        if ranks[8] not in (None, 5, -1):
+            return f"a past of rank {ranks[8]}"
         if ranks[5] not in (None, 1, 2, 3):
             return f"a mask_index of rank {ranks[5]}"
         return None
 
     def compute(self, call) -> None:
-        if (self.output_count or 1) > 1:
-            raise UnsupportedError("QAttention: the present output")
         x, w, bias, x_scale, w_scale, mask, xzp, wzp, past = padded(call.inputs, 9)
-        if past is not None:
-            raise UnsupportedError("QAttention: the past input")
         _scalar(x_scale, "input_scale", "QAttention")
         _scalar(xzp, "input_zero_point", "QAttention")
         columns = w.size // x.shape[-1] if x.shape and x.shape[-1] else 0  # (w is packed: 1-D)
@@ -134,7 +130,7 @@ class QAttention(ContribAttention):
                         "bzp_step": steps[0], "bzp_batch_step": 0, "bs_step": steps[1], "bs_batch_step": 0}
             dispatch_gemm_to_float(call, a, b, xzp, zp, x_scale, scale, c, out, geometry)
 
-        self._attend(call, x, w, bias, mask, None, project)
+        self._attend(call, x, w, bias, mask, None, project, past)
 
 
 class QEmbedLayerNorm(EmbedLayerNorm):
