@@ -163,6 +163,27 @@ def scatter_elements(rng) -> Case | None:
                 names=["x0", "i", "x1"], tol={"rtol": 1e-3, "atol": 1e-4})
 
 
+
+def tensor_scatter(rng) -> Case | None:
+    """A cache [B, ..., max_seq, ...] and an update of seq <= max_seq rows along an axis past the batch's, written
+    from in-range write_indices (linear) or any (circular: they wrap)."""
+    rank = int(rng.integers(2, 5))
+    shape = shape_of(rng, rank, high=6, empty=0.05)
+    axis = int(rng.integers(1, rank))
+    if shape[axis] == 0:
+        return None
+    mode = str(rng.choice(["linear", "circular"]))
+    seq = int(rng.integers(0, shape[axis] + 1))
+    update_shape = shape[:axis] + [seq] + shape[axis + 1:]
+    high = shape[axis] - seq + 1 if mode == "linear" else 3 * shape[axis]
+    write = rng.integers(0, high, shape[0]).astype(np.int64)
+    dtype = str(rng.choice(TYPES))
+    inputs = [data(rng, shape, dtype), data(rng, update_shape, dtype)]
+    if rng.random() < 0.2:  # no write_indices: from row 0
+        return Case("TensorScatter", 24, inputs, {"axis": axis, "mode": mode})
+    return Case("TensorScatter", 24, inputs + [write], {"axis": axis - rank if rng.random() < 0.5 else axis,
+                                                         "mode": mode})
+
 def scatter_nd(rng) -> Case | None:
     rank = int(rng.integers(1, 4))
     shape = shape_of(rng, rank, high=5, empty=0.0)
@@ -510,7 +531,7 @@ def qembed_layer_norm(rng) -> Case:
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
-    gather_nd: ("GatherND",), scatter_elements: ("ScatterElements",), scatter_nd: ("ScatterND",),
+    gather_nd: ("GatherND",), scatter_elements: ("ScatterElements",), scatter_nd: ("ScatterND",), tensor_scatter: ("TensorScatter",),
     view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
     nonzero: ("NonZero",), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),

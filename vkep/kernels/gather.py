@@ -1,5 +1,5 @@
-"""Index-driven ops: Gather, GatherElements, GatherND (gather.comp) and ScatterND, ScatterElements
-(scatter.comp). Indices stay on the device: the shaders read them, wrap negatives, clamp, and report one out of range
+"""Index-driven ops: Gather, GatherElements, GatherND (gather.comp) and ScatterND, ScatterElements,
+TensorScatter (scatter.comp). Indices stay on the device: the shaders read them, wrap negatives, clamp, and report one out of range
 (the run then fails, as on ORT's CPU EP: shaders/common.glsl, gpu.stream.IndexOutOfRange)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, shader
 from vkep.kernels.movement import MAX_RANK, WG, _check_size, contiguous_strides
 
 GATHER, GATHER_ELEMENTS, GATHER_ND = 0, 1, 2
-COPY, SCATTER_ND, SCATTER_ND_REDUCE, SCATTER_ELEMENTS = 0, 1, 2, 3
+COPY, SCATTER_ND, SCATTER_ND_REDUCE, SCATTER_ELEMENTS, TENSOR_SCATTER = 0, 1, 2, 3, 4
 REDUCTIONS = {"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}
 
 
@@ -129,3 +129,44 @@ class Scatter(_Indexed):
             call.dispatch("scatter.comp", dtype, {"mode": mode, "idx64": i64, "reduce": self.reduction},
                           {**members, "x": None, "idx": idx, "upd": upd, "y": y, "err": call.error_word()},
                           grid_1d(members["n"], WG), [idx, upd, y], [y])
+
+
+class TensorScatter(Kernel):
+    """TensorScatter (opset 24, a KV cache updated in place): the cache copied to the output unless ORT gave it the
+    cache's memory (the manifest's alias), then the update's rows written from write_indices[b] along `axis`,
+    wrapping in circular mode. Indices as ORT's CPU EP checks them: a negative one, or in linear mode one whose
+    rows pass the end, fails the run."""
+
+    def _plan(self, shape: tuple[int, ...], ushape: tuple[int, ...]) -> tuple:
+        _check_size(shape)
+        rank = len(shape)
+        axis = axis_in(self.attrs["axis"], rank, "TensorScatter")
+        mode = self.attrs["mode"]
+        if axis == 0 or mode not in ("linear", "circular"):
+            raise UnsupportedError(f"TensorScatter: axis {self.attrs['axis']} / mode {mode!r}")
+        if len(ushape) != rank or any(u != c for k, (u, c) in enumerate(zip(ushape, shape, strict=True)) if k != axis) or \
+                ushape[axis] > shape[axis]:
+            raise UnsupportedError(f"TensorScatter: update {ushape} does not fit the cache {shape} on axis {axis}")
+        per_batch = math.prod(shape[1:axis])  # (rows of the outer index a batch spans)
+        members = _members(math.prod(ushape), [math.prod(shape[axis + 1:]), ushape[axis], shape[axis],
+                                                int(mode == "circular")], 1, [per_batch])
+        return _members(math.prod(shape), []), members
+
+    def compute(self, call) -> None:
+        cache, update = call.inputs[:2]
+        write = call.inputs[2] if len(call.inputs) > 2 else None
+        if write is not None and (write.dtype != "int64" or write.shape != cache.shape[:1]):
+            raise UnsupportedError(f"TensorScatter: write_indices {write.shape} {write.dtype} for cache {cache.shape}")
+        copy, members = self.planned((cache.shape, update.shape), lambda: self._plan(cache.shape, update.shape))
+        y = call.output(0, cache.shape)
+        if not y.size:
+            return
+        dtype = shader_dtype(cache)
+        if y.addr != cache.addr:  # (ORT aliased the output to the cache: it is already there)
+            call.dispatch("scatter.comp", dtype, {"mode": COPY, "idx64": 1, "reduce": 0},
+                          {**copy, "x": cache, "idx": None, "upd": None, "y": y, "err": None}, grid_1d(y.size, WG),
+                          [cache], [y])
+        if members["n"]:
+            call.dispatch("scatter.comp", dtype, {"mode": TENSOR_SCATTER, "idx64": 1, "reduce": 0},
+                          {**members, "x": None, "idx": write, "upd": update, "y": y, "err": call.error_word()},
+                          grid_1d(members["n"], WG), [t for t in (write, update, y) if t is not None], [y])

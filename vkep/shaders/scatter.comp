@@ -6,6 +6,10 @@
 //   MODE 2 ScatterND, reduction: one invocation per slice position r < inner, looping over the p2 rows
 //   MODE 3 ScatterElements: one invocation per update line along the axis; dims = updates' shape,
 //          strides = data strides, p0 axis, p1 data axis length
+//   MODE 4 TensorScatter: one invocation per update element, the update [outer, seq, inner] written at rows
+//          write_indices[b] + s of the cache [outer, max_seq, inner] (b = the outer row / dims[0]); p0 inner,
+//          p1 seq, p2 max_seq, p3 1: circular (rows mod max_seq), 0: linear (past the end: an index error);
+//          without write_indices (idx 0) from row 0
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -68,6 +72,15 @@ void main() {
         put(nd_target(i / pc.p0, i % pc.p0), LOAD(U, i));
     } else if (MODE == 2) {
         for (uint row = 0; row < pc.p2; ++row) put(nd_target(row, i), LOAD(U, row * pc.p0 + i));
+    } else if (MODE == 4) {
+        uint r = i % pc.p0, line = i / pc.p0;
+        uint row = line % pc.p1, outer = line / pc.p1;
+        int64_t at = pc.idx == 0 ? int64_t(0) : Int64Tensor(pc.idx).v[outer / pc.dims[0]];
+        if (at < 0) report_index_error(pc.err);
+        at = max(at, int64_t(0)) + int64_t(row);
+        if (pc.p3 != 0) at %= int64_t(pc.p2);
+        else if (at >= int64_t(pc.p2)) { report_index_error(pc.err); return; }
+        STORE(Tensor(pc.y), (outer * pc.p2 + uint(at)) * pc.p0 + r, LOAD(U, i));
     } else {
         uint axis = pc.p0, len = pc.dims[axis];
         uint inner = 1;
