@@ -291,7 +291,7 @@ class Conv(ConvBase):
             groups = (-(-pixels // BROADCAST_PIXELS), -(-mg // BROADCAST_CHANNELS), batch)
             members = _conv_members(cg, mg, group, xs, out, strides, dilations, begin, k3, row)
             constants = {"mode": MODE_BROADCAST, "tm": GEMM_TM, "tn": GEMM_TN, "local_size_x": 8,
-                         "a_pairs": int(row % 2 == 0)}
+                         "a_pairs": int(row % 2 == 0), "br": BROADCAST_CHANNELS}
             return out_shape, constants, members, groups
         if self.weight_row:  # (pack pads W only where the plan takes the branch above)
             raise UnsupportedError(f"Conv: a weight packed for the broadcast GEMM, planned otherwise for X {xs}")
