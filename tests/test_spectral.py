@@ -109,10 +109,11 @@ def test_dft_length_fed_at_run_time_and_refused(ep_devices):
 
 
 def test_dft_declines_what_it_cannot_hold(ep_devices):
-    """A 4096-point FFT (and Bluestein's 4096 points for 1500 samples) is past fft.comp's shared buffer: declined
-    at GetCapability (the node stays on the CPU EP)."""
-    for shape in ((1, 4096, 1), (1, 1500, 1)):
-        session = runner.vkep_session(_dft_model(shape))
+    """A 4096-point FFT (and Bluestein's 4096 points for 1500 samples) is past fft.comp's shared buffer, and an
+    inverse one-sided DFT is ORT 1.32's inverse real FFT (complex to real), which vkep does not have: declined at
+    GetCapability (the node stays on the CPU EP)."""
+    for model in (_dft_model((1, 4096, 1)), _dft_model((1, 1500, 1)), _dft_model((2, 5, 2), inverse=1, onesided=1)):
+        session = runner.vkep_session(model)
         assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
 
 

@@ -145,6 +145,13 @@ class FFT(Kernel):
 
 
 class DFT(FFT):
+    @classmethod
+    def declines(cls, spec, attrs, since_version, input_ranks, input_types) -> str | None:
+        if attrs.get("inverse", 0) and attrs.get("onesided", 0):
+            # (ORT 1.32's CPU EP: a complex-to-real inverse of a one-sided spectrum, [.., n / 2 + 1, 2] -> [.., n, 1])
+            return "DFT: inverse and onesided (an inverse real FFT, which vkep does not have)"
+        return None
+
     def compute(self, call) -> None:
         x = call.inputs[0]
         length_input, axis_input = optional_input(call, 1), optional_input(call, 2)
