@@ -23,7 +23,7 @@ import numpy as np
 from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d
 from vkep.kernels.movement import host_values, optional_input
 
-WG = 256  # (fft.comp)
+WG = 64  # (fft.comp)
 MAX_POINTS = 2048  # fft.comp's shared buffer: a power-of-two length up to it, a Bluestein length up to 1024
 PI32 = np.float32(math.pi)  # (the CPU EP: static_cast<float>(M_PI))
 

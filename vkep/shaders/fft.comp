@@ -10,9 +10,9 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint BLUESTEIN = 0;
-const uint WG = 256;
+const uint WG = 64;
 const uint MAX_POINTS = 2048;  // (spectral.MAX_POINTS: 16 KiB of shared memory)
 const uint PER_LANE = MAX_POINTS / WG;
 
