@@ -59,10 +59,11 @@ def _dft_model(shape, opset=17, length=None, axis=None, fed_length=False, **attr
     return _model([node], inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits, opset)
 
 
-@pytest.mark.parametrize("length", [400, 512, 1024, 6, 1, 2])
+@pytest.mark.parametrize("length", [400, 512, 1024, 6, 1, 2, 4096, 1500])
 @pytest.mark.parametrize("onesided", [0, 1])
 def test_dft_real_frames(ep_devices, length, onesided):
-    """Batched real frames: power-of-two lengths (radix-2) and others (Bluestein) as the CPU EP runs them."""
+    """Batched real frames: power-of-two lengths (radix-2) and others (Bluestein) as the CPU EP runs them; 4096 and
+    1500 (Bluestein's 4096 points) take fft.comp's 32 KiB buffer (lavapipe has 32 KiB)."""
     x = _audio((3, length, 1), seed=length)
     _same(_dft_model(x.shape, onesided=onesided), {"x": x})
 
@@ -109,10 +110,10 @@ def test_dft_length_fed_at_run_time_and_refused(ep_devices):
 
 
 def test_dft_declines_what_it_cannot_hold(ep_devices):
-    """A 4096-point FFT (and Bluestein's 4096 points for 1500 samples) is past fft.comp's shared buffer, and an
+    """An 8192-point FFT (and Bluestein's 8192 points for 2100 samples) is past fft.comp's shared buffer, and an
     inverse one-sided DFT is ORT 1.32's inverse real FFT (complex to real), which vkep does not have: declined at
     GetCapability (the node stays on the CPU EP)."""
-    for model in (_dft_model((1, 4096, 1)), _dft_model((1, 1500, 1)), _dft_model((2, 5, 2), inverse=1, onesided=1)):
+    for model in (_dft_model((1, 8192, 1)), _dft_model((1, 2100, 1)), _dft_model((2, 5, 2), inverse=1, onesided=1)):
         session = runner.vkep_session(model)
         assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
 

@@ -24,7 +24,9 @@ from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d
 from vkep.kernels.movement import host_values, optional_input
 
 WG = 64  # (fft.comp)
-MAX_POINTS = 2048  # fft.comp's shared buffer: a power-of-two length up to it, a Bluestein length up to 1024
+# fft.comp's shared buffer (its CAPACITY) holds 2048 points (16 KiB, every Vulkan device's minimum) or, where the
+# device has 32 KiB, 4096: power-of-two lengths up to it, Bluestein's (>= 2N - 1 points) up to half of it
+CAPACITIES = (2048, 4096)
 PI32 = np.float32(math.pi)  # (the CPU EP: static_cast<float>(M_PI))
 
 
@@ -128,9 +130,11 @@ class FFT(Kernel):
                 raise UnsupportedError(f"{self.spec.op}: {samples} samples for a length-{length} transform")
         else:
             points, table, chirp, b_fft = length, twiddles(length, inverse), None, None
-        if points > MAX_POINTS:
-            raise UnsupportedError(f"{self.spec.op}: a length-{length} transform takes a {points}-point FFT "
-                                   f"(fft.comp holds {MAX_POINTS})")
+        shared = self.device_info.max_shared_memory if self.device_info is not None else 16384
+        capacity = next((c for c in CAPACITIES if c >= points and c * 8 <= shared), None)
+        if capacity is None:
+            raise UnsupportedError(f"{self.spec.op}: a length-{length} transform takes a {points}-point FFT (fft.comp "
+                                   f"holds {max(c for c in CAPACITIES if c * 8 <= shared)} on this device)")
         if not transforms or not bins:
             return
         tables = [call.persistent(t.tobytes()) if t is not None else None for t in (table, chirp, b_fft)]
@@ -140,7 +144,7 @@ class FFT(Kernel):
                 "samples": samples, "dft_length": length, "points": points, "bits": points.bit_length() - 1,
                 "bins": bins, "components": components, "inverse": int(inverse)}
         reads = [x] + [t for t in [window, *tables] if t is not None]
-        call.dispatch("fft.comp", "float32", {"bluestein": int(bluestein)}, push, grid_1d(transforms * WG, WG),
+        call.dispatch("fft.comp", "float32", {"bluestein": int(bluestein), "capacity": capacity}, push, grid_1d(transforms * WG, WG),
                       reads, [y])
 
 

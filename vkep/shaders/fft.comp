@@ -12,9 +12,9 @@
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint BLUESTEIN = 0;
+layout(constant_id = 1) const uint CAPACITY = 2048;  // points the shared buffer holds (spectral.capacity)
 const uint WG = 64;
-const uint MAX_POINTS = 2048;  // (spectral.MAX_POINTS: 16 KiB of shared memory)
-const uint PER_LANE = MAX_POINTS / WG;
+const uint PER_LANE = CAPACITY / WG;
 
 // (float32 whatever the variant: the manifest's integer types are those of the CPU inputs)
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { float v[]; };
@@ -33,7 +33,7 @@ layout(push_constant, scalar) uniform Push {
     GROUP_BASE;
 } pc;
 
-shared vec2 buf[MAX_POINTS];
+shared vec2 buf[CAPACITY];
 
 precise vec2 cmul(vec2 a, vec2 b) {  // (C's complex product without fma)
     return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
