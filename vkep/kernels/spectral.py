@@ -126,6 +126,8 @@ class FFT(Kernel):
     def transform(self, call, x, window, transforms: int, inner: int, x_strides: tuple[int, int, int],
                   samples: int, length: int, bins: int, inverse: bool, y, y_strides: tuple[int, int, int]) -> None:
         components = x.shape[-1] if len(x.shape) > 2 else 1
+        if length <= 0:  # (an empty axis without dft_length: the CPU EP's Bluestein sizes its buffer from 2N - 1)
+            raise UnsupportedError(f"{self.spec.op}: a transform of length {length}")
         bluestein = not _is_power_of_two(length)
         if bluestein:
             points, table, chirp, b_fft = bluestein_tables(length, inverse)
