@@ -528,6 +528,72 @@ def qembed_layer_norm(rng) -> Case:
     return Case("QEmbedLayerNormalization", 1, inputs, {"epsilon": float(rng.choice([1e-12, 1e-5]))}, consts,
                 outputs=2, names=names, domain="com.microsoft", tol={"rtol": 0.0, "atol": 0.0})
 
+# ---- spectral ops: bit for bit (vkep follows the CPU EP's FFT and tables operation for operation) -------------
+
+EXACT = {"rtol": 0.0, "atol": 0.0}
+
+
+def _length(rng) -> int:
+    """A transform length: a power of two (radix-2) or not (Bluestein), now and then one of an audio front end's."""
+    return int(rng.choice([400, 512, 1024])) if rng.random() < 0.15 else int(rng.integers(1, 70))
+
+
+def dft(rng) -> Case:
+    opset, components = int(rng.choice([17, 20])), int(rng.choice([1, 2]))
+    rank = int(rng.integers(3, 5))
+    shape = shape_of(rng, rank - 1, high=4, empty=0.05) + [components]
+    axis = int(rng.integers(0, rank - 1))
+    shape[axis] = _length(rng)
+    attrs = {"inverse": int(rng.integers(0, 2)), "onesided": int(components == 1 and rng.random() < 0.5)}
+    names, consts = ["x0", ""], {}
+    if rng.random() < 0.4:
+        names[1], consts["n"] = "n", np.array(max(1, shape[axis] + int(rng.integers(-shape[axis] // 2, 20))),
+                                              str(rng.choice(["int32", "int64"])))
+    signed_axis = axis - rank if rng.random() < 0.5 else axis
+    if opset >= 20:
+        names.append("axis")
+        consts["axis"] = np.array(signed_axis, np.int64)
+    else:
+        attrs["axis"] = signed_axis
+    while not names[-1]:
+        names.pop()
+    return Case("DFT", opset, [data(rng, shape, "float32")], attrs, consts, names=names, tol=EXACT)
+
+
+def stft(rng) -> Case:
+    components = int(rng.choice([1, 1, 2]))
+    length = _length(rng)
+    signal = [int(rng.integers(1, 3)), length + int(rng.integers(0, 3 * length + 5)), components]
+    names, consts = ["x0", "step", "", ""], {"step": np.array(int(rng.integers(1, length + 8)), np.int64)}
+    if components == 1 and rng.random() < 0.6:
+        names[2], consts["window"] = "window", data(rng, [length], "float32", 1.0)
+    if names[2] == "" or rng.random() < 0.3:
+        names[3], consts["length"] = "length", np.array(length, np.int64)
+    while not names[-1]:
+        names.pop()
+    return Case("STFT", 17, [data(rng, signal, "float32")], {"onesided": int(rng.integers(0, 2))}, consts,
+                names=names, tol=EXACT)
+
+
+def window_function(rng) -> Case:
+    op = str(rng.choice(["HannWindow", "HammingWindow", "BlackmanWindow"]))
+    size = np.asarray(int(rng.integers(0, 600)), str(rng.choice(["int32", "int64"])))
+    attrs = {"periodic": int(rng.integers(0, 2)), "output_datatype": int(rng.choice([1, 1, 1, 2, 3, 6, 7]))}
+    return Case(op, 17, [size], attrs, tol=EXACT)
+
+
+def mel_weight_matrix(rng) -> Case:
+    n_fft, rate = int(rng.choice([64, 256, 400, 512, 1024, int(rng.integers(8, 600))])), int(rng.choice([8000, 16000,
+                                                                                                        22050]))
+    high = float(rate / 2 * rng.uniform(0.3, 0.97))
+    low = float(high * rng.uniform(0.0, 0.5))
+    bins = int(rng.integers(1, 90))
+    index = str(rng.choice(["int32", "int64"]))
+    inputs = [np.asarray(bins, index), np.asarray(n_fft, index), np.asarray(rate, index), np.asarray(low, "float32"),
+              np.asarray(high, "float32")]
+    return Case("MelWeightMatrix", 17, inputs, {"output_datatype": int(rng.choice([1, 1, 1, 2, 6, 7]))}, tol=EXACT)
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -538,7 +604,8 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),
     integer_matmul_to_float: ("MatMulIntegerToFloat", "DynamicQuantizeMatMul"), qattention: ("QAttention",),
-    qembed_layer_norm: ("QEmbedLayerNormalization",),
+    qembed_layer_norm: ("QEmbedLayerNormalization",), dft: ("DFT",), stft: ("STFT",),
+    window_function: ("HannWindow", "HammingWindow", "BlackmanWindow"), mel_weight_matrix: ("MelWeightMatrix",),
 }
 
 

@@ -1,0 +1,131 @@
+#version 450
+// DFT and STFT of float32 signals (vkep/kernels/spectral.py), as ORT's CPU EP computes them, so that the results
+// agree bit for bit: one workgroup a transform, a radix-2 FFT in shared memory (the CPU EP's bit-reversed load and
+// butterfly order, twiddles from the host's table) where the length is a power of two; else Bluestein's chirp-z
+// transform over a power-of-two `points` (signal x chirp -> FFT -> x FFT(b), a host table -> FFT -> / points ->
+// read reversed x chirp), as the CPU EP does. Every complex product is `precise`: an fma would round differently.
+//
+// Transform t reads x at x_outer * (t / inner) + x_inner * (t % inner) + x_step * n (floats; components
+// interleaved when complex) and writes bin k at the same form over y (2 floats a bin).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint BLUESTEIN = 0;
+layout(constant_id = 1) const uint CAPACITY = 2048;  // points the shared buffer holds (spectral.capacity)
+const uint WG = 64;
+const uint PER_LANE = CAPACITY / WG;
+
+// (float32 whatever the variant: the manifest's integer types are those of the CPU inputs)
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { float v[]; };
+layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Complex { vec2 v[]; };
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, window, twiddles, chirp, b_fft, y;  // window: 0 when absent; chirp, b_fft: Bluestein's tables
+    uint transforms, inner, x_outer, x_inner, x_step, y_outer, y_inner, y_step;
+    uint samples;   // x's samples along the axis (those past `length` are left out, those missing are zeros)
+    uint dft_length;  // the DFT's length
+    uint points;    // the FFT's size: `length`, or Bluestein's power of two
+    uint bits;      // log2(points)
+    uint bins;      // the bins written
+    uint components;  // 1: a real signal, 2: complex
+    uint inverse;
+    GROUP_BASE;
+} pc;
+
+shared vec2 buf[CAPACITY];
+
+precise vec2 cmul(vec2 a, vec2 b) {  // (C's complex product without fma)
+    return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+
+uint reversed(uint i, uint bits) {
+    return bits == 0u ? 0u : bitfieldReverse(i) >> (32u - bits);
+}
+
+vec2 sample_at(uint base, uint n) {  // (the CPU EP's complex(1, 0) * x, then * window)
+    precise vec2 v;
+    if (pc.components == 1u) {
+        float r = Floats(pc.x).v[base + n * pc.x_step];
+        v = vec2(r, 0.0 * r);
+    } else {
+        uint at = base + n * pc.x_step;
+        v = cmul(vec2(1.0, 0.0), vec2(Floats(pc.x).v[at], Floats(pc.x).v[at + 1u]));
+    }
+    float w = Floats(PRESENT_OR(pc.window, pc.x)).v[PRESENT_AT(pc.window, n)];
+    if (pc.window != 0) v = v * w;
+    return v;
+}
+
+// buf[0 .. points) in bit-reversed order -> its FFT with the table's twiddles (the CPU EP's stage and butterfly
+// order: the second twiddle of a butterfly is the table's own entry, not minus the first)
+void radix2() {
+    for (uint s = 1u; s <= pc.bits; s++) {
+        uint half_span = 1u << (s - 1u), shift = pc.bits - s;
+        for (uint b = gl_LocalInvocationID.x; b < pc.points / 2u; b += WG) {
+            uint k = b & (half_span - 1u), even = ((b >> (s - 1u)) << s) + k, odd = even + half_span;
+            vec2 first = Complex(pc.twiddles).v[k << shift], second = Complex(pc.twiddles).v[(half_span + k) << shift];
+            vec2 e = buf[even], o = buf[odd];
+            precise vec2 p = e + cmul(first, o), q = e + cmul(second, o);
+            buf[even] = p;
+            buf[odd] = q;
+        }
+        barrier();
+    }
+}
+
+void main() {
+    uint t = FLAT_GROUP, lane = gl_LocalInvocationID.x;
+    if (t >= pc.transforms) return;  // (the whole workgroup)
+    uint outer = t / pc.inner, inner = t % pc.inner;
+    uint x_base = outer * pc.x_outer + inner * pc.x_inner;
+    uint y_base = outer * pc.y_outer + inner * pc.y_inner;
+    if (BLUESTEIN == 0u) {
+        for (uint i = lane; i < pc.points; i += WG) {
+            uint n = reversed(i, pc.bits);
+            buf[i] = n < pc.samples ? sample_at(x_base, n) : vec2(0.0);
+        }
+        barrier();
+        radix2();
+    } else {
+        // a[n] = x[n] window[n] chirp[n] (zero past the signal; chirp is zero past `length`), loaded bit-reversed
+        for (uint n = lane; n < pc.points; n += WG) {
+            precise vec2 a = vec2(0.0);
+            if (n < pc.samples) a = cmul(sample_at(x_base, n), Complex(pc.chirp).v[n]);
+            buf[reversed(n, pc.bits)] = cmul(vec2(1.0, 0.0), a);
+        }
+        barrier();
+        radix2();
+        // x FFT(b), then the CPU EP's inverse FFT, which reuses the forward twiddles: a forward FFT, / points,
+        // and the bins read back reversed
+        vec2 held[PER_LANE];
+        for (uint j = 0u; j < PER_LANE; j++) {
+            uint i = lane + j * WG;
+            if (i < pc.points) {
+                uint r = reversed(i, pc.bits);
+                held[j] = cmul(vec2(1.0, 0.0), cmul(buf[r], Complex(pc.b_fft).v[r]));
+            }
+        }
+        barrier();
+        for (uint j = 0u; j < PER_LANE; j++) {
+            uint i = lane + j * WG;
+            if (i < pc.points) buf[i] = held[j];
+        }
+        barrier();
+        radix2();
+    }
+    float scale = BLUESTEIN == 0u ? float(pc.dft_length) : float(pc.points);
+    float out_scale = pc.inverse != 0u ? 1.0 / float(pc.dft_length) : 1.0;
+    for (uint k = lane; k < pc.bins; k += WG) {
+        precise vec2 v = buf[k];
+        if (BLUESTEIN == 0u) {
+            if (pc.inverse != 0u) v = v / scale;
+        } else {
+            v = buf[k == 0u ? 0u : pc.points - k] / scale;
+            v = cmul(v, Complex(pc.chirp).v[k]) * out_scale;
+        }
+        uint at = y_base + k * pc.y_step;
+        Floats(pc.y).v[at] = v.x;
+        Floats(pc.y).v[at + 1u] = v.y;
+    }
+}
