@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import pytest
 from fuzzing import INTS, TYPES, Case, Family, data, fuzz_family, shape_of
+from test_fuzz_math import quantize_linear
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -507,6 +508,13 @@ def qembed_layer_norm(rng) -> Case:
     return Case("QEmbedLayerNormalization", 1, inputs, {"epsilon": float(rng.choice([1e-12, 1e-5]))}, consts,
                 outputs=2, names=names, domain="com.microsoft", tol={"rtol": 0.0, "atol": 0.0})
 
+# ---- com.microsoft ops ORT's tools write (tests/test_contrib_more.py) -------------------------------------------
+
+def ms_quantize_linear(rng) -> Case | None:
+    """com.microsoft QuantizeLinear / DequantizeLinear (UseQDQContribOps), 8- and 16-bit."""
+    return quantize_linear(rng, domain="com.microsoft")
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -517,7 +525,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),
     integer_matmul_to_float: ("MatMulIntegerToFloat", "DynamicQuantizeMatMul"), qattention: ("QAttention",),
-    qembed_layer_norm: ("QEmbedLayerNormalization",),
+    qembed_layer_norm: ("QEmbedLayerNormalization",), ms_quantize_linear: ("QuantizeLinear", "DequantizeLinear"),
 }
 
 

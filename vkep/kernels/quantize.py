@@ -1,5 +1,5 @@
 """The integer quantization ops: QuantizeLinear and DequantizeLinear (quantize.comp), per tensor or per axis,
-8-bit integers; DynamicQuantizeLinear; MatMulInteger and QLinearMatMul (matmul_integer.comp); ConvInteger and
+4-, 8- and 16-bit integers; DynamicQuantizeLinear; MatMulInteger and QLinearMatMul (matmul_integer.comp); ConvInteger and
 QLinearConv (conv_integer.comp); com.microsoft QLinearAdd and QLinearMul (qlinear_binary.comp).
 
 The QLinear ops requantize as ORT's CPU EP does on x86-64 (shaders/requantize.glsl), bit for bit. Where its
@@ -26,7 +26,7 @@ from vkep.kernels.conv import ConvBase, window_geometry
 from vkep.kernels.elementwise import ONNX_TYPES, broadcast_shape, broadcast_strides, collapse, declines_rank
 
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
-ONNX_QUANTIZED = {2: "uint8", 3: "int8", 21: "uint4", 22: "int4"}  # TensorProto codes of output_dtype
+ONNX_QUANTIZED = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 21: "uint4", 22: "int4"}  # TensorProto codes of output_dtype
 BINARY_RANK = 4  # qlinear_binary.comp's broadcast rank
 WG = 64  # the workgroup of quantize.comp and the qlinear_*.comp shaders (their WG)
 DQ_CHUNK = 256 * 1024  # elements a workgroup of dynamic_quantize.comp's first stage (1024 loop iterations)

@@ -1,0 +1,160 @@
+"""com.microsoft ops that ORT's own tools write into exported and quantized models, against ORT's CPU EP:
+QuantizeLinear / DequantizeLinear (16-bit activations, UseQDQContribOps, 4-bit weights) and a small CNN that
+quantize_static makes with them, run on vkep end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import vkep
+from vkep import runner
+
+MS = "com.microsoft"
+PROTO = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "uint8": TensorProto.UINT8,
+         "int8": TensorProto.INT8, "uint16": TensorProto.UINT16, "int16": TensorProto.INT16,
+         "uint4": TensorProto.UINT4, "int4": TensorProto.INT4, "int32": TensorProto.INT32,
+         "int64": TensorProto.INT64, "bool": TensorProto.BOOL}
+
+
+def _one_node(op: str, feeds: dict, inits: dict, out_type: str, attrs: dict | None = None, names=None,
+              outputs: int = 1) -> onnx.ModelProto:
+    """One com.microsoft `op` node over graph inputs `feeds` then initializers `inits` (or the input `names`)."""
+    proto_inits = [_init(name, v) for name, v in inits.items()]
+    node = helper.make_node(op, names if names is not None else [*feeds, *inits],
+                            [f"y{i}" for i in range(outputs)], domain=MS, **(attrs or {}))
+    graph = helper.make_graph([node], op, [helper.make_tensor_value_info(k, PROTO[str(v.dtype)], v.shape)
+                                           for k, v in feeds.items()],
+                              [helper.make_tensor_value_info(f"y{i}", PROTO[out_type], None)
+                               for i in range(outputs)], proto_inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)],
+                             ir_version=10)
+
+
+def _init(name: str, v) -> onnx.TensorProto:
+    """An initializer; a (dtype, array) pair for the 4-bit types numpy has no dtype for."""
+    if isinstance(v, tuple):
+        dtype, values = v
+        return helper.make_tensor(name, PROTO[dtype], values.shape, values.reshape(-1).tolist())
+    return numpy_helper.from_array(v, name)
+
+
+def _same(model: onnx.ModelProto, feeds: dict, exact: bool = True, atol: float = 1e-3) -> None:
+    """Every node on vkep; its outputs the CPU EP's (bit for bit where `exact`, else within atol)."""
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    got, want = session.run(None, feeds), runner.cpu_session(model).run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if exact:
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=0, atol=atol)
+
+
+# ---- com.microsoft QuantizeLinear and DequantizeLinear -----------------------------------------------------
+
+RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767),
+          "uint4": (0, 15), "int4": (-8, 7)}
+
+
+@pytest.mark.parametrize("qtype", list(RANGES))
+@pytest.mark.parametrize("ftype", ["float32", "float16"])
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_quantize_dequantize(ep_devices, qtype, ftype, per_axis):
+    rng = np.random.default_rng(len(qtype) + per_axis)
+    shape, axis = (2, 3, 7), 1
+    lo, hi = RANGES[qtype]
+    pshape = (shape[axis],) if per_axis else ()
+    # a step of the scale such that x spans the type's range and past it (saturation)
+    scale = np.asarray(rng.uniform(0.5, 1.5, pshape) * (12.0 / (hi - lo)), ftype)
+    zp = rng.integers(lo // 2, hi // 2 + 1, pshape)
+    zp_init = (qtype, zp) if qtype in ("uint4", "int4") else np.asarray(zp, qtype)
+    attrs = {"axis": axis} if per_axis else {}
+    x = np.asarray(rng.uniform(-9, 9, shape), ftype)
+    x.flat[:4] = np.asarray([0.5, -1.5, 2.5, 40.0]) * float(scale.reshape(-1)[0])  # ties to even; saturation
+    if qtype in ("uint4", "int4"):  # (numpy has no 4-bit type: Q's output read through a DequantizeLinear)
+        model = _one_node("QuantizeLinear", {"x": x}, {"s": scale, "z": zp_init}, ftype, attrs)
+        model.graph.node[0].output[0] = "q"
+        model.graph.node.append(helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y0"], domain=MS, **attrs))
+        _same(model, {"x": x})
+        q = rng.integers(lo, hi + 1, shape)
+        _same(_one_node("DequantizeLinear", {}, {"q": (qtype, q), "s": scale, "z": zp_init}, ftype, attrs), {})
+        return
+    _same(_one_node("QuantizeLinear", {"x": x}, {"s": scale, "z": zp_init}, qtype, attrs), {"x": x})
+    q = np.asarray(rng.integers(lo, hi + 1, shape), qtype)
+    _same(_one_node("DequantizeLinear", {"q": q}, {"s": scale, "z": zp_init}, ftype, attrs), {"q": q})
+
+
+def test_dequantize_int32_without_zero_point(ep_devices):
+    q = np.asarray(np.random.default_rng(1).integers(-100000, 100000, (4, 5)), np.int32)
+    _same(_one_node("DequantizeLinear", {"q": q}, {"s": np.asarray(0.003, np.float32)}, "float32"), {"q": q})
+
+
+def _small_cnn() -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    inits = {"w1": rng.standard_normal((8, 3, 3, 3)) * 0.3, "b1": rng.standard_normal(8) * 0.1,
+             "w2": rng.standard_normal((8, 8, 3, 3)) * 0.2, "b2": rng.standard_normal(8) * 0.1}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "c2"], ["a"]), helper.make_node("Sigmoid", ["a"], ["s"]),
+             helper.make_node("MaxPool", ["s"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["g"]), helper.make_node("Flatten", ["g"], ["y"])]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
+                              [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.mark.parametrize("activations,weights", [("QInt16", "QInt8"), ("QUInt16", "QUInt8"),
+                                                 ("QUInt8", "QUInt8")])
+def test_quantize_static_contrib_qdq_model(ep_devices, tmp_path, activations, weights):
+    """quantize_static with UseQDQContribOps: every Q and DQ com.microsoft's; 16-bit activations run node by node
+    (the CPU EP fuses no 16-bit group: float ops between, so a step or two apart), 8-bit ones, bit for bit, as the
+    QLinear ops the CPU EP fuses them into. (No MatMul or
+    Gemm: with 16-bit activations the CPU EP turns a DQ -> MatMul of 8-bit weights into MatMulNBits, which
+    quantizes A to int8; vkep runs them in float.)"""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    rng = np.random.default_rng(2)
+    batches = [{"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(4)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.items = iter(batches)
+
+        def get_next(self):
+            return next(self.items, None)
+
+    source, target = tmp_path / "cnn.onnx", tmp_path / "cnn.qdq.onnx"
+    onnx.save(_small_cnn(), source)
+    quantize_static(str(source), str(target), Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=getattr(QuantType, activations), weight_type=getattr(QuantType, weights),
+                    per_channel=True, extra_options={"UseQDQContribOps": True})
+    model = onnx.load(target)
+    qdq = [n for n in model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+    assert qdq and all(n.domain == MS for n in qdq)
+    feeds = {"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)}
+    if activations.endswith("16"):  # (float Conv sums in another order than MLAS: a 16-bit step may flip, ~1.5e-5)
+        _same(model, feeds, exact=False, atol=1e-4)
+        return
+    _same(model, feeds)
+    # vkep ran the groups the CPU EP fused as its QLinear kernels: as many kernels as the CPU EP's nodes, less the
+    # layout Transposes the CPU EP adds around its NHWC kernels, plus the DQ and Q around MaxPool and Flatten that
+    # the CPU EP drops (exact either way)
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "cpu.onnx")
+    ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    cpu_ops = [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node if n.op_type != "Transpose"]
+    assert "QLinearConv" in cpu_ops
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    session.run(None, feeds)
+    vkep.reset_stats()
+    session.run(None, feeds)
+    stats = vkep.stats()["process"]
+    kept = 2 * sum(op in ("MaxPool", "Flatten") for op in cpu_ops)
+    assert stats["nodes_replayed_natively"] + stats["nodes_python_path"] == len(cpu_ops) + kept, cpu_ops
