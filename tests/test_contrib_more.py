@@ -158,3 +158,64 @@ def test_quantize_static_contrib_qdq_model(ep_devices, tmp_path, activations, we
     stats = vkep.stats()["process"]
     kept = 2 * sum(op in ("MaxPool", "Flatten") for op in cpu_ops)
     assert stats["nodes_replayed_natively"] + stats["nodes_python_path"] == len(cpu_ops) + kept, cpu_ops
+
+
+# ---- com.microsoft GatherBlockQuantized ----------------------------------------------------------------------
+
+def _gbq_case(rng, dtype: str, shape: tuple, gather_axis: int, quantize_axis: int, block: int, bits: int,
+              with_zp: bool, ftype: str, ids) -> tuple[onnx.ModelProto, dict]:
+    """A table of `shape` (uint8: packed, its last dimension bytes), its scales and zero points, gathered by ids."""
+    per_byte = 8 // bits if dtype == "uint8" else 1
+    lo, hi = {"int4": (-8, 7), "uint4": (0, 15), "uint8": (0, 255)}[dtype]
+    data = rng.integers(lo, hi + 1, shape)
+    q = quantize_axis % len(shape)
+    blocks = -(-shape[q] * per_byte // block)
+    sshape = tuple(blocks if d == q else n for d, n in enumerate(shape))
+    inits = {"data": (dtype, data) if dtype != "uint8" else np.asarray(data, np.uint8),
+             "scales": np.asarray(rng.uniform(0.01, 0.1, sshape), ftype)}
+    if with_zp:
+        zshape = tuple(-(-blocks // per_byte) if d == q else n for d, n in enumerate(sshape))
+        zp = rng.integers(lo, hi + 1, zshape)
+        inits["zp"] = (dtype, zp) if dtype != "uint8" else np.asarray(zp, np.uint8)
+    names = ["data", "ids", "scales"] + (["zp"] if with_zp else [])
+    attrs = {"gather_axis": gather_axis, "quantize_axis": quantize_axis, "block_size": block}
+    if dtype == "uint8":
+        attrs["bits"] = bits
+    return _one_node("GatherBlockQuantized", {"ids": ids}, inits, ftype, attrs, names=names), {"ids": ids}
+
+
+GBQ_CASES = {  # (data type, table shape, gather_axis, quantize_axis, block_size, bits, zero points)
+    "int4_embedding": ("int4", (50, 64), 0, 1, 32, 4, False),
+    "uint4_embedding_zp": ("uint4", (50, 64), 0, 1, 32, 4, True),
+    "uint4_odd_blocks": ("uint4", (7, 40), 0, -1, 16, 4, True),  # (a partial last block, an odd count of them)
+    "int4_quantize_axis_0": ("int4", (48, 5, 3), 1, 0, 16, 4, True),
+    "uint8_nibbles": ("uint8", (50, 32), 0, 1, 16, 4, True),  # (MatMulNBits' packing: [vocab, hidden / 2] bytes)
+    "uint8_nibbles_default_zp": ("uint8", (50, 24), 0, -1, 16, 4, False),
+    "uint8_nibbles_odd_blocks": ("uint8", (9, 40), 0, 1, 16, 4, True),
+    "uint8_bytes": ("uint8", (50, 64), 0, 1, 32, 8, True),
+    "uint8_bytes_default_zp": ("uint8", (50, 64), 0, 1, 16, 8, False),
+}
+
+
+@pytest.mark.parametrize("case", GBQ_CASES)
+@pytest.mark.parametrize("ftype", ["float32", "float16"])
+@pytest.mark.parametrize("itype", ["int64", "int32"])
+def test_gather_block_quantized(ep_devices, case, ftype, itype):
+    dtype, shape, gather_axis, quantize_axis, block, bits, with_zp = GBQ_CASES[case]
+    rng = np.random.default_rng(len(case))
+    axis_len = shape[gather_axis]
+    # input_ids [batch, sequence]: negatives wrap, out-of-range ones give zeros (the CPU EP's answer)
+    ids = rng.integers(0, axis_len, (2, 5))
+    ids[0, :3] = [-1, axis_len, -axis_len - 1]
+    model, feeds = _gbq_case(rng, dtype, shape, gather_axis, quantize_axis, block, bits, with_zp, ftype,
+                             np.asarray(ids, itype))
+    _same(model, feeds)
+
+
+def test_gather_block_quantized_declines_two_bits(ep_devices):
+    """uint8 data of 2-bit values (four a byte): the CPU EP runs it, vkep declines it."""
+    rng = np.random.default_rng(0)
+    model, feeds = _gbq_case(rng, "uint8", (4, 8), 0, 1, 16, 2, True, "float32", np.asarray([0, 3], np.int64))
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    session.run(None, feeds)

@@ -515,6 +515,46 @@ def ms_quantize_linear(rng) -> Case | None:
     return quantize_linear(rng, domain="com.microsoft")
 
 
+def gather_block_quantized(rng) -> Case | None:
+    """com.microsoft GatherBlockQuantized: int4 / uint4 tables (any gather and quantize axes) or uint8 ones of 4- or
+    8-bit values (gather axis 0, quantize axis last), float32 / float16 scales, zero points or none, indices of
+    either type with negatives and some out of range (zeros)."""
+    import ml_dtypes
+
+    dtype = str(rng.choice(["int4", "uint4", "uint8"]))
+    rank = int(rng.integers(2, 4)) if dtype != "uint8" else int(rng.integers(2, 3))
+    shape = [int(rng.integers(1, 7)) for _ in range(rank)]
+    block = int(rng.choice([16, 32, 64]))
+    bits = int(rng.choice([4, 8])) if dtype == "uint8" else 4
+    per_byte = 8 // bits if dtype == "uint8" else 1
+    if dtype == "uint8":
+        g, q = 0, rank - 1
+    else:
+        g, q = (int(a) for a in rng.choice(rank, 2, replace=False))
+    shape[q] = int(rng.integers(1, 3 * block // per_byte + 1))  # (one to three blocks, the last partial)
+    blocks = -(-shape[q] * per_byte // block)
+    sshape = [blocks if d == q else n for d, n in enumerate(shape)]
+    lo, hi = {"int4": (-8, 7), "uint4": (0, 15), "uint8": (0, 255)}[dtype]
+    np_type = {"int4": ml_dtypes.int4, "uint4": ml_dtypes.uint4, "uint8": np.uint8}[dtype]
+    ftype = str(rng.choice(["float32", "float16"]))
+    consts = {"data": np.asarray(rng.integers(lo, hi + 1, shape), np_type),
+              "scales": np.asarray(rng.uniform(0.01, 2.0, sshape), ftype)}
+    names = ["data", "x0", "scales"]
+    if rng.random() < 0.6:
+        zshape = [-(-blocks // per_byte) if d == q else n for d, n in enumerate(sshape)]
+        consts["zp"] = np.asarray(rng.integers(lo, hi + 1, zshape), np_type)
+        names.append("zp")
+    n = shape[g]
+    ids = np.asarray(rng.integers(-n - 2, n + 2, shape_of(rng, int(rng.integers(0, 3)), high=4)),
+                     str(rng.choice(["int32", "int64"])))
+    attrs = {"gather_axis": g - rank if rng.random() < 0.3 else g, "quantize_axis": q, "block_size": block,
+             "bits": bits}
+    if dtype != "uint8" and rng.random() < 0.5:
+        del attrs["bits"]
+    return Case("GatherBlockQuantized", 1, [ids], attrs, consts, names=names, domain="com.microsoft",
+                tol={"rtol": 0.0, "atol": 0.0})
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -526,6 +566,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),
     integer_matmul_to_float: ("MatMulIntegerToFloat", "DynamicQuantizeMatMul"), qattention: ("QAttention",),
     qembed_layer_norm: ("QEmbedLayerNormalization",), ms_quantize_linear: ("QuantizeLinear", "DequantizeLinear"),
+    gather_block_quantized: ("GatherBlockQuantized",),
 }
 
 
