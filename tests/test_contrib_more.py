@@ -219,3 +219,58 @@ def test_gather_block_quantized_declines_two_bits(ep_devices):
     session = runner.vkep_session(model)
     assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
     session.run(None, feeds)
+
+
+# ---- com.microsoft names of ONNX ops: Range, Trilu, ExpandDims, GridSample, TransposeMatMul --------------------
+
+def _scalars(**values) -> dict:
+    return {k: np.asarray(v) for k, v in values.items()}
+
+
+@pytest.mark.parametrize("feeds", [
+    _scalars(start=np.float32(0.5), limit=np.float32(7.3), delta=np.float32(0.7)),
+    _scalars(start=np.int32(-3), limit=np.int32(10), delta=np.int32(2)),
+    _scalars(start=np.int64(10), limit=np.int64(-5), delta=np.int64(-3)),
+    _scalars(start=np.int64(2), limit=np.int64(9)),  # (delta absent: 1)
+    _scalars(start=np.float32(4), limit=np.float32(1)),  # (nothing)
+], ids=["float32", "int32", "int64_down", "no_delta", "empty"])
+def test_range(ep_devices, feeds):
+    dtype = str(feeds["start"].dtype)
+    _same(_one_node("Range", feeds, {}, dtype), feeds)
+
+
+@pytest.mark.parametrize("dtype,upper,k", [("float32", 0, -1), ("float16", 1, 2), ("int64", 1, None),
+                                           ("float32", 1, -7)])
+def test_trilu(ep_devices, dtype, upper, k):
+    x = np.asarray(np.random.default_rng(3).integers(-9, 9, (2, 4, 5)), dtype)
+    inits = {} if k is None else {"k": np.asarray(k, np.int64)}
+    _same(_one_node("Trilu", {"x": x}, inits, dtype, {"upper": upper}), {"x": x})
+
+
+@pytest.mark.parametrize("dtype,axis", [("float32", -1), ("float32", 0), ("float16", 2), ("int64", 1), ("bool", -3)])
+def test_expand_dims(ep_devices, dtype, axis):
+    x = np.asarray(np.random.default_rng(4).integers(0, 2, (2, 3)), dtype)
+    feeds = {"x": x, "axis": np.asarray(axis, np.int32)}
+    _same(_one_node("ExpandDims", feeds, {}, dtype), feeds)
+
+
+@pytest.mark.parametrize("mode,padding,align", [("bilinear", "zeros", 0), ("nearest", "border", 1),
+                                                ("bicubic", "reflection", 0)])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_grid_sample(ep_devices, mode, padding, align, dtype):
+    rng = np.random.default_rng(5)
+    feeds = {"x": np.asarray(rng.standard_normal((2, 3, 5, 6)), dtype),
+             "grid": np.asarray(rng.uniform(-1.2, 1.2, (2, 4, 3, 2)), dtype)}
+    _same(_one_node("GridSample", feeds, {}, dtype, {"mode": mode, "padding_mode": padding, "align_corners": align}),
+          feeds, exact=False, atol=2e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("attrs,shapes", [({"transA": 1, "transB": 1, "alpha": 0.5}, ((2, 8, 3), (5, 8))),
+                                          ({"transB": 1}, ((2, 3, 4, 8), (2, 3, 6, 8))), ({}, ((4, 8), (8, 5)))])
+def test_transpose_matmul(ep_devices, dtype, attrs, shapes):
+    rng = np.random.default_rng(6)
+    feeds = {"a": np.asarray(rng.standard_normal(shapes[0]), dtype), "b": np.asarray(rng.standard_normal(shapes[1]),
+                                                                                       dtype)}
+    _same(_one_node("TransposeMatMul", feeds, {}, dtype, attrs), feeds, exact=False,
+          atol=1e-2 if dtype == "float16" else 1e-4)

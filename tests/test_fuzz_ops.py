@@ -555,6 +555,41 @@ def gather_block_quantized(rng) -> Case | None:
                 tol={"rtol": 0.0, "atol": 0.0})
 
 
+def ms_onnx_names(rng) -> Case | None:
+    """com.microsoft's Range (delta optional), Trilu, ExpandDims, GridSample (opset 16's modes, 4-D) and
+    TransposeMatMul (FusedMatMul's old name), in the types ORT 1.32's CPU EP registers them for."""
+    op = str(rng.choice(["Range", "Trilu", "ExpandDims", "GridSample", "TransposeMatMul"]))
+    ms = "com.microsoft"
+    if op == "Range":
+        dtype = str(rng.choice(["float32", "int32", "int64"]))
+        start, delta = data(rng, [], dtype, 5.0), data(rng, [], dtype, 2.0)
+        if delta == 0:
+            return None
+        limit = np.asarray(start + delta * rng.uniform(-2, 40), dtype)
+        inputs = [start, limit] if rng.random() < 0.3 and delta == 1 else [start, limit, delta]
+        return Case(op, 1, inputs, domain=ms, tol={"rtol": 0.0, "atol": 0.0})
+    if op == "Trilu":
+        x = data(rng, shape_of(rng, int(rng.integers(2, 5)), high=6), str(rng.choice(["float32", "float16", "int64"])))
+        consts = {"k": np.array(int(rng.integers(-6, 7)), np.int64)} if rng.random() < 0.7 else {}
+        return Case(op, 1, [x], {"upper": int(rng.integers(0, 2))}, consts, domain=ms)
+    if op == "ExpandDims":
+        x = data(rng, shape_of(rng, int(rng.integers(0, 4))), str(rng.choice(TYPES)))
+        axis = np.asarray(int(rng.integers(-x.ndim - 1, x.ndim + 1)), np.int32)
+        return Case(op, 1, [x, axis], domain=ms)
+    if op == "GridSample":
+        dtype = str(rng.choice(["float32", "float16"]))
+        n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
+        x = data(rng, [n, c, int(rng.integers(1, 7)), int(rng.integers(1, 7))], dtype)
+        grid = np.asarray(rng.uniform(-1.3, 1.3, [n, int(rng.integers(1, 6)), int(rng.integers(1, 6)), 2]), dtype)
+        attrs = {"mode": str(rng.choice(["bilinear", "nearest", "bicubic"])),
+                 "padding_mode": str(rng.choice(["zeros", "border", "reflection"])),
+                 "align_corners": int(rng.integers(0, 2))}
+        return Case(op, 1, [x, grid], attrs, domain=ms, tol={"rtol": 2e-3, "atol": 2e-3})
+    case = fused_matmul(rng)
+    case.op = "TransposeMatMul"
+    return case
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -567,6 +602,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     integer_matmul_to_float: ("MatMulIntegerToFloat", "DynamicQuantizeMatMul"), qattention: ("QAttention",),
     qembed_layer_norm: ("QEmbedLayerNormalization",), ms_quantize_linear: ("QuantizeLinear", "DequantizeLinear"),
     gather_block_quantized: ("GatherBlockQuantized",),
+    ms_onnx_names: ("Range", "Trilu", "ExpandDims", "GridSample", "TransposeMatMul"),
 }
 
 
