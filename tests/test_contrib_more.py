@@ -274,3 +274,28 @@ def test_transpose_matmul(ep_devices, dtype, attrs, shapes):
                                                                                        dtype)}
     _same(_one_node("TransposeMatMul", feeds, {}, dtype, attrs), feeds, exact=False,
           atol=1e-2 if dtype == "float16" else 1e-4)
+
+
+# ---- com.microsoft QLinearWhere --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shapes", [((2, 3, 4), (2, 3, 4), (2, 3, 4)), ((3, 1), (1, 4), (3, 4)), ((4,), (2, 3, 4), ())])
+@pytest.mark.parametrize("params", ["constant", "fed", "z_equals_x"])
+def test_qlinear_where(ep_devices, dtype, shapes, params):
+    rng = np.random.default_rng(7)
+    lo, hi = RANGES[dtype]
+    c = rng.random(shapes[0]) < 0.5
+    x, y = (np.asarray(rng.integers(lo, hi + 1, s), dtype) for s in shapes[1:])
+    scales = {"xs": np.float32(0.02), "ys": np.float32(0.11), "zs": np.float32(0.05)}
+    zps = {"xz": np.asarray(rng.integers(lo, hi + 1), dtype), "yz": np.asarray(rng.integers(lo, hi + 1), dtype),
+           "zz": np.asarray(rng.integers(lo // 2, hi // 2), dtype)}
+    if params == "z_equals_x":  # (the CPU EP copies X then)
+        scales["zs"], zps["zz"] = scales["xs"], zps["xz"]
+    names = ["c", "x", "xs", "xz", "y", "ys", "yz", "zs", "zz"]
+    params_in = {k: np.asarray(v) for k, v in {**scales, **zps}.items()}
+    feeds = {"c": c, "x": x, "y": y}
+    if params == "fed":
+        feeds |= params_in
+        params_in = {}
+    model = _one_node("QLinearWhere", feeds, params_in, dtype, names=names)
+    _same(model, feeds)

@@ -590,6 +590,24 @@ def ms_onnx_names(rng) -> Case | None:
     return case
 
 
+def qlinear_where(rng) -> Case:
+    """com.microsoft QLinearWhere: three broadcast inputs, 8-bit X and Y requantized to Z's parameters."""
+    dtype = str(rng.choice(["uint8", "int8"]))
+    rank = int(rng.integers(0, 4))
+    full = shape_of(rng, rank, high=5)
+    shapes = [[d if rng.random() < 0.7 else 1 for d in full][int(rng.integers(0, rank + 1)):] for _ in range(3)]
+    info = np.iinfo(dtype)
+    c = np.asarray(rng.random(shapes[0]) < 0.5)
+    x, y = (np.asarray(rng.integers(info.min, int(info.max) + 1, s), dtype) for s in shapes[1:])
+    consts = {}
+    for name in ("x", "y", "z"):
+        consts[name + "s"] = np.asarray(np.float32(rng.uniform(0.005, 0.2)))
+        consts[name + "z"] = np.asarray(rng.integers(info.min, int(info.max) + 1), dtype)
+    names = ["x0", "x1", "xs", "xz", "x2", "ys", "yz", "zs", "zz"]
+    return Case("QLinearWhere", 1, [c, x, y], {}, consts, names=names, domain="com.microsoft",
+                tol={"rtol": 0.0, "atol": 0.0})
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -603,6 +621,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     qembed_layer_norm: ("QEmbedLayerNormalization",), ms_quantize_linear: ("QuantizeLinear", "DequantizeLinear"),
     gather_block_quantized: ("GatherBlockQuantized",),
     ms_onnx_names: ("Range", "Trilu", "ExpandDims", "GridSample", "TransposeMatMul"),
+    qlinear_where: ("QLinearWhere",),
 }
 
 

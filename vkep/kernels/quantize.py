@@ -1,6 +1,6 @@
 """The integer quantization ops: QuantizeLinear and DequantizeLinear (quantize.comp), per tensor or per axis,
 4-, 8- and 16-bit integers; DynamicQuantizeLinear; MatMulInteger and QLinearMatMul (matmul_integer.comp); ConvInteger and
-QLinearConv (conv_integer.comp); com.microsoft QLinearAdd and QLinearMul (qlinear_binary.comp).
+QLinearConv (conv_integer.comp); com.microsoft QLinearAdd and QLinearMul (qlinear_binary.comp), QLinearWhere.
 
 The QLinear ops requantize as ORT's CPU EP does on x86-64 (shaders/requantize.glsl), bit for bit. Where its
 integer products saturate (uint8 x int8 pairs in MLAS's AVX2 kernels without VNNI), vkep keeps the exact
@@ -23,7 +23,14 @@ from vkep.kernels.base import (
     shader_dtype,
 )
 from vkep.kernels.conv import ConvBase, window_geometry
-from vkep.kernels.elementwise import ONNX_TYPES, broadcast_shape, broadcast_strides, collapse, declines_rank
+from vkep.kernels.elementwise import (
+    ONNX_TYPES,
+    broadcast_plan,
+    broadcast_shape,
+    broadcast_strides,
+    collapse,
+    declines_rank,
+)
 
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
 ONNX_QUANTIZED = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 21: "uint4", 22: "int4"}  # TensorProto codes of output_dtype
@@ -410,6 +417,37 @@ class QLinearLookup(Kernel):
             plan.append((math.prod(s), max(inner, 1), s[axis], total, base))
             base += s[axis]
         return out, plan
+
+
+class QLinearWhere(Kernel):
+    """com.microsoft QLinearWhere: Z = condition ? X : Y over three broadcast inputs, X and Y each requantized to
+    Z's scale and zero point as ORT's CPU EP builds its lookup tables (qlinear_lookup.comp's identity, into
+    scratch), then chosen by where.comp. Scales and zero points per tensor, as the CPU EP takes them."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        return declines_rank(spec, input_ranks, 5)
+
+    def compute(self, call) -> None:
+        c, x, x_scale, xzp, y, y_scale, yzp, z_scale, zzp = padded(call.inputs, 9)
+        for t in (x_scale, xzp, y_scale, yzp, z_scale, zzp):
+            _scalar(t, "a scale or zero point", self.spec.op)
+        signed = _mixed_8bit(self.spec.op, [x, y, xzp, yzp, zzp])
+        key = (c.shape, x.shape, y.shape)
+        out, n, members = self.planned(key, lambda: broadcast_plan(list(key), max_rank=5, names=("c", "a", "b")))
+        z = call.output(0, out, x.dtype)
+        if not n:
+            return
+        chosen = []
+        for v, scale, zp in ((x, x_scale, xzp), (y, y_scale, yzp)):
+            r = call.scratch(v.shape, v.dtype)
+            ins = {"x": v, "x_scale": scale, "x_zp": zp, "y_scale": z_scale, "y_zp": zzp}
+            call.dispatch("qlinear_lookup.comp", "uint8", {"op": QLinearLookup.CONCAT, "signed": int(signed)},
+                          {**ins, "y": r, "n": v.size, "inner": v.size, "len": 1, "total": 1, "base": 0, "alpha": 0.0},
+                          grid_1d(v.size, WG), [t for t in ins.values() if t is not None], [r])
+            chosen.append(r)
+        call.dispatch("where.comp", (shader_dtype(c), shader_dtype(x)), {}, {**members, "c": c, "a": chosen[0],
+                      "b": chosen[1], "y": z}, grid_1d(n, WG), [c, *chosen], [z])
 
 
 class QLinearPool(Kernel):
