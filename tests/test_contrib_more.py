@@ -299,3 +299,15 @@ def test_qlinear_where(ep_devices, dtype, shapes, params):
         params_in = {}
     model = _one_node("QLinearWhere", feeds, params_in, dtype, names=names)
     _same(model, feeds)
+
+
+# ---- com.microsoft MatMulInteger16 -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shapes", [((4, 40), (40, 7)), ((2, 3, 5, 33), (33, 20)), ((5, 9), (2, 9, 17)),
+                                    ((2, 4, 6), (2, 6, 3))])
+@pytest.mark.parametrize("scale", [3000, 32768])
+def test_matmul_integer16(ep_devices, shapes, scale):
+    rng = np.random.default_rng(8)
+    feeds = {k: np.asarray(rng.integers(-scale, scale, s), np.int16) for k, s in zip("ab", shapes, strict=True)}
+    feeds["a"].flat[:2] = [-32768, 32767]  # (the int32 sums wrap as the CPU EP's do)
+    _same(_one_node("MatMulInteger16", feeds, {}, "int32"), feeds)

@@ -608,6 +608,18 @@ def qlinear_where(rng) -> Case:
                 tol={"rtol": 0.0, "atol": 0.0})
 
 
+def matmul_integer16(rng) -> Case:
+    """com.microsoft MatMulInteger16: int16 operands over the whole range (int32 sums wrap), batches either side."""
+    m, k, n = int(rng.integers(1, 9)), int(rng.integers(1, 40)), int(rng.integers(1, 20))
+    batch = shape_of(rng, int(rng.integers(0, 3)), high=3, empty=0.0)
+    a_shape, b_shape = [batch + [m, k], [k, n]] if rng.random() < 0.5 else [[m, k], batch + [k, n]]
+    if rng.random() < 0.3:
+        a_shape, b_shape = batch + [m, k], batch + [k, n]
+    bound = int(rng.choice([100, 3000, 32768]))
+    a, b = (np.asarray(rng.integers(-bound, bound, s), np.int16) for s in (a_shape, b_shape))
+    return Case("MatMulInteger16", 1, [a, b], domain="com.microsoft")
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -621,7 +633,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     qembed_layer_norm: ("QEmbedLayerNormalization",), ms_quantize_linear: ("QuantizeLinear", "DequantizeLinear"),
     gather_block_quantized: ("GatherBlockQuantized",),
     ms_onnx_names: ("Range", "Trilu", "ExpandDims", "GridSample", "TransposeMatMul"),
-    qlinear_where: ("QLinearWhere",),
+    qlinear_where: ("QLinearWhere",), matmul_integer16: ("MatMulInteger16",),
 }
 
 

@@ -155,8 +155,10 @@ def _per_column(t: Tensor | None, b_shape: tuple[int, ...], what: str, op: str) 
 
 
 class MatMulInteger(Kernel):
-    """MatMulInteger (int32 Y) and QLinearMatMul (requantized 8-bit Y, manifest constant `requant`):
-    A [..., M, K] times B [K, N], or A [M, K] times B [..., K, N], or the same batches; 8-bit operands.
+    """MatMulInteger (int32 Y), com.microsoft MatMulInteger16 (int16 operands, int32 Y) and QLinearMatMul
+    (requantized 8-bit Y, manifest constant `requant`):
+    A [..., M, K] times B [K, N], or A [M, K] times B [..., K, N], or the same batches; 8-bit operands (MatMulInteger16:
+    int16).
     MatMulInteger's zero points are scalar, per row of a 2-D A or per column of B; QLinearMatMul's A and
     Y parameters per tensor, B's per tensor or per column (per batch too), as ORT's CPU EP takes them."""
 
@@ -196,7 +198,7 @@ class MatMulInteger(Kernel):
         y = call.output(0, batch_shape + (m, n), out_type)
         if y.size:
             constants = {"a_signed": int(a.dtype == "int8"), "b_signed": int(b.dtype == "int8"), "requant": requant,
-                         "y_signed": int(out_type == "int8")}
+                         "y_signed": int(out_type == "int8"), "wide16": int(a.dtype == "int16")}
             ins = {"a": a, "b": b, "azp": azp, "bzp": bzp, "a_scale": a_scale, "b_scale": b_scale,
                    "y_scale": y_scale, "yzp": yzp}
             push = {**ins, "y": y, "c": None, "m": m, "n": n, "k": k, "batches": batches, "a_batch_stride": a_stride,
