@@ -311,3 +311,29 @@ def test_matmul_integer16(ep_devices, shapes, scale):
     feeds = {k: np.asarray(rng.integers(-scale, scale, s), np.int16) for k, s in zip("ab", shapes, strict=True)}
     feeds["a"].flat[:2] = [-32768, 32767]  # (the int32 sums wrap as the CPU EP's do)
     _same(_one_node("MatMulInteger16", feeds, {}, "int32"), feeds)
+
+
+# ---- com.microsoft NhwcMaxPool ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shape,attrs", [
+    ((1, 9, 8, 16), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # (resnet's, as NHWC)
+    ((2, 7, 7, 3), {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 6, 5, 4), {"kernel_shape": [3, 2], "dilations": [2, 1], "pads": [2, 0, 1, 1]}),
+    ((1, 6, 5, 4), {"kernel_shape": [3, 2], "strides": [2, 1], "auto_pad": "SAME_LOWER"}),
+    ((2, 10, 3), {"kernel_shape": [4], "strides": [3]}),
+])
+def test_nhwc_max_pool(ep_devices, dtype, shape, attrs):
+    lo, hi = RANGES[dtype]
+    x = np.asarray(np.random.default_rng(9).integers(lo, hi + 1, shape), dtype)
+    _same(_one_node("NhwcMaxPool", {"x": x}, {}, dtype, attrs), {"x": x})
+
+
+def test_nhwc_max_pool_declines_same_padding_with_dilations(ep_devices):
+    """The CPU EP pads SAME for the undilated window and then dilates it: vkep leaves that to it."""
+    x = np.asarray(np.random.default_rng(9).integers(0, 256, (1, 6, 5, 4)), np.uint8)
+    model = _one_node("NhwcMaxPool", {"x": x}, {}, "uint8",
+                      {"kernel_shape": [3, 2], "dilations": [2, 1], "auto_pad": "SAME_UPPER"})
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    session.run(None, {"x": x})

@@ -620,6 +620,27 @@ def matmul_integer16(rng) -> Case:
     return Case("MatMulInteger16", 1, [a, b], domain="com.microsoft")
 
 
+def nhwc_max_pool(rng) -> Case:
+    """com.microsoft NhwcMaxPool: 8-bit NHWC (or NWC) input, windows with strides, dilations, pads or auto_pad
+    (SAME only undilated: vkep declines it dilated), ceil_mode."""
+    dtype = str(rng.choice(["uint8", "int8"]))
+    n_spatial = int(rng.integers(1, 3))
+    kernel = [int(rng.integers(1, 4)) for _ in range(n_spatial)]
+    dilations = [int(rng.integers(1, 3)) for _ in range(n_spatial)]
+    spatial = [int(rng.integers((k - 1) * d + 1, 10)) for k, d in zip(kernel, dilations, strict=True)]
+    shape = [int(rng.integers(1, 3)), *spatial, int(rng.integers(1, 6))]
+    attrs = {"kernel_shape": kernel, "strides": [int(rng.integers(1, 3)) for _ in range(n_spatial)],
+             "ceil_mode": int(rng.integers(0, 2))}
+    padding = str(rng.choice(["pads", "dilations", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+    if padding == "pads":
+        attrs["pads"] = [int(rng.integers(0, k)) for k in kernel] * 2
+    elif padding == "dilations":
+        attrs["dilations"] = dilations
+    else:
+        attrs["auto_pad"] = padding
+    return Case("NhwcMaxPool", 1, [data(rng, shape, dtype)], attrs, domain="com.microsoft")
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -634,6 +655,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     gather_block_quantized: ("GatherBlockQuantized",),
     ms_onnx_names: ("Range", "Trilu", "ExpandDims", "GridSample", "TransposeMatMul"),
     qlinear_where: ("QLinearWhere",), matmul_integer16: ("MatMulInteger16",),
+    nhwc_max_pool: ("NhwcMaxPool",),
 }
 
 
