@@ -337,3 +337,23 @@ def test_nhwc_max_pool_declines_same_padding_with_dilations(ep_devices):
     session = runner.vkep_session(model)
     assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
     session.run(None, {"x": x})
+
+
+# ---- com.microsoft CDist -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+@pytest.mark.parametrize("m,n,k", [(5, 7, 3), (1, 4, 7), (6, 2, 16), (9, 9, 130)])
+def test_cdist(ep_devices, metric, m, n, k):
+    rng = np.random.default_rng(10)
+    feeds = {"a": rng.standard_normal((m, k)).astype(np.float32), "b": rng.standard_normal((n, k)).astype(np.float32)}
+    model = _one_node("CDist", feeds, {}, "float32", {"metric": metric})
+    # (the CPU EP's GEMM sums with fused multiply-adds in its own order: a few ulps apart)
+    _same(model, feeds, exact=False, atol=1e-5 * k)
+
+
+def test_cdist_of_equal_rows(ep_devices):
+    """Equal rows: the CPU EP's form gives small distances (never negative ones), and so does vkep's."""
+    a = (np.random.default_rng(1).standard_normal((6, 5)) * 3).astype(np.float32)
+    feeds = {"a": a, "b": a[::-1].copy()}
+    for metric in ("sqeuclidean", "euclidean"):
+        _same(_one_node("CDist", feeds, {}, "float32", {"metric": metric}), feeds, exact=False, atol=1e-2)

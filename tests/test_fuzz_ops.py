@@ -641,6 +641,14 @@ def nhwc_max_pool(rng) -> Case:
     return Case("NhwcMaxPool", 1, [data(rng, shape, dtype)], attrs, domain="com.microsoft")
 
 
+def cdist(rng) -> Case:
+    """com.microsoft CDist: both metrics, rows of 1 to 40 (tolerance: the CPU EP's GEMM sums in its own order)."""
+    m, n, k = int(rng.integers(0, 8)), int(rng.integers(0, 8)), int(rng.integers(1, 40))
+    a, b = data(rng, [m, k], "float32", 1.0), data(rng, [n, k], "float32", 1.0)
+    metric = str(rng.choice(["sqeuclidean", "euclidean"]))
+    return Case("CDist", 1, [a, b], {"metric": metric}, domain="com.microsoft", tol={"rtol": 1e-4, "atol": 2e-5 * k})
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -655,7 +663,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     gather_block_quantized: ("GatherBlockQuantized",),
     ms_onnx_names: ("Range", "Trilu", "ExpandDims", "GridSample", "TransposeMatMul"),
     qlinear_where: ("QLinearWhere",), matmul_integer16: ("MatMulInteger16",),
-    nhwc_max_pool: ("NhwcMaxPool",),
+    nhwc_max_pool: ("NhwcMaxPool",), cdist: ("CDist",),
 }
 
 
