@@ -42,7 +42,7 @@ def _init(name: str, v) -> onnx.TensorProto:
     return numpy_helper.from_array(v, name)
 
 
-def _same(model: onnx.ModelProto, feeds: dict, exact: bool = True, atol: float = 1e-3) -> None:
+def _same(model: onnx.ModelProto, feeds: dict, exact: bool = True, atol: float = 1e-3, rtol: float = 0.0) -> None:
     """Every node on vkep; its outputs the CPU EP's (bit for bit where `exact`, else within atol)."""
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
@@ -52,7 +52,7 @@ def _same(model: onnx.ModelProto, feeds: dict, exact: bool = True, atol: float =
         if exact:
             np.testing.assert_array_equal(g, w)
         else:
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=0, atol=atol)
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol)
 
 
 # ---- com.microsoft QuantizeLinear and DequantizeLinear -----------------------------------------------------
@@ -357,3 +357,15 @@ def test_cdist_of_equal_rows(ep_devices):
     feeds = {"a": a, "b": a[::-1].copy()}
     for metric in ("sqeuclidean", "euclidean"):
         _same(_one_node("CDist", feeds, {}, "float32", {"metric": metric}), feeds, exact=False, atol=1e-2)
+
+
+# ---- com.microsoft Inverse ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4), (5, 5), (2, 3, 12, 12), (1, 1)])
+def test_inverse(ep_devices, shape):
+    rng = np.random.default_rng(11)
+    n = shape[-1]
+    x = (rng.standard_normal(shape) + 2 * np.eye(n)).astype(np.float32)  # (well conditioned)
+    x[..., 0, :] *= -1  # (a pivot off the diagonal)
+    feeds = {"x": x}
+    _same(_one_node("Inverse", feeds, {}, "float32"), feeds, exact=False, atol=1e-4, rtol=1e-4)

@@ -649,6 +649,16 @@ def cdist(rng) -> Case:
     return Case("CDist", 1, [a, b], {"metric": metric}, domain="com.microsoft", tol={"rtol": 1e-4, "atol": 2e-5 * k})
 
 
+def inverse(rng) -> Case:
+    """com.microsoft Inverse: batches of well-conditioned n x n matrices, n up to 12, some rows negated (pivots
+    off the diagonal); tolerance: Eigen's cofactors and LU against Gauss-Jordan."""
+    n = int(rng.integers(1, 13))
+    shape = shape_of(rng, int(rng.integers(0, 3)), high=3) + [n, n]
+    x = np.asarray(rng.standard_normal(shape) + 3 * np.eye(n), np.float32)
+    x *= np.where(rng.random(shape[:-1] + [1]) < 0.3, -1, 1).astype(np.float32)
+    return Case("Inverse", 1, [x], domain="com.microsoft", tol={"rtol": 1e-4, "atol": 1e-4})
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -663,7 +673,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     gather_block_quantized: ("GatherBlockQuantized",),
     ms_onnx_names: ("Range", "Trilu", "ExpandDims", "GridSample", "TransposeMatMul"),
     qlinear_where: ("QLinearWhere",), matmul_integer16: ("MatMulInteger16",),
-    nhwc_max_pool: ("NhwcMaxPool",), cdist: ("CDist",),
+    nhwc_max_pool: ("NhwcMaxPool",), cdist: ("CDist",), inverse: ("Inverse",),
 }
 
 

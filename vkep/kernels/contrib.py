@@ -376,3 +376,23 @@ class CDist(Kernel):
         if y.size:
             call.dispatch(self.spec.shader, shader_dtype(a), {"sqrt": self.METRICS[self.attrs["metric"]]},
                           {"a": a, "b": b, "y": y, "m": m, "n": n, "k": k}, grid_1d(y.size, 64), [a, b], [y])
+
+
+class Inverse(Kernel):
+    """com.microsoft Inverse (inverse.comp): each n x n matrix of X [..., n, n] (n up to MAX_N) inverted by one
+    invocation."""
+
+    MAX_N = 32  # (inverse.comp's MAX_N: its pivot array; n^3 steps stay within one invocation's loop budget)
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        if len(x.shape) < 2 or x.shape[-1] != x.shape[-2]:
+            raise UnsupportedError(f"Inverse of {x.shape}: not square matrices")  # (the CPU EP fails it too)
+        n = x.shape[-1]
+        if n > self.MAX_N:
+            raise UnsupportedError(f"Inverse of {n} x {n} matrices (at most {self.MAX_N})")
+        y = call.output(0, x.shape)
+        if y.size:
+            count = y.size // (n * n)
+            call.dispatch(self.spec.shader, shader_dtype(x), {}, {"x": x, "y": y, "count": count, "n": n},
+                          grid_1d(count, 64), [x], [y])
