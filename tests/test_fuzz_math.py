@@ -214,13 +214,14 @@ def grid_sample(rng) -> Case:
 
 # ---- quantization -------------------------------------------------------------------------------------------
 
-def quantize_linear(rng) -> Case | None:
+def quantize_linear(rng, domain: str = "") -> Case | None:
+    """ONNX's (opset 21) or com.microsoft's (no blocks) QuantizeLinear / DequantizeLinear, 8- or 16-bit."""
     op = str(rng.choice(["QuantizeLinear", "DequantizeLinear"]))
-    qtype = str(rng.choice(["int8", "uint8"]))
+    qtype = str(rng.choice(["int8", "uint8", "int16", "uint16"]))
     ftype = _float(rng)
     rank = int(rng.integers(1, 4))
     shape = shape_of(rng, rank, high=9, empty=0.05)
-    granularity = str(rng.choice(["tensor", "axis", "block"]))
+    granularity = str(rng.choice(["tensor", "axis"] if domain else ["tensor", "axis", "block"]))
     axis = int(rng.integers(-rank, rank))
     attrs: dict = {}
     if granularity == "tensor":
@@ -237,13 +238,13 @@ def quantize_linear(rng) -> Case | None:
     if rng.random() < 0.7:
         consts["z"] = data(rng, pshape, qtype)
     if op == "QuantizeLinear":
-        x = np.asarray(rng.standard_normal(shape) * 20, ftype)
+        x = np.asarray(rng.standard_normal(shape) * (20 if qtype.endswith("8") else 5000), ftype)
         if x.size:  # exact halves of a step: ties to even
             flat = x.reshape(-1)
             flat[::3] = np.asarray(np.round(rng.standard_normal(flat[::3].shape) * 8) + 0.5, ftype)
     else:
         x = data(rng, shape, qtype)
-    return Case(op, 21, [x], attrs, consts, tol={"rtol": 1e-3, "atol": 1e-3})
+    return Case(op, 1 if domain else 21, [x], attrs, consts, tol={"rtol": 1e-3, "atol": 1e-3}, domain=domain)
 
 
 def dynamic_quantize(rng) -> Case:

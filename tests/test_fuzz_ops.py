@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import pytest
 from fuzzing import INTS, TYPES, Case, Family, data, fuzz_family, shape_of
+from test_fuzz_math import quantize_linear
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -592,6 +593,155 @@ def mel_weight_matrix(rng) -> Case:
     inputs = [np.asarray(bins, index), np.asarray(n_fft, index), np.asarray(rate, index), np.asarray(low, "float32"),
               np.asarray(high, "float32")]
     return Case("MelWeightMatrix", 17, inputs, {"output_datatype": int(rng.choice([1, 1, 1, 2, 6, 7]))}, tol=EXACT)
+# ---- com.microsoft ops ORT's tools write (tests/test_contrib_more.py) -------------------------------------------
+
+def ms_quantize_linear(rng) -> Case | None:
+    """com.microsoft QuantizeLinear / DequantizeLinear (UseQDQContribOps), 8- and 16-bit."""
+    return quantize_linear(rng, domain="com.microsoft")
+
+
+def gather_block_quantized(rng) -> Case | None:
+    """com.microsoft GatherBlockQuantized: int4 / uint4 tables (any gather and quantize axes) or uint8 ones of 4- or
+    8-bit values (gather axis 0, quantize axis last), float32 / float16 scales, zero points or none, indices of
+    either type with negatives and some out of range (zeros)."""
+    import ml_dtypes
+
+    dtype = str(rng.choice(["int4", "uint4", "uint8"]))
+    rank = int(rng.integers(2, 4)) if dtype != "uint8" else int(rng.integers(2, 3))
+    shape = [int(rng.integers(1, 7)) for _ in range(rank)]
+    block = int(rng.choice([16, 32, 64]))
+    bits = int(rng.choice([4, 8])) if dtype == "uint8" else 4
+    per_byte = 8 // bits if dtype == "uint8" else 1
+    if dtype == "uint8":
+        g, q = 0, rank - 1
+    else:
+        g, q = (int(a) for a in rng.choice(rank, 2, replace=False))
+    shape[q] = int(rng.integers(1, 3 * block // per_byte + 1))  # (one to three blocks, the last partial)
+    blocks = -(-shape[q] * per_byte // block)
+    sshape = [blocks if d == q else n for d, n in enumerate(shape)]
+    lo, hi = {"int4": (-8, 7), "uint4": (0, 15), "uint8": (0, 255)}[dtype]
+    np_type = {"int4": ml_dtypes.int4, "uint4": ml_dtypes.uint4, "uint8": np.uint8}[dtype]
+    ftype = str(rng.choice(["float32", "float16"]))
+    consts = {"data": np.asarray(rng.integers(lo, hi + 1, shape), np_type),
+              "scales": np.asarray(rng.uniform(0.01, 2.0, sshape), ftype)}
+    names = ["data", "x0", "scales"]
+    if rng.random() < 0.6:
+        zshape = [-(-blocks // per_byte) if d == q else n for d, n in enumerate(sshape)]
+        consts["zp"] = np.asarray(rng.integers(lo, hi + 1, zshape), np_type)
+        names.append("zp")
+    n = shape[g]
+    ids = np.asarray(rng.integers(-n - 2, n + 2, shape_of(rng, int(rng.integers(0, 3)), high=4)),
+                     str(rng.choice(["int32", "int64"])))
+    attrs = {"gather_axis": g - rank if rng.random() < 0.3 else g, "quantize_axis": q, "block_size": block,
+             "bits": bits}
+    if dtype != "uint8" and rng.random() < 0.5:
+        del attrs["bits"]
+    return Case("GatherBlockQuantized", 1, [ids], attrs, consts, names=names, domain="com.microsoft",
+                tol={"rtol": 0.0, "atol": 0.0})
+
+
+def ms_onnx_names(rng) -> Case | None:
+    """com.microsoft's Range (delta optional), Trilu, ExpandDims, GridSample (opset 16's modes, 4-D) and
+    TransposeMatMul (FusedMatMul's old name), in the types ORT 1.32's CPU EP registers them for."""
+    op = str(rng.choice(["Range", "Trilu", "ExpandDims", "GridSample", "TransposeMatMul"]))
+    ms = "com.microsoft"
+    if op == "Range":
+        dtype = str(rng.choice(["float32", "int32", "int64"]))
+        start, delta = data(rng, [], dtype, 5.0), data(rng, [], dtype, 2.0)
+        if delta == 0:
+            return None
+        limit = np.asarray(start + delta * rng.uniform(-2, 40), dtype)
+        inputs = [start, limit] if rng.random() < 0.3 and delta == 1 else [start, limit, delta]
+        return Case(op, 1, inputs, domain=ms, tol={"rtol": 0.0, "atol": 0.0})
+    if op == "Trilu":
+        x = data(rng, shape_of(rng, int(rng.integers(2, 5)), high=6), str(rng.choice(["float32", "float16", "int64"])))
+        consts = {"k": np.array(int(rng.integers(-6, 7)), np.int64)} if rng.random() < 0.7 else {}
+        return Case(op, 1, [x], {"upper": int(rng.integers(0, 2))}, consts, domain=ms)
+    if op == "ExpandDims":
+        x = data(rng, shape_of(rng, int(rng.integers(0, 4))), str(rng.choice(TYPES)))
+        axis = np.asarray(int(rng.integers(-x.ndim - 1, x.ndim + 1)), np.int32)
+        return Case(op, 1, [x, axis], domain=ms)
+    if op == "GridSample":
+        dtype = str(rng.choice(["float32", "float16"]))
+        n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
+        x = data(rng, [n, c, int(rng.integers(1, 7)), int(rng.integers(1, 7))], dtype)
+        grid = np.asarray(rng.uniform(-1.3, 1.3, [n, int(rng.integers(1, 6)), int(rng.integers(1, 6)), 2]), dtype)
+        attrs = {"mode": str(rng.choice(["bilinear", "nearest", "bicubic"])),
+                 "padding_mode": str(rng.choice(["zeros", "border", "reflection"])),
+                 "align_corners": int(rng.integers(0, 2))}
+        return Case(op, 1, [x, grid], attrs, domain=ms, tol={"rtol": 2e-3, "atol": 2e-3})
+    case = fused_matmul(rng)
+    case.op = "TransposeMatMul"
+    return case
+
+
+def qlinear_where(rng) -> Case:
+    """com.microsoft QLinearWhere: three broadcast inputs, 8-bit X and Y requantized to Z's parameters."""
+    dtype = str(rng.choice(["uint8", "int8"]))
+    rank = int(rng.integers(0, 4))
+    full = shape_of(rng, rank, high=5)
+    shapes = [[d if rng.random() < 0.7 else 1 for d in full][int(rng.integers(0, rank + 1)):] for _ in range(3)]
+    info = np.iinfo(dtype)
+    c = np.asarray(rng.random(shapes[0]) < 0.5)
+    x, y = (np.asarray(rng.integers(info.min, int(info.max) + 1, s), dtype) for s in shapes[1:])
+    consts = {}
+    for name in ("x", "y", "z"):
+        consts[name + "s"] = np.asarray(np.float32(rng.uniform(0.005, 0.2)))
+        consts[name + "z"] = np.asarray(rng.integers(info.min, int(info.max) + 1), dtype)
+    names = ["x0", "x1", "xs", "xz", "x2", "ys", "yz", "zs", "zz"]
+    return Case("QLinearWhere", 1, [c, x, y], {}, consts, names=names, domain="com.microsoft",
+                tol={"rtol": 0.0, "atol": 0.0})
+
+
+def matmul_integer16(rng) -> Case:
+    """com.microsoft MatMulInteger16: int16 operands over the whole range (int32 sums wrap), batches either side."""
+    m, k, n = int(rng.integers(1, 9)), int(rng.integers(1, 40)), int(rng.integers(1, 20))
+    batch = shape_of(rng, int(rng.integers(0, 3)), high=3, empty=0.0)
+    a_shape, b_shape = [batch + [m, k], [k, n]] if rng.random() < 0.5 else [[m, k], batch + [k, n]]
+    if rng.random() < 0.3:
+        a_shape, b_shape = batch + [m, k], batch + [k, n]
+    bound = int(rng.choice([100, 3000, 32768]))
+    a, b = (np.asarray(rng.integers(-bound, bound, s), np.int16) for s in (a_shape, b_shape))
+    return Case("MatMulInteger16", 1, [a, b], domain="com.microsoft")
+
+
+def nhwc_max_pool(rng) -> Case:
+    """com.microsoft NhwcMaxPool: 8-bit NHWC (or NWC) input, windows with strides, dilations, pads or auto_pad
+    (SAME only undilated: vkep declines it dilated), ceil_mode."""
+    dtype = str(rng.choice(["uint8", "int8"]))
+    n_spatial = int(rng.integers(1, 3))
+    kernel = [int(rng.integers(1, 4)) for _ in range(n_spatial)]
+    dilations = [int(rng.integers(1, 3)) for _ in range(n_spatial)]
+    spatial = [int(rng.integers((k - 1) * d + 1, 10)) for k, d in zip(kernel, dilations, strict=True)]
+    shape = [int(rng.integers(1, 3)), *spatial, int(rng.integers(1, 6))]
+    attrs = {"kernel_shape": kernel, "strides": [int(rng.integers(1, 3)) for _ in range(n_spatial)],
+             "ceil_mode": int(rng.integers(0, 2))}
+    padding = str(rng.choice(["pads", "dilations", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+    if padding == "pads":
+        attrs["pads"] = [int(rng.integers(0, k)) for k in kernel] * 2
+    elif padding == "dilations":
+        attrs["dilations"] = dilations
+    else:
+        attrs["auto_pad"] = padding
+    return Case("NhwcMaxPool", 1, [data(rng, shape, dtype)], attrs, domain="com.microsoft")
+
+
+def cdist(rng) -> Case:
+    """com.microsoft CDist: both metrics, rows of 1 to 40 (tolerance: the CPU EP's GEMM sums in its own order)."""
+    m, n, k = int(rng.integers(0, 8)), int(rng.integers(0, 8)), int(rng.integers(1, 40))
+    a, b = data(rng, [m, k], "float32", 1.0), data(rng, [n, k], "float32", 1.0)
+    metric = str(rng.choice(["sqeuclidean", "euclidean"]))
+    return Case("CDist", 1, [a, b], {"metric": metric}, domain="com.microsoft", tol={"rtol": 1e-4, "atol": 2e-5 * k})
+
+
+def inverse(rng) -> Case:
+    """com.microsoft Inverse: batches of well-conditioned n x n matrices, n up to 12, some rows negated (pivots
+    off the diagonal); tolerance: Eigen's cofactors and LU against Gauss-Jordan."""
+    n = int(rng.integers(1, 13))
+    shape = shape_of(rng, int(rng.integers(0, 3)), high=3) + [n, n]
+    x = np.asarray(rng.standard_normal(shape) + 3 * np.eye(n), np.float32)
+    x *= np.where(rng.random(shape[:-1] + [1]) < 0.3, -1, 1).astype(np.float32)
+    return Case("Inverse", 1, [x], domain="com.microsoft", tol={"rtol": 1e-4, "atol": 1e-4})
 
 
 FAMILIES: dict[Family, tuple[str, ...]] = {
@@ -606,6 +756,11 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     integer_matmul_to_float: ("MatMulIntegerToFloat", "DynamicQuantizeMatMul"), qattention: ("QAttention",),
     qembed_layer_norm: ("QEmbedLayerNormalization",), dft: ("DFT",), stft: ("STFT",),
     window_function: ("HannWindow", "HammingWindow", "BlackmanWindow"), mel_weight_matrix: ("MelWeightMatrix",),
+    ms_quantize_linear: ("QuantizeLinear", "DequantizeLinear"),
+    gather_block_quantized: ("GatherBlockQuantized",),
+    ms_onnx_names: ("Range", "Trilu", "ExpandDims", "GridSample", "TransposeMatMul"),
+    qlinear_where: ("QLinearWhere",), matmul_integer16: ("MatMulInteger16",),
+    nhwc_max_pool: ("NhwcMaxPool",), cdist: ("CDist",), inverse: ("Inverse",),
 }
 
 

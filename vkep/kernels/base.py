@@ -35,7 +35,7 @@ NIBBLE_TYPES = {"uint4": 1, "int4": 2}  # (the shaders' NIBBLES specialization c
 # the shader variant (DTYPE / DTYPE_Y define, see shaders/common.glsl) of each element type (4-bit types: their
 # bytes, read by shaders that take NIBBLES)
 SHADER_DTYPE = {"float32": 0, "float16": 1, "int32": 2, "int64": 3, "uint8": 4, "bool": 4, "int8": 5,
-                "uint4": 4, "int4": 4}
+                "uint4": 4, "int4": 4, "int16": 6, "uint16": 7}
 
 
 def tensor_bytes(elements: int, dtype: str) -> int:
@@ -262,7 +262,8 @@ def shader_dtype(t: Tensor) -> str:
 # Vulkan features each element type needs in a shader (16-/8-bit storage and arithmetic)
 DTYPE_FEATURES = {"float16": ("storageBuffer16BitAccess",), "uint8": ("storageBuffer8BitAccess", "shaderInt8"),
                   "int4": ("storageBuffer8BitAccess", "shaderInt8"), "uint4": ("storageBuffer8BitAccess", "shaderInt8"),
-                  "bool": ("storageBuffer8BitAccess", "shaderInt8"), "int8": ("storageBuffer8BitAccess", "shaderInt8")}
+                  "bool": ("storageBuffer8BitAccess", "shaderInt8"), "int8": ("storageBuffer8BitAccess", "shaderInt8"),
+                  "int16": ("storageBuffer16BitAccess", "shaderInt16"), "uint16": ("storageBuffer16BitAccess", "shaderInt16")}
 
 
 def device_supports(features: dict[str, bool], dtype: str) -> bool:

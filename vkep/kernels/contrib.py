@@ -353,3 +353,46 @@ class EmbedLayerNorm(Kernel):
         elif mask_index is not None:
             call.dispatch("mask_index.comp", "int32", {}, {"mask": mask, "counts": mask_index, "rows": batches,
                                                            "row_length": seq}, grid_1d(batches, 64), [mask], [mask_index])
+
+
+class CDist(Kernel):
+    """com.microsoft CDist (cdist.comp): pairwise squared (sqeuclidean) or plain (euclidean) distances between the
+    rows of A [M, K] and B [N, K], one output an invocation."""
+
+    METRICS = {"sqeuclidean": 0, "euclidean": 1}
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        return None if attrs.get("metric") in cls.METRICS else f"metric {attrs.get('metric')!r}"
+
+    def compute(self, call) -> None:
+        a, b = call.inputs[:2]
+        if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[1] or a.shape[1] <= 0:
+            raise UnsupportedError(f"CDist of {a.shape} and {b.shape}")  # (the CPU EP fails these too)
+        (m, k), n = a.shape, b.shape[0]
+        if k > LOOP_BUDGET:
+            raise UnsupportedError(f"CDist: rows of {k} past one invocation's loop budget")
+        y = call.output(0, (m, n))
+        if y.size:
+            call.dispatch(self.spec.shader, shader_dtype(a), {"sqrt": self.METRICS[self.attrs["metric"]]},
+                          {"a": a, "b": b, "y": y, "m": m, "n": n, "k": k}, grid_1d(y.size, 64), [a, b], [y])
+
+
+class Inverse(Kernel):
+    """com.microsoft Inverse (inverse.comp): each n x n matrix of X [..., n, n] (n up to MAX_N) inverted by one
+    invocation."""
+
+    MAX_N = 32  # (inverse.comp's MAX_N: its pivot array; n^3 steps stay within one invocation's loop budget)
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        if len(x.shape) < 2 or x.shape[-1] != x.shape[-2]:
+            raise UnsupportedError(f"Inverse of {x.shape}: not square matrices")  # (the CPU EP fails it too)
+        n = x.shape[-1]
+        if n > self.MAX_N:
+            raise UnsupportedError(f"Inverse of {n} x {n} matrices (at most {self.MAX_N})")
+        y = call.output(0, x.shape)
+        if y.size:
+            count = y.size // (n * n)
+            call.dispatch(self.spec.shader, shader_dtype(x), {}, {"x": x, "y": y, "count": count, "n": n},
+                          grid_1d(count, 64), [x], [y])

@@ -1,6 +1,7 @@
-"""Index-driven ops: Gather, GatherElements, GatherND (gather.comp) and ScatterND, ScatterElements,
-TensorScatter (scatter.comp). Indices stay on the device: the shaders read them, wrap negatives, clamp, and report one out of range
-(the run then fails, as on ORT's CPU EP: shaders/common.glsl, gpu.stream.IndexOutOfRange)."""
+"""Index-driven ops: Gather, GatherElements, GatherND (gather.comp), ScatterND, ScatterElements, TensorScatter
+(scatter.comp) and com.microsoft GatherBlockQuantized (gather_block_quantized.comp). Indices stay on the device: the
+shaders read them, wrap negatives, clamp, and report one out of range (the run then fails, as on ORT's CPU EP:
+shaders/common.glsl, gpu.stream.IndexOutOfRange); GatherBlockQuantized gives zeros for one, as the CPU EP does."""
 
 from __future__ import annotations
 
@@ -170,3 +171,65 @@ class TensorScatter(Kernel):
             call.dispatch("scatter.comp", dtype, {"mode": TENSOR_SCATTER, "idx64": 1, "reduce": 0},
                           {**members, "x": None, "idx": write, "upd": update, "y": y, "err": call.error_word()},
                           grid_1d(members["n"], WG), [t for t in (write, update, y) if t is not None], [y])
+
+
+class GatherBlockQuantized(Kernel):
+    """com.microsoft GatherBlockQuantized (gather_block_quantized.comp): Gather along gather_axis of a table
+    quantized in blocks of block_size along quantize_axis, dequantized as read. int4 / uint4 data (zero point 0
+    where none is given), or uint8 holding two 4-bit values a byte (bits 4, zero point 8) or one (bits 8,
+    zero point 128) with gather_axis 0 and quantize_axis last, the packing of ORT's MatMulNBits quantizer."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        block, bits = attrs.get("block_size", 128), attrs.get("bits", 4)
+        if block < 16 or block & (block - 1):
+            return f"block_size={block}: not a power of 2 from 16 (the CPU EP refuses it)"
+        if bits not in ((4, 8) if input_types[0] == "uint8" else (4,)):
+            return f"bits={bits} with {input_types[0]} data"
+        return None
+
+    def compute(self, call) -> None:
+        data, idx, scale = call.inputs[:3]
+        zp = call.inputs[3] if len(call.inputs) > 3 else None
+        out_shape, members, constants = self.planned(
+            (data.shape, idx.shape, scale.shape, zp.shape if zp is not None else None, data.dtype),
+            lambda: self._plan(data, idx, scale, zp))
+        y = call.output(0, out_shape, shader_dtype(scale))
+        if y.size:
+            call.dispatch(self.spec.shader, shader_dtype(scale), {**constants, "idx64": _idx64(idx)},
+                          {**members, "data": data, "idx": idx, "scale": scale, "zp": zp, "y": y, "n": y.size},
+                          grid_1d(y.size, WG), [t for t in (data, idx, scale, zp) if t is not None], [y])
+
+    def _plan(self, data, idx, scale, zp) -> tuple:
+        op, shape, rank = self.spec.op, data.shape, len(data.shape)
+        g = axis_in(self.attrs.get("gather_axis", 0), rank, op)
+        q = axis_in(self.attrs.get("quantize_axis", 1), rank, op)
+        bits, bsize = self.attrs.get("bits", 4), self.attrs.get("block_size", 128)
+        packed = data.dtype == "uint8"
+        per_byte = 8 // bits if packed else 1  # (uint8: elements a byte, the last dimension's)
+        if packed and (g != 0 or q != rank - 1):
+            raise UnsupportedError(f"{op}: uint8 data needs gather_axis 0 and quantize_axis last ({g}, {q})")
+        qdim = shape[q] * per_byte
+        blocks = -(-qdim // bsize)
+        want = tuple(blocks if d == q else n for d, n in enumerate(shape))
+        if scale.shape != want:
+            raise UnsupportedError(f"{op}: scales {scale.shape} for data {shape} in blocks of {bsize}")
+        if zp is not None:
+            zp_want = tuple(-(-blocks // per_byte) if d == q else n for d, n in enumerate(want))
+            if zp.shape != zp_want or zp.dtype != data.dtype:
+                raise UnsupportedError(f"{op}: zero points {zp.shape} with scales {scale.shape}")
+        out = shape[:g] + idx.shape + shape[g + 1:]
+        if data.size == 0 and math.prod(out):  # (every index out of range of an empty table: zeros, not done)
+            raise UnsupportedError(f"{op}: indices into an empty table {shape}")
+        if packed:
+            out = out[:-1] + (out[-1] * per_byte,)
+        _check_size(out)
+        _check_size((data.size * per_byte,))
+        qn = math.prod(shape[q + 1:])
+        rowlen = blocks * qn
+        members = {"block": math.prod(shape[g + 1:]) * per_byte, "count": max(idx.size, 1), "axis_len": shape[g],
+                   "qdim": qdim, "qn": max(qn, 1), "blocks": blocks, "bsize": bsize,
+                   "zp_stride": 2 * -(-rowlen // 2) if packed and bits == 4 else rowlen}
+        constants = {"bits": 8 if packed and bits == 8 else 4, "signed": int(data.dtype == "int4"),
+                     "default_zp": (1 << (bits - 1)) if packed else 0}
+        return out, members, constants

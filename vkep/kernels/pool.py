@@ -1,5 +1,6 @@
 """MaxPool (with optional Indices), AveragePool, LpPool, their Global forms (shaders/pool.comp) and LRN
-(shaders/lrn.comp), over NC[D]HW tensors with 1 to 3 spatial dimensions."""
+(shaders/lrn.comp), over NC[D]HW tensors with 1 to 3 spatial dimensions; com.microsoft NhwcMaxPool through
+transposes."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import math
 
 from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, shader_dtype
 from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size, window_geometry
+from vkep.kernels.movement import GATHER, contiguous_strides, gather_members
+from vkep.kernels.movement import WG as MOVE_WG
 from vkep.kernels.reduce import reduce_geometry, reduce_op_code, reduce_plan
 
 WORKGROUP = 64  # pool.comp's and lrn.comp's WG
@@ -90,6 +93,39 @@ class Pool(Kernel):
         writes = [y] + ([indices] if indices is not None else [])
         tensors = {"x": x, "y": y} if shader != self.spec.shader else {"x": x, "y": y, "indices": indices}
         call.dispatch(shader, shader_dtype(x), constants, {**members, **tensors}, groups, [x], writes)
+
+
+class NhwcMaxPool(Pool):
+    """com.microsoft NhwcMaxPool (8-bit MaxPool as ORT's NHWC transformer saves it in optimized models): X
+    [N, spatial..., C] moved to NCHW in scratch (strided_copy.comp), pool.comp's MaxPool, and back."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        # (the CPU EP's NHWC kernel pads SAME for the undilated window, then dilates it: seen, not followed)
+        if attrs.get("auto_pad", "NOTSET").startswith("SAME") and any(d != 1 for d in attrs.get("dilations") or []):
+            return "auto_pad SAME with dilations"
+        return None
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        rank = len(x.shape)
+        to_nchw = [0, rank - 1, *range(1, rank - 1)]
+        nchw = tuple(x.shape[p] for p in to_nchw)
+        out_shape, total, shader, constants, members, groups = self.planned(nchw, lambda: self._plan(nchw))
+        y = call.output(0, (out_shape[0], *out_shape[2:], out_shape[1]))
+        if total == 0:
+            return
+        xt, yt = call.scratch(nchw, x.dtype), call.scratch(out_shape, x.dtype)
+        x_strides, y_strides = contiguous_strides(x.shape), contiguous_strides(out_shape)
+        to_nhwc = [0, *range(2, rank), 1]
+        call.dispatch("strided_copy.comp", shader_dtype(x), {"mode": GATHER, "sub": 0},
+                      {**gather_members(nchw, [x_strides[p] for p in to_nchw], 0), "x": x, "y": xt},
+                      grid_1d(xt.size, MOVE_WG), [x], [xt])
+        call.dispatch(shader, shader_dtype(x), constants, {**members, "x": xt, "y": yt, "indices": None}, groups,
+                      [xt], [yt])
+        call.dispatch("strided_copy.comp", shader_dtype(x), {"mode": GATHER, "sub": 0},
+                      {**gather_members(y.shape, [y_strides[p] for p in to_nhwc], 0), "x": yt, "y": y},
+                      grid_1d(y.size, MOVE_WG), [yt], [y])
 
 
 class GlobalPool(Pool):

@@ -1,6 +1,6 @@
 """The integer quantization ops: QuantizeLinear and DequantizeLinear (quantize.comp), per tensor or per axis,
-8-bit integers; DynamicQuantizeLinear; MatMulInteger and QLinearMatMul (matmul_integer.comp); ConvInteger and
-QLinearConv (conv_integer.comp); com.microsoft QLinearAdd and QLinearMul (qlinear_binary.comp).
+4-, 8- and 16-bit integers; DynamicQuantizeLinear; MatMulInteger and QLinearMatMul (matmul_integer.comp); ConvInteger and
+QLinearConv (conv_integer.comp); com.microsoft QLinearAdd and QLinearMul (qlinear_binary.comp), QLinearWhere.
 
 The QLinear ops requantize as ORT's CPU EP does on x86-64 (shaders/requantize.glsl), bit for bit. Where its
 integer products saturate (uint8 x int8 pairs in MLAS's AVX2 kernels without VNNI), vkep keeps the exact
@@ -23,10 +23,17 @@ from vkep.kernels.base import (
     shader_dtype,
 )
 from vkep.kernels.conv import ConvBase, window_geometry
-from vkep.kernels.elementwise import ONNX_TYPES, broadcast_shape, broadcast_strides, collapse, declines_rank
+from vkep.kernels.elementwise import (
+    ONNX_TYPES,
+    broadcast_plan,
+    broadcast_shape,
+    broadcast_strides,
+    collapse,
+    declines_rank,
+)
 
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
-ONNX_QUANTIZED = {2: "uint8", 3: "int8", 21: "uint4", 22: "int4"}  # TensorProto codes of output_dtype
+ONNX_QUANTIZED = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 21: "uint4", 22: "int4"}  # TensorProto codes of output_dtype
 BINARY_RANK = 4  # qlinear_binary.comp's broadcast rank
 WG = 64  # the workgroup of quantize.comp and the qlinear_*.comp shaders (their WG)
 DQ_CHUNK = 256 * 1024  # elements a workgroup of dynamic_quantize.comp's first stage (1024 loop iterations)
@@ -148,8 +155,10 @@ def _per_column(t: Tensor | None, b_shape: tuple[int, ...], what: str, op: str) 
 
 
 class MatMulInteger(Kernel):
-    """MatMulInteger (int32 Y) and QLinearMatMul (requantized 8-bit Y, manifest constant `requant`):
-    A [..., M, K] times B [K, N], or A [M, K] times B [..., K, N], or the same batches; 8-bit operands.
+    """MatMulInteger (int32 Y), com.microsoft MatMulInteger16 (int16 operands, int32 Y) and QLinearMatMul
+    (requantized 8-bit Y, manifest constant `requant`):
+    A [..., M, K] times B [K, N], or A [M, K] times B [..., K, N], or the same batches; 8-bit operands (MatMulInteger16:
+    int16).
     MatMulInteger's zero points are scalar, per row of a 2-D A or per column of B; QLinearMatMul's A and
     Y parameters per tensor, B's per tensor or per column (per batch too), as ORT's CPU EP takes them."""
 
@@ -189,7 +198,7 @@ class MatMulInteger(Kernel):
         y = call.output(0, batch_shape + (m, n), out_type)
         if y.size:
             constants = {"a_signed": int(a.dtype == "int8"), "b_signed": int(b.dtype == "int8"), "requant": requant,
-                         "y_signed": int(out_type == "int8")}
+                         "y_signed": int(out_type == "int8"), "wide16": int(a.dtype == "int16")}
             ins = {"a": a, "b": b, "azp": azp, "bzp": bzp, "a_scale": a_scale, "b_scale": b_scale,
                    "y_scale": y_scale, "yzp": yzp}
             push = {**ins, "y": y, "c": None, "m": m, "n": n, "k": k, "batches": batches, "a_batch_stride": a_stride,
@@ -410,6 +419,37 @@ class QLinearLookup(Kernel):
             plan.append((math.prod(s), max(inner, 1), s[axis], total, base))
             base += s[axis]
         return out, plan
+
+
+class QLinearWhere(Kernel):
+    """com.microsoft QLinearWhere: Z = condition ? X : Y over three broadcast inputs, X and Y each requantized to
+    Z's scale and zero point as ORT's CPU EP builds its lookup tables (qlinear_lookup.comp's identity, into
+    scratch), then chosen by where.comp. Scales and zero points per tensor, as the CPU EP takes them."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        return declines_rank(spec, input_ranks, 5)
+
+    def compute(self, call) -> None:
+        c, x, x_scale, xzp, y, y_scale, yzp, z_scale, zzp = padded(call.inputs, 9)
+        for t in (x_scale, xzp, y_scale, yzp, z_scale, zzp):
+            _scalar(t, "a scale or zero point", self.spec.op)
+        signed = _mixed_8bit(self.spec.op, [x, y, xzp, yzp, zzp])
+        key = (c.shape, x.shape, y.shape)
+        out, n, members = self.planned(key, lambda: broadcast_plan(list(key), max_rank=5, names=("c", "a", "b")))
+        z = call.output(0, out, x.dtype)
+        if not n:
+            return
+        chosen = []
+        for v, scale, zp in ((x, x_scale, xzp), (y, y_scale, yzp)):
+            r = call.scratch(v.shape, v.dtype)
+            ins = {"x": v, "x_scale": scale, "x_zp": zp, "y_scale": z_scale, "y_zp": zzp}
+            call.dispatch("qlinear_lookup.comp", "uint8", {"op": QLinearLookup.CONCAT, "signed": int(signed)},
+                          {**ins, "y": r, "n": v.size, "inner": v.size, "len": 1, "total": 1, "base": 0, "alpha": 0.0},
+                          grid_1d(v.size, WG), [t for t in ins.values() if t is not None], [r])
+            chosen.append(r)
+        call.dispatch("where.comp", (shader_dtype(c), shader_dtype(x)), {}, {**members, "c": c, "a": chosen[0],
+                      "b": chosen[1], "y": z}, grid_1d(n, WG), [c, *chosen], [z])
 
 
 class QLinearPool(Kernel):

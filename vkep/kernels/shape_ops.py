@@ -6,7 +6,15 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import MAX_ELEMENTS, Kernel, UnsupportedError, float_bits, grid_1d, shader_dtype
+from vkep.kernels.base import (
+    LOOP_BUDGET,
+    MAX_ELEMENTS,
+    Kernel,
+    UnsupportedError,
+    float_bits,
+    grid_1d,
+    shader_dtype,
+)
 from vkep.kernels.movement import WG, host_values
 
 
@@ -29,7 +37,9 @@ class Shape(Kernel):
 class Range(Kernel):
     def compute(self, call) -> None:
         t = call.inputs[0]
-        start, limit, delta = (host_values(call, x)[0] for x in call.inputs[:3])
+        start, limit = (host_values(call, x)[0] for x in call.inputs[:2])
+        # (com.microsoft's Range: delta optional, 1 by default)
+        delta = host_values(call, call.inputs[2])[0] if len(call.inputs) > 2 and call.inputs[2] is not None else 1
         if delta == 0:
             raise UnsupportedError("Range: delta is 0")
         if t.dtype.startswith("float"):
@@ -38,12 +48,14 @@ class Range(Kernel):
         else:
             n = max(-((start - limit) // delta), 0)
             start_bits, delta_bits = start, delta
-        if n > MAX_ELEMENTS:
-            raise UnsupportedError(f"Range of {n} elements")
+        if n > (LOOP_BUDGET if t.dtype.startswith("float") else MAX_ELEMENTS):  # (a float Range: one loop)
+            raise UnsupportedError(f"Range of {n} {t.dtype} elements")
         y = call.output(0, (n,))
         if n:
-            call.dispatch(self.spec.shader, shader_dtype(t), self.constants,
-                          {"y": y, "start": start_bits, "delta": delta_bits, "n": n}, grid_1d(n, WG), [], [y])
+            accumulated = t.dtype.startswith("float")  # (fill.comp's MODE 1)
+            grid = (1, 1, 1) if accumulated else grid_1d(n, WG)
+            call.dispatch(self.spec.shader, shader_dtype(t), {"mode": int(accumulated)},
+                          {"y": y, "start": start_bits, "delta": delta_bits, "n": n}, grid, [], [y])
 
 
 class ConstantOfShape(Kernel):

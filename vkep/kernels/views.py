@@ -74,6 +74,13 @@ class View(Kernel):
             out.insert(a, 1)
         return out
 
+    def _expanddims(self, call, shape):
+        """com.microsoft ExpandDims: a 1 inserted at the int32 scalar input `axis` (-1: after the last)."""
+        (axis,) = struct.unpack("<i", call.read_host(call.inputs[1])[:4])
+        out = list(shape)
+        out.insert(axis_in(axis, len(shape) + 1, "ExpandDims"), 1)
+        return out
+
     def _identity(self, call, shape):
         return list(shape)
 

@@ -90,7 +90,7 @@ def find(target, ep: Ep, mine: set[int]) -> Group | None:
         if not name:
             continue
         dq = _producer(info)
-        if dq is None or not _is(dq, "DequantizeLinear") or not _feeds_only(dq, target):
+        if dq is None or not _is_qdq(dq, "DequantizeLinear") or not _feeds_only(dq, target):
             return None  # (every present input from a DQ of its own, as CheckQDQNodes counts them)
         dqs.append(dq)
     if not dqs or len({api.address(d) for d in dqs}) != len(dqs):
@@ -134,7 +134,7 @@ def _cpu_type(dtype: str | None, node, q_side: bool) -> str | None:
     else:
         dq, q = node, _producer(declared.value_infos(node)[0])
         consumers = _consumers(q) if q is not None else []
-    if (q is None or dq is None or not _is(q, "QuantizeLinear") or not _is(dq, "DequantizeLinear")
+    if (q is None or dq is None or not _is_qdq(q, "QuantizeLinear") or not _is_qdq(dq, "DequantizeLinear")
             or len(consumers) != 1 or _is_graph_output(q)):
         return dtype
     zps = [_constant(declared.value_infos(n)[2]) if len(declared.value_infos(n)) > 2 else None for n in (q, dq)]
@@ -282,7 +282,7 @@ def _clip_and_qs(target) -> tuple:
         if len(_consumers(consumers[0][0])) == 1 and not _is_graph_output(consumers[0][0]):
             clip = consumers[0][0]
     holder = clip if clip is not None else target
-    return clip, [n for n, _ in _consumers(holder) if _is(n, "QuantizeLinear")]
+    return clip, [n for n, _ in _consumers(holder) if _is_qdq(n, "QuantizeLinear")]
 
 
 def _redundant(clip, q) -> bool:
@@ -328,6 +328,12 @@ def _constant(info) -> np.ndarray | None:
 
 def _is(node, *ops: str) -> bool:
     return declared.domain(node) in ("", "ai.onnx") and declared.op_type(node) in ops
+
+
+def _is_qdq(node, op: str) -> bool:
+    """A QuantizeLinear or DequantizeLinear of ONNX's or com.microsoft's (ORT's quantizer with UseQDQContribOps):
+    the CPU EP's selectors take both."""
+    return declared.domain(node) in ("", "ai.onnx", MS) and declared.op_type(node) == op
 
 
 def _producer(info):

@@ -1,7 +1,8 @@
 // Shared by every vkep shader: tensors are buffer device addresses passed in push constants.
 //
 // A variant is chosen with -D defines (see vkep/kernels/base.py, SHADER_DTYPE):
-//   DTYPE    element type of the inputs      0 float32, 1 float16, 2 int32, 3 int64, 4 uint8/bool, 5 int8
+//   DTYPE    element type of the inputs      0 float32, 1 float16, 2 int32, 3 int64, 4 uint8/bool, 5 int8,
+//                                            6 int16, 7 uint16 (the 16-bit integers: quantize.comp only)
 //   DTYPE_Y  element type of the output      (default: DTYPE; differs for Cast, comparisons, ...)
 // Storage types are converted to a compute type on load: float for float16/float32, int for the small
 // integers, int64_t for int64. (float16 arithmetic where it gives the float result rounded once: binary.comp's
@@ -27,6 +28,10 @@
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 #endif
+#if DTYPE == 6 || DTYPE == 7 || DTYPE_Y == 6 || DTYPE_Y == 7
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#endif
 
 #define T_STORE_0 float
 #define T_STORE_1 float16_t
@@ -34,18 +39,24 @@
 #define T_STORE_3 int64_t
 #define T_STORE_4 uint8_t
 #define T_STORE_5 int8_t
+#define T_STORE_6 int16_t
+#define T_STORE_7 uint16_t
 #define T_COMP_0 float
 #define T_COMP_1 float
 #define T_COMP_2 int
 #define T_COMP_3 int64_t
 #define T_COMP_4 int
 #define T_COMP_5 int
+#define T_COMP_6 int
+#define T_COMP_7 int
 #define T_ALIGN_0 4
 #define T_ALIGN_1 2
 #define T_ALIGN_2 4
 #define T_ALIGN_3 8
 #define T_ALIGN_4 1
 #define T_ALIGN_5 1
+#define T_ALIGN_6 2
+#define T_ALIGN_7 2
 #define VKEP_PASTE(a, b) a##b
 #define VKEP_XPASTE(a, b) VKEP_PASTE(a, b)
 

@@ -9,6 +9,7 @@
 // (BIAS: 0 none, 1 scalar, 2 per column, 3 per row, 4 [M, N]; 5 below), alpha folded into the multiplier as ORT's CPU EP
 // folds it ((alpha * a_scale) * b_scale / y_scale), and without y_scale (REQUANT 2) float32 outputs
 // float(sum) * ((alpha * a_scale) * b_scale).
+// com.microsoft MatMulInteger16 (REQUANT 0, WIDE16): A and B int16, read as two bytes each, no zero points.
 // com.microsoft MatMulIntegerToFloat / DynamicQuantizeMatMul / QAttention's projections: REQUANT 2 with BIAS 5, a
 // float32 bias per column added to the scaled sum (MLAS's scale-bias output processor: a product, then a sum).
 #extension GL_GOOGLE_include_directive : require
@@ -24,6 +25,7 @@ layout(constant_id = 3) const uint Y_SIGNED = 0;
 layout(constant_id = 4) const uint TRANS_A = 0;
 layout(constant_id = 5) const uint TRANS_B = 0;
 layout(constant_id = 6) const uint BIAS = 0;
+layout(constant_id = 7) const uint WIDE16 = 0;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp, c;
@@ -33,6 +35,14 @@ layout(push_constant, scalar) uniform Push {
 } pc;
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Ints { int v[]; };
+
+int operand(uint64_t t, uint i, bool is_signed) {  // element i of A or B: 8-bit, or int16 (WIDE16)
+    if (WIDE16 != 0) {
+        int v = int(uint(RqBytes(t).v[2 * i]) | (uint(RqBytes(t).v[2 * i + 1]) << 8));
+        return (v << 16) >> 16;
+    }
+    return rq_byte(t, i, is_signed);
+}
 
 // Each invocation computes a TM x TN block of one batch's output, so that every byte of A it loads serves TN
 // columns and every byte of B TM rows (TM_ROWS / TN_COLS in vkep/kernels/quantize.py).
@@ -65,11 +75,11 @@ void main() {
         int av[TM], bv[TN];
         [[unroll]] for (uint r = 0; r < TM; ++r) {
             uint at = TRANS_A != 0 ? k * pc.m + rows[r] : rows[r] * pc.k + k;
-            av[r] = rq_byte(pc.a, a_base + at, a_signed) - azp[r];
+            av[r] = operand(pc.a, a_base + at, a_signed) - azp[r];
         }
         [[unroll]] for (uint c = 0; c < TN; ++c) {
             uint at = TRANS_B != 0 ? cols[c] * pc.k + k : k * pc.n + cols[c];
-            bv[c] = rq_byte(pc.b, b_base + at, b_signed) - bzp[c];
+            bv[c] = operand(pc.b, b_base + at, b_signed) - bzp[c];
         }
         [[unroll]] for (uint r = 0; r < TM; ++r)
             [[unroll]] for (uint c = 0; c < TN; ++c) acc[r][c] += av[r] * bv[c];

@@ -1,6 +1,6 @@
 #version 450
-// QuantizeLinear (MODE 0: float x -> 8-bit y = clamp(round_half_even(x / scale) + zp)) and DequantizeLinear
-// (MODE 1: 8-bit or int32 x -> float y = (x - zp) * scale), per tensor or per axis: the scale and zero
+// QuantizeLinear (MODE 0: float x -> 8- or 16-bit y = clamp(round_half_even(x / scale) + zp)) and DequantizeLinear
+// (MODE 1: 8-bit, 16-bit or int32 x -> float y = (x - zp) * scale), per tensor or per axis: the scale and zero
 // point of element g are at (g / div) % mod (div = mod = 1 per tensor); blocked (block > 0: x's axis of
 // length mod split into blocks of `block`, `div` the elements after the axis): at
 // ((g / (mod div)) blocks + (g / div) % mod / block) div + g % div. The scale has the float side's
@@ -40,7 +40,7 @@ int nibble_x(uint64_t base, uint i) {  // the same, stored as the input type's b
 }
 #endif
 
-#if DTYPE_Y == 4 || DTYPE_Y == 5
+#if DTYPE_Y >= 4  // (the integer types: 4-bit as uint8, 8-bit, 16-bit)
 int quantized(uint i) {  // element i of y, clamped to its type (NaN: the lowest value)
     uint c = channel(i);
     float scale = LOAD(Tensor(pc.scale), c);
@@ -51,7 +51,7 @@ int quantized(uint i) {  // element i of y, clamped to its type (NaN: the lowest
     float zp = NIBBLES != 0 ? float(nibble_y(zp_at, zc)) : float(TensorY(zp_at).v[zc]);
     zp = pc.zp == 0 ? 0.0 : zp;
 #else
-    const int lo = -128, hi = 127;
+    const int lo = DTYPE_Y == 5 ? -128 : DTYPE_Y == 6 ? -32768 : 0, hi = DTYPE_Y == 5 ? 127 : DTYPE_Y == 6 ? 32767 : 65535;
     float zp = float(TensorY(PRESENT_OR(pc.zp, pc.y)).v[PRESENT_AT(pc.zp, c)]);
     zp = pc.zp != 0 ? zp : 0.0;
 #endif
@@ -63,7 +63,7 @@ int quantized(uint i) {  // element i of y, clamped to its type (NaN: the lowest
 void main() {
     uint i = FLAT_ID(WG);
     if (MODE == 0) {
-#if DTYPE_Y == 4 || DTYPE_Y == 5
+#if DTYPE_Y >= 4
 #if DTYPE_Y == 4
         if (NIBBLES != 0) {  // byte i: elements 2i and 2i + 1
             if (2 * i >= pc.n) return;
