@@ -249,6 +249,15 @@ def nonzero(rng) -> Case:
     return Case("NonZero", 13, [x])
 
 
+def compress(rng) -> Case:
+    """Compress along an axis or flattened, its condition shorter, as long as or longer than what it selects."""
+    x = data(rng, shape_of(rng, int(rng.integers(1, 4)), high=7), str(rng.choice(TYPES)))
+    axis = int(rng.integers(-x.ndim, x.ndim)) if rng.random() < 0.7 else None
+    size = x.size if axis is None else x.shape[axis]
+    condition = rng.random(max(size + int(rng.integers(-3, 4)), 0)) < rng.random()
+    return Case("Compress", int(rng.choice([9, 11])), [x, condition], {} if axis is None else {"axis": axis})
+
+
 def onehot(rng) -> Case:
     indices, depth_type = str(rng.choice(["int64", "int32", "float32"])), str(rng.choice(["int64", "float32"]))
     values_type = str(rng.choice(["float32", "int32"])) if indices == "int64" and depth_type == "float32" else \
@@ -513,7 +522,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     gather_nd: ("GatherND",), scatter_elements: ("ScatterElements",), scatter_nd: ("ScatterND",),
     view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
-    nonzero: ("NonZero",), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
+    nonzero: ("NonZero",), compress: ("Compress",), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),
     integer_matmul_to_float: ("MatMulIntegerToFloat", "DynamicQuantizeMatMul"), qattention: ("QAttention",),

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, shader_dtype
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, shader_dtype
 from vkep.kernels.movement import MAX_RANK, WG, _check_size, contiguous_strides
+from vkep.kernels.nonzero import place_nonzero
 
 GATHER, GATHER_ELEMENTS, GATHER_ND = 0, 1, 2
 COPY, SCATTER_ND, SCATTER_ND_REDUCE, SCATTER_ELEMENTS = 0, 1, 2, 3
@@ -129,3 +130,31 @@ class Scatter(_Indexed):
             call.dispatch("scatter.comp", dtype, {"mode": mode, "idx64": i64, "reduce": self.reduction},
                           {**members, "x": None, "idx": idx, "upd": upd, "y": y, "err": call.error_word()},
                           grid_1d(members["n"], WG), [idx, upd, y], [y])
+
+
+class Compress(Kernel):
+    """Compress: the slices along `axis` (absent: the elements of x flattened) whose condition entry is true. The
+    kept indices are the condition's NonZero coordinates (nonzero.place_nonzero: their count read back sizes the
+    output), then a Gather along the axis. A condition longer than the axis counts only its first entries, a
+    shorter one drops the slices past it (as ORT's CPU EP)."""
+
+    def compute(self, call) -> None:
+        x, condition = call.inputs[:2]
+        axis = self.attrs.get("axis")
+        shape = x.shape if axis is not None else (x.size,)
+        axis = axis_in(axis if axis is not None else 0, len(shape), self.spec.op)
+        n = min(condition.size, shape[axis])
+        kept: list[Tensor] = []
+
+        def indices(total: int) -> Tensor:
+            kept.append(call.scratch((max(total, 1),), "int64"))
+            return kept[0]
+
+        total = place_nonzero(call, condition, n, (n,), indices)
+        out = shape[:axis] + (total,) + shape[axis + 1:]
+        y = call.output(0, out)
+        if y.size:
+            members = _members(y.size, [math.prod(shape[axis + 1:]), total, shape[axis]])
+            call.dispatch("gather.comp", shader_dtype(x), {"mode": GATHER, "idx64": 1},
+                          {**members, "x": x, "idx": kept[0], "y": y, "err": call.error_word()},
+                          grid_1d(y.size, WG), [x, kept[0]], [y])

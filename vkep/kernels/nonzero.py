@@ -8,10 +8,11 @@ element's coordinates at its place. The node is not replayed (vkep.ort.kernel: a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
-from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, shader_dtype
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, grid_1d, shader_dtype
 
 SHADER = "nonzero.comp"
 WG = 256  # elements a chunk (nonzero.comp's workgroup)
@@ -23,19 +24,26 @@ class NonZero(Kernel):
     def compute(self, call) -> None:
         x = call.inputs[0]
         dims = x.shape or (1,)  # (a scalar's coordinates are those of a 1-element vector, as ORT's CPU EP)
-        if len(dims) > MAX_RANK:
-            raise UnsupportedError(f"NonZero of rank {len(dims)} (nonzero.comp takes {MAX_RANK})")
-        n = math.prod(dims)
-        if n == 0:
-            call.output(0, (len(dims), 0), "int64")
-            return
-        chunks = -(-n // WG)
-        counts = call.scratch((chunks,), "int32")
-        push = {"x": x, "counts": counts, "n": n, "rank": len(dims), "dims": dims}
-        call.dispatch(SHADER, shader_dtype(x), {"mode": COUNT}, {**push, "y": None, "total": 0},
-                      grid_1d(n, WG), [x], [counts])
-        total = int(np.frombuffer(call.read_device(counts), np.uint32).sum())
-        y = call.output(0, (len(dims), total), "int64")
-        if total:
-            call.dispatch(SHADER, shader_dtype(x), {"mode": PLACE}, {**push, "y": y, "total": total},
-                          grid_1d(n, WG), [x, counts], [y])
+        place_nonzero(call, x, math.prod(dims), dims, lambda total: call.output(0, (len(dims), total), "int64"))
+
+
+def place_nonzero(call, x: Tensor, n: int, dims: tuple[int, ...], make_output: Callable[[int], Tensor]) -> int:
+    """The coordinates (int64 [rank, total], rank = len(dims)) of the non-zero elements among x's first `n` elements
+    (read as `dims`, row-major) written into make_output(total); returns total. The output's size depends on the
+    values: the counts are read back before make_output (a stall, and a call that is not replayed)."""
+    if len(dims) > MAX_RANK:
+        raise UnsupportedError(f"NonZero of rank {len(dims)} (nonzero.comp takes {MAX_RANK})")
+    if n == 0:
+        make_output(0)
+        return 0
+    chunks = -(-n // WG)
+    counts = call.scratch((chunks,), "int32")
+    push = {"x": x, "counts": counts, "n": n, "rank": len(dims), "dims": dims}
+    call.dispatch(SHADER, shader_dtype(x), {"mode": COUNT}, {**push, "y": None, "total": 0},
+                  grid_1d(n, WG), [x], [counts])
+    total = int(np.frombuffer(call.read_device(counts), np.uint32).sum())
+    y = make_output(total)
+    if total:
+        call.dispatch(SHADER, shader_dtype(x), {"mode": PLACE}, {**push, "y": y, "total": total},
+                      grid_1d(n, WG), [x, counts], [y])
+    return total

@@ -1,0 +1,50 @@
+"""Ops exported models carry that vkep added late, each a one-node model on vkep against ORT's CPU EP: Compress (an
+output sized by a count read back), LpNormalization, MeanVarianceNormalization, EyeLike, Scatter (opset 9-10),
+AffineGrid. Every node must be placed on vkep (check_node)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_reduce import check_node
+
+from vkep.kernels.nonzero import WG
+
+
+def _values(shape, dtype, seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    return (rng.standard_normal(shape) * 20).astype(dtype)
+
+
+def _condition(n: int, keep: float, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).random(n) < keep
+
+
+# ---- Compress ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int64", "int8", "uint8", "bool"])
+def test_compress_types(ep_devices, dtype):
+    check_node("Compress", {"x": _values((4, 9, 3), dtype), "c": _condition(9, 0.5)}, 11, axis=1)
+
+
+@pytest.mark.parametrize("axis", [0, 2, -1, -3, None])
+@pytest.mark.parametrize("length", ["short", "exact", "long"])
+def test_compress_axes_and_condition_lengths(ep_devices, axis, length):
+    """A condition shorter than the axis drops the slices past it, a longer one counts only its first entries;
+    no axis: the flattened elements (across nonzero.comp's chunks)."""
+    x = _values((6, 5, 70), "float32")
+    size = x.size if axis is None else x.shape[axis]
+    n = {"short": size // 2, "exact": size, "long": size + 7}[length]
+    attrs = {} if axis is None else {"axis": axis}
+    check_node("Compress", {"x": x, "c": _condition(n, 0.4, seed=n)}, 11, **attrs)
+
+
+@pytest.mark.parametrize("opset", [9, 11])
+def test_compress_keeping_nothing_or_everything(ep_devices, opset):
+    x = _values((3, WG + 5), "float32")
+    assert check_node("Compress", {"x": x, "c": np.zeros(WG + 5, bool)}, opset, axis=1)[0].shape == (3, 0)
+    assert check_node("Compress", {"x": x, "c": np.ones(3 * WG + 15, bool)}, opset)[0].shape == (3 * WG + 15,)
+    assert check_node("Compress", {"x": np.zeros((0, 4), np.float32), "c": np.ones(2, bool)}, opset,
+                      axis=1)[0].shape == (0, 2)
