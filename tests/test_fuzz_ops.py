@@ -147,7 +147,9 @@ def scatter_elements(rng) -> Case | None:
     axis = int(rng.integers(-rank, rank))
     if shape[axis] == 0:
         return None
-    reduction = str(rng.choice(["none", "add", "mul", "max", "min"]))
+    # a third of the cases: the opsets before reduction (Scatter at 9 and 10, then ScatterElements 11 and 13)
+    opset = int(rng.choice([9, 10, 11, 13])) if rng.random() < 0.35 else 18
+    reduction = "none" if opset < 18 else str(rng.choice(["none", "add", "mul", "max", "min"]))
     dtype = str(rng.choice(["float32", "float16", "int32", "int64"] if reduction != "none" else TYPES))
     ishape = [int(rng.integers(0, d + 1)) for d in shape]
     # along the axis: distinct positions per line (duplicates are undefined for "none"), else random
@@ -159,15 +161,18 @@ def scatter_elements(rng) -> Case | None:
     idx = np.where(rng.random(idx.shape) < 0.3, idx - n, idx).astype(str(rng.choice(["int32", "int64"])))
     x = data(rng, shape, dtype, scale=1.0)
     u = data(rng, ishape, dtype, scale=1.0)
-    return Case("ScatterElements", 18, [x, u], {"axis": axis, "reduction": reduction}, {"i": idx},
-                names=["x0", "i", "x1"], tol={"rtol": 1e-3, "atol": 1e-4})
+    op = "Scatter" if opset < 11 else "ScatterElements"
+    attrs = {"axis": axis, "reduction": reduction} if opset == 18 else {"axis": axis}
+    return Case(op, opset, [x, u], attrs, {"i": idx}, names=["x0", "i", "x1"], tol={"rtol": 1e-3, "atol": 1e-4})
 
 
 def scatter_nd(rng) -> Case | None:
     rank = int(rng.integers(1, 4))
     shape = shape_of(rng, rank, high=5, empty=0.0)
     k = int(rng.integers(1, rank + 1))
-    reduction = str(rng.choice(["none", "add", "mul", "max", "min"]))
+    # a third of the cases: the opsets before reduction (Scatter at 9 and 10, then ScatterElements 11 and 13)
+    opset = int(rng.choice([9, 10, 11, 13])) if rng.random() < 0.35 else 18
+    reduction = "none" if opset < 18 else str(rng.choice(["none", "add", "mul", "max", "min"]))
     dtype = str(rng.choice(["float32", "float16", "int32", "int64"] if reduction != "none" else TYPES))
     lead = shape_of(rng, int(rng.integers(0, 3)), high=4, empty=0.0)
     count = int(np.prod(lead))
@@ -519,7 +524,7 @@ def qembed_layer_norm(rng) -> Case:
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
-    gather_nd: ("GatherND",), scatter_elements: ("ScatterElements",), scatter_nd: ("ScatterND",),
+    gather_nd: ("GatherND",), scatter_elements: ("ScatterElements", "Scatter"), scatter_nd: ("ScatterND",),
     view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
     nonzero: ("NonZero",), compress: ("Compress",), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),

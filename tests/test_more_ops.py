@@ -48,3 +48,22 @@ def test_compress_keeping_nothing_or_everything(ep_devices, opset):
     assert check_node("Compress", {"x": x, "c": np.ones(3 * WG + 15, bool)}, opset)[0].shape == (3 * WG + 15,)
     assert check_node("Compress", {"x": np.zeros((0, 4), np.float32), "c": np.ones(2, bool)}, opset,
                       axis=1)[0].shape == (0, 2)
+
+
+# ---- Scatter (opset 9-10) and ScatterElements before opset 16 ------------------------------------------------
+
+@pytest.mark.parametrize(("op", "opset"), [("Scatter", 9), ("Scatter", 10), ("ScatterElements", 11),
+                                           ("ScatterElements", 13)])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_scatter_before_reduction(ep_devices, op, opset, axis):
+    """Scatter and the ScatterElements of opsets 11-15 read `axis` (negative indices wrap)."""
+    rng = np.random.default_rng(opset)
+    x = _values((5, 6), "float32")
+    a = axis % 2
+    size = (3, 4)
+    # distinct positions along the axis in each line (duplicates are undefined)
+    idx = np.argsort(rng.random((x.shape[a], size[1 - a])), axis=0)[:size[a]]
+    idx = (idx if a == 0 else idx.T) - np.where(rng.random(size) < 0.3, x.shape[a], 0)
+    for itype in (np.int64, np.int32):
+        check_node(op, {"x": x, "u": _values(size, "float32", seed=2)}, opset, consts={"i": idx.astype(itype)},
+                   input_order=["x", "i", "u"], axis=axis)

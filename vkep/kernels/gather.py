@@ -35,7 +35,7 @@ class _Indexed(Kernel):
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         """GatherElements and ScatterElements address every dimension of the indices."""
-        if spec.op in ("GatherElements", "ScatterElements") and any((r or 0) > MAX_RANK for r in input_ranks):
+        if spec.op in ("GatherElements", "ScatterElements", "Scatter") and any((r or 0) > MAX_RANK for r in input_ranks):
             return f"{spec.op} of rank above {MAX_RANK}"
         return None
 
@@ -85,7 +85,7 @@ class Gather(_Indexed):
 
 
 class Scatter(_Indexed):
-    """ScatterND and ScatterElements: copy data to the output, then write the updates."""
+    """ScatterND and ScatterElements (and Scatter, its name before opset 11): copy data to the output, then write the updates."""
 
     def _plan(self, shape, ishape, ushape) -> tuple:
         _check_size(shape)
