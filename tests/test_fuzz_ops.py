@@ -263,6 +263,19 @@ def compress(rng) -> Case:
     return Case("Compress", int(rng.choice([9, 11])), [x, condition], {} if axis is None else {"axis": axis})
 
 
+def axes_norm(rng) -> Case:
+    """MeanVarianceNormalization over random axes (some out of range or repeated), LpNormalization p 1 or 2 along
+    any axis; rows of zeros and NaNs among the values."""
+    x = data(rng, shape_of(rng, int(rng.integers(1, 5)), high=9), "float32") + np.float32(rng.uniform(-5, 5))
+    x[rng.random(x.shape) < 0.02] = rng.choice([0.0, np.nan])
+    if rng.random() < 0.5:
+        attrs = {"p": int(rng.integers(1, 3))} | ({"axis": int(rng.integers(-x.ndim, x.ndim))} if x.ndim else {})
+        return Case("LpNormalization", int(rng.choice([1, 22])), [x], attrs, tol={"rtol": 1e-4, "atol": 1e-5})
+    axes = [int(a) for a in rng.integers(-x.ndim - 1, x.ndim + 1, int(rng.integers(1, 4)))]
+    attrs = {"axes": axes} if rng.random() < 0.7 else {}
+    return Case("MeanVarianceNormalization", int(rng.choice([9, 13])), [x], attrs, tol={"rtol": 1e-3, "atol": 1e-4})
+
+
 def onehot(rng) -> Case:
     indices, depth_type = str(rng.choice(["int64", "int32", "float32"])), str(rng.choice(["int64", "float32"]))
     values_type = str(rng.choice(["float32", "int32"])) if indices == "int64" and depth_type == "float32" else \
@@ -527,7 +540,8 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     gather_nd: ("GatherND",), scatter_elements: ("ScatterElements", "Scatter"), scatter_nd: ("ScatterND",),
     view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
-    nonzero: ("NonZero",), compress: ("Compress",), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
+    nonzero: ("NonZero",), compress: ("Compress",),
+    axes_norm: ("LpNormalization", "MeanVarianceNormalization"), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),
     integer_matmul_to_float: ("MatMulIntegerToFloat", "DynamicQuantizeMatMul"), qattention: ("QAttention",),

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import helper
 from test_reduce import check_node
 
+from vkep import runner
 from vkep.kernels.nonzero import WG
 
 
@@ -67,3 +69,57 @@ def test_scatter_before_reduction(ep_devices, op, opset, axis):
     for itype in (np.int64, np.int32):
         check_node(op, {"x": x, "u": _values(size, "float32", seed=2)}, opset, consts={"i": idx.astype(itype)},
                    input_order=["x", "i", "u"], axis=axis)
+
+
+# ---- MeanVarianceNormalization, LpNormalization (float32: the CPU EP's only type) -----------------------------
+
+@pytest.mark.parametrize("opset", [9, 13])
+@pytest.mark.parametrize("axes", [None, [0, 2, 3], [1], [2, 3], [-1], [0, 1, 2, 3], [3, 1], [0, 0, 7, -2]])
+def test_mean_variance_normalization(ep_devices, opset, axes):
+    """Default axes [0, 2, 3], any others (out-of-range ones dropped, repeats merged, as ORT's CPU EP)."""
+    x = (_values((2, 3, 17, 9), "float32") / 7 + 3).astype(np.float32)
+    attrs = {} if axes is None else {"axes": axes}
+    check_node("MeanVarianceNormalization", {"x": x}, opset, **attrs)
+
+
+def test_mean_variance_normalization_without_valid_axes_fails(ep_devices):
+    """No axis in range: vkep declines the node (the dry run at GetCapability), whose run fails on the CPU EP."""
+    node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[4, -5])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [2, 3, 4, 5])],
+                              [helper.make_tensor_value_info("y", 1, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
+    x = _values((2, 3, 4, 5), "float32")
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    with pytest.raises(Exception, match="(?i)no valid axes"):
+        session.run(None, {"x": x})
+
+
+def test_mean_variance_normalization_special_values(ep_devices):
+    """A NaN makes its row NaN; a row of zeros is 0/0 (NaN: no epsilon); long rows (wide workgroups); empty x."""
+    x = _values((2, 3, 4, 5), "float32")
+    x[1, 2, 0, 0] = np.nan
+    x[:, 1] = 0
+    got = check_node("MeanVarianceNormalization", {"x": x}, 13, axes=[0, 2, 3])[0]
+    assert np.isnan(got[:, 2]).all() and np.isnan(got[:, 1]).all() and not np.isnan(got[:, 0]).any()
+    check_node("MeanVarianceNormalization", {"x": _values((2, 3, 100, 90), "float32")}, 13)
+    check_node("MeanVarianceNormalization", {"x": np.zeros((0, 3, 2, 2), np.float32)}, 13)
+    check_node("MeanVarianceNormalization", {"x": _values((7, 6), "float32")}, 13)  # rank 2: axes 2, 3 dropped
+
+
+@pytest.mark.parametrize("opset", [1, 22])
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_lp_normalization(ep_devices, opset, p, axis):
+    x = _values((5, 6, 7), "float32")
+    x[1, 2] = 0  # zero norms (axis 2 and -1): zeros
+    check_node("LpNormalization", {"x": x}, opset, axis=axis, p=p)
+
+
+def test_lp_normalization_special_values(ep_devices):
+    x = np.array([[0, 0, 0], [3, 4, np.nan], [1, -2, np.inf], [-0.0, 5, 0]], np.float32)
+    for p in (1, 2):
+        got = check_node("LpNormalization", {"x": x}, 1, axis=1, p=p)[0]
+        assert (got[0] == 0).all() and np.isnan(got[1]).all()
+    check_node("LpNormalization", {"x": np.zeros((0, 3), np.float32)}, 1, axis=0, p=2)
+    check_node("LpNormalization", {"x": _values((3, 20000), "float32")}, 22, p=2)  # wide workgroups
