@@ -276,6 +276,15 @@ def axes_norm(rng) -> Case:
     return Case("MeanVarianceNormalization", int(rng.choice([9, 13])), [x], attrs, tol={"rtol": 1e-3, "atol": 1e-4})
 
 
+def eye_like(rng) -> Case:
+    """EyeLike of any 2-D shape (zero-sized too), any diagonal, its own type or the one `dtype` names."""
+    x = data(rng, shape_of(rng, 2, high=9), str(rng.choice(["float32", "int32", "int64"])))
+    attrs = {"k": int(rng.integers(-10, 11))}
+    if rng.random() < 0.6:
+        attrs["dtype"] = int(rng.choice([onnx.TensorProto.FLOAT, onnx.TensorProto.INT32, onnx.TensorProto.INT64]))
+    return Case("EyeLike", int(rng.choice([9, 22])), [x], attrs)
+
+
 def onehot(rng) -> Case:
     indices, depth_type = str(rng.choice(["int64", "int32", "float32"])), str(rng.choice(["int64", "float32"]))
     values_type = str(rng.choice(["float32", "int32"])) if indices == "int64" and depth_type == "float32" else \
@@ -540,7 +549,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     gather_nd: ("GatherND",), scatter_elements: ("ScatterElements", "Scatter"), scatter_nd: ("ScatterND",),
     view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
-    nonzero: ("NonZero",), compress: ("Compress",),
+    nonzero: ("NonZero",), compress: ("Compress",), eye_like: ("EyeLike",),
     axes_norm: ("LpNormalization", "MeanVarianceNormalization"), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),

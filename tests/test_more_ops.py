@@ -123,3 +123,20 @@ def test_lp_normalization_special_values(ep_devices):
         assert (got[0] == 0).all() and np.isnan(got[1]).all()
     check_node("LpNormalization", {"x": np.zeros((0, 3), np.float32)}, 1, axis=0, p=2)
     check_node("LpNormalization", {"x": _values((3, 20000), "float32")}, 22, p=2)  # wide workgroups
+
+
+# ---- EyeLike -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("opset", [9, 22])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int64"])
+@pytest.mark.parametrize("to", [None, "float32", "int32", "int64"])
+def test_eye_like(ep_devices, opset, dtype, to):
+    x = _values((5, 7), dtype)
+    attrs = {} if to is None else {"dtype": helper.np_dtype_to_tensor_dtype(np.dtype(to))}
+    for k in (0, 2, -3, 7, -9):
+        check_node("EyeLike", {"x": x}, opset, outputs=[("y", to)], k=k, **attrs)
+
+
+def test_eye_like_shapes(ep_devices):
+    for shape in [(1, 1), (300, 2), (2, 300), (0, 4)]:
+        check_node("EyeLike", {"x": np.zeros(shape, np.float32)}, 22, k=1)

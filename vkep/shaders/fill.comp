@@ -1,6 +1,7 @@
 #version 450
 // Outputs computed from push-constant scalars alone. MODE 0 Range: y[i] = start + i * delta (start and
-// delta are float32 bits for float types, int64 otherwise).
+// delta are float32 bits for float types, int64 otherwise). MODE 1 EyeLike: a matrix of `delta` columns, ones
+// where column - row == start (the diagonal k), zeros elsewhere.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -17,6 +18,11 @@ layout(push_constant, scalar) uniform Push {
 void main() {
     uint i = FLAT_ID(64);
     if (i >= pc.n) return;
+    if (MODE == 1) {
+        int64_t row = int64_t(i / uint(pc.delta)), column = int64_t(i % uint(pc.delta));
+        STORE(Tensor(pc.y), i, COMP_T(column - row == pc.start ? 1 : 0));
+        return;
+    }
 #if IS_FLOAT
     float v = uintBitsToFloat(uint(pc.start)) + float(i) * uintBitsToFloat(uint(pc.delta));
 #else
