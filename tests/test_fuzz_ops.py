@@ -285,6 +285,16 @@ def eye_like(rng) -> Case:
     return Case("EyeLike", int(rng.choice([9, 22])), [x], attrs)
 
 
+def affine_grid(rng) -> Case:
+    """AffineGrid in 2-D and 3-D, either align_corners, sizes of one point along an axis too (exact: the shader
+    rounds as the CPU EP does)."""
+    dims = int(rng.integers(2, 4))
+    size = [int(rng.integers(0, 3)), int(rng.integers(1, 4))] + [int(rng.integers(1, 9)) for _ in range(dims)]
+    theta = data(rng, [size[0], dims, dims + 1], "float32", scale=1.0)
+    return Case("AffineGrid", 20, [theta], {"align_corners": int(rng.integers(0, 2))},
+                {"size": np.array(size, np.int64)}, tol={"rtol": 0.0, "atol": 0.0})
+
+
 def onehot(rng) -> Case:
     indices, depth_type = str(rng.choice(["int64", "int32", "float32"])), str(rng.choice(["int64", "float32"]))
     values_type = str(rng.choice(["float32", "int32"])) if indices == "int64" and depth_type == "float32" else \
@@ -549,7 +559,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     gather_nd: ("GatherND",), scatter_elements: ("ScatterElements", "Scatter"), scatter_nd: ("ScatterND",),
     view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
-    nonzero: ("NonZero",), compress: ("Compress",), eye_like: ("EyeLike",),
+    nonzero: ("NonZero",), compress: ("Compress",), eye_like: ("EyeLike",), affine_grid: ("AffineGrid",),
     axes_norm: ("LpNormalization", "MeanVarianceNormalization"), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),

@@ -5,8 +5,9 @@ AffineGrid. Every node must be placed on vkep (check_node)."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 from test_reduce import check_node
 
 from vkep import runner
@@ -22,6 +23,22 @@ def _values(shape, dtype, seed=0) -> np.ndarray:
 
 def _condition(n: int, keep: float, seed: int = 1) -> np.ndarray:
     return np.random.default_rng(seed).random(n) < keep
+
+
+def check_exact(op: str, feeds: dict[str, np.ndarray], opset: int, consts: dict[str, np.ndarray] | None = None,
+                **attrs) -> np.ndarray:
+    """check_node (every node on vkep, within tolerance), then vkep's output bit for bit equal to the CPU EP's."""
+    consts = consts or {}
+    got = check_node(op, feeds, opset, consts=consts, **attrs)[0]
+    node = helper.make_node(op, list(feeds) + list(consts), ["y"], **attrs)
+    graph = helper.make_graph([node], op, [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                                                         a.shape) for n, a in feeds.items()],
+                              [onnx.ValueInfoProto(name="y")],  # (ORT infers its type)
+                              [numpy_helper.from_array(v, n) for n, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    np.testing.assert_array_equal(got, want)
+    return got
 
 
 # ---- Compress ----------------------------------------------------------------------------------------------
@@ -140,3 +157,27 @@ def test_eye_like(ep_devices, opset, dtype, to):
 def test_eye_like_shapes(ep_devices):
     for shape in [(1, 1), (300, 2), (2, 300), (0, 4)]:
         check_node("EyeLike", {"x": np.zeros(shape, np.float32)}, 22, k=1)
+
+
+# ---- AffineGrid ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("align_corners", [0, 1])
+@pytest.mark.parametrize("size", [[2, 3, 5, 4], [3, 1, 1, 7], [1, 2, 1, 1], [2, 3, 4, 6, 5], [1, 1, 1, 3, 1],
+                                  [0, 1, 2, 3]])
+def test_affine_grid(ep_devices, align_corners, size):
+    """2-D and 3-D grids, single points along an axis, an empty one: bit for bit (the CPU EP's roundings)."""
+    dims = len(size) - 2
+    theta = _values((size[0], dims, dims + 1), "float32") / 20
+    check_exact("AffineGrid", {"theta": theta}, 20, {"size": np.array(size, np.int64)}, align_corners=align_corners)
+
+
+def test_affine_grid_empty_spatial_size_is_declined(ep_devices):
+    """A zero height fails on ORT's CPU EP ("must be positive"): vkep's dry run declines the node, so it does there."""
+    node = helper.make_node("AffineGrid", ["theta", "size"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("theta", 1, [2, 2, 3])],
+                              [helper.make_tensor_value_info("y", 1, None)],
+                              [numpy_helper.from_array(np.array([2, 1, 0, 3], np.int64), "size")])
+    session = runner.vkep_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10))
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    with pytest.raises(Exception, match="must be positive"):
+        session.run(None, {"theta": _values((2, 2, 3), "float32")})
