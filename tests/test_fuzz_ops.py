@@ -295,6 +295,21 @@ def affine_grid(rng) -> Case:
                 {"size": np.array(size, np.int64)}, tol={"rtol": 0.0, "atol": 0.0})
 
 
+def unique(rng) -> Case:
+    """Unique of elements or of slices along an axis, sorted or in order of first occurrence, values from a small
+    pool (so items repeat), -0.0 beside 0.0; every output, or only the first ones."""
+    dtype = str(rng.choice(["float32", "int64", "int8"]))
+    shape = shape_of(rng, int(rng.integers(0, 4)), high=6, empty=0.05)
+    pool = np.array([-2, -0.0, 0, 1, 3.5] if dtype == "float32" else [-2, 0, 1, 3], dtype)
+    x = np.asarray(pool[rng.integers(0, rng.integers(1, len(pool) + 1), shape)], dtype)
+    attrs = {"sorted": int(rng.integers(0, 2))}
+    if x.ndim and rng.random() < 0.5:
+        attrs["axis"] = int(rng.integers(-x.ndim, x.ndim))
+        if x.size == 0:  # (empty slices abort ORT's CPU EP)
+            return None
+    return Case("Unique", 11, [x], attrs, outputs=int(rng.integers(1, 5)), tol={"rtol": 0.0, "atol": 0.0})
+
+
 def onehot(rng) -> Case:
     indices, depth_type = str(rng.choice(["int64", "int32", "float32"])), str(rng.choice(["int64", "float32"]))
     values_type = str(rng.choice(["float32", "int32"])) if indices == "int64" and depth_type == "float32" else \
@@ -559,7 +574,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     gather_nd: ("GatherND",), scatter_elements: ("ScatterElements", "Scatter"), scatter_nd: ("ScatterND",),
     view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
-    nonzero: ("NonZero",), compress: ("Compress",), eye_like: ("EyeLike",), affine_grid: ("AffineGrid",),
+    nonzero: ("NonZero",), compress: ("Compress",), eye_like: ("EyeLike",), affine_grid: ("AffineGrid",), unique: ("Unique",),
     axes_norm: ("LpNormalization", "MeanVarianceNormalization"), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),

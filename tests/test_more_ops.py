@@ -181,3 +181,63 @@ def test_affine_grid_empty_spatial_size_is_declined(ep_devices):
     assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
     with pytest.raises(Exception, match="must be positive"):
         session.run(None, {"theta": _values((2, 2, 3), "float32")})
+
+
+# ---- Unique ----------------------------------------------------------------------------------------------------
+
+UNIQUE_OUTPUTS = [("y", None), ("indices", np.int64), ("inverse", np.int64), ("counts", np.int64)]
+
+
+def _repeats(shape, dtype, distinct: int, seed: int = 0) -> np.ndarray:
+    """Values drawn from `distinct` choices (so items repeat), negatives and zeros among them."""
+    rng = np.random.default_rng(seed)
+    pool = rng.integers(-100, 100, distinct)
+    return np.asarray(pool[rng.integers(0, distinct, shape)], dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "int8"])
+@pytest.mark.parametrize("is_sorted", [1, 0])
+def test_unique_flattened(ep_devices, dtype, is_sorted):
+    """No axis: the elements, sorted or in order of first occurrence (bit for bit: no arithmetic)."""
+    for shape, distinct in [((7, 9), 12), ((1000,), 300), ((3, 1), 1), ((), 1)]:
+        x = _repeats(shape, dtype, distinct, seed=len(shape))
+        check_node("Unique", {"x": x}, 11, outputs=UNIQUE_OUTPUTS, sorted=is_sorted)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, 2])
+@pytest.mark.parametrize("is_sorted", [1, 0])
+def test_unique_slices(ep_devices, axis, is_sorted):
+    """Along an axis: slices compared element by element, repeated slices merged."""
+    x = _repeats((4, 6, 3), "int64", 2, seed=axis + 5)
+    x = np.concatenate([x, np.take(x, [1, 0], axis=axis)], axis=axis)  # (some slices repeat for sure)
+    check_node("Unique", {"x": x}, 11, outputs=UNIQUE_OUTPUTS, axis=axis, sorted=is_sorted)
+    check_node("Unique", {"x": x.astype(np.float32)}, 11, outputs=UNIQUE_OUTPUTS, axis=axis, sorted=is_sorted)
+
+
+def test_unique_signed_zeros_empty_and_fewer_outputs(ep_devices):
+    """-0.0 equals 0.0 and the first occurrence's sign is kept; an empty input; only Y, or Y and indices."""
+    x = np.array([0.0, -0.0, 2.5, -0.0, 0.0, -7.0, 2.5], np.float32)
+    for is_sorted in (0, 1):
+        got = check_node("Unique", {"x": x}, 11, outputs=UNIQUE_OUTPUTS, sorted=is_sorted)[0]
+        assert np.signbit(got[got == 0]).tolist() == [False]
+        got = check_node("Unique", {"x": -x}, 11, outputs=UNIQUE_OUTPUTS, sorted=is_sorted)[0]
+        assert np.signbit(got[got == 0]).tolist() == [True]
+    check_node("Unique", {"x": np.zeros((0,), np.float32)}, 11, outputs=UNIQUE_OUTPUTS)
+    check_node("Unique", {"x": _repeats((50,), "int64", 7)}, 11, outputs=UNIQUE_OUTPUTS[:1])
+    check_node("Unique", {"x": _repeats((50,), "int64", 7)}, 11, outputs=UNIQUE_OUTPUTS[:2], sorted=0)
+
+
+def test_unique_nan_as_numpy(ep_devices):
+    """NaN: ORT's CPU EP keys a std::map with operator<, under which NaN is equivalent to whatever it meets, so its
+    answer depends on the map's shape. vkep merges the NaNs into one item sorted last, as numpy.unique does; this
+    checks it against numpy, not the CPU EP."""
+    x = np.array([2.0, np.nan, 1.0, np.nan, 2.0, -np.inf, np.inf], np.float32)
+    node = helper.make_node("Unique", ["x"], ["y", "indices", "inverse", "counts"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [7])],
+                              [onnx.ValueInfoProto(name=n) for n in ("y", "indices", "inverse", "counts")])
+    session = runner.vkep_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)],
+                                                    ir_version=10), disable_cpu_fallback=True)
+    got = session.run(None, {"x": x})
+    want = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)

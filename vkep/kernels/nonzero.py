@@ -1,8 +1,9 @@
-"""NonZero: the coordinates of the non-zero elements, an output whose length depends on the values.
+"""Outputs whose length depends on the values: NonZero (the coordinates of the non-zero elements) and Unique.
 
 shaders/nonzero.comp counts each chunk's non-zero elements; the counts come back to the host (a stall: the
 output's size must be known before ORT allocates it, as every EP's NonZero does) and a second pass writes each
 element's coordinates at its place. The node is not replayed (vkep.ort.kernel: a call that reads the device).
+Compress (gather.py) and Unique size their outputs the same way (place_nonzero).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, grid_1d, shader_dtype
+from vkep.kernels.base import LOOP_BUDGET, Kernel, Tensor, UnsupportedError, axis_in, grid_1d, shader_dtype
 
 SHADER = "nonzero.comp"
 WG = 256  # elements a chunk (nonzero.comp's workgroup)
@@ -47,3 +48,62 @@ def place_nonzero(call, x: Tensor, n: int, dims: tuple[int, ...], make_output: C
         call.dispatch(SHADER, shader_dtype(x), {"mode": PLACE}, {**push, "y": y, "total": total},
                       grid_1d(n, WG), [x, counts], [y])
     return total
+
+
+UNIQUE = "unique.comp"
+UNIQUE_WG = 64  # unique.comp's workgroup
+FIRST, PLACE_DISTINCT, INVERSE = 0, 1, 2  # unique.comp's modes
+UNIQUE_WORK = 2**30  # element comparisons a node may take (unique.comp compares every pair of items)
+
+
+class Unique(Kernel):
+    """Unique (opset 11) over the elements (no axis) or the slices along `axis`: unique.comp finds each item's
+    first occurrence and count, nonzero.comp counts and lists the first occurrences (the count read back sizes the
+    outputs), then each distinct item finds its place (sorted, or in order of first occurrence) and every item its
+    inverse index. Every pair of items is compared: nodes past UNIQUE_WORK comparisons fail."""
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        axis = self.attrs.get("axis")
+        if axis is None:
+            m, outer, inner = x.size, 1, 1
+        else:
+            axis = axis_in(axis, len(x.shape), self.spec.op)
+            m, outer, inner = x.shape[axis], math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
+        length = outer * inner
+        if m and not length:
+            raise UnsupportedError("Unique of empty slices (ORT's CPU EP aborts)")
+        if m * length > LOOP_BUDGET or m * m * length > UNIQUE_WORK:
+            raise UnsupportedError(f"Unique of {m} items of {length} elements (unique.comp compares every pair)")
+
+        def outputs(distinct: int) -> list[Tensor | None]:
+            shape = (distinct,) if axis is None else x.shape[:axis] + (distinct,) + x.shape[axis + 1:]
+            wanted = [call.output(0, shape)]
+            for j, size in enumerate((distinct, m, distinct), start=1):
+                t = call.output(j, (size,), "int64") if j < (self.output_count or 1) else None
+                wanted.append(t if t is not None and t.addr else None)  # (an optional output named "")
+            return wanted
+
+        if m == 0:
+            outputs(0)
+            return
+        words = call.scratch((4 * m,), "int32")
+        first, counts_of, flags, slot = (Tensor(words.addr + 4 * m * k, (m,), "int32", words.io) for k in range(4))
+        dtype, sort = shader_dtype(x), {"sorted": int(self.attrs["sorted"] != 0)}
+        push = {"x": x, "y": None, "indices": None, "inverse": None, "counts": None, "first": first,
+                "counts_of": counts_of, "flags": flags, "reps": None, "slot": slot, "m": m, "len": length,
+                "inner": inner, "distinct": 0}
+        call.dispatch(UNIQUE, dtype, {"mode": FIRST, **sort}, push, grid_1d(m, UNIQUE_WG), [x],
+                      [first, counts_of, flags])
+        reps: list[Tensor] = []
+        distinct = place_nonzero(call, flags, m, (m,), lambda total: reps.append(call.scratch((total,), "int64"))
+                                 or reps[0])
+        y, indices, inverse, counts = outputs(distinct)
+        push |= {"y": y, "indices": indices, "inverse": inverse, "counts": counts, "reps": reps[0],
+                 "distinct": distinct}
+        written = [t for t in (y, indices, counts) if t is not None]
+        call.dispatch(UNIQUE, dtype, {"mode": PLACE_DISTINCT, **sort}, push, grid_1d(distinct, UNIQUE_WG),
+                      [x, counts_of, reps[0]], [slot, *written])
+        if inverse is not None:
+            call.dispatch(UNIQUE, dtype, {"mode": INVERSE, **sort}, push, grid_1d(m, UNIQUE_WG), [first, slot],
+                          [inverse])
