@@ -260,7 +260,7 @@ def compress(rng) -> Case:
     axis = int(rng.integers(-x.ndim, x.ndim)) if rng.random() < 0.7 else None
     size = x.size if axis is None else x.shape[axis]
     condition = rng.random(max(size + int(rng.integers(-3, 4)), 0)) < rng.random()
-    return Case("Compress", int(rng.choice([9, 11])), [x, condition], {} if axis is None else {"axis": axis})
+    return Case("Compress", int(rng.choice([9, 11, 28])), [x, condition], {} if axis is None else {"axis": axis})
 
 
 def axes_norm(rng) -> Case:
@@ -307,7 +307,8 @@ def unique(rng) -> Case:
         attrs["axis"] = int(rng.integers(-x.ndim, x.ndim))
         if x.size == 0:  # (empty slices abort ORT's CPU EP)
             return None
-    return Case("Unique", 11, [x], attrs, outputs=int(rng.integers(1, 5)), tol={"rtol": 0.0, "atol": 0.0})
+    return Case("Unique", int(rng.choice([11, 28])), [x], attrs, outputs=int(rng.integers(1, 5)),
+                tol={"rtol": 0.0, "atol": 0.0})
 
 
 def onehot(rng) -> Case:

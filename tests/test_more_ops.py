@@ -60,7 +60,7 @@ def test_compress_axes_and_condition_lengths(ep_devices, axis, length):
     check_node("Compress", {"x": x, "c": _condition(n, 0.4, seed=n)}, 11, **attrs)
 
 
-@pytest.mark.parametrize("opset", [9, 11])
+@pytest.mark.parametrize("opset", [9, 11, 28])
 def test_compress_keeping_nothing_or_everything(ep_devices, opset):
     x = _values((3, WG + 5), "float32")
     assert check_node("Compress", {"x": x, "c": np.zeros(WG + 5, bool)}, opset, axis=1)[0].shape == (3, 0)
@@ -199,9 +199,9 @@ def _repeats(shape, dtype, distinct: int, seed: int = 0) -> np.ndarray:
 @pytest.mark.parametrize("is_sorted", [1, 0])
 def test_unique_flattened(ep_devices, dtype, is_sorted):
     """No axis: the elements, sorted or in order of first occurrence (bit for bit: no arithmetic)."""
-    for shape, distinct in [((7, 9), 12), ((1000,), 300), ((3, 1), 1), ((), 1)]:
+    for opset, (shape, distinct) in zip([11, 28, 11, 28], [((7, 9), 12), ((1000,), 300), ((3, 1), 1), ((), 1)]):
         x = _repeats(shape, dtype, distinct, seed=len(shape))
-        check_node("Unique", {"x": x}, 11, outputs=UNIQUE_OUTPUTS, sorted=is_sorted)
+        check_node("Unique", {"x": x}, opset, outputs=UNIQUE_OUTPUTS, sorted=is_sorted)
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1, 2])
