@@ -199,7 +199,7 @@ def _repeats(shape, dtype, distinct: int, seed: int = 0) -> np.ndarray:
 @pytest.mark.parametrize("is_sorted", [1, 0])
 def test_unique_flattened(ep_devices, dtype, is_sorted):
     """No axis: the elements, sorted or in order of first occurrence (bit for bit: no arithmetic)."""
-    for opset, (shape, distinct) in zip([11, 28, 11, 28], [((7, 9), 12), ((1000,), 300), ((3, 1), 1), ((), 1)]):
+    for opset, (shape, distinct) in zip([11, 28, 11, 28], [((7, 9), 12), ((1000,), 300), ((3, 1), 1), ((), 1)], strict=True):
         x = _repeats(shape, dtype, distinct, seed=len(shape))
         check_node("Unique", {"x": x}, opset, outputs=UNIQUE_OUTPUTS, sorted=is_sorted)
 
