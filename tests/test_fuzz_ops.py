@@ -311,6 +311,26 @@ def unique(rng) -> Case:
                 tol={"rtol": 0.0, "atol": 0.0})
 
 
+def max_unpool(rng) -> Case:
+    """MaxUnpool in 1-3 spatial dims, random windows, strides and pads, indices anywhere in the output (repeats:
+    the last wins), now and then an output_shape larger than the inferred one."""
+    n = int(rng.integers(1, 4))
+    kernel = [int(k) for k in rng.integers(1, 4, n)]
+    strides = [int(s) for s in rng.integers(1, 3, n)]
+    pads = [int(p) for p in rng.integers(0, 2, 2 * n)]
+    shape = [int(rng.integers(0, 3)), int(rng.integers(1, 3))] + [int(d) for d in rng.integers(1, 5, n)]
+    out = shape[:2] + [(shape[2 + d] - 1) * strides[d] - pads[d] - pads[n + d] + kernel[d] for d in range(n)]
+    if min(out[2:]) <= 0:
+        return None
+    consts = {}
+    if rng.random() < 0.3:
+        out[-1] += int(rng.integers(0, 3))
+        consts["s"] = np.array(out, np.int64)
+    consts = {"i": rng.integers(0, max(int(np.prod(out)), 1), shape).astype(np.int64)} | consts
+    return Case("MaxUnpool", int(rng.choice([9, 11, 22])), [data(rng, shape, "float32")],
+                {"kernel_shape": kernel, "strides": strides, "pads": pads}, consts, tol={"rtol": 0.0, "atol": 0.0})
+
+
 def onehot(rng) -> Case:
     indices, depth_type = str(rng.choice(["int64", "int32", "float32"])), str(rng.choice(["int64", "float32"]))
     values_type = str(rng.choice(["float32", "int32"])) if indices == "int64" and depth_type == "float32" else \
@@ -575,7 +595,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     gather_nd: ("GatherND",), scatter_elements: ("ScatterElements", "Scatter"), scatter_nd: ("ScatterND",),
     view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
-    nonzero: ("NonZero",), compress: ("Compress",), eye_like: ("EyeLike",), affine_grid: ("AffineGrid",), unique: ("Unique",),
+    nonzero: ("NonZero",), compress: ("Compress",), eye_like: ("EyeLike",), affine_grid: ("AffineGrid",), unique: ("Unique",), max_unpool: ("MaxUnpool",),
     axes_norm: ("LpNormalization", "MeanVarianceNormalization"), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),

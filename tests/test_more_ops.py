@@ -241,3 +241,53 @@ def test_unique_nan_as_numpy(ep_devices):
     want = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+# ---- MaxUnpool -------------------------------------------------------------------------------------------------
+
+def _unpool_case(shape, kernel, strides, pads, seed=0):
+    """x and indices into the unpooled output (inferred from the window), repeats among them (the last wins)."""
+    rng = np.random.default_rng(seed)
+    n = len(kernel)
+    out = [(shape[2 + d] - 1) * strides[d] - pads[d] - pads[n + d] + kernel[d] for d in range(n)]
+    size = int(np.prod(shape[:2] + tuple(out)))
+    return _values(shape, "float32", seed), rng.integers(0, size, shape).astype(np.int64)
+
+
+@pytest.mark.parametrize("opset", [9, 11, 22])
+@pytest.mark.parametrize(("shape", "kernel", "strides", "pads"), [
+    ((2, 3, 4, 5), [2, 2], [2, 2], [0, 0, 0, 0]), ((1, 2, 7), [3], [2], [1, 0]),
+    ((1, 2, 3, 4, 2), [2, 3, 2], [1, 2, 2], [0, 1, 0, 1, 0, 0]), ((2, 1, 5, 5), [3, 3], [1, 1], [1, 1, 1, 1])])
+def test_max_unpool(ep_devices, opset, shape, kernel, strides, pads):
+    x, idx = _unpool_case(shape, kernel, strides, pads, seed=opset)
+    check_exact("MaxUnpool", {"x": x}, opset, {"i": idx}, kernel_shape=kernel, strides=strides, pads=pads)
+
+
+def test_max_unpool_after_max_pool_and_output_shape(ep_devices):
+    """MaxPool's own indices, unpooled to the inferred shape or to an output_shape at least as large; an empty x."""
+    window = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    for shape, output_shape in [((2, 3, 6, 6), None), ((2, 3, 6, 7), [2, 3, 6, 7]), ((1, 2, 5, 4), [1, 2, 6, 5])]:
+        x = _values(shape, "float32")
+        pool = helper.make_node("MaxPool", ["x"], ["p", "i"], **window)
+        graph = helper.make_graph([pool], "g", [helper.make_tensor_value_info("x", 1, x.shape)],
+                                  [helper.make_tensor_value_info("p", 1, None),
+                                   helper.make_tensor_value_info("i", 7, None)])
+        pooled, idx = runner.cpu_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)],
+                                                           ir_version=10)).run(None, {"x": x})
+        consts = {"i": idx} | ({} if output_shape is None else {"s": np.array(output_shape, np.int64)})
+        check_exact("MaxUnpool", {"x": pooled}, 11, consts, **window)
+    check_exact("MaxUnpool", {"x": np.zeros((0, 3, 3, 3), np.float32)}, 22, {"i": np.zeros((0, 3, 3, 3), np.int64)},
+                **window)
+
+
+def test_max_unpool_index_out_of_range_fails(ep_devices):
+    x, idx = _unpool_case((1, 1, 2, 2), [2, 2], [2, 2], [0, 0, 0, 0])
+    idx[0, 0, 1, 1] = 16
+    node = helper.make_node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, x.shape),
+                                            helper.make_tensor_value_info("i", 7, idx.shape)],
+                              [helper.make_tensor_value_info("y", 1, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=10)
+    for session in (runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)):
+        with pytest.raises(Exception, match="(?i)out of (range|bounds)"):
+            session.run(None, {"x": x, "i": idx})

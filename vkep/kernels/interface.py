@@ -44,7 +44,7 @@ WORKGROUPS = {
     "grid_sample.comp": "grid_sample.WG", "affine_grid.comp": "grid_sample.WG", "rotary_embedding.comp": "rotary.WG",
     "conv_transpose.comp": "conv.WORKGROUP", "splitk.comp": "matmul.SPLIT_WG",
     "reverse_sequence.comp": "movement.WG", "roi_align.comp": "pool.WORKGROUP", "onehot.comp": "onehot.WG", "nonzero.comp": "nonzero.WG",
-    "unique.comp": "nonzero.UNIQUE_WG",
+    "unique.comp": "nonzero.UNIQUE_WG", "max_unpool.comp": "pool.UNPOOL_WG",
 }
 
 Defines = tuple[tuple[str, int], ...]
