@@ -331,6 +331,24 @@ def max_unpool(rng) -> Case:
                 {"kernel_shape": kernel, "strides": strides, "pads": pads}, consts, tol={"rtol": 0.0, "atol": 0.0})
 
 
+def col2im(rng) -> Case | None:
+    """Col2Im in 1-3 spatial dims: blocks, strides, pads, and dilations in 2-D (elsewhere vkep declines them)."""
+    n = int(rng.integers(1, 4))
+    image = [int(d) for d in rng.integers(1, 7, n)]
+    block = [int(b) for b in rng.integers(1, 4, n)]
+    strides = [int(s) for s in rng.integers(1, 3, n)]
+    dilations = [int(d) for d in rng.integers(1, 3, n)] if n == 2 else [1] * n
+    pads = [int(p) for p in rng.integers(0, 2, 2 * n)]
+    cols = [(image[d] + pads[d] + pads[n + d] - (dilations[d] * (block[d] - 1) + 1)) // strides[d] + 1
+            for d in range(n)]
+    if min(cols) <= 0:
+        return None
+    x = data(rng, [int(rng.integers(0, 3)), int(rng.integers(1, 3)) * int(np.prod(block)), int(np.prod(cols))],
+             "float32")
+    return Case("Col2Im", 18, [x], {"strides": strides, "dilations": dilations, "pads": pads},
+                {"image": np.array(image, np.int64), "block": np.array(block, np.int64)}, tol={"rtol": 0.0, "atol": 0.0})
+
+
 def onehot(rng) -> Case:
     indices, depth_type = str(rng.choice(["int64", "int32", "float32"])), str(rng.choice(["int64", "float32"]))
     values_type = str(rng.choice(["float32", "int32"])) if indices == "int64" and depth_type == "float32" else \
@@ -595,7 +613,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     gather_nd: ("GatherND",), scatter_elements: ("ScatterElements", "Scatter"), scatter_nd: ("ScatterND",),
     view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
-    nonzero: ("NonZero",), compress: ("Compress",), eye_like: ("EyeLike",), affine_grid: ("AffineGrid",), unique: ("Unique",), max_unpool: ("MaxUnpool",),
+    nonzero: ("NonZero",), compress: ("Compress",), eye_like: ("EyeLike",), affine_grid: ("AffineGrid",), unique: ("Unique",), max_unpool: ("MaxUnpool",), col2im: ("Col2Im",),
     axes_norm: ("LpNormalization", "MeanVarianceNormalization"), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),

@@ -291,3 +291,31 @@ def test_max_unpool_index_out_of_range_fails(ep_devices):
     for session in (runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)):
         with pytest.raises(Exception, match="(?i)out of (range|bounds)"):
             session.run(None, {"x": x, "i": idx})
+
+
+# ---- Col2Im ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("image", "block", "attrs"), [
+    ([5, 5], [1, 5], {}), ([6, 7], [3, 2], {"strides": [2, 1], "pads": [1, 0, 1, 1], "dilations": [1, 2]}),
+    ([9], [3], {"strides": [2], "pads": [2, 1]}), ([4, 5, 3], [2, 3, 2], {"strides": [2, 1, 1], "pads": [0, 1, 1, 0, 1, 1]}),
+    ([6, 5], [2, 2], {"dilations": [2, 2]})])
+def test_col2im(ep_devices, image, block, attrs):
+    """1-3 spatial dims, strides, pads and dilations: overlapping blocks summed in the CPU EP's order (bit for bit)."""
+    n = len(image)
+    strides, dilations = attrs.get("strides", [1] * n), attrs.get("dilations", [1] * n)
+    pads = attrs.get("pads", [0] * 2 * n)
+    cols = [(image[d] + pads[d] + pads[n + d] - (dilations[d] * (block[d] - 1) + 1)) // strides[d] + 1 for d in range(n)]
+    x = _values((2, 3 * int(np.prod(block)), int(np.prod(cols))), "float32")
+    check_exact("Col2Im", {"x": x}, 18, {"image": np.array(image, np.int64), "block": np.array(block, np.int64)},
+                **attrs)
+
+
+def test_col2im_dilated_outside_2d_is_declined(ep_devices):
+    """ORT's CPU EP places dilated 1-D and 3-D blocks other than ONNX defines: vkep leaves those nodes to it."""
+    node = helper.make_node("Col2Im", ["x", "image", "block"], ["y"], dilations=[2])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [1, 6, 5])],
+                              [helper.make_tensor_value_info("y", 1, None)],
+                              [numpy_helper.from_array(np.array([9], np.int64), "image"),
+                               numpy_helper.from_array(np.array([3], np.int64), "block")])
+    session = runner.vkep_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10))
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
