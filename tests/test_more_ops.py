@@ -319,3 +319,20 @@ def test_col2im_dilated_outside_2d_is_declined(ep_devices):
                                numpy_helper.from_array(np.array([3], np.int64), "block")])
     session = runner.vkep_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10))
     assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+
+
+# ---- CenterCropPad: ORT inlines its function body (no CPU kernel), whose nodes vkep runs -------------------------
+
+@pytest.mark.parametrize("axes", [None, [1, 2], [-1]])
+def test_center_crop_pad_runs_on_vkep_inlined(ep_devices, axes):
+    x = _values((2, 5, 4), "float32")
+    shape = [3, 2, 7] if axes is None else [2, 7][:len(axes)]
+    attrs = {} if axes is None else {"axes": axes}
+    node = helper.make_node("CenterCropPad", ["x", "shape"], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, x.shape)],
+                              [helper.make_tensor_value_info("y", 1, None)],
+                              [numpy_helper.from_array(np.array(shape, np.int64), "shape")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])
