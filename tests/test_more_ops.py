@@ -204,6 +204,18 @@ def test_unique_flattened(ep_devices, dtype, is_sorted):
         check_node("Unique", {"x": x}, opset, outputs=UNIQUE_OUTPUTS, sorted=is_sorted)
 
 
+@pytest.mark.parametrize("is_sorted", [1, 0])
+def test_unique_sorts_long_inputs(ep_devices, is_sorted):
+    """Single elements go through unique.comp's sort (one workgroup, its groups scanned in 64 chunks): lengths
+    around powers of two and up to SORT_MAX, every value the same, every value distinct, a 1-D input along axis 0."""
+    from vkep.kernels.nonzero import SORT_MAX
+    for n, distinct in [(63, 5), (64, 64), (65, 3), (4097, 4097), (SORT_MAX, 1000), (3000, 1)]:
+        x = _repeats((n,), "int64", distinct, seed=n) if distinct < n else np.random.default_rng(n).permutation(n)
+        check_node("Unique", {"x": x.astype(np.int64)}, 11, outputs=UNIQUE_OUTPUTS, sorted=is_sorted)
+    x = _repeats((777,), "float32", 50)
+    check_node("Unique", {"x": x}, 28, outputs=UNIQUE_OUTPUTS, sorted=is_sorted, axis=0)
+
+
 @pytest.mark.parametrize("axis", [0, 1, -1, 2])
 @pytest.mark.parametrize("is_sorted", [1, 0])
 def test_unique_slices(ep_devices, axis, is_sorted):

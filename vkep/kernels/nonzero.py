@@ -52,15 +52,17 @@ def place_nonzero(call, x: Tensor, n: int, dims: tuple[int, ...], make_output: C
 
 UNIQUE = "unique.comp"
 UNIQUE_WG = 64  # unique.comp's workgroup
-FIRST, PLACE_DISTINCT, INVERSE = 0, 1, 2  # unique.comp's modes
-UNIQUE_WORK = 2**30  # element comparisons a node may take (unique.comp compares every pair of items)
+FIRST, PLACE_DISTINCT, INVERSE, SORT, GROUPS = 0, 1, 2, 3, 4  # unique.comp's modes
+UNIQUE_WORK = 2**27  # element comparisons a node may take where unique.comp compares every pair of items
+SORT_MAX = 2**15  # items of one element sorted (one workgroup's bitonic network within lavapipe's loop budget)
 
 
 class Unique(Kernel):
     """Unique (opset 11) over the elements (no axis) or the slices along `axis`: unique.comp finds each item's
-    first occurrence and count, nonzero.comp counts and lists the first occurrences (the count read back sizes the
-    outputs), then each distinct item finds its place (sorted, or in order of first occurrence) and every item its
-    inverse index. Every pair of items is compared: nodes past UNIQUE_WORK comparisons fail."""
+    first occurrence and count (items of one element: by a sort, up to SORT_MAX; else by comparing every pair, up to
+    UNIQUE_WORK element comparisons), nonzero.comp counts and lists the first occurrences (the count read back sizes
+    the outputs), then each distinct item takes its place (sorted, or in order of first occurrence) and every item
+    its inverse index."""
 
     def compute(self, call) -> None:
         x = call.inputs[0]
@@ -73,7 +75,7 @@ class Unique(Kernel):
         length = outer * inner
         if m and not length:
             raise UnsupportedError("Unique of empty slices (ORT's CPU EP aborts)")
-        if m * length > LOOP_BUDGET or m * m * length > UNIQUE_WORK:
+        if m > SORT_MAX if length == 1 else m * length > LOOP_BUDGET or m * m * length > UNIQUE_WORK:
             raise UnsupportedError(f"Unique of {m} items of {length} elements (unique.comp compares every pair)")
 
         def outputs(distinct: int) -> list[Tensor | None]:
@@ -87,14 +89,22 @@ class Unique(Kernel):
         if m == 0:
             outputs(0)
             return
-        words = call.scratch((4 * m,), "int32")
+        sort = length == 1 and m <= SORT_MAX  # (single elements: a sort instead of comparing every pair)
+        padded = 1 << max(m - 1, 1).bit_length() if sort else 0
+        words = call.scratch((4 * m + padded,), "int32")
         first, counts_of, flags, slot = (Tensor(words.addr + 4 * m * k, (m,), "int32", words.io) for k in range(4))
-        dtype, sort = shader_dtype(x), {"sorted": int(self.attrs["sorted"] != 0)}
+        order = Tensor(words.addr + 16 * m, (padded,), "int32", words.io) if sort else None
+        dtype, constants = shader_dtype(x), {"sorted": int(self.attrs["sorted"] != 0)}
         push = {"x": x, "y": None, "indices": None, "inverse": None, "counts": None, "first": first,
-                "counts_of": counts_of, "flags": flags, "reps": None, "slot": slot, "m": m, "len": length,
-                "inner": inner, "distinct": 0}
-        call.dispatch(UNIQUE, dtype, {"mode": FIRST, **sort}, push, grid_1d(m, UNIQUE_WG), [x],
-                      [first, counts_of, flags])
+                "counts_of": counts_of, "flags": flags, "reps": None, "slot": slot, "order": order, "m": m,
+                "len": length, "inner": inner, "distinct": 0, "padded": padded, "ranked": int(sort)}
+        if sort:
+            call.dispatch(UNIQUE, dtype, {"mode": SORT, **constants}, push, (1, 1, 1), [x], [order])
+            call.dispatch(UNIQUE, dtype, {"mode": GROUPS, **constants}, push, (1, 1, 1), [x, order],
+                          [first, counts_of, flags, slot])
+        else:
+            call.dispatch(UNIQUE, dtype, {"mode": FIRST, **constants}, push, grid_1d(m, UNIQUE_WG), [x],
+                          [first, counts_of, flags])
         reps: list[Tensor] = []
         distinct = place_nonzero(call, flags, m, (m,), lambda total: reps.append(call.scratch((total,), "int64"))
                                  or reps[0])
@@ -102,8 +112,8 @@ class Unique(Kernel):
         push |= {"y": y, "indices": indices, "inverse": inverse, "counts": counts, "reps": reps[0],
                  "distinct": distinct}
         written = [t for t in (y, indices, counts) if t is not None]
-        call.dispatch(UNIQUE, dtype, {"mode": PLACE_DISTINCT, **sort}, push, grid_1d(distinct, UNIQUE_WG),
-                      [x, counts_of, reps[0]], [slot, *written])
+        call.dispatch(UNIQUE, dtype, {"mode": PLACE_DISTINCT, **constants}, push, grid_1d(distinct, UNIQUE_WG),
+                      [x, counts_of, reps[0], slot], [slot, *written])
         if inverse is not None:
-            call.dispatch(UNIQUE, dtype, {"mode": INVERSE, **sort}, push, grid_1d(m, UNIQUE_WG), [first, slot],
+            call.dispatch(UNIQUE, dtype, {"mode": INVERSE, **constants}, push, grid_1d(m, UNIQUE_WG), [first, slot],
                           [inverse])
