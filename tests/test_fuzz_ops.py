@@ -148,7 +148,9 @@ def scatter_elements(rng) -> Case | None:
     axis = int(rng.integers(-rank, rank))
     if shape[axis] == 0:
         return None
-    reduction = str(rng.choice(["none", "add", "mul", "max", "min"]))
+    # a third of the cases: the opsets before reduction (Scatter at 9 and 10, then ScatterElements 11 and 13)
+    opset = int(rng.choice([9, 10, 11, 13])) if rng.random() < 0.35 else 18
+    reduction = "none" if opset < 18 else str(rng.choice(["none", "add", "mul", "max", "min"]))
     dtype = str(rng.choice(["float32", "float16", "int32", "int64"] if reduction != "none" else TYPES))
     ishape = [int(rng.integers(0, d + 1)) for d in shape]
     # along the axis: distinct positions per line (duplicates are undefined for "none"), else random
@@ -160,8 +162,9 @@ def scatter_elements(rng) -> Case | None:
     idx = np.where(rng.random(idx.shape) < 0.3, idx - n, idx).astype(str(rng.choice(["int32", "int64"])))
     x = data(rng, shape, dtype, scale=1.0)
     u = data(rng, ishape, dtype, scale=1.0)
-    return Case("ScatterElements", 18, [x, u], {"axis": axis, "reduction": reduction}, {"i": idx},
-                names=["x0", "i", "x1"], tol={"rtol": 1e-3, "atol": 1e-4})
+    op = "Scatter" if opset < 11 else "ScatterElements"
+    attrs = {"axis": axis, "reduction": reduction} if opset == 18 else {"axis": axis}
+    return Case(op, opset, [x, u], attrs, {"i": idx}, names=["x0", "i", "x1"], tol={"rtol": 1e-3, "atol": 1e-4})
 
 
 
@@ -189,7 +192,9 @@ def scatter_nd(rng) -> Case | None:
     rank = int(rng.integers(1, 4))
     shape = shape_of(rng, rank, high=5, empty=0.0)
     k = int(rng.integers(1, rank + 1))
-    reduction = str(rng.choice(["none", "add", "mul", "max", "min"]))
+    # a third of the cases: the opsets before reduction (Scatter at 9 and 10, then ScatterElements 11 and 13)
+    opset = int(rng.choice([9, 10, 11, 13])) if rng.random() < 0.35 else 18
+    reduction = "none" if opset < 18 else str(rng.choice(["none", "add", "mul", "max", "min"]))
     dtype = str(rng.choice(["float32", "float16", "int32", "int64"] if reduction != "none" else TYPES))
     lead = shape_of(rng, int(rng.integers(0, 3)), high=4, empty=0.0)
     count = int(np.prod(lead))
@@ -269,6 +274,101 @@ def nonzero(rng) -> Case:
     x = data(rng, shape_of(rng, int(rng.integers(0, 5)), high=40 if rng.random() < 0.3 else 5), dtype)
     x[rng.random(x.shape) < rng.random()] = 0  # (sparser or denser: each case its own share of zeros)
     return Case("NonZero", 13, [x])
+
+
+def compress(rng) -> Case:
+    """Compress along an axis or flattened, its condition shorter, as long as or longer than what it selects."""
+    x = data(rng, shape_of(rng, int(rng.integers(1, 4)), high=7), str(rng.choice(TYPES)))
+    axis = int(rng.integers(-x.ndim, x.ndim)) if rng.random() < 0.7 else None
+    size = x.size if axis is None else x.shape[axis]
+    condition = rng.random(max(size + int(rng.integers(-3, 4)), 0)) < rng.random()
+    return Case("Compress", int(rng.choice([9, 11, 28])), [x, condition], {} if axis is None else {"axis": axis})
+
+
+def axes_norm(rng) -> Case:
+    """MeanVarianceNormalization over random axes (some out of range or repeated), LpNormalization p 1 or 2 along
+    any axis; rows of zeros and NaNs among the values."""
+    x = data(rng, shape_of(rng, int(rng.integers(1, 5)), high=9), "float32") + np.float32(rng.uniform(-5, 5))
+    x[rng.random(x.shape) < 0.02] = rng.choice([0.0, np.nan])
+    if rng.random() < 0.5:
+        attrs = {"p": int(rng.integers(1, 3))} | ({"axis": int(rng.integers(-x.ndim, x.ndim))} if x.ndim else {})
+        return Case("LpNormalization", int(rng.choice([1, 22])), [x], attrs, tol={"rtol": 1e-4, "atol": 1e-5})
+    axes = [int(a) for a in rng.integers(-x.ndim - 1, x.ndim + 1, int(rng.integers(1, 4)))]
+    attrs = {"axes": axes} if rng.random() < 0.7 else {}
+    return Case("MeanVarianceNormalization", int(rng.choice([9, 13])), [x], attrs, tol={"rtol": 1e-3, "atol": 1e-4})
+
+
+def eye_like(rng) -> Case:
+    """EyeLike of any 2-D shape (zero-sized too), any diagonal, its own type or the one `dtype` names."""
+    x = data(rng, shape_of(rng, 2, high=9), str(rng.choice(["float32", "int32", "int64"])))
+    attrs = {"k": int(rng.integers(-10, 11))}
+    if rng.random() < 0.6:
+        attrs["dtype"] = int(rng.choice([onnx.TensorProto.FLOAT, onnx.TensorProto.INT32, onnx.TensorProto.INT64]))
+    return Case("EyeLike", int(rng.choice([9, 22])), [x], attrs)
+
+
+def affine_grid(rng) -> Case:
+    """AffineGrid in 2-D and 3-D, either align_corners, sizes of one point along an axis too (exact: the shader
+    rounds as the CPU EP does)."""
+    dims = int(rng.integers(2, 4))
+    size = [int(rng.integers(0, 3)), int(rng.integers(1, 4))] + [int(rng.integers(1, 9)) for _ in range(dims)]
+    theta = data(rng, [size[0], dims, dims + 1], "float32", scale=1.0)
+    return Case("AffineGrid", 20, [theta], {"align_corners": int(rng.integers(0, 2))},
+                {"size": np.array(size, np.int64)}, tol={"rtol": 0.0, "atol": 0.0})
+
+
+def unique(rng) -> Case:
+    """Unique of elements or of slices along an axis, sorted or in order of first occurrence, values from a small
+    pool (so items repeat), -0.0 beside 0.0; every output, or only the first ones."""
+    dtype = str(rng.choice(["float32", "int64", "int8"]))
+    shape = shape_of(rng, int(rng.integers(0, 4)), high=6, empty=0.05)
+    pool = np.array([-2, -0.0, 0, 1, 3.5] if dtype == "float32" else [-2, 0, 1, 3], dtype)
+    x = np.asarray(pool[rng.integers(0, rng.integers(1, len(pool) + 1), shape)], dtype)
+    attrs = {"sorted": int(rng.integers(0, 2))}
+    if x.ndim and rng.random() < 0.5:
+        attrs["axis"] = int(rng.integers(-x.ndim, x.ndim))
+        if x.size == 0:  # (empty slices abort ORT's CPU EP)
+            return None
+    return Case("Unique", int(rng.choice([11, 28])), [x], attrs, outputs=int(rng.integers(1, 5)),
+                tol={"rtol": 0.0, "atol": 0.0})
+
+
+def max_unpool(rng) -> Case:
+    """MaxUnpool in 1-3 spatial dims, random windows, strides and pads, indices anywhere in the output (repeats:
+    the last wins), now and then an output_shape larger than the inferred one."""
+    n = int(rng.integers(1, 4))
+    kernel = [int(k) for k in rng.integers(1, 4, n)]
+    strides = [int(s) for s in rng.integers(1, 3, n)]
+    pads = [int(p) for p in rng.integers(0, 2, 2 * n)]
+    shape = [int(rng.integers(0, 3)), int(rng.integers(1, 3))] + [int(d) for d in rng.integers(1, 5, n)]
+    out = shape[:2] + [(shape[2 + d] - 1) * strides[d] - pads[d] - pads[n + d] + kernel[d] for d in range(n)]
+    if min(out[2:]) <= 0:
+        return None
+    consts = {}
+    if rng.random() < 0.3:
+        out[-1] += int(rng.integers(0, 3))
+        consts["s"] = np.array(out, np.int64)
+    consts = {"i": rng.integers(0, max(int(np.prod(out)), 1), shape).astype(np.int64)} | consts
+    return Case("MaxUnpool", int(rng.choice([9, 11, 22])), [data(rng, shape, "float32")],
+                {"kernel_shape": kernel, "strides": strides, "pads": pads}, consts, tol={"rtol": 0.0, "atol": 0.0})
+
+
+def col2im(rng) -> Case | None:
+    """Col2Im in 1-3 spatial dims: blocks, strides, pads, and dilations in 2-D (elsewhere vkep declines them)."""
+    n = int(rng.integers(1, 4))
+    image = [int(d) for d in rng.integers(1, 7, n)]
+    block = [int(b) for b in rng.integers(1, 4, n)]
+    strides = [int(s) for s in rng.integers(1, 3, n)]
+    dilations = [int(d) for d in rng.integers(1, 3, n)] if n == 2 else [1] * n
+    pads = [int(p) for p in rng.integers(0, 2, 2 * n)]
+    cols = [(image[d] + pads[d] + pads[n + d] - (dilations[d] * (block[d] - 1) + 1)) // strides[d] + 1
+            for d in range(n)]
+    if min(cols) <= 0:
+        return None
+    x = data(rng, [int(rng.integers(0, 3)), int(rng.integers(1, 3)) * int(np.prod(block)), int(np.prod(cols))],
+             "float32")
+    return Case("Col2Im", 18, [x], {"strides": strides, "dilations": dilations, "pads": pads},
+                {"image": np.array(image, np.int64), "block": np.array(block, np.int64)}, tol={"rtol": 0.0, "atol": 0.0})
 
 
 def onehot(rng) -> Case:
@@ -747,10 +847,12 @@ def inverse(rng) -> Case:
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
-    gather_nd: ("GatherND",), scatter_elements: ("ScatterElements",), scatter_nd: ("ScatterND",), tensor_scatter: ("TensorScatter",),
+    gather_nd: ("GatherND",), scatter_elements: ("ScatterElements", "Scatter"), scatter_nd: ("ScatterND",),
+    tensor_scatter: ("TensorScatter",),
     view: ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"),
     shape_ops: ("Shape", "Size", "ConstantOfShape", "Range"),
-    nonzero: ("NonZero",), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
+    nonzero: ("NonZero",), compress: ("Compress",), eye_like: ("EyeLike",), affine_grid: ("AffineGrid",), unique: ("Unique",), max_unpool: ("MaxUnpool",), col2im: ("Col2Im",),
+    axes_norm: ("LpNormalization", "MeanVarianceNormalization"), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),
     integer_matmul_to_float: ("MatMulIntegerToFloat", "DynamicQuantizeMatMul"), qattention: ("QAttention",),

@@ -1,11 +1,11 @@
-"""Conv and ConvTranspose over NC[D]HW tensors with 1 to 3 spatial dimensions.
+"""Conv, ConvTranspose and Col2Im over NC[D]HW tensors with 1 to 3 spatial dimensions.
 
 Conv runs as an implicit GEMM (shaders/conv.comp), Winograd for 3x3 stride-1 (winograd.py), or on CPU devices
 with 8-wide subgroups as the broadcast GEMMs (conv.comp's MODE 3; matmul.comp's mode 3 for 1x1 stride-1 convs
 over an even pixel count; docs/design.md says why); float16 convs on a device's cooperative matrices
 (coopmat.py) as W x the patches gathered by im2col.comp (X itself for 1x1 stride-1) on matmul_coop.comp;
-ConvTranspose gathers per output (shaders/conv_transpose.comp). They read spatial
-shapes as 3-D, with leading dims of size 1.
+ConvTranspose gathers per output (shaders/conv_transpose.comp), as Col2Im does (shaders/col2im.comp). They read
+spatial shapes as 3-D, with leading dims of size 1.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 
 from vkep.kernels import coopmat, matmul, winograd
 from vkep.kernels.base import LOOP_BUDGET, MAX_ELEMENTS, Kernel, UnsupportedError, grid_1d, shader_dtype
+from vkep.kernels.movement import host_values
 
 MAX_SPATIAL = 3
 # conv.comp's GEMM: threads per workgroup, output channels and pixels per thread. Measured on lavapipe,
@@ -363,3 +364,47 @@ class ConvTranspose(ConvBase):
         members = {"cg": cg, "mg": mg, "groups": group, "id": i_d, "ih": ih, "iw": iw, "od": od, "oh": oh, "ow": ow,
                    "sd": sd, "sh": sh, "sw": sw, "dd": dd, "dh": dh, "dw": dw, "pd": pd, "ph": ph, "pw": pw}
         return out_shape, {"kd": kd, "kh": kh, "kw": kw}, members, (groups[0], groups[1], batch)
+
+
+COL2IM_WG = 64  # col2im.comp's workgroup
+
+
+class Col2Im(Kernel):
+    """Col2Im (opset 18): the columns [N, C * prod(block), L] summed back into the image [N, C, *image_shape]
+    (1 to 3 spatial dims; image_shape and block_shape CPU inputs), one invocation per image element."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        dilations = attrs.get("dilations") or []
+        if len(dilations) != 2 and any(d != 1 for d in dilations):
+            # (ORT 1.32's CPU EP places dilated blocks elsewhere than ONNX's definition outside 2-D; vkep follows it
+            # where the two agree)
+            return f"Col2Im with dilations {dilations} outside 2-D"
+        return None
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        image, block = (host_values(call, t) for t in call.inputs[1:3])
+        n = len(image)
+        if not 1 <= n <= MAX_SPATIAL or len(block) != n or len(x.shape) != 3:
+            raise UnsupportedError(f"Col2Im: input {x.shape}, image_shape {image}, block_shape {block}")
+        strides = list(self.attrs.get("strides") or [1] * n)
+        dilations = list(self.attrs.get("dilations") or [1] * n)
+        pads = list(self.attrs.get("pads") or [0] * 2 * n)
+        cols = [(image[d] + pads[d] + pads[n + d] - (dilations[d] * (block[d] - 1) + 1)) // strides[d] + 1
+                for d in range(n)]
+        blocks = math.prod(block)
+        if min(cols) <= 0 or min(block) <= 0 or x.shape[1] % blocks or math.prod(cols) != x.shape[2]:
+            raise UnsupportedError(f"Col2Im: input {x.shape} does not fit image_shape {image}, block_shape {block}")
+        out = (x.shape[0], x.shape[1] // blocks, *image)
+        check_size(x.shape, out)
+        y = call.output(0, out)
+        if y.size:
+            if blocks > LOOP_BUDGET:
+                raise UnsupportedError(f"Col2Im: blocks of {blocks} elements")
+            members = {"n": y.size, "channels": out[1]}
+            for name, values, fill in (("image", image, 1), ("block", block, 1), ("stride", strides, 1),
+                                       ("dilation", dilations, 1), ("pad", pads[:n], 0), ("cols", cols, 1)):
+                members[name] = as_3d(values, fill)
+            call.dispatch(self.spec.shader, shader_dtype(x), {}, {**members, "x": x, "y": y},
+                          grid_1d(y.size, COL2IM_WG), [x], [y])

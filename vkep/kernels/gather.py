@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, shader_dtype
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, shader_dtype
 from vkep.kernels.movement import MAX_RANK, WG, _check_size, contiguous_strides
+from vkep.kernels.nonzero import place_nonzero
 
 GATHER, GATHER_ELEMENTS, GATHER_ND = 0, 1, 2
 COPY, SCATTER_ND, SCATTER_ND_REDUCE, SCATTER_ELEMENTS, TENSOR_SCATTER = 0, 1, 2, 3, 4
@@ -35,7 +36,7 @@ class _Indexed(Kernel):
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         """GatherElements and ScatterElements address every dimension of the indices."""
-        if spec.op in ("GatherElements", "ScatterElements") and any((r or 0) > MAX_RANK for r in input_ranks):
+        if spec.op in ("GatherElements", "ScatterElements", "Scatter") and any((r or 0) > MAX_RANK for r in input_ranks):
             return f"{spec.op} of rank above {MAX_RANK}"
         return None
 
@@ -85,7 +86,7 @@ class Gather(_Indexed):
 
 
 class Scatter(_Indexed):
-    """ScatterND and ScatterElements: copy data to the output, then write the updates."""
+    """ScatterND and ScatterElements (and Scatter, its name before opset 11): copy data to the output, then write the updates."""
 
     def _plan(self, shape, ishape, ushape) -> tuple:
         _check_size(shape)
@@ -233,3 +234,31 @@ class GatherBlockQuantized(Kernel):
         constants = {"bits": 8 if packed and bits == 8 else 4, "signed": int(data.dtype == "int4"),
                      "default_zp": (1 << (bits - 1)) if packed else 0}
         return out, members, constants
+
+
+class Compress(Kernel):
+    """Compress: the slices along `axis` (absent: the elements of x flattened) whose condition entry is true. The
+    kept indices are the condition's NonZero coordinates (nonzero.place_nonzero: their count read back sizes the
+    output), then a Gather along the axis. A condition longer than the axis counts only its first entries, a
+    shorter one drops the slices past it (as ORT's CPU EP)."""
+
+    def compute(self, call) -> None:
+        x, condition = call.inputs[:2]
+        axis = self.attrs.get("axis")
+        shape = x.shape if axis is not None else (x.size,)
+        axis = axis_in(axis if axis is not None else 0, len(shape), self.spec.op)
+        n = min(condition.size, shape[axis])
+        kept: list[Tensor] = []
+
+        def indices(total: int) -> Tensor:
+            kept.append(call.scratch((max(total, 1),), "int64"))
+            return kept[0]
+
+        total = place_nonzero(call, condition, n, (n,), indices)
+        out = shape[:axis] + (total,) + shape[axis + 1:]
+        y = call.output(0, out)
+        if y.size:
+            members = _members(y.size, [math.prod(shape[axis + 1:]), total, shape[axis]])
+            call.dispatch("gather.comp", shader_dtype(x), {"mode": GATHER, "idx64": 1},
+                          {**members, "x": x, "idx": kept[0], "y": y, "err": call.error_word()},
+                          grid_1d(y.size, WG), [x, kept[0]], [y])

@@ -1,4 +1,5 @@
-"""ONNX GridSample (opsets 16, 20, 22) as one dispatch of grid_sample.comp, one invocation per output element.
+"""ONNX GridSample (opsets 16, 20, 22) as one dispatch of grid_sample.comp, one invocation per output element,
+and AffineGrid (opset 20), which makes such grids (affine_grid.comp).
 
 X is [N, C, H, W] with a grid of [N, H_out, W_out, 2], or (opset 20+) [N, C, D, H, W] with a grid of
 [N, D_out, H_out, W_out, 3]; modes nearest, (bi)linear and (bi)cubic (2-D only), padding zeros, border and
@@ -12,8 +13,9 @@ from __future__ import annotations
 import math
 
 from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, grid_1d, shader_dtype
+from vkep.kernels.movement import host_values
 
-WG = 256  # grid_sample.comp's workgroup size
+WG = 256  # grid_sample.comp's and affine_grid.comp's workgroup size
 # the shader's MODE by mode name: opset 16 says bilinear/bicubic, opset 20 renamed them linear/cubic. The other
 # opset's names are declined, so ORT's CPU EP rejects such a node with its own message, as without vkep
 MODES = {"nearest": 0, "bilinear": 1, "linear": 1, "bicubic": 2, "cubic": 2}
@@ -83,3 +85,25 @@ class GridSample(Kernel):
             raise UnsupportedError(f"GridSample: X {x.shape}, grid {grid.shape} (at most {MAX_ELEMENTS} elements)")
         size = list(reversed(x.shape[2:])) + [1] * (3 - dims)  # W, H, D
         return out, {"n": math.prod(out), "channels": c, "points": points, "size": size}, dims
+
+
+class AffineGrid(Kernel):
+    """AffineGrid (opset 20): the sampling grid [N, H, W, 2] (size [N, C, H, W], theta [N, 2, 3]) or [N, D, H, W, 3]
+    (size [N, C, D, H, W], theta [N, 3, 4]) of affine_grid.comp, one invocation a point; `size` a CPU input."""
+
+    def compute(self, call) -> None:
+        theta = call.inputs[0]
+        size = host_values(call, call.inputs[1])
+        if len(size) not in (4, 5):
+            raise UnsupportedError(f"AffineGrid: size of {len(size)} values (4 or 5)")
+        dims = len(size) - 2
+        n, spatial = size[0], ([1] + size[2:])[-3:]  # (D, H, W), D 1 in 2-D
+        if theta.shape != (n, dims, dims + 1) or n < 0 or min(spatial) <= 0:  # (the CPU EP fails, or reads past theta)
+            raise UnsupportedError(f"AffineGrid: theta {theta.shape} for size {size}")
+        y = call.output(0, (n, *size[2:], dims))
+        if y.size:
+            points = y.size // dims
+            d, h, w = spatial
+            call.dispatch(self.spec.shader, shader_dtype(theta), {},
+                          {"theta": theta, "y": y, "n": points, "w": w, "h": h, "d": d, "dims": dims,
+                           "align": int(self.attrs["align_corners"] != 0)}, grid_1d(points, WG), [theta], [y])

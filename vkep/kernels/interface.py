@@ -41,10 +41,12 @@ WORKGROUPS = {
     "pool.comp": "pool.WORKGROUP", "lrn.comp": "pool.WORKGROUP",
     "quantize.comp": "quantize.WG", "qlinear_binary.comp": "quantize.WG", "qlinear_lookup.comp": "quantize.WG",
     "qlinear_pool.comp": "quantize.WG",
-    "grid_sample.comp": "grid_sample.WG", "rotary_embedding.comp": "rotary.WG",
+    "grid_sample.comp": "grid_sample.WG", "affine_grid.comp": "grid_sample.WG", "rotary_embedding.comp": "rotary.WG",
     "conv_transpose.comp": "conv.WORKGROUP", "splitk.comp": "matmul.SPLIT_WG",
     "reverse_sequence.comp": "movement.WG", "roi_align.comp": "pool.WORKGROUP", "onehot.comp": "onehot.WG", "nonzero.comp": "nonzero.WG",
     "fft.comp": "spectral.WG",
+    "unique.comp": "nonzero.UNIQUE_WG", "max_unpool.comp": "pool.UNPOOL_WG",
+    "col2im.comp": "conv.COL2IM_WG",
 }
 
 Defines = tuple[tuple[str, int], ...]

@@ -162,3 +162,58 @@ class BatchNorm(Kernel):
         spatial = math.prod(x.shape[2:])
         dispatch_norm(self, call, MODE_BATCH, x, scale, bias, y, [mean, var], x.size // spatial, spatial,
                   (spatial, c) * 2, float(self.attrs["epsilon"]), [x, scale, bias, mean, var], [y])
+
+
+AXES_RUNS = 4  # axes_norm.comp's RUNS: runs of kept (and of reduced) axes
+
+
+def axis_runs(shape: tuple[int, ...], reduced: set[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(kept runs, reduced runs): each (size, element stride) of adjacent axes merged, outermost first, the
+    dimensions of size 1 left out."""
+    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    runs: dict[bool, list[tuple[int, int]]] = {False: [], True: []}
+    last = None
+    for d, size in enumerate(shape):
+        if size == 1:
+            continue
+        side = d in reduced
+        if last == side:  # (adjacent to the previous axis kept: a run of contiguous strides)
+            prev_size, _ = runs[side][-1]
+            runs[side][-1] = (prev_size * size, strides[d])
+        else:
+            runs[side].append((size, strides[d]))
+        last = side
+    return runs[False], runs[True]
+
+
+class AxesNorm(Kernel):
+    """MeanVarianceNormalization (over `axes`, default [0, 2, 3]; axes out of range dropped and repeats merged, as
+    ORT's CPU EP does) and LpNormalization (p 1 or 2 along `axis`): one workgroup of axes_norm.comp a row."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        if spec.op == "LpNormalization" and attrs.get("p") not in (1, 2):
+            return f"LpNormalization with p={attrs.get('p')} (ORT's CPU EP takes 1 or 2)"
+        return None
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        y = call.output(0, x.shape)
+        if x.size == 0:
+            return
+        rank = len(x.shape)
+        if self.spec.op == "LpNormalization":
+            reduced, mode = {axis_in(self.attrs["axis"], rank, self.spec.op)}, self.attrs["p"]
+        else:
+            reduced, mode = {a % rank for a in self.attrs["axes"] if -rank <= a < rank}, 0
+            if not reduced:  # (the run fails, as on ORT's CPU EP)
+                raise UnsupportedError("MeanVarianceNormalization: no valid axes are specified")
+        kept, red = axis_runs(x.shape, reduced)
+        length = math.prod(s for s, _ in red)
+        wg = row_workgroup(length, 3)
+        members = {"rows": x.size // length, "len": length}
+        for name, runs in (("kept", kept), ("red", red)):
+            runs = [(1, 0)] * (AXES_RUNS - len(runs)) + runs
+            members |= {f"{name}_dims": [s for s, _ in runs], f"{name}_strides": [st for _, st in runs]}
+        call.dispatch(self.spec.shader, shader_dtype(x), {"mode": mode, "local_size_x": wg},
+                      {**members, "x": x, "y": y}, grid_1d(members["rows"], 1), [x], [y])

@@ -1,6 +1,6 @@
-"""MaxPool (with optional Indices), AveragePool, LpPool, their Global forms (shaders/pool.comp) and LRN
-(shaders/lrn.comp), over NC[D]HW tensors with 1 to 3 spatial dimensions; com.microsoft NhwcMaxPool through
-transposes."""
+"""MaxPool (with optional Indices), AveragePool, LpPool, their Global forms (shaders/pool.comp), LRN
+(shaders/lrn.comp) and MaxUnpool (shaders/max_unpool.comp), over NC[D]HW tensors with 1 to 3 spatial
+dimensions; com.microsoft NhwcMaxPool through transposes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, shader_dtype
 from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size, window_geometry
-from vkep.kernels.movement import GATHER, contiguous_strides, gather_members
+from vkep.kernels.movement import GATHER, contiguous_strides, gather_members, host_values
 from vkep.kernels.movement import WG as MOVE_WG
 from vkep.kernels.reduce import reduce_geometry, reduce_op_code, reduce_plan
 
@@ -186,3 +186,45 @@ class RoiAlign(Kernel):
                 "aligned": int(self.half_pixel)}
         call.dispatch("roi_align.comp", shader_dtype(x), {"mode": self.mode}, push, grid_1d(y.size, WORKGROUP),
                       [x, rois, batch_indices], [y])
+
+
+UNPOOL_WG = 256  # max_unpool.comp's workgroup
+CLEAR, CLAIM, WRITE = 0, 1, 2  # max_unpool.comp's modes
+
+
+class MaxUnpool(Kernel):
+    """MaxUnpool: x's elements at the flat output indices I names (as MaxPool's Indices give them), zero elsewhere;
+    the output shape from the window attributes or the CPU input output_shape. max_unpool.comp: clear, claim (the
+    last element naming an output wins, as the CPU EP's in-order writes), write."""
+
+    def compute(self, call) -> None:
+        x, idx = call.inputs[:2]
+        n = len(x.shape) - 2
+        kernel = list(self.attrs["kernel_shape"])
+        if not 1 <= n <= MAX_SPATIAL or len(kernel) != n or idx.shape != x.shape:
+            raise UnsupportedError(f"MaxUnpool: X {x.shape}, I {idx.shape}, kernel_shape {kernel}")
+        strides = list(self.attrs.get("strides") or [1] * n)
+        pads = list(self.attrs.get("pads") or [0] * 2 * n)
+        out = x.shape[:2] + tuple((x.shape[2 + d] - 1) * strides[d] - pads[d] - pads[n + d] + kernel[d]
+                                  for d in range(n))
+        if min(out[2:]) <= 0:
+            raise UnsupportedError(f"MaxUnpool: output {out} is not positive")
+        given = host_values(call, call.inputs[2]) if len(call.inputs) > 2 and call.inputs[2] is not None else None
+        if given is not None:
+            if len(given) != len(x.shape) or math.prod(given) < math.prod(out):
+                raise UnsupportedError(f"MaxUnpool: output_shape {given} for an inferred {out}")
+            out = tuple(given)
+        check_size(x.shape, out)
+        y = call.output(0, out)
+        if not y.size:
+            return
+        winner = call.scratch((y.size,), "int32")
+        push = {"x": x, "idx": idx, "y": y, "winner": winner, "err": call.error_word(), "size": y.size}
+        dtype = shader_dtype(x)
+        call.dispatch("max_unpool.comp", dtype, {"mode": CLEAR}, {**push, "n": y.size}, grid_1d(y.size, UNPOOL_WG),
+                      [], [winner])
+        if x.size:
+            call.dispatch("max_unpool.comp", dtype, {"mode": CLAIM}, {**push, "n": x.size},
+                          grid_1d(x.size, UNPOOL_WG), [idx, winner], [winner])
+        call.dispatch("max_unpool.comp", dtype, {"mode": WRITE}, {**push, "n": y.size}, grid_1d(y.size, UNPOOL_WG),
+                      [x, winner], [y])

@@ -1,5 +1,5 @@
 """Ops whose output depends only on shapes or on CPU scalars: Shape and Size (written on the host into a
-CPU output), Range (computed by fill.comp from push constants)."""
+CPU output), Range and EyeLike (computed by fill.comp from push constants)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from vkep.kernels.base import (
     grid_1d,
     shader_dtype,
 )
+from vkep.kernels.elementwise import ONNX_TYPES
 from vkep.kernels.movement import WG, host_values
 
 
@@ -74,3 +75,21 @@ class ConstantOfShape(Kernel):
             bits = float_bits(scalar) if dtype.startswith("float") else int(scalar)
             call.dispatch(self.spec.shader, shader_dtype(y), self.constants, {"y": y, "start": bits, "delta": 0, "n": n},
                           grid_1d(n, WG), [], [y])
+
+
+class EyeLike(Kernel):
+    """fill.comp's mode 2: a 2-D output of the input's shape, ones on diagonal `k`, of the type the `dtype`
+    attribute names (absent: the input's)."""
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        if len(x.shape) != 2:  # (the run fails, as on ORT's CPU EP)
+            raise UnsupportedError(f"EyeLike: input of rank {len(x.shape)}, not 2")
+        code = self.attrs.get("dtype")
+        if code is not None and code not in ONNX_TYPES:
+            raise UnsupportedError(f"EyeLike: no shader variant for element type {code}")
+        y = call.output(0, x.shape, x.dtype if code is None else ONNX_TYPES[code])
+        if y.size:
+            call.dispatch(self.spec.shader, shader_dtype(y), self.constants,
+                          {"y": y, "start": self.attrs["k"], "delta": x.shape[1], "n": y.size},
+                          grid_1d(y.size, WG), [], [y])

@@ -1,0 +1,76 @@
+#version 450
+// Normalization over a set of axes, one workgroup per row: a row is the elements that share their coordinates on
+// the kept axes, read at a strided offset (kept and reduced axes collapsed to at most 4 runs each, alternating).
+// MODE 0: MeanVarianceNormalization, y = d / sqrt(mean(d^2)) with d = x - mean(x) (no epsilon: a constant row is
+//         0/0 = NaN, as ORT's CPU EP);
+// MODE 1: LpNormalization p=1, y = x / sum(|x|); MODE 2: p=2, y = x / sqrt(sum(x^2)); a zero norm gives zeros.
+// Float32 only (the CPU EP has no other type). The workgroup size is specialization constant 1 (a power of two).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+
+#define WG gl_WorkGroupSize.x
+#define RUNS 4
+layout(local_size_x_id = 1) in;
+layout(constant_id = 0) const uint MODE = 0;
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, y;
+    uint rows, len;
+    uint kept_dims[RUNS], kept_strides[RUNS], red_dims[RUNS], red_strides[RUNS];
+    GROUP_BASE;
+} pc;
+
+shared float partial[1024];
+
+float group_sum(float v) {
+    uint t = gl_LocalInvocationID.x;
+    partial[t] = v;
+    barrier();
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (t < s) partial[t] += partial[t + s];
+        barrier();
+    }
+    float r = partial[0];
+    barrier();
+    return r;
+}
+
+// the offset of index i of a run list (innermost run last; a run of size 1 adds nothing)
+#define OFFSET(i, dims, strides, result) { \
+    uint rest = (i); result = 0u; \
+    [[unroll]] for (int d = RUNS - 1; d >= 0; --d) { result += (rest % dims[d]) * strides[d]; rest /= dims[d]; } }
+
+void main() {
+    uint row = FLAT_GROUP;
+    if (row >= pc.rows) return;
+    uint t = gl_LocalInvocationID.x, base;
+    OFFSET(row, pc.kept_dims, pc.kept_strides, base)
+    Tensor X = Tensor(pc.x);
+    Tensor Y = Tensor(pc.y);
+    float acc = 0.0;
+    for (uint j = t; j < pc.len; j += WG) {
+        uint at; OFFSET(j, pc.red_dims, pc.red_strides, at)
+        float v = LOAD(X, base + at);
+        acc += MODE == 0 ? v : (MODE == 1 ? abs(v) : v * v);
+    }
+    float total = group_sum(acc);
+    float mean = total / float(pc.len), scale;
+    if (MODE == 0) {
+        acc = 0.0;
+        for (uint j = t; j < pc.len; j += WG) {
+            uint at; OFFSET(j, pc.red_dims, pc.red_strides, at)
+            float d = LOAD(X, base + at) - mean;
+            acc += d * d;
+        }
+        scale = sqrt(group_sum(acc) / float(pc.len));
+    } else {
+        scale = MODE == 1 ? total : sqrt(total);
+    }
+    for (uint j = t; j < pc.len; j += WG) {
+        uint at; OFFSET(j, pc.red_dims, pc.red_strides, at)
+        float v = LOAD(X, base + at);
+        float r = MODE == 0 ? (v - mean) / scale : (scale != 0.0 ? v / scale : 0.0);
+        STORE(Y, base + at, r);
+    }
+}
