@@ -237,6 +237,29 @@ class MatMulNBits(Kernel):
                        "block": block, "blocks": blocks}, groups, reads, [y])
 
 
+
+def nbits_from_dequantize(w: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, bits: int, block: int,
+                          signed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """MatMulNBits' B, scales and zero points for the weights a DequantizeLinear [K, N] makes: `w` its integers
+    [K, N] (any int type), `scale` and `zp` per block of `block` rows [ceil(K / block), N] (already broadcast).
+    MatMulNBits' values are unsigned: a signed type moves by 2^(bits - 1), values and zero points alike, which
+    leaves (w - zp) * scale as it is. Rows past K (the last block's padding) hold the zero point."""
+    k, n = w.shape
+    blocks = -(-k // block)
+    shift = 1 << (bits - 1) if signed else 0
+    zp_u = (np.zeros((blocks, n), np.int64) if zp is None else zp.astype(np.int64)) + shift
+    full = np.repeat(zp_u, block, axis=0)  # [blocks * block, N]
+    full[:k] = w.astype(np.int64) + shift
+    values = full.T.reshape(n, blocks, block).astype(np.uint8)  # [N, blocks, block]
+    zps = zp_u.T.astype(np.uint8)  # [N, blocks]
+    if bits == 4:
+        values = values[..., 0::2] | (values[..., 1::2] << 4)
+        if blocks % 2:
+            zps = np.concatenate([zps, np.zeros((n, 1), np.uint8)], axis=1)
+        zps = zps[:, 0::2] | (zps[:, 1::2] << 4)
+    return (np.ascontiguousarray(values).reshape(-1), np.ascontiguousarray(scale.T.astype(np.float32)).reshape(-1),
+            np.ascontiguousarray(zps).reshape(-1))
+
 LANES = 8  # matmul_nbits.comp's LANES mode: lanes per subgroup (lavapipe's subgroup size)
 # its columns per lane: each 64-bit load of A serves 4 columns (tools/bench_gemv.py, lavapipe 22.3, 4-bit,
 # vkep / CPU EP: 1x4096x4096 0.21 with 4 against 0.14 with 2; 1x512x4096 0.16 against 0.06)

@@ -132,7 +132,10 @@ class Ep:
         self.factory = factory
         self.log = logger
         self.given = given
-        given_options = session_ep_options(session_options)
+        config = session_config(session_options)
+        given_options = ep_options_of(config)
+        # DequantizeLinear -> MatMul as the CPU EP's MatMulNBits computes it (qdq.find_weight_only)
+        self.nbits_accuracy = int(config.get("session.qdq_matmulnbits_accuracy_level", "4") or 4)
         try:  # what can fail comes before the struct ORT will own
             self.settings = options.parse_session(given_options)
             self.device, why = choose_device(given, factory.devices, self.settings)
@@ -238,9 +241,8 @@ def _apply_budget(device) -> None:
     device.gpu.memory.budget = min(budgets, default=0)
 
 
-def session_ep_options(session_options) -> dict[str, str]:
-    """The EP options of a session, given as `add_provider_for_devices(devices, {name: value})` (or published
-    defaults): ORT keeps them in the session config as `ep.<ep name, lower case>.<name>`."""
+def session_config(session_options) -> dict[str, str]:
+    """The session's config entries (its options as key-value pairs)."""
     lib, ffi = api.lib, api.ffi
     if session_options == ffi.NULL:
         return {}
@@ -249,15 +251,17 @@ def session_ep_options(session_options) -> dict[str, str]:
     try:
         keys, values, count = ffi.new("const char* const**"), ffi.new("const char* const**"), ffi.new("size_t*")
         lib.ort_GetKeyValuePairs(entries[0], keys, values, count)
-        prefix = f"ep.{api.EP_NAME.lower()}."
-        found = {}
-        for i in range(count[0]):
-            key = ffi.string(keys[0][i]).decode(errors="replace")
-            if key.startswith(prefix):
-                found[key[len(prefix):]] = ffi.string(values[0][i]).decode(errors="replace")
-        return found
+        return {ffi.string(keys[0][i]).decode(errors="replace"): ffi.string(values[0][i]).decode(errors="replace")
+                for i in range(count[0])}
     finally:
         lib.ort_ReleaseKeyValuePairs(entries[0])
+
+
+def ep_options_of(config: dict[str, str]) -> dict[str, str]:
+    """The EP options of a session, given as `add_provider_for_devices(devices, {name: value})` (or published
+    defaults): ORT keeps them in the session config as `ep.<ep name, lower case>.<name>`."""
+    prefix = f"ep.{api.EP_NAME.lower()}."
+    return {key[len(prefix):]: value for key, value in config.items() if key.startswith(prefix)}
 
 
 _UUID = re.compile(r"^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$")

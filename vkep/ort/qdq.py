@@ -14,6 +14,11 @@ QLinear op's bias (Conv's scale x_scale * w_scale within 1% and its zero point 0
 checks them); Gemm's alpha and beta 1 with a bias, and no Q needed (QGemm then gives float32). vkep adds its own
 conditions: every node claimed, float32 scales, weights per tensor or per output channel along the axis the
 QLinear op reads, and the QLinear kernel planning the declared shapes.
+Weight-only groups too: a DequantizeLinear of constant 4- or 8-bit weights [K, N] -> MatMul (or a Gemm that is
+one), which ORT 1.32's CPU EP turns into MatMulNBits (accuracy_level from the session config `session.qdq_matmulnbits_accuracy_level`, 4 by
+default: A quantized to int8 per block) where the weights are quantized per tensor, per column, or in blocks of a
+power of two from 16 along K (a per-tensor or per-column scale in blocks of 32). At level 4 vkep runs the group as
+its MatMulNBits kernel, with the weights re-laid as MatMulNBits' (kernels/contrib.nbits_from_dequantize).
 docs/design.md, "QDQ groups: computed as the CPU EP computes them".
 """
 
@@ -25,6 +30,7 @@ import numpy as np
 
 from vkep.kernels import qdq
 from vkep.kernels.base import implementation
+from vkep.kernels.contrib import nbits_from_dequantize
 from vkep.kernels.manifest import KernelSpec
 from vkep.ort import api, declared
 from vkep.ort.ep import MAX_PACKED_INPUTS, Ep, declined_kernel, node_attributes, refused_in_a_dry_run
@@ -56,6 +62,7 @@ class Group:
     version: int
     attrs: dict
     inputs: list[str]
+    dequantized: tuple | None = None  # a weight-only group: (w, scale, zero point) names of its DequantizeLinear
 
 
 def add_groups(ep: Ep, support_info, claimed: list) -> set[int]:
@@ -66,7 +73,7 @@ def add_groups(ep: Ep, support_info, claimed: list) -> set[int]:
     mine = {api.address(n) for n in claimed}
     held: set[int] = set()
     for node in claimed:
-        group = find(node, ep, mine)
+        group = find(node, ep, mine) or find_weight_only(node, ep, mine)
         if group is None or any(api.address(m) in held for m in group.members):
             continue
         nodes = api.ffi.new("const OrtNode*[]", group.members)
@@ -118,6 +125,78 @@ def find(target, ep: Ep, mine: set[int]) -> Group | None:
     as_uint8 = types[0] == "uint8" and declared.values(dqs[0])[0][1] == "int8"
     return _plan(op, target, dqs, clip, q, ep, as_uint8)
 
+
+
+NBITS = {"int4": (4, True), "uint4": (4, False), "int8": (8, True), "uint8": (8, False)}
+NBITS_BLOCK = 32  # the block the CPU EP gives a per-tensor or per-column scale
+
+
+def find_weight_only(target, ep: Ep, mine: set[int]) -> Group | None:
+    """DequantizeLinear(constant weights [K, N]) -> MatMul, or -> Gemm (not transposed, alpha 1, a bias [N] with
+    beta 1 or none), as the MatMulNBits the CPU EP fuses it into, where the session's accuracy level is 4 (its
+    int8 A) and A is float32; else None (the nodes run as they are)."""
+    op = declared.op_type(target)
+    if op not in ("MatMul", "Gemm") or declared.domain(target) not in ("", "ai.onnx") or ep.nbits_accuracy != 4:
+        return None
+    names, infos = list(declared.names(target)), list(declared.value_infos(target))
+    if len(names) not in ((2,) if op == "MatMul" else (2, 3)) or not names[1]:
+        return None
+    bias = names[2] if len(names) == 3 else ""
+    if op == "Gemm":
+        def attr(name: str, default: float) -> float:
+            value = declared.attribute(target, name, "float" if name in ("alpha", "beta") else "int")
+            return default if value is None else value
+
+        if attr("transA", 0) or attr("transB", 0) or attr("alpha", 1.0) != 1.0 or (bias and attr("beta", 1.0) != 1.0):
+            return None
+    dq, a_from = _producer(infos[1]), _producer(infos[0])
+    if dq is None or not _is_qdq(dq, "DequantizeLinear") or not _feeds_only(dq, target):
+        return None
+    if a_from is not None and _is_qdq(a_from, "DequantizeLinear"):
+        return None  # (A dequantized too: a QDQ MatMul, which the CPU EP fuses otherwise or not at all)
+    dq_names, dq_infos = list(declared.names(dq)) + ["", ""], list(declared.value_infos(dq)) + [None, None]
+    (w_dims, w_type), (a_dims, a_type) = declared.declared(dq_infos[0]), declared.declared(infos[0])
+    scale_dims, scale_type = declared.declared(dq_infos[1])
+    if (w_type not in NBITS or a_type != "float32" or scale_type != "float32" or w_dims is None or len(w_dims) != 2
+            or scale_dims is None or not all(declared.is_constant(i) for i in dq_infos[:3] if i is not None)):
+        return None
+    k, n = w_dims
+    block = declared.attribute(dq, "block_size", "int") or 0
+    axis = declared.attribute(dq, "axis", "int")
+    axis = 1 if axis is None else axis % 2
+    if block:  # (blocks along K only, of a power of two from 16)
+        if axis != 0 or block < 16 or block & (block - 1) or scale_dims != [-(-k // block), n]:
+            return None
+    elif scale_dims in ([], [1]):
+        block = NBITS_BLOCK
+    elif axis == 1 and scale_dims == [n]:
+        block = NBITS_BLOCK
+    else:
+        return None
+    if dq_names[2] and declared.declared(dq_infos[2]) != (scale_dims, w_type):
+        return None
+    if any(_readers(i) != 1 for i in dq_infos[:3] if i is not None):
+        return None  # (a weight, scale or zero point another node reads too: the CPU EP keeps the nodes)
+    if bias and declared.declared(infos[2]) != ([n], "float32"):
+        return None
+    if op == "Gemm" and (a_dims is None or len(a_dims) != 2):
+        return None
+    if api.address(dq) not in mine or api.address(target) not in mine:
+        return None
+    domain_specs = ep.specs.get((MS, "MatMulNBits"), ())
+    if not domain_specs or a_dims is None or not a_dims or a_dims[-1] not in (k, -1):
+        return None
+    spec = domain_specs[0]
+    bits = NBITS[w_type][0]
+    attrs = {"K": k, "N": n, "bits": bits, "block_size": block, "accuracy_level": 4, "weight_prepacked": 0}
+    why = declined_kernel(spec, spec.version_ranges()[0][0], attrs, [(a_dims, a_type)], max_inputs=6)
+    if why:
+        ep.log.info(f"leaves the DequantizeLinear -> MatMul node {declared.name(target)!r} as nodes: {why}")
+        return None
+    members = [dq, target]
+    return Group(members, declared.output_names(target), frozenset(declared.output_names(m) for m in members),
+                 False, spec, spec.version_ranges()[0][0], attrs, [names[0], "", "", "", "", bias],
+                 dequantized=tuple(dq_names[:3]))
 
 def _cpu_type(dtype: str | None, node, q_side: bool) -> str | None:
     """An activation's type as the CPU EP's selectors see it. On x86-64 ORT's QDQS8ToU8Transformer (level 2,
@@ -365,6 +444,13 @@ def _consumers(node) -> list[tuple]:
     return out
 
 
+def _readers(info) -> int:
+    """How many node inputs read the value."""
+    count = api.ffi.new("size_t*")
+    api.check(api.lib.ort_ValueInfo_GetValueNumConsumers(info, count))
+    return count[0]
+
+
 def _is_graph_output(node) -> bool:
     flag = api.ffi.new("bool*")
     for info in declared.value_infos(node, outputs=True):
@@ -394,8 +480,10 @@ def plan_of(nodes: list, ep: Ep) -> Group | None:
 
 def kernel(group: Group, nodes: list, fused_node, ep: Ep, initializer) -> tuple[qdq.QdqGroup, list]:
     """(the fused node's kernel, the constants it uploads as (array, index of the QLinear op's input))."""
-    impl = implementation(group.spec)(group.spec, dict(group.attrs), group.version,
-                                      [_dtype(n, nodes) for n in group.inputs])
+    types = [_dtype(n, nodes) for n in group.inputs]
+    if group.dequantized is not None:  # (MatMulNBits' own types: B and zero points uint8, scales float32)
+        types = [types[0], "uint8", "float32", "uint8", "", types[5]]
+    impl = implementation(group.spec)(group.spec, dict(group.attrs), group.version, types)
     impl.output_count, impl.device_info = 1, ep.info
     if group.as_uint8 and hasattr(impl, "as_uint8"):  # (QLinearAdd, QLinearMul, QLinearAveragePool: float steps
         # that see the shift; the others add the zero point after rounding)
@@ -404,7 +492,9 @@ def kernel(group: Group, nodes: list, fused_node, ep: Ep, initializer) -> tuple[
     infos = _infos(nodes)
     sources: list = []
     uploads: list = []
-    for index, name in enumerate(group.inputs):
+    if group.dequantized is not None:  # (B, scales and zero points made from the DequantizeLinear's constants)
+        sources, uploads = _nbits_inputs(group, impl, infos, initializer, fused_inputs)
+    for index, name in enumerate(group.inputs if group.dequantized is None else ()):
         if not name:
             sources.append(None)
         elif name in fused_inputs:
@@ -415,10 +505,63 @@ def kernel(group: Group, nodes: list, fused_node, ep: Ep, initializer) -> tuple[
                 array, _ = impl.pack(index, array)
             sources.append(None)
             uploads.append((np.require(array, requirements="C"), index))
-    shapes = [declared.declared(infos[n]) if n else (None, "") for n in group.inputs]
+    if group.dequantized is not None:
+        shapes = [declared.declared(infos[group.inputs[0]])] + [(None, "")] * 5
+    else:
+        shapes = [declared.declared(infos[n]) if n else (None, "") for n in group.inputs]
     impl.declared_inputs = [(tuple(d), t) if d is not None and min(d + [0]) >= 0 else (None, "") for d, t in shapes]
     return qdq.QdqGroup(SPEC, impl, sources), uploads
 
+
+
+def _nbits_inputs(group: Group, impl, infos: dict, initializer, fused_inputs: list) -> tuple[list, list]:
+    """(sources, uploads) of a weight-only group's MatMulNBits: A the fused node's input, then B, scales and zero
+    points re-laid from the DequantizeLinear's weights, scale and zero point (broadcast to blocks of rows)."""
+    w_name, s_name, z_name = group.dequantized
+    k, n, bits, block = (int(group.attrs[key]) for key in ("K", "N", "bits", "block_size"))
+    blocks = -(-k // block)
+    w = _integers(infos[w_name], initializer)
+    signed = NBITS[declared.declared(infos[w_name])[1]][1]
+
+    def per_block(values: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(values.reshape(-1, n) if values.size > 1 else values.reshape(1, 1), (blocks, n))
+
+    scale = per_block(initializer(infos[s_name]).astype(np.float32))
+    zp = per_block(_integers(infos[z_name], initializer)) if z_name else None
+    b, scales, zps = nbits_from_dequantize(w.reshape(k, n), scale, zp, bits, block, signed)
+    sources: list = [fused_inputs.index(group.inputs[0]), None, None, None, None, None]
+    arrays = [(1, b), (2, scales), (3, zps)]
+    bias = group.inputs[5]
+    if bias and bias in fused_inputs:
+        sources[5] = fused_inputs.index(bias)
+    elif bias:  # (a constant ORT dropped from the fused node)
+        arrays.append((5, initializer(infos[bias]).astype(np.float32)))
+    uploads = []
+    for index, array in arrays:
+        if index in group.spec.prepack:
+            array, _ = impl.pack(index, array)
+        uploads.append((np.require(array, requirements="C"), index))
+    return sources, uploads
+
+
+def _integers(info, initializer) -> np.ndarray:
+    """A constant integer initializer's values as int64 (4-bit ones unpacked: two a byte, the low nibble first)."""
+    dims, dtype = declared.declared(info)
+    if dtype not in ("int4", "uint4"):
+        return initializer(info).astype(np.int64)
+    raw = np.frombuffer(_bytes(info), np.uint8)
+    values = np.stack([raw & 0xF, raw >> 4], axis=-1).reshape(-1)[:int(np.prod(dims or [1]))].astype(np.int64)
+    return np.where(values > 7, values - 16, values) if dtype == "int4" else values
+
+
+def _bytes(info) -> bytes:
+    """The bytes of a constant initializer, whatever its size."""
+    lib, ffi = api.lib, api.ffi
+    value, size, data = ffi.new("const OrtValue**"), ffi.new("size_t*"), ffi.new("void**")
+    api.check(lib.ort_ValueInfo_GetInitializerValue(info, value))
+    api.check(lib.ort_GetTensorSizeInBytes(value[0], size))
+    api.check(lib.ort_GetTensorMutableData(ffi.cast("OrtValue*", value[0]), data))
+    return ffi.buffer(ffi.cast("char*", data[0]), size[0])[:]
 
 def _dtype(name: str, nodes: list) -> str:
     if not name:
