@@ -127,3 +127,30 @@ def test_gemm(ep_devices, case, fused):
     plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     as_nodes = ort.InferenceSession(model, plain, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     assert fused == (np.abs(want - as_nodes).max() > 1e-3 * np.abs(want).max())  # (the CPU EP's own choice)
+
+
+@pytest.mark.parametrize("activation", [np.int16, np.uint16])
+def test_sixteen_bit_activations(ep_devices, activation):
+    """A QDQ MatMul with 16-bit activations (quantize_static with QInt16 / QUInt16): the CPU EP has no QLinear kernel
+    for it and fuses the weights' DequantizeLinear and the MatMul into MatMulNBits between the activations' own
+    DequantizeLinear and QuantizeLinear; so does vkep."""
+    rng = np.random.default_rng(3)
+    k, n = 64, 48
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(activation))
+    zero = 0 if activation == np.int16 else 30000
+    inits = [helper.make_tensor("w", TensorProto.INT8, [k, n], rng.integers(-128, 128, (k, n)).flatten().tolist()),
+             numpy_helper.from_array((rng.random((n,)) * 0.02 + 0.001).astype(np.float32), "scale"),
+             numpy_helper.from_array(np.array(0.002, np.float32), "a_scale"),
+             numpy_helper.from_array(np.array(zero, activation), "a_zp"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "y_scale")]
+    nodes = [helper.make_node("DequantizeLinear", ["a", "a_scale", "a_zp"], ["a_float"]),
+             helper.make_node("DequantizeLinear", ["w", "scale"], ["w_float"], axis=1),
+             helper.make_node("MatMul", ["a_float", "w_float"], ["mm"]),
+             helper.make_node("QuantizeLinear", ["mm", "y_scale", "a_zp"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq16", [helper.make_tensor_value_info("a", elem, [4, k])],
+                              [helper.make_tensor_value_info("y", elem, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10).SerializeToString()
+    a = (zero + rng.integers(-3000, 3000, (4, k))).astype(activation)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    np.testing.assert_array_equal(session.run(None, {"a": a})[0], runner.cpu_session(model).run(None, {"a": a})[0])

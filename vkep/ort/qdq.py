@@ -152,8 +152,8 @@ def find_weight_only(target, ep: Ep, mine: set[int]) -> Group | None:
     dq, a_from = _producer(infos[1]), _producer(infos[0])
     if dq is None or not _is_qdq(dq, "DequantizeLinear") or not _feeds_only(dq, target):
         return None
-    if a_from is not None and _is_qdq(a_from, "DequantizeLinear"):
-        return None  # (A dequantized too: a QDQ MatMul, which the CPU EP fuses otherwise or not at all)
+    if a_from is not None and _is_qdq(a_from, "DequantizeLinear") and declared.values(a_from)[0][1] in EIGHT_BIT:
+        return None  # (an 8-bit A: a QDQ MatMul, which the CPU EP fuses otherwise, or not at all; 16-bit: this)
     dq_names, dq_infos = list(declared.names(dq)) + ["", ""], list(declared.value_infos(dq)) + [None, None]
     (w_dims, w_type), (a_dims, a_type) = declared.declared(dq_infos[0]), declared.declared(infos[0])
     scale_dims, scale_type = declared.declared(dq_infos[1])
