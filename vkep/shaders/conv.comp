@@ -170,7 +170,7 @@ void direct() {
 // 8 channels; per 2 steps of K a lane makes BR / 8 (x2) loads of W and 2 BC of X for 2 BR BC multiply-adds,
 // against MODE 0's 2 (TM + TN) for 2 TM TN. A lane's pixels are n0 + 8 j + lane. Its loop steps through the taps
 // with counters, without divisions (lavapipe divides lane by lane).
-layout(constant_id = 8) const uint BR = 32;  // output channels a workgroup covers (vkep/kernels/conv.py: BROADCAST_CHANNELS)
+layout(constant_id = 8) const uint BR = 16;  // output channels a workgroup covers (vkep/kernels/conv.py: BROADCAST_CHANNELS)
 #define BC 8
 const uint BG = BR / 8;
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Pairs { uint64_t v[]; };
