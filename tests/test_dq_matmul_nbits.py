@@ -154,3 +154,27 @@ def test_sixteen_bit_activations(ep_devices, activation):
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
     np.testing.assert_array_equal(session.run(None, {"a": a})[0], runner.cpu_session(model).run(None, {"a": a})[0])
+
+
+@pytest.mark.parametrize("wtype,scale_of,attrs", [
+    ("int4", lambda k, n: (k // 32, n), {"axis": 0, "block_size": 32}),
+    ("uint8", lambda k, n: (n,), {"axis": 1}),
+])
+def test_float16_models(ep_devices, wtype, scale_of, attrs):
+    """A float16 model's pair: the CPU EP casts A to float32 around the MatMulNBits it makes, and so does vkep
+    (qdq.Float32Product)."""
+    rng = np.random.default_rng(5)
+    k, n = 128, 48
+    proto = onnx.load_from_string(_model(rng, wtype, k, n, scale_of(k, n), attrs, a_shape=(2, 7)))
+    for t in proto.graph.initializer:
+        if t.name == "scale":
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), "scale"))
+    proto.graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    proto.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    model = proto.SerializeToString()
+    a = rng.standard_normal((2, 7, k)).astype(np.float16)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    got, want = session.run(None, {"a": a})[0], runner.cpu_session(model).run(None, {"a": a})[0]
+    assert got.dtype == want.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-3, atol=1e-3)

@@ -157,7 +157,8 @@ def find_weight_only(target, ep: Ep, mine: set[int]) -> Group | None:
     dq_names, dq_infos = list(declared.names(dq)) + ["", ""], list(declared.value_infos(dq)) + [None, None]
     (w_dims, w_type), (a_dims, a_type) = declared.declared(dq_infos[0]), declared.declared(infos[0])
     scale_dims, scale_type = declared.declared(dq_infos[1])
-    if (w_type not in NBITS or a_type != "float32" or scale_type != "float32" or w_dims is None or len(w_dims) != 2
+    if (w_type not in NBITS or a_type not in ("float32", "float16") or scale_type != a_type or w_dims is None
+            or len(w_dims) != 2
             or scale_dims is None or not all(declared.is_constant(i) for i in dq_infos[:3] if i is not None)):
         return None
     k, n = w_dims
@@ -179,7 +180,7 @@ def find_weight_only(target, ep: Ep, mine: set[int]) -> Group | None:
         return None  # (a weight, scale or zero point another node reads too: the CPU EP keeps the nodes)
     if bias and declared.declared(infos[2]) != ([n], "float32"):
         return None
-    if op == "Gemm" and (a_dims is None or len(a_dims) != 2):
+    if op == "Gemm" and (a_dims is None or len(a_dims) != 2 or a_type != "float32"):
         return None
     if api.address(dq) not in mine or api.address(target) not in mine:
         return None
@@ -481,8 +482,9 @@ def plan_of(nodes: list, ep: Ep) -> Group | None:
 def kernel(group: Group, nodes: list, fused_node, ep: Ep, initializer) -> tuple[qdq.QdqGroup, list]:
     """(the fused node's kernel, the constants it uploads as (array, index of the QLinear op's input))."""
     types = [_dtype(n, nodes) for n in group.inputs]
-    if group.dequantized is not None:  # (MatMulNBits' own types: B and zero points uint8, scales float32)
-        types = [types[0], "uint8", "float32", "uint8", "", types[5]]
+    a_type = types[0]
+    if group.dequantized is not None:  # (MatMulNBits' own types, A in float32: B and zero points uint8)
+        types = ["float32", "uint8", "float32", "uint8", "", types[5]]
     impl = implementation(group.spec)(group.spec, dict(group.attrs), group.version, types)
     impl.output_count, impl.device_info = 1, ep.info
     if group.as_uint8 and hasattr(impl, "as_uint8"):  # (QLinearAdd, QLinearMul, QLinearAveragePool: float steps
@@ -494,6 +496,8 @@ def kernel(group: Group, nodes: list, fused_node, ep: Ep, initializer) -> tuple[
     uploads: list = []
     if group.dequantized is not None:  # (B, scales and zero points made from the DequantizeLinear's constants)
         sources, uploads = _nbits_inputs(group, impl, infos, initializer, fused_inputs)
+        if a_type == "float16":  # (computed in float32 between Casts, as the CPU EP's graph does)
+            impl = qdq.Float32Product(impl)
     for index, name in enumerate(group.inputs if group.dequantized is None else ()):
         if not name:
             sources.append(None)
