@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import vkep
-from vkep import runner
+from vkep import models, runner
 from vkep.models import add_chain
 
 CAPTURE = {"enable_graph_capture": "1"}
@@ -114,10 +114,12 @@ def test_host_arrays_are_refused_with_a_clear_error(ep_devices):
 
 
 def test_nodes_off_vkep_make_ort_refuse_the_session(ep_devices):
-    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("LpNormalization", ["a"], ["y"], axis=1)]
+    nodes = [helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node(models.UNSUPPORTED_OP, ["a"], ["y"], domain=models.UNSUPPORTED_DOMAIN)]
     graph = helper.make_graph(nodes, "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(models.UNSUPPORTED_DOMAIN, 1)], ir_version=8)
     with pytest.raises(Exception, match="graph capture"):
         runner.vkep_session(model, ep_options=CAPTURE)
 

@@ -252,7 +252,7 @@ def test_cpu_ep_boundaries_and_feeds_cost_no_copy(ep_devices):
     model = models.with_unsupported_op(np.float32)
     session = runner.vkep_session(model)
     eps = {op: ep for _, op, ep in runner.placement(session)}
-    assert eps["LpNormalization"] == "CPUExecutionProvider" and eps["MatMul"] == "VulkanExecutionProvider"
+    assert eps[models.UNSUPPORTED_OP] == "CPUExecutionProvider" and eps["MatMul"] == "VulkanExecutionProvider"
     feeds = models.random_inputs(model)
     session.run(None, feeds)
     vkep.reset_stats()
@@ -263,7 +263,7 @@ def test_cpu_ep_boundaries_and_feeds_cost_no_copy(ep_devices):
     stats = vkep.stats()[0]
     moved = {k: stats[k] for k in ("uploads", "downloads", "staging_copies", "device_copies")}
     assert moved == {"uploads": 0, "downloads": 0, "staging_copies": 0, "device_copies": 0}, stats
-    # x [2,16], Relu's output and LpNormalization's [2,32], y [2,32] (float32), five runs
+    # x [2,16], Relu's output and ScaledSiLU's [2,32], y [2,32] (float32), five runs
     assert stats["elided_copies"] == 5 * 4 and stats["elided_bytes"] == 5 * 4 * (32 + 64 + 64 + 64), stats
 
 

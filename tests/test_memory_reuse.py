@@ -25,7 +25,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import vkep
-from vkep import runner
+from vkep import models, runner
 
 SEEDS = list(range(12))
 LEVELS = {"default": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
@@ -97,7 +97,7 @@ class GraphBuilder:
             else_nodes: list = []
             t = self.add("Add", [a, b], graph=then_nodes)
             if self.rng.random() < 0.5:  # the branch output made by a CPU-EP node (tied to the If: ties.py)
-                t = self.add("LpNormalization", [t], graph=then_nodes, axis=1, p=2)
+                t = self.add(models.UNSUPPORTED_OP, [t], graph=then_nodes, domain=models.UNSUPPORTED_DOMAIN)
             e = self.add("Mul", [self.add("Neg", [a], graph=else_nodes), b], graph=else_nodes)
             vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["rows", COLS]) for n in (t, e)]
             out = self.name("v")
@@ -110,7 +110,7 @@ class GraphBuilder:
             out = self.add("Identity", [self.add("Squeeze", [self.add("Unsqueeze", [a, axes]), axes])])
             out = self.add("Relu", [out])
         elif kind == "cpu_ep":
-            out = self.add("LpNormalization", [a], axis=1, p=2)  # not a vkep kernel: stays on the CPU EP
+            out = self.add(models.UNSUPPORTED_OP, [a], domain=models.UNSUPPORTED_DOMAIN)  # stays on the CPU EP
         else:  # a shape read on the host, used to build a value of the same size on the device
             zeros = self.add("ConstantOfShape", [self.add("Shape", [a])],
                              value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.5]))
@@ -127,7 +127,8 @@ class GraphBuilder:
             self.nodes, "reuse", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", COLS])],
             [helper.make_tensor_value_info(o, TensorProto.FLOAT, ["rows", COLS]) for o in dict.fromkeys(outputs)],
             self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                        helper.make_opsetid(models.UNSUPPORTED_DOMAIN, 1)])
         model.ir_version = 8
         onnx.checker.check_model(model)
         return model.SerializeToString()

@@ -77,9 +77,10 @@ class _Builder:
 
     def model(self, graph_name: str) -> onnx.ModelProto:
         graph = helper.make_graph(self.nodes, graph_name, self.inputs, self.outputs, initializer=self.inits)
+        domains = sorted({n.domain for n in self.nodes if n.domain not in ("", "ai.onnx")})
         model = helper.make_model(
             graph,
-            opset_imports=[helper.make_opsetid("", OPSET)],
+            opset_imports=[helper.make_opsetid("", OPSET)] + [helper.make_opsetid(d, 1) for d in domains],
             ir_version=IR_VERSION,
             producer_name="vkep.models",
         )
@@ -167,9 +168,13 @@ def all_ops(dtype=np.float32) -> onnx.ModelProto:
     return b.model("all_ops")
 
 
+# an op ORT's CPU EP runs and vkep has no kernel for (com.microsoft ScaledSiLU, float32: a new output, no alias)
+UNSUPPORTED_OP, UNSUPPORTED_DOMAIN = "ScaledSiLU", "com.microsoft"
+
+
 def with_unsupported_op(dtype=np.float32) -> onnx.ModelProto:
-    """MatMul -> Relu -> LpNormalization -> Add -> Softmax: vkep has no LpNormalization kernel, so the graph
-    must be split between vkep and the CPU EP (pick another op here if vkep gains this one).
+    """MatMul -> Relu -> ScaledSiLU -> Add -> Softmax: vkep has no kernel for UNSUPPORTED_OP, so the graph must be
+    split between vkep and the CPU EP (pick another op there if vkep gains this one).
 
     Input x [2,16]; output y [2,32].
     """
@@ -177,7 +182,7 @@ def with_unsupported_op(dtype=np.float32) -> onnx.ModelProto:
     x = b.input("x", (2, 16))
     h = b.op("MatMul", [x, b.weight("w", (16, 32))])
     h = b.op("Relu", [h])
-    h = b.op("LpNormalization", [h], axis=1, p=2)
+    h = b.op(UNSUPPORTED_OP, [h], domain=UNSUPPORTED_DOMAIN)
     h = b.op("Add", [h, b.const("bias", b.rng.uniform(-0.5, 0.5, size=(32,)))])
     b.op("Softmax", [h], out="y", axis=-1)
     b.output("y", (2, 32))
