@@ -280,6 +280,9 @@ def _describe(index: int, handle, instance) -> PhysicalDeviceInfo:
     # matrix units (matmul_coop.comp: float16 MatMul and Gemm)
     # (glslang declares the Vulkan memory model in shaders that use cooperative matrices: the device must enable it)
     features["vulkanMemoryModel"] = bool(f12.vulkanMemoryModel)
+    # with the memory model enabled, Device scope (atomics and barriers on buffers across workgroups: max_unpool.comp)
+    # needs this one enabled too
+    features["vulkanMemoryModelDeviceScope"] = bool(f12.vulkanMemoryModelDeviceScope)
     # compute pipelines that use subgroup operations run at `subgroup_size` (pipeline.py: the grids and lane counts
     # kernels plan with), with full subgroups where the workgroup's width allows
     features["subgroupSizeControl"] = bool(size_control and size_features.subgroupSizeControl
@@ -289,7 +292,8 @@ def _describe(index: int, handle, instance) -> PhysicalDeviceInfo:
     features["cooperativeMatrix"], coopmat = _coopmat(instance, handle, extensions) if api_ok else (False, ())
     # host memory ORT hands over, read and written in place (external.HostMemoryImport)
     features["hostMemoryImport"] = HOST_IMPORT_EXTENSION in extensions
-    features["cooperativeMatrix"] &= features["vulkanMemoryModel"]
+    # (enabling the memory model for them makes Device scope need its own feature, which other shaders use)
+    features["cooperativeMatrix"] &= features["vulkanMemoryModel"] and features["vulkanMemoryModelDeviceScope"]
     mem = ffi.new("VkPhysicalDeviceMemoryProperties*")
     lib.vkGetPhysicalDeviceMemoryProperties(handle, mem)
     types = [(mem.memoryTypes[i].propertyFlags, mem.memoryTypes[i].heapIndex) for i in range(mem.memoryTypeCount)]
@@ -355,7 +359,8 @@ class Device:
         f12 = new("VkPhysicalDeviceVulkan12Features", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                   bufferDeviceAddress=1, timelineSemaphore=1, storageBuffer8BitAccess=f["storageBuffer8BitAccess"],
                   shaderInt8=f["shaderInt8"], shaderFloat16=f["shaderFloat16"],
-                  vulkanMemoryModel=f.get("cooperativeMatrix", False))
+                  vulkanMemoryModel=f.get("cooperativeMatrix", False),
+                  vulkanMemoryModelDeviceScope=f.get("cooperativeMatrix", False))
         f11 = new("VkPhysicalDeviceVulkan11Features", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                   pNext=f12, storageBuffer16BitAccess=f["storageBuffer16BitAccess"])
         feats = new("VkPhysicalDeviceFeatures2", sType=lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=f11)

@@ -82,7 +82,7 @@ void sort_items() {
     SharedWords order = SharedWords(pc.order);
     uint lane = gl_LocalInvocationID.x;
     for (uint p = lane; p < pc.padded; p += WG) order.v[p] = p < pc.m ? p : PAD;
-    memoryBarrierBuffer();
+    groupMemoryBarrier();  // (workgroup scope: the sort is one workgroup's; device scope needs a feature)
     barrier();
     for (uint size = 2u; size <= pc.padded; size <<= 1u) {
         for (uint stride = size >> 1u; stride > 0u; stride >>= 1u) {
@@ -92,7 +92,7 @@ void sort_items() {
                 bool up = (a & size) == 0u;
                 if (before(vb, va) == up) { order.v[a] = vb; order.v[b] = va; }
             }
-            memoryBarrierBuffer();
+            groupMemoryBarrier();  // (workgroup scope: the sort is one workgroup's; device scope needs a feature)
             barrier();
         }
     }

@@ -136,7 +136,8 @@ typedef struct VkPhysicalDeviceVulkan11Features { VkStructureType sType; void* p
     VkBool32 storageBuffer16BitAccess; VkBool32 uniformAndStorageBuffer16BitAccess; ...; } VkPhysicalDeviceVulkan11Features;
 typedef struct VkPhysicalDeviceVulkan12Features { VkStructureType sType; void* pNext;
     VkBool32 storageBuffer8BitAccess; VkBool32 shaderFloat16; VkBool32 shaderInt8; VkBool32 timelineSemaphore;
-    VkBool32 bufferDeviceAddress; VkBool32 vulkanMemoryModel; VkBool32 scalarBlockLayout; ...; }
+    VkBool32 bufferDeviceAddress; VkBool32 vulkanMemoryModel; VkBool32 vulkanMemoryModelDeviceScope; VkBool32 scalarBlockLayout;
+    ...; }
     VkPhysicalDeviceVulkan12Features;
 
 typedef struct VkMemoryType { VkFlags propertyFlags; uint32_t heapIndex; } VkMemoryType;
