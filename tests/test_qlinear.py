@@ -18,6 +18,7 @@ from onnx import helper, numpy_helper
 
 import vkep
 from vkep import runner
+from vkep.kernels import quantize
 
 VKEP = "VulkanExecutionProvider"
 MS = "com.microsoft"
@@ -150,7 +151,8 @@ def test_qlinear_matmul_float16_scales(ep_devices, a_type, b_type, per_column):
 @pytest.mark.parametrize("a_type,b_type", QLINEAR_TYPES)
 def test_qlinear_matmul_edges(ep_devices, a_type, b_type):
     """Zero points at their extremes, outputs saturating both ways, values on rounding boundaries, and
-    B computed at run time (a graph input); full-range uint8 x int8 against numpy's exact sums."""
+    B computed at run time (a graph input); full-range uint8 x int8 as the CPU EP computes it (its int16 pair
+    sums saturate on x86-64 without VNNI, and so do vkep's there: test_uint8_int8_products_saturate_as_the_cpu_ep)."""
     rng = np.random.default_rng(7)
     ai, bi = np.iinfo(a_type), np.iinfo(b_type)
     for azp, bzp, yzp in [(ai.min, bi.min, ai.min), (ai.max, bi.max, ai.max), (0, 0, 0)]:
@@ -163,7 +165,9 @@ def test_qlinear_matmul_edges(ep_devices, a_type, b_type):
         model = _model("QLinearMatMul", inputs, consts)
         reference = _reference_qlinear_matmul(a, *params, b, *params_b)
         assert {int(reference.min()), int(reference.max())} & {ai.min, ai.max}, "no output saturates"
-        _run(model, inputs, reference if a_type != b_type else None)
+        _run(model, inputs)
+        if not quantize.cpu_ep_saturates():  # (the exact sums: this host's CPU EP gives them too)
+            np.testing.assert_array_equal(runner.cpu_session(model).run(None, inputs)[0], reference)
     # accumulators that are exact halves of an output step: ties go to even
     a = np.asarray([[1, 2, 3, 5, 7, 9]], a_type).T
     b = np.asarray([[1]], b_type)
@@ -790,3 +794,25 @@ def test_resize_8bit_linear_stays_on_the_cpu_ep(ep_devices):
     x = _ints(np.random.default_rng(6), (1, 2, 4, 4), "uint8")
     consts = {"roi": np.zeros(0, np.float32), "scales": np.asarray([1, 1, 2, 2], np.float32)}
     assert _placed(_model("Resize", {"x": x}, consts, opset=13, mode="linear")) == {"CPUExecutionProvider"}
+
+
+@pytest.mark.parametrize("op,m,k,n", [("MatMulInteger", 1, 64, 64), ("MatMulInteger", 16, 63, 48),
+                                      ("QLinearMatMul", 8, 256, 96), ("MatMulInteger", 3, 130, 40)])
+def test_uint8_int8_products_saturate_as_the_cpu_ep(ep_devices, op, m, k, n):
+    """Large uint8 values times full-range int8 weights: on x86-64 without VNNI the CPU EP adds the products in pairs
+    along K into int16 (MLAS's vpmaddubsw) and a pair past 32767 clamps; vkep's integer GEMM does the same there
+    (quantize.cpu_ep_saturates), and gives the exact sums elsewhere, as the CPU EP then does."""
+    rng = np.random.default_rng(k)
+    a = _ints(rng, (m, k), "uint8", 150)
+    b = _ints(rng, (k, n), "int8", -127)
+    azp, bzp = np.asarray(128, np.uint8), np.asarray(3 if op == "MatMulInteger" else 0, np.int8)
+    if op == "MatMulInteger":
+        model = _model(op, {"a": a}, {"b": b, "a_zp": azp, "b_zp": bzp})
+    else:
+        consts = {"a_scale": np.float32(0.02), "a_zp": azp, "b": b, "b_scale": np.float32(0.01), "b_zp": bzp,
+                  "y_scale": np.float32(0.9), "y_zp": np.asarray(120, np.uint8)}
+        model = _model(op, {"a": a}, consts)
+    got = _run(model, {"a": a})
+    exact = (a.astype(np.int64) - int(azp)) @ (b.astype(np.int64) - int(bzp))
+    if op == "MatMulInteger":  # (the test means something only where the sums do saturate)
+        assert quantize.cpu_ep_saturates() == bool((got != exact).any())

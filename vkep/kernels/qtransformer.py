@@ -21,6 +21,7 @@ from vkep.kernels.quantize import (
     _per_column,
     _scalar,
     dispatch_dynamic_quantize,
+    saturating,
 )
 
 BIAS_PER_COLUMN_FLOAT = 5  # matmul_integer.comp's BIAS: a float32 bias per column added after the scaling
@@ -31,6 +32,7 @@ def dispatch_gemm_to_float(call, a: Tensor, b: Tensor, azp: Tensor | None, bzp: 
     """y = float((A - azp)(B - bzp)) * (a_scale * b_scale) (+ bias per column), matmul_integer.comp's REQUANT 2.
     `geometry`: its m, n, k, batches, batch strides and zero point / scale steps."""
     constants = {"a_signed": int(a.dtype == "int8"), "b_signed": int(b.dtype == "int8"), "requant": 2,
+                 "saturate": saturating(a.dtype, b.dtype),
                  "y_signed": 0, "trans_a": 0, "trans_b": 0, "bias": BIAS_PER_COLUMN_FLOAT if bias is not None else 0}
     ins = {"a": a, "b": b, "azp": azp, "bzp": bzp, "a_scale": a_scale, "b_scale": b_scale, "y_scale": None,
            "yzp": None, "c": bias}

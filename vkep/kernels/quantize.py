@@ -3,12 +3,18 @@
 QLinearConv (conv_integer.comp); com.microsoft QLinearAdd and QLinearMul (qlinear_binary.comp), QLinearWhere.
 
 The QLinear ops requantize as ORT's CPU EP does on x86-64 (shaders/requantize.glsl), bit for bit. Where its
-integer products saturate (uint8 x int8 pairs in MLAS's AVX2 kernels without VNNI), vkep keeps the exact
-sum that ONNX defines (and that the CPU EP gives on VNNI machines)."""
+integer products saturate (uint8 x int8 pairs in MLAS's AVX2 kernels without VNNI: cpu_ep_saturates), the integer
+GEMMs (matmul_integer.comp: MatMulInteger, QLinearMatMul, QGemm and the dynamically quantized transformers' ops)
+saturate as it does; the convolutions (conv_integer.comp) keep the exact sum that ONNX defines (and that the CPU EP
+gives on VNNI machines)."""
 
 from __future__ import annotations
 
+import functools
 import math
+import platform
+import re
+from pathlib import Path
 
 from vkep.kernels.base import (
     LOOP_BUDGET,
@@ -135,6 +141,28 @@ def dispatch_dynamic_quantize(call, x: Tensor, y: Tensor, scale: Tensor, zp: Ten
         dispatch_quantize(call, MODE_QUANTIZE, x, scale, zp, y, 1, 1)
 
 
+
+@functools.cache
+def cpu_ep_saturates() -> bool:
+    """Whether ORT's CPU EP on this host multiplies uint8 by int8 with int16 pair sums that saturate: MLAS's AVX2
+    and AVX-512BW kernels (vpmaddubsw) on x86-64 without VNNI or AMX. Its answers then differ from the exact sums
+    where large products meet (docs/design.md, "QDQ groups": reduce_range 0), and vkep's integer GEMM
+    computes the same (matmul_integer.comp's SATURATE) so that a model gives the CPU EP's answer."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:  # (not Linux: the flags are not read; the exact sums)
+        return False
+    found = re.search(r"^flags\s*:(.*)$", text, re.M)
+    flags = set(found.group(1).split()) if found else set()
+    return "avx2" in flags and not flags & {"avx512_vnni", "avx_vnni", "amx_int8"}
+
+
+def saturating(a_dtype: str, b_dtype: str) -> int:
+    """matmul_integer.comp's SATURATE for operands of these types: uint8 A and int8 B where the CPU EP saturates."""
+    return int(a_dtype == "uint8" and b_dtype == "int8" and cpu_ep_saturates())
+
 def _scalar(t: Tensor | None, what: str, op: str) -> None:
     """ORT's CPU EP takes this quantization parameter per tensor only."""
     if t is not None and t.size != 1:
@@ -198,6 +226,7 @@ class MatMulInteger(Kernel):
         y = call.output(0, batch_shape + (m, n), out_type)
         if y.size:
             constants = {"a_signed": int(a.dtype == "int8"), "b_signed": int(b.dtype == "int8"), "requant": requant,
+                         "saturate": saturating(a.dtype, b.dtype),
                          "y_signed": int(out_type == "int8"), "wide16": int(a.dtype == "int16")}
             ins = {"a": a, "b": b, "azp": azp, "bzp": bzp, "a_scale": a_scale, "b_scale": b_scale,
                    "y_scale": y_scale, "yzp": yzp}
@@ -551,6 +580,7 @@ class QGemm(Kernel):
         if y.size:
             k = a.shape[0] if self.attrs["transA"] else a.shape[1]
             constants = {"a_signed": int(a.dtype == "int8"), "b_signed": int(b.dtype == "int8"), "requant": requant,
+                         "saturate": saturating(a.dtype, b.dtype),
                          "y_signed": int(y.dtype == "int8"), "trans_a": int(self.attrs["transA"] != 0),
                          "trans_b": int(self.attrs["transB"] != 0), "bias": bias}
             ins = {"a": a, "b": b, "azp": azp, "bzp": bzp, "a_scale": a_scale, "b_scale": b_scale,

@@ -26,6 +26,10 @@ layout(constant_id = 4) const uint TRANS_A = 0;
 layout(constant_id = 5) const uint TRANS_B = 0;
 layout(constant_id = 6) const uint BIAS = 0;
 layout(constant_id = 7) const uint WIDE16 = 0;
+// SATURATE: uint8 A times int8 B as ORT's CPU EP computes them on x86-64 without VNNI (MLAS's vpmaddubsw): the raw
+// bytes' products added in pairs along K (k, k + 1) into int16, each pair sum clamped to [-32768, 32767], then the
+// zero points taken off as sums: - a_zp * sum(b) - b_zp * sum(a) + K * a_zp * b_zp (vkep/kernels/quantize.py)
+layout(constant_id = 8) const uint SATURATE = 0;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp, c;
@@ -71,7 +75,33 @@ void main() {
     int acc[TM][TN];
     [[unroll]] for (uint r = 0; r < TM; ++r)
         [[unroll]] for (uint c = 0; c < TN; ++c) acc[r][c] = 0;
-    for (uint k = 0; k < pc.k; ++k) {
+    int a_sum[TM], b_sum[TN];  // (SATURATE: the raw bytes' sums along K)
+    [[unroll]] for (uint r = 0; r < TM; ++r) a_sum[r] = 0;
+    [[unroll]] for (uint c = 0; c < TN; ++c) b_sum[c] = 0;
+    for (uint k = 0; SATURATE != 0 && k < pc.k; k += 2) {
+        bool second = k + 1 < pc.k;
+        int a0[TM], a1[TM], b0[TN], b1[TN];
+        [[unroll]] for (uint r = 0; r < TM; ++r) {
+            uint at = TRANS_A != 0 ? k * pc.m + rows[r] : rows[r] * pc.k + k;
+            a0[r] = operand(pc.a, a_base + at, a_signed);
+            a1[r] = second ? operand(pc.a, a_base + at + (TRANS_A != 0 ? pc.m : 1), a_signed) : 0;
+            a_sum[r] += a0[r] + a1[r];
+        }
+        [[unroll]] for (uint c = 0; c < TN; ++c) {
+            uint at = TRANS_B != 0 ? cols[c] * pc.k + k : k * pc.n + cols[c];
+            b0[c] = operand(pc.b, b_base + at, b_signed);
+            b1[c] = second ? operand(pc.b, b_base + at + (TRANS_B != 0 ? 1 : pc.n), b_signed) : 0;
+            b_sum[c] += b0[c] + b1[c];
+        }
+        [[unroll]] for (uint r = 0; r < TM; ++r)
+            [[unroll]] for (uint c = 0; c < TN; ++c) acc[r][c] += clamp(a0[r] * b0[c] + a1[r] * b1[c], -32768, 32767);
+    }
+    if (SATURATE != 0) {
+        [[unroll]] for (uint r = 0; r < TM; ++r)
+            [[unroll]] for (uint c = 0; c < TN; ++c)
+                acc[r][c] += int(pc.k) * azp[r] * bzp[c] - azp[r] * b_sum[c] - bzp[c] * a_sum[r];
+    }
+    for (uint k = 0; SATURATE == 0 && k < pc.k; ++k) {
         int av[TM], bv[TN];
         [[unroll]] for (uint r = 0; r < TM; ++r) {
             uint at = TRANS_A != 0 ? k * pc.m + rows[r] : rows[r] * pc.k + k;
