@@ -117,7 +117,7 @@ def test_quantize_static_contrib_qdq_model(ep_devices, tmp_path, activations, we
     (the CPU EP fuses no 16-bit group: float ops between, so a step or two apart), 8-bit ones, bit for bit, as the
     QLinear ops the CPU EP fuses them into. (No MatMul or
     Gemm: with 16-bit activations the CPU EP turns a DQ -> MatMul of 8-bit weights into MatMulNBits, which
-    quantizes A to int8; vkep runs them in float.)"""
+    quantizes A to int8; tests/test_dq_matmul_nbits.py checks vkep's same fusion.)"""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     rng = np.random.default_rng(2)

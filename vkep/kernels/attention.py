@@ -211,6 +211,12 @@ class Attention(Kernel):
                 members, rows, wg, copies)
 
 
+def _halves(t: Tensor, shape: tuple[int, ...]) -> list[Tensor]:
+    """Views of a [2, *shape] float32 tensor (com.microsoft Attention's past and present): keys, then values."""
+    size = 4 * math.prod(shape)
+    return [Tensor(t.addr + size * i if t.addr else 0, shape, t.dtype, t.io) for i in (0, 1)]
+
+
 @functools.cache
 def _spec(op: str) -> KernelSpec:
     """The manifest entry of an ONNX-domain kernel this module composes (the newest one)."""
@@ -364,9 +370,7 @@ class ContribAttention(Kernel):
                 raise UnsupportedError(f"Attention: past {past.shape} for batch {batch}, {heads} heads of K {head}, "
                                        f"V {sizes[2] // heads}")
             past_len = past.shape[3]
-        half = batch * heads * past_len * head
-        past_kv = [Tensor(past.addr + 4 * half * i if past.addr else 0, (batch, heads, past_len, head), past.dtype,
-                          past.io) for i in (0, 1)] if past_len else [None, None]
+        past_kv = _halves(past, (batch, heads, past_len, head)) if past_len else [None, None]
         if (self.output_count or 1) < 2:
             if past is not None:  # (ORT's CPU EP fails such a run: "Expect to have present state output")
                 raise UnsupportedError("Attention: a past input without the present output")
@@ -375,10 +379,7 @@ class ContribAttention(Kernel):
             raise UnsupportedError(f"Attention: a present output for K and V of sizes {sizes[1:]}")
         total = past_len + seq
         present = call.output(1, (2, batch, heads, total, head))
-        half = batch * heads * total * head
-        present_kv = [Tensor(present.addr + 4 * half * i if present.addr else 0, (batch, heads, total, head),
-                             present.dtype, present.io) for i in (0, 1)]
-        return past_kv, present_kv, past_len
+        return past_kv, _halves(present, (batch, heads, total, head)), past_len
 
     def _mask(self, call, mask: Tensor | None, attn_bias: Tensor | None, batch: int, heads: int, seq: int,
               past: int) -> Tensor | None:

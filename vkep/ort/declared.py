@@ -102,9 +102,9 @@ def is_constant(info) -> bool:
     return bool(flag[0])
 
 
-def constant_bytes(info) -> bytes | None:
-    """The bytes of a value the graph holds as a constant initializer (up to CONSTANT_READ_LIMIT), else None:
-    lets GetCapability plan a kernel over the CPU inputs it reads (Resize's sizes, Reshape's shape)."""
+def constant_bytes(info, limit: int | None = CONSTANT_READ_LIMIT) -> bytes | None:
+    """The bytes of a value the graph holds as a constant initializer (up to `limit` bytes; None: any size), else
+    None: lets GetCapability plan a kernel over the CPU inputs it reads (Resize's sizes, Reshape's shape)."""
     if not is_constant(info):
         return None
     lib, ffi = api.lib, api.ffi
@@ -115,7 +115,7 @@ def constant_bytes(info) -> bytes | None:
         if result != ffi.NULL:
             lib.ort_ReleaseStatus(result)
             return None
-    if value[0] == ffi.NULL or size[0] > CONSTANT_READ_LIMIT:
+    if value[0] == ffi.NULL or (limit is not None and size[0] > limit):
         return None
     api.check(lib.ort_GetTensorMutableData(ffi.cast("OrtValue*", value[0]), data))
     return ffi.buffer(ffi.cast("char*", data[0]), size[0])[:]

@@ -106,7 +106,7 @@ def find(target, ep: Ep, mine: set[int]) -> Group | None:
     if clip is not None and (len(qs) != 1 or not _redundant(clip, qs[0])):
         return None
     if not qs and op != "Gemm":
-        return None  # (MatMul without Q: MatMulIntegerToFloat, which vkep has no kernel for)
+        return None  # (MatMul without Q: the CPU EP's MatMulIntegerToFloat, a group not taken here yet)
     if qs and (len(qs) != 1 or len(_consumers(target)) != 1 or _is_graph_output(target)):
         return None  # (the op's value goes elsewhere too)
     q = qs[0] if qs else None
@@ -553,19 +553,10 @@ def _integers(info, initializer) -> np.ndarray:
     dims, dtype = declared.declared(info)
     if dtype not in ("int4", "uint4"):
         return initializer(info).astype(np.int64)
-    raw = np.frombuffer(_bytes(info), np.uint8)
+    raw = np.frombuffer(declared.constant_bytes(info, limit=None), np.uint8)
     values = np.stack([raw & 0xF, raw >> 4], axis=-1).reshape(-1)[:int(np.prod(dims or [1]))].astype(np.int64)
     return np.where(values > 7, values - 16, values) if dtype == "int4" else values
 
-
-def _bytes(info) -> bytes:
-    """The bytes of a constant initializer, whatever its size."""
-    lib, ffi = api.lib, api.ffi
-    value, size, data = ffi.new("const OrtValue**"), ffi.new("size_t*"), ffi.new("void**")
-    api.check(lib.ort_ValueInfo_GetInitializerValue(info, value))
-    api.check(lib.ort_GetTensorSizeInBytes(value[0], size))
-    api.check(lib.ort_GetTensorMutableData(ffi.cast("OrtValue*", value[0]), data))
-    return ffi.buffer(ffi.cast("char*", data[0]), size[0])[:]
 
 def _dtype(name: str, nodes: list) -> str:
     if not name:
