@@ -282,7 +282,8 @@ def test_qlinear_conv(ep_devices, x_type, w_type, per_channel, bias, case):
 @pytest.mark.parametrize("x_type,w_type", QLINEAR_TYPES)
 def test_qlinear_conv_edges(ep_devices, x_type, w_type):
     """Zero points at their extremes, outputs saturating both ways, nonzero weight zero points, full-range
-    uint8 x int8 (numpy's exact sums), an empty batch."""
+    uint8 x int8 as the CPU EP computes it (numpy's exact sums where it gives them: not on x86-64 without VNNI,
+    test_qlinear_conv_products_saturate_as_the_cpu_ep), an empty batch."""
     rng = np.random.default_rng(11)
     xi, wi = np.iinfo(x_type), np.iinfo(w_type)
     x, w = _ints(rng, (1, 6, 7, 7), x_type), _ints(rng, (5, 6, 3, 3), w_type)
@@ -293,7 +294,8 @@ def test_qlinear_conv_edges(ep_devices, x_type, w_type):
         model = _model("QLinearConv", {"x": x}, consts, pads=[1, 1, 1, 1], strides=[2, 1])
         reference = _reference_qlinear_conv(x, *consts.values(), pads=[1, 1, 1, 1], strides=[2, 1])
         assert {int(reference.min()), int(reference.max())} & {xi.min, xi.max}, "no output saturates"
-        _run(model, {"x": x}, reference if x_type != w_type else None)
+        exact = x_type != w_type and not quantize.cpu_ep_saturates()
+        _run(model, {"x": x}, reference if exact else None)
     empty = np.zeros((0, 6, 7, 7), x_type)
     model = _model("QLinearConv", {"x": empty}, consts, pads=[1, 1, 1, 1], strides=[2, 1])
     assert _run(model, {"x": empty}).shape == (0, 5, 4, 7)
@@ -816,3 +818,77 @@ def test_uint8_int8_products_saturate_as_the_cpu_ep(ep_devices, op, m, k, n):
     exact = (a.astype(np.int64) - int(azp)) @ (b.astype(np.int64) - int(bzp))
     if op == "MatMulInteger":  # (the test means something only where the sums do saturate)
         assert quantize.cpu_ep_saturates() == bool((got != exact).any())
+
+
+@pytest.mark.parametrize("c,m,group,kernel,stride,pads", [
+    (3, 16, 1, 3, 2, 1),     # a stem: 3 channels, pairs join two taps (MLAS's GEMM over its NHWC im2col)
+    (16, 16, 1, 3, 1, 1),    # MLAS's symmetric conv kernel (input channels % 4, output channels % 8)
+    (16, 24, 1, 1, 1, 0),    # pointwise: the GEMM over the NHWC input itself
+    (5, 8, 1, 1, 1, 0),      # pointwise, odd channels
+    (6, 8, 1, 3, 1, 1),      # even channels not a multiple of 4: the GEMM path
+    (32, 32, 4, 3, 1, 1),    # grouped
+    (8, 16, 8, 3, 1, 1),     # two output channels a group (a GEMM of K = 9 a group)
+    (32, 32, 32, 3, 1, 1),   # depthwise: exact on the CPU EP too
+    (24, 24, 24, 3, 2, 1)])  # depthwise, groups not a multiple of 16 (MlasConvDepthwise)
+@pytest.mark.parametrize("x_type", ["uint8", "int8"])
+def test_qlinear_conv_products_saturate_as_the_cpu_ep(ep_devices, c, m, group, kernel, stride, pads, x_type):
+    """QLinearConv over large activations and full-range int8 weights, as a QDQ model gives it: where the CPU EP
+    saturates (x86-64 without VNNI) MLAS adds the raw bytes' products in pairs along its NHWC im2col's
+    (ky, kx, c) order into int16; vkep's conv_integer.comp does the same, but for depthwise convolutions, which
+    MLAS computes exactly. int8 activations run as the CPU EP's QDQS8ToU8Transformer makes them: uint8 + 128."""
+    rng = np.random.default_rng(c * 100 + m + group)
+    shape = (2, c, 9, 11)
+    x = rng.normal(0, 1, shape).astype(np.float32)
+    w = rng.normal(0, 1, (m, c // group, kernel, kernel)).astype(np.float32)
+    x_scale, x_zp = np.float32(3.0 / 127), np.asarray(0 if x_type == "int8" else 128, x_type)
+    w_scale = (np.abs(w).reshape(m, -1).max(1) / 127).astype(np.float32)  # (per channel: full-range weights)
+    wq = np.clip(np.rint(w / w_scale[:, None, None, None]), -127, 127).astype(np.int8)
+    y_scale = np.float32(0.05)
+    attrs = {"group": group, "strides": [stride] * 2, "pads": [pads] * 4}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xzp"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xzp"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wzp"], ["wd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd"], ["c"], **attrs),
+             helper.make_node("QuantizeLinear", ["c", "ys", "xzp"], ["yq"]),  # (a Q -> DQ pair: int8 ones become
+             helper.make_node("DequantizeLinear", ["yq", "ys", "xzp"], ["y"])]  # uint8 on the CPU EP)
+    consts = {"xs": x_scale, "xzp": x_zp, "wq": wq, "ws": w_scale, "wzp": np.zeros(m, np.int8), "ys": y_scale}
+    graph = helper.make_graph(nodes, "qdq_conv", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
+                              [onnx.ValueInfoProto(name="y")],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    got = _run(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10), {"x": x})
+    # The exact sums (the CPU EP's ConvInteger computes them), requantized: the test means something only where
+    # the CPU EP's differ from them.
+    info = np.iinfo(x_type)
+    xq = np.clip(np.rint(x / x_scale) + int(x_zp), info.min, info.max).astype(x_type)
+    sums = runner.cpu_session(_model("ConvInteger", {"x": xq}, {"w": wq, "x_zp": x_zp}, **attrs)).run(None, {"x": xq})[0]
+    exact = _requantize(sums, ((x_scale * w_scale) / y_scale)[None, :, None, None], x_zp, x_type)
+    exact = (exact.astype(np.float32) - np.float32(x_zp)) * y_scale
+    depthwise = c // group == 1 and m // group == 1
+    assert bool((got != exact).any()) == (quantize.cpu_ep_saturates() and not depthwise)
+
+
+@pytest.mark.parametrize("x_type", ["uint8", "int8"])
+@pytest.mark.parametrize("k", [64, 75])
+def test_qdq_matmul_products_saturate_as_the_cpu_ep(ep_devices, x_type, k):
+    """A QDQ MatMul (the CPU EP's QLinearMatMul) over large activations and full-range int8 weights: int8
+    activations saturate as the uint8 + 128 the CPU EP makes of them (matmul_integer.comp's SATURATE 2)."""
+    rng = np.random.default_rng(k)
+    x = rng.normal(0, 1, (3, 16, k)).astype(np.float32)
+    wq = _ints(rng, (k, 24), "int8", -127)
+    x_scale, x_zp, y_scale = np.float32(3.0 / 127), np.asarray(0 if x_type == "int8" else 128, x_type), np.float32(0.2)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xzp"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xzp"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws"], ["wd"]),
+             helper.make_node("MatMul", ["xd", "wd"], ["c"]),
+             helper.make_node("QuantizeLinear", ["c", "ys", "xzp"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "xzp"], ["y"])]
+    consts = {"xs": x_scale, "xzp": x_zp, "wq": wq, "ws": np.float32(0.01), "ys": y_scale}
+    graph = helper.make_graph(nodes, "qdq_matmul", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+                              [onnx.ValueInfoProto(name="y")],
+                              [numpy_helper.from_array(np.asarray(v), name) for name, v in consts.items()])
+    got = _run(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10), {"x": x})
+    info = np.iinfo(x_type)
+    xq = np.clip(np.rint(x / x_scale) + int(x_zp), info.min, info.max).astype(np.int64)
+    exact = _requantize((xq - int(x_zp)) @ wq.astype(np.int64), (x_scale * np.float32(0.01)) / y_scale, x_zp, x_type)
+    exact = (exact.astype(np.float32) - np.float32(x_zp)) * y_scale
+    assert bool((got != exact).any()) == quantize.cpu_ep_saturates()

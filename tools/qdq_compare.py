@@ -3,8 +3,9 @@
     .venv/bin/python tools/qdq_compare.py [all_ops] [squeezenet] [resnet50] [PATH.onnx[:1x3x320x320] ...]
 
 Each float model (vkep's default model, ONNX's light models, a PATH without DequantizeLinear nodes) is quantized
-here with ORT's quantize_static (QDQ, per-channel int8 weights, uint8 activations, random calibration data in
-[-1, 1]; the first input's shape after the colon where the model's is symbolic), with reduce_range 0 and 1; a
+here with ORT's quantize_static (random calibration data in [-1, 1]; the first input's shape after the colon where
+the model's is symbolic) three ways: per-channel int8 weights and uint8 activations with reduce_range 0 and 1, and
+quantize_static's defaults (QDQ, per-tensor int8 weights, int8 activations, reduce_range 0); a
 PATH with DequantizeLinear nodes is a QDQ model taken as it is. For each model and `qdq=0` / `qdq=1` it prints
 the nodes on vkep, the kernel executions a run, the largest difference from the CPU EP over three random inputs,
 also in quantization steps of each output (the scale of the DequantizeLinear that makes it, where one does), and
@@ -46,10 +47,16 @@ def random_feeds(model: onnx.ModelProto, seed: int, shape: tuple[int, ...] | Non
     return feeds
 
 
-def quantized(model: onnx.ModelProto, reduce_range: bool, where: Path, shape) -> onnx.ModelProto:
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+# quantize_static's keyword arguments by variant ("defaults": none)
+VARIANTS = {"reduce_range=0": {"per_channel": True, "activation_type": "QUInt8", "reduce_range": False},
+            "reduce_range=1": {"per_channel": True, "activation_type": "QUInt8", "reduce_range": True},
+            "defaults": {}}
 
-    src, dst = where / "float.onnx", where / f"qdq_{int(reduce_range)}.onnx"
+
+def quantized(model: onnx.ModelProto, variant: str, where: Path, shape) -> onnx.ModelProto:
+    from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize_static
+
+    src, dst = where / "float.onnx", where / "qdq.onnx"
     onnx.save(model, src)
 
     class Reader(CalibrationDataReader):
@@ -59,8 +66,8 @@ def quantized(model: onnx.ModelProto, reduce_range: bool, where: Path, shape) ->
         def get_next(self):
             return next(self.batches, None)
 
-    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=reduce_range)
+    kwargs = {k: QuantType[v] if k == "activation_type" else v for k, v in VARIANTS[variant].items()}
+    quantize_static(str(src), str(dst), Reader(), **kwargs)
     return onnx.load(dst)
 
 
@@ -121,10 +128,10 @@ def main(argv: list[str]) -> None:
             if any(n.op_type == "DequantizeLinear" for n in model.graph.node):
                 compare(label, model, shape)
                 continue
-            for reduce_range in (False, True):
-                where = Path(tmp) / f"{label}_{int(reduce_range)}"
+            for variant in VARIANTS:
+                where = Path(tmp) / f"{label}_{variant}"
                 where.mkdir()
-                compare(f"{label} reduce_range={int(reduce_range)}", quantized(model, reduce_range, where, shape), shape)
+                compare(f"{label} {variant}", quantized(model, variant, where, shape), shape)
 
 
 if __name__ == "__main__":

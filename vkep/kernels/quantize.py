@@ -5,8 +5,8 @@ QLinearConv (conv_integer.comp); com.microsoft QLinearAdd and QLinearMul (qlinea
 The QLinear ops requantize as ORT's CPU EP does on x86-64 (shaders/requantize.glsl), bit for bit. Where its
 integer products saturate (uint8 x int8 pairs in MLAS's AVX2 kernels without VNNI: cpu_ep_saturates), the integer
 GEMMs (matmul_integer.comp: MatMulInteger, QLinearMatMul, QGemm and the dynamically quantized transformers' ops)
-saturate as it does; the convolutions (conv_integer.comp) keep the exact sum that ONNX defines (and that the CPU EP
-gives on VNNI machines)."""
+and QLinearConv (conv_integer.comp, but for depthwise convolutions) saturate as it does; elsewhere vkep keeps
+the exact sum that ONNX defines (and that the CPU EP gives on VNNI machines)."""
 
 from __future__ import annotations
 
@@ -159,9 +159,14 @@ def cpu_ep_saturates() -> bool:
     return "avx2" in flags and not flags & {"avx512_vnni", "avx_vnni", "amx_int8"}
 
 
-def saturating(a_dtype: str, b_dtype: str) -> int:
-    """matmul_integer.comp's SATURATE for operands of these types: uint8 A and int8 B where the CPU EP saturates."""
-    return int(a_dtype == "uint8" and b_dtype == "int8" and cpu_ep_saturates())
+def saturating(a_dtype: str, b_dtype: str, as_uint8: bool = False) -> int:
+    """matmul_integer.comp's and conv_integer.comp's SATURATE for operands of these types where the CPU EP
+    saturates: 1 for uint8 A and int8 B; 2 for an int8 A that it computes as the uint8 A + 128 (as_uint8: a QDQ
+    group whose int8 activations its QDQS8ToU8Transformer made uint8, vkep/ort/qdq.py); else 0 (uint8 x uint8 and
+    int8 x int8 products are exact there)."""
+    if b_dtype != "int8" or not cpu_ep_saturates():
+        return 0
+    return 1 if a_dtype == "uint8" else 2 if a_dtype == "int8" and as_uint8 else 0
 
 def _scalar(t: Tensor | None, what: str, op: str) -> None:
     """ORT's CPU EP takes this quantization parameter per tensor only."""
@@ -189,6 +194,8 @@ class MatMulInteger(Kernel):
     int16).
     MatMulInteger's zero points are scalar, per row of a 2-D A or per column of B; QLinearMatMul's A and
     Y parameters per tensor, B's per tensor or per column (per batch too), as ORT's CPU EP takes them."""
+
+    as_uint8 = False  # int8 A computed as the uint8 ORT's CPU EP makes of it (QLinearBinary's): where it saturates
 
     def compute(self, call) -> None:
         requant = self.spec.constants["requant"]  # (REQUANT, constant_id 2)
@@ -226,7 +233,7 @@ class MatMulInteger(Kernel):
         y = call.output(0, batch_shape + (m, n), out_type)
         if y.size:
             constants = {"a_signed": int(a.dtype == "int8"), "b_signed": int(b.dtype == "int8"), "requant": requant,
-                         "saturate": saturating(a.dtype, b.dtype),
+                         "saturate": saturating(a.dtype, b.dtype, self.as_uint8),
                          "y_signed": int(out_type == "int8"), "wide16": int(a.dtype == "int16")}
             ins = {"a": a, "b": b, "azp": azp, "bzp": bzp, "a_scale": a_scale, "b_scale": b_scale,
                    "y_scale": y_scale, "yzp": yzp}
@@ -250,7 +257,11 @@ class ConvInteger(ConvBase):
     """ConvInteger (int32 Y) and QLinearConv (requantized 8-bit Y, manifest constant `requant`) over NCHW
     with 1 or 2 spatial dims: groups, strides, dilations, pads, auto_pad. Zero points and scales per tensor;
     W's (and QLinearConv's w_scale) per output channel too. One invocation per block of output channels by
-    CONV_TN output pixels (conv_integer.comp)."""
+    CONV_TN output pixels (conv_integer.comp). QLinearConv's products saturate where the CPU EP's do
+    (`saturating`), but for depthwise convolutions (one input and one output channel a group), which MLAS
+    computes exactly."""
+
+    as_uint8 = False  # int8 X computed as the uint8 ORT's CPU EP makes of it (QLinearBinary's): where it saturates
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
@@ -274,8 +285,10 @@ class ConvInteger(ConvBase):
         y = call.output(0, out_shape, out_type)
         if y.size == 0:
             return
+        depthwise = members["cg"] == 1 and members["mg"] == 1
+        saturate = saturating(x.dtype, w.dtype, self.as_uint8) if requant and not depthwise else 0
         constants = {"requant": requant, "x_signed": int(x.dtype == "int8"), "w_signed": int(w.dtype == "int8"),
-                     "y_signed": int(out_type == "int8"), "tm": tm}
+                     "y_signed": int(out_type == "int8"), "tm": tm, "saturate": saturate}
         ins = {"x": x, "w": w, "xzp": xzp, "wzp": wzp, "bias": bias, "xs": x_scale, "ws": w_scale, "ys": y_scale,
                "yzp": yzp}
         call.dispatch(self.spec.shader, "uint8", constants, {**members, **ins, "y": y}, groups,
@@ -561,6 +574,8 @@ class QGemm(Kernel):
     y_scale, as ORT's CPU EP computes it (matmul_integer.comp's QGemm mode): A per tensor, B per tensor or per
     column, transA / transB, C scalar, per column, per row or [M, N]."""
 
+    as_uint8 = False  # int8 A computed as the uint8 ORT's CPU EP makes of it (MatMulInteger's)
+
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         ranks = padded(input_ranks, 9)
@@ -580,7 +595,7 @@ class QGemm(Kernel):
         if y.size:
             k = a.shape[0] if self.attrs["transA"] else a.shape[1]
             constants = {"a_signed": int(a.dtype == "int8"), "b_signed": int(b.dtype == "int8"), "requant": requant,
-                         "saturate": saturating(a.dtype, b.dtype),
+                         "saturate": saturating(a.dtype, b.dtype, self.as_uint8),
                          "y_signed": int(y.dtype == "int8"), "trans_a": int(self.attrs["transA"] != 0),
                          "trans_b": int(self.attrs["transB"] != 0), "bias": bias}
             ins = {"a": a, "b": b, "azp": azp, "bzp": bzp, "a_scale": a_scale, "b_scale": b_scale,

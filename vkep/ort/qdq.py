@@ -488,7 +488,8 @@ def kernel(group: Group, nodes: list, fused_node, ep: Ep, initializer) -> tuple[
     impl = implementation(group.spec)(group.spec, dict(group.attrs), group.version, types)
     impl.output_count, impl.device_info = 1, ep.info
     if group.as_uint8 and hasattr(impl, "as_uint8"):  # (QLinearAdd, QLinearMul, QLinearAveragePool: float steps
-        # that see the shift; the others add the zero point after rounding)
+        # that see the shift; QLinearConv, QLinearMatMul, QGemm: int16 pair sums that saturate where the CPU EP's do;
+        # the others add the zero point after rounding)
         impl.as_uint8 = True
     fused_inputs = list(declared.names(fused_node))
     infos = _infos(nodes)

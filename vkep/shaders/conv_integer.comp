@@ -16,6 +16,13 @@ layout(constant_id = 0) const uint REQUANT = 0;
 layout(constant_id = 1) const uint X_SIGNED = 0;
 layout(constant_id = 2) const uint W_SIGNED = 0;
 layout(constant_id = 3) const uint Y_SIGNED = 0;
+// SATURATE: QLinearConv as ORT's CPU EP computes uint8 X times int8 W on x86-64 without VNNI (MLAS's vpmaddubsw,
+// vkep/kernels/quantize.py): over the group's K in the order of its NHWC im2col, (ky, kx, c), the raw bytes'
+// products added in pairs (k, k + 1) into int16 (so a pair may join two taps where the group's channels are
+// odd), each pair sum clamped to [-32768, 32767], the padding's bytes the zero point; then the zero points taken
+// off as sums: - x_zp * sum(w) - w_zp * sum(x) + K * x_zp * w_zp. SATURATE 2: int8 X that the CPU EP computes as
+// the uint8 X + 128 (its QDQS8ToU8Transformer: vkep/ort/qdq.py), zero point + 128.
+layout(constant_id = 5) const uint SATURATE = 0;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, w, xzp, wzp, y, bias, xs, ws, ys, yzp;
@@ -58,7 +65,44 @@ void main() {
     int acc[TM][TN];
     [[unroll]] for (uint j = 0; j < TM; ++j)
         [[unroll]] for (uint k = 0; k < TN; ++k) acc[j][k] = 0;
-    for (uint c = 0; c < pc.cg; ++c) {
+    int x_sum[TN], w_sum[TM];  // (SATURATE: the raw bytes' sums along K)
+    [[unroll]] for (uint k = 0; k < TN; ++k) x_sum[k] = 0;
+    [[unroll]] for (uint j = 0; j < TM; ++j) w_sum[j] = 0;
+    int raw_xzp = SATURATE == 2 ? xzp + 128 : xzp;
+    uint kk = pc.cg * taps, kc = 0, kr = 0, ks = 0;  // (SATURATE: element k's channel, kernel row and column)
+    for (uint k = 0; SATURATE != 0 && k < kk; k += 2) {
+        int xv[2][TN], wv[2][TM];
+        [[unroll]] for (uint e = 0; e < 2; ++e) {
+            bool real = k + e < kk;  // (a last odd element is alone)
+            int h = h0 + int(kr * dh);
+            uint x_row = x_base + (kc * ih + uint(clamp(h, 0, int(ih) - 1))) * iw;
+            [[unroll]] for (uint n = 0; n < TN; ++n) {
+                int w = w0 + int(n * sw + ks * dw);
+                bool inside = uint(h) < ih && uint(w) < iw;
+                int v = rq_byte(pc.x, x_row + (inside ? uint(w) : 0u), xs) + (SATURATE == 2 ? 128 : 0);
+                xv[e][n] = real ? (inside ? v : raw_xzp) : 0;
+                x_sum[n] += xv[e][n];
+            }
+            [[unroll]] for (uint j = 0; j < TM; ++j) {
+                uint at = real ? (oc[j] * pc.cg + kc) * taps + kr * kw + ks : 0u;  // (the load's address valid either way)
+                wv[e][j] = real ? rq_byte(pc.w, at, ws) : 0;
+                w_sum[j] += wv[e][j];
+            }
+            if (++kc == pc.cg) {
+                kc = 0;
+                if (++ks == kw) { ks = 0; ++kr; }
+            }
+        }
+        [[unroll]] for (uint j = 0; j < TM; ++j)
+            [[unroll]] for (uint n = 0; n < TN; ++n)
+                acc[j][n] += clamp(xv[0][n] * wv[0][j] + xv[1][n] * wv[1][j], -32768, 32767);
+    }
+    if (SATURATE != 0) {
+        [[unroll]] for (uint j = 0; j < TM; ++j)
+            [[unroll]] for (uint n = 0; n < TN; ++n)
+                acc[j][n] += int(kk) * raw_xzp * wzp[j] - raw_xzp * w_sum[j] - wzp[j] * x_sum[n];
+    }
+    for (uint c = 0; SATURATE == 0 && c < pc.cg; ++c) {
         for (uint r = 0; r < kh; ++r) {
             int h = h0 + int(r * dh);
             if (uint(h) >= ih) continue;

@@ -28,8 +28,10 @@ layout(constant_id = 6) const uint BIAS = 0;
 layout(constant_id = 7) const uint WIDE16 = 0;
 // SATURATE: uint8 A times int8 B as ORT's CPU EP computes them on x86-64 without VNNI (MLAS's vpmaddubsw): the raw
 // bytes' products added in pairs along K (k, k + 1) into int16, each pair sum clamped to [-32768, 32767], then the
-// zero points taken off as sums: - a_zp * sum(b) - b_zp * sum(a) + K * a_zp * b_zp (vkep/kernels/quantize.py)
+// zero points taken off as sums: - a_zp * sum(b) - b_zp * sum(a) + K * a_zp * b_zp (vkep/kernels/quantize.py).
+// SATURATE 2: int8 A that the CPU EP computes as the uint8 A + 128 (a QDQ group, vkep/ort/qdq.py), zero point + 128.
 layout(constant_id = 8) const uint SATURATE = 0;
+const int A_SHIFT = SATURATE == 2 ? 128 : 0;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t a, b, azp, bzp, y, a_scale, b_scale, y_scale, yzp, c;
@@ -83,8 +85,8 @@ void main() {
         int a0[TM], a1[TM], b0[TN], b1[TN];
         [[unroll]] for (uint r = 0; r < TM; ++r) {
             uint at = TRANS_A != 0 ? k * pc.m + rows[r] : rows[r] * pc.k + k;
-            a0[r] = operand(pc.a, a_base + at, a_signed);
-            a1[r] = second ? operand(pc.a, a_base + at + (TRANS_A != 0 ? pc.m : 1), a_signed) : 0;
+            a0[r] = operand(pc.a, a_base + at, a_signed) + A_SHIFT;
+            a1[r] = second ? operand(pc.a, a_base + at + (TRANS_A != 0 ? pc.m : 1), a_signed) + A_SHIFT : 0;
             a_sum[r] += a0[r] + a1[r];
         }
         [[unroll]] for (uint c = 0; c < TN; ++c) {
@@ -99,7 +101,7 @@ void main() {
     if (SATURATE != 0) {
         [[unroll]] for (uint r = 0; r < TM; ++r)
             [[unroll]] for (uint c = 0; c < TN; ++c)
-                acc[r][c] += int(pc.k) * azp[r] * bzp[c] - azp[r] * b_sum[c] - bzp[c] * a_sum[r];
+                acc[r][c] += int(pc.k) * (azp[r] + A_SHIFT) * bzp[c] - (azp[r] + A_SHIFT) * b_sum[c] - bzp[c] * a_sum[r];
     }
     for (uint k = 0; SATURATE == 0 && k < pc.k; ++k) {
         int av[TM], bv[TN];
