@@ -13,11 +13,11 @@ thread count, and vkep multiplies in float32 by the weights; so there vkep is co
     Y_c, typically 0.7e-3 to 1.8e-3; over this file's 60 sweep cases at most 2.5e-3, while vkep is within
     1.5e-7 of the float LSTM). Each test asserts the CPU EP's distance too, so the tolerance is seen to cover
     what the CPU EP itself does.
-int8 weights use 7 bits (|q| <= 63, quantize_dynamic's reduce_range): MLAS's AVX2 u8s8 kernel sums pairs of
-uint8 x int8 products in int16 and saturates with full-range int8 weights, so the CPU EP's answer is then off
-by ~0.1 (measured 0.05-0.29 with |q| <= 127) on machines without VNNI; vkep's is not, which
-test_quantize_dynamic_full_range_int8 checks against integer_lstm, this file's own model of the CPU EP's
-arithmetic without the saturation."""
+int8 weights use 7 bits (|q| <= 63, quantize_dynamic's reduce_range) in the sweep. With full-range int8 weights
+MLAS's AVX2 u8s8 kernel sums pairs of uint8 x int8 products in int16 and saturates on machines without VNNI
+(the answer then moves by ~0.1: measured 0.05-0.29 with |q| <= 127), and vkep's integer GEMMs do the same there
+(recurrent.comp's SATURATE): test_quantize_dynamic_full_range_int8 checks that against the CPU EP and against
+integer_lstm, this file's own model of the CPU EP's arithmetic, with and without the saturation."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 from test_recurrent import _on_vkep
 
 from vkep import runner
+from vkep.kernels import quantize
 
 VKEP = "VulkanExecutionProvider"
 MS = "com.microsoft"
@@ -36,15 +37,16 @@ INPUTS = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P",
           "W_scale", "W_zero_point", "R_scale", "R_zero_point"]
 
 
-def _quantize(rng, w: np.ndarray, dtype, per_channel: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _quantize(rng, w: np.ndarray, dtype, per_channel: bool, int8_max: int = 63
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """w [dirs, rows, 4 hidden] as (q, scale, zero point); per channel: one scale per gate column, with the one
     zero point ORT's CPU EP allows (0 for int8, one shared value for uint8); per tensor: per direction, uint8
     zero points drawn around 128."""
     axes = 1 if per_channel else (1, 2)
     amax = np.abs(w).max(axis=axes)
     if dtype == np.int8:
-        scale, zero = amax / 63, np.zeros(amax.shape, np.int8)
-        lo, hi = -63, 63
+        scale, zero = amax / int8_max, np.zeros(amax.shape, np.int8)
+        lo, hi = -int8_max, int8_max
     else:
         scale = amax / 127
         zero = np.full(amax.shape, 131, np.uint8) if per_channel else rng.integers(110, 150, amax.shape).astype(np.uint8)
@@ -63,12 +65,15 @@ def _dequantized(q: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.ndarr
 
 def _models(*, steps: int = 5, batch: int = 2, size: int = 3, hidden: int = 8, direction: str = "forward",
             weights=np.int8, per_channel: bool = False, bias: bool = True, lens=None, h0: bool = False,
-            c0: bool = False, peephole: bool = False, symbolic: bool = False, seed: int = 0, **attrs):
+            c0: bool = False, peephole: bool = False, symbolic: bool = False, seed: int = 0, int8_max: int = 63,
+            **attrs):
     """(DynamicQuantizeLSTM model, ONNX LSTM model on its dequantized weights, feeds)."""
     rng = np.random.default_rng(seed)
     dirs, scale = (2 if direction == "bidirectional" else 1), hidden ** -0.5
-    w, w_scale, w_zero = _quantize(rng, rng.uniform(-scale, scale, (dirs, size, 4 * hidden)), weights, per_channel)
-    r, r_scale, r_zero = _quantize(rng, rng.uniform(-scale, scale, (dirs, hidden, 4 * hidden)), weights, per_channel)
+    w, w_scale, w_zero = _quantize(rng, rng.uniform(-scale, scale, (dirs, size, 4 * hidden)), weights, per_channel,
+                                   int8_max)
+    r, r_scale, r_zero = _quantize(rng, rng.uniform(-scale, scale, (dirs, hidden, 4 * hidden)), weights, per_channel,
+                                   int8_max)
     state = (dirs, batch, hidden)
     values = {"X": rng.uniform(-1, 1, (steps, batch, size)).astype(np.float32), "W": w, "R": r,
               "B": rng.uniform(-scale, scale, (dirs, 8 * hidden)).astype(np.float32) if bias else None,
@@ -119,17 +124,23 @@ def _check(**kw) -> None:
 
 
 def integer_lstm(x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndarray, w_scale: np.ndarray,
-                 r_scale: np.ndarray, bidirectional: bool) -> np.ndarray:
+                 r_scale: np.ndarray, bidirectional: bool, saturate: bool) -> np.ndarray:
     """Y of a DynamicQuantizeLSTM of one batch row (x [T, 1, I]; int8 w [D, I, 4H] and r [D, H, 4H] with zero
-    points 0 and per-tensor scales; bias b [D, 8H]; no initial state) as ORT's CPU EP computes it, without
-    MLAS's int16 saturation: x and each step's h quantized to uint8 over their min / max widened to 0, exact
-    integer sums, each scaled by (activation scale * weight scale)."""
+    points 0 and per-tensor scales; bias b [D, 8H]; no initial state) as ORT's CPU EP computes it: x and each
+    step's h quantized to uint8 over their min / max widened to 0, integer sums, each scaled by (activation
+    scale * weight scale). The sums are exact, or with `saturate` MLAS's AVX2 ones without VNNI: the raw bytes'
+    products in pairs along K, each pair clamped to int16, less zero point * sum(q)."""
     def gemm(a, q, weight_scale):
         lo, hi = min(float(a.min()), 0.0), max(float(a.max()), 0.0)
         scale = np.float32(1.0) if lo == hi else np.float32((np.float32(hi) - np.float32(lo)) / np.float32(255))
         zero = np.round(np.clip(np.float32(0) - np.float32(lo) / scale, 0, 255))
-        qa = np.clip(np.round(a / scale) + zero, 0, 255) - zero
-        acc = qa.astype(np.int64) @ q.astype(np.int64)
+        raw = np.clip(np.round(a / scale) + zero, 0, 255).astype(np.int64)
+        q = q.astype(np.int64)
+        if saturate:
+            pairs = [raw[:, k:k + 2] @ q[k:k + 2] for k in range(0, len(q), 2)]
+            acc = np.clip(pairs, -32768, 32767).sum(0) - int(zero) * q.sum(0)
+        else:
+            acc = (raw - int(zero)) @ q
         return acc.astype(np.float32) * np.float32(scale * weight_scale)
 
     def sigmoid(v):
@@ -180,6 +191,17 @@ def test_ocr_model_shape_with_one_row(ep_devices):
     per tensor: a CRNN captcha / OCR model's (ddddocr's common_old.onnx) shape. vkep multiplied in float32 here
     before and was 0.03-0.05 from the CPU EP (its activation quantization); it now takes the same integers."""
     _check(weights=np.int8, per_channel=False, direction="bidirectional", steps=32, batch=1, size=512, hidden=512)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_ocr_model_shape_full_range_int8(ep_devices, per_channel):
+    """The same shape with int8 weights over the full range (quantize_dynamic's default), odd sizes too: equal
+    to the CPU EP, which saturates its integer sums on x86-64 without VNNI (and so does vkep there)."""
+    for size, hidden, steps in ((512, 512, 32), (37, 21, 9)):
+        quantized, _, feeds = _models(weights=np.int8, per_channel=per_channel, direction="bidirectional",
+                                      steps=steps, batch=1, size=size, hidden=hidden, int8_max=127, seed=size)
+        for g, c in zip(_on_vkep(quantized, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
+            np.testing.assert_allclose(g, c, **FLOAT_TOL)
 
 
 def test_weights_that_are_not_constants_stay_on_the_cpu_ep(ep_devices):
@@ -267,8 +289,9 @@ def test_quantize_dynamic_model_runs_on_vkep(ep_devices, tmp_path, per_channel):
 
 
 def test_quantize_dynamic_full_range_int8(ep_devices, tmp_path):
-    """quantize_dynamic's default: int8 weights over the full range (per tensor), the LSTM's Y against
-    integer_lstm (the CPU EP's AVX2 kernel saturates on them; see the module's docstring)."""
+    """quantize_dynamic's default: int8 weights over the full range (per tensor), the LSTM's Y against the CPU
+    EP and integer_lstm (the CPU EP's AVX2 kernel saturates on them without VNNI, and so does vkep's; see the
+    module's docstring)."""
     model, feeds = _lstm_model(steps=12, size=8, hidden=16)
     quantized = _quantize_dynamic(model, tmp_path, per_channel=False)
     lstm = next(n for n in quantized.graph.node if n.op_type == "DynamicQuantizeLSTM")
@@ -280,7 +303,13 @@ def test_quantize_dynamic_full_range_int8(ep_devices, tmp_path):
     w, r, b, ws, wz, rs, rz = (inits[named[k]] for k in ("W", "R", "B", "W_scale", "W_zero_point", "R_scale",
                                                           "R_zero_point"))
     assert w.dtype == np.int8 and np.abs(w).max() > 100 and not wz.any() and not rz.any()  # full range
-    np.testing.assert_allclose(got, integer_lstm(x, w, r, b, ws, rs, bidirectional=True), **FLOAT_TOL)
+    saturates = quantize.cpu_ep_saturates()
+    want = integer_lstm(x, w, r, b, ws, rs, bidirectional=True, saturate=saturates)
+    np.testing.assert_allclose(got, want, **FLOAT_TOL)
+    np.testing.assert_allclose(got, runner.cpu_session(quantized).run(None, feeds)[2], **FLOAT_TOL)
+    if saturates:  # (the test means something only where the sums do saturate)
+        exact = integer_lstm(x, w, r, b, ws, rs, bidirectional=True, saturate=False)
+        assert np.abs(exact - want).max() > 1e-3
 
 
 def test_packed_through_either_weight_cache(ep_devices):

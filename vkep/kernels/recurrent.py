@@ -20,6 +20,7 @@ from vkep.kernels.base import (
     padded,
     shader_dtype,
 )
+from vkep.kernels.quantize import cpu_ep_saturates
 
 CELLS = {"RNN": 0, "GRU": 1, "LSTM": 2}
 CELL_OF = {"DynamicQuantizeLSTM": "LSTM"}  # ops that run another op's cell
@@ -84,6 +85,8 @@ def _shared_bytes(op: str, hidden: int, imax: int = 4) -> int:
 
 class Recurrent(Kernel):
     """Inputs X, W, R, B, sequence_lens, initial_h (and LSTM's initial_c, P); outputs Y, Y_h (and Y_c)."""
+
+    saturate = 0  # recurrent.comp's SATURATE (DynamicQuantizeLSTM's integer GEMMs where the CPU EP's saturate)
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -199,7 +202,8 @@ class Recurrent(Kernel):
             push = {"x": x, "w": w, "r": r, "b": b, "lens": lens, "h0": hin, "c0": cin, "p": p, "y": y, "yh": hout,
                     "yc": cout, "err": err, **sizes, "first": start, "end": end,
                     "acts": self.codes | (flags | (FLAG_LAST if last else 0)) << 24, "clip": self.clip}
-            call.dispatch(self.spec.shader, shader_dtype(x), constants, push, groups, reads, writes)
+            call.dispatch(self.spec.shader, shader_dtype(x), {**constants, "saturate": self.saturate}, push, groups,
+                          reads, writes)
 
 
 SCALE_AND_ZERO_POINT = {1: (8, 9), 2: (10, 11)}  # DynamicQuantizeLSTM's W and R → their scale, zero point
@@ -217,7 +221,9 @@ class DynamicQuantizeLSTM(Recurrent):
     ORT's CPU EP quantizes X and the hidden state to uint8 for each of its integer GEMMs. With one batch row
     recurrent.comp does the same (the same integers, so the same answer); with more, the CPU EP quantizes h
     over groups of rows that depend on its thread count, and vkep multiplies by the weights in float32: the
-    two then differ by that activation quantization (tests/test_dynamic_quantize_lstm.py measures it)."""
+    two then differ by that activation quantization (tests/test_dynamic_quantize_lstm.py measures it). Where the
+    CPU EP's uint8 x int8 products saturate (quantize.cpu_ep_saturates), so do recurrent.comp's for int8 weights
+    with zero points 0 (quantize_dynamic's); int8 weights with another zero point keep the exact sums."""
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -241,6 +247,8 @@ class DynamicQuantizeLSTM(Recurrent):
             return weight, "raw"
         per_column = (slice(None), None, slice(None)) if scale.ndim == 2 else (slice(None), None, None)
         integers = q.astype(np.float32) - weight.astype(np.float32)[per_column]  # (MLAS subtracts one zero point)
+        if q.dtype == np.int8 and not weight.any() and cpu_ep_saturates():  # (the raw bytes are the integers)
+            self.saturate |= 1 << (quantized - 1)
         row_scales = np.broadcast_to(scale.astype(np.float32).reshape(q.shape[0], -1), (q.shape[0], q.shape[2]))
         self.packed[quantized] = index, (q.shape[0], q.shape[2], q.shape[1])
         return np.concatenate([integers.transpose(0, 2, 1).ravel(), row_scales.ravel()]), "lstm-integer-weight-and-scales"

@@ -43,6 +43,11 @@ layout(constant_id = 12) const float B3 = 0.0;
 layout(constant_id = 13) const float B4 = 0.0;
 layout(constant_id = 14) const float B5 = 0.0;
 layout(constant_id = 15) const uint IMAX = 4;  // DynamicQuantizeLSTM: the quantized step of X, >= input_size
+// DynamicQuantizeLSTM's integer GEMMs as ORT's CPU EP computes uint8 x int8 on x86-64 without VNNI (MLAS's
+// vpmaddubsw, vkep/kernels/quantize.py): the raw bytes' products in pairs along K into int16, each pair clamped,
+// then the activation's zero point taken off as zp * sum(w). Bit 0: W's GEMM (over X), bit 1: R's (over h);
+// set for int8 weights with zero points 0.
+layout(constant_id = 16) const uint SATURATE = 0;
 const uint GATES = CELL == 2 ? 4 : (CELL == 1 ? 3 : 1);
 
 layout(push_constant, scalar) uniform Push {
@@ -203,6 +208,30 @@ int NAME(uint64_t maddr, uint m, uint n) {                                      
 INT_DOT(int_dot_x, QX)
 INT_DOT(int_dot_h, QH)
 
+// the same as the CPU EP computes it where it saturates (SATURATE), with V's zero point zp: 4 pairs an iteration
+#define SAT_PAIR(V, k) {                                                                        \
+        bool second = (k) + 1 < n;  /* (a last odd element is alone; k1: an index valid either way) */ \
+        uint k1 = second ? (k) + 1 : (k);                                                    \
+        int w0 = int(LOAD(M, m + (k))), w1 = second ? int(LOAD(M, m + k1)) : 0;              \
+        int v1 = second ? V(k1) + zp : 0;                                                    \
+        s += clamp((V(k) + zp) * w0 + v1 * w1, -32768, 32767);                               \
+        w_sum += w0 + w1;                                                                    \
+    }
+#define SAT_DOT(NAME, V)                                                                   \
+int NAME(uint64_t maddr, uint m, uint n, int zp) {                                         \
+    Tensor M = Tensor(maddr);                                                              \
+    int s = 0, w_sum = 0;                                                                  \
+    uint k = 0;                                                                            \
+    for (; k + 8 <= n; k += 8) {                                                           \
+        SAT_PAIR(V, k) SAT_PAIR(V, k + 2) SAT_PAIR(V, k + 4) SAT_PAIR(V, k + 6)                        \
+    }                                                                                      \
+    for (uint u = 0; u < 8; u += 2)                                                        \
+        if (k + u < n) SAT_PAIR(V, k + u)                                                     \
+    return s - zp * w_sum;                                                                 \
+}
+SAT_DOT(sat_dot_x, QX)
+SAT_DOT(sat_dot_h, QH)
+
 // (scale, zero point) of uint8 values over the workgroup's partial minima and maxima, the range widened to
 // hold 0, as ORT's GetQuantizationParameter. Every invocation calls it; it uses `gates`.
 vec2 quantization(float lo, float hi) {
@@ -297,10 +326,13 @@ void main() {
             if (quantized_weights) {
                 float ws = LOAD(WScale, d * GH + row), rs = LOAD(RScale, d * GH + row);
                 precise float acc;
-                if (integer_gemms)  // as MLAS: each GEMM's int32 sum times (its scales' product), then added
-                    acc = float(int_dot_x(pc.w, wrow + row * I, I)) * (xquant.x * ws)
-                        + float(int_dot_h(pc.r, rrow + row * H, H)) * (hquant.x * rs);
-                else
+                if (integer_gemms) {  // as MLAS: each GEMM's int32 sum times (its scales' product), then added
+                    int sx = (SATURATE & 1u) != 0 ? sat_dot_x(pc.w, wrow + row * I, I, int(xquant.y))
+                                                  : int_dot_x(pc.w, wrow + row * I, I);
+                    int sh = (SATURATE & 2u) != 0 ? sat_dot_h(pc.r, rrow + row * H, H, int(hquant.y))
+                                                  : int_dot_h(pc.r, rrow + row * H, H);
+                    acc = float(sx) * (xquant.x * ws) + float(sh) * (hquant.x * rs);
+                } else
                     acc = dot_global(pc.w, wrow + row * I, pc.x, xrow, I) * ws + dot_shared(pc.r, rrow + row * H, H, 0) * rs;
                 gates[row] = acc;
                 continue;
