@@ -302,6 +302,12 @@ BROADCAST_CONV_CASES = {
                            "im2col.comp"),
     "1d_im2col": ({"x": (2, 10, 31), "w": (128, 10, 3), "b": (128,)}, {"strides": [2], "pads": [1, 1]},
                   "im2col.comp"),
+    # ... and over an odd one (resnet50's 7x7 maps): im2col's rows padded to an even pitch with a zero column
+    "pointwise_odd_pixels_im2col": ({"x": (1, 33, 7, 7), "w": (130, 33, 1, 1), "b": (130,)}, {}, "im2col.comp"),
+    "3x3_stride2_odd_pixels_im2col": ({"x": (2, 24, 13, 13), "w": (128, 24, 3, 3), "b": (128,)},
+                                      {"strides": [2, 2], "pads": [1, 1, 1, 1]}, "im2col.comp"),
+    "1d_odd_pixels_im2col": ({"x": (3, 10, 29), "w": (136, 10, 3)}, {"strides": [2], "pads": [1, 1]},
+                             "im2col.comp"),
 }
 
 
@@ -313,8 +319,8 @@ def _modes(kernel) -> set[tuple[str, int | None]]:
 @pytest.mark.parametrize("case", list(BROADCAST_CONV_CASES))
 def test_conv_broadcast_gemm(ep_devices, case, weights):
     """Convs outside Winograd on a CPU device with 8-wide subgroups, float32, run as the broadcast GEMMs
-    (matmul.comp's mode 3 for 1x1 stride-1 convs over an even pixel count; with many outputs over an even pixel
-    count im2col.comp, then that GEMM; conv.comp's MODE 3 else) and agree with the CPU EP; elsewhere
+    (matmul.comp's mode 3 for 1x1 stride-1 convs over an even pixel count; with many outputs im2col.comp, then
+    that GEMM; conv.comp's MODE 3 else) and agree with the CPU EP; elsewhere
     they take conv.comp's other modes. Weights as initializers (packed raw) and as graph inputs."""
     from vkep.kernels import conv as conv_kernels
     from vkep.kernels import matmul
@@ -338,6 +344,8 @@ def test_conv_broadcast_gemm(ep_devices, case, weights):
         mode = matmul.MODE_BROADCAST if shader == "matmul.comp" else conv_kernels.MODE_BROADCAST
         if shader == "im2col.comp":
             assert _modes(conv) == {("im2col.comp", None), ("matmul.comp", matmul.MODE_BROADCAST)}
+            # (the patches read in pairs along the pixels, odd counts too)
+            assert {dict(c)["b_pairs"] for s, _, c in conv.pipelines if s == "matmul.comp"} == {1}
         else:
             assert _modes(conv) == {(shader, mode)}
         k = math.prod(inputs["w"][1:])

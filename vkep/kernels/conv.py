@@ -33,17 +33,20 @@ MODE_GEMM, MODE_POINTWISE, MODE_DIRECT, MODE_BROADCAST = 0, 1, 2, 3
 BROADCAST_CHANNELS, BROADCAST_PIXELS = 16, 64
 DIRECT_MAX_CHANNELS = 8  # fewer output channels per group than this: one thread per output (depthwise)
 # k x k and strided convs on CPU devices: their patches gathered into scratch memory (im2col.comp, RUN pixels an
-# invocation) and multiplied by matmul.comp's broadcast GEMM, where the pixel count is even (its pair loads)
-# and the patches fit IM2COL_MAX_BYTES; with at least IM2COL_MIN_OUTPUTS output channels (the gather costs a
-# pass over the patches per row of W: the 7x7 stem's 64 outputs ran 0.69x, 128 and more 1.2-1.4x on Mesa 25)
+# invocation) and multiplied by matmul.comp's broadcast GEMM, where the patches fit IM2COL_MAX_BYTES; with at
+# least IM2COL_MIN_OUTPUTS output channels (the gather costs a pass over the patches per row of W: the 7x7 stem's
+# 64 outputs ran 0.69x, 128 and more 1.2-1.4x on Mesa 25). An odd pixel count (7x7 maps) gets a zero column per
+# row, so that the GEMM's pair loads serve it too; 1x1 convs over one take this path as well.
 IM2COL = True
+IM2COL_ODD = True  # ... over an odd pixel count too (padded rows)
 IM2COL_MIN_OUTPUTS = 128
 IM2COL_RUN = 8
 IM2COL_MAX_BYTES = 64 << 20
 
 
 class Im2col(NamedTuple):
-    """A conv planned as im2col.comp into scratch memory of `shape` ([images, rows, pixels]), then a GEMM."""
+    """A conv planned as im2col.comp into scratch memory of `shape` ([images, rows, pitch]: pixels, or one more where
+    they are odd), then a GEMM."""
 
     shape: tuple[int, int, int]
     members: dict  # im2col.comp's push members but the tensors
@@ -114,10 +117,12 @@ def _packed(values: list[int], what: str) -> int:
     return d | h << 10 | w << 20
 
 
-def _image_gemm_members(m: int, k: int, pixels: int) -> dict:
+def _image_gemm_members(m: int, k: int, pixels: int, pitch: int | None = None) -> dict:
     """matmul.comp's push members but the tensors (matmul.product_members) for W [m, k] x B [k, pixels] of each
-    image (B's images k x pixels apart: X itself for a 1x1 conv, im2col's patches else), plus the bias per row."""
-    return matmul.product_members(m, pixels, k, a=(0, 0, k, 1), b=(k * pixels, 0, pixels, 1), c=(1, 0), beta=1.0)
+    image (B's rows `pitch` apart, pixels by default: X itself for a 1x1 conv, im2col's patches else), plus the
+    bias per row."""
+    pitch = pitch or pixels
+    return matmul.product_members(m, pixels, k, a=(0, 0, k, 1), b=(k * pitch, 0, pitch, 1), c=(1, 0), beta=1.0)
 
 
 def _conv_members(cg: int, mg: int, group: int, xs: tuple[int, ...], out: list[int], strides: list[int],
@@ -229,7 +234,7 @@ class Conv(ConvBase):
                 call.dispatch("im2col.comp", "float32", {}, {**constants.members, "x": x, "col": col}, constants.grid,
                               [x], [col])
                 matmul.broadcast_dispatch(call, "float32", {**members, "a": w, "b": col, "c": b, "y": y}, groups,
-                                          [w, col] + reads[2:])
+                                          [w, col] + reads[2:], b_padded=True)
             elif constants is not None:
                 call.dispatch(self.spec.shader, self.product_dtype(x), constants,
                               {**members, "x": x, "w": w, "b": b, "y": y}, groups, reads, [y])
@@ -265,29 +270,31 @@ class Conv(ConvBase):
         # on CPU devices with 8-wide subgroups: the broadcast GEMMs (float32, 1-D or 2-D, one group)
         broadcast = (mg >= DIRECT_MAX_CHANNELS and group == 1 and n <= 2
                      and matmul.broadcast_applies(self, self.input_types[0] == "float32"))
-        # 1x1: matmul.comp's pairs along the pixels where their count is even; else conv.comp (as fast then: X
-        # element by element either way, and the pipeline the strided convs compile anyway: each costs ~2 s cold)
+        # 1x1: matmul.comp's pairs along the pixels where their count is even; else through im2col's padded rows
+        # (below), or conv.comp for few output channels
         if broadcast and pointwise and pixels % 2 == 0 and -(-cg // 2) <= matmul.MAX_LOOP:
             return out_shape, None, _image_gemm_members(mg, cg, pixels), batch
         rows = self.weight_row or cg * math.prod(k3)  # (W's row length: K, or K + 1 where pack padded it)
 
-        def im2col() -> Im2col:
-            runs = -(-pixels // IM2COL_RUN)
+        def im2col(pitch: int = pixels) -> Im2col:
+            runs = -(-pitch // IM2COL_RUN)
             n_col = batch * rows * runs
             (_, h, w), (_, ho, wo), (_, sh, sw) = as_3d(xs[2:], 1), as_3d(out, 1), as_3d(strides, 1)
             (_, dh, dw), (_, ph, pw) = as_3d(dilations, 1), as_3d(begin, 0)
             members = {"C": cg, "H": h, "W": w, "Ho": ho, "Wo": wo, "kh": k3[1], "kw": k3[2], "sh": sh, "sw": sw,
-                       "dh": dh, "dw": dw, "ph": ph, "pw": pw, "rows": rows, "runs": runs, "n": n_col}
-            return Im2col((batch, rows, pixels), members, grid_1d(n_col, 64))
+                       "dh": dh, "dw": dw, "ph": ph, "pw": pw, "rows": rows, "pitch": pitch, "runs": runs,
+                       "n": n_col}
+            return Im2col((batch, rows, pitch), members, grid_1d(n_col, 64))
 
         coop = self._coop()
         if coop is not None and group == 1 and n <= 2 and -(-rows // coop[2]) <= matmul.MAX_LOOP and (
                 pointwise or batch * rows * pixels * 2 <= IM2COL_MAX_BYTES):
             return out_shape, Coop(coop, None if pointwise else im2col(), mg, pixels), \
                 _image_gemm_members(mg, rows, pixels), batch
-        if (broadcast and IM2COL and mg >= IM2COL_MIN_OUTPUTS and pixels % 2 == 0
-                and batch * rows * pixels * 4 <= IM2COL_MAX_BYTES and -(-rows // 2) <= matmul.MAX_LOOP):
-            return out_shape, im2col(), _image_gemm_members(mg, rows, pixels), batch
+        pitch = pixels + pixels % 2
+        if (broadcast and IM2COL and mg >= IM2COL_MIN_OUTPUTS and batch * rows * pitch * 4 <= IM2COL_MAX_BYTES
+                and (IM2COL_ODD or pixels % 2 == 0) and -(-rows // 2) <= matmul.MAX_LOOP):
+            return out_shape, im2col(pitch), _image_gemm_members(mg, rows, pixels, pitch), batch
         if broadcast and -(-cg * math.prod(k3) // 2) + 1 <= LOOP_BUDGET:
             row = self.weight_row or cg * math.prod(k3)  # (W's row length: K, or K + 1 where pack padded it)
             groups = (-(-pixels // BROADCAST_PIXELS), -(-mg // BROADCAST_CHANNELS), batch)

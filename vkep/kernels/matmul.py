@@ -66,23 +66,28 @@ def product_members(m: int, n: int, k: int, *, batch_inner: int = 1, a: tuple[in
             "c_m": c[0], "c_n": c[1], "alpha": alpha, "beta": beta}
 
 
-def broadcast_pairs(p: Mapping[str, int]) -> tuple[int, int]:
+def broadcast_pairs(p: Mapping[str, int], b_padded: bool = False) -> tuple[int, int]:
     """matmul.comp's (A_PAIRS, B_PAIRS) for a product's push members (see broadcast()): 64-bit loads of A along K,
-    of B along N (1) or K (2), where every stride they step by and the dimension they pair are even."""
+    of B along N (1) or K (2), where every stride they step by and the dimension they pair are even. `b_padded`:
+    B's rows (b_k apart, b_n 1) hold a readable column past an odd N (im2col's padded patches), so that pairs
+    along N read it, into a column that is not stored."""
     a_pairs = p["a_k"] == 1 and p["K"] % 2 == 0 and p["a_m"] % 2 == 0 and p["a_outer"] % 2 == 0 \
         and p["a_inner"] % 2 == 0
     b_even = p["b_outer"] % 2 == 0 and p["b_inner"] % 2 == 0
-    if p["b_n"] == 1 and p["N"] % 2 == 0 and p["b_k"] % 2 == 0 and b_even:
+    n_pairs = p["N"] % 2 == 0 or (b_padded and p["b_k"] > p["N"])
+    if p["b_n"] == 1 and n_pairs and p["b_k"] % 2 == 0 and b_even:
         return int(a_pairs), 1
     if p["b_k"] == 1 and p["K"] % 2 == 0 and p["b_n"] % 2 == 0 and b_even:
         return int(a_pairs), 2
     return int(a_pairs), 0
 
 
-def broadcast_dispatch(call, dtype: str, push: Mapping[str, object], batches: int, reads: list) -> None:
+def broadcast_dispatch(call, dtype: str, push: Mapping[str, object], batches: int, reads: list,
+                       b_padded: bool = False) -> None:
     """One dispatch of matmul.comp's broadcast mode for the product `push` describes (matmul.comp's members by
-    name: tensors a, b, c (or None), y and product_members); Conv's 1x1 convolutions come here too."""
-    a_pairs, b_pairs = broadcast_pairs(push)
+    name: tensors a, b, c (or None), y and product_members); Conv's 1x1 convolutions come here too. `b_padded`:
+    as broadcast_pairs."""
+    a_pairs, b_pairs = broadcast_pairs(push, b_padded)
     bc = BROADCAST_LANE_COLUMNS
     groups = (-(-push["N"] // (8 * bc)), -(-push["M"] // BROADCAST_ROWS), batches)  # (past the limit: in pieces)
     with_c = push["c"] is not None

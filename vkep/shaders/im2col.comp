@@ -3,8 +3,9 @@
 // strided or k x k convolution runs as matmul.comp's broadcast GEMM with 64-bit loads along the pixels:
 //   col[z][k][p] = x[z][c][oy * sh + ky * dh - ph][ox * sw + kx * dw - pw]   (0 outside the input)
 // with k = (c * kh + ky) * kw + kx and p = oy * Wo + ox. Rows k >= C * kh * kw are zeros: the row that matches
-// the zero column where Conv.pack made W's rows even. An invocation writes RUN consecutive pixels of one row
-// (lavapipe pays per invocation, not per element).
+// the zero column where Conv.pack made W's rows even. Rows are `pitch` apart: Ho * Wo, or one more where that is
+// odd, whose column holds zeros (so that matmul.comp reads pairs along every row). An invocation writes RUN
+// consecutive pixels of one row (lavapipe pays per invocation, not per element).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -18,7 +19,8 @@ layout(push_constant, scalar) uniform Push {
     uint kh, kw, sh, sw, dh, dw;
     uint ph, pw;       // leading pads
     uint rows;         // rows of col (C * kh * kw, or one more)
-    uint runs;         // ceil(Ho * Wo / RUN)
+    uint pitch;        // elements from one row of col to the next (Ho * Wo, or one more)
+    uint runs;         // ceil(pitch / RUN)
     uint n;            // images * rows * runs
     GROUP_BASE;
 } pc;
@@ -35,12 +37,12 @@ void main() {
     uint oy = p / pc.Wo, ox = p % pc.Wo;
     Tensor X = Tensor(pc.x), Y = Tensor(pc.col);
     uint x_base = (z * pc.C + min(c, pc.C - 1)) * pc.H * pc.W;
-    uint y_base = (z * pc.rows + k) * pixels;
+    uint y_base = (z * pc.rows + k) * pc.pitch;
     int row_off = int(ky * pc.dh) - int(pc.ph), col_off = int(kx * pc.dw) - int(pc.pw);
-    for (uint j = 0; j < RUN && p < pixels; ++j, ++p) {
+    for (uint j = 0; j < RUN && p < pc.pitch; ++j, ++p) {
         int iy = int(oy * pc.sh) + row_off, ix = int(ox * pc.sw) + col_off;
         float v = 0.0;
-        if (c < pc.C && iy >= 0 && iy < int(pc.H) && ix >= 0 && ix < int(pc.W))
+        if (c < pc.C && p < pixels && iy >= 0 && iy < int(pc.H) && ix >= 0 && ix < int(pc.W))
             v = LOAD(X, x_base + uint(iy) * pc.W + uint(ix));
         STORE(Y, y_base + p, v);
         if (++ox == pc.Wo) {

@@ -174,8 +174,11 @@ void broadcast() {
     // rows and columns past the matrix read the last one (always there) and are not stored
     uint arow[BG], bcol[BC];
     [[unroll]] for (uint g = 0; g < BG; ++g) arow[g] = a_base + min(m0 + 8 * g + lane, pc.M - 1) * pc.a_m;
-    [[unroll]] for (uint j = 0; j < BC; ++j)  // (B_PAIRS 1: N is even, a pair starts at an even column)
-        bcol[j] = b_base + min(n0 + broadcast_column(j, lane), B_PAIRS == 1 ? pc.N - 2 + j % 2 : pc.N - 1) * pc.b_n;
+    // (B_PAIRS 1: a pair starts at an even column; N is even, or B's rows hold a column past an odd N, read into
+    // a column that is not stored: vkep/kernels/matmul.py, broadcast_pairs)
+    uint n_even = (pc.N + 1) & ~1u;
+    [[unroll]] for (uint j = 0; j < BC; ++j)
+        bcol[j] = b_base + min(n0 + broadcast_column(j, lane), B_PAIRS == 1 ? n_even - 2 + j % 2 : pc.N - 1) * pc.b_n;
     float acc[BR][BC];
     [[unroll]] for (uint i = 0; i < BR; ++i) [[unroll]] for (uint j = 0; j < BC; ++j) acc[i][j] = 0.0;
     for (uint k0 = 0; k0 < pc.K; k0 += 2) {
@@ -223,7 +226,7 @@ void broadcast() {
         STORE_OR_KEEP(i * BC + j, Tensor(pc.y), 0, r.x);
         STORE_OR_KEEP(i * BC + j + 1, Tensor(pc.y), 0, r.y);
 #else
-        if (B_PAIRS == 1) {  // (N even: both columns there, the pair 8-byte aligned)
+        if (B_PAIRS == 1 && (pc.N & 1u) == 0) {  // (N even: both columns there, the pair 8-byte aligned)
             if (m < pc.M && n < pc.N) PairsOut(pc.y).v[(y0 + m * pc.N + n) / 2] = r;
         } else {
             if (m < pc.M && n < pc.N) STORE(Tensor(pc.y), y0 + m * pc.N + n, r.x);
