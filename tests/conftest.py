@@ -27,3 +27,23 @@ def no_validation_messages():
     yield
     count, text = validation_messages()
     assert count == 0, f"{count} Vulkan validation message(s):\n{text}"
+
+
+def quantize_static_model(model, batches: list[dict], directory, **options):
+    """`model` (an onnx.ModelProto) quantized by ORT's quantize_static over the calibration feeds `batches`, with
+    quantize_static's keyword `options` (its defaults where none: QDQ, int8 activations and weights), through
+    files in `directory`."""
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter(batches)
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    source, target = directory / "float.onnx", directory / "quantized.onnx"
+    onnx.save(model, source)
+    quantize_static(str(source), str(target), Reader(), **options)
+    return onnx.load(target)

@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from conftest import quantize_static_model
 from onnx import TensorProto, helper, numpy_helper
 
 import vkep
@@ -118,24 +119,14 @@ def test_quantize_static_contrib_qdq_model(ep_devices, tmp_path, activations, we
     QLinear ops the CPU EP fuses them into. (No MatMul or
     Gemm: with 16-bit activations the CPU EP turns a DQ -> MatMul of 8-bit weights into MatMulNBits, which
     quantizes A to int8; tests/test_dq_matmul_nbits.py checks vkep's same fusion.)"""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import QuantFormat, QuantType
 
     rng = np.random.default_rng(2)
     batches = [{"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(4)]
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.items = iter(batches)
-
-        def get_next(self):
-            return next(self.items, None)
-
-    source, target = tmp_path / "cnn.onnx", tmp_path / "cnn.qdq.onnx"
-    onnx.save(_small_cnn(), source)
-    quantize_static(str(source), str(target), Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=getattr(QuantType, activations), weight_type=getattr(QuantType, weights),
-                    per_channel=True, extra_options={"UseQDQContribOps": True})
-    model = onnx.load(target)
+    model = quantize_static_model(_small_cnn(), batches, tmp_path, quant_format=QuantFormat.QDQ,
+                                  activation_type=getattr(QuantType, activations),
+                                  weight_type=getattr(QuantType, weights), per_channel=True,
+                                  extra_options={"UseQDQContribOps": True})
     qdq = [n for n in model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
     assert qdq and all(n.domain == MS for n in qdq)
     feeds = {"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from conftest import quantize_static_model
 from onnx import TensorProto, helper, numpy_helper
 
 import vkep
@@ -289,26 +290,20 @@ def _small_cnn() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def test_a_cnn_quantized_by_orts_quantizer_equals_the_cpu_ep(ep_devices, tmp_path):
-    """quantize_static (QDQ, per-channel int8 weights, uint8 activations, reduce_range: 7-bit weights, whose
-    products the CPU EP does not saturate) of a small CNN: every node on vkep, its QDQ groups run as QLinear
-    kernels, outputs equal to the CPU EP's."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+@pytest.mark.parametrize("options", ["reduce_range", "defaults", "per_channel"])
+def test_a_cnn_quantized_by_orts_quantizer_equals_the_cpu_ep(ep_devices, tmp_path, options):
+    """quantize_static (QDQ) of a small CNN three ways: per-channel int8 weights, uint8 activations and reduce_range
+    (7-bit weights); quantize_static's defaults (int8 activations, which the CPU EP computes as uint8, and int8
+    weights per tensor); and the defaults with per-channel weights, whose full-range products the CPU EP
+    saturates on x86-64 without VNNI (so does vkep there: this case fails without). Every node on vkep, its QDQ
+    groups run as QLinear kernels, outputs equal to the CPU EP's."""
+    from onnxruntime.quantization import QuantType
 
-    src, dst = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
-    onnx.save(_small_cnn(), src)
     rng = np.random.default_rng(1)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([{"x": rng.uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32)} for _ in range(8)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=True)
-    model = onnx.load(dst)
+    batches = [{"x": rng.uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32)} for _ in range(8)]
+    kwargs = {"reduce_range": {"per_channel": True, "activation_type": QuantType.QUInt8, "reduce_range": True},
+              "defaults": {}, "per_channel": {"per_channel": True}}[options]
+    model = quantize_static_model(_small_cnn(), batches, tmp_path, **kwargs)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     placed = runner.placement(session)
     assert {ep for *_, ep in placed} == {"VulkanExecutionProvider"}

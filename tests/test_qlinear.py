@@ -14,6 +14,7 @@ import itertools
 import numpy as np
 import onnx
 import pytest
+from conftest import quantize_static_model
 from onnx import helper, numpy_helper
 
 import vkep
@@ -398,20 +399,11 @@ def _qoperator(model: onnx.ModelProto, tmp_path, calibration: list[dict[str, np.
                weight_type: str) -> onnx.ModelProto:
     """`model` quantized by ORT's quantize_static in the QOperator format over `calibration`: uint8
     activations, 7-bit weights (reduce_range: module docstring)."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import QuantFormat, QuantType
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter(calibration)
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    src, dst = tmp_path / "float.onnx", tmp_path / "qop.onnx"
-    onnx.save(model, src)
-    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QOperator, per_channel=per_channel,
-                    activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type), reduce_range=True)
-    return onnx.load(dst)
+    return quantize_static_model(model, calibration, tmp_path, quant_format=QuantFormat.QOperator,
+                                 per_channel=per_channel, activation_type=QuantType.QUInt8,
+                                 weight_type=getattr(QuantType, weight_type), reduce_range=True)
 
 
 @pytest.mark.parametrize("per_channel,weight_type", [(True, "QInt8"), (False, "QUInt8")])

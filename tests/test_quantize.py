@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import quantize_static_model
 from onnx import TensorProto, helper, numpy_helper
 
 from vkep import runner
@@ -100,28 +101,16 @@ def test_qdq_model_from_orts_quantizer(ep_devices, tmp_path, weights):
     activations): every node on vkep; with int8 weights the outputs equal the CPU EP's (both fuse the same
     Q/DQ groups into integer kernels: vkep/ort/qdq.py), with int4 weights (no group fused) within a
     quantization step or two, and the same top-1."""
-    import onnx
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import QuantFormat, QuantType
 
     from vkep import models
 
     model = models.all_ops()
-    src, dst = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
-    onnx.save(model, src)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([models.random_inputs(model, seed=s) for s in range(8)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    # 7-bit weights (reduce_range): the CPU EP fuses Q/DQ into uint8 x int8 kernels that saturate on x86-64
-    # without VNNI (tests/test_qlinear.py's docstring)
-    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8 if weights == "int8" else QuantType.QInt4, reduce_range=True)
-    qdq = onnx.load(dst)
+    # (7-bit weights: reduce_range; test_qdq_fusion's CNN takes quantize_static's defaults)
+    qdq = quantize_static_model(model, [models.random_inputs(model, seed=s) for s in range(8)], tmp_path,
+                                quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QUInt8,
+                                weight_type=QuantType.QInt8 if weights == "int8" else QuantType.QInt4,
+                                reduce_range=True)
     if weights == "int4":
         assert any(t.data_type == TensorProto.INT4 for t in qdq.graph.initializer)
     session, cpu = runner.vkep_session(qdq), runner.cpu_session(qdq)

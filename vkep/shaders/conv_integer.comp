@@ -84,7 +84,7 @@ void main() {
                 x_sum[n] += xv[e][n];
             }
             [[unroll]] for (uint j = 0; j < TM; ++j) {
-                uint at = real ? (oc[j] * pc.cg + kc) * taps + kr * kw + ks : 0u;  // (the load's address valid either way)
+                uint at = real ? (oc[j] * pc.cg + kc) * taps + kr * kw + ks : 0u;  // (an address valid either way)
                 wv[e][j] = real ? rq_byte(pc.w, at, ws) : 0;
                 w_sum[j] += wv[e][j];
             }
