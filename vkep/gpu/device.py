@@ -397,12 +397,14 @@ class Device:
                                       if HOST_IMPORT_EXTENSION.encode() in [ffi.string(e) for e in self._ext_names]
                                       else 0)
 
+        from vkep.gpu.ahead import Ahead
         from vkep.gpu.memory import MemoryManager
         from vkep.gpu.pipeline import PipelineCache
         from vkep.gpu.weights import WeightCache
 
         self.memory = MemoryManager(self)
         self.pipelines = PipelineCache(self)
+        self.ahead = Ahead(self)  # pipelines compiled in the background, ahead of their first run
         self.weights = WeightCache(self)
         self.streams: set = set()
         # re-entrant, like the memory and weight locks: a session that a GC pass releases while one is
@@ -508,12 +510,14 @@ class Device:
             return list(self.streams)
 
     def synchronize(self) -> None:
-        """Submit and wait for everything recorded on every stream of this device."""
+        """Submit and wait for everything recorded on every stream of this device (not the ahead stream's zero
+        dispatches, which touch no memory: gpu/ahead.py)."""
         for stream in self.streams_snapshot():
             if stream.busy():
                 stream.finish()
 
     def close(self) -> None:
+        self.ahead.close()
         lib.vkDeviceWaitIdle(self.handle)
         for stream in list(self.streams):
             stream.destroy()

@@ -18,7 +18,7 @@ import numpy as np
 from vkep.kernels import elementwise, fused
 from vkep.kernels.base import UnsupportedError, implementation
 from vkep.kernels.manifest import KernelSpec
-from vkep.ort import abi, api, declared, epilogues, qdq
+from vkep.ort import abi, api, declared, epilogues, qdq, warmup
 from vkep.ort.api import callback, status_callback
 from vkep.ort.ep import EPS, Ep, node_attributes, spec_of
 from vkep.ort.kernel import KernelInstance, release_kernel
@@ -255,6 +255,7 @@ def _compile(this, graphs, fused_nodes, count, node_compute_infos, ep_context_no
         kernel.host_read_outputs = frozenset(j for j, name in enumerate(outputs) if name in ep.host_read_values)
         kernel.wait_limit, kernel.ep = ep.wait_limit, ep
         ep.kernels.append(kernel)
+        warmup.start_ahead(kernel)
         info = api.new_struct("vkep_compute_info")
         info.base.ort_version_supported = lib.vkep_api_version()
         info.base.CreateState = ffi.cast("OrtStatus*(*)(OrtNodeComputeInfo*, OrtNodeComputeContext*, void**)",

@@ -23,7 +23,7 @@ from vkep.kernels.base import (
     variant,
 )
 from vkep.kernels.control_flow import ControlFlow
-from vkep.ort import abi, api
+from vkep.ort import abi, api, warmup
 from vkep.ort.api import callback, status_callback
 from vkep.ort.control_flow import control_flow_kernel
 from vkep.ort.ep import EPS, KERNEL_STATES
@@ -527,6 +527,7 @@ def _kernel_create(state, info, out):
         kernel.wait_limit = ep.wait_limit
         kernel.ep = ep
         ep.kernels.append(kernel)
+    warmup.start_ahead(kernel)  # (where no weight is to be packed first: else after PrePackWeight)
     out[0] = ffi.cast("OrtKernelImpl*", kernel.struct)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from vkep.gpu import transfer
 from vkep.gpu.external import HostMemoryImport
 from vkep.kernels.base import NIBBLE_TYPES, Tensor, tensor_bytes
-from vkep.ort import abi, api
+from vkep.ort import abi, api, warmup
 from vkep.ort.api import status_callback
 from vkep.ort.kernel import KERNELS, KernelInstance
 
@@ -71,6 +71,8 @@ def _kernel_prepack(this, tensor, input_index, allocator, cache, is_packed):
     else:  # vkep's own cache: content-keyed, shared by every kernel and session of the process
         weight = kernel.gpu.weights.acquire(packed.tobytes(), f"{tag}:{dtype}:{shape}")
         kernel.packed[input_index] = (weight, Tensor(weight.address, shape, dtype, Tensor.PERSISTENT))
+        if input_index in kernel.spec.prepack:  # (its plan final once the last such weight is packed)
+            warmup.start_ahead(kernel)
     kernel.struct.packed_mask |= 1 << input_index
     is_packed[0] = True
 

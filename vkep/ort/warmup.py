@@ -1,20 +1,21 @@
-"""A session's pipelines, built and compiled before its first run (OrtEp::OnSessionInitializationEnd, ORT 1.27+).
+"""A session's pipelines, built and compiled before its first run.
 
 Which pipelines a node uses follows from its shapes (kernels pick variants and specialization constants from
-them), so each kernel whose input shapes the graph declares in full is run dry once: a `DryCall` records the
+them), so each kernel whose input shapes the graph declares in full is run dry: a `DryCall` records the
 pipelines its dispatches would use and touches no memory. Each pipeline is then created and executed once with
 zero workgroups: a driver that compiles a shader when it first executes it (lavapipe does) compiles it then,
-and nothing runs. Kernels that need a value only a run has (a CPU input such as Reshape's shape) or declare
-symbolic dimensions are left to their first run (docs/design.md, "Cold start").
+and nothing runs. That starts as early as each kernel's plan is final (`start_ahead`): when ORT creates it, or
+once its weights are packed (the plan of a Conv depends on them: Winograd, rows padded), in the background
+(vkep/gpu/ahead.py), while ORT goes on making the session; `warm` (OrtEp::OnSessionInitializationEnd, ORT 1.27+)
+starts what is left and waits for all. Kernels that need a value only a run has (a CPU input such as Reshape's
+shape) or declare symbolic dimensions are left to their first run (docs/design.md, "Cold start").
 """
 
 from __future__ import annotations
 
 import math
-import os
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Iterable
 
 from vkep.kernels import interface
 from vkep.kernels.base import Tensor, UnsupportedError, encode_dispatch, tensor_bytes, variant
@@ -107,9 +108,33 @@ def planned_pipelines(kernel) -> set[tuple]:
     return call.pipelines
 
 
+def _ahead_keys(pipelines: Iterable[tuple]) -> list[tuple]:
+    """(shader, dtype, constants) as the device's Ahead takes them: (shader, -D defines, constants)."""
+    return [(shader, tuple(sorted(variant(dtype).items())), constants) for shader, dtype, constants in pipelines]
+
+
+def awaits_weights(kernel) -> bool:
+    """Whether a weight of the kernel that its plan depends on (kernels.yaml `prepack`) is still to be packed."""
+    declared = kernel.impl.declared_inputs or []
+    present = {i for i, (shape, _) in enumerate(declared) if shape is not None}
+    return bool(set(kernel.spec.prepack) & present - set(kernel.packed))
+
+
+def start_ahead(kernel) -> None:
+    """Start compiling the kernel's pipelines in the background, where its plan is final now (its weights packed,
+    or none to pack): a head start, never an error."""
+    if kernel.impl.declared_inputs is None or awaits_weights(kernel):
+        return
+    try:
+        kernel.gpu.ahead.start(_ahead_keys(planned_pipelines(kernel)))
+    except Exception:  # noqa: BLE001 — warm (or the first run) builds them otherwise, and reports
+        pass
+
+
 def warm(kernels: list, gpu, log) -> None:
     """Build every pipeline the kernels (a session's, all on `gpu`) will use and have the driver compile each
-    (a zero-workgroup dispatch), counting them in the device's PipelineCache.warming (vkep run's progress)."""
+    (a zero-workgroup dispatch on the ahead stream, started earlier where start_ahead could), counting them in the
+    device's PipelineCache.warming (vkep run's progress)."""
     start = time.perf_counter()
     work: dict[tuple, object] = {}  # (shader, dtype, constants) → a kernel that uses it
     for kernel in kernels:
@@ -117,32 +142,21 @@ def warm(kernels: list, gpu, log) -> None:
             work.setdefault(key, kernel)
     if not work:
         return
-
-    def build(item):
-        (shader, dtype, constants), kernel = item
-        try:
-            return kernel.pipeline(shader, dtype, dict(constants))
-        except Exception as exc:  # noqa: BLE001 — a head start, not a check: the run meets it, with its node
-            log.verbose(f"no head start for {shader} ({kernel.label}): {exc}")
-            return None
-
-    cache, stream = gpu.pipelines, gpu.default_stream()
+    cache = gpu.pipelines
     job = cache.warming_started(len(work))
+    compiled = 0
     try:
-        # created in parallel (a GPU driver compiles here), each submitted as soon as it is built with a dispatch
-        # of zero workgroups: a driver that compiles at first execution (lavapipe: on its one queue's thread,
-        # one pipeline after another) compiles it there while the other threads still create the rest
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="vkep-pipelines") as pool:
-            submitted = []  # the timeline value each zero dispatch completes at
-            for future in as_completed([pool.submit(build, item) for item in work.items()]):
-                if (pipeline := future.result()) is not None:
-                    stream.dispatch(pipeline, bytes(16), (0, 0, 0), b"", 0, 0)
-                    submitted.append(stream.flush())
-        for value in submitted:
-            stream.wait(value)
+        futures = gpu.ahead.start(_ahead_keys(work))
+        for future, ((shader, _, _), kernel) in zip(futures, work.items(), strict=False):
+            try:
+                gpu.ahead.wait(future.result())
+            except Exception as exc:  # noqa: BLE001 — a head start, not a check: the run meets it, with its node
+                log.verbose(f"no head start for {shader} ({kernel.label}): {exc}")
+                continue
             cache.warmed_one(job)
-        if submitted:
-            log.info(f"built and compiled the session's {len(submitted)} pipelines before its first run in "
+            compiled += 1
+        if compiled:
+            log.info(f"built and compiled the session's {compiled} pipelines before its first run in "
                      f"{time.perf_counter() - start:.2f} s")
     finally:
         cache.warming_ended(job)
