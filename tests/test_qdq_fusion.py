@@ -83,12 +83,15 @@ def _conv(relu: bool = False, clip: bool = False) -> Builder:
     return b
 
 
-def _matmul() -> Builder:
+def _matmul(with_q: bool = True, low: int = -64) -> Builder:
+    """Without a Q the CPU EP makes MatMulIntegerToFloat of it; `low`: the weights' least value (-127: full
+    range, whose uint8 x int8 products it saturates on x86-64 without VNNI)."""
     b = Builder()
     a = b.activation("a", [2, 24, 128], 0.03, 120)
-    w = b.weight("w", RNG.integers(-64, 64, (128, 96)).astype(np.int8), RNG.uniform(0.002, 0.01, 96), 1)
-    b.nodes.append(helper.make_node("MatMul", [a, w], ["mm"]))
-    b.q("mm", "y", 0.5, 125)
+    w = b.weight("w", RNG.integers(low, -low, (128, 96)).astype(np.int8), RNG.uniform(0.002, 0.01, 96), 1)
+    b.nodes.append(helper.make_node("MatMul", [a, w], ["mm" if with_q else "y"]))
+    if with_q:
+        b.q("mm", "y", 0.5, 125)
     return b
 
 
@@ -155,6 +158,8 @@ def _concat(count: int = 3) -> Builder:
 
 CASES = {"conv": _conv, "conv_relu": lambda: _conv(relu=True), "conv_clip6": lambda: _conv(clip=True),
          "conv_clip_without_max": _conv_clip_without_max, "matmul": _matmul, "gemm": _gemm,
+         "matmul_float_output": lambda: _matmul(with_q=False),
+         "matmul_float_output_full_range": lambda: _matmul(with_q=False, low=-127),
          "gemm_float_output": lambda: _gemm(with_q=False), "add": lambda: _binary("Add"),
          "add_int8": lambda: _binary("Add", np.int8), "mul": lambda: _binary("Mul"),
          "average_pool": lambda: _unary("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
@@ -164,7 +169,8 @@ CASES = {"conv": _conv, "conv_relu": lambda: _conv(relu=True), "conv_clip6": lam
          "concat_six": lambda: _concat(6), "mul_by_constant": _mul_by_constant}
 # the QLinear op ORT's CPU EP makes of each case
 QLINEAR = {"conv": "QLinearConv", "conv_relu": "QLinearConv", "conv_clip6": "QLinearConv", "conv_clip_without_max": "QLinearConv",
-           "matmul": "QLinearMatMul", "gemm": "QGemm",
+           "matmul": "QLinearMatMul", "gemm": "QGemm", "matmul_float_output": "MatMulIntegerToFloat",
+           "matmul_float_output_full_range": "MatMulIntegerToFloat",
            "gemm_float_output": "QGemm", "add": "QLinearAdd", "add_int8": "QLinearAdd", "mul": "QLinearMul",
            "average_pool": "QLinearAveragePool", "global_average_pool": "QLinearGlobalAveragePool",
            "sigmoid": "QLinearSigmoid", "leaky_relu": "QLinearLeakyRelu", "softmax": "QLinearSoftmax",

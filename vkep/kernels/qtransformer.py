@@ -28,11 +28,12 @@ BIAS_PER_COLUMN_FLOAT = 5  # matmul_integer.comp's BIAS: a float32 bias per colu
 
 
 def dispatch_gemm_to_float(call, a: Tensor, b: Tensor, azp: Tensor | None, bzp: Tensor | None, a_scale: Tensor,
-                           b_scale: Tensor, bias: Tensor | None, y: Tensor, geometry: dict[str, int]) -> None:
+                           b_scale: Tensor, bias: Tensor | None, y: Tensor, geometry: dict[str, int],
+                           as_uint8: bool = False) -> None:
     """y = float((A - azp)(B - bzp)) * (a_scale * b_scale) (+ bias per column), matmul_integer.comp's REQUANT 2.
-    `geometry`: its m, n, k, batches, batch strides and zero point / scale steps."""
+    `geometry`: its m, n, k, batches, batch strides and zero point / scale steps; `as_uint8`: quantize.saturating's."""
     constants = {"a_signed": int(a.dtype == "int8"), "b_signed": int(b.dtype == "int8"), "requant": 2,
-                 "saturate": saturating(a.dtype, b.dtype),
+                 "saturate": saturating(a.dtype, b.dtype, as_uint8),
                  "y_signed": 0, "trans_a": 0, "trans_b": 0, "bias": BIAS_PER_COLUMN_FLOAT if bias is not None else 0}
     ins = {"a": a, "b": b, "azp": azp, "bzp": bzp, "a_scale": a_scale, "b_scale": b_scale, "y_scale": None,
            "yzp": None, "c": bias}
@@ -46,7 +47,10 @@ class IntegerMatMulToFloat(Kernel):
     """com.microsoft MatMulIntegerToFloat (A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias) and
     DynamicQuantizeMatMul (A float32, B, b_scale, b_zero_point, bias: A
     quantized to uint8 as DynamicQuantizeLinear does). A [..., M, K] by B [K, N] (or the same batches); A's
-    scale and zero point per tensor, B's per tensor or per column, bias [N], as ORT's CPU EP takes them."""
+    scale and zero point per tensor, B's per tensor or per column, bias [N], as ORT's CPU EP takes them. Also a
+    QDQ group's kernel: DequantizeLinear -> MatMul without a QuantizeLinear (vkep/ort/qdq.py)."""
+
+    as_uint8 = False  # int8 A computed as the uint8 ORT's CPU EP makes of it (quantize.MatMulInteger's)
 
     def compute(self, call) -> None:
         if self.spec.op == "DynamicQuantizeMatMul":
@@ -68,7 +72,7 @@ class IntegerMatMulToFloat(Kernel):
             quantized = call.scratch(a.shape, "uint8")
             dispatch_dynamic_quantize(call, a, quantized, a_scale, azp)
             a = quantized
-        dispatch_gemm_to_float(call, a, b, azp, bzp, a_scale, b_scale, bias, y, geometry)
+        dispatch_gemm_to_float(call, a, b, azp, bzp, a_scale, b_scale, bias, y, geometry, self.as_uint8)
 
     def _plan(self, sa: tuple[int, ...], sb: tuple[int, ...], b_scale, bzp, bias) -> tuple:
         op = self.spec.op

@@ -11,7 +11,8 @@ consumer a QuantizeLinear (through a Relu or Clip that the Q makes redundant), t
 8-bit types, the input's equal to the output's, as the selectors see them after QDQS8ToU8Transformer (_cpu_type);
 int8 activations then only for the unary, binary, Concat and Gemm forms (QDQIsInt8Allowed is false on x86-64); Conv's and Gemm's bias an int32 DequantizeLinear whose integers are the
 QLinear op's bias (Conv's scale x_scale * w_scale within 1% and its zero point 0, Gemm's unread, as ORT 1.32
-checks them); Gemm's alpha and beta 1 with a bias, and no Q needed (QGemm then gives float32). vkep adds its own
+checks them); Gemm's alpha and beta 1 with a bias, and no Q needed (QGemm then gives float32); a MatMul without
+a Q (its value read by anything, a graph output too) becomes MatMulIntegerToFloat. vkep adds its own
 conditions: every node claimed, float32 scales, weights per tensor or per output channel along the axis the
 QLinear op reads, and the QLinear kernel planning the declared shapes.
 Weight-only groups too: a DequantizeLinear of constant 4- or 8-bit weights [K, N] -> MatMul (or a Gemm that is
@@ -41,6 +42,7 @@ QLINEAR = {"Conv": ("", "QLinearConv"), "MatMul": ("", "QLinearMatMul"), "Gemm":
            "Add": (MS, "QLinearAdd"), "Mul": (MS, "QLinearMul"), "AveragePool": (MS, "QLinearAveragePool"),
            "GlobalAveragePool": (MS, "QLinearGlobalAveragePool"), "LeakyRelu": (MS, "QLinearLeakyRelu"),
            "Sigmoid": (MS, "QLinearSigmoid"), "Softmax": (MS, "QLinearSoftmax"), "Concat": (MS, "QLinearConcat")}
+TO_FLOAT = (MS, "MatMulIntegerToFloat")  # a MatMul group's op where no QuantizeLinear follows
 UNARY = ("AveragePool", "GlobalAveragePool", "LeakyRelu", "Sigmoid", "Softmax")
 INT8_ACTIVATIONS = ("Add", "Mul", "Concat", "Gemm", *UNARY)  # (Conv and MatMul: not on x86-64)
 EIGHT_BIT = ("uint8", "int8")
@@ -105,8 +107,8 @@ def find(target, ep: Ep, mine: set[int]) -> Group | None:
     clip, qs = _clip_and_qs(target)
     if clip is not None and (len(qs) != 1 or not _redundant(clip, qs[0])):
         return None
-    if not qs and op != "Gemm":
-        return None  # (MatMul without Q: the CPU EP's MatMulIntegerToFloat, a group not taken here yet)
+    if not qs and op not in ("Gemm", "MatMul"):
+        return None  # (Gemm without Q: QGemm's float output; MatMul: MatMulIntegerToFloat)
     if qs and (len(qs) != 1 or len(_consumers(target)) != 1 or _is_graph_output(target)):
         return None  # (the op's value goes elsewhere too)
     q = qs[0] if qs else None
@@ -236,6 +238,8 @@ def _types_fit(op: str, types: list, out_type: str | None) -> bool:
         return False
     if op == "Gemm":
         return (x != "int8" or types[1] == "int8") and out_type in (x, None)
+    if op == "MatMul" and out_type is None:  # (MatMulIntegerToFloat: any 8-bit B)
+        return True
     if op in ("Conv", "MatMul"):
         return out_type == x
     return all(t == x for t in types) and out_type == x
@@ -243,7 +247,7 @@ def _types_fit(op: str, types: list, out_type: str | None) -> bool:
 
 def _plan(op: str, target, dqs: list, clip, q, ep: Ep, as_uint8: bool) -> Group | None:
     """The QLinear op's inputs and attributes, checked by its kernel planning the declared shapes."""
-    domain, qop = QLINEAR[op]
+    domain, qop = QLINEAR[op] if op != "MatMul" or q is not None else TO_FLOAT
     specs = ep.specs.get((domain, qop), ())
     if not specs:
         return None
@@ -264,7 +268,8 @@ def _plan(op: str, target, dqs: list, clip, q, ep: Ep, as_uint8: bool) -> Group 
         if not _per_channel_fits(dqs[1], 0):
             return None
     elif op == "MatMul":
-        inputs = triple(dqs[0]) + triple(dqs[1]) + y
+        (a, a_scale, a_zp), (b, b_scale, b_zp) = triple(dqs[0]), triple(dqs[1])
+        inputs = [a, a_scale, a_zp, b, b_scale, b_zp, *y] if q is not None else [a, b, a_scale, b_scale, a_zp, b_zp]
         if not _per_channel_fits(dqs[1], -1):
             return None
     elif op == "Gemm":
