@@ -61,7 +61,7 @@ class Ahead:
     def wait(self, value: int) -> None:
         """Until the zero dispatch that completes at `value` (a result of start's futures) has run."""
         if value and self._stream is not None:
-            self._stream.wait(value)
+            self._stream.wait(value, errors=False)  # (a run's index error is the run's to report)
 
     def close(self) -> None:
         """Stop: builds under way finish, the others are dropped, the stream goes."""

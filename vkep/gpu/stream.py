@@ -244,18 +244,20 @@ class Stream:
         check(lib.vkGetSemaphoreCounterValue(self.device.handle, self.timeline, out), "vkGetSemaphoreCounterValue")
         return out[0]
 
-    def wait(self, value: int) -> None:
+    def wait(self, value: int, errors: bool = True) -> None:
         """Block until the timeline reaches `value`, in slices; fails only on device loss or past the
-        limit the caller set in `waiting` (then naming what it waited for, and for how long)."""
+        limit the caller set in `waiting` (then naming what it waited for, and for how long). `errors`: also
+        take the device's error word (a kernel's index check); False for work that sets none (gpu/ahead.py),
+        so that a run's error is left to the run's own wait."""
         if not self.device.tracers or not value:
-            return self._wait(value)
+            return self._wait(value, errors)
         start = trace.now()
         try:
-            return self._wait(value)
+            return self._wait(value, errors)
         finally:
             trace.waited(self, value, start)
 
-    def _wait(self, value: int) -> None:
+    def _wait(self, value: int, errors: bool = True) -> None:
         if value:
             if self.device.lost:
                 raise DeviceLost(f"vkep: the device was lost earlier ({self.device.lost}); waiting", -4)
@@ -276,7 +278,7 @@ class Stream:
                 self.device.lost = str(exc)
                 raise
         self._release_done(value)
-        if value and self.device.take_errors():
+        if value and errors and self.device.take_errors():
             label = getattr(waiting, "label", None)
             raise IndexOutOfRange("vkep: an index was out of range in a Gather, GatherElements, GatherND, "
                                   "ScatterElements, ScatterND, MaxUnpool or EmbedLayerNormalization node, or a "
