@@ -231,6 +231,9 @@ def test_dims_from_names_metadata_and_expressions():
     assert [(d.key, d.value) for d in choice.dims] == [("batch", 1), ("images[2]", 640), ("images[3]", 480)]
     assert choice.dims[1].how == "the model's metadata: imgsz=[640, 480]"
     assert choice.overrides == {"batch": 1} and choice.shapes() == {"images": (1, 3, 640, 480)}
+    # Paddle2ONNX writes an unknown batch as dim_value -1 (rapidocr's ch_ppocr_mobile_v2.0_cls): free, not -1
+    paddle = model({"x": (TensorProto.FLOAT, [-1, 3, 48, 192])})
+    assert dims.choose(paddle).shapes() == {"x": (1, 3, 48, 192)}
 
     decoder = model({"input_ids": (TensorProto.INT64, ["batch_size", "sequence_length"]),
                      "attention_mask": (TensorProto.INT64, ["batch_size", "past_sequence_length + sequence_length"]),

@@ -31,9 +31,11 @@ import time
 from pathlib import Path
 
 _STATE = re.compile(r"state|^h0$|^c0$|^h$|^c$|past|cache|hidden", re.IGNORECASE)
+_AUDIO = re.compile(r"audio|wav|speech|signal|pcm", re.IGNORECASE)
+AUDIO_SAMPLES = 16000  # 1 s at 16 kHz
 
 
-def _run_one(path: str, image_size: int, runs: int, seed: int) -> dict:
+def _run_one(path: str, image_size: int, runs: int, seed: int, shapes: list[str]) -> dict:
     """Run one model on vkep and on the CPU EP (in this process); the record the parent prints."""
     import numpy as np
     import onnx
@@ -43,9 +45,18 @@ def _run_one(path: str, image_size: int, runs: int, seed: int) -> dict:
 
     record: dict = {"model": path}
     model = onnx.load(path)
-    choice = dims.choose(model)
+    shape_args = dict(dims.parse_shape(spec.partition(":")[2] if ":" in spec else spec) for spec in shapes
+                      if ":" not in spec or re.search(spec.partition(":")[0], path))
+    choice = dims.choose(model, shape_args=shape_args)
     images = {d.key: image_size for d in choice.dims if d.defaulted and d.role in ("height", "width")}
     choice = choice.with_values(images, f"--image-size {image_size}") if images else choice
+    # the sample axis of a [batch, samples] float audio input, whatever its name says (onnx-asr names it N,
+    # which vkep run reads as a batch)
+    floats = {vi.name for vi in model.graph.input if vi.type.tensor_type.elem_type in (1, 10, 11, 16)}
+    choice = dims.Choice(choice.inputs, [
+        dims.Dim(d.key, d.places, AUDIO_SAMPLES, "audio samples", "audio")
+        if d.role != "audio" and any(n in floats and _AUDIO.search(n) and len(choice.inputs[n]) == 2 and a == 1
+                                     for n, a in d.places) else d for d in choice.dims])
     feeds, _ = inputs.make(model, choice, {}, seed)
     for name, value in feeds.items():
         if value.dtype.kind == "f" and _STATE.search(name):
@@ -96,7 +107,7 @@ def _collect(paths: list[str], packages: list[str], cache: str | None) -> list[t
 def _survey(source: str, path: Path, args: argparse.Namespace) -> dict:
     """One model in a child process with a timeout: its record, or what went wrong."""
     cmd = [sys.executable, __file__, "--one", str(path), "--image-size", str(args.image_size),
-           "--runs", str(args.runs), "--seed", str(args.seed)]
+           "--runs", str(args.runs), "--seed", str(args.seed), *(f"--shape={s}" for s in args.shape)]
     start = time.perf_counter()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -161,12 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="timed warm runs per EP after the first (default 3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--image-size", type=int, default=320, help="free height/width of an image input")
+    parser.add_argument("--shape", action="append", default=[], metavar="[REGEX:]INPUT=D0,D1,...",
+                        help="an input's shape, for the models whose path matches REGEX (all without it); repeatable")
     parser.add_argument("--match", metavar="REGEX", help="only the models whose path matches (re.search)")
     parser.add_argument("--json", metavar="OUT.json", help="also write every record as JSON")
     parser.add_argument("--one", metavar="MODEL", help=argparse.SUPPRESS)  # the child: one model, one JSON line
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(_run_one(args.one, args.image_size, args.runs, args.seed), default=str))
+        print(json.dumps(_run_one(args.one, args.image_size, args.runs, args.seed, args.shape), default=str))
         return 0
     models = [(s, p) for s, p in _collect(args.paths, args.pip, args.cache)
               if not args.match or re.search(args.match, str(p))]

@@ -74,7 +74,8 @@ def graph_inputs(model: onnx.ModelProto) -> dict[str, list[int | str | None] | N
         if not vi.type.HasField("tensor_type"):
             raise ValueError(f"input {vi.name!r}: only tensor inputs are supported")
         tt = vi.type.tensor_type
-        out[vi.name] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+        # (some exporters write an unknown dimension as dim_value -1: free too)
+        out[vi.name] = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
                         for d in tt.shape.dim] if tt.HasField("shape") else None
     return out
 
