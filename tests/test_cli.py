@@ -234,6 +234,12 @@ def test_dims_from_names_metadata_and_expressions():
     # Paddle2ONNX writes an unknown batch as dim_value -1 (rapidocr's ch_ppocr_mobile_v2.0_cls): free, not -1
     paddle = model({"x": (TensorProto.FLOAT, [-1, 3, 48, 192])})
     assert dims.choose(paddle).shapes() == {"x": (1, 3, 48, 192)}
+    # onnx-asr's preprocessors: the samples of a [batch, samples] audio input, though named N as a batch might be
+    asr = model({"waveforms": (TensorProto.FLOAT, ["batch_size", "N"]),
+                 "waveforms_lens": (TensorProto.INT64, ["batch_size"])})
+    choice = dims.choose(asr)
+    assert choice.shapes() == {"waveforms": (1, 16000), "waveforms_lens": (1,)}
+    assert inputs.make(asr, choice, {}, seed=0)[0]["waveforms_lens"].tolist() == [16000]
 
     decoder = model({"input_ids": (TensorProto.INT64, ["batch_size", "sequence_length"]),
                      "attention_mask": (TensorProto.INT64, ["batch_size", "past_sequence_length + sequence_length"]),

@@ -31,8 +31,6 @@ import time
 from pathlib import Path
 
 _STATE = re.compile(r"state|^h0$|^c0$|^h$|^c$|past|cache|hidden", re.IGNORECASE)
-_AUDIO = re.compile(r"audio|wav|speech|signal|pcm", re.IGNORECASE)
-AUDIO_SAMPLES = 16000  # 1 s at 16 kHz
 
 
 def _run_one(path: str, image_size: int, runs: int, seed: int, shapes: list[str]) -> dict:
@@ -50,13 +48,6 @@ def _run_one(path: str, image_size: int, runs: int, seed: int, shapes: list[str]
     choice = dims.choose(model, shape_args=shape_args)
     images = {d.key: image_size for d in choice.dims if d.defaulted and d.role in ("height", "width")}
     choice = choice.with_values(images, f"--image-size {image_size}") if images else choice
-    # the sample axis of a [batch, samples] float audio input, whatever its name says (onnx-asr names it N,
-    # which vkep run reads as a batch)
-    floats = {vi.name for vi in model.graph.input if vi.type.tensor_type.elem_type in (1, 10, 11, 16)}
-    choice = dims.Choice(choice.inputs, [
-        dims.Dim(d.key, d.places, AUDIO_SAMPLES, "audio samples", "audio")
-        if d.role != "audio" and any(n in floats and _AUDIO.search(n) and len(choice.inputs[n]) == 2 and a == 1
-                                     for n, a in d.places) else d for d in choice.dims])
     feeds, _ = inputs.make(model, choice, {}, seed)
     for name, value in feeds.items():
         if value.dtype.kind == "f" and _STATE.search(name):

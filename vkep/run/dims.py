@@ -140,7 +140,9 @@ def _role(d: Dim, inputs: dict, model: onnx.ModelProto) -> str:
     name = d.key.lower() if d.named else ""
     words = set(re.split(r"[^a-z0-9]+", name))
     if "batch" in name or words & {"n", "b", "bs", "num_images"}:
-        return "batch"
+        # (not the samples of an audio input, whatever their name: onnx-asr's waveforms are [batch_size, N])
+        if "batch" in name or not _audio_samples(model, inputs, *d.places[0]):
+            return "batch"
     if "past" in name:
         return "past"
     if "total" in name:
@@ -153,8 +155,7 @@ def _role(d: Dim, inputs: dict, model: onnx.ModelProto) -> str:
     decl = inputs[input_name]
     if "frame" in name or words & {"t", "time"}:
         return "frames"
-    if "sample" in name or (axis == len(decl) - 1 and len(decl) == 2 and _AUDIO_INPUT.search(input_name.lower())
-                            and _elem_kind(model, input_name) == "f"):
+    if "sample" in name or _audio_samples(model, inputs, input_name, axis):
         return "audio"
     if "seq" in name or "token" in name or words & {"length", "len", "text", "words"}:
         return "sequence"
@@ -224,6 +225,13 @@ def _expression_names(key: str) -> set[str] | None:
 
 def _evaluate(key: str, values: Mapping[str, int]) -> int:
     return int(eval(compile(ast.parse(key, mode="eval"), "<dim>", "eval"), {"__builtins__": {}}, dict(values)))
+
+
+def _audio_samples(model: onnx.ModelProto, inputs: dict, input_name: str, axis: int) -> bool:
+    """The last axis of a [batch, samples] float input whose name says audio."""
+    decl = inputs[input_name]
+    return (axis == len(decl) - 1 and len(decl) == 2 and _AUDIO_INPUT.search(input_name.lower()) is not None
+            and _elem_kind(model, input_name) == "f")
 
 
 def _elem_kind(model: onnx.ModelProto, input_name: str) -> str:
