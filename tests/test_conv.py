@@ -431,3 +431,18 @@ def test_im2col_zero_row_keeps_inf_out(ep_devices):
     if info.device_type == "cpu" and info.subgroup_size == 8:
         assert ("im2col.comp", None) in _modes(conv) and conv.impl.weight_row == 148
     assert conv_kernels.IM2COL_MIN_OUTPUTS <= 128
+
+
+@pytest.mark.parametrize("inputs,attrs", [
+    ({"x": (1, 8, 8200), "w": (16, 8, 3), "b": (16,)}, {"dilations": [4096]}),  # (a 1-D EEG model's dilation)
+    ({"x": (1, 8, 8200), "w": (4, 8, 3)}, {"dilations": [4096]}),               # the direct mode's
+    ({"x": (1, 4, 3000, 5), "w": (16, 4, 2, 3)}, {"dilations": [2500, 1], "strides": [1, 2]}),
+    ({"x": (1, 4, 6, 5000), "w": (16, 4, 1, 2)}, {"strides": [1, 3000]})])
+def test_conv_dilations_and_strides_past_1024(ep_devices, inputs, attrs):
+    """Heights' and widths' strides and dilations up to 16383 (conv.comp's packed push constants: conv.py's
+    PACKED_HW), on vkep and equal to the CPU EP."""
+    model, reference, x = conv_with_constant_weights(inputs, "float32", **attrs)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for *_, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], runner.cpu_session(reference).run(None, {"x": x})[0],
+                               rtol=1e-4, atol=1e-4)

@@ -100,9 +100,14 @@ def window_geometry(in_dims, kernel, strides, dilations, pads, auto_pad: str,
     return out, begin, end
 
 
+# conv.comp's packed strides and dilations: d in the low PACKED_D bits, then h and w in PACKED_HW bits each (its
+# push constants leave room for the group base and the EPILOGUE variant's operand that way). Depth: 3-D convs'
+# are small; h and w reach 16383 (a 1-D EEG model dilates by 4096)
+PACKED_D, PACKED_HW = 4, 14
+
+
 def packed_dilations(dilations: list[int]) -> int:
-    """conv.comp's dilations, 10 bits each (d, h, w from the low bits): its push constants leave room for the
-    group base and the EPILOGUE variant's operand that way (strides too: packed_strides)."""
+    """conv.comp's dilations (d, h, w from the low bits: PACKED_D, PACKED_HW); strides too: packed_strides."""
     return _packed(dilations, "dilations")
 
 
@@ -112,9 +117,10 @@ def packed_strides(strides: list[int]) -> int:
 
 def _packed(values: list[int], what: str) -> int:
     d, h, w = as_3d(values, 1)
-    if max(d, h, w) >= 1024:
-        raise UnsupportedError(f"Conv: {what} {values} (conv.comp takes them below 1024)")
-    return d | h << 10 | w << 20
+    if d >= 1 << PACKED_D or max(h, w) >= 1 << PACKED_HW:
+        raise UnsupportedError(f"Conv: {what} {values} (conv.comp takes a depth's below {1 << PACKED_D}, a "
+                               f"height's and a width's below {1 << PACKED_HW})")
+    return d | h << PACKED_D | w << (PACKED_D + PACKED_HW)
 
 
 def _image_gemm_members(m: int, k: int, pixels: int, pitch: int | None = None) -> dict:

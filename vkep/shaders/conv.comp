@@ -43,20 +43,20 @@ layout(push_constant, scalar) uniform Push {
     uint cg, mg, groups;     // input channels per group, output channels per group, groups
     uint id, ih, iw;         // input spatial dims
     uint od, oh, ow;         // output spatial dims
-    uint strides;            // d | h << 10 | w << 20 (each below 1024: conv.py packs them so, leaving room
-    uint dilations;          // ... for the EPILOGUE variant's operand); dilations the same
+    uint strides;            // d | h << 4 | w << 18 (vkep/kernels/conv.py's PACKED_D, PACKED_HW: packed, to leave
+    uint dilations;          // ... room for the EPILOGUE variant's operand); dilations the same
     int pd, ph, pw;          // leading pads
     uint kd, kh, kw;         // kernel size (GEMM modes)
     uint wn;                 // GEMM: threads along output pixels (a power of two from 8 to 64); MODE 3: W's row
                              // length (K, or K + 1 where Conv.pack padded an odd K for pair loads)
     GROUP_BASE;              // (grids past the device's limit: common.glsl)
 } pc;
-#define STR_D (pc.strides & 1023u)
-#define STR_H ((pc.strides >> 10) & 1023u)
-#define STR_W (pc.strides >> 20)
-#define DIL_D (pc.dilations & 1023u)
-#define DIL_H ((pc.dilations >> 10) & 1023u)
-#define DIL_W (pc.dilations >> 20)
+#define STR_D (pc.strides & 15u)
+#define STR_H ((pc.strides >> 4) & 16383u)
+#define STR_W (pc.strides >> 18)
+#define DIL_D (pc.dilations & 15u)
+#define DIL_H ((pc.dilations >> 4) & 16383u)
+#define DIL_W (pc.dilations >> 18)
 
 // X at (channel offset c_off, kernel offset r) for output pixel origin (d0, h0, w0); 0 in the padding
 float gather(Tensor X, uint c_off, uint r, int d0, int h0, int w0) {
