@@ -32,7 +32,8 @@ SOFTMAXES = (1, 3)
 # TreeEnsemble 5's post_transform as ORT 1.32 reads it: the order of its own enum (POST_EVAL_TRANSFORM), where ONNX
 # has 1 SOFTMAX and 2 LOGISTIC; vkep follows the CPU EP
 ORT_POSTS = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
-SCORE, SOFTMAX = 0, 1  # tree_ensemble.comp's MODEs
+SCORE, SOFTMAX, CLASSIFY = 0, 1, 2  # tree_ensemble.comp's MODEs
+ONE_TARGET, USE_BASE, CLASS_SUMS, BINARY, POSITIVE = 1, 2, 4, 8, 16  # tree_ensemble.comp's flags
 # ORT's TreeEnsembleCommon: parallel_tree_ (trees past which one row's trees are added apart) and parallel_N_ (rows
 # past which the rows' trees are split among the threads)
 PARALLEL_TREES, PARALLEL_ROWS = 80, 50
@@ -377,9 +378,12 @@ class TreeEnsembleBase(Kernel):
             blob += bytes(-len(blob) % 8)
         self.tables = bytes(blob) or bytes(8)
         del self.offsets["nodes"]
+        self.offsets["labels"] = 0
 
     def y_dtype(self) -> str:
         return self.x_dtype
+
+    classifier = False
 
     def compute(self, call) -> None:
         x = call.inputs[0]
@@ -390,25 +394,31 @@ class TreeEnsembleBase(Kernel):
         if p.max_feature >= stride:
             raise UnsupportedError(f"{self.spec.op}: feature {p.max_feature} of an input of {stride} features")
         y_dtype = self.y_dtype()
-        y = call.output(0, (n, p.n_targets), y_dtype)
+        label = call.output(0, (n,), "int64") if self.classifier else None
+        y = call.output(1 if self.classifier else 0, (n, p.n_targets), y_dtype)
         if y.size == 0:
             return
         wide = p.wide or x.dtype == "float64" or y_dtype == "float64"
         dtype = "float32" + FLOAT64_SUFFIX if wide else "float32"
         one = p.n_targets == 1
-        softmax = not one and p.post in SOFTMAXES
-        scores = call.scratch((n, p.n_targets), "float64" if wide else "float32") if softmax else None
+        second = CLASSIFY if self.classifier else SOFTMAX if not one and p.post in SOFTMAXES else None
+        scores = (call.scratch((2 if self.classifier else 1, n, p.n_targets), "float64" if wide else "float32")
+                  if second is not None else None)
         constants = {"x64": int(x.dtype == "float64"), "th64": int(p.wide), "y64": int(y_dtype == "float64")}
-        push = {**self.offsets, "tables": call.persistent(self.tables), "x": x, "y": y, "scores": scores, "n": y.size, "n_targets": p.n_targets, "stride": stride,
-                "n_trees": len(p.roots), "depth": p.depth, "max_weights": p.max_weights if not one else 1,
-                "aggregate": p.aggregate, "post": p.post, "one_target": int(one),
-                "chunks": tree_chunks(n, len(p.roots), one, cpu_ep_threads()),
-                "use_base": int(len(p.base) == (1 if one else p.n_targets))}
+        flags = ((ONE_TARGET if one else 0) | (USE_BASE if len(p.base) == (1 if one else p.n_targets) else 0)
+                 | self.flags)
+        push = {**self.offsets, "tables": call.persistent(self.tables), "x": x, "y": y, "scores": scores,
+                "label": label, "n": y.size, "n_targets": p.n_targets, "stride": stride, "n_trees": len(p.roots),
+                "depth": p.depth, "max_weights": p.max_weights if not one else 1, "aggregate": p.aggregate,
+                "post": p.post, "flags": flags, "n_base": len(p.base),
+                "chunks": tree_chunks(n, len(p.roots), one, cpu_ep_threads())}
         call.dispatch(SHADER, dtype, {**constants, "mode": SCORE}, push, grid_1d(y.size, WG), [x],
-                      [scores if softmax else y])
-        if softmax:
-            call.dispatch(SHADER, dtype, {**constants, "mode": SOFTMAX}, {**push, "n": n}, grid_1d(n, WG), [scores],
-                          [scores, y])
+                      [scores if second is not None else y])
+        if second is not None:
+            call.dispatch(SHADER, dtype, {**constants, "mode": second}, {**push, "n": n}, grid_1d(n, WG), [scores],
+                          [scores, y] + ([label] if label is not None else []))
+
+    flags = 0
 
 
 class TreeEnsemble(TreeEnsembleBase):
@@ -425,6 +435,38 @@ class TreeEnsembleRegressor(TreeEnsembleBase):
     @classmethod
     def ensemble(cls, attrs: dict, x_dtype: str) -> Packed:
         return pack_v3(attrs, x_dtype)
+
+    def y_dtype(self) -> str:
+        return "float32"
+
+
+class TreeEnsembleClassifier(TreeEnsembleBase):
+    """TreeEnsembleClassifier (ai.onnx.ml 1, 3): int64 labels (string labels stay on the CPU EP) and float32
+    probabilities, ORT's TreeAggregatorClassifier (sums; two classes: its binary cases)."""
+
+    classifier = True
+
+    @classmethod
+    def ensemble(cls, attrs: dict, x_dtype: str) -> Packed:
+        if attrs.get("classlabels_strings"):
+            raise UnsupportedError("string class labels")
+        labels = list(attrs.get("classlabels_int64s") or [])
+        if len(labels) < 2:
+            raise UnsupportedError(f"{len(labels)} class labels")
+        packed = pack_v3({**attrs, "n_targets": len(labels), "aggregate_function": "SUM"}, x_dtype, "class")
+        if len(packed.base) not in ((0, 1, 2) if len(labels) == 2 else (0, len(labels))):
+            raise UnsupportedError(f"{len(packed.base)} base values for {len(labels)} classes")
+        return packed
+
+    def __init__(self, spec, attrs, since_version, input_types):
+        super().__init__(spec, attrs, since_version, input_types)
+        labels = np.array(attrs["classlabels_int64s"], np.int64)
+        self.offsets["labels"] = len(self.tables)
+        self.tables += labels.tobytes()
+        weights = _array(attrs, "class_weights_as_tensor")
+        weights = np.asarray(attrs.get("class_weights") or [], np.float32) if weights is None else weights
+        binary = len(labels) == 2 and len(set(attrs.get("class_ids") or [])) == 1
+        self.flags = CLASS_SUMS | (BINARY if binary else 0) | (0 if np.any(weights < 0) else POSITIVE)
 
     def y_dtype(self) -> str:
         return "float32"
