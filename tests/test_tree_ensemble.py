@@ -190,7 +190,7 @@ def check(model: onnx.ModelProto, x_dtype, exact: bool, rows=ROWS, seed: int = 3
                 if exact or g.dtype.kind != "f":
                     np.testing.assert_array_equal(g, w, err_msg=f"{n} rows")
                 else:
-                    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=f"{n} rows")
+                    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{n} rows")
 
 
 # ---- TreeEnsemble (ai.onnx.ml 5) ----------------------------------------------------------------------------
