@@ -284,6 +284,8 @@ CLASSIFIERS = {
     "mixed2": (2, 1, None, "NONE", False),
     "both2": (2, 2, [0.25, 0.25], "NONE", True),
     "both2_probit": (2, 2, None, "PROBIT", False),
+    "both2_softmax": (2, 2, [0.1, -0.3], "SOFTMAX", False),
+    "both2_logistic": (2, 2, None, "LOGISTIC", False),
     "zero4": (4, 4, [0.1, 0.2, 0.3, 0.4], "SOFTMAX_ZERO", False),
 }
 
