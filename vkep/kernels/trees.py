@@ -1,11 +1,12 @@
-"""ai.onnx.ml tree ensembles: TreeEnsemble (5), TreeEnsembleRegressor (1, 3), as ORT's CPU EP computes them.
+"""ai.onnx.ml tree ensembles: TreeEnsemble (5), TreeEnsembleRegressor and TreeEnsembleClassifier (1, 3), as ORT
+1.32's CPU EP computes them (docs/design.md, "ai.onnx.ml tree ensembles").
 
 Each node's attributes are packed once, at session creation, into one layout (`Packed`): every tree's branches and
 leaves as NODE_WORDS words each (feature, mode and missing-value track, true and false node, a set's place), the
 thresholds, the leaves' weights and targets in the order ORT adds them, the roots in ORT's order of trees, the
 members of BRANCH_MEMBER sets and the base values. shaders/tree_ensemble.comp walks them: one invocation per
 (sample, target) adds every tree's leaf in order (ORT's order and type of accumulation: bit for bit), with the
-walk bounded by the deepest tree; SOFTMAX / SOFTMAX_ZERO take a second pass per sample.
+walk bounded by the deepest tree; SOFTMAX / SOFTMAX_ZERO and a classifier's labels take a second pass per sample.
 """
 
 from __future__ import annotations
@@ -335,7 +336,11 @@ def pack_v3(attrs: dict, x_dtype: str, prefix: str = "target") -> Packed:
 
 
 class TreeEnsembleBase(Kernel):
-    """One walk of the packed trees per (sample, target), and for SOFTMAX a pass per sample (module doc)."""
+    """One walk of the packed trees per (sample, target), and for SOFTMAX or a classifier a pass per sample
+    (module doc)."""
+
+    classifier = False  # outputs: (label, probabilities), finished by tree_ensemble.comp's MODE 2
+    flags = 0  # tree_ensemble.comp's flags the kind of ensemble adds
 
     @classmethod
     def ensemble(cls, attrs: dict, x_dtype: str) -> Packed:
@@ -383,8 +388,6 @@ class TreeEnsembleBase(Kernel):
     def y_dtype(self) -> str:
         return self.x_dtype
 
-    classifier = False
-
     def compute(self, call) -> None:
         x = call.inputs[0]
         p = self.packed
@@ -417,8 +420,6 @@ class TreeEnsembleBase(Kernel):
         if second is not None:
             call.dispatch(SHADER, dtype, {**constants, "mode": second}, {**push, "n": n}, grid_1d(n, WG), [scores],
                           [scores, y] + ([label] if label is not None else []))
-
-    flags = 0
 
 
 class TreeEnsemble(TreeEnsembleBase):
