@@ -371,6 +371,40 @@ def col2im(rng) -> Case | None:
                 {"image": np.array(image, np.int64), "block": np.array(block, np.int64)}, tol={"rtol": 0.0, "atol": 0.0})
 
 
+def tree_ensembles(rng) -> Case:
+    """ai.onnx.ml TreeEnsemble (5), TreeEnsembleRegressor and TreeEnsembleClassifier (1, 3): random trees of every
+    node mode (sets for TreeEnsemble), NaN inputs, every aggregate and post transform, float32/float64, 0-70 rows."""
+    from onnx import helper
+    from test_tree_ensemble import AGGREGATES, POSTS, inputs, random_trees, v3_attributes, v5_node
+
+    op = str(rng.choice(["TreeEnsemble", "TreeEnsembleRegressor", "TreeEnsembleClassifier"]))
+    seed, n_trees, targets = int(rng.integers(1 << 30)), int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    dtype, post = str(rng.choice(["float32", "float64"])), str(rng.choice(POSTS))
+    aggregate = str(rng.choice(AGGREGATES))
+    x = inputs(int(rng.choice([0, 1, 5, 70])), dtype, seed=seed % 1000)
+    # (bit for bit without exp/log/sqrt: no post transform, or one a single regression target ignores)
+    exact = post == "NONE" or (targets == 1 and post != "PROBIT" and op != "TreeEnsembleClassifier")
+    tol = {"rtol": 0.0, "atol": 0.0} if exact else {"rtol": 1e-5, "atol": 1e-5}  # (PROBIT near 0: log near 1)
+    if op == "TreeEnsemble":
+        forest = random_trees(seed, n_trees, targets, max_depth=int(rng.integers(1, 11)))
+        node = v5_node(forest, targets, dtype, aggregate, post)
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        return Case(op, 5, [x], attrs, domain="ai.onnx.ml", tol=tol)
+    forest = random_trees(seed, n_trees, targets, modes=range(6), max_depth=int(rng.integers(1, 11)),
+                          single_leaf_trees=False)
+    as_tensor = dtype == "float64" and rng.random() < 0.5
+    if op == "TreeEnsembleRegressor":
+        base = [float(b) for b in rng.standard_normal(targets)] if rng.random() < 0.5 else None
+        attrs = v3_attributes(forest, targets, "target", as_tensor, base)
+        attrs.update(n_targets=targets, aggregate_function=aggregate, post_transform=post)
+        return Case(op, 3 if as_tensor else 1, [x], attrs, domain="ai.onnx.ml", tol=tol)
+    classes = max(2, targets)
+    base = [float(b) for b in rng.standard_normal(classes)] if rng.random() < 0.5 else None
+    attrs = v3_attributes(forest, targets, "class", as_tensor, base)
+    attrs.update(classlabels_int64s=[int(v) for v in rng.choice(100, classes, replace=False)], post_transform=post)
+    return Case(op, 3 if as_tensor else 1, [x], attrs, outputs=2, domain="ai.onnx.ml", tol=tol)
+
+
 def onehot(rng) -> Case:
     indices, depth_type = str(rng.choice(["int64", "int32", "float32"])), str(rng.choice(["int64", "float32"]))
     values_type = str(rng.choice(["float32", "int32"])) if indices == "int64" and depth_type == "float32" else \
@@ -863,6 +897,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     ms_onnx_names: ("Range", "Trilu", "ExpandDims", "GridSample", "TransposeMatMul"),
     qlinear_where: ("QLinearWhere",), matmul_integer16: ("MatMulInteger16",),
     nhwc_max_pool: ("NhwcMaxPool",), cdist: ("CDist",), inverse: ("Inverse",),
+    tree_ensembles: ("TreeEnsemble", "TreeEnsembleRegressor", "TreeEnsembleClassifier"),
 }
 
 

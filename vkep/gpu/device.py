@@ -271,6 +271,8 @@ def _describe(index: int, handle, instance) -> PhysicalDeviceInfo:
         "storageBuffer8BitAccess": bool(f12.storageBuffer8BitAccess),
         "shaderInt8": bool(f12.shaderInt8),
         "shaderInt16": bool(feats.features.shaderInt16),
+        # float64 arithmetic in shaders (tree_ensemble.comp's FLOAT64 variant: double trees)
+        "shaderFloat64": bool(feats.features.shaderFloat64),
     }
     features["fp16"] = features["storageBuffer16BitAccess"]
     # shaders that keep NaN, infinities and signed zeros whatever the compiler sees (fused.comp declares it)
@@ -375,6 +377,7 @@ class Device:
             f12.pNext = self._size_control
         feats.features.shaderInt64 = 1
         feats.features.shaderInt16 = f["shaderInt16"]
+        feats.features.shaderFloat64 = f.get("shaderFloat64", False)
         priority = ffi.new("float*", 1.0)
         queue_info = new("VkDeviceQueueCreateInfo", sType=lib.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                          queueFamilyIndex=info.compute_queue_family, queueCount=1, pQueuePriorities=priority)

@@ -47,12 +47,16 @@ EPILOGUE_SUFFIX = "+epilogue"  # a dtype with it: the EPILOGUE variant of a prod
 # a float16 dtype with it: the ACC16 variant of a GEMM-like shader, which multiplies and sums in float16
 # (common.glsl's MAC_T; the EP option fp16_accumulation=float16: Kernel.product_dtype)
 ACC16_SUFFIX = "+acc16"
-_SUFFIX_DEFINES = {EPILOGUE_SUFFIX: "EPILOGUE", ACC16_SUFFIX: "ACC16"}
+# a dtype with it: the FLOAT64 variant of a shader that computes in double where its tensors are float64
+# (tree_ensemble.comp); only devices with shaderFloat64 run it
+FLOAT64_SUFFIX = "+float64"
+_SUFFIX_DEFINES = {EPILOGUE_SUFFIX: "EPILOGUE", ACC16_SUFFIX: "ACC16", FLOAT64_SUFFIX: "FLOAT64"}
 
 
 def variant(dtype: str | tuple[str, str]) -> dict[str, int]:
     """The -D defines of a shader variant: one element type, or (input type, output type); a type with
-    EPILOGUE_SUFFIX adds EPILOGUE (shaders/epilogue.glsl), with ACC16_SUFFIX ACC16 (common.glsl)."""
+    EPILOGUE_SUFFIX adds EPILOGUE (shaders/epilogue.glsl), with ACC16_SUFFIX ACC16 (common.glsl), with FLOAT64_SUFFIX
+    FLOAT64."""
     for suffix, define in _SUFFIX_DEFINES.items():
         if isinstance(dtype, str) and dtype.endswith(suffix):
             return {**variant(dtype[:-len(suffix)]), define: 1}
@@ -205,6 +209,13 @@ class Kernel:
         """Why this kernel cannot run a node with these attributes, input ranks (None: absent optional
         input, -1: rank unknown) and input element types (None: absent or unknown); checked when the
         runtime partitions the graph, so the node stays on another EP. None when it can."""
+        return None
+
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types: list[str | None]) -> str | None:
+        """Why this kernel cannot run a node with these attributes and input types on the device `info`
+        (gpu.device.PhysicalDeviceInfo) describes, e.g. a feature it lacks; checked when the runtime partitions
+        the graph. None when it can."""
         return None
 
     def planned(self, key, make):

@@ -46,7 +46,7 @@ WORKGROUPS = {
     "reverse_sequence.comp": "movement.WG", "roi_align.comp": "pool.WORKGROUP", "onehot.comp": "onehot.WG", "nonzero.comp": "nonzero.WG",
     "fft.comp": "spectral.WG",
     "unique.comp": "nonzero.UNIQUE_WG", "max_unpool.comp": "pool.UNPOOL_WG",
-    "col2im.comp": "conv.COL2IM_WG",
+    "col2im.comp": "conv.COL2IM_WG", "tree_ensemble.comp": "trees.WG",
 }
 
 Defines = tuple[tuple[str, int], ...]

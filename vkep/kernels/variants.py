@@ -13,7 +13,7 @@ import re
 
 from vkep.gpu.shaders import SHADER_DIR
 from vkep.kernels import manifest
-from vkep.kernels.base import ACC16_SUFFIX, EPILOGUE_SUFFIX, SHADER_DTYPE, variant
+from vkep.kernels.base import ACC16_SUFFIX, EPILOGUE_SUFFIX, FLOAT64_SUFFIX, SHADER_DTYPE, variant
 
 Variant = tuple[str, tuple[tuple[str, int], ...]]  # (shader file, sorted -D defines)
 
@@ -59,8 +59,14 @@ def accumulators() -> set[Variant]:
     return out
 
 
+def float64s() -> set[Variant]:
+    """The FLOAT64 variants (double arithmetic for float64 tensors) of the shaders written with one."""
+    return {_key(path.name, variant("float32" + FLOAT64_SUFFIX)) for path in sorted(SHADER_DIR.glob("*.comp"))
+            if "#ifdef FLOAT64" in path.read_text(encoding="utf-8")}
+
+
 def required() -> set[Variant]:
-    return {v for spec in manifest.load() for v in of_spec(spec)} | epilogues() | accumulators()
+    return {v for spec in manifest.load() for v in of_spec(spec)} | epilogues() | accumulators() | float64s()
 
 
 def possible() -> set[Variant]:

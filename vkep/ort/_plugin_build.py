@@ -86,6 +86,7 @@ ORT_SLOTS = [
      "node, name, out"),
     ("ReadOpAttr", "OrtStatus*", "const OrtOpAttr* attr, int type, void* data, size_t len, size_t* out",
      "attr, type, data, len, out"),
+    ("OpAttr_GetTensorAttributeAsOrtValue", "OrtStatus*", "const OrtOpAttr* attr, OrtValue** out", "attr, out"),
     ("GetTensorMutableData", "OrtStatus*", "OrtValue* v, void** out", "v, out"),
     ("GetTensorElementTypeAndShapeDataReference", "OrtStatus*",
      "const OrtValue* v, int* elem_type, const int64_t** shape, size_t* count", "v, elem_type, shape, count"),

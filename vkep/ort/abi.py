@@ -45,7 +45,7 @@ ORT_API: dict[str, int] = {
     "Graph_GetNumOutputs": 340, "Graph_GetOutputs": 341, "Graph_GetNumNodes": 344, "Graph_GetNodes": 345,
     "Graph_GetParentNode": 346, "Node_GetName": 349, "Node_GetOperatorType": 350, "Node_GetDomain": 351,
     "Node_GetSinceVersion": 352, "Node_GetNumInputs": 353, "Node_GetInputs": 354, "Node_GetNumOutputs": 355,
-    "Node_GetOutputs": 356, "Node_GetAttributeByName": 361, "Node_GetNumSubgraphs": 365, "Node_GetSubgraphs": 366,
+    "Node_GetOutputs": 356, "Node_GetAttributeByName": 361, "OpAttr_GetTensorAttributeAsOrtValue": 362, "Node_GetNumSubgraphs": 365, "Node_GetSubgraphs": 366,
     "Node_GetGraph": 367, "GetRunConfigEntry": 373, "GetSessionOptionsConfigEntries": 379,
     "TensorTypeAndShape_HasShape": 390, "KernelInfo_GetOperatorSinceVersion": 394, "GetInteropApi": 395,
     "GetTensorElementTypeAndShapeDataReference": 414,

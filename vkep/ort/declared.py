@@ -125,6 +125,21 @@ _ATTR_TYPES = {"int": (1, "int64_t"), "ints": (2, "int64_t"), "float": (3, "floa
                "string": (5, "char"), "strings": (6, "char")}
 
 
+def ortvalue_array(value):
+    """A CPU OrtValue's tensor (a TENSOR attribute) as a numpy array of its own."""
+    import numpy as np
+
+    lib, ffi = api.lib, api.ffi
+    type_, rank, ptr = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*")
+    dims = ffi.new("int64_t[8]")
+    api.check(lib.vkep_tensor_info(value, type_, dims, rank, ptr))
+    dtype = np.dtype(abi.ELEMENT_TYPES[type_[0]] if type_[0] != 9 else "bool")
+    array = np.empty(tuple(dims[i] for i in range(rank[0])), dtype)
+    if array.nbytes:
+        ffi.memmove(ffi.cast("void*", array.ctypes.data), ffi.cast("void*", ptr[0]), array.nbytes)
+    return array
+
+
 def attribute(node, name: str, kind: str):
     """An attribute of a graph node (None when absent or of a kind not read here)."""
     lib, ffi = api.lib, api.ffi
@@ -133,7 +148,16 @@ def attribute(node, name: str, kind: str):
     if status != ffi.NULL:  # not set on this node
         lib.ort_ReleaseStatus(status)
         return None
-    if attr[0] == ffi.NULL or kind not in _ATTR_TYPES:
+    if attr[0] == ffi.NULL:
+        return None
+    if kind == "tensor":  # (ORT >= 1.23)
+        value = ffi.new("OrtValue**")
+        api.check(lib.ort_OpAttr_GetTensorAttributeAsOrtValue(attr[0], value))
+        try:
+            return ortvalue_array(value[0])
+        finally:
+            lib.ort_ReleaseValue(value[0])
+    if kind not in _ATTR_TYPES:
         return None
     code, ctype = _ATTR_TYPES[kind]
     size = ffi.new("size_t*")

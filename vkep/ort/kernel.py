@@ -23,7 +23,7 @@ from vkep.kernels.base import (
     variant,
 )
 from vkep.kernels.control_flow import ControlFlow
-from vkep.ort import abi, api, warmup
+from vkep.ort import abi, api, declared, warmup
 from vkep.ort.api import callback, status_callback
 from vkep.ort.control_flow import control_flow_kernel
 from vkep.ort.ep import EPS, KERNEL_STATES
@@ -470,14 +470,7 @@ def _tensor_attribute(info, name: bytes) -> np.ndarray:
     value = ffi.new("OrtValue**")
     api.check(lib.ort_KernelInfoGetAttribute_tensor(info, name, lib.ort_default_allocator(), value))
     try:
-        type_, rank, ptr = ffi.new("int*"), ffi.new("int*"), ffi.new("uint64_t*")
-        dims = ffi.new("int64_t[8]")
-        api.check(lib.vkep_tensor_info(value[0], type_, dims, rank, ptr))
-        dtype = np.dtype(abi.ELEMENT_TYPES[type_[0]] if type_[0] != 9 else "bool")
-        array = np.empty(tuple(dims[i] for i in range(rank[0])), dtype)
-        if array.nbytes:
-            ffi.memmove(ffi.cast("void*", array.ctypes.data), ffi.cast("void*", ptr[0]), array.nbytes)
-        return array
+        return declared.ortvalue_array(value[0])
     finally:
         lib.ort_ReleaseValue(value[0])
 
