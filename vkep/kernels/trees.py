@@ -335,6 +335,19 @@ def pack_v3(attrs: dict, x_dtype: str, prefix: str = "target") -> Packed:
     return b.packed(roots, base.tolist(), n_targets, aggregate, post)
 
 
+def _hashable(value):
+    """An attribute's value as a dictionary key (lists as tuples, arrays by type, shape and bytes)."""
+    if isinstance(value, np.ndarray):
+        return value.dtype.str, value.shape, value.tobytes()
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+PACKED_CACHE = 4  # ensembles kept packed (_PACKED)
+_PACKED: dict[tuple, Packed] = {}  # (class, input type, attributes) -> its Packed, oldest first
+
+
 class TreeEnsembleBase(Kernel):
     """One walk of the packed trees per (sample, target), and for SOFTMAX or a classifier a pass per sample
     (module doc)."""
@@ -347,11 +360,23 @@ class TreeEnsembleBase(Kernel):
         raise NotImplementedError
 
     @classmethod
+    def packed_once(cls, attrs: dict, x_dtype: str) -> Packed:
+        """cls.ensemble(attrs, x_dtype), packed once for the checks at GetCapability, its dry run and the session's
+        kernel, which each ask for it (a forest of 200,000 nodes takes seconds to pack in Python)."""
+        key = (cls, x_dtype, tuple(sorted((k, _hashable(v)) for k, v in attrs.items())))
+        found = _PACKED.get(key)
+        if found is None:
+            found = _PACKED[key] = cls.ensemble(attrs, x_dtype)
+            while len(_PACKED) > PACKED_CACHE:
+                _PACKED.pop(next(iter(_PACKED)))
+        return found
+
+    @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         if input_ranks and input_ranks[0] not in (1, 2, -1):
             return f"{cls.__name__} of an input of rank {input_ranks[0]}"
         try:
-            packed = cls.ensemble(attrs, (input_types or [None])[0] or "float32")
+            packed = cls.packed_once(attrs, (input_types or [None])[0] or "float32")
         except UnsupportedError as exc:
             return f"{cls.__name__}: {exc}"
         if packed.loop_iterations() > LOOP_BUDGET:
@@ -362,7 +387,7 @@ class TreeEnsembleBase(Kernel):
     def declines_on(cls, info, attrs: dict, input_types) -> str | None:
         x_dtype = (input_types or [None])[0] or "float32"
         try:
-            wide = x_dtype == "float64" or cls.ensemble(attrs, x_dtype).wide
+            wide = x_dtype == "float64" or cls.packed_once(attrs, x_dtype).wide
         except UnsupportedError as exc:
             return str(exc)
         if wide and not info.features.get("shaderFloat64", False):
@@ -372,7 +397,7 @@ class TreeEnsembleBase(Kernel):
     def __init__(self, spec, attrs, since_version, input_types):
         super().__init__(spec, attrs, since_version, input_types)
         self.x_dtype = input_types[0] if input_types and input_types[0] else "float32"
-        self.packed = self.ensemble(attrs, self.x_dtype)
+        self.packed = self.packed_once(attrs, self.x_dtype)
         p = self.packed
         # one persistent buffer: the nodes, then each other array at an offset aligned to 8 bytes
         blob, self.offsets = bytearray(), {}
