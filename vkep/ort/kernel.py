@@ -52,6 +52,7 @@ class KernelInstance:
         self.cpu_inputs = frozenset(spec.cpu_inputs)
         self.cpu_outputs = frozenset(spec.cpu_outputs)
         self.pipelines: dict[tuple, object] = {}
+        self.planned: set | None = None  # its pipelines as run dry once its plan was final (warmup.start_ahead)
         self.plan_lock = threading.Lock()
         self.allocator = None  # the vkep allocator ORT takes this node's outputs from, once seen
         self.packed: dict[int, tuple] = {}  # input index → (PackedWeight, Tensor)

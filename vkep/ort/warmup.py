@@ -126,7 +126,8 @@ def start_ahead(kernel) -> None:
     if kernel.impl.declared_inputs is None or awaits_weights(kernel):
         return
     try:
-        kernel.gpu.ahead.start(_ahead_keys(planned_pipelines(kernel)))
+        kernel.planned = planned_pipelines(kernel)
+        kernel.gpu.ahead.start(_ahead_keys(kernel.planned))
     except Exception:  # noqa: BLE001 — warm (or the first run) builds them otherwise, and reports
         pass
 
@@ -137,8 +138,8 @@ def warm(kernels: list, gpu, log) -> None:
     device's PipelineCache.warming (vkep run's progress)."""
     start = time.perf_counter()
     work: dict[tuple, object] = {}  # (shader, dtype, constants) → a kernel that uses it
-    for kernel in kernels:
-        for key in planned_pipelines(kernel):
+    for kernel in kernels:  # (each run dry once: start_ahead's plans where it made them)
+        for key in kernel.planned if kernel.planned is not None else planned_pipelines(kernel):
             work.setdefault(key, kernel)
     if not work:
         return
