@@ -141,13 +141,13 @@ def dispatch_dynamic_quantize(call, x: Tensor, y: Tensor, scale: Tensor, zp: Ten
         dispatch_quantize(call, MODE_QUANTIZE, x, scale, zp, y, 1, 1)
 
 
-
 @functools.cache
 def cpu_ep_saturates() -> bool:
     """Whether ORT's CPU EP on this host multiplies uint8 by int8 with int16 pair sums that saturate: MLAS's AVX2
     and AVX-512BW kernels (vpmaddubsw) on x86-64 without VNNI or AMX. Its answers then differ from the exact sums
-    where large products meet (docs/design.md, "QDQ groups": reduce_range 0), and vkep's integer GEMM
-    computes the same (matmul_integer.comp's SATURATE) so that a model gives the CPU EP's answer."""
+    where large products meet (docs/design.md, "QDQ groups": reduce_range 0), and vkep's integer kernels compute
+    the same (the SATURATE of matmul_integer.comp, conv_integer.comp and recurrent.comp) so that a model gives the
+    CPU EP's answer."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False
     try:
@@ -167,6 +167,7 @@ def saturating(a_dtype: str, b_dtype: str, as_uint8: bool = False) -> int:
     if b_dtype != "int8" or not cpu_ep_saturates():
         return 0
     return 1 if a_dtype == "uint8" else 2 if a_dtype == "int8" and as_uint8 else 0
+
 
 def _scalar(t: Tensor | None, what: str, op: str) -> None:
     """ORT's CPU EP takes this quantization parameter per tensor only."""
