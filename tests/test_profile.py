@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections import defaultdict
 
 import numpy as np
@@ -55,7 +56,29 @@ def test_trace_holds_each_vkep_nodes_gpu_time_beside_ort_s_node_event(ep_devices
     runs = 3
     for _ in range(runs):
         session.run(None, feeds())
-    events = json.loads(open(session.end_profiling()).read())
+    check_gpu_times_within_their_nodes(json.loads(open(session.end_profiling()).read()), runs)
+
+
+def test_gpu_times_stay_within_their_nodes_when_the_wall_clock_is_set(ep_devices, tmp_path):
+    """ORT's profiling clock is the wall clock (CLOCK_REALTIME), which NTP or an administrator may set while a
+    session profiles; vkep's times are on the monotonic clock. Set back 20 ms between two runs (more than a run
+    takes here), ORT's later events are 20 ms earlier: vkep's must move with them (a CI run met such a step)."""
+    session = profiled_session(small_model(), tmp_path / "trace")
+    session.run(None, feeds())
+    step = -0.02
+    try:
+        time.clock_settime(time.CLOCK_REALTIME, time.time() + step)
+    except PermissionError:
+        pytest.skip("setting the wall clock needs CAP_SYS_TIME")
+    try:
+        for _ in range(2):
+            session.run(None, feeds())
+    finally:
+        time.clock_settime(time.CLOCK_REALTIME, time.time() - step)
+    check_gpu_times_within_their_nodes(json.loads(open(session.end_profiling()).read()), 3)
+
+
+def check_gpu_times_within_their_nodes(events: list[dict], runs: int) -> None:
     node_events = defaultdict(list)
     for e in events:
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):

@@ -16,9 +16,12 @@ written); nothing of this runs, and no plan changes, in a session that does not 
 
 from __future__ import annotations
 
+import bisect
 import json
+import math
 import os
 import threading
+import time
 
 from vkep.gpu import trace
 from vkep.gpu.capture import CaptureStream
@@ -39,8 +42,11 @@ class Profiler:
         # (re-entrant: a node's first timestamp may open a command buffer, whose batch pair is begun inside)
         self.lock = threading.RLock()
         self.active = False
-        self.offset_ns = 0  # ORT's profiling clock at StartProfiling (ns since its start) ...
-        self.start_ns = 0  # ... and ours (trace.now) at the same moment
+        self.ort_start_ns = 0  # ORT's profiling start on its clock (the host's wall clock, CLOCK_REALTIME)
+        # (trace.now ns, wall clock minus trace.now) read together at StartProfiling and at each host operation:
+        # ORT's events are on the wall clock and vkep's on the monotonic clock, which differ by a step whenever
+        # the wall clock is set (NTP does), so each of vkep's times is mapped with the reading nearest before it
+        self.wall_readings: list[tuple[int, int]] = []
         self.stacks = threading.local()  # per thread: the correlation ids of the ORT events open on it
         self.host_events: list[tuple] = []  # (name, thread id, start ns, end ns, args)
         self.node_records: list[tuple] = []  # (correlation id, node, op type, ticket, submit key, input shapes)
@@ -71,9 +77,11 @@ class Profiler:
         # (read first: the time between ORT reading its clock and this one shifts every host event earlier by as
         # much on ORT's clock; under load it reached a replay's submit, test_profile says)
         now = trace.now()
+        wall = time.time_ns()
         ep = self.ep
         with self.lock:
-            self.offset_ns, self.start_ns = offset_ns, now
+            self.ort_start_ns = wall - offset_ns
+            self.wall_readings = [(now, wall - now)]
             self.active = True
         ep.profilers.append(self)
         if ep.device is not None:
@@ -170,18 +178,25 @@ class Profiler:
                 self.ring.end(stream, ticket)
                 self.batches.append(ticket)
 
+    def _read_wall(self) -> None:
+        now = trace.now()
+        self.wall_readings.append((now, time.time_ns() - now))
+
     def host_event(self, name: str, start_ns: int, end_ns: int, args: dict[str, str]) -> None:
         if self.active:
+            self._read_wall()
             self.host_events.append((name, threading.get_native_id(), start_ns, end_ns, args))
 
     def waited(self, stream, value: int, start_ns: int, end_ns: int) -> None:
         if self.active:
+            self._read_wall()
             self.wait_ends.setdefault(id(stream), []).append((value, end_ns))
             self.host_events.append(("wait", threading.get_native_id(), start_ns, end_ns,
                                      {"timeline value": str(value)}))
 
     def submitted(self, stream, value: int, start_ns: int, end_ns: int) -> None:
         if self.active:
+            self._read_wall()
             self.submit_start[(id(stream), value)] = start_ns
             self.host_events.append(("submit", threading.get_native_id(), start_ns, end_ns,
                                      {"timeline value": str(value)}))
@@ -192,6 +207,7 @@ class Profiler:
         with self.lock:
             if self.ring is not None:
                 self.ring.collect()
+            self.wall_readings.sort()  # (threads append theirs)
             out = []
             for name, tid, start, end, args in self.host_events:
                 out.append((CATEGORY_API, tid, name, self._us(start), (end - start) // 1000, args))
@@ -227,7 +243,10 @@ class Profiler:
             return out
 
     def _us(self, host_ns: int) -> int:
-        return (self.offset_ns + host_ns - self.start_ns) // 1000
+        """A trace.now time in µs since ORT's profiling start, on ORT's clock."""
+        readings = self.wall_readings
+        at = max(bisect.bisect_right(readings, (host_ns, math.inf)) - 1, 0)  # (the first for times before it)
+        return (host_ns + readings[at][1] - self.ort_start_ns) // 1000 if readings else 0
 
     def _gpu_offset(self, timed: list) -> int:
         """Host ns minus device ns. A command buffer runs after the host submitted it and completes before a wait
