@@ -162,6 +162,7 @@ layout(constant_id = 10) const uint BR = 16;
 layout(constant_id = 9) const uint BC = 8;
 const uint BG = BR / 8;
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer PairsOut { vec2 v[]; };
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer PairOut { vec2 v; };
 uint broadcast_column(uint j, uint lane) { return B_PAIRS == 1 ? 16 * (j / 2) + 2 * lane + j % 2 : 8 * j + lane; }
 void broadcast() {
     uint lane = gl_SubgroupInvocationID;
@@ -226,8 +227,10 @@ void broadcast() {
         STORE_OR_KEEP(i * BC + j, Tensor(pc.y), 0, r.x);
         STORE_OR_KEEP(i * BC + j + 1, Tensor(pc.y), 0, r.y);
 #else
-        if (B_PAIRS == 1 && (pc.N & 1u) == 0) {  // (N even: both columns there, the pair 8-byte aligned)
-            if (m < pc.M && n < pc.N) PairsOut(pc.y).v[(y0 + m * pc.N + n) / 2] = r;
+        if (B_PAIRS == 1) {  // (n1 = n + 1; a pair 4-byte aligned where N is odd, whose last column is alone)
+            uint at = y0 + m * pc.N + n;
+            if (m < pc.M && n1 < pc.N) PairOut(pc.y + 4ul * at).v = r;
+            else if (m < pc.M && n < pc.N) STORE(Tensor(pc.y), at, r.x);
         } else {
             if (m < pc.M && n < pc.N) STORE(Tensor(pc.y), y0 + m * pc.N + n, r.x);
             if (m < pc.M && n1 < pc.N) STORE(Tensor(pc.y), y0 + m * pc.N + n1, r.y);
