@@ -37,6 +37,10 @@ def _write(tmp_path: Path, text: str) -> Path:
     ("kernels:\n  - {op: Add, since: [7], types: {T: [float32]}, impl: elementwise.Binary, shader: nope.comp}\n",
      "entry 0 (Add): shader: no such shader 'nope.comp'"),
     ("kernels:\n  - {since: [7], types: {T: [float32]}, impl: elementwise.Binary}\n", "entry 0 (?): op: required"),
+    # (an `until` is inclusive: 6-8 here would also claim opset 8, which the second entry registers)
+    ("kernels:\n  - {op: Sum, since: [6], until: 8, types: {T: [float32]}, impl: elementwise.Variadic}\n"
+     "  - {op: Sum, since: [8, 13], types: {T: [float32]}, impl: elementwise.Variadic}\n",
+     "entry 1 (Sum): since/until: versions 8-12 overlap those of entry 0"),
     ("kernels: [\n", "not valid YAML"),
 ])
 def test_malformed_manifest_names_file_entry_field(tmp_path, body, expect):

@@ -7,6 +7,7 @@ The op codes are the `op` specialization constant of shaders/binary.comp and sha
 from __future__ import annotations
 
 import math
+import struct
 
 from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, grid_1d, shader_dtype
 
@@ -189,6 +190,8 @@ class Variadic(Binary):
     def compute(self, call) -> None:
         xs = [x for x in call.inputs if x is not None]
         shapes = tuple(x.shape for x in xs)
+        if self.since_version < 8 and len(set(shapes)) > 1:  # (opsets 6-7 broadcast nothing: ORT fails the run)
+            raise UnsupportedError(f"{self.spec.op} {self.since_version}: inputs of shapes {shapes} (one shape)")
         out = broadcast_shape(*shapes)
         y = call.output(0, out)
         if not y.size:
@@ -282,11 +285,27 @@ def dispatch_unary(call, shader: str, constants: dict[str, int], x: Tensor, y: T
                   [y])
 
 
-def dispatch_binary(call, code: int, a: Tensor, b: Tensor, y: Tensor) -> None:
-    """y = a OP b (binary.comp's op `code`), broadcast to y's shape, in one dispatch."""
+def dispatch_binary(call, code: int, a: Tensor, b: Tensor, y: Tensor, scale: float = 1.0) -> None:
+    """y = a OP b (binary.comp's op `code`; `scale` its parameter), broadcast to y's shape, in one dispatch."""
     _, n, members = broadcast_plan([a.shape, b.shape], y.shape)
     dispatch_wide(call, "binary.comp", code, n, variant(shader_dtype(a), shader_dtype(y)),
-                  {**members, "scale": 1.0, "a": a, "b": b, "y": y}, [a, b], [y])
+                  {**members, "scale": scale, "a": a, "b": b, "y": y}, [a, b], [y])
+
+
+class ImageScaler(Kernel):
+    """ImageScaler (opsets 1-9; ORT keeps it for old models): y = scale * x + bias[c] over [N, C, H, W], in the
+    order ORT computes it (binary.comp's OP_SCALE_ADD, the biases a persistent [C, 1, 1] tensor)."""
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        bias = [float(b) for b in self.attrs["bias"]]
+        if len(x.shape) != 4 or len(bias) != x.shape[1]:  # (ORT's CPU EP fails such a node)
+            raise UnsupportedError(f"ImageScaler: X {x.shape} with {len(bias)} biases, not [N, C, H, W] with C")
+        y = call.output(0, x.shape)
+        if y.size:
+            table = call.persistent(struct.pack(f"<{len(bias)}f", *bias))
+            dispatch_binary(call, self.constants["op"], x, Tensor(table.addr, (len(bias), 1, 1), "float32", table.io),
+                            y, float(self.attrs["scale"]))
 
 
 class Predicate(Unary):

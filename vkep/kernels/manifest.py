@@ -104,14 +104,16 @@ def _load_file(path: Path, first_index: int = 0) -> list[KernelSpec]:
 
 
 def _check_unique(specs: list[KernelSpec]) -> None:
-    seen: dict[tuple, int] = {}
+    """No opset version of an op in two entries (ORT refuses a second KernelDef over a version it has)."""
+    seen: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
     for spec in specs:
-        for rng in spec.version_ranges():
-            key = (spec.domain, spec.op, rng[0])
-            if key in seen:
-                raise ManifestError(f"{spec.source}: entry {spec.index} ({spec.op}): since: version {rng[0]} is "
-                                    f"already registered by entry {seen[key]}")
-            seen[key] = spec.index
+        ranges = seen.setdefault((spec.domain, spec.op), [])
+        for start, end in spec.version_ranges():
+            clash = next((index for first, last, index in ranges if first <= end and start <= last), None)
+            if clash is not None:
+                raise ManifestError(f"{spec.source}: entry {spec.index} ({spec.op}): since/until: versions {start}-"
+                                    f"{end} overlap those of entry {clash}")
+            ranges.append((start, end, spec.index))
 
 
 def _entry(path: Path, index: int, raw) -> KernelSpec:

@@ -145,12 +145,14 @@ class BatchNorm(Kernel):
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        return "training_mode=1 (statistics updates) is not implemented" if attrs.get("training_mode") else None
+        if attrs.get("training_mode"):
+            return "training_mode=1 (statistics updates) is not implemented"
+        return "spatial=0 (statistics per element of C x H x W) is not implemented" if attrs.get("spatial") == 0 else None
 
     def compute(self, call) -> None:
         x, scale, bias, mean, var = call.inputs[:5]
-        if self.attrs.get("training_mode", 0):
-            raise UnsupportedError("BatchNormalization: training_mode=1 is not supported")
+        if self.attrs.get("training_mode", 0) or (self.output_count or 1) > 1:  # (opsets 7-8: training outputs)
+            raise UnsupportedError("BatchNormalization: training (statistics outputs) is not supported")
         if len({t.dtype for t in (x, scale, bias, mean, var)}) != 1:
             raise UnsupportedError("BatchNormalization: mixed element types are not supported")
         c = x.shape[1] if len(x.shape) > 1 else 1

@@ -99,8 +99,10 @@ class Dropout(Kernel):
     def compute(self, call) -> None:
         x = call.inputs[0]
         copy_bytes(call, x, call.output(0, x.shape))
-        if (self.output_count or 1) > 1:
-            mask = call.output(1, x.shape, "bool")
+        if (self.output_count or 1) > 1:  # (opsets 7-9: a mask of X's type, all 0 from ORT's CPU EP)
+            old = self.since_version < 10
+            mask = call.output(1, x.shape, x.dtype if old else "bool")
             if mask.size:
                 call.dispatch(self.spec.shader, shader_dtype(mask), self.constants,
-                              {"y": mask, "start": 1, "delta": 0, "n": mask.size}, grid_1d(mask.size, WG), [], [mask])
+                              {"y": mask, "start": 0 if old else 1, "delta": 0, "n": mask.size},
+                              grid_1d(mask.size, WG), [], [mask])

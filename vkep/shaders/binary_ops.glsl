@@ -29,6 +29,7 @@
 #define OP_ADD_SCALE 24  // y = (a + b) * scale (the last step of Mean)
 #define OP_ACCUMULATE 25 // y = (a + b) * scale with a of y's type: a float16 Sum's float32 accumulator
 #define OP_MUL_GELU 26  // y = a * gelu(b), erf Gelu (com.microsoft BiasSplitGelu over the halves of a row)
+#define OP_SCALE_ADD 40 // y = a * scale + b (ImageScaler, a bias per channel)
 
 // C's powf (C99 Annex F), which GLSL's pow() leaves undefined for x <= 0, infinities and NaN: the magnitude
 // from |x| (integer exponents by squaring, pow_nonnegative for every other case, special values included),
@@ -101,6 +102,7 @@ float binary_float(uint op, float x, float z, float scale) {
     case OP_MAX: return x != x ? x : (z != z || z > x ? z : x);
     case OP_ADD_SCALE: return (x + z) * scale;
     case OP_MUL_GELU: return x * gelu_erf(z);
+    case OP_SCALE_ADD: return x * scale + z;
     case OP_FMOD: return fmod_c(x, z);
     case OP_MOD: return mod_floor(x, z);
     default: return x;  // OP_FIRST

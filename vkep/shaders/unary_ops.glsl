@@ -48,6 +48,11 @@
 #define OP_SHRINK 41
 #define OP_CAST 42
 #define OP_QUICK_GELU 43
+// ORT's experimental activations of opsets 1-9 (kept for old models)
+#define OP_SCALED_TANH 50
+#define OP_PARAMETRIC_SOFTPLUS 51
+#define OP_AFFINE 52
+#define OP_SCALE 53  // (not Affine with beta 0: -0 stays -0)
 
 // asin on [-0.5, 0.5] (Cephes asinf: ~1 ulp; lavapipe's asin() is off by ~4e-4)
 float asin_core(float x) {
@@ -202,6 +207,13 @@ float unary_float(uint op, float v, float a, float b) {
         return gelu_erf(v);
     case OP_THRESHOLDED_RELU: return v > a ? v : 0.0;
     case OP_QUICK_GELU: return v / (1.0 + exp(-a * v));  // x * sigmoid(alpha * x)
+    case OP_SCALED_TANH: return a * tanh_safe(b * v);
+    case OP_PARAMETRIC_SOFTPLUS: {  // as ORT: log(1 + exp(-t)) added to t where t > 0 (no overflow)
+        float t = v * b;
+        return a * (t > 0.0 ? t + log(exp(-t) + 1.0) : log(exp(t) + 1.0));
+    }
+    case OP_AFFINE: return a * v + b;
+    case OP_SCALE: return a * v;
     case OP_CLIP: {  // alpha = min, beta = max; min > max gives max (as ORT); NaN stays NaN
         float r = v < a ? a : v;
         return r > b ? b : r;
