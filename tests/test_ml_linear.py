@@ -293,3 +293,21 @@ def test_declines(ep_devices):
     del no_params.attribute[[a.name for a in no_params.attribute].index("kernel_params")]
     with pytest.raises(Exception, match="SVMCommon"):  # (declined: the CPU EP fails the session itself)
         runner.vkep_session(model_of(no_params))
+
+
+@pytest.mark.parametrize("op", ["LinearClassifier", "SVMRegressor"])
+def test_rank_one_input(ep_devices, op):
+    """An input of rank 1 is one sample, as the CPU EP takes it."""
+    rng = np.random.default_rng(2)
+    node = (helper.make_node("LinearClassifier", ["X"], ["L", "S"], domain=ML, classlabels_ints=[1, 2, 3],
+                             coefficients=floats(rng, 3, FEATURES), intercepts=floats(rng, 3))
+            if op == "LinearClassifier" else svm_regressor(rng, "POLY", 5))
+    model = model_of(node)
+    model.graph.input[0].type.tensor_type.shape.ClearField("dim")
+    model.graph.input[0].type.tensor_type.shape.dim.add().dim_value = FEATURES
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    x = inputs(1, "float32")[0]
+    for g, w in zip(session.run(None, {"X": x}), runner.cpu_session(model).run(None, {"X": x}), strict=True):
+        assert g.shape == w.shape
+        np.testing.assert_array_equal(g, w)

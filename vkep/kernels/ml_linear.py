@@ -24,7 +24,7 @@ POSTS = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
 KERNELS = ("LINEAR", "POLY", "RBF", "SIGMOID")
 NONE, PROBIT = 0, 4
 LINEAR = 0
-LINEAR_MODE, KERNEL_MODE, CLASSIFY_MODE = 0, 1, 2  # ml_linear.comp's MODEs
+LINEAR_MODE, KERNEL_MODE, CLASSIFY_MODE, CONVERT_MODE = 0, 1, 2, 3  # ml_linear.comp's MODEs
 # ml_linear.comp's flags
 INTERCEPT, LABEL, SECOND_CLASS, ONE_CLASS, PROBABILITIES, ALL_POSITIVE, SVC, M1 = 1, 2, 4, 8, 16, 32, 64, 128
 HEADER = ("coefs", "intercepts", "svs", "rho", "proba", "probb", "labels", "starts", "counts")
@@ -264,7 +264,12 @@ class MlLinearBase(Kernel):
                 "c": m.c, "threads_n": column_threads(n, m.targets, m.features)}
         kernels = {**push, "threads_n": column_threads(n, m.vectors or m.targets, m.features),
                    "flags": m.flags | (one if m.kernel == LINEAR or m.gamma == 1.0 else 0)}
-        xt = XT[x.dtype]
+        if x.dtype != "float32":  # converted to float once, as the CPU EP's cast buffer
+            floats = call.scratch((n, features), "float32")
+            call.dispatch(SHADER, dtype, {"mode": CONVERT_MODE, "xt": XT[x.dtype]}, {**push, "work": floats,
+                          "n": n * features}, grid_1d(n * features, WG), [x], [floats])
+            push["x"] = kernels["x"] = x = floats
+        xt = XT["float32"]
         outs = [y] + ([label] if label is not None else [])
         if not m.svm_classifier:  # the linear ops, SVMRegressor
             if m.vectors:  # SVMRegressor's kernels, then their dot product with the coefficients

@@ -12,6 +12,9 @@
 //   the vector (SVMCommon::batched_kernel_dot), to `work` (or, a linear SVMClassifier, its scores to `y`).
 // MODE 2: one invocation per sample: SVMClassifier's one-vs-one sums (in double, as ORT), votes, Platt scaling and
 //   multiclass_probability, label and post transform (SVMClassifier::ComputeImpl).
+// MODE 3: one invocation per input element: a float64, int32 or int64 input converted to float into `work`, which the
+//   other MODEs then read (ORT's cast buffer: converted where they read it, Mesa 26's lavapipe folds the rounding to
+//   float into the double arithmetic of fma_exact).
 //
 // Floats throughout as ORT (its inputs of other types converted to float first); the FLOAT64 variant reads float64
 // inputs and adds the one-vs-one sums in double.
@@ -432,5 +435,6 @@ void main() {
     if (o >= pc.n) return;
     if (MODE == 0u) linear(o);
     else if (MODE == 1u) kernel_value(o);
-    else classify(o);
+    else if (MODE == 2u) classify(o);
+    else Floats(pc.work).v[o] = feature(o);
 }
