@@ -135,10 +135,11 @@ def test_linear_classifier(ep_devices, post, x_dtype):
     check(model_of(node, x_dtype), x_dtype, exact=post == "NONE", nan=x_dtype.startswith("float"), atol=tol(post))
 
 
-@pytest.mark.parametrize("classes", [5, 9])
+@pytest.mark.parametrize("classes", [2, 5, 9])
 @pytest.mark.parametrize("post", ["SOFTMAX", "SOFTMAX_ZERO"])
 def test_linear_classifier_softmax_wide(ep_devices, classes, post):
-    """Five classes or more: the CPU EP's SOFTMAX goes through MlasComputeSoftmax; zero scores for SOFTMAX_ZERO."""
+    """Two classes (two sets of coefficients: not the binary case), and five or more, whose SOFTMAX the CPU EP
+    computes with MlasComputeSoftmax; zero scores for SOFTMAX_ZERO."""
     rng = np.random.default_rng(classes)
     coefficients = np.array(floats(rng, classes, FEATURES), np.float32).reshape(classes, FEATURES)
     coefficients[1] = 0  # (a class whose score is 0: SOFTMAX_ZERO leaves it at 0)
