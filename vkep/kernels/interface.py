@@ -45,6 +45,7 @@ WORKGROUPS = {
     "conv_transpose.comp": "conv.WORKGROUP", "splitk.comp": "matmul.SPLIT_WG",
     "reverse_sequence.comp": "movement.WG", "roi_align.comp": "pool.WORKGROUP", "onehot.comp": "onehot.WG", "nonzero.comp": "nonzero.WG",
     "fft.comp": "spectral.WG",
+    "ml_linear.comp": "ml_linear.WG",
     "unique.comp": "nonzero.UNIQUE_WG", "max_unpool.comp": "pool.UNPOOL_WG",
     "col2im.comp": "conv.COL2IM_WG", "tree_ensemble.comp": "trees.WG",
 }
