@@ -1,0 +1,267 @@
+"""ai.onnx.ml preprocessing on vkep (vkep/kernels/ml_prep.py, shaders/ml_prep.comp, gather.comp) against ORT's CPU EP:
+Scaler, Normalizer, Binarizer, Imputer, ArrayFeatureExtractor, FeatureVectorizer in every input type ORT registers,
+each attribute form, NaN, infinities and denormals, batches of 0, 1, a few and many rows, 1-D and 2-D inputs. Every
+node must run on vkep (ORT's placement record) and give the CPU EP's outputs bit for bit; where ORT fails the run
+(an index out of range, a NaN into Binarizer) vkep's run fails too."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from vkep import runner
+from vkep.kernels import ml_prep
+
+ML = "ai.onnx.ml"
+FEATURES = 5
+ROWS = [0, 1, 7, 300]
+TYPES = ["float32", "float64", "int32", "int64"]
+ONNX_TYPE = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "int32": TensorProto.INT32,
+             "int64": TensorProto.INT64}
+
+
+def model_of(node, inputs: list[tuple[str, str, list]], y_dtype: str):
+    """A one-node model: inputs as (name, dtype, shape with symbolic dims)."""
+    ins = [helper.make_tensor_value_info(name, ONNX_TYPE[t], shape) for name, t, shape in inputs]
+    outs = [helper.make_tensor_value_info(node.output[0], ONNX_TYPE[y_dtype], None)]
+    graph = helper.make_graph([node], "prep", ins, outs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(ML, 1)],
+                             ir_version=10)
+
+
+def values(shape, dtype: str, seed: int = 0, specials: bool = True) -> np.ndarray:
+    """Random values of `dtype`: for floats, NaN, infinities, zeros, denormals and a spread of magnitudes among them;
+    for integers their extremes (whose squares wrap) among small ones."""
+    rng = np.random.default_rng(seed)
+    if dtype.startswith("int"):
+        x = rng.integers(-50, 50, shape).astype(dtype)
+        if specials and x.size:
+            info = np.iinfo(dtype)
+            flat = x.reshape(-1)
+            flat[rng.random(flat.size) < 0.08] = info.max
+            flat[rng.random(flat.size) < 0.05] = info.min
+            flat[rng.random(flat.size) < 0.05] = 2**20 + 3
+        return x
+    x = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)
+    if specials and x.size:
+        flat = x.reshape(-1)
+        for value, share in ((np.nan, 0.06), (np.inf, 0.03), (-np.inf, 0.03), (0.0, 0.05), (1e-40, 0.03),
+                             (-3e-39, 0.02)):
+            flat[rng.random(flat.size) < share] = value
+    return x.astype(dtype)
+
+
+def check(model, feeds: dict, must_run_on_vkep: bool = True) -> None:
+    """Every node on vkep; the outputs the CPU EP's bit for bit (type, shape, values; NaN where it has NaN)."""
+    session = runner.vkep_session(model, disable_cpu_fallback=must_run_on_vkep)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    cpu = runner.cpu_session(model)
+    for _ in range(2):  # (the second run may replay the recorded plan)
+        got, want = session.run(None, feeds), cpu.run(None, feeds)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
+            np.testing.assert_array_equal(g, w)
+
+
+def both_fail(model, feeds: dict, match: str) -> None:
+    """vkep (the node on it) and the CPU EP both fail the run; the CPU EP's message has `match`."""
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    with pytest.raises(Exception, match=match):
+        runner.cpu_session(model).run(None, feeds)
+    with pytest.raises(Exception):  # noqa: B017 — any failure of the run, never an answer
+        session.run(None, feeds)
+
+
+def batches(dtype: str, features: int = FEATURES, seed: int = 0):
+    """(rows, input) for each batch size, 2-D, then one 1-D input."""
+    for rows in ROWS:
+        yield rows, values((rows, features), dtype, seed + rows)
+    yield None, values((features,), dtype, seed + 99)
+
+
+# ---- Scaler ----------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("per_feature", [True, False])
+def test_scaler(ep_devices, dtype, per_feature):
+    rng = np.random.default_rng(1)
+    count = FEATURES if per_feature else 1
+    offset = (rng.standard_normal(count) * 3).astype(np.float32).tolist()
+    scale = (rng.standard_normal(count) / 3).astype(np.float32).tolist()
+    node = helper.make_node("Scaler", ["X"], ["Y"], domain=ML, offset=offset, scale=scale)
+    for rows, x in batches(dtype):
+        shape = ["N", FEATURES] if rows is not None else [FEATURES]
+        check(model_of(node, [("X", dtype, shape)], "float32"), {"X": x})
+
+
+def test_scaler_one_feature_and_size_mismatch(ep_devices):
+    """One feature: its one value per feature; offsets of neither one nor the feature count: the CPU EP fails the run
+    (vkep too when the shape is known only at run time; declined where the graph declares it)."""
+    node = helper.make_node("Scaler", ["X"], ["Y"], domain=ML, offset=[0.25], scale=[4.0])
+    check(model_of(node, [("X", "float32", ["N", 1])], "float32"), {"X": values((9, 1), "float32")})
+    node = helper.make_node("Scaler", ["X"], ["Y"], domain=ML, offset=[1.0, 2.0], scale=[3.0, 4.0])
+    both_fail(model_of(node, [("X", "float32", ["N", "F"])], "float32"), {"X": values((2, 3), "float32")},
+              "feature size")
+    session = runner.vkep_session(model_of(node, [("X", "float32", [2, 3])], "float32"))
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+
+
+# ---- Normalizer ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("norm", ["MAX", "L1", "L2"])
+def test_normalizer(ep_devices, dtype, norm):
+    node = helper.make_node("Normalizer", ["X"], ["Y"], domain=ML, norm=norm)
+    for rows, x in batches(dtype, seed=3):
+        if rows:
+            x[0] = 0  # a row whose norm is 0: copied
+        shape = ["N", FEATURES] if rows is not None else [FEATURES]
+        check(model_of(node, [("X", dtype, shape)], "float32"), {"X": x})
+
+
+@pytest.mark.parametrize("norm", ["MAX", "L1", "L2"])
+def test_normalizer_finite_rows(ep_devices, norm):
+    """Rows without NaN or infinities, most of whose quotients and roots are not exact (each rounded once)."""
+    node = helper.make_node("Normalizer", ["X"], ["Y"], domain=ML, norm=norm)
+    x = values((200, 37), "float32", 5, specials=False)
+    check(model_of(node, [("X", "float32", ["N", 37])], "float32"), {"X": x})
+
+
+def test_normalizer_default_is_max_and_rank_3_declined(ep_devices):
+    node = helper.make_node("Normalizer", ["X"], ["Y"], domain=ML)
+    check(model_of(node, [("X", "float32", ["N", 4])], "float32"), {"X": values((6, 4), "float32", 2)})
+    session = runner.vkep_session(model_of(node, [("X", "float32", [2, 3, 4])], "float32"))
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+
+
+# ---- Binarizer ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("threshold", [None, 0.0, 0.5, -2.5, float("inf")])
+def test_binarizer(ep_devices, threshold):
+    attrs = {} if threshold is None else {"threshold": threshold}
+    node = helper.make_node("Binarizer", ["X"], ["Y"], domain=ML, **attrs)
+    for rows, x in batches("float32", seed=4):
+        x[np.isnan(x)] = 0.5
+        x.reshape(-1)[:3] = [0.0, 0.5, 1.0][:x.size]  # the thresholds themselves
+        shape = ["N", FEATURES] if rows is not None else [FEATURES]
+        check(model_of(node, [("X", "float32", shape)], "float32"), {"X": x})
+
+
+def test_binarizer_nan_fails_the_run(ep_devices):
+    node = helper.make_node("Binarizer", ["X"], ["Y"], domain=ML, threshold=0.0)
+    model = model_of(node, [("X", "float32", ["N", 3])], "float32")
+    both_fail(model, {"X": np.array([[1.0, np.nan, 2.0]], np.float32)}, "NaN")
+    check(model, {"X": np.array([[1.0, -1.0, 2.0]], np.float32)})  # the session runs on after the failure
+
+
+# ---- Imputer ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("replaced", [float("nan"), 0.0, -1.5, float("inf")])
+@pytest.mark.parametrize("count", [1, FEATURES, 2])  # (a count other than the features': ORT takes the first)
+def test_imputer_float(ep_devices, replaced, count):
+    imputed = [float(v) for v in np.arange(count) * 1.5 - 7]
+    node = helper.make_node("Imputer", ["X"], ["Y"], domain=ML, imputed_value_floats=imputed,
+                            replaced_value_float=replaced)
+    for rows, x in batches("float32", seed=6):
+        x.reshape(-1)[::4] = replaced
+        shape = ["N", FEATURES] if rows is not None else [FEATURES]
+        check(model_of(node, [("X", "float32", shape)], "float32"), {"X": x})
+
+
+@pytest.mark.parametrize("count", [1, FEATURES, 3])
+def test_imputer_int64(ep_devices, count):
+    node = helper.make_node("Imputer", ["X"], ["Y"], domain=ML, imputed_value_int64s=list(range(100, 100 + count)),
+                            replaced_value_int64=-7)
+    for rows, x in batches("int64", seed=7):
+        x.reshape(-1)[::3] = -7
+        shape = ["N", FEATURES] if rows is not None else [FEATURES]
+        check(model_of(node, [("X", "int64", shape)], "int64"), {"X": x})
+
+
+def test_imputer_without_values_of_the_input_type_declined(ep_devices):
+    """float imputed values with an int64 input: the CPU EP fails the run; vkep leaves it to the CPU EP."""
+    node = helper.make_node("Imputer", ["X"], ["Y"], domain=ML, imputed_value_floats=[1.0], replaced_value_float=0.0)
+    session = runner.vkep_session(model_of(node, [("X", "int64", ["N", 2])], "int64"))
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+
+
+# ---- ArrayFeatureExtractor -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", TYPES)
+def test_array_feature_extractor(ep_devices, dtype):
+    node = helper.make_node("ArrayFeatureExtractor", ["X", "I"], ["Y"], domain=ML)
+    for shape, dims, idx in (((7, FEATURES), ["N", FEATURES], [4, 0, 0, 2]), ((FEATURES,), [FEATURES], [3]),
+                             ((0, FEATURES), ["N", FEATURES], [1, 2]), ((1, FEATURES), ["N", FEATURES], [[1], [4]]),
+                             ((3, 4, FEATURES), ["A", "B", FEATURES], [2, 2, 1, 0, 4])):
+        model = model_of(node, [("X", dtype, dims), ("I", "int64", None)], dtype)
+        check(model, {"X": values(shape, dtype, 8), "I": np.array(idx, np.int64)})
+
+
+@pytest.mark.parametrize("index", [FEATURES, 10**12, -1])
+def test_array_feature_extractor_index_out_of_range(ep_devices, index):
+    """An index past the last dimension fails the run on both (ORT: "index is out of range"); a negative one, which
+    ORT reads before the row (past the tensor's start in row 0), fails vkep's run."""
+    node = helper.make_node("ArrayFeatureExtractor", ["X", "I"], ["Y"], domain=ML)
+    model = model_of(node, [("X", "float32", ["N", FEATURES]), ("I", "int64", None)], "float32")
+    feeds = {"X": values((2, FEATURES), "float32"), "I": np.array([0, index], np.int64)}
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    if index >= 0:
+        with pytest.raises(Exception, match="out of range"):
+            runner.cpu_session(model).run(None, feeds)
+    with pytest.raises(Exception, match="out of range"):
+        session.run(None, feeds)
+    check(model, {**feeds, "I": np.array([0, 1], np.int64)})  # and the session runs on
+
+
+# ---- FeatureVectorizer -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", TYPES)
+def test_feature_vectorizer(ep_devices, dtype):
+    """Three inputs: one cut to its inputdimensions, one padded with zeros, one as wide; batches of 1, 7, 300 (and 0:
+    vkep alone)."""
+    node = helper.make_node("FeatureVectorizer", ["A", "B", "C"], ["Y"], domain=ML, inputdimensions=[2, 4, 3])
+    model = model_of(node, [("A", dtype, ["N", 3]), ("B", dtype, ["N", 2]), ("C", dtype, ["N", 3])], "float32")
+    for rows in ROWS:
+        feeds = {"A": values((rows, 3), dtype, rows), "B": values((rows, 2), dtype, rows + 1),
+                 "C": values((rows, 3), dtype, rows + 2)}
+        if rows:
+            check(model, feeds)
+        else:  # (ORT's CPU EP aborts the process: its second input starts past the end of an empty output)
+            got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, feeds)[0]
+            assert got.dtype == np.float32 and got.shape == (0, 9)
+
+
+def test_feature_vectorizer_shapes(ep_devices):
+    """A 1-D input (one row), a 3-D one (its rows flattened), inputs of different batches (both runs fail), one
+    input alone, and inputdimensions of 0."""
+    node = helper.make_node("FeatureVectorizer", ["A", "B"], ["Y"], domain=ML, inputdimensions=[3, 5])
+    check(model_of(node, [("A", "float32", [3]), ("B", "float32", [1, 2, 3])], "float32"),
+          {"A": values((3,), "float32", 1), "B": values((1, 2, 3), "float32", 2)})
+    both_fail(model_of(node, [("A", "float32", ["N", 3]), ("B", "float32", ["M", 4])], "float32"),
+              {"A": values((4, 3), "float32", 1), "B": values((2, 4), "float32", 2)}, "same batch size")
+    node = helper.make_node("FeatureVectorizer", ["A", "B"], ["Y"], domain=ML, inputdimensions=[0, 2])
+    check(model_of(node, [("A", "int64", ["N", 3]), ("B", "int64", ["N", 2])], "float32"),
+          {"A": values((4, 3), "int64", 1), "B": values((4, 2), "int64", 2)})
+    node = helper.make_node("FeatureVectorizer", ["A"], ["Y"], domain=ML, inputdimensions=[6])
+    check(model_of(node, [("A", "int32", ["N", 4])], "float32"), {"A": values((5, 4), "int32", 3)})
+
+
+def test_feature_vectorizer_inputdimensions_mismatch_declined(ep_devices):
+    node = helper.make_node("FeatureVectorizer", ["A", "B"], ["Y"], domain=ML, inputdimensions=[3])
+    session = runner.vkep_session(model_of(node, [("A", "float32", ["N", 3]), ("B", "float32", ["N", 3])], "float32"))
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+
+
+# ---- declines ----------------------------------------------------------------------------------------------------
+
+def test_float64_needs_shader_float64():
+    without, with_ = SimpleNamespace(features={}), SimpleNamespace(features={"shaderFloat64": True})
+    for cls in (ml_prep.Scaler, ml_prep.Normalizer, ml_prep.FeatureVectorizer):
+        assert "shaderFloat64" in cls.declines_on(without, {}, ["float64"])
+        assert cls.declines_on(with_, {}, ["float64"]) is None
+        assert cls.declines_on(without, {}, ["float32"]) is None

@@ -1,0 +1,149 @@
+#version 450
+// ai.onnx.ml preprocessing as ORT's CPU EP computes it (vkep/kernels/ml_prep.py, docs/design.md "ai.onnx.ml
+// preprocessing"): every value in the type and order of ORT's loops, each operation `precise` (no fma) and every
+// quotient and root correctly rounded (precise.glsl), so the outputs are the CPU EP's bit for bit.
+//   MODE 0 Scaler:            y[i] = float((x[i] - offset[f]) * scale[f]), f = i % stride (or 0)
+//   MODE 1 Binarizer:         y[i] = x[i] > threshold ? 1 : 0; a NaN fails the run (the error word)
+//   MODE 2 Imputer:           y[i] = imputed[f] where x[i] is the replaced value (NaN: any NaN), else x[i]
+//   MODE 3 Normalizer:        one invocation a row of `stride` elements: NORM 0 MAX, 1 L1, 2 L2
+//   MODE 4 FeatureVectorizer: one input's rows copied into columns [offset, offset + width) of rows of `total`
+//                             floats: its first min(stride, width) values of each of its `rows` rows, zeros after
+// DTYPE is the input's type (float32, int32, int64); the FLOAT64 variant reads a float64 input (DTYPE 3 storage) as
+// double. The output is float32 (Scaler, Normalizer, FeatureVectorizer) or the input's type (Binarizer, Imputer).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "precise.glsl"
+#ifdef FLOAT64
+#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
+#endif
+
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint MODE = 0;
+layout(constant_id = 1) const uint NORM = 0;
+
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { float v[]; };
+layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Ints64 { int64_t v[]; };
+#ifdef FLOAT64
+layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Doubles { double v[]; };
+#endif
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, y, table, err;  // table: Scaler's offsets then scales, Imputer's values; err: the error word
+    int64_t replaced_int;       // Imputer of int64
+    uint n, stride, per_feature, scales, rows, width, total, offset;
+    float value;                // Binarizer's threshold, Imputer's replaced float
+    GROUP_BASE;
+} pc;
+
+#if defined(FLOAT64)
+#define XV(i) Doubles(pc.x).v[i]
+#elif IS_FLOAT
+#define XV(i) Tensor(pc.x).v[i]
+#else
+#define XV(i) LOAD(Tensor(pc.x), i)
+#endif
+
+// x[i] as ORT's static_cast<float>
+float x_float(uint i) {
+    return float(XV(i));
+}
+
+// The correctly rounded a / b (Vulkan allows '/' 2.5 ulp): for finite normal operands, precise_div of their
+// mantissas in [1, 2) (exact residuals, no overflow) scaled back by the exponents where the quotient is normal; the
+// rest (zeros, infinities, NaN, denormals, quotients out of the normal range) as '/' gives them.
+precise float exact_div(float a, float b) {
+    float q = a / b;
+    uint ea = (floatBitsToUint(a) >> 23) & 0xffu, eb = (floatBitsToUint(b) >> 23) & 0xffu;
+    if (ea == 0u || ea == 255u || eb == 0u || eb == 255u) return q;
+    int e = int(ea) - int(eb);
+    float ma = uintBitsToFloat((floatBitsToUint(a) & 0x807fffffu) | 0x3f800000u);
+    float mb = uintBitsToFloat((floatBitsToUint(b) & 0x807fffffu) | 0x3f800000u);
+    float m = precise_div(ma, mb);  // in (0.5, 2)
+    int em = int((floatBitsToUint(m) >> 23) & 0xffu) + e;
+    if (em <= 0 || em >= 255) return q;
+    return uintBitsToFloat((floatBitsToUint(m) & 0x807fffffu) | (uint(em) << 23));
+}
+
+// the correctly rounded square root of a (Vulkan allows sqrt an error): of sqrt's result and its two neighbours, the
+// one whose square is nearest a (exact residuals: precise_two_prod), for a in [2^-100, 2^100]; else sqrt's
+precise float exact_sqrt(float a) {
+    float r = sqrt(a);
+    if (!(a >= 7.888609e-31 && a <= 1.2676506e30)) return r;
+    float best = r, best_err = F_INF;
+    for (int k = -1; k <= 1; ++k) {
+        float c = uintBitsToFloat(uint(int(floatBitsToUint(r)) + k));
+        vec2 p = precise_two_prod(c, c);
+        float e = abs((a - p.x) - p.y);
+        if (e < best_err) {
+            best = c;
+            best_err = e;
+        }
+    }
+    return best;
+}
+
+precise float scaled(uint i, uint f) {
+    float offset = Floats(pc.table).v[f], scale = Floats(pc.table).v[pc.scales + f];
+#ifdef FLOAT64
+    return float((XV(i) - double(offset)) * double(scale));  // (double - float) * float in double, then float
+#else
+    return (x_float(i) - offset) * scale;  // integers: converted to float first, as C++ does
+#endif
+}
+
+void normalize_row(uint row) {
+    uint first = row * pc.stride, end = first + pc.stride;
+    TensorY y = TensorY(pc.y);
+    precise float total = NORM == 0 ? uintBitsToFloat(0xff7fffffu) : 0.0;  // MAX from the lowest float
+    for (uint i = first; i < end; ++i) {
+        if (NORM == 0) {
+            float v = x_float(i);
+            total = total < v ? v : total;  // std::max: a NaN is never taken
+        } else if (NORM == 1) {
+            total += float(abs(XV(i)));
+        } else {
+            float sq = float(XV(i) * XV(i));  // the square in the input's type (integers wrap)
+            total += sq;
+        }
+    }
+    for (uint i = first; i < end; ++i) {
+        float v = x_float(i);
+        if (total == 0.0) {
+            STORE_Y(y, i, v);
+        } else if (NORM == 2) {
+            float r = exact_sqrt(exact_div(float(XV(i) * XV(i)), total));
+            STORE_Y(y, i, XV(i) < 0 ? -r : r);
+        } else {
+            STORE_Y(y, i, exact_div(v, total));
+        }
+    }
+}
+
+void main() {
+    uint i = FLAT_ID(64);
+    if (i >= pc.n) return;
+    TensorY y = TensorY(pc.y);
+    uint f = pc.per_feature != 0 ? i % pc.stride : 0u;
+    if (MODE == 0) {
+        STORE_Y(y, i, scaled(i, f));
+    } else if (MODE == 1) {
+        float v = x_float(i);
+        if (isnan(v)) report_index_error(pc.err);
+        STORE_Y(y, i, v > pc.value ? 1.0 : 0.0);
+    } else if (MODE == 2) {
+#if DTYPE == 3 && !defined(FLOAT64)
+        int64_t v = XV(i);
+        STORE_Y(y, i, v == pc.replaced_int ? Ints64(pc.table).v[f] : v);
+#else
+        float v = float(XV(i));
+        bool hit = (isnan(v) && isnan(pc.value)) || v == pc.value;
+        STORE_Y(y, i, hit ? Floats(pc.table).v[f] : v);
+#endif
+    } else if (MODE == 3) {
+        normalize_row(i);
+    } else {
+        uint row = i / pc.width, col = i % pc.width;
+        float v = row < pc.rows && col < min(pc.stride, pc.width) ? x_float(row * pc.stride + col) : 0.0;
+        STORE_Y(y, row * pc.total + pc.offset + col, v);
+    }
+}
