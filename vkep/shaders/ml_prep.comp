@@ -43,9 +43,34 @@ layout(push_constant, scalar) uniform Push {
 #define XV(i) LOAD(Tensor(pc.x), i)
 #endif
 
+// Float32 denormals: drivers may flush them in arithmetic, comparisons and conversions (Mesa 26's lavapipe does;
+// Vulkan's DenormPreserve is optional, and it lacks it). Comparisons go through fkey and fnan (integers ordered as
+// the floats, +0 and -0 equal), and doubles become floats through to_float, so these steps keep them.
+int fkey(float f) {
+    int i = floatBitsToInt(f);
+    return i >= 0 ? i : -(i & 0x7fffffff);
+}
+bool fnan(float f) {
+    return (floatBitsToUint(f) & 0x7fffffffu) > 0x7f800000u;
+}
+
+#ifdef FLOAT64
+// d rounded to float (to nearest even), a result in float's denormal range too: its bits are |d| * 2^149 rounded
+float to_float(double d) {
+    double a = abs(d);
+    if (!(a < packDouble2x32(uvec2(0u, 0x38100000u))) || a == 0.0LF) return float(d);  // 2^-126 and up, 0, NaN
+    uint m = uint(roundEven(a * packDouble2x32(uvec2(0u, 0x49400000u))));  // (2^149; 2^23 is the least normal)
+    return uintBitsToFloat(m | (d < 0.0LF ? 0x80000000u : 0u));
+}
+#endif
+
 // x[i] as ORT's static_cast<float>
 float x_float(uint i) {
+#ifdef FLOAT64
+    return to_float(XV(i));
+#else
     return float(XV(i));
+#endif
 }
 
 // The correctly rounded a / b (Vulkan allows '/' 2.5 ulp): for finite normal operands, precise_div of their
@@ -85,11 +110,26 @@ precise float exact_sqrt(float a) {
 precise float scaled(uint i, uint f) {
     float offset = Floats(pc.table).v[f], scale = Floats(pc.table).v[pc.scales + f];
 #ifdef FLOAT64
-    return float((XV(i) - double(offset)) * double(scale));  // (double - float) * float in double, then float
+    return to_float((XV(i) - double(offset)) * double(scale));  // (double - float) * float in double, then float
 #else
     return (x_float(i) - offset) * scale;  // integers: converted to float first, as C++ does
 #endif
 }
+
+// x[i]^2 and |x[i]| in the input's type (integers wrap), as float
+#ifdef FLOAT64
+#define SQUARE(i) to_float(XV(i) * XV(i))
+#define ABS(i) to_float(abs(XV(i)))
+#define NEGATIVE(i) (XV(i) < 0.0LF)
+#elif IS_FLOAT
+#define SQUARE(i) float(XV(i) * XV(i))
+#define ABS(i) float(abs(XV(i)))
+#define NEGATIVE(i) (fkey(XV(i)) < 0)
+#else
+#define SQUARE(i) float(XV(i) * XV(i))
+#define ABS(i) float(abs(XV(i)))
+#define NEGATIVE(i) (XV(i) < 0)
+#endif
 
 void normalize_row(uint row) {
     uint first = row * pc.stride, end = first + pc.stride;
@@ -98,21 +138,21 @@ void normalize_row(uint row) {
     for (uint i = first; i < end; ++i) {
         if (NORM == 0) {
             float v = x_float(i);
-            total = total < v ? v : total;  // std::max: a NaN is never taken
+            if (!fnan(v) && fkey(total) < fkey(v)) total = v;  // std::max: a NaN is never taken
         } else if (NORM == 1) {
-            total += float(abs(XV(i)));
+            total += ABS(i);
         } else {
-            float sq = float(XV(i) * XV(i));  // the square in the input's type (integers wrap)
+            float sq = SQUARE(i);  // the square in the input's type (integers wrap)
             total += sq;
         }
     }
     for (uint i = first; i < end; ++i) {
         float v = x_float(i);
-        if (total == 0.0) {
+        if (fkey(total) == 0) {
             STORE_Y(y, i, v);
         } else if (NORM == 2) {
-            float r = exact_sqrt(exact_div(float(XV(i) * XV(i)), total));
-            STORE_Y(y, i, XV(i) < 0 ? -r : r);
+            float r = exact_sqrt(exact_div(SQUARE(i), total));
+            STORE_Y(y, i, NEGATIVE(i) ? -r : r);
         } else {
             STORE_Y(y, i, exact_div(v, total));
         }
@@ -128,15 +168,15 @@ void main() {
         STORE_Y(y, i, scaled(i, f));
     } else if (MODE == 1) {
         float v = x_float(i);
-        if (isnan(v)) report_index_error(pc.err);
-        STORE_Y(y, i, v > pc.value ? 1.0 : 0.0);
+        if (fnan(v)) report_index_error(pc.err);
+        STORE_Y(y, i, !fnan(v) && !fnan(pc.value) && fkey(v) > fkey(pc.value) ? 1.0 : 0.0);
     } else if (MODE == 2) {
 #if DTYPE == 3 && !defined(FLOAT64)
         int64_t v = XV(i);
         STORE_Y(y, i, v == pc.replaced_int ? Ints64(pc.table).v[f] : v);
 #else
         float v = float(XV(i));
-        bool hit = (isnan(v) && isnan(pc.value)) || v == pc.value;
+        bool hit = fnan(v) ? fnan(pc.value) : !fnan(pc.value) && fkey(v) == fkey(pc.value);
         STORE_Y(y, i, hit ? Floats(pc.table).v[f] : v);
 #endif
     } else if (MODE == 3) {
