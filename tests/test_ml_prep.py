@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from vkep import runner
 from vkep.kernels import ml_prep
@@ -23,12 +23,12 @@ ONNX_TYPE = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "int32
              "int64": TensorProto.INT64}
 
 
-def model_of(node, inputs: list[tuple[str, str, list]], y_dtype: str):
+def model_of(node, inputs: list[tuple[str, str, list]], y_dtype: str, ml_opset: int = 1):
     """A one-node model: inputs as (name, dtype, shape with symbolic dims)."""
     ins = [helper.make_tensor_value_info(name, ONNX_TYPE[t], shape) for name, t, shape in inputs]
     outs = [helper.make_tensor_value_info(node.output[0], ONNX_TYPE[y_dtype], None)]
     graph = helper.make_graph([node], "prep", ins, outs)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(ML, 1)],
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(ML, ml_opset)],
                              ir_version=10)
 
 
@@ -56,7 +56,8 @@ def values(shape, dtype: str, seed: int = 0, specials: bool = True, denormals: b
 
 
 def check(model, feeds: dict, must_run_on_vkep: bool = True) -> None:
-    """Every node on vkep; the outputs the CPU EP's bit for bit (type, shape, values; NaN where it has NaN)."""
+    """Every node on vkep; the outputs the CPU EP's bit for bit (type, shape, values and signs of zeros; NaN where it
+    has NaN)."""
     session = runner.vkep_session(model, disable_cpu_fallback=must_run_on_vkep)
     assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
     cpu = runner.cpu_session(model)
@@ -65,6 +66,9 @@ def check(model, feeds: dict, must_run_on_vkep: bool = True) -> None:
         for g, w in zip(got, want, strict=True):
             assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
             np.testing.assert_array_equal(g, w)
+            if g.dtype.kind == "f":  # and the sign of every zero
+                numbers = ~np.isnan(w)
+                np.testing.assert_array_equal(np.signbit(g[numbers]), np.signbit(w[numbers]), err_msg="signs")
 
 
 def both_fail(model, feeds: dict, match: str) -> None:
@@ -257,6 +261,107 @@ def test_feature_vectorizer_inputdimensions_mismatch_declined(ep_devices):
     node = helper.make_node("FeatureVectorizer", ["A", "B"], ["Y"], domain=ML, inputdimensions=[3])
     session = runner.vkep_session(model_of(node, [("A", "float32", ["N", 3]), ("B", "float32", ["N", 3])], "float32"))
     assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+
+
+# ---- OneHotEncoder -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["int64", "float32", "float64"])
+def test_one_hot_encoder(ep_devices, dtype):
+    """Categories with a repeat (ORT: its last index) and the int64 minimum (what NaN and values out of range truncate
+    to); values on them, between them (truncated), NaN, infinities and unknown ones (zeros)."""
+    cats = [3, -2, 0, 7, 3, -(2**63), 12]
+    node = helper.make_node("OneHotEncoder", ["X"], ["Y"], domain=ML, cats_int64s=cats, zeros=1)
+    pool = np.array([3, -2, 0, 7, 12, 5, -1, 100, 2**40], np.int64)
+    if dtype != "int64":
+        pool = np.concatenate([pool.astype(dtype), np.array([3.7, -2.5, 0.4, -0.9, 1e-40, 6.99, np.nan, np.inf,
+                                                              -np.inf, 1e30, -1e30], dtype)])
+    rng = np.random.default_rng(9)
+    for shape, dims in (((0, 4), ["N", 4]), ((1, 4), ["N", 4]), ((30, 4), ["N", 4]), ((6,), ["N"])):
+        x = rng.choice(pool, shape).astype(dtype)
+        check(model_of(node, [("X", dtype, dims)], "float32"), {"X": x})
+
+
+def test_one_hot_encoder_unknown_category_with_zeros_0_fails(ep_devices):
+    node = helper.make_node("OneHotEncoder", ["X"], ["Y"], domain=ML, cats_int64s=[1, 2], zeros=0)
+    model = model_of(node, [("X", "int64", ["N", 2])], "float32")
+    both_fail(model, {"X": np.array([[1, 5]], np.int64)}, "Unknown Category")
+    check(model, {"X": np.array([[1, 2], [2, 2]], np.int64)})
+
+
+def test_one_hot_encoder_rank_3_and_strings_declined(ep_devices):
+    node = helper.make_node("OneHotEncoder", ["X"], ["Y"], domain=ML, cats_int64s=[1, 2])
+    session = runner.vkep_session(model_of(node, [("X", "int64", [2, 2, 2])], "float32"))
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    node = helper.make_node("OneHotEncoder", ["X"], ["Y"], domain=ML, cats_strings=["a", "b"])
+    session = runner.vkep_session(model_of(node, [("X", "int64", ["N", 2])], "float32"))
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+
+
+# ---- LabelEncoder ------------------------------------------------------------------------------------------------
+
+LABEL_KEYS = {"int64": [5, -3, 0, 5, 2**40, -(2**63)],
+              "float32": [1.5, -0.0, np.nan, 1.5, np.inf, 1e-40, -7.25]}
+LABEL_VALUES = {"int64": [10, 20, 30, 40, 50, 60, 70], "float32": [0.5, -1.0, np.nan, 2.0, -0.0, 1e-40, 7.0]}
+KIND = {"int64": "int64s", "float32": "floats"}
+
+
+def label_inputs(key_dtype: str, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if key_dtype == "int64":
+        pool = np.array([5, -3, 0, 2**40, -(2**63), 1, 6, -4], np.int64)
+    else:
+        pool = np.array([1.5, -0.0, 0.0, np.nan, np.inf, -np.inf, 1e-40, -7.25, 2.5, 3e-39], np.float32)
+    return rng.choice(pool, (11, 3)).astype(key_dtype)
+
+
+@pytest.mark.parametrize("ml_opset", [2, 4])
+@pytest.mark.parametrize("key_dtype", ["int64", "float32"])
+@pytest.mark.parametrize("value_dtype", ["int64", "float32"])
+@pytest.mark.parametrize("default", [False, True])
+def test_label_encoder(ep_devices, ml_opset, key_dtype, value_dtype, default):
+    """Every numeric map, keys and values as lists; repeated keys (ORT: the first), +0 and -0, NaN keys (version 4:
+    matched by NaN), the defaults given or the schema's (-1, -0.0)."""
+    n = len(LABEL_KEYS[key_dtype])
+    attrs = {f"keys_{KIND[key_dtype]}": LABEL_KEYS[key_dtype], f"values_{KIND[value_dtype]}": LABEL_VALUES[value_dtype][:n]}
+    if default:
+        attrs["default_float" if value_dtype == "float32" else "default_int64"] = 4.5 if value_dtype == "float32" else 99
+    node = helper.make_node("LabelEncoder", ["X"], ["Y"], domain=ML, **attrs)
+    model = model_of(node, [("X", key_dtype, ["N", 3])], value_dtype, ml_opset)
+    check(model, {"X": label_inputs(key_dtype, 1)})
+    check(model, {"X": label_inputs(key_dtype, 2)[:0]})
+
+
+@pytest.mark.parametrize("key_dtype", ["int64", "float32"])
+@pytest.mark.parametrize("value_dtype", ["int64", "float32"])
+def test_label_encoder_tensors(ep_devices, key_dtype, value_dtype):
+    """Version 4's keys_tensor, values_tensor and default_tensor."""
+    n = len(LABEL_KEYS[key_dtype])
+    keys = np.array(LABEL_KEYS[key_dtype], key_dtype)
+    values = np.array(LABEL_VALUES[value_dtype][:n], value_dtype)
+    default = np.array([-5], value_dtype)
+    node = helper.make_node("LabelEncoder", ["X"], ["Y"], domain=ML, keys_tensor=numpy_helper.from_array(keys),
+                            values_tensor=numpy_helper.from_array(values),
+                            default_tensor=numpy_helper.from_array(default))
+    check(model_of(node, [("X", key_dtype, ["N"])], value_dtype, 4), {"X": label_inputs(key_dtype, 3).reshape(-1)})
+
+
+def test_label_encoder_strings_and_mismatches_declined(ep_devices):
+    """String values stay on the CPU EP; keys and values of different counts, or keys not of the input's type, are
+    declined (ORT fails the session)."""
+    node = helper.make_node("LabelEncoder", ["X"], ["Y"], domain=ML, keys_int64s=[1, 2], values_strings=["a", "b"])
+    session = runner.vkep_session(_string_model(node))
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+    assert "keys" in ml_prep.LabelEncoder.declines(None, {"keys_int64s": [1], "values_floats": [1.0, 2.0]}, 2, [1],
+                                                   ["int64"])
+    assert ml_prep.LabelEncoder.declines(None, {"keys_floats": [1.0], "values_floats": [2.0]}, 2, [1],
+                                         ["int64"]) is not None
+
+
+def _string_model(node):
+    x = helper.make_tensor_value_info("X", TensorProto.INT64, ["N"])
+    y = helper.make_tensor_value_info("Y", TensorProto.STRING, None)
+    return helper.make_model(helper.make_graph([node], "prep", [x], [y]),
+                             opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(ML, 2)], ir_version=10)
 
 
 # ---- declines ----------------------------------------------------------------------------------------------------

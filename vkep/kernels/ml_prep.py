@@ -18,7 +18,12 @@ from vkep.kernels.base import FLOAT64_SUFFIX, LOOP_BUDGET, Kernel, UnsupportedEr
 SHADER = "ml_prep.comp"
 WG = 64  # ml_prep.comp's workgroup
 SCALER, BINARIZER, IMPUTER, NORMALIZER, VECTORIZER = 0, 1, 2, 3, 4  # ml_prep.comp's MODEs
+LABELS, ONE_HOT = 5, 6
 NORMS = {"MAX": 0, "L1": 1, "L2": 2}
+NAN_MATCHES = 1  # ml_prep.comp's LabelEncoder flag
+# ml_prep.comp's push members a mode leaves at these values
+UNUSED = {"table": None, "err": None, "replaced_int": 0, "stride": 1, "per_feature": 0, "scales": 0, "rows": 0,
+          "width": 0, "total": 0, "offset": 0, "keys": 0, "values_at": 0, "flags": 0, "value": 0.0}
 
 
 def reading(x_dtype: str, y_dtype: str = "float32") -> str | tuple[str, str]:
@@ -76,9 +81,8 @@ class Scaler(_Prep):
             raise UnsupportedError(f"Scaler: either both scale and offset can be of feature size ({stride}) or 1")
         y = call.output(0, x.shape, "float32")
         if y.size:
-            push = {"x": x, "y": y, "table": call.persistent(self.table), "err": None, "replaced_int": 0,
-                    "n": y.size, "stride": stride, "per_feature": int(self.count == stride), "scales": self.count,
-                    "rows": 0, "width": 0, "total": 0, "offset": 0, "value": 0.0}
+            push = {**UNUSED, "x": x, "y": y, "table": call.persistent(self.table), "n": y.size, "stride": stride,
+                    "per_feature": int(self.count == stride), "scales": self.count}
             call.dispatch(SHADER, reading(x.dtype), {"mode": SCALER}, push, grid_1d(y.size, WG), [x], [y])
 
 
@@ -103,8 +107,7 @@ class Normalizer(_Prep):
             raise UnsupportedError(f"Normalizer of rows of {stride} features (past the loop budget)")
         y = call.output(0, x.shape, "float32")
         if y.size:
-            push = {"x": x, "y": y, "table": None, "err": None, "replaced_int": 0, "n": rows, "stride": stride,
-                    "per_feature": 0, "scales": 0, "rows": 0, "width": 0, "total": 0, "offset": 0, "value": 0.0}
+            push = {**UNUSED, "x": x, "y": y, "n": rows, "stride": stride}
             call.dispatch(SHADER, reading(x.dtype), {"mode": NORMALIZER, "norm": NORMS[self.attrs["norm"]]}, push,
                           grid_1d(rows, WG), [x], [y])
 
@@ -117,8 +120,7 @@ class Binarizer(_Prep):
         x = call.inputs[0]
         y = call.output(0, x.shape, x.dtype)
         if y.size:
-            push = {"x": x, "y": y, "table": None, "err": call.error_word(), "replaced_int": 0, "n": y.size,
-                    "stride": 1, "per_feature": 0, "scales": 0, "rows": 0, "width": 0, "total": 0, "offset": 0,
+            push = {**UNUSED, "x": x, "y": y, "err": call.error_word(), "n": y.size,
                     "value": float(self.attrs["threshold"])}
             call.dispatch(SHADER, reading(x.dtype, x.dtype), {"mode": BINARIZER}, push, grid_1d(y.size, WG), [x],
                           [y])
@@ -162,10 +164,9 @@ class Imputer(_Prep):
             raise UnsupportedError("Imputer: Empty value of imputed values.")
         y = call.output(0, x.shape, x.dtype)
         if y.size:
-            push = {"x": x, "y": y, "table": call.persistent(self.table), "err": None,
-                    "replaced_int": self.replaced_int, "n": y.size, "stride": stride,
-                    "per_feature": int(self.count == stride), "scales": 0, "rows": 0, "width": 0, "total": 0,
-                    "offset": 0, "value": self.replaced_float}
+            push = {**UNUSED, "x": x, "y": y, "table": call.persistent(self.table), "replaced_int": self.replaced_int,
+                    "n": y.size, "stride": stride, "per_feature": int(self.count == stride),
+                    "value": self.replaced_float}
             call.dispatch(SHADER, reading(x.dtype, x.dtype), {"mode": IMPUTER}, push, grid_1d(y.size, WG), [x], [y])
 
 
@@ -210,9 +211,9 @@ class FeatureVectorizer(_Prep):
             if not x.size:  # (nothing read: a valid address, in case a compiler loads ahead of the test)
                 x, rows = y, 0
             if n:
-                push = {"x": x, "y": y, "table": None, "err": None, "replaced_int": 0, "n": n,
-                        "stride": math.prod(x.shape[1:]) if len(x.shape) > 1 else x.shape[0], "per_feature": 0,
-                        "scales": 0, "rows": rows, "width": width, "total": total, "offset": offset, "value": 0.0}
+                push = {**UNUSED, "x": x, "y": y, "n": n,
+                        "stride": math.prod(x.shape[1:]) if len(x.shape) > 1 else x.shape[0], "rows": rows,
+                        "width": width, "total": total, "offset": offset}
                 call.dispatch(SHADER, reading(x.dtype), {"mode": VECTORIZER}, push, grid_1d(n, WG), [x], [y])
             offset += width
 
@@ -244,3 +245,122 @@ class ArrayFeatureExtractor(Kernel):
             call.dispatch("gather.comp", dtype, {"mode": 0, "idx64": 1, "wrap": 0},
                           {**members, "x": x, "idx": idx, "y": y, "err": call.error_word()}, grid_1d(y.size, WG),
                           [x, idx], [y])
+
+
+class OneHotEncoder(_Prep):
+    """OneHotEncoder of numbers (int64, float32, float64 as ORT registers them; strings stay on the CPU EP): each
+    value truncated to int64 (NaN and values out of range: the int64 minimum, as x86-64's conversion) one-hot over
+    cats_int64s (a repeated category: its last index); no category: zeros, or with zeros=0 the run fails."""
+
+    def invalid_attribute(self) -> str | None:
+        if self.attrs.get("cats_strings") and self.attrs.get("cats_int64s"):
+            return "cats_int64s and cats_strings: both given"
+        if not (self.attrs.get("cats_strings") or self.attrs.get("cats_int64s")):
+            return "cats_int64s: no categories"
+        return None
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        cats = attrs.get("cats_int64s") or []
+        if not cats:
+            return "OneHotEncoder without cats_int64s (string categories stay on the CPU EP)"
+        if 2 * len(cats) > LOOP_BUDGET:
+            return f"OneHotEncoder of {len(cats)} categories (past the loop budget)"
+        if input_ranks and (input_ranks[0] or 0) > 2:
+            return f"OneHotEncoder of rank {input_ranks[0]} (ORT: rank at most 2)"
+        return None
+
+    def __init__(self, spec, attrs, since_version, input_types):
+        super().__init__(spec, attrs, since_version, input_types)
+        self.cats = list(attrs.get("cats_int64s") or [])
+        self.table = np.array(self.cats, np.int64).tobytes()
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        if len(x.shape) > 2 or not self.cats:
+            raise UnsupportedError(f"OneHotEncoder of rank {len(x.shape)}")
+        y = call.output(0, x.shape + (len(self.cats),), "float32")
+        if y.size:
+            push = {**UNUSED, "x": x, "y": y, "table": call.persistent(self.table), "err": call.error_word(),
+                    "n": x.size, "keys": len(self.cats), "flags": int(self.attrs.get("zeros", 1) != 0)}
+            call.dispatch(SHADER, reading(x.dtype), {"mode": ONE_HOT}, push, grid_1d(x.size, WG), [x], [y])
+
+
+class LabelEncoder(_Prep):
+    """LabelEncoder (ai.onnx.ml 2 and 4) of numbers: int64 or float32 keys to int64 or float32 values (strings and
+    doubles stay on the CPU EP). Each value becomes the value of the first equal key (ORT's map keeps a repeated
+    key's first value; +0 and -0 are one key; a NaN matches a NaN key in version 4 only), else the default
+    (default_tensor, else default_float or default_int64, whose schema defaults are -0.0 and -1)."""
+
+    @classmethod
+    def table_of(cls, attrs: dict, since_version: int, x_dtype: str):
+        """(keys, values, default) as numpy arrays and a number, or UnsupportedError."""
+        key_kind = {"float32": "floats", "int64": "int64s"}.get(x_dtype)
+        if key_kind is None:
+            raise UnsupportedError(f"LabelEncoder of {x_dtype} keys")
+        dtype = {"floats": np.float32, "int64s": np.int64}
+
+        def listed(prefix: str, kind: str):
+            value = attrs.get(f"{prefix}_{kind}")
+            if value is not None:
+                return np.array(value, dtype[kind])
+            tensor = attrs.get(f"{prefix}_tensor") if since_version >= 4 else None
+            if tensor is not None and np.asarray(tensor).dtype == dtype[kind]:
+                return np.asarray(tensor).reshape(-1)
+            return None
+
+        keys = listed("keys", key_kind)
+        found = [(k, v) for k in ("floats", "int64s") if (v := listed("values", k)) is not None]
+        if keys is None or len(found) != 1:
+            raise UnsupportedError("LabelEncoder without numeric keys of the input's type and one numeric value list")
+        value_kind, values = found[0]
+        if len(keys) != len(values):
+            raise UnsupportedError(f"LabelEncoder of {len(keys)} keys and {len(values)} values")
+        if len(keys) > LOOP_BUDGET - 10:
+            raise UnsupportedError(f"LabelEncoder of {len(keys)} keys (past the loop budget)")
+        default_attr = "default_float" if value_kind == "floats" else "default_int64"
+        # (ORT fills in the schema's defaults, -0.0 and -1, where the node has none: the kernels' own fallbacks,
+        # 0.0 for version 4's int64 -> float, are never reached)
+        backup = -0.0 if value_kind == "floats" else -1
+        default = attrs.get(default_attr)
+        tensor = attrs.get("default_tensor") if since_version >= 4 else None
+        if tensor is not None:
+            tensor = np.asarray(tensor)
+            if tensor.dtype != dtype[value_kind] or tensor.size != 1:
+                raise UnsupportedError(f"LabelEncoder: default_tensor of {tensor.dtype} {tensor.shape}")
+            default = tensor.reshape(-1)[0].item()
+        return keys, values, backup if default is None else default
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        x_dtype = (input_types or [None])[0]
+        if x_dtype is None:
+            return None
+        try:
+            cls.table_of(attrs, since_version, x_dtype)
+        except UnsupportedError as exc:
+            return str(exc)
+        return super().declines(spec, attrs, since_version, input_ranks, input_types)
+
+    def __init__(self, spec, attrs, since_version, input_types):
+        super().__init__(spec, attrs, since_version, input_types)
+        x_dtype = input_types[0] if input_types and input_types[0] else "int64"
+        keys, values, default = self.table_of(attrs, since_version, x_dtype)
+        self.y_dtype = "float32" if values.dtype == np.float32 else "int64"
+        blob = keys.tobytes() + bytes(-len(keys.tobytes()) % 8)
+        self.values_at = len(blob)
+        self.table = blob + values.tobytes() or bytes(8)
+        self.count = len(keys)
+        self.default_float = float(default) if self.y_dtype == "float32" else 0.0
+        self.default_int = int(default) if self.y_dtype == "int64" else 0
+        self.flags = NAN_MATCHES if since_version >= 4 else 0
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        y = call.output(0, x.shape, self.y_dtype)
+        if y.size:
+            push = {**UNUSED, "x": x, "y": y, "table": call.persistent(self.table), "n": y.size, "keys": self.count,
+                    "values_at": self.values_at, "flags": self.flags, "value": self.default_float,
+                    "replaced_int": self.default_int}
+            call.dispatch(SHADER, reading(x.dtype, self.y_dtype), {"mode": LABELS}, push, grid_1d(y.size, WG), [x],
+                          [y])

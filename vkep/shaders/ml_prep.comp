@@ -8,6 +8,10 @@
 //   MODE 3 Normalizer:        one invocation a row of `stride` elements: NORM 0 MAX, 1 L1, 2 L2
 //   MODE 4 FeatureVectorizer: one input's rows copied into columns [offset, offset + width) of rows of `total`
 //                             floats: its first min(stride, width) values of each of its `rows` rows, zeros after
+//   MODE 5 LabelEncoder:      y[i] = values[k] for the first key k equal to x[i] (a NaN key matches a NaN where
+//                             flags has NAN_MATCHES), else the default (value, or replaced_int for int64 values)
+//   MODE 6 OneHotEncoder:     y[i, c] = 1 for the last category c equal to int64(x[i]), else 0; none found with
+//                             flags 0 (zeros=0) fails the run (the error word)
 // DTYPE is the input's type (float32, int32, int64); the FLOAT64 variant reads a float64 input (DTYPE 3 storage) as
 // double. The output is float32 (Scaler, Normalizer, FeatureVectorizer) or the input's type (Binarizer, Imputer).
 #extension GL_GOOGLE_include_directive : require
@@ -31,7 +35,8 @@ layout(push_constant, scalar) uniform Push {
     uint64_t x, y, table, err;  // table: Scaler's offsets then scales, Imputer's values; err: the error word
     int64_t replaced_int;       // Imputer of int64
     uint n, stride, per_feature, scales, rows, width, total, offset;
-    float value;                // Binarizer's threshold, Imputer's replaced float
+    uint keys, values_at, flags;  // LabelEncoder's keys (table) and their values (table + values_at bytes), OneHot's
+    float value;                // Binarizer's threshold, Imputer's replaced float, LabelEncoder's float default
     GROUP_BASE;
 } pc;
 
@@ -42,6 +47,7 @@ layout(push_constant, scalar) uniform Push {
 #else
 #define XV(i) LOAD(Tensor(pc.x), i)
 #endif
+#define NAN_MATCHES 1u
 
 // Float32 denormals: drivers may flush them in arithmetic, comparisons and conversions (Mesa 26's lavapipe does;
 // Vulkan's DenormPreserve is optional, and it lacks it). Comparisons go through fkey and fnan (integers ordered as
@@ -181,6 +187,49 @@ void main() {
 #endif
     } else if (MODE == 3) {
         normalize_row(i);
+    } else if (MODE == 5) {
+        uint found = pc.keys;
+#if IS_FLOAT && !defined(FLOAT64)
+        float v = XV(i);
+        bool nan = fnan(v);
+        for (uint k = 0; k < pc.keys; ++k) {
+            float key = Floats(pc.table).v[k];
+            if (nan ? (pc.flags & NAN_MATCHES) != 0u && fnan(key) : !fnan(key) && fkey(key) == fkey(v)) {
+                found = k;
+                break;
+            }
+        }
+#else
+        int64_t v = int64_t(XV(i));
+        for (uint k = 0; k < pc.keys; ++k) {
+            if (Ints64(pc.table).v[k] == v) {
+                found = k;
+                break;
+            }
+        }
+#endif
+#if DTYPE_Y == 3
+        STORE_Y(y, i, found < pc.keys ? Ints64(pc.table + pc.values_at).v[found] : pc.replaced_int);
+#else
+        STORE_Y(y, i, found < pc.keys ? Floats(pc.table + pc.values_at).v[found] : pc.value);
+#endif
+    } else if (MODE == 6) {
+#if IS_FLOAT || defined(FLOAT64)
+        // static_cast<int64_t> on x86-64: truncation; NaN and values out of range give the int64 minimum
+        bool ok = XV(i) >= -9223372036854775808.0 && XV(i) < 9223372036854775808.0;
+        int64_t key = ok ? int64_t(XV(i)) : (-9223372036854775807L - 1L);
+#else
+        int64_t key = int64_t(XV(i));
+#endif
+        uint found = pc.keys;
+        for (uint k = pc.keys; k > 0u; --k) {  // (ORT's map keeps a repeated category's last index)
+            if (Ints64(pc.table).v[k - 1u] == key) {
+                found = k - 1u;
+                break;
+            }
+        }
+        if (found == pc.keys && pc.flags == 0u) report_index_error(pc.err);
+        for (uint c = 0; c < pc.keys; ++c) STORE_Y(y, i * pc.keys + c, c == found ? 1.0 : 0.0);
     } else {
         uint row = i / pc.width, col = i % pc.width;
         float v = row < pc.rows && col < min(pc.stride, pc.width) ? x_float(row * pc.stride + col) : 0.0;
