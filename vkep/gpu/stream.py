@@ -282,8 +282,8 @@ class Stream:
             label = getattr(waiting, "label", None)
             raise IndexOutOfRange("vkep: an index was out of range in a Gather, GatherElements, GatherND, "
                                   "ScatterElements, ScatterND, MaxUnpool, EmbedLayerNormalization or ArrayFeatureExtractor "
-                                  "node, a sequence length in an RNN, GRU, LSTM or ReverseSequence node, or a NaN "
-                                  "in a Binarizer node" + (f" (found when {label} waited)" if label else ""))
+                                  "node, a sequence length in an RNN, GRU, LSTM or ReverseSequence node, a NaN "
+                                  "in a Binarizer node, or an unknown category in a OneHotEncoder node with zeros=0" + (f" (found when {label} waited)" if label else ""))
 
     def release_after(self, pool, address: int) -> None:
         """Free `address` once the work recorded so far has completed."""
