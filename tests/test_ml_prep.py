@@ -137,6 +137,16 @@ def test_normalizer_finite_rows(ep_devices, norm):
     check(model_of(node, [("X", "float32", ["N", 37])], "float32"), {"X": x})
 
 
+@pytest.mark.parametrize("norm", ["MAX", "L1", "L2"])
+def test_normalizer_rows_past_one_pass(ep_devices, norm):
+    """Rows of more columns than one pass adds (ml_prep.NORM_RUN): the partial norms carry over, in order."""
+    node = helper.make_node("Normalizer", ["X"], ["Y"], domain=ML, norm=norm)
+    width = 2 * ml_prep.NORM_RUN + 7
+    x = values((2, width), "float32", 6, specials=False)
+    x[1, ml_prep.NORM_RUN + 3] = 1e4  # (MAX: found in the second pass)
+    check(model_of(node, [("X", "float32", ["N", "F"])], "float32"), {"X": x})
+
+
 def test_normalizer_default_is_max_and_rank_3_declined(ep_devices):
     node = helper.make_node("Normalizer", ["X"], ["Y"], domain=ML)
     check(model_of(node, [("X", "float32", ["N", 4])], "float32"), {"X": values((6, 4), "float32", 2, denormals=False)})

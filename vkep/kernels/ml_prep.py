@@ -18,7 +18,8 @@ from vkep.kernels.base import FLOAT64_SUFFIX, LOOP_BUDGET, Kernel, UnsupportedEr
 SHADER = "ml_prep.comp"
 WG = 64  # ml_prep.comp's workgroup
 SCALER, BINARIZER, IMPUTER, NORMALIZER, VECTORIZER = 0, 1, 2, 3, 4  # ml_prep.comp's MODEs
-LABELS, ONE_HOT = 5, 6
+LABELS, ONE_HOT, NORMALIZED = 5, 6, 7
+NORM_RUN = 50000  # columns of a row one Normalizer norm pass adds (lavapipe's loop budget: LOOP_BUDGET)
 NORMS = {"MAX": 0, "L1": 1, "L2": 2}
 NAN_MATCHES = 1  # ml_prep.comp's LabelEncoder flag
 # ml_prep.comp's push members a mode leaves at these values
@@ -88,7 +89,8 @@ class Scaler(_Prep):
 
 class Normalizer(_Prep):
     """Normalizer: each row (a 1-D input: one row) divided by its MAX, L1 or L2 norm as ORT sums it (float, in
-    order), one invocation a row; a row whose norm is 0 is copied."""
+    order): one invocation a row adds a run of NORM_RUN columns to its partial norm (a pass per run), then one
+    invocation an element divides; a row whose norm is 0 is copied."""
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
@@ -103,13 +105,18 @@ class Normalizer(_Prep):
         if not 1 <= len(x.shape) <= 2:
             raise UnsupportedError(f"Rank of input to Normalizer must be less than 2. Got {len(x.shape)}")
         rows, stride = (1, x.shape[0]) if len(x.shape) == 1 else x.shape
-        if 2 * stride > LOOP_BUDGET:
-            raise UnsupportedError(f"Normalizer of rows of {stride} features (past the loop budget)")
         y = call.output(0, x.shape, "float32")
-        if y.size:
-            push = {**UNUSED, "x": x, "y": y, "n": rows, "stride": stride}
-            call.dispatch(SHADER, reading(x.dtype), {"mode": NORMALIZER, "norm": NORMS[self.attrs["norm"]]}, push,
-                          grid_1d(rows, WG), [x], [y])
+        if not y.size:
+            return
+        norms = call.scratch((rows,), "float32")
+        constants = {"mode": NORMALIZER, "norm": NORMS[self.attrs["norm"]]}
+        for begin in range(0, stride, NORM_RUN):
+            push = {**UNUSED, "x": x, "y": y, "table": norms, "n": rows, "stride": stride, "offset": begin,
+                    "width": min(NORM_RUN, stride - begin), "flags": int(begin == 0)}
+            call.dispatch(SHADER, reading(x.dtype), constants, push, grid_1d(rows, WG), [x, norms], [norms])
+        push = {**UNUSED, "x": x, "y": y, "table": norms, "n": y.size, "stride": stride}
+        call.dispatch(SHADER, reading(x.dtype), {**constants, "mode": NORMALIZED}, push, grid_1d(y.size, WG),
+                      [x, norms], [y])
 
 
 class Binarizer(_Prep):

@@ -5,7 +5,8 @@
 //   MODE 0 Scaler:            y[i] = float((x[i] - offset[f]) * scale[f]), f = i % stride (or 0)
 //   MODE 1 Binarizer:         y[i] = x[i] > threshold ? 1 : 0; a NaN fails the run (the error word)
 //   MODE 2 Imputer:           y[i] = imputed[f] where x[i] is the replaced value (NaN: any NaN), else x[i]
-//   MODE 3 Normalizer:        one invocation a row of `stride` elements: NORM 0 MAX, 1 L1, 2 L2
+//   MODE 3 Normalizer's norms: one invocation a row of `stride` elements adds a run of its columns (NORM 0 MAX, 1 L1,
+//                             2 L2); MODE 7 divides each element by its row's norm
 //   MODE 4 FeatureVectorizer: one input's rows copied into columns [offset, offset + width) of rows of `total`
 //                             floats: its first min(stride, width) values of each of its `rows` rows, zeros after
 //   MODE 5 LabelEncoder:      y[i] = values[k] for the first key k equal to x[i] (a NaN key matches a NaN where
@@ -137,10 +138,12 @@ precise float scaled(uint i, uint f) {
 #define NEGATIVE(i) (XV(i) < 0)
 #endif
 
-void normalize_row(uint row) {
-    uint first = row * pc.stride, end = first + pc.stride;
-    TensorY y = TensorY(pc.y);
-    precise float total = NORM == 0 ? uintBitsToFloat(0xff7fffffu) : 0.0;  // MAX from the lowest float
+// Normalizer's norm of a row, columns [offset, offset + width) of its `stride`, added in order to the row's partial
+// norm in the table (flags 1: the first columns, from MAX's lowest float or 0): one pass per run of columns keeps each
+// invocation's loop within lavapipe's budget, and the sum in ORT's order
+void normalize_sum(uint row) {
+    uint first = row * pc.stride + pc.offset, end = first + pc.width;
+    precise float total = pc.flags != 0u ? (NORM == 0 ? uintBitsToFloat(0xff7fffffu) : 0.0) : Floats(pc.table).v[row];
     for (uint i = first; i < end; ++i) {
         if (NORM == 0) {
             float v = x_float(i);
@@ -152,16 +155,20 @@ void normalize_row(uint row) {
             total += sq;
         }
     }
-    for (uint i = first; i < end; ++i) {
-        float v = x_float(i);
-        if (fkey(total) == 0) {
-            STORE_Y(y, i, v);
-        } else if (NORM == 2) {
-            float r = exact_sqrt(exact_div(SQUARE(i), total));
-            STORE_Y(y, i, NEGATIVE(i) ? -r : r);
-        } else {
-            STORE_Y(y, i, exact_div(v, total));
-        }
+    Floats(pc.table).v[row] = total;
+}
+
+// element i divided by its row's norm (a norm of 0: copied)
+void normalize_out(uint i) {
+    float total = Floats(pc.table).v[i / pc.stride], v = x_float(i);
+    TensorY y = TensorY(pc.y);
+    if (fkey(total) == 0) {
+        STORE_Y(y, i, v);
+    } else if (NORM == 2) {
+        float r = exact_sqrt(exact_div(SQUARE(i), total));
+        STORE_Y(y, i, NEGATIVE(i) ? -r : r);
+    } else {
+        STORE_Y(y, i, exact_div(v, total));
     }
 }
 
@@ -186,7 +193,9 @@ void main() {
         STORE_Y(y, i, hit ? Floats(pc.table).v[f] : v);
 #endif
     } else if (MODE == 3) {
-        normalize_row(i);
+        normalize_sum(i);
+    } else if (MODE == 7) {
+        normalize_out(i);
     } else if (MODE == 5) {
         uint found = pc.keys;
 #if IS_FLOAT && !defined(FLOAT64)
