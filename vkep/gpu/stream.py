@@ -281,8 +281,9 @@ class Stream:
         if value and errors and self.device.take_errors():
             label = getattr(waiting, "label", None)
             raise IndexOutOfRange("vkep: an index was out of range in a Gather, GatherElements, GatherND, "
-                                  "ScatterElements, ScatterND, MaxUnpool or EmbedLayerNormalization node, or a "
-                                  "sequence length in an RNN, GRU, LSTM or ReverseSequence node" + (f" (found when {label} waited)" if label else ""))
+                                  "ScatterElements, ScatterND, MaxUnpool, EmbedLayerNormalization or ArrayFeatureExtractor "
+                                  "node, a sequence length in an RNN, GRU, LSTM or ReverseSequence node, a NaN "
+                                  "in a Binarizer node, or an unknown category in a OneHotEncoder node with zeros=0" + (f" (found when {label} waited)" if label else ""))
 
     def release_after(self, pool, address: int) -> None:
         """Free `address` once the work recorded so far has completed."""

@@ -1,6 +1,7 @@
 #version 450
 // Index-driven reads; indices (int32 or int64, IDX64) are read on the device, negatives wrap, and
-// out-of-range ones are clamped so that no read leaves the tensor, and reported (common.glsl).
+// out-of-range ones are clamped so that no read leaves the tensor, and reported (common.glsl). WRAP 0: a negative
+// index is out of range too (ai.onnx.ml ArrayFeatureExtractor: MODE 0 over the last axis).
 //   MODE 0 Gather:         p0 inner, p1 index count, p2 axis length; out = [outer, count, inner]
 //   MODE 1 GatherElements: out shape = dims (rank), data strides = strides, p0 axis, p1 axis length
 //   MODE 2 GatherND:       p0 inner (slice size), p1 index rows per batch, p2 K (index depth),
@@ -11,6 +12,7 @@
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint IDX64 = 1;
+layout(constant_id = 2) const uint WRAP = 1;
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Int32Tensor { int v[]; };
 
@@ -26,12 +28,12 @@ layout(push_constant, scalar) uniform Push {
 uint index_at(uint k, uint len) {
     if (IDX64 == 1) {
         int64_t v = Int64Tensor(pc.idx).v[k];
-        if (v < 0) v += int64_t(len);
+        if (v < 0 && WRAP != 0) v += int64_t(len);
         if (v < 0 || v >= int64_t(len)) report_index_error(pc.err);
         return uint(clamp(v, int64_t(0), int64_t(len) - 1));
     }
     int v = Int32Tensor(pc.idx).v[k];
-    if (v < 0) v += int(len);
+    if (v < 0 && WRAP != 0) v += int(len);
     if (v < 0 || v >= int(len)) report_index_error(pc.err);
     return uint(clamp(v, 0, int(len) - 1));
 }
