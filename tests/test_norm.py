@@ -76,6 +76,16 @@ def test_layer_norm_mean_and_inv_std_dev(ep_devices, dtype):
     check_node("LayerNormalization", feeds, 17, outputs=outputs, axis=-1, epsilon=1e-2)
 
 
+@pytest.mark.parametrize("opset", [11, 13, 16])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_layer_norm_before_opset_17_is_ort_s_own(ep_devices, opset, dtype):
+    """ORT registers LayerNormalization in the ONNX domain from version 1 (its fusions make it, and exporters of
+    models older than opset 17 wrote it); its CPU EP runs opset 17's kernel there, and so does vkep."""
+    feeds = {"x": _data((2, 3, 8), dtype), "scale": _data((8,), dtype, seed=1), "b": _data((8,), dtype, seed=2)}
+    outputs = [("y", None), ("mean", np.float32), ("inv_std_dev", np.float32)]
+    check_node("LayerNormalization", feeds, opset, outputs=outputs, axis=-1, epsilon=1e-3)
+
+
 def test_batch_norm_training_mode_stays_on_the_cpu_ep(ep_devices):
     """vkep declines training_mode=1 while ORT partitions the graph: the node runs on the CPU EP."""
     import numpy as np

@@ -166,6 +166,27 @@ class Slice(Strided):
         return tuple(out), gather_members(out, st, offset) if math.prod(out) else {}, (GATHER, 0)
 
 
+class Crop(Strided):
+    """ORT's experimental Crop (opsets 1-9): `border` [left, top, right, bottom] cut off [N, C, H, W], or, with
+    `scale` [height, width], a window of that size at (top, left). Where ORT's checks fail its run, or it would read
+    outside X (negative values), the node is refused."""
+
+    def _key(self, call):
+        return (call.inputs[0].shape,)
+
+    def _plan(self, call):
+        shape = call.inputs[0].shape
+        border, scale = list(self.attrs["border"]), list(self.attrs.get("scale") or [])
+        if len(shape) != 4 or len(border) != 4 or len(scale) not in (0, 2) or min(border + scale, default=0) < 0:
+            raise UnsupportedError(f"Crop: X {shape}, border {border}, scale {scale}")
+        left, top, right, bottom = border
+        bottom_limit, right_limit = (top + scale[0], left + scale[1]) if scale else (shape[2] - bottom, shape[3] - right)
+        if shape[2] < top + bottom or shape[3] < left + right or bottom_limit > shape[2] or right_limit > shape[3]:
+            raise UnsupportedError(f"Crop: border {border}, scale {scale} do not fit X {shape} (ORT fails such a run)")
+        out, st, offset = slice_plan(shape, [top, left], [bottom_limit, right_limit], [2, 3], None)
+        return tuple(out), gather_members(out, st, offset) if math.prod(out) else {}, (GATHER, 0)
+
+
 class Expand(Strided):
     def _key(self, call):
         return call.inputs[0].shape, tuple(host_values(call, call.inputs[1]))
