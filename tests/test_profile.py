@@ -61,11 +61,13 @@ def test_trace_holds_each_vkep_nodes_gpu_time_beside_ort_s_node_event(ep_devices
 
 def test_gpu_times_stay_within_their_nodes_when_the_wall_clock_is_set(ep_devices, tmp_path):
     """ORT's profiling clock is the wall clock (CLOCK_REALTIME), which NTP or an administrator may set while a
-    session profiles; vkep's times are on the monotonic clock. Set back 20 ms between two runs (more than a run
-    takes here), ORT's later events are 20 ms earlier: vkep's must move with them (a CI run met such a step)."""
+    session profiles; vkep's times are on the monotonic clock. Set on 20 ms between two runs, ORT's later events
+    are 20 ms later: vkep's must move with them, or each would start before its node (a CI run put one 3.4 ms past
+    its run's end). (Forward, not back: ORT's runs stay in order on its timeline, where each node event is matched
+    with the run that holds it.)"""
     session = profiled_session(small_model(), tmp_path / "trace")
     session.run(None, feeds())
-    step = -0.02
+    step = 0.02
     try:
         time.clock_settime(time.CLOCK_REALTIME, time.time() + step)
     except PermissionError:
