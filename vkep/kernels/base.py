@@ -50,6 +50,11 @@ ACC16_SUFFIX = "+acc16"
 # a dtype with it: the FLOAT64 variant of a shader that computes in double where its tensors are float64
 # (tree_ensemble.comp); only devices with shaderFloat64 run it
 FLOAT64_SUFFIX = "+float64"
+
+
+def has_float64(info) -> bool:
+    """Whether the device (gpu.device.PhysicalDeviceInfo) runs FLOAT64 variants: its shaderFloat64 feature."""
+    return bool(info.features.get("shaderFloat64", False))
 _SUFFIX_DEFINES = {EPILOGUE_SUFFIX: "EPILOGUE", ACC16_SUFFIX: "ACC16", FLOAT64_SUFFIX: "FLOAT64"}
 
 

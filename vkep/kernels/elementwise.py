@@ -187,10 +187,12 @@ class Variadic(Binary):
     """Min, Max, Sum, Mean of 1..N broadcast inputs: y = x0 OP x1, then y = y OP xk in place (N - 1
     dispatches; replayable up to 5 inputs). Mean scales in its last step."""
 
+    BROADCAST_SINCE = 8  # (opsets 6-7 broadcast nothing: ORT's CPU EP fails inputs of two shapes)
+
     def compute(self, call) -> None:
         xs = [x for x in call.inputs if x is not None]
         shapes = tuple(x.shape for x in xs)
-        if self.since_version < 8 and len(set(shapes)) > 1:  # (opsets 6-7 broadcast nothing: ORT fails the run)
+        if self.since_version < self.BROADCAST_SINCE and len(set(shapes)) > 1:
             raise UnsupportedError(f"{self.spec.op} {self.since_version}: inputs of shapes {shapes} (one shape)")
         out = broadcast_shape(*shapes)
         y = call.output(0, out)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vkep.kernels.base import FLOAT64_SUFFIX, LOOP_BUDGET, Kernel, UnsupportedError, grid_1d
+from vkep.kernels.base import FLOAT64_SUFFIX, LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, has_float64
 from vkep.kernels.trees import cpu_ep_threads
 
 SHADER = "ml_linear.comp"
@@ -233,7 +233,7 @@ class MlLinearBase(Kernel):
             wide = x_dtype == "float64" or bool(cls.model(attrs).flags & SVC)
         except UnsupportedError as exc:
             return str(exc)
-        if wide and not info.features.get("shaderFloat64", False):
+        if wide and not has_float64(info):
             return f"{cls.__name__} ({x_dtype} input or one-vs-one sums in double) on a device without shaderFloat64"
         return None
 
@@ -253,7 +253,7 @@ class MlLinearBase(Kernel):
         if n == 0 or y.size == 0:
             return
         # the FLOAT64 variant where the device has it: float64 inputs, double one-vs-one sums, and fma_exact
-        wide = self.device_info is None or self.device_info.features.get("shaderFloat64", False)
+        wide = self.device_info is None or has_float64(self.device_info)
         if not wide and (x.dtype == "float64" or m.flags & SVC):
             raise UnsupportedError(f"{self.spec.op}: a device without shaderFloat64")
         dtype = "float32" + FLOAT64_SUFFIX if wide else "float32"

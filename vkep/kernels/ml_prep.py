@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from vkep.kernels.base import FLOAT64_SUFFIX, LOOP_BUDGET, Kernel, UnsupportedError, grid_1d
+from vkep.kernels.base import FLOAT64_SUFFIX, LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, has_float64
 
 SHADER = "ml_prep.comp"
 WG = 64  # ml_prep.comp's workgroup
@@ -47,7 +47,7 @@ class _Prep(Kernel):
 
     @classmethod
     def declines_on(cls, info, attrs: dict, input_types) -> str | None:
-        if "float64" in (input_types or []) and not info.features.get("shaderFloat64", False):
+        if "float64" in (input_types or []) and not has_float64(info):
             return "a float64 input on a device without shaderFloat64"
         return None
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vkep.kernels.base import FLOAT64_SUFFIX, LOOP_BUDGET, Kernel, UnsupportedError, grid_1d
+from vkep.kernels.base import FLOAT64_SUFFIX, LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, has_float64
 
 SHADER = "tree_ensemble.comp"
 WG = 64  # tree_ensemble.comp's workgroup
@@ -390,7 +390,7 @@ class TreeEnsembleBase(Kernel):
             wide = x_dtype == "float64" or cls.packed_once(attrs, x_dtype).wide
         except UnsupportedError as exc:
             return str(exc)
-        if wide and not info.features.get("shaderFloat64", False):
+        if wide and not has_float64(info):
             return f"{x_dtype} trees on a device without shaderFloat64"
         return None
 

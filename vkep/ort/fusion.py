@@ -55,8 +55,8 @@ def step(node, ep: Ep) -> fused.Step | None:
     if cls in (elementwise.Unary, elementwise.Clip) and code in fused.UNARY:
         alpha, beta = kernel.params
         return fused.Step(fused.KIND_UNARY, code, (), alpha, beta)
-    if cls is elementwise.Variadic and (spec.op not in ("Min", "Max", "Sum") or version < 8):
-        return None  # (Mean scales its last step; opsets 6-7 refuse to broadcast, which a group would not)
+    if cls is elementwise.Variadic and (spec.op not in ("Min", "Max", "Sum") or version < cls.BROADCAST_SINCE):
+        return None  # (Mean scales its last step; a group would broadcast what those opsets refuse)
     if cls in _TAKES_TWO and code in fused.BINARY and len(inputs) == 2 and None not in inputs:
         return fused.Step(fused.KIND_BINARY, code, ())
     return None
