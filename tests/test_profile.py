@@ -59,15 +59,14 @@ def test_trace_holds_each_vkep_nodes_gpu_time_beside_ort_s_node_event(ep_devices
     check_gpu_times_within_their_nodes(json.loads(open(session.end_profiling()).read()), runs)
 
 
-@pytest.mark.xfail(strict=False, reason="known bug, open: a node's begin key (profiler.carrier) can name a later submit "
-                   "than the one that ran it, and _gpu_offset's lower bound then shifts GPU times past the step; "
-                   "failed 1 of 3 runs on 2026-11-27, see the issue note")
 def test_gpu_times_stay_within_their_nodes_when_the_wall_clock_is_set(ep_devices, tmp_path):
     """ORT's profiling clock is the wall clock (CLOCK_REALTIME), which NTP or an administrator may set while a
     session profiles; vkep's times are on the monotonic clock. Set on 20 ms between two runs, ORT's later events
     are 20 ms later: vkep's must move with them, or each would start before its node (a CI run put one 3.4 ms past
     its run's end). (Forward, not back: ORT's runs stay in order on its timeline, where each node event is matched
-    with the run that holds it.)"""
+    with the run that holds it.) vkep reads both clocks as each host operation starts: a submit's GPU work may begin
+    before vkQueueSubmit returns, and a reading taken after it mapped such work with the reading before the step
+    (with a 5 ms sleep after each submit, this failed every time)."""
     session = profiled_session(small_model(), tmp_path / "trace")
     session.run(None, feeds())
     step = 0.02

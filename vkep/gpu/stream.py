@@ -191,7 +191,7 @@ class Stream:
         if (rec.recording and rec.commands) or rec.n_ext_signal:
             value = rec.submitted + 1
             cmd = rec.cmd if rec.recording else None
-            start = trace.now() if self.device.tracers else 0
+            start = trace.operation_start(self.device) if self.device.tracers else 0
             if start and cmd is not None:
                 trace.batch_closing(self)
             check(lib.vkep_submit(rec, value), "vkQueueSubmit")
@@ -251,7 +251,7 @@ class Stream:
         so that a run's error is left to the run's own wait."""
         if not self.device.tracers or not value:
             return self._wait(value, errors)
-        start = trace.now()
+        start = trace.operation_start(self.device)
         try:
             return self._wait(value, errors)
         finally:

@@ -10,6 +10,9 @@ from typing import Protocol
 
 
 class Listener(Protocol):
+    def operation_starting(self) -> None:
+        """A host operation is about to begin (before its start time is read: `operation_start`)."""
+
     def host_event(self, name: str, start_ns: int, end_ns: int, args: dict[str, str]) -> None: ...
 
     def submitted(self, stream, value: int, start_ns: int, end_ns: int) -> None: ...
@@ -26,6 +29,14 @@ class Listener(Protocol):
 def now() -> int:
     """The host clock every event and calibration uses (CLOCK_MONOTONIC)."""
     return time.perf_counter_ns()
+
+
+def operation_start(device) -> int:
+    """now() at the start of a host operation, the listeners told first: a profiler reads the wall clock there,
+    before anything the operation starts (a submit's GPU work begins before vkQueueSubmit returns)."""
+    for listener in device.tracers:
+        listener.operation_starting()
+    return now()
 
 
 def listen(device, listener: Listener) -> None:
@@ -63,7 +74,7 @@ def host_operation(name, nbytes_at: int):
         def traced(device, *args):
             if not device.tracers:
                 return fn(device, *args)
-            start = now()
+            start = operation_start(device)
             try:
                 return fn(device, *args)
             finally:

@@ -93,7 +93,7 @@ class CapturedGraph:
 
     def _replay_profiled(self, profiler) -> None:
         """A replay whose submit is an event, and whose pairs are read once it completed."""
-        start = trace.now()
+        start = trace.operation_start(self.stream.device)
         value = self.stream.replay()
         profiler.submitted(self.stream, value, start, trace.now())
         self.stream.wait(value)

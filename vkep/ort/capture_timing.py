@@ -100,6 +100,9 @@ class GraphTiming:
             self.batches.append(self.open_batch)
             self.open_batch = None
 
+    def operation_starting(self) -> None:
+        pass
+
     def host_event(self, name, start_ns, end_ns, args) -> None:
         pass
 

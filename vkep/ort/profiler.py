@@ -43,9 +43,10 @@ class Profiler:
         self.lock = threading.RLock()
         self.active = False
         self.ort_start_ns = 0  # ORT's profiling start on its clock (the host's wall clock, CLOCK_REALTIME)
-        # (trace.now ns, wall clock minus trace.now) read together at StartProfiling and at each host operation:
-        # ORT's events are on the wall clock and vkep's on the monotonic clock, which differ by a step whenever
-        # the wall clock is set (NTP does), so each of vkep's times is mapped with the reading nearest before it
+        # (trace.now ns, wall clock minus trace.now) read together at StartProfiling and as each host operation
+        # starts and ends: ORT's events are on the wall clock and vkep's on the monotonic clock, which differ by a
+        # step whenever the wall clock is set (NTP does), so each of vkep's times is mapped with the reading nearest
+        # before it. (Read at the start: a submit's GPU work, and the operation itself, begin before it returns.)
         self.wall_readings: list[tuple[int, int]] = []
         self.stacks = threading.local()  # per thread: the correlation ids of the ORT events open on it
         self.host_events: list[tuple] = []  # (name, thread id, start ns, end ns, args)
@@ -177,6 +178,10 @@ class Profiler:
             if ticket is not None and self.ring is not None:
                 self.ring.end(stream, ticket)
                 self.batches.append(ticket)
+
+    def operation_starting(self) -> None:
+        if self.active:
+            self._read_wall()
 
     def _read_wall(self) -> None:
         now = trace.now()
