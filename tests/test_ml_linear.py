@@ -312,3 +312,51 @@ def test_rank_one_input(ep_devices, op):
     for g, w in zip(session.run(None, {"X": x}), runner.cpu_session(model).run(None, {"X": x}), strict=True):
         assert g.shape == w.shape
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("op", ["LinearClassifier", "LinearRegressor"])
+def test_fewer_features_than_a_row_of_coefficients(ep_devices, op):
+    """The CPU EP takes the feature count from the input and reads the coefficients as rows of that many (its GEMM's
+    ldb): a model that declares 2 features for rows of 6 runs, on the first 2 x classes coefficients."""
+    rng = np.random.default_rng(5)
+    node = (helper.make_node("LinearClassifier", ["X"], ["L", "S"], domain=ML, classlabels_ints=[4, 5, 6],
+                             coefficients=floats(rng, 3, FEATURES), intercepts=floats(rng, 3), post_transform="NONE")
+            if op == "LinearClassifier" else
+            helper.make_node("LinearRegressor", ["X"], ["Y"], domain=ML, targets=3,
+                             coefficients=floats(rng, 3, FEATURES), intercepts=floats(rng, 3)))
+    check(model_of(node, features=2), features=2)
+    check(model_of(node, features=FEATURES - 1), features=FEATURES - 1)
+
+
+def test_more_features_than_a_row_of_coefficients(ep_devices):
+    """More features than a row holds would read past the coefficients on the CPU EP: declined where the graph
+    gives the count, and an error, the session kept, where the input brings it."""
+    rng = np.random.default_rng(6)
+    node = helper.make_node("LinearRegressor", ["X"], ["Y"], domain=ML, targets=2,
+                            coefficients=floats(rng, 2, FEATURES), intercepts=floats(rng, 2))
+    assert placed_on(model_of(node, features=FEATURES + 1)) == {"CPUExecutionProvider"}
+    model = model_of(node, features=FEATURES)
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "F"
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    with pytest.raises(Exception, match=f"an input of {FEATURES + 1} features for {FEATURES}"):
+        session.run(None, {"X": inputs(4, "float32", FEATURES + 1)})
+    x = inputs(4, "float32")
+    np.testing.assert_array_equal(session.run(None, {"X": x})[0], runner.cpu_session(model).run(None, {"X": x})[0])
+
+
+def test_ort_sample_logreg_iris(ep_devices):
+    """ORT's own sample classifier (onnxruntime/datasets, in every wheel): LinearClassifier (2 features declared for
+    rows of 4 coefficients) and Normalizer on vkep; ZipMap, whose output is a sequence of maps, which a plugin EP's
+    kernel cannot make, on the CPU EP. Labels equal, probabilities within float noise of LOGISTIC."""
+    from onnxruntime import datasets
+
+    model = onnx.load(datasets.get_example("logreg_iris.onnx"))
+    session = runner.vkep_session(model)
+    placed = {op: ep for _, op, ep in runner.placement(session)}
+    assert placed == {"LinearClassifier": VKEP, "Normalizer": VKEP, "ZipMap": "CPUExecutionProvider"}, placed
+    x = np.random.default_rng(0).uniform(-3, 3, (3, 2)).astype(np.float32)
+    got, want = session.run(None, {"float_input": x}), runner.cpu_session(model).run(None, {"float_input": x})
+    np.testing.assert_array_equal(got[0], want[0])
+    assert [list(m) for m in got[1]] == [list(m) for m in want[1]]
+    np.testing.assert_allclose([list(m.values()) for m in got[1]], [list(m.values()) for m in want[1]], rtol=1e-6,
+                               atol=1e-7)

@@ -223,6 +223,13 @@ class Kernel:
         the graph. None when it can."""
         return None
 
+    @classmethod
+    def declines_dims(cls, attrs: dict, input_dims: list[tuple[int, ...] | None]) -> str | None:
+        """Why this kernel cannot run inputs of these declared dimensions (-1: a dimension the graph leaves free;
+        None: rank unknown or input absent), for what a free dimension does not change (a fully declared node is
+        also planned dry: vkep.ort.ep.refused_in_a_dry_run). None when it can."""
+        return None
+
     def planned(self, key, make):
         """The plan for `key` (typically the input shapes), made once by `make()`: a kernel's host-side
         planning runs once per shape, not once per call."""

@@ -208,7 +208,9 @@ def svm_classifier(attrs: dict) -> Model:
 class MlLinearBase(Kernel):
     """One node of the four ops: `model` packs its attributes (UnsupportedError: declined at GetCapability)."""
 
-    float_only = False  # LinearRegressor and SVMRegressor: float32 inputs only (the CPU EP's kernels)
+    # the linear ops take the feature count from the input, as the CPU EP's GEMM does: fewer features than a row
+    # of coefficients reads the coefficients as rows of that many (ORT's logreg_iris.onnx: 2 features, rows of 4)
+    fewer_features = False
 
     @classmethod
     def model(cls, attrs: dict) -> Model:
@@ -237,6 +239,23 @@ class MlLinearBase(Kernel):
             return f"{cls.__name__} ({x_dtype} input or one-vs-one sums in double) on a device without shaderFloat64"
         return None
 
+    @classmethod
+    def declines_dims(cls, attrs: dict, input_dims) -> str | None:
+        dims = input_dims[0] if input_dims else None
+        if not dims or dims[-1] < 0:
+            return None
+        try:
+            problem = cls.features_problem(cls.model(attrs), dims[-1])
+        except UnsupportedError:
+            return None  # (declines says why)
+        return f"{cls.__name__}: {problem}" if problem else None
+
+    @classmethod
+    def features_problem(cls, m: Model, features: int) -> str | None:
+        if features == m.features or (cls.fewer_features and 0 < features < m.features):
+            return None
+        return f"an input of {features} features for {m.features}"
+
     def __init__(self, spec, attrs, since_version, input_types):
         super().__init__(spec, attrs, since_version, input_types)
         self.m = self.model(attrs)
@@ -246,8 +265,9 @@ class MlLinearBase(Kernel):
         if len(x.shape) not in (1, 2) or x.dtype not in XT:
             raise UnsupportedError(f"{self.spec.op} of a {x.dtype} input of rank {len(x.shape)}")
         n, features = (1, x.shape[0]) if len(x.shape) == 1 else x.shape
-        if features != m.features:
-            raise UnsupportedError(f"{self.spec.op}: an input of {features} features for {m.features}")
+        problem = self.features_problem(m, features)
+        if problem:
+            raise UnsupportedError(f"{self.spec.op}: {problem}")
         label = call.output(0, (n,), "int64") if m.labels else None
         y = call.output(1 if m.labels else 0, (n, m.width), "float32")
         if n == 0 or y.size == 0:
@@ -259,10 +279,10 @@ class MlLinearBase(Kernel):
         dtype = "float32" + FLOAT64_SUFFIX if wide else "float32"
         one = M1 if n == 1 else 0  # (MODE 1: and alpha 1, the LINEAR kernel)
         push = {"x": x, "y": y, "label": label, "tables": call.persistent(m.tables), "work": None, "n": n,
-                "features": m.features, "targets": m.targets, "vectors": m.vectors, "post": m.post,
+                "features": features, "targets": m.targets, "vectors": m.vectors, "post": m.post,
                 "flags": m.flags | one, "kernel": m.kernel, "gamma": m.gamma, "coef0": m.coef0, "degree": m.degree,
-                "c": m.c, "threads_n": column_threads(n, m.targets, m.features)}
-        kernels = {**push, "threads_n": column_threads(n, m.vectors or m.targets, m.features),
+                "c": m.c, "threads_n": column_threads(n, m.targets, features)}
+        kernels = {**push, "threads_n": column_threads(n, m.vectors or m.targets, features),
                    "flags": m.flags | (one if m.kernel == LINEAR or m.gamma == 1.0 else 0)}
         if x.dtype != "float32":  # converted to float once, as the CPU EP's cast buffer
             floats = call.scratch((n, features), "float32")
@@ -297,6 +317,8 @@ class MlLinearBase(Kernel):
 class LinearClassifier(MlLinearBase):
     """LinearClassifier (ai.onnx.ml 1): int64 labels (string labels stay on the CPU EP), float32 scores."""
 
+    fewer_features = True
+
     @classmethod
     def model(cls, attrs: dict) -> Model:
         return linear_classifier(attrs)
@@ -304,6 +326,8 @@ class LinearClassifier(MlLinearBase):
 
 class LinearRegressor(MlLinearBase):
     """LinearRegressor (ai.onnx.ml 1): float32 in and out."""
+
+    fewer_features = True
 
     @classmethod
     def model(cls, attrs: dict) -> Model:

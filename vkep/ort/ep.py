@@ -452,8 +452,10 @@ def _refused(node, ep: Ep) -> str | None:
     varying = [i for i in spec.constant_inputs if i >= len(infos) or not declared.is_constant(infos[i])]
     if varying:
         return f"{spec.op}: input {varying[0]} is not a constant initializer (the kernel packs it)"
-    return declined_kernel(spec, version, attrs, inputs) or implementation(spec).declines_on(
-        ep.info, attrs, _ranks_and_types(inputs)[1]) or refused_in_a_dry_run(
+    cls = implementation(spec)
+    return declined_kernel(spec, version, attrs, inputs) or cls.declines_on(
+        ep.info, attrs, _ranks_and_types(inputs)[1]) or cls.declines_dims(
+        attrs, [tuple(v[0]) if v and v[0] is not None else None for v in inputs]) or refused_in_a_dry_run(
         ep, spec, version, attrs, inputs, len(outputs), lambda i: declared.constant_bytes(infos[i]),
         lambda i: declared.is_constant(infos[i]))
 

@@ -165,11 +165,21 @@ def tolerance(dtype: np.dtype) -> tuple[float, float]:
     return 0.0, 0.0
 
 
+def _values(output) -> np.ndarray:
+    """An output as an array; a sequence of maps (ZipMap's) as its values, a row per map in the order of its keys,
+    when every map has the same keys (else an object array, compared as it is)."""
+    if isinstance(output, list) and output and all(isinstance(m, dict) for m in output):
+        keys = list(output[0])
+        if all(list(m) == keys for m in output):
+            return np.array([[m[k] for k in keys] for m in output], np.float32)
+    return np.asarray(output)
+
+
 def compare(result: Attempt, reference: Attempt) -> list[dict]:
     """Per output: shape, dtype and difference from the reference's."""
     rows = []
     for name, got, want in zip(result.output_names, result.outputs or [], reference.outputs or [], strict=False):
-        got, want = np.asarray(got), np.asarray(want)
+        got, want = _values(got), _values(want)
         row = {"name": name, "shape": list(got.shape), "dtype": str(got.dtype), "cpu_shape": list(want.shape),
                "cpu_dtype": str(want.dtype), "max_abs_diff": None, "max_rel_diff": None, "matches": False}
         if got.shape == want.shape and got.dtype.kind in "fciub" and want.dtype.kind in "fciub":
