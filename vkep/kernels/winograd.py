@@ -16,8 +16,12 @@ from vkep.kernels.base import LOOP_BUDGET, UnsupportedError
 WG = 64  # winograd.comp's workgroup size
 # winograd.comp's GEMM: output channels per invocation (a multiple of 8), and the tiles per invocation it may
 # take (gemm_shape). Measured on lavapipe (64->64 over 56x56, GEMM part, paired): 64 x 8 is 1.2x faster than
-# 32 x 8 on Mesa 22.3 and 25 but takes 7.3 s to compile cold against 1.6 s (64 x 16: 32 s).
-GEMM_TM, GEMM_TILES = 32, (8, 2)
+# 32 x 8 on Mesa 22.3 and 25 but takes 7.3 s to compile cold against 1.6 s (64 x 16: 32 s). One TN, 2: each TN is
+# a pipeline of its own, and 32 x 8 took 1.5-2.3 s of lavapipe's cold compile (Mesa 25) against 0.4-0.55 s for
+# 32 x 2, for a conv's GPU time within noise (2026-11-27, profiled one-node convs alternated 3-4 times, ms, TN 8
+# and 2 against 2 alone: 64@224x224 120-129 / 121-140, 128@112 88-95 / 83-92, 64@56 7.1-8.0 / 8.5-9.7,
+# 128@28 5.9-8.3 / 6.1-8.3); light_resnet50's cold session 7.7 -> 5.7 s.
+GEMM_TM, GEMM_TILES = 32, (2,)
 TRANSFORM_TN = 2  # the TN the transforms (MODE 0 and 2) are compiled with: winograd.comp's default, unused there
 # threads per GEMM workgroup (gemm_shape): on a CPU device (lavapipe runs a workgroup as a loop over 8-lane
 # SIMD rows) 8, which pads the fewest tiles (64->64 over 56x56 on Mesa 22.3: 69 ms against 82 at 16 and 101
