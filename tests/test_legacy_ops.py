@@ -140,3 +140,15 @@ def test_crop_that_does_not_fit_stays_on_the_cpu_ep(ep_devices, attrs):
     x = _values((2, 3, 7, 9))
     model = _model([helper.make_node("Crop", ["x"], ["y"], **attrs)], {"x": x}, ["y"], 7)
     assert [ep for _, _, ep in runner.placement(runner.vkep_session(model))] == ["CPUExecutionProvider"]
+
+
+@pytest.mark.parametrize("shape", [[0, -1], [6, 35], [-1, 5, 7], [2, 0, 35], [210]])
+@pytest.mark.parametrize("opset", [1, 4])
+def test_reshape_1_takes_its_shape_from_the_attribute(ep_devices, shape, opset):
+    """Reshape before opset 5: the shape an attribute (0 keeps the input's dimension, -1 takes the rest)."""
+    x = _values()
+    nodes = [helper.make_node("Softmax", ["x"], ["r"]), helper.make_node("Reshape", ["r"], ["s"], shape=shape),
+             helper.make_node("Transpose", ["s"], ["y"])]  # (ops with kernels of opset 1 on the CPU EP)
+    got, want = _run_both(_model(nodes, {"x": x}, ["y"], opset), {"x": x})
+    assert got[0].shape == want[0].shape
+    np.testing.assert_allclose(got[0], want[0], rtol=2e-6, atol=1e-9)  # (Softmax's exp: float noise)

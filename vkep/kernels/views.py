@@ -43,7 +43,8 @@ class View(Kernel):
         return list(self.attrs.get("axes") or [])
 
     def _reshape(self, call, shape):
-        target = self._axes(call, 1)
+        # (opsets 1-4: the shape is an attribute)
+        target = self._axes(call, 1) if self.since_version >= 5 else list(self.attrs.get("shape") or [])
         allowzero = self.attrs.get("allowzero", 0)
         out = [shape[i] if (d == 0 and not allowzero and i < len(shape)) else d for i, d in enumerate(target)]
         if out.count(-1) > 1:
