@@ -152,3 +152,25 @@ def test_reshape_1_takes_its_shape_from_the_attribute(ep_devices, shape, opset):
     got, want = _run_both(_model(nodes, {"x": x}, ["y"], opset), {"x": x})
     assert got[0].shape == want[0].shape
     np.testing.assert_allclose(got[0], want[0], rtol=2e-6, atol=1e-9)  # (Softmax's exp: float noise)
+
+
+@pytest.mark.parametrize("across_channels", [0, 1])
+@pytest.mark.parametrize("normalize_variance", [0, 1])
+@pytest.mark.parametrize("opset", [1, 8])
+def test_mean_variance_normalization_1(ep_devices, across_channels, normalize_variance, opset):
+    """MeanVarianceNormalization before opset 9: statistics per channel over N, H and W (ORT's kernel of opsets 1-8),
+    or over all of X across channels; no epsilon. Within float noise of the CPU EP's sums."""
+    x = np.random.default_rng(opset).uniform(-3, 5, (2, 3, 4, 5)).astype(np.float32)
+    node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"], across_channels=across_channels,
+                            normalize_variance=normalize_variance)
+    got, want = _run_both(_model([node], {"x": x}, ["y"], opset), {"x": x})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"across_channels": 1}, {"normalize_variance": 0}])
+def test_mean_variance_normalization_1_defaults(ep_devices, attrs):
+    """Attributes left out take the defaults (across_channels 0, normalize_variance 1), as the CPU EP's kernel."""
+    x = np.random.default_rng(3).uniform(-3, 5, (1, 4, 3, 6)).astype(np.float32)
+    got, want = _run_both(_model([helper.make_node("MeanVarianceNormalization", ["x"], ["y"], **attrs)], {"x": x},
+                                 ["y"], 7), {"x": x})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=2e-6)

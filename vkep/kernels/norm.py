@@ -196,6 +196,8 @@ class AxesNorm(Kernel):
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         if spec.op == "LpNormalization" and attrs.get("p") not in (1, 2):
             return f"LpNormalization with p={attrs.get('p')} (ORT's CPU EP takes 1 or 2)"
+        if spec.op == "MeanVarianceNormalization" and since_version < 9 and input_ranks and input_ranks[0] != 4:
+            return f"MeanVarianceNormalization 1 of rank {input_ranks[0]} (ORT's kernel takes [N, C, H, W])"
         return None
 
     def compute(self, call) -> None:
@@ -206,6 +208,11 @@ class AxesNorm(Kernel):
         rank = len(x.shape)
         if self.spec.op == "LpNormalization":
             reduced, mode = {axis_in(self.attrs["axis"], rank, self.spec.op)}, self.attrs["p"]
+        elif self.since_version < 9:  # statistics per channel over N, H and W, or over all of X (across_channels)
+            if rank != 4:
+                raise UnsupportedError(f"MeanVarianceNormalization 1 of rank {rank}")
+            reduced = {0, 1, 2, 3} if self.attrs["across_channels"] else {0, 2, 3}
+            mode = 0 if self.attrs["normalize_variance"] else 3
         else:
             reduced, mode = {a % rank for a in self.attrs["axes"] if -rank <= a < rank}, 0
             if not reduced:  # (the run fails, as on ORT's CPU EP)

@@ -4,6 +4,7 @@
 // MODE 0: MeanVarianceNormalization, y = d / sqrt(mean(d^2)) with d = x - mean(x) (no epsilon: a constant row is
 //         0/0 = NaN, as ORT's CPU EP);
 // MODE 1: LpNormalization p=1, y = x / sum(|x|); MODE 2: p=2, y = x / sqrt(sum(x^2)); a zero norm gives zeros.
+// MODE 3: MeanVarianceNormalization 1 with normalize_variance 0, y = x - mean(x).
 // Float32 only (the CPU EP has no other type). The workgroup size is specialization constant 1 (a power of two).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -52,7 +53,7 @@ void main() {
     for (uint j = t; j < pc.len; j += WG) {
         uint at; OFFSET(j, pc.red_dims, pc.red_strides, at)
         float v = LOAD(X, base + at);
-        acc += MODE == 0 ? v : (MODE == 1 ? abs(v) : v * v);
+        acc += MODE == 0 || MODE == 3 ? v : (MODE == 1 ? abs(v) : v * v);
     }
     float total = group_sum(acc);
     float mean = total / float(pc.len), scale;
@@ -65,12 +66,12 @@ void main() {
         }
         scale = sqrt(group_sum(acc) / float(pc.len));
     } else {
-        scale = MODE == 1 ? total : sqrt(total);
+        scale = MODE == 1 ? total : MODE == 2 ? sqrt(total) : 1.0;
     }
     for (uint j = t; j < pc.len; j += WG) {
         uint at; OFFSET(j, pc.red_dims, pc.red_strides, at)
         float v = LOAD(X, base + at);
-        float r = MODE == 0 ? (v - mean) / scale : (scale != 0.0 ? v / scale : 0.0);
+        float r = MODE == 0 ? (v - mean) / scale : MODE == 3 ? v - mean : (scale != 0.0 ? v / scale : 0.0);
         STORE(Y, base + at, r);
     }
 }
