@@ -233,7 +233,7 @@ class Pad(Strided):
         mode = self.attrs.get("mode", "constant")
         if mode not in PAD_MODES:
             raise UnsupportedError(f"Pad: mode {mode!r}")
-        if self.since_version < 11:
+        if self.since_version < 11 and not self.spec.domain:  # (com.microsoft Pad 1 takes them as inputs)
             pads = list(self.attrs.get("pads") or self.attrs.get("paddings") or [])
             value = self.attrs.get("value", 0.0)
             axes = None
