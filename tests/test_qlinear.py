@@ -632,7 +632,7 @@ def test_qlinear_average_pool(ep_devices, dtype, shape, attrs):
 
 def test_qlinear_pools_left_to_the_cpu_ep(ep_devices):
     """channels_last, 3-D average pools and a QLinearConcat of more tensors than the native trampoline passes
-    (24 inputs) stay on the CPU EP."""
+    (64 inputs) stay on the CPU EP."""
     rng = np.random.default_rng(3)
     params = _params(rng, "uint8", ("x_scale", "x_zp", "y_scale", "y_zp"))
     x = _ints(rng, (1, 4, 4, 4), "uint8")
@@ -643,8 +643,8 @@ def test_qlinear_pools_left_to_the_cpu_ep(ep_devices):
     x = _ints(rng, (1, 2, 4, 4, 4), "uint8")
     assert _placed(_model("QLinearAveragePool", {"x": x}, params, domain=MS, kernel_shape=[2, 2, 2])) == {
         "CPUExecutionProvider"}
-    tensors = {f"x{j}": _ints(rng, (2, 3), "uint8") for j in range(8)}  # (26 inputs)
-    names = ["y_scale", "y_zp"] + [n for j in range(8) for n in (f"x{j}", "x_scale", "x_zp")]
+    tensors = {f"x{j}": _ints(rng, (2, 3), "uint8") for j in range(21)}  # (65 inputs)
+    names = ["y_scale", "y_zp"] + [n for j in range(21) for n in (f"x{j}", "x_scale", "x_zp")]
     graph = helper.make_graph(
         [helper.make_node("QLinearConcat", names, ["y"], domain=MS, axis=0)], "concat",
         [helper.make_tensor_value_info(k, onnx.TensorProto.UINT8, v.shape) for k, v in tensors.items()],

@@ -184,6 +184,7 @@ class Kernel:
     device_info = None  # the gpu.device.PhysicalDeviceInfo it runs on (set by the runtime)
     # (shape, dtype) per input as the graph declares it, None when a shape is symbolic (set by the runtime)
     declared_inputs: list[tuple] | None = None
+    variadic = False  # its op takes any number of inputs (Concat, Sum...): up to vkep.ort.ep.MAX_PACKED_INPUTS
 
     def __init__(self, spec: KernelSpec, attrs: dict, since_version: int, input_types: list[str]):
         self.spec = spec

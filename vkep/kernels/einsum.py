@@ -55,6 +55,8 @@ def _group(term: str, shape, letters: str) -> tuple[int, int]:
 
 
 class Einsum(Kernel):
+    variadic = True
+
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         """The forms _plan cannot lay out, found from the equation alone (ellipses read as one index)."""

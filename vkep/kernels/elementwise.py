@@ -187,6 +187,8 @@ class Variadic(Binary):
     """Min, Max, Sum, Mean of 1..N broadcast inputs: y = x0 OP x1, then y = y OP xk in place (N - 1
     dispatches; replayable up to 5 inputs). Mean scales in its last step."""
 
+    variadic = True
+
     BROADCAST_SINCE = 8  # (opsets 6-7 broadcast nothing: ORT's CPU EP fails inputs of two shapes)
 
     def compute(self, call) -> None:

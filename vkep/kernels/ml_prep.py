@@ -183,6 +183,8 @@ class FeatureVectorizer(_Prep):
     input 0's batch (a 1-D input: one row), else the run fails as ORT 1.32's. (A batch of 0 rows gives an empty
     output where ORT 1.32's CPU EP aborts the process.)"""
 
+    variadic = True
+
     def invalid_attribute(self) -> str | None:
         dims = self.attrs.get("inputdimensions") or []
         if any(d < 0 for d in dims):

@@ -371,6 +371,8 @@ class Split(Kernel):
 
 
 class Concat(Kernel):
+    variadic = True
+
     MAX_INPUTS = 7  # per dispatch: concat.comp's push constants hold 7 inputs + the output
 
     def _plan(self, shapes: tuple) -> tuple:

@@ -415,6 +415,7 @@ class QLinearLookup(Kernel):
     CPU EP computes its lookup table (qlinear_lookup.comp, manifest constant `op`), one dispatch per input.
     Every parameter per tensor, as the CPU EP takes them."""
 
+    variadic = True  # (QLinearConcat)
     CONCAT = 0
 
     def compute(self, call) -> None:

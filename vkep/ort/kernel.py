@@ -341,6 +341,8 @@ class KernelCall:
                     return
         if self.scratch_chunks and any(a is not kernel.allocator for a, _, _ in self.scratch_chunks):
             return
+        if io.n_inputs > lib_const("VKEP_PLAN_IO"):  # (a plan keys on at most that many inputs)
+            return
         # every CPU input present was read through read_host, and its bytes fit the plan: they key it
         present = [i for i in kernel.cpu_inputs if i < io.n_inputs and io.types[i]]
         if (any(i not in self.cpu_values for i in present)

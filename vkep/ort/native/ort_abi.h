@@ -221,7 +221,10 @@ typedef struct vkep_memory_handle { OrtExternalMemoryHandle base; int64_t id; } 
 typedef struct vkep_semaphore_handle { OrtExternalSemaphoreHandle base; int64_t id; } vkep_semaphore_handle;
 typedef struct vkep_loop_helper { OrtLoopKernelHelper base; int64_t device; } vkep_loop_helper;
 typedef struct vkep_scan_helper { OrtScanKernelHelper base; int64_t device; } vkep_scan_helper;
-#define VKEP_MAX_IO 24  /* (com.microsoft QEmbedLayerNormalization has 18 inputs; the masks of inputs are 32 bits) */
+/* a node's inputs the trampoline gathers (skl2onnx's PolynomialFeatures makes a Concat of 28; the mask of packed inputs
+ * is 64 bits), and those of a node whose work a plan replays natively (more: Python's path every call) */
+#define VKEP_MAX_IO 64
+#define VKEP_PLAN_IO 24
 #define VKEP_MAX_RANK 8
 /* what the Compute trampoline gathers for Python: one entry per input */
 typedef struct vkep_io {
@@ -259,9 +262,9 @@ typedef struct vkep_plan_op {
 /* What a node did for one input signature, replayed in C while the signature holds. */
 typedef struct vkep_plan {
     int32_t valid, n_inputs, n_outputs, n_ops, n_alias;
-    int32_t types[VKEP_MAX_IO];
-    int32_t ranks[VKEP_MAX_IO];
-    int64_t dims[VKEP_MAX_IO * VKEP_MAX_RANK];
+    int32_t types[VKEP_PLAN_IO];
+    int32_t ranks[VKEP_PLAN_IO];
+    int64_t dims[VKEP_PLAN_IO * VKEP_MAX_RANK];
     int32_t out_rank[VKEP_PLAN_OUTPUTS];
     int64_t out_dims[VKEP_PLAN_OUTPUTS * VKEP_MAX_RANK];
     int32_t alias_out[VKEP_PLAN_OUTPUTS];
@@ -282,12 +285,12 @@ typedef struct vkep_plan {
     /* CPU inputs (values the kernel read on the host): bit i of cpu_mask; the plan holds while their
      * bytes equal these (cpu_len[i] bytes at cpu_offset[i] of cpu_values) */
     uint32_t cpu_mask;
-    uint16_t cpu_offset[VKEP_MAX_IO], cpu_len[VKEP_MAX_IO];
+    uint16_t cpu_offset[VKEP_PLAN_IO], cpu_len[VKEP_PLAN_IO];
     uint8_t cpu_values[VKEP_PLAN_CPU_BYTES];
     vkep_plan_op ops[VKEP_PLAN_OPS];
 } vkep_plan;
 typedef struct vkep_kernel {
-    OrtKernelImpl base; int64_t id; uint32_t plan_seq; uint32_t packed_mask; vkep_plan plan;
+    OrtKernelImpl base; int64_t id; uint32_t plan_seq; uint64_t packed_mask; vkep_plan plan;
     void* recorder;  /* the device's default stream, for calls without an ORT stream */
     void* capture_recorder;  /* while its session captures a graph: the capture's stream, before any other */
 } vkep_kernel;

@@ -172,7 +172,7 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
     if ((uint32_t)p.n_ops > VKEP_PLAN_OPS) return 0;
     memcpy(p.ops, k->plan.ops, (size_t)p.n_ops * sizeof(vkep_plan_op));
     if (__atomic_load_n(&k->plan_seq, __ATOMIC_ACQUIRE) != seq) return 0;  /* being rewritten */
-    if (p.n_inputs != io->n_inputs) return 0;
+    if (p.n_inputs != io->n_inputs || io->n_inputs > VKEP_PLAN_IO) return 0;
     for (int i = 0; i < io->n_inputs; i++) {
         if (p.types[i] != io->types[i] || p.ranks[i] != io->ranks[i]) return 0;
         if (memcmp(p.dims + i * VKEP_MAX_RANK, io->dims + i * VKEP_MAX_RANK, sizeof(int64_t) * (size_t)io->ranks[i]))
@@ -281,14 +281,14 @@ static OrtStatus* vkep_compute(OrtKernelImpl* self, OrtKernelContext* ctx) {
     size_t n = 0, nout = 0;
     OrtStatus* s = ort_KernelContext_GetInputCount(ctx, &n);
     if (s) return s;
-    if (n > VKEP_MAX_IO) return ort_CreateStatus(2, "vkep: more than 24 inputs");
+    if (n > VKEP_MAX_IO) return ort_CreateStatus(2, "vkep: more than 64 inputs");
     ort_KernelContext_GetOutputCount(ctx, &nout);
     io.n_inputs = (int32_t)n;
     io.n_outputs = (int32_t)nout;
-    uint32_t packed = ((vkep_kernel*)self)->packed_mask;
+    uint64_t packed = ((vkep_kernel*)self)->packed_mask;
     for (size_t i = 0; i < n; i++) {
         const OrtValue* v = NULL;
-        if (packed & (1u << i)) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }  /* prepacked */
+        if (packed & (1ull << i)) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }  /* prepacked */
         s = ort_KernelContext_GetInput(ctx, i, &v);
         if (s) return s;
         if (!v) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }
