@@ -55,6 +55,32 @@ FLOAT64_SUFFIX = "+float64"
 def has_float64(info) -> bool:
     """Whether the device (gpu.device.PhysicalDeviceInfo) runs FLOAT64 variants: its shaderFloat64 feature."""
     return bool(info.features.get("shaderFloat64", False))
+
+
+def _hashable(value):
+    """An attribute's value as a dictionary key (lists as tuples, arrays by type, shape and bytes)."""
+    if isinstance(value, np.ndarray):
+        return value.dtype.str, value.shape, value.tobytes()
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+PACKED_CACHE = 4  # attribute packings kept (_PACKED)
+_PACKED: dict[tuple, object] = {}  # (key, attributes) -> what make() packed of them, oldest first
+
+
+def pack_once(key: tuple, attrs: dict, make):
+    """make(), which packs a node's attributes (a tree ensemble, a linear model), once for the checks at
+    GetCapability, its dry run and the session's kernel, which each ask for it; `key` tells apart what differs
+    besides the attributes (the kernel class, the input type). An UnsupportedError from make() is not kept."""
+    full = (*key, tuple(sorted((k, _hashable(v)) for k, v in attrs.items())))
+    found = _PACKED.get(full)
+    if found is None:
+        found = _PACKED[full] = make()
+        while len(_PACKED) > PACKED_CACHE:
+            _PACKED.pop(next(iter(_PACKED)))
+    return found
 _SUFFIX_DEFINES = {EPILOGUE_SUFFIX: "EPILOGUE", ACC16_SUFFIX: "ACC16", FLOAT64_SUFFIX: "FLOAT64"}
 
 

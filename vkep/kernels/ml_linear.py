@@ -14,7 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vkep.kernels.base import FLOAT64_SUFFIX, LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, has_float64
+from vkep.kernels.base import (
+    FLOAT64_SUFFIX,
+    LOOP_BUDGET,
+    Kernel,
+    UnsupportedError,
+    grid_1d,
+    has_float64,
+    pack_once,
+)
 from vkep.kernels.trees import cpu_ep_threads
 
 SHADER = "ml_linear.comp"
@@ -217,11 +225,17 @@ class MlLinearBase(Kernel):
         raise NotImplementedError
 
     @classmethod
+    def model_once(cls, attrs: dict) -> Model:
+        """cls.model(attrs), packed once for GetCapability's checks and the session's kernel (support vectors of
+        large SVMs take a while to pack)."""
+        return pack_once((cls,), attrs, lambda: cls.model(attrs))
+
+    @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         if input_ranks and input_ranks[0] not in (1, 2, -1):
             return f"{cls.__name__} of an input of rank {input_ranks[0]}"
         try:
-            model = cls.model(attrs)
+            model = cls.model_once(attrs)
         except UnsupportedError as exc:
             return f"{cls.__name__}: {exc}"
         if model.loop_iterations() > LOOP_BUDGET:
@@ -232,7 +246,7 @@ class MlLinearBase(Kernel):
     def declines_on(cls, info, attrs: dict, input_types) -> str | None:
         x_dtype = (input_types or [None])[0] or "float32"
         try:
-            wide = x_dtype == "float64" or bool(cls.model(attrs).flags & SVC)
+            wide = x_dtype == "float64" or bool(cls.model_once(attrs).flags & SVC)
         except UnsupportedError as exc:
             return str(exc)
         if wide and not has_float64(info):
@@ -245,7 +259,7 @@ class MlLinearBase(Kernel):
         if not dims or dims[-1] < 0:
             return None
         try:
-            problem = cls.features_problem(cls.model(attrs), dims[-1])
+            problem = cls.features_problem(cls.model_once(attrs), dims[-1])
         except UnsupportedError:
             return None  # (declines says why)
         return f"{cls.__name__}: {problem}" if problem else None
@@ -258,7 +272,7 @@ class MlLinearBase(Kernel):
 
     def __init__(self, spec, attrs, since_version, input_types):
         super().__init__(spec, attrs, since_version, input_types)
-        self.m = self.model(attrs)
+        self.m = self.model_once(attrs)
 
     def compute(self, call) -> None:
         x, m = call.inputs[0], self.m

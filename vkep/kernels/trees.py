@@ -18,7 +18,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vkep.kernels.base import FLOAT64_SUFFIX, LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, has_float64
+from vkep.kernels.base import (
+    FLOAT64_SUFFIX,
+    LOOP_BUDGET,
+    Kernel,
+    UnsupportedError,
+    grid_1d,
+    has_float64,
+    pack_once,
+)
 
 SHADER = "tree_ensemble.comp"
 WG = 64  # tree_ensemble.comp's workgroup
@@ -335,19 +343,6 @@ def pack_v3(attrs: dict, x_dtype: str, prefix: str = "target") -> Packed:
     return b.packed(roots, base.tolist(), n_targets, aggregate, post)
 
 
-def _hashable(value):
-    """An attribute's value as a dictionary key (lists as tuples, arrays by type, shape and bytes)."""
-    if isinstance(value, np.ndarray):
-        return value.dtype.str, value.shape, value.tobytes()
-    if isinstance(value, (list, tuple)):
-        return tuple(_hashable(v) for v in value)
-    return value
-
-
-PACKED_CACHE = 4  # ensembles kept packed (_PACKED)
-_PACKED: dict[tuple, Packed] = {}  # (class, input type, attributes) -> its Packed, oldest first
-
-
 class TreeEnsembleBase(Kernel):
     """One walk of the packed trees per (sample, target), and for SOFTMAX or a classifier a pass per sample
     (module doc)."""
@@ -363,13 +358,7 @@ class TreeEnsembleBase(Kernel):
     def packed_once(cls, attrs: dict, x_dtype: str) -> Packed:
         """cls.ensemble(attrs, x_dtype), packed once for the checks at GetCapability, its dry run and the session's
         kernel, which each ask for it (a forest of 200,000 nodes takes seconds to pack in Python)."""
-        key = (cls, x_dtype, tuple(sorted((k, _hashable(v)) for k, v in attrs.items())))
-        found = _PACKED.get(key)
-        if found is None:
-            found = _PACKED[key] = cls.ensemble(attrs, x_dtype)
-            while len(_PACKED) > PACKED_CACHE:
-                _PACKED.pop(next(iter(_PACKED)))
-        return found
+        return pack_once((cls, x_dtype), attrs, lambda: cls.ensemble(attrs, x_dtype))
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
