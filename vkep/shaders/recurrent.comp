@@ -30,28 +30,13 @@
 
 #define WG gl_WorkGroupSize.x
 layout(local_size_x_id = 1) in;
-layout(constant_id = 0) const uint CELL = 2;     // 0 RNN, 1 GRU, 2 LSTM
 layout(constant_id = 2) const uint HMAX = 64;    // shared state size, >= hidden_size
-// activation_alpha / activation_beta of the activations f, g, h of direction 0, then of direction 1
-layout(constant_id = 3) const float A0 = 0.0;
-layout(constant_id = 4) const float A1 = 0.0;
-layout(constant_id = 5) const float A2 = 0.0;
-layout(constant_id = 6) const float A3 = 0.0;
-layout(constant_id = 7) const float A4 = 0.0;
-layout(constant_id = 8) const float A5 = 0.0;
-layout(constant_id = 9) const float B0 = 0.0;
-layout(constant_id = 10) const float B1 = 0.0;
-layout(constant_id = 11) const float B2 = 0.0;
-layout(constant_id = 12) const float B3 = 0.0;
-layout(constant_id = 13) const float B4 = 0.0;
-layout(constant_id = 14) const float B5 = 0.0;
 layout(constant_id = 15) const uint IMAX = 4;  // DynamicQuantizeLSTM: the quantized step of X, >= input_size
 // DynamicQuantizeLSTM's integer GEMMs as ORT's CPU EP computes uint8 x int8 on x86-64 without VNNI (MLAS's
 // vpmaddubsw, vkep/kernels/quantize.py): the raw bytes' products in pairs along K into int16, each pair clamped,
 // then the activation's zero point taken off as zp * sum(w). Bit 0: W's GEMM (over X), bit 1: R's (over h);
 // set for int8 weights with zero points 0.
 layout(constant_id = 16) const uint SATURATE = 0;
-const uint GATES = CELL == 2 ? 4 : (CELL == 1 ? 3 : 1);
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, w, r, b, lens, h0, c0, p, y, yh, yc, err;  // 0: absent
@@ -62,15 +47,9 @@ layout(push_constant, scalar) uniform Push {
     float clip;       // RNN: +inf for none; GRU / LSTM: FLT_MAX for none
 } pc;
 #define FLAGS (pc.acts >> 24)
+#define ANY_TENSOR pc.x
+#include "recurrent_cell.glsl"
 
-#define FLAG_BIAS 1u
-#define FLAG_INPUT_FORGET 2u
-#define FLAG_LINEAR_BEFORE_RESET 4u
-#define FLAG_BATCH_FIRST 8u   // layout = 1
-#define FLAG_REVERSE 16u      // direction = reverse (direction 1 of bidirectional is reverse too)
-#define FLAG_LAST 32u         // the dispatch that ends the sequence writes the final states
-#define FLAG_VEC4 64u         // float32 with input and hidden sizes multiples of 4: rows read 4 at a time
-#define FLAG_QUANTIZED 128u   // DynamicQuantizeLSTM: integer W and R, then their row scales (see the top)
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Int32Tensor { int v[]; };
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Vec4Tensor { vec4 v[]; };
@@ -85,50 +64,6 @@ const uint AUX = HMAX / 4;
 shared float cs[HMAX];          // LSTM: c of the previous step
 shared float gates[GATES * HMAX];  // (also the min / max reductions of the quantized steps)
 shared float xq[IMAX];             // DynamicQuantizeLSTM: this step's X, quantized, less its zero point
-
-float act(uint code, float x, float a, float b) {
-    switch (code) {
-    case 0: return x < 0.0 ? 0.0 : x;                    // Relu
-    case 1: return CELL == 2 ? mlas_tanh(x) : tanh_safe(x);  // Tanh (LSTM: MLAS's, as the CPU EP; see the top)
-    case 2: return CELL == 2 ? mlas_logistic(x) : 1.0 / (1.0 + exp(-x));  // Sigmoid (LSTM: MLAS's)
-    case 3: return a * x + b;                            // Affine
-    case 4: return x >= 0.0 ? x : a * x;                 // LeakyRelu
-    case 5: return x > a ? x : 0.0;                      // ThresholdedRelu
-    case 6: return a * tanh_safe(b * x);                 // ScaledTanh
-    case 7: return min(1.0, max(0.0, a * x + b));        // HardSigmoid
-    case 8: return x >= 0.0 ? x : a * (exp(x) - 1.0);    // Elu
-    case 9: return x / (1.0 + abs(x));                   // Softsign
-    default: {                                           // Softplus: log(1 + e^x), inf where e^x is (as ORT)
-        float e = exp(x);
-        return isinf(e) ? e : softplus(x);
-    }
-    }
-}
-
-// activation k (0 f, 1 g, 2 h) of direction d
-float activation(uint d, uint k, float x) {
-    const float alpha[6] = float[6](A0, A1, A2, A3, A4, A5);
-    const float beta[6] = float[6](B0, B1, B2, B3, B4, B5);
-    uint slot = d * 3 + k;
-    return act((pc.acts >> (4 * slot)) & 15u, x, alpha[slot], beta[slot]);
-}
-
-// the bias added and the clip applied, as ORT's CPU EP: GRU and LSTM clip with std::min/max when there is a
-// bias (NaN becomes the bound) and with comparisons when there is none; RNN adds the bias first, NaN stays
-float clipped(float x, float bias) {
-    float c = pc.clip;
-    if (CELL == 0) {
-        x += bias;
-        float r = c < x ? c : x;
-        return r < -c ? -c : r;
-    }
-    if ((FLAGS & FLAG_BIAS) != 0) {
-        x += bias;
-        float r = x < c ? x : c;
-        return -c < r ? r : -c;
-    }
-    return x > c ? c : (x < -c ? -c : x);
-}
 
 // sum over k < n of M[m + k] * V[v + k], M and V in device memory
 float dot_global(uint64_t maddr, uint m, uint64_t vaddr, uint v, uint n) {
@@ -266,8 +201,7 @@ void main() {
     uint T = pc.T, B = pc.batch, I = pc.I, H = pc.H, GH = GATES * H;
     bool batch_first = (FLAGS & FLAG_BATCH_FIRST) != 0;
     bool reverse = d == 1 || (FLAGS & FLAG_REVERSE) != 0;
-    bool has_bias = (FLAGS & FLAG_BIAS) != 0;
-    Tensor X = Tensor(pc.x), Bias = Tensor(pc.b), Y = Tensor(pc.y);
+    Tensor X = Tensor(pc.x), Y = Tensor(pc.y);
 
     uint len = T;
     int lens_b = Int32Tensor(PRESENT_OR(pc.lens, pc.x)).v[PRESENT_AT(pc.lens, b)];
@@ -280,7 +214,7 @@ void main() {
         len = uint(given);
     }
     uint state = batch_first ? (b * D + d) * H : (d * B + b) * H;  // this row in [D, B, H] / [B, D, H]
-    uint wrow = d * GH * I, rrow = d * GH * H, brow = d * 2 * GH;
+    uint wrow = d * GH * I, rrow = d * GH * H;
     bool quantized_weights = (FLAGS & FLAG_QUANTIZED) != 0;
     bool integer_gemms = quantized_weights && B == 1;  // as the CPU EP (see the top)
     Tensor WScale = Tensor(pc.w + 4 * uint64_t(D * GH * I)), RScale = Tensor(pc.r + 4 * uint64_t(D * GH * H));
@@ -348,62 +282,20 @@ void main() {
         barrier();
         if (CELL == 1 && (FLAGS & FLAG_LINEAR_BEFORE_RESET) == 0) {
             // GRU: r, then (r (.) h) . Rh for the h gate
-            for (uint j = tid; j < H; j += WG) {
-                float rpre = clipped(gates[H + j], has_bias ? LOAD(Bias, brow + H + j) + LOAD(Bias, brow + GH + H + j) : 0.0);
-                aux(j) = activation(d, 0, rpre) * hs(j);
-            }
+            for (uint j = tid; j < H; j += WG) aux(j) = gru_reset(d, j, gates[H + j]) * hs(j);
             barrier();
         }
         // (B) the state update of each hidden unit
         for (uint j = tid; j < H; j += WG) {
-            float h;
-            if (CELL == 0) {
-                float bias = has_bias ? LOAD(Bias, brow + j) + LOAD(Bias, brow + GH + j) : 0.0;
-                h = activation(d, 0, clipped(gates[j], bias));
-            } else if (CELL == 1) {
-                float bz = has_bias ? LOAD(Bias, brow + j) + LOAD(Bias, brow + GH + j) : 0.0;
-                float z = activation(d, 0, clipped(gates[j], bz));
-                float hpre, hbias;
-                if ((FLAGS & FLAG_LINEAR_BEFORE_RESET) != 0) {
-                    float br = has_bias ? LOAD(Bias, brow + H + j) + LOAD(Bias, brow + GH + H + j) : 0.0;
-                    float r = activation(d, 0, clipped(gates[H + j], br));
-                    float rb = has_bias ? LOAD(Bias, brow + GH + 2 * H + j) : 0.0;
-                    hpre = gates[2 * H + j] + r * (aux(j) + rb);
-                    hbias = has_bias ? LOAD(Bias, brow + 2 * H + j) : 0.0;
-                } else {
-                    hpre = gates[2 * H + j] + dot_shared(pc.r, rrow + (2 * H + j) * H, H, AUX);
-                    hbias = has_bias ? LOAD(Bias, brow + 2 * H + j) + LOAD(Bias, brow + GH + 2 * H + j) : 0.0;
-                }
-                float g = activation(d, 1, clipped(hpre, hbias));
-                h = (1.0 - z) * g + z * hs(j);
-            } else {
-                // LSTM gates in ONNX order i, o, f, c; peepholes P = [i, o, f]
-                float bi = 0.0, bo = 0.0, bf = 0.0, bc = 0.0;
-                if (has_bias) {
-                    bi = LOAD(Bias, brow + j) + LOAD(Bias, brow + GH + j);
-                    bo = LOAD(Bias, brow + H + j) + LOAD(Bias, brow + GH + H + j);
-                    bf = LOAD(Bias, brow + 2 * H + j) + LOAD(Bias, brow + GH + 2 * H + j);
-                    bc = LOAD(Bias, brow + 3 * H + j) + LOAD(Bias, brow + GH + 3 * H + j);
-                }
-                float c_prev = cs[j];
-                float ipre = gates[j], opre = gates[H + j], fpre = gates[2 * H + j];
-                // peepholes read from a valid address whether given or not, then chosen (common.glsl PRESENT_OR)
-                Tensor Peep = Tensor(PRESENT_OR(pc.p, pc.x));
-                float pi = LOAD(Peep, PRESENT_AT(pc.p, d * 3 * H + j)), po = LOAD(Peep, PRESENT_AT(pc.p, d * 3 * H + H + j));
-                float pf = LOAD(Peep, PRESENT_AT(pc.p, d * 3 * H + 2 * H + j));
-                if (pc.p != 0) {
-                    ipre += c_prev * pi;
-                    fpre += c_prev * pf;
-                }
-                float i = activation(d, 0, clipped(ipre, bi));
-                float f = (FLAGS & FLAG_INPUT_FORGET) != 0 ? 1.0 - i : activation(d, 0, clipped(fpre, bf));
-                float g = activation(d, 1, clipped(gates[3 * H + j], bc));
-                float c = c_prev * f + i * g;
-                if (pc.p != 0) opre += c * po;
-                float o = activation(d, 0, clipped(opre, bo));
-                h = o * activation(d, 2, c);
-                cs[j] = c;
-            }
+            vec4 pre = vec4(gates[j], 0.0, 0.0, 0.0);
+            if (CELL != 0) pre.yz = vec2(gates[H + j], gates[2 * H + j]);
+            if (CELL == 2) pre.w = gates[3 * H + j];
+            float rh = 0.0;  // GRU: h . Rh (linear_before_reset), or (r (.) h) . Rh
+            if (CELL == 1)
+                rh = (FLAGS & FLAG_LINEAR_BEFORE_RESET) != 0 ? aux(j) : dot_shared(pc.r, rrow + (2 * H + j) * H, H, AUX);
+            float c = CELL == 2 ? cs[j] : 0.0;
+            float h = unit_update(d, j, pre, rh, hs(j), c);
+            if (CELL == 2) cs[j] = c;
             hs(j) = h;  // (A) of this step is over: no invocation reads h until the barrier below
             if (pc.y != 0) STORE(Y, yrow + j, h);
         }
