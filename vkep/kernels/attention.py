@@ -14,21 +14,21 @@ import math
 
 import numpy as np
 
-from vkep.kernels import manifest
 from vkep.kernels.base import (
     ITEMSIZE,
     LOOP_BUDGET,
     Kernel,
+    Redirect,
     Tensor,
     UnsupportedError,
     float_bits,
     grid_1d,
     implementation,
+    onnx_spec,
     padded,
     shader_dtype,
 )
 from vkep.kernels.elementwise import broadcast_strides
-from vkep.kernels.manifest import KernelSpec
 
 CHUNK = 2048  # keys whose scores stay in shared memory (attention.comp)
 MAX_D = 512  # Q/K head size held in shared memory
@@ -218,31 +218,10 @@ def _halves(t: Tensor, shape: tuple[int, ...]) -> list[Tensor]:
 
 
 @functools.cache
-def _spec(op: str) -> KernelSpec:
-    """The manifest entry of an ONNX-domain kernel this module composes (the newest one)."""
-    return [s for s in manifest.load() if s.op == op and s.domain in ("", "ai.onnx")][-1]
-
-
 def _constant(call, t: Tensor) -> bool:
     """Whether a planning call (GetCapability's dry run) says the graph holds `t` as a constant."""
     holds = getattr(call, "holds_constant", None)
     return bool(holds and holds(t))
-
-
-class _Redirect:
-    """A call seen by a composed kernel: its own inputs, and its output 0 placed at `out` (or the node's) and
-    other outputs at the tensors `outputs` gives by index."""
-
-    def __init__(self, call, inputs: list[Tensor | None], out: Tensor | dict[int, Tensor] | None = None):
-        self.call, self.inputs = call, inputs
-        self.outputs = out if isinstance(out, dict) else {} if out is None else {0: out}
-
-    def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
-        found = self.outputs.get(index)
-        return found if found is not None else self.call.output(index, shape, dtype)
-
-    def __getattr__(self, name: str):
-        return getattr(self.call, name)
 
 
 class ContribAttention(Kernel):
@@ -301,11 +280,12 @@ class ContribAttention(Kernel):
     def _parts(self) -> tuple[Kernel, Kernel]:
         parts = self.__dict__.get("_composed")
         if parts is None:
-            gemm = implementation(_spec("Gemm"))(_spec("Gemm"), {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0},
-                                                 13, ["float32"] * 3)
+            gemm = implementation(onnx_spec("Gemm"))(onnx_spec("Gemm"),
+                                                     {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}, 13,
+                                                     ["float32"] * 3)
             heads = self.attrs["num_heads"]
             scale = self.attrs.get("scale") or None  # (0: 1 / sqrt(head size), as ONNX's Attention's default)
-            attention = Attention(_spec("Attention"), {"q_num_heads": heads, "kv_num_heads": heads, "scale": scale,
+            attention = Attention(onnx_spec("Attention"), {"q_num_heads": heads, "kv_num_heads": heads, "scale": scale,
                                                        "is_causal": 0, "softcap": 0.0, "softmax_precision": None,
                                                        "qk_matmul_output_mode": 0}, 23, ["float32"] * 4)
             for part in (gemm, attention):
@@ -320,7 +300,7 @@ class ContribAttention(Kernel):
         def project(a: Tensor, b: Tensor, c: Tensor | None, out: Tensor, offset: int) -> None:
             plan = gemm.planned((a.shape, b.shape, c.shape if c else None),
                                 lambda: gemm._plan(a.shape, b.shape, c.shape if c else None))
-            gemm._record(_Redirect(call, [a, b, c], out), a, b, c, *plan)
+            gemm._record(Redirect(call, [a, b, c], out), a, b, c, *plan)
 
         self._attend(call, x, w, bias, mask, attn_bias, project, past)
 
@@ -357,7 +337,7 @@ class ContribAttention(Kernel):
         past_kv, present_kv, past_len = self._cache(call, past, batch, heads, seq, sizes)
         additive = self._mask(call, mask, attn_bias, batch, heads, seq, past_len)
         attention.output_count = 3 if present_kv else 1
-        attention.compute(_Redirect(call, [*views, additive, *past_kv, None], dict(enumerate(present_kv, 1))))
+        attention.compute(Redirect(call, [*views, additive, *past_kv, None], dict(enumerate(present_kv, 1))))
 
     def _cache(self, call, past: Tensor | None, batch: int, heads: int, seq: int,
                sizes: list[int]) -> tuple[list, list, int]:

@@ -325,6 +325,29 @@ def float_bits(x: float) -> int:
     return struct.unpack("<I", struct.pack("<f", x))[0]
 
 
+def onnx_spec(op: str) -> KernelSpec:
+    """The manifest entry of an ONNX-domain kernel that another kernel composes (the newest one)."""
+    from vkep.kernels import manifest
+
+    return [s for s in manifest.load() if s.op == op and s.domain in ("", "ai.onnx")][-1]
+
+
+class Redirect:
+    """A call seen by a composed kernel: its own inputs, and its output 0 placed at `out` (or the node's) and
+    other outputs at the tensors `outputs` gives by index."""
+
+    def __init__(self, call, inputs: list[Tensor | None], out: Tensor | dict[int, Tensor] | None = None):
+        self.call, self.inputs = call, inputs
+        self.outputs = out if isinstance(out, dict) else {} if out is None else {0: out}
+
+    def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
+        found = self.outputs.get(index)
+        return found if found is not None else self.call.output(index, shape, dtype)
+
+    def __getattr__(self, name: str):
+        return getattr(self.call, name)
+
+
 def implementation(spec: KernelSpec) -> type[Kernel]:
     module, cls = spec.impl.rsplit(".", 1)
     return getattr(importlib.import_module(f"vkep.kernels.{module}"), cls)

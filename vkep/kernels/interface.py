@@ -10,7 +10,8 @@
 - **Workgroup sizes.** Where Python sizes a grid by a module constant (`WORKGROUPS`), the shader's declared
   local size must equal it, or elements go unwritten (a larger shader size) or run twice (a smaller one).
 
-`problems()` runs these checks over every variant the manifest needs: `vkep shaders build` and a wheel's build
+`problems()` runs these checks over every variant the manifest needs (and the push constants of the float32
+variant of every other shader, which kernels dispatch by name): `vkep shaders build` and a wheel's build
 fail on any, and tests/test_interface.py runs it too. `push_layout` serves a dry run (vkep.ort.warmup), which
 encodes a dispatch's push constants as a run would, without a device.
 """
@@ -190,6 +191,15 @@ def _workgroup_problems(variants: list[tuple[str, Defines]], spirv_of: SpirvOf) 
     return problems
 
 
+def _compiles(shader: str, spirv_of: SpirvOf) -> bool:
+    """Whether the float32 variant of a shader compiles (some serve other types only)."""
+    try:
+        spirv_of(shader, {"DTYPE": 0})
+    except shaders.ShaderError:
+        return False
+    return True
+
+
 def problems(specs: list[manifest.KernelSpec] | None = None, spirv_of: SpirvOf = _compiled) -> list[str]:
     """Every disagreement between the manifest or the kernels' workgroup constants and the compiled shaders
     (empty: none), over every variant the manifest needs, read by `spirv_of` (default: compiled as kernels
@@ -200,5 +210,8 @@ def problems(specs: list[manifest.KernelSpec] | None = None, spirv_of: SpirvOf =
     found = [p for spec in specs for p in _constant_problems(spec, spirv_of)]
     needed = sorted({v for spec in specs for v in variants.of_spec(spec)})
     needed += [(shader, (("DTYPE", 0),)) for shader in sorted(WORKGROUPS) if not any(s == shader for s, _ in needed)]
-    blocks = needed + sorted(variants.epilogues()) if specs else []
+    # (helper shaders kernels dispatch by name, such as splitk.comp and recurrent_step.comp: their float32 variant)
+    helpers = [(path.name, (("DTYPE", 0),)) for path in sorted(shaders.SHADER_DIR.glob("*.comp"))
+               if not any(s == path.name for s, _ in needed) and _compiles(path.name, spirv_of)]
+    blocks = needed + helpers + sorted(variants.epilogues()) if specs else []
     return found + _workgroup_problems(needed, spirv_of) + _push_problems(blocks, spirv_of)

@@ -1,9 +1,13 @@
-"""RNN, GRU and LSTM (shaders/recurrent.comp): one dispatch walks the whole sequence, one workgroup per
-(batch row, direction), as ORT's CPU EP computes them (rnn.cc, deep_cpu_gru.cc, uni_directional_lstm.cc).
+"""RNN, GRU and LSTM, as ORT's CPU EP computes them (rnn.cc, deep_cpu_gru.cc, uni_directional_lstm.cc), in one
+of two ways:
 
-A sequence longer than lavapipe's loop budget allows one invocation (kernels/base.py) is split into as
-few dispatches as fit, the state passing between them through scratch memory: the dispatch count depends
-on the sizes, never on a step or a gate.
+- small steps (fewer than STEP_MIN_MACS multiply-adds): shaders/recurrent.comp, one dispatch walks the whole
+  sequence, one workgroup per (batch row, direction). A sequence longer than lavapipe's loop budget allows one
+  invocation (kernels/base.py) is split into as few dispatches as fit, the state passing between them through
+  scratch memory: the dispatch count depends on the sizes, never on a step or a gate.
+- the others a step a dispatch (Recurrent._stepped): matmul.comp multiplies X by W for every step at once, then
+  each step's h by R for every batch row at once, and shaders/recurrent_step.comp updates the cells: two
+  dispatches a step (four for GRU without linear_before_reset), recorded once and replayed.
 """
 
 from __future__ import annotations
@@ -12,11 +16,16 @@ import math
 
 import numpy as np
 
+from vkep.kernels import matmul
 from vkep.kernels.base import (
     LOOP_BUDGET,
     Kernel,
+    Redirect,
     Tensor,
     UnsupportedError,
+    grid_1d,
+    implementation,
+    onnx_spec,
     padded,
     shader_dtype,
 )
@@ -39,6 +48,13 @@ FLT_MAX = float(np.finfo(np.float32).max)
 MAX_GROUPS = 65535  # workgroups of a dispatch in x (Vulkan's minimum limit): more batch rows fold into z
 SHARED_BYTES = 32768  # shared memory assumed at GetCapability (lavapipe's; GPUs have 32-64 KiB)
 MIN_HMAX = 64
+# the multiply-adds of a step (batch x gate rows x (input + hidden)) from which a float32 sequence runs a step a
+# dispatch (Recurrent._stepped), and that shader's workgroup. Measured on lavapipe (Mesa 22.3, 2 cores, 100 steps,
+# batch 1, input = hidden), recurrent.comp against the steps: LSTM of 16 5.3 / 12.5 ms (2,048 a step), GRU of 16
+# 14.0 / 20.0 (1,536), RNN of 32 14.4 / 20.9 (2,048); GRU of 32 41.7 / 29.9 (6,144), LSTM of 32 40.6 / 20.0,
+# RNN of 64 29.0 / 16.6 (8,192); LSTM of 256 1443 / 242
+STEP_MIN_MACS = 4096
+STEP_WG = 64
 
 
 def _activations(op: str, attrs: dict) -> list[tuple[int, float, float]] | str:
@@ -161,18 +177,94 @@ class Recurrent(Kernel):
             prologue += 2 * -(-steps * size // wg) + 6 * levels
             per_step += 1.15 * (8 + 6 * levels + 4 * units + 2 * -(-size // wg))
         per_dispatch = int((LOOP_BUDGET - prologue) // per_step)
-        if per_dispatch < 1:
+        sizes = {"T": steps, "batch": batch, "I": size, "H": hidden}
+        if per_dispatch < 1 and not self._stepped_applies(sizes):
             raise UnsupportedError(f"{op}: a step of input {size} and hidden {hidden} exceeds one invocation's "
                                    "loop budget")
         y = (batch, steps, directions, hidden) if layout else (steps, directions, batch, hidden)
         state = (batch, directions, hidden) if layout else (directions, batch, hidden)
-        sizes = {"T": steps, "batch": batch, "I": size, "H": hidden}
         groups = (min(batch, MAX_GROUPS), directions, -(-batch // MAX_GROUPS))
         constants = {"cell": CELLS[op], "local_size_x": wg, "hmax": _pow2(hidden, MIN_HMAX), **self.alpha_beta,
                      "imax": imax}
-        return y, state, sizes, constants, groups, max(1, -(-steps // per_dispatch)), per_dispatch
+        return y, state, sizes, constants, groups, max(1, -(-steps // max(per_dispatch, 1))), per_dispatch
 
-    def compute(self, call) -> None:
+    def _stepped_applies(self, sizes: dict) -> bool:
+        """Whether the sequence runs a step a dispatch (_stepped) rather than in recurrent.comp's workgroups:
+        float32 steps of STEP_MIN_MACS or more, but DynamicQuantizeLSTM's integer GEMMs (one row)."""
+        batch, hidden = sizes["batch"], sizes["H"]
+        macs = batch * GATES[self.op] * hidden * (sizes["I"] + hidden)
+        return self.input_types[0] == "float32" and macs >= STEP_MIN_MACS and sizes["T"] >= 1 and not (
+            self.flags & FLAG_QUANTIZED and batch == 1)
+
+    def _stepped(self, call, ins: list[Tensor | None], outs: list[Tensor | None], sizes: dict, flags: int,
+                 scales: tuple[Tensor | None, Tensor | None] = (None, None)) -> None:
+        """The sequence a step at a time (recurrent_step.comp): X . W^T for all steps in one product of
+        matmul.comp, then per step h . R^T (GRU without linear_before_reset: also (r (.) h) . Rh^T) and the cell
+        update. A product over every batch row reads each weight once for all of them, where recurrent.comp's
+        workgroups read R once a row: on lavapipe an LSTM of batch 97 (seq 21, input 61, hidden 192,
+        bidirectional) took 28 s that way. `scales`: DynamicQuantizeLSTM's row scales of W and R."""
+        x, w, r, b, lens, h0, c0, p = ins
+        y, yh, yc = outs
+        op, steps, batch, size, hidden = self.op, sizes["T"], sizes["batch"], sizes["I"], sizes["H"]
+        dirs, gh = w.shape[0], GATES[op] * hidden
+        gru_reset_first = op == "GRU" and not self.attrs.get("linear_before_reset")
+        hr_row = 2 * hidden if gru_reset_first else gh  # (GRU's h gate: RH, from r (.) h)
+        shapes = {"xw": (dirs, steps * batch, gh), "hr": (dirs, batch, hr_row), "h": (dirs, batch, hidden),
+                  "c": (dirs, batch, hidden) if op == "LSTM" else None,
+                  "aux": (dirs, batch, hidden) if gru_reset_first else None,
+                  "rh": (dirs, batch, hidden) if gru_reset_first else None}  # (recurrent_step.comp's order)
+        work = call.scratch((sum(math.prod(v) for v in shapes.values() if v),), "float32")
+        parts, at = {}, 0
+        for name, shape in shapes.items():  # views of `work`
+            parts[name] = Tensor(work.addr + 4 * at if work.addr else 0, shape, "float32", work.io) if shape else None
+            at += math.prod(shape) if shape else 0
+        xw, hr, h, c, aux, rh = parts.values()
+        product = self._matmul()
+
+        def multiply(a: Tensor, weights: Tensor, out: Tensor, rows: int, k: int, a_outer: int, skip: int = 0) -> None:
+            """out [dirs, rows, n] = a [rows, k] (per direction: a_outer apart) x weights[d, skip:skip + n, :]^T"""
+            n, per_direction = out.shape[2], weights.shape[1] * k
+            view = Tensor(weights.addr + 4 * skip * k if weights.addr else 0, weights.shape, "float32", weights.io)
+            members = matmul.product_members(rows, n, k, a=(a_outer, 0, k, 1), b=(per_direction, 0, 1, k))
+            product._record(Redirect(call, [a, view, None], out), a, view, None, out.shape, members, dirs)
+
+        multiply(x, w, xw, steps * batch, size, 0)
+        members = {"work": work, "b": b, "lens": lens, "h0": h0, "c0": c0, "p": p, "y": y, "yh": yh, "yc": yc,
+                   "ws": scales[0], "rs": scales[1],
+                   "err": call.error_word() if lens is not None else None, "T": steps, "batch": batch, "H": hidden,
+                   "hr_row": hr_row, "clip": self.clip}
+        state = [t for t in (h, c) if t is not None]
+        weights = [t for t in (b, p, *scales) if t is not None]
+        groups = grid_1d(batch * hidden, STEP_WG)[:2] + (dirs,)
+
+        def cell(phase: int, step: int, reads: list, writes: list) -> None:
+            last = FLAG_LAST if phase == 1 and step == steps - 1 else 0
+            push = {**members, "step": step, "acts": self.codes | (flags | last) << 24}
+            constants = {"cell": CELLS[op], "local_size_x": STEP_WG, **self.alpha_beta, "phase": phase}
+            reads = [t for t in reads if t is not None] + ([lens] if lens is not None else [])
+            call.dispatch("recurrent_step.comp", "float32", constants, push, groups, reads,
+                          [t for t in writes if t is not None])
+
+        cell(0, 0, [h0, c0], state)
+        for step in range(steps):
+            multiply(h, r, hr, batch, hidden, batch * hidden)
+            if gru_reset_first:
+                cell(2, step, [xw, hr, h, *weights], [aux])
+                multiply(aux, r, rh, batch, hidden, batch * hidden, skip=2 * hidden)
+            cell(1, step, [xw, hr, rh, *state, *weights], [*state, y, yh, yc])
+
+    def _matmul(self) -> Kernel:
+        """The MatMul kernel whose products _stepped records (made once)."""
+        found = self.__dict__.get("_product")
+        if found is None:
+            spec = onnx_spec("MatMul")
+            found = self.__dict__["_product"] = implementation(spec)(spec, {}, 13, ["float32"] * 2)
+            found.device_info, found.output_count = self.device_info, 1
+        return found
+
+    def compute(self, call, scales: tuple[Tensor | None, Tensor | None] = (None, None)) -> None:
+        """`scales`: DynamicQuantizeLSTM's row scales of W and R (the stepped path's; recurrent.comp finds them
+        after the weights)."""
         ins = list(call.inputs) + [None] * (8 - len(call.inputs))
         x, w, r, b, lens, h0, c0, p = ins[:8]
         key = tuple(t.shape if t is not None else None for t in ins)
@@ -185,10 +277,12 @@ class Recurrent(Kernel):
         if math.prod(state_shape) == 0:
             return  # (no steps: the final states are still written, as for an empty sequence)
         steps = sizes["T"]
+        flags = self.flags | (FLAG_BIAS if b is not None else 0)
+        if self._stepped_applies(sizes):
+            return self._stepped(call, ins[:8], [y, yh, yc], sizes, flags, scales)
         scratch = call.scratch((2,) + state_shape, x.dtype) if chunks > 1 else None
         halves = [Tensor(scratch.addr + i * scratch.nbytes // 2, state_shape, x.dtype, scratch.io) for i in (0, 1)] \
             if scratch else [None, None]
-        flags = self.flags | (FLAG_BIAS if b is not None else 0)
         if x.dtype == "float32" and sizes["I"] % 4 == 0 and sizes["H"] % 4 == 0:
             flags |= FLAG_VEC4  # 1.3-1.5x on lavapipe (LSTM of hidden 256: 258 ms for 100 steps, was 348)
         err = call.error_word() if lens is not None else None
@@ -286,7 +380,8 @@ class DynamicQuantizeLSTM(Recurrent):
             weights = [Tensor(0, (t.shape[0], t.shape[2], t.shape[1]), "float32", i)
                        for i, t in ((1, ins[1]), (2, ins[2]))]
         call.inputs = [ins[0], *weights, *ins[3:8]]
-        super().compute(call)
+        scales = [Tensor(t.addr + 4 * t.size if t.addr else 0, t.shape[:2], "float32", t.io) for t in weights]
+        super().compute(call, tuple(scales))
 
 
 def _host_values(call, t: Tensor) -> np.ndarray:
