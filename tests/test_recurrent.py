@@ -324,7 +324,7 @@ def test_batch_past_the_dispatch_limit(ep_devices, workgroups, monkeypatch):
     _check("GRU", batch=20, steps=3, hidden=4, size=3, lens=[3, 1, 2, 0] * 5, h0=True, direction="bidirectional")
 
 
-def test_no_steps(ep_devices, workgroups):
+def test_no_steps(ep_devices, path):
     """A sequence of no steps (the CPU EP's GRU aborts the process on it): Y is empty, GRU and LSTM give zero
     final states as for an empty sequence, RNN the initial state it carries."""
     for op in GATES:
@@ -361,9 +361,24 @@ def test_invalid_sequence_lens_fail_the_run(ep_devices, path):
     np.testing.assert_allclose(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0], **TOL)
 
 
+@pytest.mark.parametrize("op", list(GATES))
+def test_hidden_past_shared_memory_a_step_a_dispatch(ep_devices, op):
+    """A hidden size whose state is past one workgroup's shared memory (recurrent.comp's): float32 runs a step a
+    dispatch (its state in device memory), also for no steps (float16 is declined: test_declined_...)."""
+    hidden = {"LSTM": 1536, "GRU": 1536, "RNN": 4096}[op]
+    kw = {"hidden": hidden, "size": 5, "batch": 2, "direction": "bidirectional", "h0": True, "c0": True,
+          "initializers": True}
+    _check(op, steps=3, lens=[3, 2], tol={"rtol": 1e-4, "atol": 1e-5}, **kw)
+    model, feeds = _model(op, steps=0, **kw)  # (as test_no_steps: the CPU EP's GRU aborts the process on it)
+    got = _on_vkep(model, feeds)
+    want = feeds["initial_h"] if op == "RNN" else np.zeros((2, 2, hidden), np.float32)
+    for g in got[1:]:
+        np.testing.assert_array_equal(g, want)
+
+
 @pytest.mark.parametrize("op,attrs", [
-    ("LSTM", {"hidden": 2048}),                           # past one workgroup's shared memory
-    ("RNN", {"hidden": 4096}),
+    ("LSTM", {"hidden": 2048, "dtype": np.float16}),      # past one workgroup's shared memory, float16
+    ("RNN", {"hidden": 4096, "dtype": np.float16}),
     ("GRU", {"activations": ["Sigmoid", "Gelu"]}),        # not an activation of the spec's list
     ("RNN", {"activations": ["tanh"]}),                   # ORT's RNN takes the names as written only
     ("GRU", {"clip": 0.0}),

@@ -93,6 +93,11 @@ def _pow2(n: int, low: int) -> int:
     return max(low, 1 << max(n - 1, 0).bit_length())
 
 
+def _step_macs(op: str, batch: int, size: int, hidden: int) -> int:
+    """The multiply-adds of one step: batch x gate rows x (input + hidden)."""
+    return batch * GATES[op] * hidden * (size + hidden)
+
+
 def _shared_bytes(op: str, hidden: int, imax: int = 4) -> int:
     """recurrent.comp's shared memory: h, aux, c and the gates, HMAX units each, and DynamicQuantizeLSTM's
     quantized step of X (IMAX)."""
@@ -131,7 +136,9 @@ class Recurrent(Kernel):
         hidden = attrs.get("hidden_size")
         if hidden is None or hidden <= 0:
             return f"hidden_size={hidden} (ORT's CPU EP needs a positive one)"
-        if _shared_bytes(op, hidden) > SHARED_BYTES:
+        if _shared_bytes(op, hidden) > SHARED_BYTES and not (
+                input_types[0] == "float32" and spec.op == op and _step_macs(op, 1, 0, hidden) >= STEP_MIN_MACS):
+            # (float32 sequences of such steps run a step a dispatch, whose state is in device memory)
             return f"hidden_size={hidden}: its state is beyond one workgroup's shared memory ({SHARED_BYTES} bytes)"
         if attrs["direction"] not in ("forward", "reverse", "bidirectional"):
             return f"direction={attrs['direction']!r}"
@@ -161,7 +168,9 @@ class Recurrent(Kernel):
         wg = min(_pow2(gh, 64), 1024, info.max_workgroup_invocations if info else 1024)
         integer_gemms = self.flags & FLAG_QUANTIZED and batch == 1  # (recurrent.comp: as the CPU EP)
         imax = _pow2(size, 4) if self.flags & FLAG_QUANTIZED else 4
-        if _shared_bytes(op, hidden, imax) > (info.max_shared_memory if info else SHARED_BYTES):
+        sizes = {"T": steps, "batch": batch, "I": size, "H": hidden}
+        if _shared_bytes(op, hidden, imax) > (info.max_shared_memory if info else SHARED_BYTES) and \
+                not self._stepped_applies(sizes):
             raise UnsupportedError(f"{op}: hidden_size {hidden} (input {size}) is beyond one workgroup's shared memory")
         # loop iterations of one invocation per step (recurrent.comp: 8 multiply-adds an iteration), within
         # lavapipe's budget: the sequence is split where it would not fit. Measured on lavapipe (Mesa 22.3, one
@@ -177,7 +186,6 @@ class Recurrent(Kernel):
             prologue += 2 * -(-steps * size // wg) + 6 * levels
             per_step += 1.15 * (8 + 6 * levels + 4 * units + 2 * -(-size // wg))
         per_dispatch = int((LOOP_BUDGET - prologue) // per_step)
-        sizes = {"T": steps, "batch": batch, "I": size, "H": hidden}
         if per_dispatch < 1 and not self._stepped_applies(sizes):
             raise UnsupportedError(f"{op}: a step of input {size} and hidden {hidden} exceeds one invocation's "
                                    "loop budget")
@@ -191,10 +199,9 @@ class Recurrent(Kernel):
     def _stepped_applies(self, sizes: dict) -> bool:
         """Whether the sequence runs a step a dispatch (_stepped) rather than in recurrent.comp's workgroups:
         float32 steps of STEP_MIN_MACS or more, but DynamicQuantizeLSTM's integer GEMMs (one row)."""
-        batch, hidden = sizes["batch"], sizes["H"]
-        macs = batch * GATES[self.op] * hidden * (sizes["I"] + hidden)
-        return self.input_types[0] == "float32" and macs >= STEP_MIN_MACS and sizes["T"] >= 1 and not (
-            self.flags & FLAG_QUANTIZED and batch == 1)
+        macs = _step_macs(self.op, sizes["batch"], sizes["I"], sizes["H"])
+        return self.input_types[0] == "float32" and macs >= STEP_MIN_MACS and not (
+            self.flags & FLAG_QUANTIZED and sizes["batch"] == 1)
 
     def _stepped(self, call, ins: list[Tensor | None], outs: list[Tensor | None], sizes: dict, flags: int,
                  scales: tuple[Tensor | None, Tensor | None] = (None, None)) -> None:
@@ -238,7 +245,7 @@ class Recurrent(Kernel):
         groups = grid_1d(batch * hidden, STEP_WG)[:2] + (dirs,)
 
         def cell(phase: int, step: int, reads: list, writes: list) -> None:
-            last = FLAG_LAST if phase == 1 and step == steps - 1 else 0
+            last = FLAG_LAST if phase == 1 and step >= steps - 1 else 0
             push = {**members, "step": step, "acts": self.codes | (flags | last) << 24}
             constants = {"cell": CELLS[op], "local_size_x": STEP_WG, **self.alpha_beta, "phase": phase}
             reads = [t for t in reads if t is not None] + ([lens] if lens is not None else [])
@@ -246,9 +253,10 @@ class Recurrent(Kernel):
                           [t for t in writes if t is not None])
 
         cell(0, 0, [h0, c0], state)
-        for step in range(steps):
-            multiply(h, r, hr, batch, hidden, batch * hidden)
-            if gru_reset_first:
+        for step in range(max(steps, 1)):  # (no steps: one update that only writes the final states)
+            if steps:
+                multiply(h, r, hr, batch, hidden, batch * hidden)
+            if gru_reset_first and steps:
                 cell(2, step, [xw, hr, h, *weights], [aux])
                 multiply(aux, r, rh, batch, hidden, batch * hidden, skip=2 * hidden)
             cell(1, step, [xw, hr, rh, *state, *weights], [*state, y, yh, yc])

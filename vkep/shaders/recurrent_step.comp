@@ -98,7 +98,7 @@ void main() {
         STORE(Work, at_h + unit, h);
         if (CELL == 2) STORE(Work, at_c + unit, c);
     }
-    if (pc.y != 0) STORE(Tensor(pc.y), yrow + j, valid ? h : 0.0);
+    if (pc.y != 0 && s < pc.T) STORE(Tensor(pc.y), yrow + j, valid ? h : 0.0);  // (no steps: no Y)
     if ((FLAGS & FLAG_LAST) != 0) {  // the final states: GRU and LSTM give zeros for an empty sequence
         bool empty = CELL != 0 && len == 0;
         if (pc.yh != 0) STORE(Tensor(pc.yh), state, empty ? 0.0 : h);
