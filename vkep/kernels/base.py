@@ -177,6 +177,14 @@ class Call(Protocol):
         push-constant block is filled from `push` by member name (vkep.gpu.push: every member, a tensor or None
         for each address, numbers or sequences of them for the rest)."""
 
+    def begin_loop(self) -> None:
+        """The dispatches recorded from here to end_loop are the steps of a loop (see end_loop)."""
+
+    def end_loop(self, times: int, counter: str) -> None:
+        """The dispatches since begin_loop are `times` steps of equal dispatches but for the uint32 push member
+        `counter`, one more each step (a recurrence's): a plan holds one step and repeats it in C (vkep_plan's
+        loop), so that a sequence replays natively whatever its length (within one batch of commands)."""
+
     def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
         """Device memory for this call's own use while its work runs (the device's one stream orders its
         reuse, as for values ORT frees)."""

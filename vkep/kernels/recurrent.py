@@ -209,7 +209,9 @@ class Recurrent(Kernel):
         matmul.comp, then per step h . R^T (GRU without linear_before_reset: also (r (.) h) . Rh^T) and the cell
         update. A product over every batch row reads each weight once for all of them, where recurrent.comp's
         workgroups read R once a row: on lavapipe an LSTM of batch 97 (seq 21, input 61, hidden 192,
-        bidirectional) took 28 s that way. `scales`: DynamicQuantizeLSTM's row scales of W and R."""
+        bidirectional) took 13-28 s that way. The steps are one loop of a plan (Call.end_loop), so a node
+        replays natively up to a batch of commands (30 steps; GRU without linear_before_reset 15).
+        `scales`: DynamicQuantizeLSTM's row scales of W and R."""
         x, w, r, b, lens, h0, c0, p = ins
         y, yh, yc = outs
         op, steps, batch, size, hidden = self.op, sizes["T"], sizes["batch"], sizes["I"], sizes["H"]
@@ -245,21 +247,22 @@ class Recurrent(Kernel):
         groups = grid_1d(batch * hidden, STEP_WG)[:2] + (dirs,)
 
         def cell(phase: int, step: int, reads: list, writes: list) -> None:
-            last = FLAG_LAST if phase == 1 and step >= steps - 1 else 0
-            push = {**members, "step": step, "acts": self.codes | (flags | last) << 24}
+            push = {**members, "step": step, "acts": self.codes | flags << 24}
             constants = {"cell": CELLS[op], "local_size_x": STEP_WG, **self.alpha_beta, "phase": phase}
             reads = [t for t in reads if t is not None] + ([lens] if lens is not None else [])
             call.dispatch("recurrent_step.comp", "float32", constants, push, groups, reads,
                           [t for t in writes if t is not None])
 
         cell(0, 0, [h0, c0], state)
-        for step in range(max(steps, 1)):  # (no steps: one update that only writes the final states)
-            if steps:
-                multiply(h, r, hr, batch, hidden, batch * hidden)
-            if gru_reset_first and steps:
+        call.begin_loop()  # (the steps differ in push constant `step` only: a plan repeats one)
+        for step in range(steps):
+            multiply(h, r, hr, batch, hidden, batch * hidden)
+            if gru_reset_first:
                 cell(2, step, [xw, hr, h, *weights], [aux])
                 multiply(aux, r, rh, batch, hidden, batch * hidden, skip=2 * hidden)
-            cell(1, step, [xw, hr, rh, *state, *weights], [*state, y, yh, yc])
+            cell(1, step, [xw, hr, rh, *state, *weights], [*state, y])
+        call.end_loop(steps, "step")
+        cell(3, 0, state, [yh, yc])
 
     def _matmul(self) -> Kernel:
         """The MatMul kernel whose products _stepped records (made once)."""

@@ -118,6 +118,12 @@ class _DeviceCall:
     def read_device(self, tensor: Tensor) -> bytes:
         return transfer.read(self.gpu, tensor.addr, tensor.nbytes)
 
+    def begin_loop(self) -> None:
+        pass  # (no plan outside a node: the loop's steps are recorded as they come)
+
+    def end_loop(self, times: int, counter: str) -> None:
+        pass
+
     def dispatch(self, shader, dtype, constants, push, groups, reads, writes) -> None:
         pipeline = self.gpu.pipelines.get(shader, variant(dtype), constants)
         _, push, spans = encode_dispatch(self.gpu.pipelines.push_layout(pipeline), push, reads, writes)

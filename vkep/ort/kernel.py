@@ -12,7 +12,7 @@ import numpy as np
 
 from vkep.gpu import hazards, transfer
 from vkep.gpu.external import InPlace
-from vkep.gpu.stream import WaitLimitExceeded, waiting
+from vkep.gpu.stream import BATCH_COMMANDS, WaitLimitExceeded, waiting
 from vkep.kernels.base import (
     MAX_ELEMENTS,
     Tensor,
@@ -127,7 +127,8 @@ class KernelCall:
     """
 
     __slots__ = ("kernel", "ctx", "inputs", "stream", "outputs", "output_addresses", "ops", "aliases", "replayable",
-                 "foreign_outputs", "host", "cpu_values", "took_scratch", "scratch_chunks", "bases")
+                 "foreign_outputs", "host", "cpu_values", "took_scratch", "scratch_chunks", "bases", "loop_first",
+                 "loop")
 
     def __init__(self, kernel: KernelInstance, ctx, inputs, stream, replayable: bool):
         self.kernel = kernel
@@ -146,6 +147,8 @@ class KernelCall:
         self.scratch_chunks: list[tuple[Allocator, int, int]] = []  # (allocator, pointer, bytes) of scratch k
         # the address each io code stands for in this call: a plan stores tensors as (code, offset from it)
         self.bases = {t.io: t.addr for t in inputs if t is not None and t.io is not None and t.io >= 0}
+        self.loop_first = 0
+        self.loop: tuple[int, int, int, str] | None = None  # (first op, ops a step, steps, counter): end_loop
 
     def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
         dtype = dtype or self.inputs[0].dtype
@@ -231,6 +234,44 @@ class KernelCall:
         addresses, push, spans = encode_dispatch(self.kernel.gpu.pipelines.push_layout(pipeline), push, reads, writes)
         self.stream.dispatch(pipeline, push, groups, spans, len(reads), len(writes))
         self.ops.append((pipeline, addresses, push, groups, reads, writes))
+
+    def begin_loop(self) -> None:
+        self.loop_first = len(self.ops)
+
+    def end_loop(self, times: int, counter: str) -> None:
+        body, rest = divmod(len(self.ops) - self.loop_first, times) if times > 1 else (0, 1)
+        self.loop = (self.loop_first, body, times, counter) if body and not rest else None
+
+    def _plan_loop(self) -> tuple[int, int, int, list[int]] | None:
+        """(first op, ops a step, steps, each step op's counter offset or -1) where the dispatches end_loop named
+        are one step repeated, equal but for the counter (one more each step), else None."""
+        if self.loop is None:
+            return None
+        first, body, times, counter = self.loop
+        offsets = []
+        for pipeline, *_ in self.ops[first:first + body]:
+            member = next((m for m in self.kernel.gpu.pipelines.push_layout(pipeline).members if m.name == counter),
+                          None)
+            offsets.append(member.offset if member is not None and member.format == "I" and member.count == 1
+                           else -1)
+
+        def tensors(ts) -> list:
+            return [(t.addr, t.io, t.nbytes) if t is not None else None for t in ts]
+
+        for step in range(1, times):
+            for b, at in enumerate(offsets):
+                pipeline, addresses, push, groups, reads, writes = self.ops[first + b]
+                other = self.ops[first + step * body + b]
+                if (other[0] != pipeline or other[3] != groups or tensors(other[1]) != tensors(addresses)
+                        or tensors(other[4] + other[5]) != tensors(reads + writes) or len(other[2]) != len(push)):
+                    return None
+                if at < 0:
+                    if other[2] != push:
+                        return None
+                elif (other[2][:at] != push[:at] or other[2][at + 4:] != push[at + 4:]
+                      or struct.unpack_from("<I", other[2], at)[0] != struct.unpack_from("<I", push, at)[0] + step):
+                    return None
+        return first, body, times, offsets
 
     def scratch(self, shape: tuple[int, ...], dtype: str) -> Tensor:
         """A chunk of the allocator the node's outputs come from, freed once the call is recorded (as a plan
@@ -325,12 +366,14 @@ class KernelCall:
         """Write what this call did into the kernel's C plan (see vkep_replay in the trampoline)."""
         ffi = api.ffi
         kernel = self.kernel
-        if (not self.replayable or len(self.ops) > lib_const("VKEP_PLAN_OPS")
+        loop = self._plan_loop()  # (a recurrence's steps: the plan holds one and repeats it)
+        ops = self.ops if loop is None else self.ops[:loop[0] + loop[1]] + self.ops[loop[0] + loop[1] * loop[2]:]
+        if (not self.replayable or len(ops) > lib_const("VKEP_PLAN_OPS") or len(self.ops) > BATCH_COMMANDS
                 or len(self.outputs) > lib_const("VKEP_PLAN_OUTPUTS") or len(self.aliases) > len(self.outputs)):
-            return
+            return  # (a replay records all its dispatches into one batch: vkep_ready)
         slots = lib_const("VKEP_PLAN_SLOTS")
         slots_of = {}  # tensor → (io code, offset) in the plan
-        for _, addresses, push, _, reads, writes in self.ops:
+        for _, addresses, push, _, reads, writes in ops:
             tensors = [t for t in addresses + reads + writes if t is not None]
             if (len(addresses) > slots or len(reads) + len(writes) > slots or len(push) > 128
                     or any(t.io is None or t.io in kernel.cpu_inputs for t in tensors)):
@@ -383,8 +426,12 @@ class KernelCall:
             for a, (out, inp) in enumerate(self.aliases):
                 plan.alias_out[a] = out
                 plan.alias_in[a] = inp
-            plan.n_ops = len(self.ops)
-            for o, (pipeline, addresses, push, groups, reads, writes) in enumerate(self.ops):
+            plan.n_ops = len(ops)
+            plan.loop_first, plan.loop_ops, plan.loop_times = loop[:3] if loop else (0, 0, 1)
+            for o in range(len(ops)):
+                in_step = loop is not None and loop[0] <= o < loop[0] + loop[1]
+                plan.loop_counter[o] = loop[3][o - loop[0]] if in_step else -1
+            for o, (pipeline, addresses, push, groups, reads, writes) in enumerate(ops):
                 op = plan.ops[o]
                 op.pipeline = int(ffi.cast("uintptr_t", pipeline))
                 op.push_size = len(push)

@@ -58,6 +58,12 @@ class DryCall:
         # (encoded as a run encodes them: a value its member cannot hold refuses the node now)
         encode_dispatch(interface.push_layout(shader, variant(dtype)), push, reads, writes)
 
+    def begin_loop(self) -> None:
+        pass  # (a dry run keeps no plan: end_loop's repetitions matter to a plan only)
+
+    def end_loop(self, times: int, counter: str) -> None:
+        pass
+
     def read_device(self, tensor: Tensor) -> bytes:
         raise NeedsRunValue
 

@@ -5,8 +5,9 @@
 // [D, B, G * H]); GRU without linear_before_reset also (r (.) h) . Rh^T (RH [D, B, H]). This shader is the rest,
 // one invocation per (direction, batch row, hidden unit), in the phase PHASE:
 //   0 (before the first step) the state from initial_h / initial_c, or zeros, and sequence_lens checked;
-//   1 a step's cell update (recurrent_cell.glsl), its Y, and after the last step the final states;
-//   2 GRU's aux = r (.) h, which matmul.comp then multiplies by Rh.
+//   1 a step's cell update (recurrent_cell.glsl) and its Y;
+//   2 GRU's aux = r (.) h, which matmul.comp then multiplies by Rh;
+//   3 (after the last step) the final states.
 // The state H_ (and C_) [D, B, H] is updated in place: each invocation reads and writes only its own unit.
 // `work` holds, one after the other (float32): XW, HR, H_, C_, aux, RH (Recurrent._stepped).
 // Steps past a row's sequence_lens[b] write zeros to Y and leave the state; the reverse direction (and
@@ -66,6 +67,12 @@ void main() {
         return;
     }
     uint len = length_of(b), s = pc.step;
+    if (PHASE == 3) {  // the final states: GRU and LSTM give zeros for an empty sequence, RNN the state it carried
+        bool empty = CELL != 0 && len == 0;
+        if (pc.yh != 0) STORE(Tensor(pc.yh), state, empty ? 0.0 : LOAD(Work, at_h + unit));
+        if (CELL == 2 && pc.yc != 0) STORE(Tensor(pc.yc), state, empty ? 0.0 : LOAD(Work, at_c + unit));
+        return;
+    }
     bool reverse = d == 1 || (FLAGS & FLAG_REVERSE) != 0;
     bool valid = s < len;
     uint t = valid && reverse ? len - 1 - s : s;
@@ -98,10 +105,5 @@ void main() {
         STORE(Work, at_h + unit, h);
         if (CELL == 2) STORE(Work, at_c + unit, c);
     }
-    if (pc.y != 0 && s < pc.T) STORE(Tensor(pc.y), yrow + j, valid ? h : 0.0);  // (no steps: no Y)
-    if ((FLAGS & FLAG_LAST) != 0) {  // the final states: GRU and LSTM give zeros for an empty sequence
-        bool empty = CELL != 0 && len == 0;
-        if (pc.yh != 0) STORE(Tensor(pc.yh), state, empty ? 0.0 : h);
-        if (CELL == 2 && pc.yc != 0) STORE(Tensor(pc.yc), state, empty ? 0.0 : c);
-    }
+    if (pc.y != 0) STORE(Tensor(pc.y), yrow + j, valid ? h : 0.0);
 }

@@ -287,6 +287,10 @@ typedef struct vkep_plan {
     uint32_t cpu_mask;
     uint16_t cpu_offset[VKEP_PLAN_IO], cpu_len[VKEP_PLAN_IO];
     uint8_t cpu_values[VKEP_PLAN_CPU_BYTES];
+    /* a recorded loop (a recurrence's steps): ops [loop_first, loop_first + loop_ops) run loop_times times, the
+     * uint32 push constant at byte loop_counter[o] of op o (-1: none) one more each time; 0 ops: no loop */
+    int32_t loop_first, loop_ops, loop_times;
+    int32_t loop_counter[VKEP_PLAN_OPS];
     vkep_plan_op ops[VKEP_PLAN_OPS];
 } vkep_plan;
 typedef struct vkep_kernel {

@@ -215,6 +215,32 @@ static OrtStatus* finish(vkep_kernel* k, const vkep_plan* p, void* rec, const vk
     return py_kernel_finish(k->id, io->stream);
 }
 
+/* dispatch op o of a plan, its addresses patched, in iteration t of the plan's loop (its counter t more) */
+static void replay_op(vkep_plan* p, int o, uint32_t t, void* rec, const vkep_io* io, const uint64_t* outs,
+                      const uint64_t* scratch) {
+    vkep_plan_op* op = &p->ops[o];
+    uint64_t spans[2 * VKEP_PLAN_SLOTS];
+    for (uint32_t a = 0; a < op->n_addr; a++) {
+        uint64_t addr = io_address(io, outs, scratch, op->addr_io[a], op->addr_offset[a]);
+        memcpy(op->push + 8 * a, &addr, 8);
+    }
+    for (uint32_t sp = 0; sp < op->n_reads + op->n_writes; sp++) {
+        spans[2 * sp] = io_address(io, outs, scratch, op->span_io[sp], op->span_offset[sp]);
+        spans[2 * sp + 1] = spans[2 * sp] + op->span_len[sp];
+    }
+    uint8_t push[128];
+    memcpy(push, op->push, op->push_size);
+    int32_t at = p->loop_ops > 0 ? p->loop_counter[o] : -1;
+    if (at >= 0 && (uint32_t)at + 4 <= op->push_size) {  /* (the recorded value is iteration 0's) */
+        uint32_t value;
+        memcpy(&value, push + at, 4);
+        value += t;
+        memcpy(push + at, &value, 4);
+    }
+    g_dispatch(rec, op->pipeline, (const char*)push, op->push_size, op->groups[0], op->groups[1], op->groups[2],
+               (const char*)spans, (int)op->n_reads, (int)op->n_writes);
+}
+
 /* the outputs and the dispatches of a plan whose stream and scratch memory are ready */
 static int replay_ops(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep_io* io,
                       const uint64_t* scratch, OrtStatus** status) {
@@ -237,26 +263,20 @@ static int replay_ops(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep
     }
     for (int a = 0; a < p->n_alias; a++)
         if (outs[p->alias_out[a]] != io->ptrs[p->alias_in[a]]) return 0;  /* ORT did not alias: Python copies */
-    for (int o = 0; o < p->n_ops; o++) {
-        vkep_plan_op* op = &p->ops[o];
-        uint64_t spans[2 * VKEP_PLAN_SLOTS];
-        for (uint32_t a = 0; a < op->n_addr; a++) {
-            uint64_t addr = io_address(io, outs, scratch, op->addr_io[a], op->addr_offset[a]);
-            memcpy(op->push + 8 * a, &addr, 8);
-        }
-        for (uint32_t sp = 0; sp < op->n_reads + op->n_writes; sp++) {
-            spans[2 * sp] = io_address(io, outs, scratch, op->span_io[sp], op->span_offset[sp]);
-            spans[2 * sp + 1] = spans[2 * sp] + op->span_len[sp];
-        }
-        g_dispatch(rec, op->pipeline, (const char*)op->push, op->push_size, op->groups[0], op->groups[1],
-                   op->groups[2], (const char*)spans, (int)op->n_reads, (int)op->n_writes);
+    for (int o = 0; o < p->n_ops;) {
+        int looped = p->loop_ops > 0 && o == p->loop_first;
+        int body = looped ? p->loop_ops : 1, times = looped ? p->loop_times : 1;
+        for (int t = 0; t < times; t++)
+            for (int b = o; b < o + body; b++) replay_op(p, b, (uint32_t)t, rec, io, outs, scratch);
+        o += body;
     }
     return 1;
 }
 
 static int vkep_replay_locked(vkep_plan* p, void* rec, OrtKernelContext* ctx, const vkep_io* io,
                               OrtStatus** status) {
-    int ready = g_ready(rec, p->n_ops);  /* (may submit a full batch and open the next: vkep_roll) */
+    int total = p->n_ops + (p->loop_ops > 0 ? (p->loop_times - 1) * p->loop_ops : 0);
+    int ready = g_ready(rec, total);  /* (may submit a full batch and open the next: vkep_roll) */
     if (ready < 0) {
         char msg[96];
         snprintf(msg, sizeof msg, "vkep: submitting a full batch of commands failed (VkResult %d)", ready);
