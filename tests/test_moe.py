@@ -209,3 +209,33 @@ def test_declined(case):
     if cpu_placement is None:  # the CPU EP alone fails it too
         with pytest.raises(Exception):  # noqa: B017, PT011 — ORT's Fail or NotImplemented
             runner.cpu_session(model).run(None, feeds)
+
+
+def moe_experts(rng):
+    """A random MoE or QMoE node for tests/test_fuzz_ops.py (its `moe` family): any activation, k up to the experts,
+    0 to 9 tokens, biases or none, float32 / float16, 4-bit (per row or blocks) or 8-bit (per row) experts with
+    zero points or none, experts as initializers."""
+    from fuzzing import Case
+
+    bits = int(rng.choice([0, 4, 8]))
+    block = int(rng.choice([0, 16, 32])) if bits == 4 else 0
+    step = max(block, 2)
+    experts = int(rng.integers(1, 9))
+    params = {"hidden": step * int(rng.integers(1, 5)), "inter": step * int(rng.integers(1, 5)), "experts": experts,
+              "tokens": int(rng.integers(0, 10)), "k": int(rng.integers(1, experts + 1)),
+              "activation": str(rng.choice(ACTIVATIONS)), "bias": bool(rng.random() < 0.5), "bits": bits,
+              "block": block, "zero_points": bits > 0 and bool(rng.random() < 0.5),
+              "dtype": np.float16 if rng.random() < 0.3 else np.float32, "seed": int(rng.integers(0, 2**31))}
+    attrs = {"normalize_routing_weights": int(rng.integers(0, 2))}
+    if params["activation"] == "swiglu" and rng.random() < 0.5:
+        attrs.update(activation_alpha=float(rng.uniform(0.5, 2.0)), activation_beta=float(rng.uniform(0, 1)),
+                     swiglu_limit=float(rng.uniform(0.2, 3.0)))
+    model, feeds = moe_case(**params, **attrs)
+    node = model.graph.node[0]
+    consts = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    names = ["x0" if n == "input" else "x1" if n == "router_probs" else n for n in node.input]
+    attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    attributes = {n: v.decode() if isinstance(v, bytes) else v for n, v in attributes.items()}
+    tol = {"rtol": 1e-2, "atol": 2e-3} if params["dtype"] == np.float16 else {"rtol": 1e-4, "atol": 2e-5}
+    return Case(node.op_type, 1, [feeds["input"], feeds["router_probs"]], attributes, consts, names=names, domain=MS,
+                tol=tol)
