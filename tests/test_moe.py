@@ -103,7 +103,7 @@ def _check(model, feeds, dtype=np.float32, runs: int = 2) -> None:
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     assert {ep for _, _, ep in runner.placement(session)} == {VULKAN}
     want = runner.cpu_session(model).run(None, feeds)[0]
-    tol = {"rtol": 1e-2, "atol": 2e-3} if dtype == np.float16 else {"rtol": 1e-4, "atol": 2e-5}
+    tol = {"rtol": 2e-3, "atol": 1e-4} if dtype == np.float16 else {"rtol": 1e-4, "atol": 2e-5}
     for _ in range(runs):
         got = session.run(None, feeds)[0]
         assert got.shape == want.shape and got.dtype == want.dtype
@@ -163,6 +163,22 @@ def test_qmoe(case):
     params = QCASES[case]
     model, feeds = moe_case(**params)
     _check(model, feeds, params.get("dtype", np.float32))
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+def test_zero_weight_choice_counts_nothing(quantized):
+    """A choice whose softmax probability underflows to 0 adds nothing, even where its expert gives inf (the CPU EP
+    skips it; 0 * inf would be NaN)."""
+    params = {"bits": 4} if quantized else {}
+    model, feeds = moe_case(experts=4, k=2, tokens=2, router=[[0, -200, -300, -400], [-300, -200, 0, -250]],
+                            **params)
+    for init in model.graph.initializer:
+        if init.name == "fc2_bias":
+            bias = numpy_helper.to_array(init).copy()
+            bias[1, :] = np.inf
+            init.CopyFrom(numpy_helper.from_array(bias, init.name))
+    assert np.isfinite(runner.cpu_session(model).run(None, feeds)[0]).all()
+    _check(model, feeds)
 
 
 def _placement_or_failure(model, feeds):
@@ -236,6 +252,6 @@ def moe_experts(rng):
     names = ["x0" if n == "input" else "x1" if n == "router_probs" else n for n in node.input]
     attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     attributes = {n: v.decode() if isinstance(v, bytes) else v for n, v in attributes.items()}
-    tol = {"rtol": 1e-2, "atol": 2e-3} if params["dtype"] == np.float16 else {"rtol": 1e-4, "atol": 2e-5}
+    tol = {"rtol": 2e-3, "atol": 1e-4} if params["dtype"] == np.float16 else {"rtol": 1e-4, "atol": 2e-5}
     return Case(node.op_type, 1, [feeds["input"], feeds["router_probs"]], attributes, consts, names=names, domain=MS,
                 tol=tol)

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, padded, shader_dtype
+from vkep.kernels.base import (
+    LOOP_BUDGET,
+    Kernel,
+    UnsupportedError,
+    device_supports,
+    grid_1d,
+    padded,
+    shader_dtype,
+)
 
 WG = 64  # (moe.comp WG)
 ACTIVATIONS = {"relu": 0, "gelu": 1, "silu": 2, "identity": 3, "swiglu": 4}
@@ -69,6 +77,12 @@ class MoE(Kernel):
             return f"scales of type {types[3]} / {types[6]} with input {types[0]}"
         if any(types[i] not in (None, "uint8") for i in (11, 12)):
             return "zero points not uint8"
+        return None
+
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
+        if not device_supports(info.features, "uint8"):  # (moe.comp reads quantized experts as bytes)
+            return "the device has no 8-bit storage"
         return None
 
     def compute(self, call) -> None:
