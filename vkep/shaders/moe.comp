@@ -39,16 +39,11 @@ layout(push_constant, scalar) uniform Push {
     GROUP_BASE;
 } pc;
 
-// element (row, c) of the expert weights, rows of pc.cols, dequantized
-float weight(uint row, uint c) {
-    if (BITS == 0) return LOAD(Tensor(pc.w), row * pc.cols + c);
-    uint q = BITS == 8 ? uint(Bytes(pc.w).v[row * pc.cols + c])
-                       : (uint(Bytes(pc.w).v[(row * pc.cols + c) / 2]) >> (4 * (c & 1))) & 15u;
-    uint blocks = pc.block == 0 ? 1 : pc.cols / pc.block;
-    uint b = pc.block == 0 ? 0 : c / pc.block;
-    float s = LOAD(Tensor(pc.scale), row * blocks + b);
-    // the zero point: per row (a byte a row, 4-bit: two rows a byte within an expert) or per block (4-bit: two
-    // blocks a byte, a row's bytes padded)
+// the scale and zero point of block b of a row (rows of pc.cols elements; pc.block 0: one block a row). Zero points:
+// a byte a row or block (8-bit); 4-bit, two rows a byte within an expert (per row) or two blocks a byte, a row's
+// bytes padded (per block); absent, 2^(BITS - 1)
+void block_params(uint row, uint b, uint blocks, out float s, out float zp) {
+    s = LOAD(Tensor(pc.scale), row * blocks + b);
     uint zp_index, shift = 0;
     if (BITS == 8) {
         zp_index = row * blocks + b;
@@ -61,9 +56,40 @@ float weight(uint row, uint c) {
         shift = 4 * (b & 1);
     }
     uint z = (uint(Bytes(PRESENT_OR(pc.zp, pc.w)).v[PRESENT_AT(pc.zp, zp_index)]) >> shift) & (BITS == 8 ? 255u : 15u);
-    float zp = pc.zp != 0 ? float(z) : float(1u << (BITS - 1));
-    return s * (float(q) - zp);
+    zp = pc.zp != 0 ? float(z) : float(1u << (BITS - 1));
 }
+
+// the dot of an expert weight row (DTYPE, or dequantized as read: scale * (q - zero point), as the CPU EP
+// dequantizes) with pc.cols values X(c) read by the macro X_AT
+#define ROW_DOT(name, X_AT) \
+float name(uint row, uint x0) { \
+    float acc = 0.0; \
+    if (BITS == 0) { \
+        for (uint c = 0; c < pc.cols; c++) acc += X_AT(x0 + c) * LOAD(Tensor(pc.w), row * pc.cols + c); \
+        return acc; \
+    } \
+    uint blocks = pc.block == 0 ? 1 : pc.cols / pc.block, size = pc.block == 0 ? pc.cols : pc.block; \
+    for (uint b = 0; b < blocks; b++) { \
+        float s, zp; \
+        block_params(row, b, blocks, s, zp); \
+        uint c0 = b * size, base = row * pc.cols + c0; \
+        if (BITS == 8) { \
+            for (uint c = 0; c < size; c++) \
+                acc += X_AT(x0 + c0 + c) * (s * (float(uint(Bytes(pc.w).v[base + c])) - zp)); \
+        } else { \
+            for (uint c = 0; c < size; c += 2) { \
+                uint q = uint(Bytes(pc.w).v[(base + c) / 2]); \
+                acc += X_AT(x0 + c0 + c) * (s * (float(q & 15u) - zp)); \
+                acc += X_AT(x0 + c0 + c + 1) * (s * (float(q >> 4) - zp)); \
+            } \
+        } \
+    } \
+    return acc; \
+}
+#define INPUT_AT(i) LOAD(Tensor(pc.a), i)
+#define HIDDEN_AT(i) Floats(pc.a).v[i]
+ROW_DOT(dot_input, INPUT_AT)
+ROW_DOT(dot_hidden, HIDDEN_AT)
 
 float activate(float x) {
     if (ACT == 0) return max(0.0, x);
@@ -126,12 +152,7 @@ void main() {
         if (w > 0.0) {
             uint x0 = token * pc.cols;
             uint row = e * pc.rows + (ACT == 4 ? 2 * u : u);
-            float gate = 0.0, linear = 0.0;
-            for (uint c = 0; c < pc.cols; c++) {
-                float x = LOAD(Tensor(pc.a), x0 + c);
-                gate += x * weight(row, c);
-                if (ACT == 4) linear += x * weight(row + 1, c);
-            }
+            float gate = dot_input(row, x0), linear = ACT == 4 ? dot_input(row + 1, x0) : 0.0;
             float b0 = LOAD(Tensor(PRESENT_OR(pc.bias, pc.a)), PRESENT_AT(pc.bias, row));
             float b1 = LOAD(Tensor(PRESENT_OR(pc.bias, pc.a)), PRESENT_AT(pc.bias, row + (ACT == 4 ? 1 : 0)));
             if (pc.bias != 0) {
@@ -158,8 +179,7 @@ void main() {
             float w = uintBitsToFloat(Words(pc.route).v[route_weights + choice]);
             if (!(w > 0.0)) continue;
             uint row = e * hidden + o, h0 = choice * inter;
-            float v = 0.0;
-            for (uint c = 0; c < inter; c++) v += Floats(pc.a).v[h0 + c] * weight(row, c);
+            float v = dot_hidden(row, h0);
             float b = LOAD(Tensor(PRESENT_OR(pc.bias, pc.route)), PRESENT_AT(pc.bias, row));
             if (pc.bias != 0) v += b;
             sum += w * v;
