@@ -14,6 +14,7 @@ import onnx
 import pytest
 from fuzzing import INTS, TYPES, Case, Family, data, fuzz_family, shape_of
 from test_fuzz_math import quantize_linear
+from test_moe import moe_experts
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -896,7 +897,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     gather_block_quantized: ("GatherBlockQuantized",),
     ms_onnx_names: ("Range", "Trilu", "ExpandDims", "GridSample", "TransposeMatMul"),
     qlinear_where: ("QLinearWhere",), matmul_integer16: ("MatMulInteger16",),
-    nhwc_max_pool: ("NhwcMaxPool",), cdist: ("CDist",), inverse: ("Inverse",),
+    nhwc_max_pool: ("NhwcMaxPool",), cdist: ("CDist",), inverse: ("Inverse",), moe_experts: ("MoE", "QMoE"),
     tree_ensembles: ("TreeEnsemble", "TreeEnsembleRegressor", "TreeEnsembleClassifier"),
 }
 
