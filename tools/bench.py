@@ -11,6 +11,7 @@ vkep/report/speed.py, as `vkep report` measures them):
   capture   per-run host time with graph capture at 10, 100 and 1,000 nodes (tools/bench_capture.py)
   models    time per run of onnx's light models on vkep and the CPU EP (WebGPU with --webgpu)
   cold      cold session creation + first run of light_resnet50 (tools/bench_cold.py; WebGPU with --webgpu)
+  recurrent RNN, GRU and LSTM both of vkep's ways and the CPU EP (tools/bench_recurrent.py)
 
     .venv/bin/python tools/bench.py [--sections kernels,overhead,...] [--webgpu] [--runs N]
 
@@ -35,7 +36,7 @@ if str(ROOT) not in sys.path:
 from vkep.report.speed import CONV, GEMM_N, kernel_gflops  # noqa: E402 — the kernels vkep report measures too
 
 NCNN_VENV = ROOT / ".venv-ncnn"
-SECTIONS = ("kernels", "overhead", "capture", "models", "cold")
+SECTIONS = ("kernels", "overhead", "capture", "models", "cold", "recurrent")
 
 _NCNN_CHILD = r"""
 import json, sys, tempfile, time
@@ -159,6 +160,9 @@ def main() -> None:
         elif section == "cold":
             print("\n## Cold start (empty caches)")
             _tool("bench_cold.py", *(["--webgpu"] if args.webgpu else []))
+        elif section == "recurrent":
+            print("\n## RNN, GRU and LSTM (ms a run)")
+            _tool("bench_recurrent.py", "--runs", "5")
         else:
             parser.error(f"unknown section {section!r}")
 

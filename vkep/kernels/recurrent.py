@@ -93,7 +93,7 @@ def _pow2(n: int, low: int) -> int:
     return max(low, 1 << max(n - 1, 0).bit_length())
 
 
-def _step_macs(op: str, batch: int, size: int, hidden: int) -> int:
+def step_macs(op: str, batch: int, size: int, hidden: int) -> int:
     """The multiply-adds of one step: batch x gate rows x (input + hidden)."""
     return batch * GATES[op] * hidden * (size + hidden)
 
@@ -137,7 +137,7 @@ class Recurrent(Kernel):
         if hidden is None or hidden <= 0:
             return f"hidden_size={hidden} (ORT's CPU EP needs a positive one)"
         if _shared_bytes(op, hidden) > SHARED_BYTES and not (
-                input_types[0] == "float32" and spec.op == op and _step_macs(op, 1, 0, hidden) >= STEP_MIN_MACS):
+                input_types[0] == "float32" and spec.op == op and step_macs(op, 1, 0, hidden) >= STEP_MIN_MACS):
             # (float32 sequences of such steps run a step a dispatch, whose state is in device memory)
             return f"hidden_size={hidden}: its state is beyond one workgroup's shared memory ({SHARED_BYTES} bytes)"
         if attrs["direction"] not in ("forward", "reverse", "bidirectional"):
@@ -199,7 +199,7 @@ class Recurrent(Kernel):
     def _stepped_applies(self, sizes: dict) -> bool:
         """Whether the sequence runs a step a dispatch (_stepped) rather than in recurrent.comp's workgroups:
         float32 steps of STEP_MIN_MACS or more, but DynamicQuantizeLSTM's integer GEMMs (one row)."""
-        macs = _step_macs(self.op, sizes["batch"], sizes["I"], sizes["H"])
+        macs = step_macs(self.op, sizes["batch"], sizes["I"], sizes["H"])
         return self.input_types[0] == "float32" and macs >= STEP_MIN_MACS and not (
             self.flags & FLAG_QUANTIZED and sizes["batch"] == 1)
 
