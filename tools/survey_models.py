@@ -46,11 +46,12 @@ def _run_one(path: str, image_size: int, runs: int, seed: int, shapes: list[str]
     model = onnx.load(path)
     shape_args = dict(dims.parse_shape(spec.partition(":")[2] if ":" in spec else spec) for spec in shapes
                       if ":" not in spec or re.search(spec.partition(":")[0], path))
+    names = {vi.name for vi in model.graph.input}
+    arrays = {n: np.load(f) for n, _, f in (g.partition("=") for g in given) if n in names}
+    shape_args |= {n: list(a.shape) for n, a in arrays.items()}  # a given array sets its free dimensions
     choice = dims.choose(model, shape_args=shape_args)
     images = {d.key: image_size for d in choice.dims if d.defaulted and d.role in ("height", "width")}
     choice = choice.with_values(images, f"--image-size {image_size}") if images else choice
-    names = {vi.name for vi in model.graph.input}
-    arrays = {n: np.load(f) for n, _, f in (g.partition("=") for g in given) if n in names}
     feeds, _ = inputs.make(model, choice, arrays, seed)
     for name, value in feeds.items():
         if value.dtype.kind == "f" and _STATE.search(name) and name not in arrays:
