@@ -13,7 +13,8 @@ Each model runs in its own process (`--one`, which prints one JSON record) with 
 or crashing model does not stop the others. Inputs and free dimensions come from `vkep run`'s own choices
 (vkep.run.dims, vkep.run.inputs) with two changes for a survey: the spatial dimensions of an image input that
 nothing in the model sets get `--image-size` (default 320; `vkep run` leaves them at 1), and float inputs that
-carry a recurrent state (state, h0, c0, past, cache, hidden) are zeros. The sessions, placement record, timed
+carry a recurrent state (state, h0, c0, past, cache, hidden) are zeros; `--inputs NAME=FILE.npy` gives an
+input's values (a TTS model's speed, a real style vector) to every model with an input of that name. The sessions, placement record, timed
 runs and comparison are `vkep run`'s (vkep.runner, vkep.run.execute). Besides max abs/rel difference per
 output, each float output of rank >= 2 gets the share of its rows whose argmax (top-1 along the last axis)
 agrees with the CPU EP's: what matters for a classifier, and for a quantized model whose values differ.
@@ -33,7 +34,7 @@ from pathlib import Path
 _STATE = re.compile(r"state|^h0$|^c0$|^h$|^c$|past|cache|hidden", re.IGNORECASE)
 
 
-def _run_one(path: str, image_size: int, runs: int, seed: int, shapes: list[str]) -> dict:
+def _run_one(path: str, image_size: int, runs: int, seed: int, shapes: list[str], given: list[str]) -> dict:
     """Run one model on vkep and on the CPU EP (in this process); the record the parent prints."""
     import numpy as np
     import onnx
@@ -45,12 +46,15 @@ def _run_one(path: str, image_size: int, runs: int, seed: int, shapes: list[str]
     model = onnx.load(path)
     shape_args = dict(dims.parse_shape(spec.partition(":")[2] if ":" in spec else spec) for spec in shapes
                       if ":" not in spec or re.search(spec.partition(":")[0], path))
+    names = {vi.name for vi in model.graph.input}
+    arrays = {n: np.load(f) for n, _, f in (g.partition("=") for g in given) if n in names}
+    shape_args |= {n: list(a.shape) for n, a in arrays.items()}  # a given array sets its free dimensions
     choice = dims.choose(model, shape_args=shape_args)
     images = {d.key: image_size for d in choice.dims if d.defaulted and d.role in ("height", "width")}
     choice = choice.with_values(images, f"--image-size {image_size}") if images else choice
-    feeds, _ = inputs.make(model, choice, {}, seed)
+    feeds, _ = inputs.make(model, choice, arrays, seed)
     for name, value in feeds.items():
-        if value.dtype.kind == "f" and _STATE.search(name):
+        if value.dtype.kind == "f" and _STATE.search(name) and name not in arrays:
             feeds[name] = np.zeros_like(value)
     record["inputs"] = {n: [str(v.dtype), list(v.shape)] for n, v in feeds.items()}
     free = choice.overrides
@@ -98,7 +102,8 @@ def _collect(paths: list[str], packages: list[str], cache: str | None) -> list[t
 def _survey(source: str, path: Path, args: argparse.Namespace) -> dict:
     """One model in a child process with a timeout: its record, or what went wrong."""
     cmd = [sys.executable, __file__, "--one", str(path), "--image-size", str(args.image_size),
-           "--runs", str(args.runs), "--seed", str(args.seed), *(f"--shape={s}" for s in args.shape)]
+           "--runs", str(args.runs), "--seed", str(args.seed), *(f"--shape={s}" for s in args.shape),
+           *(f"--inputs={g}" for g in args.inputs)]
     start = time.perf_counter()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -165,12 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--image-size", type=int, default=320, help="free height/width of an image input")
     parser.add_argument("--shape", action="append", default=[], metavar="[REGEX:]INPUT=D0,D1,...",
                         help="an input's shape, for the models whose path matches REGEX (all without it); repeatable")
+    parser.add_argument("--inputs", action="append", default=[], metavar="INPUT=FILE.npy",
+                        help="an input's values, for the models that have an input of that name; repeatable")
     parser.add_argument("--match", metavar="REGEX", help="only the models whose path matches (re.search)")
     parser.add_argument("--json", metavar="OUT.json", help="also write every record as JSON")
     parser.add_argument("--one", metavar="MODEL", help=argparse.SUPPRESS)  # the child: one model, one JSON line
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(_run_one(args.one, args.image_size, args.runs, args.seed, args.shape), default=str))
+        print(json.dumps(_run_one(args.one, args.image_size, args.runs, args.seed, args.shape, args.inputs),
+                         default=str))
         return 0
     models = [(s, p) for s, p in _collect(args.paths, args.pip, args.cache)
               if not args.match or re.search(args.match, str(p))]
