@@ -94,6 +94,10 @@ CONV_TRANSPOSE_CASES = {
     "2d_valid": ({"x": (1, 2, 3, 3), "w": (2, 2, 3, 3)}, {"strides": [2, 1], "auto_pad": "VALID"}),
     "2d_group_dilations": ({"x": (2, 6, 4, 5), "w": (6, 2, 3, 2), "b": (6,)}, {"group": 3, "dilations": [2, 2]}),
     "3d": ({"x": (1, 2, 3, 4, 3), "w": (2, 3, 2, 3, 2), "b": (3,)}, {"strides": [2, 1, 2]}),
+    # (float32, one group: the columns W^T x X and col2im.comp; Kokoro-82M's 1-D upsamplers had kernel 2 x stride)
+    "1d_upsampler": ({"x": (1, 64, 30), "w": (64, 32, 20), "b": (32,)}, {"strides": [10], "pads": [5, 5]}),
+    "2d_batch_dilations": ({"x": (2, 3, 5, 4), "w": (3, 2, 3, 2), "b": (2,)},
+                           {"strides": [2, 2], "dilations": [2, 1], "output_padding": [1, 0], "pads": [1, 0, 0, 1]}),
 }
 
 

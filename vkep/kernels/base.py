@@ -265,6 +265,17 @@ class Kernel:
         also planned dry: vkep.ort.ep.refused_in_a_dry_run). None when it can."""
         return None
 
+    def composed(self, op: str) -> Kernel:
+        """The kernel of ONNX op `op` (float32, no attributes) that this kernel runs part of its work through
+        (recurrent.py's and ConvTranspose's products: matmul.product), made once, on this kernel's device."""
+        found = self.__dict__.setdefault("_composed_kernels", {}).get(op)
+        if found is None:
+            spec = onnx_spec(op)
+            found = self.__dict__["_composed_kernels"][op] = implementation(spec)(spec, {}, spec.since[-1],
+                                                                                   ["float32"] * 3)
+            found.device_info, found.output_count = self.device_info, 1
+        return found
+
     def planned(self, key, make):
         """The plan for `key` (typically the input shapes), made once by `make()`: a kernel's host-side
         planning runs once per shape, not once per call."""

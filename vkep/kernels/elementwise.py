@@ -37,7 +37,7 @@ OP_ADD, OP_FMOD, OP_MOD, OP_SHIFT_LEFT, OP_SHIFT_RIGHT, OP_FIRST, OP_ADD_SCALE, 
 # shaders/unary.comp
 OP_CAST = 42
 # ONNX TensorProto element types → vkep dtype names (the ones the shaders have)
-ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool", 10: "float16"}
+ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16"}
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:

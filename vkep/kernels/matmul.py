@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from vkep.kernels import coopmat, tuning
-from vkep.kernels.base import Kernel, UnsupportedError, grid_1d, shader_dtype
+from vkep.kernels.base import Kernel, Redirect, Tensor, UnsupportedError, grid_1d, shader_dtype
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
 
 TILE = 64  # output tile of matmul.comp (BM = BN)
@@ -97,6 +97,13 @@ def broadcast_dispatch(call, dtype: str, push: Mapping[str, object], batches: in
     constants = {"mode": MODE_BROADCAST, "a_pairs": a_pairs, "b_pairs": b_pairs, "local_size_x": 8,
                  "local_size_y": 1, "c_kind": c_kind, "bc": bc, "br": BROADCAST_ROWS}
     call.dispatch("matmul.comp", dtype, constants, push, groups, reads, [push["y"]])
+
+
+def product(kernel: Kernel, call, a: Tensor, b: Tensor, out: Tensor, members: dict, batches: int) -> None:
+    """out [batches, M, N] = A x B as product_members' `members` describe them, recorded through the MatMul kernel
+    `kernel` composes (its modes, tiles and split-K): for kernels whose work includes a product (recurrent.py's
+    steps, ConvTranspose's columns)."""
+    kernel.composed("MatMul")._record(Redirect(call, [a, b, None], out), a, b, None, out.shape, members, batches)
 
 
 def _interleave(nk: np.ndarray) -> np.ndarray:

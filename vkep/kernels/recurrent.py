@@ -20,12 +20,9 @@ from vkep.kernels import matmul
 from vkep.kernels.base import (
     LOOP_BUDGET,
     Kernel,
-    Redirect,
     Tensor,
     UnsupportedError,
     grid_1d,
-    implementation,
-    onnx_spec,
     padded,
     shader_dtype,
 )
@@ -228,14 +225,13 @@ class Recurrent(Kernel):
             parts[name] = Tensor(work.addr + 4 * at if work.addr else 0, shape, "float32", work.io) if shape else None
             at += math.prod(shape) if shape else 0
         xw, hr, h, c, aux, rh = parts.values()
-        product = self._matmul()
 
         def multiply(a: Tensor, weights: Tensor, out: Tensor, rows: int, k: int, a_outer: int, skip: int = 0) -> None:
             """out [dirs, rows, n] = a [rows, k] (per direction: a_outer apart) x weights[d, skip:skip + n, :]^T"""
             n, per_direction = out.shape[2], weights.shape[1] * k
             view = Tensor(weights.addr + 4 * skip * k if weights.addr else 0, weights.shape, "float32", weights.io)
             members = matmul.product_members(rows, n, k, a=(a_outer, 0, k, 1), b=(per_direction, 0, 1, k))
-            product._record(Redirect(call, [a, view, None], out), a, view, None, out.shape, members, dirs)
+            matmul.product(self, call, a, view, out, members, dirs)
 
         multiply(x, w, xw, steps * batch, size, 0)
         members = {"work": work, "b": b, "lens": lens, "h0": h0, "c0": c0, "p": p, "y": y, "yh": yh, "yc": yc,
@@ -263,15 +259,6 @@ class Recurrent(Kernel):
             cell(1, step, [xw, hr, rh, *state, *weights], [*state, y])
         call.end_loop(steps, "step")
         cell(3, 0, state, [yh, yc])
-
-    def _matmul(self) -> Kernel:
-        """The MatMul kernel whose products _stepped records (made once)."""
-        found = self.__dict__.get("_product")
-        if found is None:
-            spec = onnx_spec("MatMul")
-            found = self.__dict__["_product"] = implementation(spec)(spec, {}, 13, ["float32"] * 2)
-            found.device_info, found.output_count = self.device_info, 1
-        return found
 
     def compute(self, call, scales: tuple[Tensor | None, Tensor | None] = (None, None)) -> None:
         """`scales`: DynamicQuantizeLSTM's row scales of W and R (the stepped path's; recurrent.comp finds them

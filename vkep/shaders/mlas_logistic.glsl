@@ -1,7 +1,7 @@
 // MLAS's logistic (MlasComputeLogistic: ORT's CPU EP's Sigmoid, and the table of its QLinearSigmoid) to the last
 // bit: MlasLogisticKernelFma3's rational polynomial (what x86-64 machines with AVX2 run), its fused multiply-adds
 // emulated exactly (lavapipe does not fuse GLSL's fma()). Used by qlinear_lookup.comp and unary_ops.glsl, and with
-// mlas_tanh (below) by recurrent.comp's LSTM.
+// mlas_tanh (below: also unary_ops.glsl's Tanh and tanh Gelu) by recurrent.comp's LSTM.
 #ifndef VKEP_MLAS_LOGISTIC_GLSL
 #define VKEP_MLAS_LOGISTIC_GLSL
 #include "precise.glsl"
@@ -51,7 +51,60 @@ precise float mlas_tanh(float x) {
     float q = fma_exact(v2, 1.19825839466702e-06, 1.18534705686654e-04);
     q = fma_exact(q, v2, 2.26843463243900e-03);
     q = fma_exact(q, v2, 4.89352518554385e-03);
-    return precise_div(p * v, q);
+    // (a zero keeps its sign, as on the CPU: precise_div's remainder would add +0; a denormal that the device flushes
+    // becomes the zero of its sign)
+    return v == 0.0 ? uintBitsToFloat(floatBitsToUint(x) & 0x80000000u) : precise_div(p * v, q);
+}
+
+// MLAS's erf (MlasComputeErf: ORT's CPU EP's Erf and erf Gelu) to the last bit, as ORT 1.32's MlasErfKernelFma3
+// evaluates it: a polynomial in x^2 up to |x| = 0.921875, else 1 - exp(-polynomial in |x|) with MLAS's own exp,
+// the sign put back; fused multiply-adds emulated. |x| is not clamped (the constants' 3.725 is not applied: 1.0 from
+// |x| ~3.9 on, as the CPU EP gives; equal to it at every one of 200,000 points over [-6, 6], 3,000 over [3.6, 12],
+// and 20, 100, 1e10, inf). Past 8 the answer is 1 (the polynomial's overflow would make fma_exact's tail NaN).
+precise float mlas_erf(float x) {
+    uint sign = floatBitsToUint(x) & 0x80000000u;
+    float a = uintBitsToFloat(floatBitsToUint(x) & 0x7fffffffu);
+    if (a > 8.0) return uintBitsToFloat(floatBitsToUint(1.0) | sign);
+    if (a <= 0.921875) {
+        float s = a * a;
+        float r = fma_exact(-5.99104969e-4, s, 4.99339588e-3);
+        r = fma_exact(r, s, -2.67667342e-2);
+        r = fma_exact(r, s, 1.12818025e-1);
+        r = fma_exact(r, s, -3.76124859e-1);
+        r = fma_exact(r, s, 1.28379151e-1);
+        return uintBitsToFloat(floatBitsToUint(fma_exact(r, a, a)) | sign);
+    }
+    float r = fma_exact(1.72948930e-5, a, -3.83208680e-4);
+    r = fma_exact(r, a, 3.88393435e-3);
+    r = fma_exact(r, a, -2.42545605e-2);
+    r = fma_exact(r, a, 1.06777847e-1);
+    r = fma_exact(r, a, 6.34846687e-1);
+    r = fma_exact(r, a, 1.28717512e-1);
+    float e = -fma_exact(r, a, a);  // exp(e) below, e in [-88.4, 0]
+    e = -88.3762626647949 > e ? -88.3762626647949 : e;  // (vmaxps(lower, e): a NaN goes on)
+    float n = fma_exact(1.44269504088896341, e, 1.25829120e+7) - 1.25829120e+7;  // round(e / ln 2)
+    float f = fma_exact(n, -1.42860677e-6, fma_exact(n, -6.93145752e-1, e));
+    float y = fma_exact(1.38319808e-3, f, 8.37550033e-3);
+    y = fma_exact(y, f, 4.16689515e-2);
+    y = fma_exact(y, f, 1.66664466e-1);
+    y = fma_exact(y, f, 4.99999851e-1);
+    y = fma_exact(y, f, 1.0);
+    y = fma_exact(y, f, 1.0);
+    y = 1.0 - y * uintBitsToFloat(uint(int(n) + 127) << 23);
+    return uintBitsToFloat(floatBitsToUint(y) | sign);
+}
+
+// ORT's erf Gelu (Gelu-20 approximate=none, com.microsoft Gelu and BiasGelu) as its CPU EP computes it:
+// x / 2 (erf(x sqrt(1/2)) + 1) through MLAS's erf, each operation rounded on its own
+precise float ort_gelu_erf(float x) {
+    return 0.5 * x * (mlas_erf(x * 0.70710677) + 1.0);
+}
+
+// ORT's tanh Gelu (com.microsoft FastGelu, Gelu-20 approximate=tanh) as its CPU EP computes it: x (C x x + B)
+// through MLAS's tanh, then x / 2 (tanh + 1), each operation rounded on its own
+precise float ort_gelu_tanh(float x) {
+    float t = x * (0.035677408136300125 * x * x + 0.7978845608028654);
+    return 0.5 * x * (mlas_tanh(t) + 1.0);
 }
 
 #endif

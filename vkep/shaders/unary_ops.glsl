@@ -163,7 +163,7 @@ float unary_float(uint op, float v, float a, float b) {
     switch (op) {
     case OP_RELU: return v < 0.0 ? 0.0 : v;  // not max(): keeps NaN
     case OP_SIGMOID: return mlas_logistic(v);  // as the CPU EP, to the last bit (mlas_logistic.glsl)
-    case OP_TANH: return tanh_safe(v);
+    case OP_TANH: return mlas_tanh(v);  // as the CPU EP, to the last bit (mlas_logistic.glsl)
     case OP_ABS: return abs(v);
     case OP_NEG: return -v;
     case OP_EXP: return exp(v);
@@ -189,7 +189,7 @@ float unary_float(uint op, float v, float a, float b) {
         if (v < 1.0) return uintBitsToFloat(0x7FC00000u);  // NaN, as the CPU EP
         return v > 1e18 ? log(v) + LN2 : log(v + sqrt(v * v - 1.0));
     case OP_ATANH: return 0.5 * log((1.0 + v) / (1.0 - v));
-    case OP_ERF: return erf_approx(v);
+    case OP_ERF: return mlas_erf(v);  // as the CPU EP, to the last bit (mlas_logistic.glsl)
     case OP_ISNAN: return isnan(v) ? 1.0 : 0.0;
     // alpha = detect_negative, beta = detect_positive
     case OP_ISINF: return isinf(v) && (v > 0.0 ? b != 0.0 : a != 0.0) ? 1.0 : 0.0;
@@ -203,8 +203,8 @@ float unary_float(uint op, float v, float a, float b) {
     case OP_SOFTSIGN: return v / (1.0 + abs(v));
     case OP_MISH: return v * tanh_safe(softplus(v));
     case OP_GELU:  // alpha = 1: the tanh approximation
-        if (a != 0.0) return 0.5 * v * (1.0 + tanh_safe(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-        return gelu_erf(v);
+        if (a != 0.0) return ort_gelu_tanh(v);  // (as the CPU EP: MLAS's tanh)
+        return ort_gelu_erf(v);
     case OP_THRESHOLDED_RELU: return v > a ? v : 0.0;
     case OP_QUICK_GELU: return v / (1.0 + exp(-a * v));  // x * sigmoid(alpha * x)
     case OP_SCALED_TANH: return a * tanh_safe(b * v);
