@@ -119,13 +119,13 @@ def _tail(tail: str, out: tuple, row_axis: int, inputs: list, inits: list, feeds
     if tail == "row_input_sigmoid":  # a runtime operand broadcast along the channels (or rows), then Sigmoid
         operand("r", row[1:] if row[0] == 1 else row, False)  # (of a lower rank where it can be)
         return [helper.make_node("Sub", ["r", "c"], ["s"]), helper.make_node("Sigmoid", ["s"], ["y"])]
-    if tail == "gelu_max":  # Gelu, then Max with a scalar input
+    if tail == "elu_max":  # Elu, then Max with a scalar input (not Gelu: unary_mlas.comp's, never fused)
         operand("r", [1], False)
-        return [helper.make_node("Gelu", ["c"], ["s"]), helper.make_node("Max", ["s", "r"], ["y"])]
+        return [helper.make_node("Elu", ["c"], ["s"], alpha=0.7), helper.make_node("Max", ["s", "r"], ["y"])]
     raise ValueError(tail)
 
 
-TAILS = ["relu", "residual_relu", "channel_clip", "scale_hardswish", "row_input_sigmoid", "gelu_max"]
+TAILS = ["relu", "residual_relu", "channel_clip", "scale_hardswish", "row_input_sigmoid", "elu_max"]
 CONV_PATHS = {
     # (X, W, attributes, bias, the shaders whose epilogue variant runs): resnet50's paths first
     "winograd": ((1, 16, 10, 9), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}, True, {"winograd.comp"}),
@@ -192,7 +192,7 @@ def test_matmul_epilogues_compute_what_the_nodes_compute(ep_devices, monkeypatch
         monkeypatch.setattr(matmul, "BROADCAST", False)
         monkeypatch.setattr(matmul, "DIRECT_ON_CPU_DEVICES", mode == "direct")
     a_shape, b_shape = MATMUL_CASES[case]
-    for tail in ("residual_relu", "row_input_sigmoid", "gelu_max"):
+    for tail in ("residual_relu", "row_input_sigmoid", "elu_max"):
         rng = np.random.default_rng(3)
         a = rng.standard_normal(a_shape).astype(np.float32)
         a.flat[:4] = SPECIAL

@@ -80,7 +80,7 @@ def test_a_float_constant_cannot_be_given_by_the_manifest(tmp_path):
 def test_a_workgroup_constant_that_disagrees_with_its_shader_fails_the_check(monkeypatch):
     monkeypatch.setattr(elementwise, "WORKGROUP", 128)
     found = interface.problems([])
-    assert [p.split(" (")[0].rsplit("/", 1)[1] for p in found] == ["binary.comp", "unary.comp", "where.comp"]
+    assert [p.split(" (")[0].rsplit("/", 1)[1] for p in found] == ["binary.comp", "unary.comp", "unary_mlas.comp", "where.comp"]
     assert all("workgroup size (64, 1, 1), but vkep.kernels.elementwise.WORKGROUP sizes its grids by 128" in p
                for p in found)
 

@@ -36,6 +36,7 @@ from vkep.kernels import manifest
 # shader → "module.NAME" of the vkep.kernels constant its grids are sized by (grid_1d(n, NAME))
 WORKGROUPS = {
     "binary.comp": "elementwise.WORKGROUP", "unary.comp": "elementwise.WORKGROUP",
+    "unary_mlas.comp": "elementwise.WORKGROUP",
     "where.comp": "elementwise.WORKGROUP",
     "strided_copy.comp": "movement.WG", "concat.comp": "movement.WG", "gather.comp": "movement.WG",
     "scatter.comp": "movement.WG", "fill.comp": "movement.WG", "resize.comp": "movement.WG",

@@ -29,3 +29,25 @@ float log1p_accurate(float y) {
 // log(1 + exp(v)) without overflow
 float softplus(float v) { return max(v, 0.0) + log1p_accurate(exp(-abs(v))); }
 
+// erf as a rational approximation on [-4, 4] (Eigen's float erf; |error| ~ 1 ulp); erf(±4) rounds to ±1
+float erf_approx(float x) {
+    x = clamp(x, -4.0, 4.0);
+    float x2 = x * x;
+    float p = -2.72614225801306e-10;
+    p = p * x2 + 2.77068142495902e-08;
+    p = p * x2 - 2.10102402082508e-06;
+    p = p * x2 - 5.69250639462346e-05;
+    p = p * x2 - 7.34990630326855e-04;
+    p = p * x2 - 2.95459980854025e-03;
+    p = p * x2 - 1.60960333262415e-02;
+    float q = -1.45660718464996e-05;
+    q = q * x2 - 2.13374055278905e-04;
+    q = q * x2 - 1.68282697438203e-03;
+    q = q * x2 - 7.37332916720468e-03;
+    q = q * x2 - 1.42647390514189e-02;
+    return x * p / q;
+}
+
+// Gelu with that erf (BiasSplitGelu, binary_ops.glsl: ORT's CPU EP has no kernel for it; the Gelu ops
+// are MLAS's, unary_ops.glsl)
+float gelu_erf(float v) { return 0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476)); }

@@ -1,7 +1,6 @@
 // The float formulas of binary.comp's ops, one function of the op code: binary.comp calls it with its
 // specialization constant, fused.comp (elementwise chains fused through ORT's Compile) with an op read from
 // its program. OP codes: vkep/kernels/elementwise.py, BINARY_OPS. Needs common.glsl and activation.glsl.
-#include "mlas_logistic.glsl"
 
 #define OP_ADD 0
 #define OP_SUB 1
@@ -102,7 +101,7 @@ float binary_float(uint op, float x, float z, float scale) {
     case OP_MIN: return x != x ? x : (z != z || z < x ? z : x);
     case OP_MAX: return x != x ? x : (z != z || z > x ? z : x);
     case OP_ADD_SCALE: return (x + z) * scale;
-    case OP_MUL_GELU: return x * ort_gelu_erf(z);
+    case OP_MUL_GELU: return x * gelu_erf(z);
     case OP_SCALE_ADD: return x * scale + z;
     case OP_FMOD: return fmod_c(x, z);
     case OP_MOD: return mod_floor(x, z);

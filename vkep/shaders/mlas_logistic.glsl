@@ -94,17 +94,10 @@ precise float mlas_erf(float x) {
     return uintBitsToFloat(floatBitsToUint(y) | sign);
 }
 
-// ORT's erf Gelu (Gelu-20 approximate=none, com.microsoft Gelu and BiasGelu) as its CPU EP computes it:
-// x / 2 (erf(x sqrt(1/2)) + 1) through MLAS's erf, each operation rounded on its own
-precise float ort_gelu_erf(float x) {
-    return 0.5 * x * (mlas_erf(x * 0.70710677) + 1.0);
-}
-
-// ORT's tanh Gelu (com.microsoft FastGelu, Gelu-20 approximate=tanh) as its CPU EP computes it: x (C x x + B)
-// through MLAS's tanh, then x / 2 (tanh + 1), each operation rounded on its own
-precise float ort_gelu_tanh(float x) {
-    float t = x * (0.035677408136300125 * x * x + 0.7978845608028654);
-    return 0.5 * x * (mlas_tanh(t) + 1.0);
-}
+// ORT's Gelus (Gelu-20, com.microsoft Gelu, FastGelu, BiasGelu) as its CPU EP computes them: the erf form
+// x / 2 (erf(x sqrt(1/2)) + 1), the tanh form x / 2 (tanh(x (C x x + B)) + 1), through MLAS's erf and tanh, each
+// operation rounded on its own. ort_gelu_from(x, e): the last step from erf or tanh's value e.
+precise float ort_gelu_tanh_arg(float x) { return x * (0.035677408136300125 * x * x + 0.7978845608028654); }
+precise float ort_gelu_from(float x, float e) { return 0.5 * x * (e + 1.0); }
 
 #endif

@@ -160,10 +160,20 @@ float unary_float(uint op, float v, float a, float b) {
     if (isnan(v) && op == OP_SIGN) return 0.0;  // the CPU EP's float16 Sign gives 0 for NaN (float32: NaN)
 #endif
     if (isnan(v) && !nan_is_computed(op)) return v;
+#ifdef MLAS_OPS  // (unary_mlas.comp; elsewhere, as fused groups and epilogues compute them: below)
+    if (op == OP_TANH || op == OP_ERF || op == OP_GELU) {
+        // MLAS's tanh and erf as the CPU EP computes these ops, to the last bit (mlas_logistic.glsl), each called
+        // from one place: lavapipe inlines every call before a pipeline's constants fold the others away
+        bool tanh_form = op == OP_TANH || (op == OP_GELU && a != 0.0);  // (Gelu's alpha 1: the tanh form)
+        float t = op != OP_GELU ? v : tanh_form ? ort_gelu_tanh_arg(v) : v * 0.70710677;
+        float e = tanh_form ? mlas_tanh(t) : mlas_erf(t);
+        return op == OP_GELU ? ort_gelu_from(v, e) : e;
+    }
+#endif
     switch (op) {
     case OP_RELU: return v < 0.0 ? 0.0 : v;  // not max(): keeps NaN
     case OP_SIGMOID: return mlas_logistic(v);  // as the CPU EP, to the last bit (mlas_logistic.glsl)
-    case OP_TANH: return mlas_tanh(v);  // as the CPU EP, to the last bit (mlas_logistic.glsl)
+    case OP_TANH: return tanh_safe(v);
     case OP_ABS: return abs(v);
     case OP_NEG: return -v;
     case OP_EXP: return exp(v);
@@ -189,7 +199,7 @@ float unary_float(uint op, float v, float a, float b) {
         if (v < 1.0) return uintBitsToFloat(0x7FC00000u);  // NaN, as the CPU EP
         return v > 1e18 ? log(v) + LN2 : log(v + sqrt(v * v - 1.0));
     case OP_ATANH: return 0.5 * log((1.0 + v) / (1.0 - v));
-    case OP_ERF: return mlas_erf(v);  // as the CPU EP, to the last bit (mlas_logistic.glsl)
+    case OP_ERF: return erf_approx(v);
     case OP_ISNAN: return isnan(v) ? 1.0 : 0.0;
     // alpha = detect_negative, beta = detect_positive
     case OP_ISINF: return isinf(v) && (v > 0.0 ? b != 0.0 : a != 0.0) ? 1.0 : 0.0;
@@ -203,8 +213,8 @@ float unary_float(uint op, float v, float a, float b) {
     case OP_SOFTSIGN: return v / (1.0 + abs(v));
     case OP_MISH: return v * tanh_safe(softplus(v));
     case OP_GELU:  // alpha = 1: the tanh approximation
-        if (a != 0.0) return ort_gelu_tanh(v);  // (as the CPU EP: MLAS's tanh)
-        return ort_gelu_erf(v);
+        if (a != 0.0) return 0.5 * v * (1.0 + tanh_safe(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+        return gelu_erf(v);
     case OP_THRESHOLDED_RELU: return v > a ? v : 0.0;
     case OP_QUICK_GELU: return v / (1.0 + exp(-a * v));  // x * sigmoid(alpha * x)
     case OP_SCALED_TANH: return a * tanh_safe(b * v);

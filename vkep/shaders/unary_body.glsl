@@ -1,0 +1,118 @@
+// unary.comp and unary_mlas.comp (which defines MLAS_OPS): y = f(x) elementwise over contiguous tensors; f is chosen by a specialization constant (OP codes in
+// vkep/kernels/elementwise.py, UNARY_OPS). Float variants compute in float32; integer variants in int /
+// int64_t. The output type (DTYPE_Y) may differ from the input's: IsNaN/IsInf give bool, Cast anything.
+#include "common.glsl"
+#include "activation.glsl"
+#include "unary_ops.glsl"
+
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint OP = 0;
+layout(constant_id = 1) const uint BOOL_OUT = 0;  // store r != 0 (Cast to bool: the byte must be 0 or 1)
+layout(constant_id = 2) const uint WIDE = 0;  // 0: one element a lane; else the elements a workgroup covers (common.glsl)
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t x, y;
+    uint64_t lo, hi;  // Clip's optional min/max scalars (0: absent)
+    uint n;
+    float alpha, beta;  // the op's attributes (alpha, beta, gamma, lambd, ...)
+    GROUP_BASE;
+} pc;
+
+#if IS_FLOAT
+float compute_float(float v) {
+    if (OP == OP_CLIP) {  // min and max: optional scalar inputs, else the lowest and highest floats
+        float lo = LOAD(Tensor(PRESENT_OR(pc.lo, pc.x)), 0), hi = LOAD(Tensor(PRESENT_OR(pc.hi, pc.x)), 0);
+        return unary_float(OP, v, pc.lo != 0 ? lo : pc.alpha, pc.hi != 0 ? hi : pc.beta);
+    }
+    return unary_float(OP, v, pc.alpha, pc.beta);
+}
+
+#else
+#if DTYPE == 3
+#define COMP_MIN (-9223372036854775807L - 1L)
+#define COMP_MAX 9223372036854775807L
+#else
+#define COMP_MIN (-2147483647 - 1)
+#define COMP_MAX 2147483647
+#endif
+
+COMP_T compute_int(COMP_T v) {
+    switch (OP) {
+    case OP_RELU: return v < 0 ? COMP_T(0) : v;
+    case OP_ABS: return v < 0 ? -v : v;
+    case OP_NEG: return -v;
+    case OP_SIGN: return v > 0 ? COMP_T(1) : (v < 0 ? COMP_T(-1) : COMP_T(0));
+    case OP_NOT: return v == 0 ? COMP_T(1) : COMP_T(0);
+    case OP_BITWISE_NOT: return ~v;
+    case OP_CLIP: {
+        COMP_T lo = LOAD(Tensor(PRESENT_OR(pc.lo, pc.x)), 0), hi = LOAD(Tensor(PRESENT_OR(pc.hi, pc.x)), 0);
+        return min(max(v, pc.lo != 0 ? lo : COMP_T(COMP_MIN)), pc.hi != 0 ? hi : COMP_T(COMP_MAX));
+    }
+    case OP_SHRINK: {  // ORT computes x ± bias in float and truncates
+        float f = float(v), r = f < -pc.beta ? f + pc.alpha : (f > pc.beta ? f - pc.alpha : 0.0);
+        return COMP_T(r);
+    }
+    default: return v;  // OP_CAST
+    }
+}
+#endif
+
+#if DTYPE_Y > 1
+// float → integer as ORT's static_cast on x86: out of range and NaN give the int32/int64 minimum, and
+// the small types keep the low bits of the int32 result
+COMP_TY to_int(float r) {
+#if DTYPE_Y == 3
+    bool ok = r >= -9223372036854775808.0 && r < 9223372036854775808.0;
+    return ok ? int64_t(r) : (-9223372036854775807L - 1L);
+#else
+    bool ok = r >= -2147483648.0 && r < 2147483648.0;
+    return ok ? int(r) : (-2147483647 - 1);
+#endif
+}
+#endif
+
+void one(uint i) {
+    TensorY y = TensorY(pc.y);
+#if IS_FLOAT
+    float r = compute_float(LOAD(Tensor(pc.x), i));
+#if DTYPE_Y <= 1
+    STORE_Y(y, i, r);
+#else
+    if (BOOL_OUT != 0) STORE_Y(y, i, r != 0.0 ? 1 : 0);  // NaN → true
+    else STORE_Y(y, i, to_int(r));
+#endif
+#else
+    COMP_T r = compute_int(LOAD(Tensor(pc.x), i));
+#if DTYPE_Y <= 1
+    STORE_Y(y, i, float(r));
+#else
+    if (BOOL_OUT != 0) STORE_Y(y, i, r != 0 ? 1 : 0);
+    else STORE_Y(y, i, COMP_TY(r));
+#endif
+#endif
+}
+
+void main() {
+    if (WIDE == 0) {
+        uint i = FLAT_ID(64);
+        if (i < pc.n) one(i);
+        return;
+    }
+    uint first = FLAT_GROUP * WIDE, lane = gl_LocalInvocationID.x;
+#if DTYPE == 0 && DTYPE_Y == 0
+    if (((pc.x | pc.y) & 7) == 0 && (pc.n & 1) == 0) {  // float32, 8-byte aligned: two elements a load
+        for (uint k = 0; k < WIDE / (2 * 64); ++k) {
+            uint i = first + 2 * (k * 64 + lane);
+            if (i >= pc.n) break;
+            vec2 v = load_pair(pc.x, i);
+            store_pair(pc.y, i, vec2(compute_float(v.x), compute_float(v.y)));
+        }
+        return;
+    }
+#endif
+    for (uint k = 0; k < WIDE / 64; ++k) {
+        uint i = first + k * 64 + lane;
+        if (i >= pc.n) break;
+        one(i);
+    }
+}
