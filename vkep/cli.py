@@ -119,7 +119,10 @@ def _shaders_ship(out: Path, verbose: bool) -> int:
     written = {(v["shader"], tuple(sorted(v["defines"].items()))): out / name for name, v in index.items()}
 
     def shipped(shader: str, defines: dict) -> bytes:  # (the files just written, not the user's cache)
-        return written[(shader, tuple(sorted(defines.items())))].read_bytes()
+        path = written.get((shader, tuple(sorted(defines.items()))))
+        if path is None:  # (a variant that did not compile here: interface.problems skips it)
+            raise shaders.ShaderError(f"{shader} {shaders.describe(defines)} is not shipped")
+        return path.read_bytes()
 
     return 1 if _interface_problems(shipped) else 0
 
