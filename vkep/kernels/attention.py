@@ -214,7 +214,7 @@ class Attention(Kernel):
 def _halves(t: Tensor, shape: tuple[int, ...]) -> list[Tensor]:
     """Views of a [2, *shape] float32 tensor (com.microsoft Attention's past and present): keys, then values."""
     size = 4 * math.prod(shape)
-    return [Tensor(t.addr + size * i if t.addr else 0, shape, t.dtype, t.io) for i in (0, 1)]
+    return [t.view(size * i, shape) for i in (0, 1)]
 
 
 @functools.cache

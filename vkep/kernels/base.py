@@ -132,6 +132,11 @@ class Tensor:
     def size(self) -> int:
         return math.prod(self.shape)
 
+    def view(self, offset: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
+        """A tensor `offset` bytes into this one's memory, of its own shape (and type): its io is this one's, so a
+        plan re-addresses it; address 0 (a dry run's) stays 0."""
+        return Tensor(self.addr + offset if self.addr else 0, tuple(shape), dtype or self.dtype, self.io)
+
     @property
     def nbytes(self) -> int:
         return tensor_bytes(self.size, self.dtype)

@@ -222,14 +222,14 @@ class Recurrent(Kernel):
         work = call.scratch((sum(math.prod(v) for v in shapes.values() if v),), "float32")
         parts, at = {}, 0
         for name, shape in shapes.items():  # views of `work`
-            parts[name] = Tensor(work.addr + 4 * at if work.addr else 0, shape, "float32", work.io) if shape else None
+            parts[name] = work.view(4 * at, shape) if shape else None
             at += math.prod(shape) if shape else 0
         xw, hr, h, c, aux, rh = parts.values()
 
         def multiply(a: Tensor, weights: Tensor, out: Tensor, rows: int, k: int, a_outer: int, skip: int = 0) -> None:
             """out [dirs, rows, n] = a [rows, k] (per direction: a_outer apart) x weights[d, skip:skip + n, :]^T"""
             n, per_direction = out.shape[2], weights.shape[1] * k
-            view = Tensor(weights.addr + 4 * skip * k if weights.addr else 0, weights.shape, "float32", weights.io)
+            view = weights.view(4 * skip * k, weights.shape)
             members = matmul.product_members(rows, n, k, a=(a_outer, 0, k, 1), b=(per_direction, 0, 1, k))
             matmul.product(self, call, a, view, out, members, dirs)
 
@@ -378,7 +378,7 @@ class DynamicQuantizeLSTM(Recurrent):
             weights = [Tensor(0, (t.shape[0], t.shape[2], t.shape[1]), "float32", i)
                        for i, t in ((1, ins[1]), (2, ins[2]))]
         call.inputs = [ins[0], *weights, *ins[3:8]]
-        scales = [Tensor(t.addr + 4 * t.size if t.addr else 0, t.shape[:2], "float32", t.io) for t in weights]
+        scales = [t.view(4 * t.size, t.shape[:2]) for t in weights]
         super().compute(call, tuple(scales))
 
 
