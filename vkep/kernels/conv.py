@@ -20,7 +20,6 @@ from vkep.kernels.base import (
     LOOP_BUDGET,
     MAX_ELEMENTS,
     Kernel,
-    Tensor,
     UnsupportedError,
     grid_1d,
     shader_dtype,
@@ -353,11 +352,10 @@ class ConvTranspose(ConvBase):
     def compute(self, call) -> None:
         x, w = call.inputs[:2]
         b = call.inputs[2] if len(call.inputs) > 2 else None
-        out, _, members, _ = self.planned((x.shape, w.shape, b is not None), lambda: self._plan(x.shape, w.shape))
+        out, taps, m, _ = self.planned((x.shape, w.shape, b is not None), lambda: self._plan(x.shape, w.shape))
         columns = (x.shape[0], math.prod(w.shape[1:]), math.prod(x.shape[2:]))
-        if (x.dtype != "float32" or self.attrs["group"] != 1 or math.prod(columns) * 4 > COLUMNS_MAX_BYTES
-                or math.prod(w.shape[2:]) > LOOP_BUDGET):
-            return super().compute(call)
+        if x.dtype != "float32" or self.attrs["group"] != 1 or math.prod(columns) * 4 > COLUMNS_MAX_BYTES:
+            return super().compute(call)  # (the plan bounds the taps by the loop budget, for col2im.comp too)
         y = call.output(0, out)
         if y.size == 0:
             return
@@ -366,16 +364,14 @@ class ConvTranspose(ConvBase):
         # cols[n] [C_out K, L] = W [C_in, C_out K]^T x X[n] [C_in, L]
         matmul.product(self, call, w, x, cols, matmul.product_members(rows, length, cin, a=(0, 0, 1, rows),
                                                                       b=(cin * length, 0, length, 1)), x.shape[0])
-        n = len(out) - 2
-        image = {"image": out[2:], "block": w.shape[2:], "cols": x.shape[2:],
-                 "stride": [members[k] for k in ("sd", "sh", "sw")][3 - n:],
-                 "dilation": [members[k] for k in ("dd", "dh", "dw")][3 - n:],
-                 "pad": [members[k] for k in ("pd", "ph", "pw")][3 - n:]}
-        push = {name: as_3d(values, 0 if name == "pad" else 1) for name, values in image.items()}
+        # col2im.comp's 3-D sizes are the plan's (conv_transpose.comp's)
+        push = {"image": [m["od"], m["oh"], m["ow"]], "block": [taps["kd"], taps["kh"], taps["kw"]],
+                "cols": [m["id"], m["ih"], m["iw"]], "stride": [m["sd"], m["sh"], m["sw"]],
+                "dilation": [m["dd"], m["dh"], m["dw"]], "pad": [m["pd"], m["ph"], m["pw"]]}
         call.dispatch("col2im.comp", "float32", {}, {**push, "n": y.size, "channels": out[1], "x": cols, "y": y},
                       grid_1d(y.size, COL2IM_WG), [cols], [y])
         if b is not None:  # (as the CPU EP: the bias added to the sums)
-            bias = Tensor(b.addr, (out[1],) + (1,) * n, b.dtype, b.io)
+            bias = b.view(0, (out[1],) + (1,) * (len(out) - 2))
             dispatch_binary(call, OP_ADD, y, bias, y)
 
     def _plan(self, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple:
