@@ -215,7 +215,8 @@ static OrtStatus* finish(vkep_kernel* k, const vkep_plan* p, void* rec, const vk
     return py_kernel_finish(k->id, io->stream);
 }
 
-/* dispatch op o of a plan, its addresses patched, in iteration t of the plan's loop (its counter t more) */
+/* dispatch op o of a plan (the replay's own copy), its addresses patched, in iteration t of the plan's loop: the
+ * iterations run in order, so from the second on its counter is one more than the last dispatch's */
 static void replay_op(vkep_plan* p, int o, uint32_t t, void* rec, const vkep_io* io, const uint64_t* outs,
                       const uint64_t* scratch) {
     vkep_plan_op* op = &p->ops[o];
@@ -228,17 +229,15 @@ static void replay_op(vkep_plan* p, int o, uint32_t t, void* rec, const vkep_io*
         spans[2 * sp] = io_address(io, outs, scratch, op->span_io[sp], op->span_offset[sp]);
         spans[2 * sp + 1] = spans[2 * sp] + op->span_len[sp];
     }
-    uint8_t push[128];
-    memcpy(push, op->push, op->push_size);
     int32_t at = p->loop_ops > 0 ? p->loop_counter[o] : -1;
-    if (at >= 0 && (uint32_t)at + 4 <= op->push_size) {  /* (the recorded value is iteration 0's) */
+    if (t > 0 && at >= 0 && (uint32_t)at + 4 <= op->push_size) {  /* (the recorded value is iteration 0's) */
         uint32_t value;
-        memcpy(&value, push + at, 4);
-        value += t;
-        memcpy(push + at, &value, 4);
+        memcpy(&value, op->push + at, 4);
+        value += 1;
+        memcpy(op->push + at, &value, 4);
     }
-    g_dispatch(rec, op->pipeline, (const char*)push, op->push_size, op->groups[0], op->groups[1], op->groups[2],
-               (const char*)spans, (int)op->n_reads, (int)op->n_writes);
+    g_dispatch(rec, op->pipeline, (const char*)op->push, op->push_size, op->groups[0], op->groups[1],
+               op->groups[2], (const char*)spans, (int)op->n_reads, (int)op->n_writes);
 }
 
 /* the outputs and the dispatches of a plan whose stream and scratch memory are ready */
