@@ -235,6 +235,11 @@ ENV_VARS = [
             "copies at graph inputs, outputs and CPU-EP boundaries) or `default` (device memory with ORT's Memcpy "
             "nodes: one host copy per transfer). Process-wide for the same reason as `VKEP_FORCE_DISCRETE`",
             PROCESS),
+    Setting("VKEP_CPU_EP_THREADS", COUNT, "",
+            "the intra-op thread count of the CPU EP sessions whose answers vkep reproduces where they depend on it: "
+            "ORT's CPU EP quantizes a DynamicQuantizeLSTM's hidden state over groups of batch rows, one a thread "
+            "(docs/design.md, \"com.microsoft DynamicQuantizeLSTM\"). Set it to the `intra_op_num_threads` of the "
+            "CPU EP session vkep is compared with", PROCESS, "ORT's default: the host's physical cores"),
     Setting("VKEP_DEBUG_HAZARDS", FLAG, "0",
             "`1` checks every host access to vkep memory against recorded GPU work that has not completed, and "
             "fails on a conflict (native replay off; slow: for debugging, see docs/design.md)", PROCESS, "off"),

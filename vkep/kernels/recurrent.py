@@ -26,7 +26,7 @@ from vkep.kernels.base import (
     padded,
     shader_dtype,
 )
-from vkep.kernels.quantize import cpu_ep_saturates
+from vkep.kernels.quantize import cpu_ep_lstm_rows, cpu_ep_saturates
 
 CELLS = {"RNN": 0, "GRU": 1, "LSTM": 2}
 CELL_OF = {"DynamicQuantizeLSTM": "LSTM"}  # ops that run another op's cell
@@ -52,6 +52,8 @@ MIN_HMAX = 64
 # RNN of 64 29.0 / 16.6 (8,192); LSTM of 256 1443 / 242
 STEP_MIN_MACS = 4096
 STEP_WG = 64
+QUANT_WG = 256  # recurrent_quant.comp's reductions: a workgroup each X, and each group of rows of h
+QUANT_TN = 8  # recurrent_quant.comp's TN: the columns of a product an invocation computes
 
 
 def _activations(op: str, attrs: dict) -> list[tuple[int, float, float]] | str:
@@ -105,6 +107,7 @@ class Recurrent(Kernel):
     """Inputs X, W, R, B, sequence_lens, initial_h (and LSTM's initial_c, P); outputs Y, Y_h (and Y_c)."""
 
     saturate = 0  # recurrent.comp's SATURATE (DynamicQuantizeLSTM's integer GEMMs where the CPU EP's saturate)
+    largest = (255, 255)  # DynamicQuantizeLSTM: the largest magnitude of W's and R's integers (as packed)
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -134,8 +137,9 @@ class Recurrent(Kernel):
         if hidden is None or hidden <= 0:
             return f"hidden_size={hidden} (ORT's CPU EP needs a positive one)"
         if _shared_bytes(op, hidden) > SHARED_BYTES and not (
-                input_types[0] == "float32" and spec.op == op and step_macs(op, 1, 0, hidden) >= STEP_MIN_MACS):
-            # (float32 sequences of such steps run a step a dispatch, whose state is in device memory)
+                input_types[0] == "float32" and step_macs(op, 1, 0, hidden) >= STEP_MIN_MACS):
+            # (float32 sequences of such steps run a step a dispatch, whose state is in device memory;
+            # DynamicQuantizeLSTM's too)
             return f"hidden_size={hidden}: its state is beyond one workgroup's shared memory ({SHARED_BYTES} bytes)"
         if attrs["direction"] not in ("forward", "reverse", "bidirectional"):
             return f"direction={attrs['direction']!r}"
@@ -163,7 +167,7 @@ class Recurrent(Kernel):
                 raise UnsupportedError(f"{op}: input {name} must have shape {shape}, got {got}")
         info = self.device_info
         wg = min(_pow2(gh, 64), 1024, info.max_workgroup_invocations if info else 1024)
-        integer_gemms = self.flags & FLAG_QUANTIZED and batch == 1  # (recurrent.comp: as the CPU EP)
+        integer_gemms = self.flags & FLAG_QUANTIZED  # (one batch row: the others run a step a dispatch)
         imax = _pow2(size, 4) if self.flags & FLAG_QUANTIZED else 4
         sizes = {"T": steps, "batch": batch, "I": size, "H": hidden}
         if _shared_bytes(op, hidden, imax) > (info.max_shared_memory if info else SHARED_BYTES) and \
@@ -195,36 +199,41 @@ class Recurrent(Kernel):
 
     def _stepped_applies(self, sizes: dict) -> bool:
         """Whether the sequence runs a step a dispatch (_stepped) rather than in recurrent.comp's workgroups:
-        float32 steps of STEP_MIN_MACS or more, but DynamicQuantizeLSTM's integer GEMMs (one row)."""
+        float32 steps of STEP_MIN_MACS or more, and DynamicQuantizeLSTM's of more than one batch row (the CPU EP
+        quantizes h over groups of rows, which recurrent.comp's workgroup a row cannot)."""
         macs = step_macs(self.op, sizes["batch"], sizes["I"], sizes["H"])
-        return self.input_types[0] == "float32" and macs >= STEP_MIN_MACS and not (
-            self.flags & FLAG_QUANTIZED and sizes["batch"] == 1)
+        if self.flags & FLAG_QUANTIZED:
+            return sizes["batch"] > 1 or macs >= STEP_MIN_MACS
+        return self.input_types[0] == "float32" and macs >= STEP_MIN_MACS
 
-    def _stepped(self, call, ins: list[Tensor | None], outs: list[Tensor | None], sizes: dict, flags: int,
-                 scales: tuple[Tensor | None, Tensor | None] = (None, None)) -> None:
+    def _stepped(self, call, ins: list[Tensor | None], outs: list[Tensor | None], sizes: dict, flags: int) -> None:
         """The sequence a step at a time (recurrent_step.comp): X . W^T for all steps in one product of
         matmul.comp, then per step h . R^T (GRU without linear_before_reset: also (r (.) h) . Rh^T) and the cell
         update. A product over every batch row reads each weight once for all of them, where recurrent.comp's
         workgroups read R once a row: on lavapipe an LSTM of batch 97 (seq 21, input 61, hidden 192,
         bidirectional) took 13-28 s that way. The steps are one loop of a plan (Call.end_loop), so a node
         replays natively up to a batch of commands (30 steps; GRU without linear_before_reset 15).
-        `scales`: DynamicQuantizeLSTM's row scales of W and R."""
+        DynamicQuantizeLSTM's products are recurrent_quant.comp's integer GEMMs instead (QuantizedProducts)."""
         x, w, r, b, lens, h0, c0, p = ins
         y, yh, yc = outs
         op, steps, batch, size, hidden = self.op, sizes["T"], sizes["batch"], sizes["I"], sizes["H"]
         dirs, gh = w.shape[0], GATES[op] * hidden
         gru_reset_first = op == "GRU" and not self.attrs.get("linear_before_reset")
         hr_row = 2 * hidden if gru_reset_first else gh  # (GRU's h gate: RH, from r (.) h)
+        quantized = bool(self.flags & FLAG_QUANTIZED)
         shapes = {"xw": (dirs, steps * batch, gh), "hr": (dirs, batch, hr_row), "h": (dirs, batch, hidden),
                   "c": (dirs, batch, hidden) if op == "LSTM" else None,
                   "aux": (dirs, batch, hidden) if gru_reset_first else None,
-                  "rh": (dirs, batch, hidden) if gru_reset_first else None}  # (recurrent_step.comp's order)
+                  "rh": (dirs, batch, hidden) if gru_reset_first else None,  # (recurrent_step.comp's order)
+                  "xq": (steps * batch, size) if quantized else None,  # (then recurrent_quant.comp's)
+                  "hq": (dirs, batch, hidden) if quantized else None,
+                  "qp": (2 + 2 * dirs * batch,) if quantized else None}
         work = call.scratch((sum(math.prod(v) for v in shapes.values() if v),), "float32")
         parts, at = {}, 0
         for name, shape in shapes.items():  # views of `work`
             parts[name] = work.view(4 * at, shape) if shape else None
             at += math.prod(shape) if shape else 0
-        xw, hr, h, c, aux, rh = parts.values()
+        xw, hr, h, c, aux, rh = (parts[k] for k in ("xw", "hr", "h", "c", "aux", "rh"))
 
         def multiply(a: Tensor, weights: Tensor, out: Tensor, rows: int, k: int, a_outer: int, skip: int = 0) -> None:
             """out [dirs, rows, n] = a [rows, k] (per direction: a_outer apart) x weights[d, skip:skip + n, :]^T"""
@@ -233,13 +242,17 @@ class Recurrent(Kernel):
             members = matmul.product_members(rows, n, k, a=(a_outer, 0, k, 1), b=(per_direction, 0, 1, k))
             matmul.product(self, call, a, view, out, members, dirs)
 
-        multiply(x, w, xw, steps * batch, size, 0)
+        integer = QuantizedProducts(call, x, lens, (w, r), parts, sizes, y is not None, self.saturate, self.largest) \
+            if quantized else None
+        if integer:
+            integer.x_by_w(multiply)
+        else:
+            multiply(x, w, xw, steps * batch, size, 0)
         members = {"work": work, "b": b, "lens": lens, "h0": h0, "c0": c0, "p": p, "y": y, "yh": yh, "yc": yc,
-                   "ws": scales[0], "rs": scales[1],
                    "err": call.error_word() if lens is not None else None, "T": steps, "batch": batch, "H": hidden,
                    "hr_row": hr_row, "clip": self.clip}
         state = [t for t in (h, c) if t is not None]
-        weights = [t for t in (b, p, *scales) if t is not None]
+        weights = [t for t in (b, p) if t is not None]
         groups = grid_1d(batch * hidden, STEP_WG)[:2] + (dirs,)
 
         def cell(phase: int, step: int, reads: list, writes: list) -> None:
@@ -252,7 +265,10 @@ class Recurrent(Kernel):
         cell(0, 0, [h0, c0], state)
         call.begin_loop()  # (the steps differ in push constant `step` only: a plan repeats one)
         for step in range(steps):
-            multiply(h, r, hr, batch, hidden, batch * hidden)
+            if integer:
+                integer.h_by_r(multiply, step)
+            else:
+                multiply(h, r, hr, batch, hidden, batch * hidden)
             if gru_reset_first:
                 cell(2, step, [xw, hr, h, *weights], [aux])
                 multiply(aux, r, rh, batch, hidden, batch * hidden, skip=2 * hidden)
@@ -260,9 +276,7 @@ class Recurrent(Kernel):
         call.end_loop(steps, "step")
         cell(3, 0, state, [yh, yc])
 
-    def compute(self, call, scales: tuple[Tensor | None, Tensor | None] = (None, None)) -> None:
-        """`scales`: DynamicQuantizeLSTM's row scales of W and R (the stepped path's; recurrent.comp finds them
-        after the weights)."""
+    def compute(self, call) -> None:
         ins = list(call.inputs) + [None] * (8 - len(call.inputs))
         x, w, r, b, lens, h0, c0, p = ins[:8]
         key = tuple(t.shape if t is not None else None for t in ins)
@@ -277,7 +291,7 @@ class Recurrent(Kernel):
         steps = sizes["T"]
         flags = self.flags | (FLAG_BIAS if b is not None else 0)
         if self._stepped_applies(sizes):
-            return self._stepped(call, ins[:8], [y, yh, yc], sizes, flags, scales)
+            return self._stepped(call, ins[:8], [y, yh, yc], sizes, flags)
         scratch = call.scratch((2,) + state_shape, x.dtype) if chunks > 1 else None
         halves = [Tensor(scratch.addr + i * scratch.nbytes // 2, state_shape, x.dtype, scratch.io) for i in (0, 1)] \
             if scratch else [None, None]
@@ -296,6 +310,62 @@ class Recurrent(Kernel):
                     "acts": self.codes | (flags | (FLAG_LAST if last else 0)) << 24, "clip": self.clip}
             call.dispatch(self.spec.shader, shader_dtype(x), {**constants, "saturate": self.saturate}, push, groups,
                           reads, writes)
+
+
+class QuantizedProducts:
+    """DynamicQuantizeLSTM's two GEMMs in a sequence run a step a dispatch, as ORT's CPU EP computes them
+    (recurrent_quant.comp): X quantized once, over the steps its first GEMM takes, and multiplied by W in
+    integers; then each step h quantized over each group of batch rows the CPU EP multiplies apart
+    (quantize.cpu_ep_lstm_rows), and multiplied by R in integers. `parts`: Recurrent._stepped's views of its
+    scratch memory."""
+
+    def __init__(self, call, x: Tensor, lens: Tensor | None, weights: tuple[Tensor, Tensor], parts: dict,
+                 sizes: dict, y_given: bool, saturate: int, largest: tuple[int, int]):
+        self.call, self.x, self.lens, self.weights, self.parts, self.saturate = call, x, lens, weights, parts, saturate
+        self.largest = largest  # the largest magnitude of W's and R's integers
+        self.dirs, self.sizes = weights[0].shape[0], sizes
+        self.rows = cpu_ep_lstm_rows(sizes["batch"], sizes["H"])
+        self.push = {"x": x, "lens": lens, "h": parts["h"], "xq": parts["xq"], "hq": parts["hq"], "qp": parts["qp"],
+                     "w": None, "dst": None, **{k: sizes[k] for k in ("T", "batch", "I", "H")}, "group": self.rows,
+                     "step": 0, "y_given": int(y_given), "m": 0, "n": 0, "k": 0, "per_row": 0}
+
+    def _dispatch(self, phase: int, groups: tuple, wg: int, push: dict, reads: list, writes: list,
+                  constants: dict | None = None) -> None:
+        self.call.dispatch("recurrent_quant.comp", "float32", {"local_size_x": wg, "phase": phase, **(constants or {})},
+                           {**self.push, **push}, groups, [t for t in reads if t is not None], writes)
+
+    def x_by_w(self, multiply) -> None:
+        """XW = X . W^T (before the steps). `multiply`: Recurrent._stepped's product by matmul.comp."""
+        steps, batch, size = self.sizes["T"], self.sizes["batch"], self.sizes["I"]
+        qp, xq = self.parts["qp"], self.parts["xq"]
+        self._dispatch(0, (1, 1, 1), QUANT_WG, {}, [self.x, self.lens], [qp])
+        self._dispatch(1, grid_1d(steps * batch * size, STEP_WG), STEP_WG, {}, [self.x, qp], [xq])
+        self._product(multiply, xq, 0, self.parts["xw"], steps * batch, 0)
+
+    def h_by_r(self, multiply, step: int) -> None:
+        """HR = h . R^T of this step."""
+        groups = (-(-self.sizes["batch"] // self.rows), self.dirs, 1)
+        self._dispatch(2, groups, QUANT_WG, {"step": step}, [self.parts["h"], self.lens],
+                       [self.parts["hq"], self.parts["qp"]])
+        self._product(multiply, self.parts["hq"], 1, self.parts["hr"], self.sizes["batch"], step)
+
+    def _product(self, multiply, a: Tensor, which: int, out: Tensor, m: int, step: int) -> None:
+        """out = a . weights[which]^T, scaled. Where every partial sum of integers is exact in float32 (below 2^24)
+        and no pair of uint8 x int8 products can saturate, matmul.comp multiplies (10-100x faster than phase 3's
+        integer loop on lavapipe) and phase 4 scales its sums; else phase 3."""
+        weights = self.weights[which]
+        n, k, largest = weights.shape[1], weights.shape[2], self.largest[which]
+        push = {"w": weights, "dst": out, "m": m, "n": n, "k": k, "per_row": which, "step": step}
+        reads = [a, weights, self.parts["qp"]]
+        saturates = (self.saturate >> which) & 1
+        if k * 255 * largest < 2 ** 24 and not (saturates and 510 * largest > 32767):
+            multiply(a, weights, out, m, k, m * k if which else 0)
+            self._dispatch(4, grid_1d(m * n, STEP_WG)[:2] + (self.dirs,), STEP_WG, push, [out, *reads[1:]], [out])
+            return
+        tm = 4 if m >= 16 else 1  # (a few rows: each invocation one, more invocations)
+        blocks = -(-m // tm) * -(-n // QUANT_TN)
+        self._dispatch(3, grid_1d(blocks, STEP_WG)[:2] + (self.dirs,), STEP_WG, push, reads, [out],
+                       {"saturate": saturates, "tm": tm})
 
 
 SCALE_AND_ZERO_POINT = {1: (8, 9), 2: (10, 11)}  # DynamicQuantizeLSTM's W and R → their scale, zero point
@@ -343,6 +413,9 @@ class DynamicQuantizeLSTM(Recurrent):
             self.saturate |= 1 << (quantized - 1)
         row_scales = np.broadcast_to(scale.astype(np.float32).reshape(q.shape[0], -1), (q.shape[0], q.shape[2]))
         self.packed[quantized] = index, (q.shape[0], q.shape[2], q.shape[1])
+        largest = list(self.largest)
+        largest[quantized - 1] = int(np.abs(integers).max(initial=0))
+        self.largest = tuple(largest)
         return np.concatenate([integers.transpose(0, 2, 1).ravel(), row_scales.ravel()]), "lstm-integer-weight-and-scales"
 
     def _quantization_problem(self, index: int, shape: tuple, scale_shape: tuple,
@@ -378,8 +451,7 @@ class DynamicQuantizeLSTM(Recurrent):
             weights = [Tensor(0, (t.shape[0], t.shape[2], t.shape[1]), "float32", i)
                        for i, t in ((1, ins[1]), (2, ins[2]))]
         call.inputs = [ins[0], *weights, *ins[3:8]]
-        scales = [t.view(4 * t.size, t.shape[:2]) for t in weights]
-        super().compute(call, tuple(scales))
+        super().compute(call)
 
 
 def _host_values(call, t: Tensor) -> np.ndarray:

@@ -18,8 +18,8 @@
 // each followed by the scale of every gate row ([D, G*H]). With one batch row, the gates are computed as
 // ORT's CPU EP computes them (rnn_helpers.cc, the quantized ComputeGemm): X (its first `len` steps, all
 // of it) and each step's h are quantized to uint8 with their own min / max (GetQuantizationParameter), the
-// products summed in integers and scaled by (activation scale * weight scale). With more rows the CPU EP
-// quantizes h over groups of rows that depend on its thread count: there vkep multiplies in float32.
+// products summed in integers and scaled by (activation scale * weight scale) (recurrent_int.glsl). More rows run
+// a step a dispatch (recurrent_quant.comp), as the CPU EP quantizes h over groups of them.
 // The LSTM's Sigmoid and Tanh are MLAS's to the last bit (mlas_logistic.glsl), as the CPU EP's LSTM calls them:
 // each step requantizes h, and an h one ulp off flips a rounding near a tie, which moves later steps by 1e-3 to 1.
 #extension GL_GOOGLE_include_directive : require
@@ -125,74 +125,17 @@ float dot_shared(uint64_t maddr, uint m, uint n, uint from) {
     return (s0 + s1) + (s2 + s3);
 }
 
-// the same in integers, with V this step's quantized X (xq) or h (aux): the CPU EP's integer GEMMs
-#define QX(k) int(xq[k])
-#define QH(k) int(aux(k))
-#define INT_DOT(NAME, V)                                                                  \
-int NAME(uint64_t maddr, uint m, uint n) {                                                \
-    Tensor M = Tensor(maddr);                                                             \
-    int s0 = 0, s1 = 0;                                                                   \
-    uint k = 0;                                                                           \
-    for (; k + 8 <= n; k += 8) {                                                          \
-        s0 += int(LOAD(M, m + k)) * V(k) + int(LOAD(M, m + k + 1)) * V(k + 1)             \
-            + int(LOAD(M, m + k + 2)) * V(k + 2) + int(LOAD(M, m + k + 3)) * V(k + 3);    \
-        s1 += int(LOAD(M, m + k + 4)) * V(k + 4) + int(LOAD(M, m + k + 5)) * V(k + 5)     \
-            + int(LOAD(M, m + k + 6)) * V(k + 6) + int(LOAD(M, m + k + 7)) * V(k + 7);    \
-    }                                                                                     \
-    for (uint u = 0; u < 7; ++u)                                                          \
-        if (k + u < n) s0 += int(LOAD(M, m + k + u)) * V(k + u);                          \
-    return s0 + s1;                                                                       \
-}
-INT_DOT(int_dot_x, QX)
-INT_DOT(int_dot_h, QH)
-
-// the same as the CPU EP computes it where it saturates (SATURATE), with V's zero point zp: 4 pairs an iteration
-#define SAT_PAIR(V, k) {                                                                        \
-        bool second = (k) + 1 < n;  /* (a last odd element is alone; k1: an index valid either way) */ \
-        uint k1 = second ? (k) + 1 : (k);                                                    \
-        int w0 = int(LOAD(M, m + (k))), w1 = second ? int(LOAD(M, m + k1)) : 0;              \
-        int v1 = second ? V(k1) + zp : 0;                                                    \
-        s += clamp((V(k) + zp) * w0 + v1 * w1, -32768, 32767);                               \
-        w_sum += w0 + w1;                                                                    \
-    }
-#define SAT_DOT(NAME, V)                                                                   \
-int NAME(uint64_t maddr, uint m, uint n, int zp) {                                         \
-    Tensor M = Tensor(maddr);                                                              \
-    int s = 0, w_sum = 0;                                                                  \
-    uint k = 0;                                                                            \
-    for (; k + 8 <= n; k += 8) {                                                           \
-        SAT_PAIR(V, k) SAT_PAIR(V, k + 2) SAT_PAIR(V, k + 4) SAT_PAIR(V, k + 6)                        \
-    }                                                                                      \
-    for (uint u = 0; u < 8; u += 2)                                                        \
-        if (k + u < n) SAT_PAIR(V, k + u)                                                     \
-    return s - zp * w_sum;                                                                 \
-}
-SAT_DOT(sat_dot_x, QX)
-SAT_DOT(sat_dot_h, QH)
-
-// (scale, zero point) of uint8 values over the workgroup's partial minima and maxima, the range widened to
-// hold 0, as ORT's GetQuantizationParameter. Every invocation calls it; it uses `gates`.
-vec2 quantization(float lo, float hi) {
-    uint tid = gl_LocalInvocationID.x;
-    for (uint pass = 0; pass < 2; ++pass) {
-        gates[tid] = pass == 0 ? lo : hi;
-        barrier();
-        for (uint s = 1; s < WG; s <<= 1) {
-            if ((tid & (2 * s - 1)) == 0 && tid + s < WG)
-                gates[tid] = pass == 0 ? min(gates[tid], gates[tid + s]) : max(gates[tid], gates[tid + s]);
-            barrier();
-        }
-        if (pass == 0) lo = gates[0]; else hi = gates[0];
-        barrier();
-    }
-    float scale = hi == lo ? 1.0 : precise_div(hi - lo, 255.0);
-    return vec2(scale, roundEven(clamp(0.0 - precise_div(lo, scale), 0.0, 255.0)));
-}
-
-// v quantized with q = (scale, zero point), less the zero point (MLAS: round half to even, saturate)
-float quantized(float v, vec2 q) {
-    return clamp(roundEven(precise_div(v, q.x)) + q.y, 0.0, 255.0) - q.y;
-}
+// the CPU EP's integer GEMMs (recurrent_int.glsl), with V this step's quantized X (xq) or h (aux)
+#define QUANT_SCRATCH gates
+#include "recurrent_int.glsl"
+#define V(k) int(xq[k])
+INT_DOT(int_dot_x)
+SAT_DOT(sat_dot_x)
+#undef V
+#define V(k) int(aux(k))
+INT_DOT(int_dot_h)
+SAT_DOT(sat_dot_h)
+#undef V
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
@@ -216,10 +159,9 @@ void main() {
     uint state = batch_first ? (b * D + d) * H : (d * B + b) * H;  // this row in [D, B, H] / [B, D, H]
     uint wrow = d * GH * I, rrow = d * GH * H;
     bool quantized_weights = (FLAGS & FLAG_QUANTIZED) != 0;
-    bool integer_gemms = quantized_weights && B == 1;  // as the CPU EP (see the top)
     Tensor WScale = Tensor(pc.w + 4 * uint64_t(D * GH * I)), RScale = Tensor(pc.r + 4 * uint64_t(D * GH * H));
     vec2 xquant = vec2(1.0, 0.0);
-    if (integer_gemms) {  // X's first len steps (one row each), quantized as one tensor
+    if (quantized_weights) {  // X's first len steps (one row each), quantized as one tensor
         float lo = 0.0, hi = 0.0;
         for (uint k = tid; k < len * I; k += WG) {
             float v = LOAD(X, k);
@@ -247,7 +189,7 @@ void main() {
         }
         uint xrow = batch_first ? (b * T + t) * I : (t * B + b) * I;
         vec2 hquant = vec2(1.0, 0.0);
-        if (integer_gemms) {  // this step's x and h quantized
+        if (quantized_weights) {  // this step's x and h quantized
             float lo = 0.0, hi = 0.0;
             for (uint j = tid; j < H; j += WG) {
                 lo = min(lo, hs(j));
@@ -262,15 +204,12 @@ void main() {
         for (uint row = tid; row < GH; row += WG) {
             if (quantized_weights) {
                 float ws = LOAD(WScale, d * GH + row), rs = LOAD(RScale, d * GH + row);
-                precise float acc;
-                if (integer_gemms) {  // as MLAS: each GEMM's int32 sum times (its scales' product), then added
-                    int sx = (SATURATE & 1u) != 0 ? sat_dot_x(pc.w, wrow + row * I, I, int(xquant.y))
-                                                  : int_dot_x(pc.w, wrow + row * I, I);
-                    int sh = (SATURATE & 2u) != 0 ? sat_dot_h(pc.r, rrow + row * H, H, int(hquant.y))
-                                                  : int_dot_h(pc.r, rrow + row * H, H);
-                    acc = float(sx) * (xquant.x * ws) + float(sh) * (hquant.x * rs);
-                } else
-                    acc = dot_global(pc.w, wrow + row * I, pc.x, xrow, I) * ws + dot_shared(pc.r, rrow + row * H, H, 0) * rs;
+                // as MLAS: each GEMM's int32 sum times (its scales' product), then added
+                int sx = (SATURATE & 1u) != 0 ? sat_dot_x(pc.w, wrow + row * I, I, int(xquant.y))
+                                              : int_dot_x(pc.w, wrow + row * I, I);
+                int sh = (SATURATE & 2u) != 0 ? sat_dot_h(pc.r, rrow + row * H, H, int(hquant.y))
+                                              : int_dot_h(pc.r, rrow + row * H, H);
+                precise float acc = float(sx) * (xquant.x * ws) + float(sh) * (hquant.x * rs);
                 gates[row] = acc;
                 continue;
             }

@@ -12,8 +12,7 @@
 // `work` holds, one after the other (float32): XW, HR, H_, C_, aux, RH (Recurrent._stepped).
 // Steps past a row's sequence_lens[b] write zeros to Y and leave the state; the reverse direction (and
 // direction 1 of bidirectional) walks t = len - 1 down to 0. Layouts as recurrent.comp's.
-// DynamicQuantizeLSTM (FLAG_QUANTIZED): XW and HR are sums of the weights' integers, scaled here by their row's
-// scale (ws, rs [D, G * H]), as recurrent.comp does for more than one row.
+// DynamicQuantizeLSTM: recurrent_quant.comp's integer GEMMs give XW and HR instead, scaled as the CPU EP's.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "activation.glsl"
@@ -23,7 +22,7 @@ layout(local_size_x_id = 1) in;
 layout(constant_id = 16) const uint PHASE = 1;
 
 layout(push_constant, scalar) uniform Push {
-    uint64_t work, b, lens, h0, c0, p, y, yh, yc, ws, rs, err;  // 0: absent
+    uint64_t work, b, lens, h0, c0, p, y, yh, yc, err;  // 0: absent
     uint T, batch, H;
     uint hr_row;      // HR's row: G * H, or 2 * H (GRU without linear_before_reset: its h gate is RH)
     uint step;        // phases 1 and 2: the processing step
@@ -79,16 +78,10 @@ void main() {
     // XW's row of (t, b): X's row order
     uint xw = (d * pc.T * B + (batch_first ? b * pc.T + t : t * B + b)) * GH + j;
     uint hr = at_hr + (d * B + b) * pc.hr_row + j;
-    bool quantized = (FLAGS & FLAG_QUANTIZED) != 0;
-    Tensor WS = Tensor(PRESENT_OR(pc.ws, pc.work)), RS = Tensor(PRESENT_OR(pc.rs, pc.work));
     vec4 pre = vec4(0.0);
     for (uint k = 0; k < GATES; ++k) {  // (a constant trip count: unrolled)
         float x = LOAD(Work, xw + k * H), h = 0.0;
         if (k * H < pc.hr_row) h = LOAD(Work, hr + k * H);
-        if (quantized) {
-            x *= LOAD(WS, PRESENT_AT(pc.ws, d * GH + k * H + j));
-            h *= LOAD(RS, PRESENT_AT(pc.rs, d * GH + k * H + j));
-        }
         pre[k] = CELL == 1 && k == 2 ? x : x + h;  // (GRU's h gate adds h's part in the cell)
     }
     if (PHASE == 2) {
