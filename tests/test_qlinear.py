@@ -200,6 +200,7 @@ CONVS = [
     ((1, 4, 12), (4, 2, 4), {"group": 2, "strides": [3], "auto_pad": "SAME_UPPER"}),
     ((1, 3, 7, 8), (2, 3, 2, 3), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
     ((1, 2, 5, 5), (3, 2, 2, 2), {"auto_pad": "VALID", "strides": [2, 2]}),
+    ((1, 2, 70001), (3, 2, 5), {"dilations": [3], "pads": [6, 5]}),  # a width past 16 bits (Kokoro's noise convs)
 ]
 CONV_TYPES = [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8"), ("int8", "uint8")]
 

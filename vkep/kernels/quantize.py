@@ -297,6 +297,9 @@ class ConvInteger(ConvBase):
         rank = input_ranks[0]
         if rank is not None and rank not in (-1, 3, 4):
             return f"{spec.op} with X of rank {rank}: 1 or 2 spatial dims only"
+        for name in ("kernel_shape", "strides", "dilations", "pads"):  # (conv_integer.comp packs them in 16 bits)
+            if any(not 0 <= v < 65536 for v in attrs.get(name) or ()):
+                return f"{spec.op}: {name} {attrs[name]} past conv_integer.comp's 16-bit parameters"
         return None
 
     def compute(self, call) -> None:
@@ -355,8 +358,8 @@ class ConvInteger(ConvBase):
         two = [(fill, *v) if nd == 1 else tuple(v) for v, fill in ((xs[2:], 1), (out, 1), (kernel, 1), (strides, 1),
                                                                    (dilations, 1), (begin, 0))]
         (ih, iw), (oh, ow), (kh, kw), (sh, sw), (dh, dw), (ph, pw) = two
-        _fits_16_bits(op, height=ih, width=iw, output_height=oh, output_width=ow, kernel_height=kh, kernel_width=kw,
-                      stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw, pad_h=ph, pad_w=pw)
+        _fits_16_bits(op, kernel_height=kh, kernel_width=kw, stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw,
+                      pad_h=ph, pad_w=pw)  # (the attributes': ConvInteger.declines checks them at GetCapability)
         cg = c // group
         if cg * (1 + kh * (1 + kw)) + 1 > LOOP_BUDGET:
             raise UnsupportedError(f"{op}: {cg} input channels x {kernel} taps exceed one invocation's loop budget")
@@ -365,7 +368,7 @@ class ConvInteger(ConvBase):
         grid = grid_1d(group * -(-mg // tm) * oh * -(-ow // CONV_TN), 64)
         if grid[1] > 65535 or batch > 65535:
             raise UnsupportedError(f"{op}: output {out_shape} is too large for one dispatch")
-        members = {"cg": cg, "m": m, "mg": m // group, "in_hw": ih << 16 | iw, "out_hw": oh << 16 | ow,
+        members = {"cg": cg, "m": m, "mg": m // group, "ih": ih, "iw": iw, "oh": oh, "ow": ow,
                    "stride": sh << 16 | sw, "dilation": dh << 16 | dw, "pad": ph << 16 | pw, "kernel": kh << 16 | kw,
                    "steps": steps}
         return out_shape, members, (grid[0], grid[1], batch), tm

@@ -4,8 +4,9 @@
 // (X - x_zp) * (W - w_zp) over the group's input channels and the kernel's taps in int32 (the padding adds
 // nothing: ORT pads with the zero point), plus QLinearConv's int32 bias. X and W are 8-bit (X_SIGNED /
 // W_SIGNED: int8, else uint8); w_zp and w_scale scalar or per output channel (their *_step 1); a zero
-// address is an absent input (zero points 0). Sizes are packed two 16-bit halves to a word to fit the
-// push constants (the host checks they fit).
+// address is an absent input (zero points 0). The attributes' sizes are packed two 16-bit halves to a word to fit
+// the push constants (GetCapability checks they fit); the tensors' are whole words (a 1-D audio conv's width
+// passes 65,535: Kokoro's noise convolutions).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "requantize.glsl"
@@ -27,7 +28,7 @@ layout(constant_id = 5) const uint SATURATE = 0;
 layout(push_constant, scalar) uniform Push {
     uint64_t x, w, xzp, wzp, y, bias, xs, ws, ys, yzp;
     uint cg, m, mg;            // input channels per group, output channels, output channels per group
-    uint in_hw, out_hw;        // (h << 16) | w of the input and the output
+    uint ih, iw, oh, ow;       // the input's and the output's height and width
     uint stride, dilation, pad, kernel;  // (h << 16) | w each; pad: the leading pads
     uint steps;                // bit 0: w_zp per channel, bit 1: w_scale per channel
 } pc;
@@ -42,7 +43,7 @@ const uint TN = 8;  // CONV_TN in vkep/kernels/quantize.py
 
 void main() {
     uint i = flat_index(64);
-    uint ih = pc.in_hw >> 16, iw = pc.in_hw & 0xffffu, oh = pc.out_hw >> 16, ow = pc.out_hw & 0xffffu;
+    uint ih = pc.ih, iw = pc.iw, oh = pc.oh, ow = pc.ow;
     uint m_tiles = (pc.mg + TM - 1) / TM, w_tiles = (ow + TN - 1) / TN, groups = pc.m / pc.mg;
     if (i >= groups * m_tiles * oh * w_tiles) return;
     uint wt = i % w_tiles, row = (i / w_tiles) % oh, mt = (i / (w_tiles * oh)) % m_tiles;
