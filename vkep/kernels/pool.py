@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, shader_dtype
-from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size, window_geometry
+from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size
 from vkep.kernels.movement import GATHER, contiguous_strides, gather_members, host_values
 from vkep.kernels.movement import WG as MOVE_WG
 from vkep.kernels.reduce import reduce_geometry, reduce_op_code, reduce_plan
@@ -15,6 +15,45 @@ from vkep.kernels.reduce import reduce_geometry, reduce_op_code, reduce_plan
 WORKGROUP = 64  # pool.comp's and lrn.comp's WG
 OP_MAX, OP_AVERAGE, OP_LP = 0, 1, 2
 FIXED_WINDOW_TAPS = 49  # MaxPool windows of up to this many taps are unrolled (pool.comp's KH_FIXED, KW_FIXED)
+
+
+def _cdiv(a: int, b: int) -> int:
+    """C++'s integer division (truncates toward zero; b > 0)."""
+    return -(-a // b) if a < 0 else a // b
+
+
+def pool_geometry(in_dims, kernel, strides, dilations, pads, auto_pad: str,
+                  ceil_mode: int = 0) -> tuple[list[int], list[int], list[int]]:
+    """(output dims, leading pads, trailing pads) of a pool's window as ORT 1.32's CPU EP computes them
+    (PoolAttributes::ComputeSizePadDilations / ComputeOutputSize): C++'s truncating division, so a window longer
+    than its padded input still gives an output where (size + pads - window) / stride truncates to 0 (a window of
+    3 over 2 elements, stride 3: one output, the mean or max of the 2 that exist); auto_pad SAME pads for the
+    undilated kernel (a dilated window then reaches past the pads); ceil_mode drops a last window that starts past
+    the input and its leading pad. A negative size is the CPU EP's error: raised here too."""
+    n = len(in_dims)
+    pads = list(pads) if pads else [0] * 2 * n
+    begin, end, out = list(pads[:n]), list(pads[n:]), []
+    for i, size in enumerate(in_dims):
+        k, s, d = kernel[i], strides[i], dilations[i]
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            need = (-(-size // s) - 1) * s + k - size
+            begin[i] = _cdiv(need, 2) if auto_pad == "SAME_UPPER" else _cdiv(need + 1, 2)
+            end[i] = need - begin[i]
+        elif auto_pad == "VALID":
+            begin[i] = end[i] = 0
+        elif auto_pad not in ("NOTSET", ""):
+            raise UnsupportedError(f"auto_pad {auto_pad!r}")
+        span = size + begin[i] + end[i] - d * (k - 1) - 1
+        o = _cdiv(span, s) + 1
+        if ceil_mode:
+            o = math.ceil(span / s) + 1
+            if (o - 1) * s >= size + begin[i]:  # the last window must start inside the input or its leading pad
+                o -= 1
+        if o < 0:
+            raise UnsupportedError(f"a window of {k} (dilated by {d}) over {size} elements padded by {begin[i]} + "
+                                   f"{end[i]}, stride {s}: the output size is negative (the CPU EP fails too)")
+        out.append(o)
+    return out, begin, end
 
 
 class Pool(Kernel):
@@ -39,8 +78,13 @@ class Pool(Kernel):
                 raise UnsupportedError(f"{self.spec.op}: kernel_shape {kernel} does not fit input {xs}")
             strides = list(attrs.get("strides") or [1] * n)
             dilations = list(attrs.get("dilations") or [1] * n)
-            out, begin, end = window_geometry(xs[2:], kernel, strides, dilations, attrs.get("pads"),
+            out, begin, end = pool_geometry(xs[2:], kernel, strides, dilations, attrs.get("pads"),
                                               attrs["auto_pad"], attrs.get("ceil_mode", 0))
+            if self.op == OP_MAX and min(begin + end) < 0 and (self.output_count or 1) == 1 \
+                    and not attrs.get("storage_order") and max(dilations) == 1:
+                # (the CPU EP's MLAS MaxPool, which it runs there, fails on the negative pads of auto_pad SAME
+                # with a stride past the kernel; its other MaxPool path takes them, as pool.comp does)
+                raise UnsupportedError(f"{self.spec.op}: auto_pad SAME gives negative pads {begin} + {end}")
         out_shape = (*xs[:2], *out)
         check_size(xs, out_shape)
         total = math.prod(out_shape)
