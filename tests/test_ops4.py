@@ -110,3 +110,96 @@ def test_the_repro_shape(ep_devices):
 def test_a_negative_output_size_is_declined(ep_devices, op):
     """(2 - 4) / 1 + 1 = -1: the CPU EP fails the run; vkep leaves the node to it."""
     assert _placed_on(_pool(op, [2], dict(kernel_shape=[4]))) == {"CPUExecutionProvider"}
+
+
+# ---- 2. DeformConv ---------------------------------------------------------------------------------------------
+
+def _deform_model(x_shape, w_shape, attrs: dict, bias: bool, mask: bool, opset: int = 19):
+    a = {"strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1], **attrs}
+    kh, kw = w_shape[2:]
+    n, _, h, w = x_shape
+    oh = int((h + a["pads"][0] + a["pads"][2] - a["dilations"][0] * (kh - 1) - 1) / a["strides"][0]) + 1
+    ow = int((w + a["pads"][1] + a["pads"][3] - a["dilations"][1] * (kw - 1) - 1) / a["strides"][1]) + 1
+    og = attrs.get("offset_group", 1)
+    inputs = [("x", F32, list(x_shape)), ("w", F32, list(w_shape)), ("off", F32, [n, og * 2 * kh * kw, oh, ow])]
+    names = ["x", "w", "off"]
+    if bias:
+        inputs.append(("b", F32, [w_shape[0]]))
+    if mask:
+        inputs.append(("m", F32, [n, og * kh * kw, oh, ow]))
+    names += ["b" if bias else "", "m"] if mask else (["b"] if bias else [])
+    return _model(helper.make_node("DeformConv", names, ["y"], **attrs), inputs, opset), inputs
+
+
+def _deform_feeds(inputs, offset_scale: float = 1.5, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, _, shape in inputs:
+        if name == "off":
+            feeds[name] = (rng.normal(0, offset_scale, shape)).astype(np.float32)
+        elif name == "m":
+            feeds[name] = rng.uniform(0, 1, shape).astype(np.float32)
+        else:
+            feeds[name] = rng.normal(0, 1, shape).astype(np.float32)
+    return feeds
+
+
+DEFORM_CASES = [
+    ([1, 4, 9, 9], [6, 4, 3, 3], dict(pads=[1, 1, 1, 1])),  # torchvision's 3x3 DCN
+    ([2, 4, 8, 7], [6, 2, 3, 3], dict(pads=[1, 1, 1, 1], group=2, offset_group=2)),
+    ([1, 6, 10, 9], [4, 6, 3, 2], dict(pads=[2, 0, 1, 1], strides=[2, 1], dilations=[2, 3], offset_group=3)),
+    ([2, 3, 6, 6], [5, 3, 1, 1], {}),
+    ([1, 4, 7, 8], [8, 1, 3, 3], dict(pads=[1, 1, 1, 1], group=4, offset_group=4)),  # depthwise
+    ([1, 2, 2, 5], [3, 2, 3, 3], dict(strides=[2, 2])),  # (2 - 3) / 2 + 1 = 1 row: the window past the input
+]
+
+
+@pytest.mark.parametrize("opset", [19, 22])
+@pytest.mark.parametrize("bias,mask", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("x_shape,w_shape,attrs", DEFORM_CASES)
+def test_deform_conv(ep_devices, x_shape, w_shape, attrs, bias, mask, opset):
+    model, inputs = _deform_model(x_shape, w_shape, attrs, bias, mask, opset)
+    for scale in (0.7, 4.0):  # (4: many samples past the borders)
+        _compare(model, _deform_feeds(inputs, scale), rtol=1e-5, atol=1e-5)
+
+
+def test_deform_conv_samples_exactly(ep_devices):
+    """A 1x1 kernel of weight 1 over one channel passes each sample (times the mask) through a one-term product: its
+    bits are the bilinear plan's. Offsets on pixel centres, on the borders (-1 and H exactly), just inside them, far
+    out, and random; a NaN and an inf at element 0 (every sample with a corner outside reads element 0, weight 0)."""
+    model, inputs = _deform_model([1, 1, 5, 6], [1, 1, 1, 1], dict(pads=[1, 2, 1, 0]), False, True)
+    feeds = _deform_feeds(inputs, 2.0, seed=3)
+    feeds["w"][:] = 1
+    off = feeds["off"]  # [1, 2, 7, 8]
+    off[0, 0, 0, :4] = [-0.0, 1.0, -1.0 + 1e-6, 5.0]  # h offsets of row 0
+    off[0, 1, 0, :4] = [0.0, -2.0, -1e-7, 30.0]
+    off[0, :, 1, :] = np.float32(0.25) * np.arange(8, dtype=np.float32) - 1
+    off[0, 0, 2, :] = np.float32(-1.0)
+    got, _ = _compare(model, feeds)
+    assert np.isfinite(got).all()
+    feeds["x"][0, 0, 0, 0] = np.nan
+    got, _ = _compare(model, feeds)
+    assert np.isnan(got).any() and not np.isnan(got).all()
+    feeds["x"][0, 0, 0, 0] = np.inf
+    _compare(model, feeds)
+
+
+def test_deform_conv_nan_and_inf_inputs(ep_devices):
+    model, inputs = _deform_model([1, 2, 6, 6], [3, 2, 3, 3], dict(pads=[1, 1, 1, 1]), True, True)
+    feeds = _deform_feeds(inputs, 1.0, seed=5)
+    feeds["x"][0, 1, 3, 2] = np.nan
+    feeds["x"][0, 0, 5, 5] = np.inf
+    feeds["m"][0, 4, 2, 2] = np.nan
+    _compare(model, feeds, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs,w_shape,off_shape", [
+    (dict(kernel_shape=[3, 2]), [2, 2, 3, 3], [1, 18, 3, 3]),  # (kernel_shape unlike W's)
+    ({}, [2, 2, 3, 3], [1, 12, 3, 3]),  # (offsets of 6 taps for a 3x3 kernel)
+    ({}, [2, 2, 3, 3], [1, 18, 4, 3]),  # (offsets of another output size)
+    (dict(group=2), [2, 2, 3, 3], [1, 18, 3, 3]),  # (C = 2 is not W's 2 x group 2)
+])
+def test_deform_conv_what_the_cpu_ep_refuses_is_declined(ep_devices, attrs, w_shape, off_shape):
+    inputs = [("x", F32, [1, 2, 5, 5]), ("w", F32, w_shape), ("off", F32, off_shape)]
+    model = _model(helper.make_node("DeformConv", ["x", "w", "off"], ["y"], **attrs), inputs)
+    assert _placed_on(model) == {"CPUExecutionProvider"}
