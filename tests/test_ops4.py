@@ -175,6 +175,7 @@ def test_deform_conv_samples_exactly(ep_devices):
     off[0, 1, 0, :4] = [0.0, -2.0, -1e-7, 30.0]
     off[0, :, 1, :] = np.float32(0.25) * np.arange(8, dtype=np.float32) - 1
     off[0, 0, 2, :] = np.float32(-1.0)
+    off[0, :, 0, 5] = [0.0, 0.3]  # (h exactly -1: outside, though its lower corners are in the image)
     got, _ = _compare(model, feeds)
     assert np.isfinite(got).all()
     feeds["x"][0, 0, 0, 0] = np.nan
@@ -182,6 +183,10 @@ def test_deform_conv_samples_exactly(ep_devices):
     assert np.isnan(got).any() and not np.isnan(got).all()
     feeds["x"][0, 0, 0, 0] = np.inf
     _compare(model, feeds)
+    feeds["x"][0, 0, 0, 0] = 1.0
+    feeds["x"][0, 0, 0, 1:] = np.nan  # (h = -1 exactly is outside: 0, not 0 x NaN)
+    got, _ = _compare(model, feeds)
+    assert got[0][0, 0, 0, 5] == 0
 
 
 def test_deform_conv_nan_and_inf_inputs(ep_devices):
