@@ -208,3 +208,68 @@ def test_deform_conv_what_the_cpu_ep_refuses_is_declined(ep_devices, attrs, w_sh
     inputs = [("x", F32, [1, 2, 5, 5]), ("w", F32, w_shape), ("off", F32, off_shape)]
     model = _model(helper.make_node("DeformConv", ["x", "w", "off"], ["y"], **attrs), inputs)
     assert _placed_on(model) == {"CPUExecutionProvider"}
+
+
+# ---- 3. Det ------------------------------------------------------------------------------------------------------
+
+def _det_model(shape, opset: int = 11):
+    return _model(helper.make_node("Det", ["x"], ["y"]), [("x", F32, list(shape))], opset)
+
+
+@pytest.mark.parametrize("opset", [11, 22])
+@pytest.mark.parametrize("shape", [[3, 3], [1, 1], [5, 1, 1], [4, 2, 2], [2, 3, 3, 3], [6, 4, 4], [3, 5, 5], [2, 8, 8],
+                                   [2, 16, 16], [0, 3, 3], [2, 0, 0], [0, 0]])
+def test_det(ep_devices, shape, opset):
+    x = np.random.default_rng(len(shape) * 100 + shape[-1]).normal(0, 1, shape).astype(np.float32)
+    _compare(_det_model(shape, opset), {"x": x})  # (bit for bit: Eigen's LU in its order)
+
+
+def _det_cases(m: int) -> np.ndarray:
+    """Singular, near-singular, pivot-order, integer and special-value matrices of m x m."""
+    rng = np.random.default_rng(m)
+    mats = []
+    a = rng.normal(0, 1, (m, m)).astype(np.float32)
+    s = a.copy()
+    s[-1] = s[0] * 2  # (a repeated row: singular)
+    mats.append(s)
+    s = a.copy()
+    s[:, 1 % m] = s[:, 0] * np.float32(0.5)  # (repeated column)
+    mats.append(s)
+    s = a.copy()
+    s[-1] = s[0] + np.float32(1e-5) * a[-1]  # (near-singular)
+    mats.append(s)
+    mats.append(np.zeros((m, m), np.float32))
+    mats.append(np.eye(m, dtype=np.float32)[::-1].copy())  # (a permutation: the swaps' sign)
+    mats.append(rng.integers(-3, 4, (m, m)).astype(np.float32))  # (ties between pivots)
+    mats.append(np.triu(a) * 1e-12)  # (tiny: the product underflows toward 0 on the way)
+    mats.append(a * 1e12)  # (huge: inf)
+    for value in (np.nan, np.inf, -np.inf):
+        for at in ((0, 0), (m - 1, m - 1), (m // 2, 0)):
+            s = a.copy()
+            s[at] = value
+            mats.append(s)
+    s = a.copy()
+    s[:, 0] = 0
+    s[m // 2, 0] = np.nan  # (a NaN below a zero: passed over by the pivot search)
+    mats.append(s)
+    return np.stack(mats)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 6, 9, 16, 17, 19, 24, 33, 48])
+def test_det_special_matrices(ep_devices, m):
+    """Bit for bit up to 16 rows (Eigen's unblocked LU) and past them where the rows past the last whole panel of 8
+    number 0 to 3 (its blocked LU, GEMM orders followed)."""
+    x = np.concatenate([_det_cases(m), np.random.default_rng(m).normal(0, 1, (20, m, m)).astype(np.float32)])
+    _compare(_det_model(x.shape), {"x": x})
+
+
+@pytest.mark.parametrize("m", [20, 23, 30, 47])
+def test_det_blocked_with_a_trailing_block_of_4_to_7(ep_devices, m):
+    """(Eigen's products of a trailing block of 4 to 7 rows sum in an order not followed: float32 noise, amplified by
+    the matrix's condition as any LU's rounding is: well-conditioned random matrices here.)"""
+    x = np.random.default_rng(m).normal(0, 1, (20, m, m)).astype(np.float32)
+    _compare(_det_model(x.shape), {"x": x}, rtol=5e-4)
+
+
+def test_det_of_a_matrix_past_the_limit_is_declined(ep_devices):
+    assert _placed_on(_det_model([2, 49, 49])) == {"CPUExecutionProvider"}
