@@ -273,3 +273,48 @@ def test_det_blocked_with_a_trailing_block_of_4_to_7(ep_devices, m):
 
 def test_det_of_a_matrix_past_the_limit_is_declined(ep_devices):
     assert _placed_on(_det_model([2, 49, 49])) == {"CPUExecutionProvider"}
+
+
+# ---- 4. MaxRoiPool -----------------------------------------------------------------------------------------------
+
+def _roi_pool_model(n_rois: int, **attrs):
+    return _model(helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], **attrs),
+                  [("x", F32, [3, 4, 13, 17]), ("rois", F32, [n_rois, 5])], opset=1)
+
+
+def _rois(scale: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    lo = rng.uniform(-4, 15, (12, 2))
+    rois = np.concatenate([rng.integers(0, 3, (12, 1)), lo, lo + rng.uniform(-1, 12, (12, 2))], 1) / [1, *[scale] * 4]
+    rois[0] = [2.7, -6, -3, 30, 25]  # (batch 2.7 is 2; past every border)
+    rois[1] = [-0.5, 2.5, 3.5, 6.5, -2.5]  # (batch -0.5 is 0; halves round away from zero; y2 < y1: 1 row)
+    rois[2] = [1, 40, 40, 50, 50]  # (wholly outside: empty bins, 0)
+    rois[3] = [0, 5, 5, 5, 5]  # (one pixel)
+    rois[1:4, 1:] /= scale
+    return rois.astype(np.float32)
+
+
+@pytest.mark.parametrize("pooled", [[2, 2], [7, 7], [3, 5], [1, 1]])
+@pytest.mark.parametrize("scale", [1.0, 0.5, 0.0625])
+def test_max_roi_pool(ep_devices, pooled, scale):
+    model = _roi_pool_model(12, pooled_shape=pooled, spatial_scale=scale)
+    x = np.random.default_rng(1).normal(0, 1, (3, 4, 13, 17)).astype(np.float32)
+    x[0, 1] -= 100  # (a channel of negatives: the max starts from the lowest float)
+    x[2, 2, 3:9:2, 4:12:3] = np.nan
+    _compare(model, {"x": x, "rois": _rois(scale)})
+
+
+def test_max_roi_pool_default_scale(ep_devices):
+    x = np.random.default_rng(2).normal(0, 1, (3, 4, 13, 17)).astype(np.float32)
+    _compare(_roi_pool_model(12, pooled_shape=[3, 3]), {"x": x, "rois": _rois(1.0, seed=4)})
+
+
+@pytest.mark.parametrize("batch", [3.0, -1.0, np.nan])
+def test_max_roi_pool_batch_index_out_of_range_fails_the_run(ep_devices, batch):
+    model = _roi_pool_model(2, pooled_shape=[2, 2])
+    feeds = {"x": np.ones((3, 4, 13, 17), np.float32), "rois": np.array([[0, 1, 1, 5, 5], [batch, 1, 1, 5, 5]],
+                                                                        np.float32)}
+    with pytest.raises(Exception):
+        runner.cpu_session(model).run(None, feeds)
+    with pytest.raises(Exception):
+        _on_vkep(model).run(None, feeds)

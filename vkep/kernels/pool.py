@@ -232,6 +232,30 @@ class RoiAlign(Kernel):
                       [x, rois, batch_indices], [y])
 
 
+class MaxRoiPool(Kernel):
+    """MaxRoiPool (ONNX 1; float32) as ORT's CPU EP (roi_pool.cc): shaders/max_roi_pool.comp, one invocation an
+    output; an ROI's batch index out of range fails the run (the error word), as the CPU EP's enforce."""
+
+    def compute(self, call) -> None:
+        x, rois = call.inputs[:2]
+        pooled = list(self.attrs["pooled_shape"])
+        scale = self.attrs.get("spatial_scale", 1.0)
+        if len(x.shape) != 4 or len(rois.shape) != 2 or rois.shape[1] != 5 or len(pooled) != 2 or min(pooled) <= 0 \
+                or not scale > 0:
+            raise UnsupportedError(f"MaxRoiPool: X {list(x.shape)}, rois {list(rois.shape)}, pooled_shape {pooled}, "
+                                   f"spatial_scale {scale} (X 4-D, rois [n, 5], two positive pooled sizes, a positive "
+                                   f"scale: the CPU EP refuses others)")
+        n, c, h, w = x.shape
+        if h * (1 + -(-w // 8)) > LOOP_BUDGET:
+            raise UnsupportedError(f"MaxRoiPool: an image of {h} x {w} (a bin may cover it: past one invocation's loops)")
+        y = call.output(0, (rois.shape[0], c, *pooled))
+        if not y.size:
+            return
+        push = {"x": x, "rois": rois, "y": y, "err": call.error_word(), "n": y.size, "batch": n, "channels": c,
+                "height": h, "width": w, "pooled_h": pooled[0], "pooled_w": pooled[1], "spatial_scale": scale}
+        call.dispatch(self.spec.shader, "float32", {}, push, grid_1d(y.size, WORKGROUP), [x, rois], [y])
+
+
 UNPOOL_WG = 256  # max_unpool.comp's workgroup
 CLEAR, CLAIM, WRITE = 0, 1, 2  # max_unpool.comp's modes
 
