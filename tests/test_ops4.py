@@ -277,9 +277,9 @@ def test_det_of_a_matrix_past_the_limit_is_declined(ep_devices):
 
 # ---- 4. MaxRoiPool -----------------------------------------------------------------------------------------------
 
-def _roi_pool_model(n_rois: int, **attrs):
+def _roi_pool_model(n_rois: int, opset: int = 1, **attrs):
     return _model(helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], **attrs),
-                  [("x", F32, [3, 4, 13, 17]), ("rois", F32, [n_rois, 5])], opset=1)
+                  [("x", F32, [3, 4, 13, 17]), ("rois", F32, [n_rois, 5])], opset=opset)
 
 
 def _rois(scale: float, seed: int = 0) -> np.ndarray:
@@ -304,9 +304,10 @@ def test_max_roi_pool(ep_devices, pooled, scale):
     _compare(model, {"x": x, "rois": _rois(scale)})
 
 
-def test_max_roi_pool_default_scale(ep_devices):
+@pytest.mark.parametrize("opset", [1, 21])  # (ORT 1.32's CPU EP has no MaxRoiPool 22: neither has vkep)
+def test_max_roi_pool_default_scale(ep_devices, opset):
     x = np.random.default_rng(2).normal(0, 1, (3, 4, 13, 17)).astype(np.float32)
-    _compare(_roi_pool_model(12, pooled_shape=[3, 3]), {"x": x, "rois": _rois(1.0, seed=4)})
+    _compare(_roi_pool_model(12, opset, pooled_shape=[3, 3]), {"x": x, "rois": _rois(1.0, seed=4)})
 
 
 @pytest.mark.parametrize("batch", [3.0, -1.0, np.nan])
@@ -318,3 +319,55 @@ def test_max_roi_pool_batch_index_out_of_range_fails_the_run(ep_devices, batch):
         runner.cpu_session(model).run(None, feeds)
     with pytest.raises(Exception, match="an index was out of range"):  # noqa: B017
         _on_vkep(model).run(None, feeds)
+
+
+# ---- 5. com.microsoft CropAndResize ------------------------------------------------------------------------------
+
+def _crop_model(n_boxes: int, crop, **attrs):
+    crop_size = helper.make_tensor("crop", TensorProto.INT32, [2], crop)
+    nodes = [helper.make_node("Constant", [], ["crop"], value=crop_size),
+             helper.make_node("CropAndResize", ["x", "rois", "idx", "crop"], ["y"], domain="com.microsoft", **attrs)]
+    return _model(nodes, [("x", F32, [3, 4, 13, 17]), ("rois", F32, [n_boxes, 4]),
+                          ("idx", TensorProto.INT32, [n_boxes])], opset=13, ms_opset=True)
+
+
+def _boxes(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    lo = rng.uniform(-0.3, 1.0, (10, 2))
+    rois = np.concatenate([lo, lo + rng.uniform(-0.2, 0.9, (10, 2))], 1)
+    rois[0] = [-0.5, -0.25, 1.5, 1.25]  # (past every border: extrapolated rows and columns)
+    rois[1] = [0.0, 0.0, 1.0, 1.0]  # (the whole image: its corners exactly)
+    rois[2] = [0.75, 0.5, 0.25, 0.125]  # (flipped)
+    rois[3] = [0.5, 0.5, 0.5, 0.5]  # (a point)
+    rois[4] = [0.125, 0.0625, 0.375, 0.5625]  # (samples at halves: nearest rounds them away from zero)
+    return {"rois": rois.astype(np.float32), "idx": rng.integers(0, 3, 10).astype(np.int32)}
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("crop", [[5, 7], [1, 1], [1, 4], [9, 2], [24, 33]])
+@pytest.mark.parametrize("extrapolation_value", [0.0, -1.5])
+def test_crop_and_resize(ep_devices, mode, crop, extrapolation_value):
+    model = _crop_model(10, crop, mode=mode, extrapolation_value=extrapolation_value)
+    x = np.random.default_rng(3).normal(0, 1, (3, 4, 13, 17)).astype(np.float32)
+    x[1, 2, 4:9, 3:11] = np.nan
+    _compare(model, {"x": x, **_boxes()})
+
+
+def test_crop_and_resize_defaults_and_mode_case(ep_devices):
+    x = np.random.default_rng(4).normal(0, 1, (3, 4, 13, 17)).astype(np.float32)
+    _compare(_crop_model(10, [6, 6]), {"x": x, **_boxes(1)})
+    _compare(_crop_model(10, [6, 6], mode="NEAREST"), {"x": x, **_boxes(2)})
+
+
+def test_crop_and_resize_an_unknown_mode_is_declined(ep_devices):
+    # (the CPU EP fails such a node at session creation: the session fails either way, not on vkep)
+    from vkep.kernels.crop_and_resize import CropAndResize
+    assert CropAndResize.declines(None, {"mode": "bicubic"}, 1, [4, 2, 1, 1], [])
+
+
+def test_crop_and_resize_a_box_index_out_of_range_fails_the_run(ep_devices):
+    boxes = _boxes()
+    boxes["idx"][3] = 3
+    x = np.zeros((3, 4, 13, 17), np.float32)
+    with pytest.raises(Exception, match="an index was out of range"):  # noqa: B017 (ORT's exceptions share no base)
+        _on_vkep(_crop_model(10, [3, 3])).run(None, {"x": x, **boxes})
