@@ -1,6 +1,6 @@
 """Det (ONNX 11, 22; float32) as ORT 1.32's CPU EP computes it (core/providers/cpu/math/det.cc: Eigen's determinant(),
 a partial-pivot LU): shaders/det.comp, one invocation a matrix, in Eigen's unblocked order (Eigen factors matrices of
-up to 16 rows so; past that its blocked LU sums the trailing updates in another order: float32 noise)."""
+up to 16 rows so, past that its blocked LU with its GEMM's orders of sums): bit for bit up to 48 rows."""
 
 from __future__ import annotations
 

@@ -73,26 +73,31 @@ void main() {
                 STORE(a, base + r * m + c, v);
             }
         }
-        // A22 - A21 A12 (a panel of 8 whenever rows trail it). Eigen's GEMM runs the row-major product transposed:
-        // its rows are A22's columns, in packets of 4; a column past the last whole packet (for a row within the
-        // whole packets of 4 rows) is its 'swapped' path, which sums the 8 products as
-        // ((p0 + p4) + (p1 + p5)) + ((p2 + p6) + (p3 + p7)); all else in order. A product of fewer than 20
-        // rows + columns + depth is Eigen's coefficient-wise one: in order.
-        uint trailing = m - ke, whole = trailing & ~3u;
+        // A22 - A21 A12 (a panel of 8 whenever rows trail it), as Eigen's GEMM sums the panel's 8 products p0..p7
+        // (ORT builds it for SSE2 without fma: packets of 4, mr = 8). It runs the row-major product transposed: its
+        // rows are A22's columns, its columns A22's rows (in blocks of 4). Columns in whole blocks of 8 sum in order;
+        // in the next whole block of 4 (its one-packet kernel) a row within the whole blocks of 4 sums even and odd
+        // products apart, (((p0 + p2) + p4) + p6) + (((p1 + p3) + p5) + p7); a column past those, in such a row,
+        // is its 'swapped' path: ((p0 + p4) + (p1 + p5)) + ((p2 + p6) + (p3 + p7)); else in order. A product of
+        // fewer than 20 rows + columns + depth is Eigen's coefficient-wise one: in order. (Found against the CPU
+        // EP: bit for bit for every M up to 48.)
+        uint trailing = m - ke, whole8 = trailing & ~7u, whole4 = trailing & ~3u;
         bool gemm = (ke - kb) + 2u * trailing >= 20u;
         for (uint r = ke; r < m; ++r) {
             for (uint c = ke; c < m; ++c) {
                 precise float acc;
-                if (gemm && c - ke >= whole && r - ke < whole) {
-                    precise float q[4];
-                    for (uint j = 0u; j < 4u; ++j) {
-                        q[j] = LOAD(a, base + r * m + kb + j) * LOAD(a, base + (kb + j) * m + c)
-                             + LOAD(a, base + r * m + kb + j + 4u) * LOAD(a, base + (kb + j + 4u) * m + c);
-                    }
-                    acc = (q[0] + q[1]) + (q[2] + q[3]);
+                precise float p[8];
+                for (uint j = 0u; j < 8u && kb + j < ke; ++j) {
+                    p[j] = LOAD(a, base + r * m + kb + j) * LOAD(a, base + (kb + j) * m + c);
+                }
+                uint cc = c - ke;
+                if (gemm && cc >= whole8 && cc < whole4 && r - ke < whole4) {
+                    acc = (((p[0] + p[2]) + p[4]) + p[6]) + (((p[1] + p[3]) + p[5]) + p[7]);
+                } else if (gemm && cc >= whole4 && r - ke < whole4) {
+                    acc = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
                 } else {
-                    acc = LOAD(a, base + r * m + kb) * LOAD(a, base + kb * m + c);
-                    for (uint k = kb + 1u; k < ke; ++k) acc = acc + LOAD(a, base + r * m + k) * LOAD(a, base + k * m + c);
+                    acc = p[0];
+                    for (uint k = 1u; k < ke - kb; ++k) acc = acc + p[k];
                 }
                 precise float d = LOAD(a, base + r * m + c) - acc;
                 STORE(a, base + r * m + c, d);
