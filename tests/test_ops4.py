@@ -154,13 +154,27 @@ DEFORM_CASES = [
 ]
 
 
-@pytest.mark.parametrize("opset", [19, 22])
-@pytest.mark.parametrize("bias,mask", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("bias,mask,opset", [(False, False, 19), (True, True, 22)])
 @pytest.mark.parametrize("x_shape,w_shape,attrs", DEFORM_CASES)
 def test_deform_conv(ep_devices, x_shape, w_shape, attrs, bias, mask, opset):
     model, inputs = _deform_model(x_shape, w_shape, attrs, bias, mask, opset)
     for scale in (0.7, 4.0):  # (4: many samples past the borders)
         _compare(model, _deform_feeds(inputs, scale), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bias,mask", [(True, False), (False, True)])
+@pytest.mark.parametrize("x_shape,w_shape,attrs", [DEFORM_CASES[1], DEFORM_CASES[2]])
+def test_deform_conv_bias_or_mask(ep_devices, x_shape, w_shape, attrs, bias, mask):
+    model, inputs = _deform_model(x_shape, w_shape, attrs, bias, mask)
+    _compare(model, _deform_feeds(inputs, 2.0, seed=7), rtol=1e-5, atol=1e-5)
+
+
+def test_deform_conv_of_a_detector_s_size(ep_devices):
+    """A DCN layer's shape (64 channels, 3x3, 2 groups of offsets): the product's 576-long sums through MatMul's
+    tiles, within float32 rounding of MLAS's."""
+    model, inputs = _deform_model([1, 64, 20, 18], [48, 64, 3, 3], dict(pads=[1, 1, 1, 1], offset_group=2), True,
+                                  True)
+    _compare(model, _deform_feeds(inputs, 2.0, seed=8), rtol=1e-4, atol=1e-4)
 
 
 def test_deform_conv_samples_exactly(ep_devices):

@@ -1,7 +1,8 @@
 """DeformConv (ONNX 19, 22; float32) as ORT 1.32's CPU EP computes it (core/providers/cpu/nn/deform_conv.cc): torchvision's
 deform_conv2d as exported, offsets, an optional mask (modulated, v2), group, offset_group, dilations, pads, strides,
 bias. shaders/deform_conv.comp: the deformable im2col into scratch (ORT's bilinear plan, order of sums and out-of-range
-rule), then one invocation an output sums W x col of its group (then + B). What the CPU EP refuses (shapes that do not
+rule); then W x col per image and group through the MatMul kernel (matmul.product: its tiles and split-K), then + B
+(deform_conv.comp's MODE 1), as the CPU EP adds it after its GEMM. What the CPU EP refuses (shapes that do not
 agree, a negative output size, non-positive strides, dilations, groups) is an UnsupportedError here: declined at
 GetCapability where the shapes are known, the CPU EP's failure otherwise."""
 
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import LOOP_BUDGET, MAX_ELEMENTS, Kernel, UnsupportedError, grid_1d
+from vkep.kernels import matmul
+from vkep.kernels.base import MAX_ELEMENTS, Kernel, UnsupportedError, grid_1d
 
 WG = 64  # deform_conv.comp's workgroup
 
@@ -65,16 +67,17 @@ class DeformConv(Kernel):
         if any(problems):
             raise UnsupportedError(f"DeformConv: X {xs}, W {ws}, offset {offs}, B {bs}, mask {ms} with group {group}, "
                                    f"offset_group {offset_group}: output {oh} x {ow} (the CPU EP refuses these too)")
-        kernel_dim = c // group * taps
-        if kernel_dim > LOOP_BUDGET:
-            raise UnsupportedError(f"DeformConv: {kernel_dim} products per output (past one invocation's loops)")
         col = (n, c * taps, oh * ow)
         if math.prod(col) > MAX_ELEMENTS:
             raise UnsupportedError(f"DeformConv: a deformable im2col of {col} elements")
         members = {"channels": c, "height": h, "width": w, "kh": kh, "kw": kw, "out_h": oh, "out_w": ow,
                    "pad_h": pads[0], "pad_w": pads[1], "stride_h": sh, "stride_w": sw, "dil_h": dh, "dil_w": dw,
                    "offset_groups": offset_group, "out_channels": m, "groups": group}
-        return (n, m, oh, ow), members, col
+        k, rows, pixels = c // group * taps, m // group, oh * ow
+        # y [n, g] [M/g, oH oW] = W[g] [M/g, K] x col[n, g] [K, oH oW], the batch index (n, g)
+        product = matmul.product_members(rows, pixels, k, batch_inner=group, a=(0, rows * k, k, 1),
+                                         b=(group * k * pixels, k * pixels, pixels, 1))
+        return (n, m, oh, ow), members, col, product
 
     def compute(self, call) -> None:
         x, wt, off = call.inputs[:3]
@@ -82,7 +85,7 @@ class DeformConv(Kernel):
         mask = call.inputs[4] if len(call.inputs) > 4 else None
         shapes = (x.shape, wt.shape, off.shape, None if bias is None else bias.shape,
                   None if mask is None else mask.shape)
-        out, members, col_shape = self.planned(shapes, lambda: self._plan(*shapes))
+        out, members, col_shape, product = self.planned(shapes, lambda: self._plan(*shapes))
         y = call.output(0, out)
         if y.size == 0:
             return
@@ -90,6 +93,10 @@ class DeformConv(Kernel):
         call.dispatch(self.spec.shader, "float32", {"mode": 0, "mask": int(mask is not None)},
                       {**members, "src": x, "aux": off, "extra": mask, "dst": col, "n": col.size},
                       grid_1d(col.size, WG), [x, off] + ([mask] if mask is not None else []), [col])
-        call.dispatch(self.spec.shader, "float32", {"mode": 1, "bias": int(bias is not None)},
-                      {**members, "src": col, "aux": wt, "extra": bias, "dst": y, "n": y.size},
-                      grid_1d(y.size, WG), [wt, col] + ([bias] if bias is not None else []), [y])
+        group = self.attrs.get("group", 1)
+        products = y.view(0, (out[0] * group, out[1] // group, out[2] * out[3]))
+        matmul.product(self, call, wt, col, products, product, out[0] * group)
+        if bias is not None:
+            call.dispatch(self.spec.shader, "float32", {"mode": 1},
+                          {**members, "src": None, "aux": None, "extra": bias, "dst": y, "n": y.size},
+                          grid_1d(y.size, WG), [y, bias], [y])

@@ -6,7 +6,8 @@
 //          zero weights on element 0 of its channel; a corner outside the image gets weight 0 and index 0; the
 //          value is w00 v00 + w01 v01 + w10 v10 + w11 v11 in that order, then times the mask (v2). So a NaN or inf
 //          at a channel's element 0 reaches every sample of it with a corner outside, as in the CPU EP.
-//  MODE 1: Y [N, M, oH, oW]: one invocation an output, W [M/group, C/group*kH*kW] x col of its group, then + B.
+//  (W [M/group, C/group*kH*kW] x col of each group: the MatMul kernel, deform_conv.py)
+//  MODE 1: Y [N, M, oH, oW] += B, in place.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -14,10 +15,9 @@
 layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint MASK = 0;  // MODE 0: a mask input
-layout(constant_id = 2) const uint BIAS = 0;  // MODE 1: a bias input
 
 layout(push_constant, scalar) uniform Push {
-    // MODE 0: X, offset, mask (or 0), col; MODE 1: col, W, B (or 0), Y
+    // MODE 0: X, offset, mask (or 0), col; MODE 1: -, -, B, Y
     uint64_t src, aux, extra, dst;
     uint n;                    // invocations
     uint channels, height, width;
@@ -72,16 +72,8 @@ void main() {
         }
         STORE(Tensor(pc.dst), i, val);
     } else {
-        uint m = (i / plane) % pc.out_channels, b = i / (plane * pc.out_channels);
-        uint g = m / (pc.out_channels / pc.groups), kernel_dim = pc.channels / pc.groups * taps;
-        Tensor col = Tensor(pc.src), wt = Tensor(pc.aux);
-        uint w_at = m * kernel_dim;
-        uint col_at = (b * pc.groups + g) * kernel_dim * plane + p;
-        float acc = 0.0;
-        for (uint k = 0u; k < kernel_dim; ++k) {
-            acc = fma(LOAD(wt, w_at + k), LOAD(col, col_at + k * plane), acc);
-        }
-        if (BIAS != 0) acc += LOAD(Tensor(pc.extra), m);
-        STORE(Tensor(pc.dst), i, acc);
+        uint m = (i / plane) % pc.out_channels;
+        Tensor y = Tensor(pc.dst);
+        STORE(y, i, LOAD(y, i) + LOAD(Tensor(pc.extra), m));
     }
 }
