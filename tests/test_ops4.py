@@ -98,6 +98,16 @@ def test_max_pool_past_the_input(ep_devices, dims, attrs, ceil_mode, indices):
     _compare(model, _pool_feeds(dims))
 
 
+@pytest.mark.parametrize("dtype", [TensorProto.INT8, TensorProto.UINT8])
+def test_8_bit_max_pool_takes_negative_same_pads(ep_devices, dtype):
+    """(8-bit MaxPool is not MLAS's on the CPU EP: negative SAME pads run there, and on vkep.)"""
+    dims, attrs = POOL_CASES[13]
+    model = _model(helper.make_node("MaxPool", ["x"], ["y"], **attrs), [("x", dtype, [2, 3, *dims])], 12,
+                   out_types={"y": dtype})
+    x = np.random.default_rng(5).integers(-100 if dtype == TensorProto.INT8 else 0, 127, (2, 3, *dims))
+    _compare(model, {"x": x.astype(np.int8 if dtype == TensorProto.INT8 else np.uint8)})
+
+
 def test_the_repro_shape(ep_devices):
     """PP-OCRv4 rec's p2o.AveragePool.0 at a 2-high input (opset 12): [1, 480, 1, 40], the mean of 2 x 2."""
     model = _pool("AveragePool", [2, 80], dict(kernel_shape=[3, 2], strides=[3, 2], pads=[0, 0, 0, 0]), opset=12)

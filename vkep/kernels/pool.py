@@ -80,10 +80,12 @@ class Pool(Kernel):
             dilations = list(attrs.get("dilations") or [1] * n)
             out, begin, end = pool_geometry(xs[2:], kernel, strides, dilations, attrs.get("pads"),
                                               attrs["auto_pad"], attrs.get("ceil_mode", 0))
-            if self.op == OP_MAX and min(begin + end) < 0 and (self.output_count or 1) == 1 \
-                    and not attrs.get("storage_order") and max(dilations) == 1:
-                # (the CPU EP's MLAS MaxPool, which it runs there, fails on the negative pads of auto_pad SAME
-                # with a stride past the kernel; its other MaxPool path takes them, as pool.comp does)
+            if self.spec.op == "MaxPool" and min(begin + end) < 0 and (self.output_count or 1) == 1 \
+                    and not attrs.get("storage_order") and max(dilations) == 1 \
+                    and (self.input_types or ["float32"])[0] in ("float32", "float16"):
+                # (the CPU EP's MLAS MaxPool, which it runs there for float, fails on the negative pads of auto_pad
+                # SAME with a stride past the kernel; its other MaxPool path (8-bit, Indices, dilations) and
+                # NhwcMaxPool take them, as pool.comp does)
                 raise UnsupportedError(f"{self.spec.op}: auto_pad SAME gives negative pads {begin} + {end}")
         out_shape = (*xs[:2], *out)
         check_size(xs, out_shape)
@@ -141,14 +143,8 @@ class Pool(Kernel):
 
 class NhwcMaxPool(Pool):
     """com.microsoft NhwcMaxPool (8-bit MaxPool as ORT's NHWC transformer saves it in optimized models): X
-    [N, spatial..., C] moved to NCHW in scratch (strided_copy.comp), pool.comp's MaxPool, and back."""
-
-    @classmethod
-    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        # (the CPU EP's NHWC kernel pads SAME for the undilated window, then dilates it: seen, not followed)
-        if attrs.get("auto_pad", "NOTSET").startswith("SAME") and any(d != 1 for d in attrs.get("dilations") or []):
-            return "auto_pad SAME with dilations"
-        return None
+    [N, spatial..., C] moved to NCHW in scratch (strided_copy.comp), pool.comp's MaxPool, and back. (auto_pad SAME
+    with dilations: pool_geometry pads for the undilated window, then dilates it, as the CPU EP's NHWC kernel.)"""
 
     def compute(self, call) -> None:
         x = call.inputs[0]
