@@ -41,7 +41,8 @@ class DeformConv(Kernel):
         return None
 
     def _plan(self, xs, ws, offs, bs, ms) -> tuple:
-        """(output shape, push members but the tensors, col shape), the CPU EP's checks (DeformConvValidateAndParse)."""
+        """(output shape, deform_conv.comp's members but the tensors, col shape, the product's matmul members), after
+        the CPU EP's checks (DeformConvValidateAndParse)."""
         if len(xs) != 4 or len(ws) != 4 or len(offs) != 4:
             raise UnsupportedError(f"DeformConv: X {xs}, W {ws}, offset {offs} (each 4-D)")
         a = self.attrs
