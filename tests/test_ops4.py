@@ -31,8 +31,12 @@ def _on_vkep(model):
 
 
 def _compare(model, feeds, rtol=0.0, atol=0.0, equal_nan=True):
-    """vkep's outputs (every node placed on vkep) against the CPU EP's: shapes equal, values within rtol/atol."""
-    got = _on_vkep(model).run(None, feeds)
+    """vkep's outputs (every node placed on vkep) against the CPU EP's: shapes equal, values within rtol/atol; a
+    second run (the node's native replay) gives the first's bits."""
+    session = _on_vkep(model)
+    got = session.run(None, feeds)
+    for again, first in zip(session.run(None, feeds), got, strict=True):
+        np.testing.assert_array_equal(again, first)
     want = runner.cpu_session(model).run(None, feeds)
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
