@@ -320,14 +320,16 @@ def test_nhwc_max_pool(ep_devices, dtype, shape, attrs):
     _same(_one_node("NhwcMaxPool", {"x": x}, {}, dtype, attrs), {"x": x})
 
 
-def test_nhwc_max_pool_declines_same_padding_with_dilations(ep_devices):
-    """The CPU EP pads SAME for the undilated window and then dilates it: vkep leaves that to it."""
-    x = np.asarray(np.random.default_rng(9).integers(0, 256, (1, 6, 5, 4)), np.uint8)
-    model = _one_node("NhwcMaxPool", {"x": x}, {}, "uint8",
-                      {"kernel_shape": [3, 2], "dilations": [2, 1], "auto_pad": "SAME_UPPER"})
-    session = runner.vkep_session(model)
-    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
-    session.run(None, {"x": x})
+@pytest.mark.parametrize("shape,attrs", [
+    ((1, 6, 5, 4), {"kernel_shape": [3, 2], "dilations": [2, 1], "auto_pad": "SAME_UPPER"}),
+    ((2, 9, 11, 3), {"kernel_shape": [3, 3], "dilations": [2, 3], "strides": [2, 1], "auto_pad": "SAME_LOWER"}),
+    ((1, 11, 11, 2), {"kernel_shape": [1, 1], "strides": [4, 4], "auto_pad": "SAME_UPPER"}),  # (pads -1)
+])
+def test_nhwc_max_pool_same_padding_with_dilations(ep_devices, shape, attrs):
+    """The CPU EP pads SAME for the undilated window and then dilates it: vkep left that to it, and since
+    pool.py's pool_geometry (which pads so for every pool, as the CPU EP does) runs it."""
+    x = np.asarray(np.random.default_rng(9).integers(0, 256, shape), np.uint8)
+    _same(_one_node("NhwcMaxPool", {"x": x}, {}, "uint8", attrs), {"x": x})
 
 
 # ---- com.microsoft CDist -----------------------------------------------------------------------------------------

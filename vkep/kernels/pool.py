@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, shader_dtype
-from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size, window_geometry
+from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size
 from vkep.kernels.movement import GATHER, contiguous_strides, gather_members, host_values
 from vkep.kernels.movement import WG as MOVE_WG
 from vkep.kernels.reduce import reduce_geometry, reduce_op_code, reduce_plan
@@ -15,6 +15,45 @@ from vkep.kernels.reduce import reduce_geometry, reduce_op_code, reduce_plan
 WORKGROUP = 64  # pool.comp's and lrn.comp's WG
 OP_MAX, OP_AVERAGE, OP_LP = 0, 1, 2
 FIXED_WINDOW_TAPS = 49  # MaxPool windows of up to this many taps are unrolled (pool.comp's KH_FIXED, KW_FIXED)
+
+
+def _cdiv(a: int, b: int) -> int:
+    """C++'s integer division (truncates toward zero; b > 0)."""
+    return -(-a // b) if a < 0 else a // b
+
+
+def pool_geometry(in_dims, kernel, strides, dilations, pads, auto_pad: str,
+                  ceil_mode: int = 0) -> tuple[list[int], list[int], list[int]]:
+    """(output dims, leading pads, trailing pads) of a pool's window as ORT 1.32's CPU EP computes them
+    (PoolAttributes::ComputeSizePadDilations / ComputeOutputSize): C++'s truncating division, so a window longer
+    than its padded input still gives an output where (size + pads - window) / stride truncates to 0 (a window of
+    3 over 2 elements, stride 3: one output, the mean or max of the 2 that exist); auto_pad SAME pads for the
+    undilated kernel (a dilated window then reaches past the pads); ceil_mode drops a last window that starts past
+    the input and its leading pad. A negative size is the CPU EP's error: raised here too."""
+    n = len(in_dims)
+    pads = list(pads) if pads else [0] * 2 * n
+    begin, end, out = list(pads[:n]), list(pads[n:]), []
+    for i, size in enumerate(in_dims):
+        k, s, d = kernel[i], strides[i], dilations[i]
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            need = (-(-size // s) - 1) * s + k - size
+            begin[i] = _cdiv(need, 2) if auto_pad == "SAME_UPPER" else _cdiv(need + 1, 2)
+            end[i] = need - begin[i]
+        elif auto_pad == "VALID":
+            begin[i] = end[i] = 0
+        elif auto_pad not in ("NOTSET", ""):
+            raise UnsupportedError(f"auto_pad {auto_pad!r}")
+        span = size + begin[i] + end[i] - d * (k - 1) - 1
+        o = _cdiv(span, s) + 1
+        if ceil_mode:
+            o = math.ceil(span / s) + 1
+            if (o - 1) * s >= size + begin[i]:  # the last window must start inside the input or its leading pad
+                o -= 1
+        if o < 0:
+            raise UnsupportedError(f"a window of {k} (dilated by {d}) over {size} elements padded by {begin[i]} + "
+                                   f"{end[i]}, stride {s}: the output size is negative (the CPU EP fails too)")
+        out.append(o)
+    return out, begin, end
 
 
 class Pool(Kernel):
@@ -39,8 +78,15 @@ class Pool(Kernel):
                 raise UnsupportedError(f"{self.spec.op}: kernel_shape {kernel} does not fit input {xs}")
             strides = list(attrs.get("strides") or [1] * n)
             dilations = list(attrs.get("dilations") or [1] * n)
-            out, begin, end = window_geometry(xs[2:], kernel, strides, dilations, attrs.get("pads"),
+            out, begin, end = pool_geometry(xs[2:], kernel, strides, dilations, attrs.get("pads"),
                                               attrs["auto_pad"], attrs.get("ceil_mode", 0))
+            if self.spec.op == "MaxPool" and min(begin + end) < 0 and (self.output_count or 1) == 1 \
+                    and not attrs.get("storage_order") and max(dilations) == 1 \
+                    and (self.input_types or ["float32"])[0] in ("float32", "float16"):
+                # (the CPU EP's MLAS MaxPool, which it runs there for float, fails on the negative pads of auto_pad
+                # SAME with a stride past the kernel; its other MaxPool path (8-bit, Indices, dilations) and
+                # NhwcMaxPool take them, as pool.comp does)
+                raise UnsupportedError(f"{self.spec.op}: auto_pad SAME gives negative pads {begin} + {end}")
         out_shape = (*xs[:2], *out)
         check_size(xs, out_shape)
         total = math.prod(out_shape)
@@ -97,14 +143,8 @@ class Pool(Kernel):
 
 class NhwcMaxPool(Pool):
     """com.microsoft NhwcMaxPool (8-bit MaxPool as ORT's NHWC transformer saves it in optimized models): X
-    [N, spatial..., C] moved to NCHW in scratch (strided_copy.comp), pool.comp's MaxPool, and back."""
-
-    @classmethod
-    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        # (the CPU EP's NHWC kernel pads SAME for the undilated window, then dilates it: seen, not followed)
-        if attrs.get("auto_pad", "NOTSET").startswith("SAME") and any(d != 1 for d in attrs.get("dilations") or []):
-            return "auto_pad SAME with dilations"
-        return None
+    [N, spatial..., C] moved to NCHW in scratch (strided_copy.comp), pool.comp's MaxPool, and back. (auto_pad SAME
+    with dilations: pool_geometry pads for the undilated window, then dilates it, as the CPU EP's NHWC kernel.)"""
 
     def compute(self, call) -> None:
         x = call.inputs[0]
@@ -186,6 +226,30 @@ class RoiAlign(Kernel):
                 "aligned": int(self.half_pixel)}
         call.dispatch("roi_align.comp", shader_dtype(x), {"mode": self.mode}, push, grid_1d(y.size, WORKGROUP),
                       [x, rois, batch_indices], [y])
+
+
+class MaxRoiPool(Kernel):
+    """MaxRoiPool (ONNX 1; float32) as ORT's CPU EP (roi_pool.cc): shaders/max_roi_pool.comp, one invocation an
+    output; an ROI's batch index out of range fails the run (the error word), as the CPU EP's enforce."""
+
+    def compute(self, call) -> None:
+        x, rois = call.inputs[:2]
+        pooled = list(self.attrs["pooled_shape"])
+        scale = self.attrs.get("spatial_scale", 1.0)
+        if len(x.shape) != 4 or len(rois.shape) != 2 or rois.shape[1] != 5 or len(pooled) != 2 or min(pooled) <= 0 \
+                or not scale > 0:
+            raise UnsupportedError(f"MaxRoiPool: X {list(x.shape)}, rois {list(rois.shape)}, pooled_shape {pooled}, "
+                                   f"spatial_scale {scale} (X 4-D, rois [n, 5], two positive pooled sizes, a positive "
+                                   f"scale: the CPU EP refuses others)")
+        n, c, h, w = x.shape
+        if h * (1 + -(-w // 8)) > LOOP_BUDGET:
+            raise UnsupportedError(f"MaxRoiPool: an image of {h} x {w} (a bin may cover it: past one invocation's loops)")
+        y = call.output(0, (rois.shape[0], c, *pooled))
+        if not y.size:
+            return
+        push = {"x": x, "rois": rois, "y": y, "err": call.error_word(), "n": y.size, "batch": n, "channels": c,
+                "height": h, "width": w, "pooled_h": pooled[0], "pooled_w": pooled[1], "spatial_scale": scale}
+        call.dispatch(self.spec.shader, "float32", {}, push, grid_1d(y.size, WORKGROUP), [x, rois], [y])
 
 
 UNPOOL_WG = 256  # max_unpool.comp's workgroup
