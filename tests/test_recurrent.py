@@ -25,15 +25,15 @@ TOL = {"rtol": 1e-5, "atol": 2e-6}
 
 @pytest.fixture(params=["workgroups", "steps"])
 def path(request, monkeypatch) -> str:
-    """The way vkep runs the recurrences of the test (recurrent.STEP_MIN_MACS chooses by size otherwise)."""
-    monkeypatch.setattr(recurrent, "STEP_MIN_MACS", 0 if request.param == "steps" else 10**15)
+    """The way vkep runs the recurrences of the test (recurrent.STEP_MIN_READS chooses by size otherwise)."""
+    monkeypatch.setattr(recurrent, "STEP_MIN_READS", 0 if request.param == "steps" else 10**15)
     return request.param
 
 
 @pytest.fixture
 def workgroups(monkeypatch) -> None:
     """recurrent.comp's workgroups whatever the size (tests of its dispatch count and loop budget)."""
-    monkeypatch.setattr(recurrent, "STEP_MIN_MACS", 10**15)
+    monkeypatch.setattr(recurrent, "STEP_MIN_READS", 10**15)
 
 
 def _model(op: str, *, steps: int = 5, batch: int = 2, size: int = 3, hidden: int = 8, direction: str = "forward",
@@ -216,14 +216,14 @@ def test_one_dispatch_whatever_the_length(ep_devices, workgroups, op):
         session = runner.vkep_session(model, disable_cpu_fallback=True)
         session.run(None, feeds)
         counts.append(_commands(session, feeds))
-    assert counts == [1, 1]
+    assert counts == [2, 2]  # (X . W for every step by matmul.comp, recurrent.comp's XW; then the sequence)
 
 
 @pytest.mark.parametrize("op", list(GATES) + ["GRU-reset-first"])
 def test_steps_dispatch_per_step_not_per_gate(ep_devices, op, monkeypatch):
     """A step a dispatch: X . W for every step in one product, then per step one product (h . R for every batch
     row and gate) and one cell update; GRU without linear_before_reset a second product and a reset pass."""
-    monkeypatch.setattr(recurrent, "STEP_MIN_MACS", 0)
+    monkeypatch.setattr(recurrent, "STEP_MIN_READS", 0)
     attrs = {"linear_before_reset": 0} if op == "GRU-reset-first" else {"linear_before_reset": 1} if op == "GRU" else {}
     counts = []
     for steps in (1, 30):
@@ -261,7 +261,7 @@ def test_replayed_natively(ep_devices, op, split, way, monkeypatch):
     (VKEP_PLAN_OPS dispatches: 3 steps here; longer sequences take Python's path: test_steps_dispatch_per_step_not_per_gate)."""
     if split and way == "steps":
         pytest.skip("the loop budget splits recurrent.comp's sequences only")
-    monkeypatch.setattr(recurrent, "STEP_MIN_MACS", 0 if way == "steps" else 10**15)
+    monkeypatch.setattr(recurrent, "STEP_MIN_READS", 0 if way == "steps" else 10**15)
     if split:
         monkeypatch.setattr(recurrent, "LOOP_BUDGET", 400)
     model, feeds = _model(op, steps=40 if split else 10 if way == "steps" else 20, hidden=16, size=8, direction="bidirectional",
@@ -298,20 +298,21 @@ def test_sequence_split_where_the_loop_budget_ends(ep_devices, workgroups, monke
 
 
 def test_loop_budget_bound_holds(ep_devices, workgroups, monkeypatch):
-    """The costliest step (GRU, reset gate first): one dispatch of 560 steps of hidden 256 loses its end to
-    lavapipe's loop limit (it ends a shader's loops silently), so vkep splits it; the split is right."""
-    model, feeds = _model("GRU", steps=560, batch=1, hidden=256, size=256, initializers=True)
+    """The costliest step (GRU, reset gate first): one dispatch of 800 steps of hidden 256 loses its end to
+    lavapipe's loop limit (it ends a shader's loops silently), so vkep splits it; the split is right. (X . W
+    comes first, by matmul.comp: recurrent.comp's XW; without it 560 steps were past the limit.)"""
+    model, feeds = _model("GRU", steps=800, batch=1, hidden=256, size=256, initializers=True)
     want = runner.cpu_session(model).run(None, feeds)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     for g, w in zip(session.run(None, feeds), want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
-    assert _commands(session, feeds) == 2
+    assert _commands(session, feeds) == 3  # (X . W, then two of recurrent.comp's)
     driver = vkep.register()[0].ep_metadata.get("vulkan.driver", "")
     if "llvmpipe" not in driver or "Mesa 2" in driver and int(driver.split("Mesa ")[1].split(".")[0]) >= 26:
         return  # the loop limit is lavapipe's, before Mesa 26 (whose unsplit dispatch is right: tests/test_mesa26.py)
     monkeypatch.setattr(recurrent, "LOOP_BUDGET", 10**7)
     unsplit = runner.vkep_session(model, disable_cpu_fallback=True)
-    assert _commands(unsplit, feeds) == 1
+    assert _commands(unsplit, feeds) == 2
     assert not np.allclose(unsplit.run(None, feeds)[0], want[0], rtol=1e-4, atol=1e-5)
 
 

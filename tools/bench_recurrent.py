@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """RNN, GRU and LSTM on vkep both ways, beside ORT's CPU EP: recurrent.comp's workgroups (one dispatch walks the
 sequence, a workgroup per batch row) and a step a dispatch (matmul.comp's products, recurrent_step.comp), forced
-by recurrent.STEP_MIN_MACS, and the way vkep picks; median ms of --runs runs after a warm-up. What the cut-off
-STEP_MIN_MACS (vkep/kernels/recurrent.py) is measured by.
+by recurrent.STEP_MIN_READS, and the way vkep picks; median ms of --runs runs after a warm-up. What the cut-off
+STEP_MIN_READS (vkep/kernels/recurrent.py) is measured by.
 
     .venv/bin/python tools/bench_recurrent.py [--runs N] [OP,DIRECTION,STEPS,BATCH,INPUT,HIDDEN ...]
 
@@ -31,7 +31,7 @@ from vkep.kernels import recurrent  # noqa: E402
 CASES = ("LSTM,bidirectional,21,1,61,192", "LSTM,bidirectional,21,97,61,192", "LSTM,forward,100,1,256,256",
          "LSTM,forward,100,1,16,16", "LSTM,forward,100,1,32,32", "RNN,forward,100,1,32,32",
          "GRU,forward,100,1,32,32", "GRU,forward,50,16,128,128")
-WAYS = {"workgroups": 10**15, "steps": 0, "picked": recurrent.STEP_MIN_MACS}
+WAYS = {"workgroups": 10**15, "steps": 0, "picked": recurrent.STEP_MIN_READS}
 
 
 def model(op: str, direction: str, steps: int, size: int, hidden: int):
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("cases", nargs="*", default=list(CASES), metavar="OP,DIRECTION,STEPS,BATCH,INPUT,HIDDEN")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    print(f"{'case':34} {'MACs a step':>11} " + " ".join(f"{w:>11}" for w in WAYS) + f" {'CPU EP':>9}  picked/CPU")
+    print(f"{'case':34} {'R reads':>11} " + " ".join(f"{w:>11}" for w in WAYS) + f" {'CPU EP':>9}  picked/CPU")
     for case in args.cases:
         op, direction, *sizes = case.split(",")
         steps, batch, size, hidden = map(int, sizes)
@@ -71,12 +71,12 @@ def main() -> None:
         feeds = {"X": np.random.default_rng(1).uniform(-1, 1, (steps, batch, size)).astype(np.float32)}
         times = {}
         for way, minimum in WAYS.items():
-            recurrent.STEP_MIN_MACS = minimum
+            recurrent.STEP_MIN_READS = minimum
             times[way] = median_ms(runner.vkep_session(m), feeds, args.runs)
-        recurrent.STEP_MIN_MACS = WAYS["picked"]
+        recurrent.STEP_MIN_READS = WAYS["picked"]
         cpu = median_ms(runner.cpu_session(m), feeds, args.runs)
-        macs = recurrent.step_macs(op, batch, size, hidden)
-        print(f"{case:34} {macs:11,} " + " ".join(f"{times[w]:9.2f}ms" for w in WAYS)
+        reads = recurrent.step_reads(op, batch, hidden)
+        print(f"{case:34} {reads:11,} " + " ".join(f"{times[w]:9.2f}ms" for w in WAYS)
               + f" {cpu:7.2f}ms  {times['picked'] / cpu:8.1f}x", flush=True)
 
 

@@ -1,8 +1,9 @@
 """RNN, GRU and LSTM, as ORT's CPU EP computes them (rnn.cc, deep_cpu_gru.cc, uni_directional_lstm.cc), in one
 of two ways:
 
-- small steps (fewer than STEP_MIN_MACS multiply-adds): shaders/recurrent.comp, one dispatch walks the whole
-  sequence, one workgroup per (batch row, direction). A sequence longer than lavapipe's loop budget allows one
+- small steps (fewer than STEP_MIN_READS reads of R's elements): matmul.comp multiplies X by W for every step
+  (inputs past 8), then shaders/recurrent.comp walks the whole sequence in one dispatch, one workgroup per
+  (batch row, direction). A sequence longer than lavapipe's loop budget allows one
   invocation (kernels/base.py) is split into as few dispatches as fit, the state passing between them through
   scratch memory: the dispatch count depends on the sizes, never on a step or a gate.
 - the others a step a dispatch (Recurrent._stepped): matmul.comp multiplies X by W for every step at once, then
@@ -45,12 +46,14 @@ FLT_MAX = float(np.finfo(np.float32).max)
 MAX_GROUPS = 65535  # workgroups of a dispatch in x (Vulkan's minimum limit): more batch rows fold into z
 SHARED_BYTES = 32768  # shared memory assumed at GetCapability (lavapipe's; GPUs have 32-64 KiB)
 MIN_HMAX = 64
-# the multiply-adds of a step (batch x gate rows x (input + hidden)) from which a float32 sequence runs a step a
-# dispatch (Recurrent._stepped), and that shader's workgroup. Measured on lavapipe (Mesa 22.3, 2 cores, 100 steps,
-# batch 1, input = hidden), recurrent.comp against the steps: LSTM of 16 5.3 / 12.5 ms (2,048 a step), GRU of 16
-# 14.0 / 20.0 (1,536), RNN of 32 14.4 / 20.9 (2,048); GRU of 32 41.7 / 29.9 (6,144), LSTM of 32 40.6 / 20.0,
-# RNN of 64 29.0 / 16.6 (8,192); LSTM of 256 1443 / 242
-STEP_MIN_MACS = 4096
+# the R elements recurrent.comp's lanes read a step (step_reads: workgroup lanes x hidden x batch) from which a
+# float32 sequence runs a step a dispatch (Recurrent._stepped), and that shader's workgroup. Each lane reads a row
+# of R a step, so recurrent.comp's step costs lavapipe about 0.1-0.2 us a lane-read; the steps' two dispatches
+# ~0.25 ms each whatever the size. Measured (Mesa 22.3, 2 loaded cores, batch 1, 200 steps, recurrent.comp with
+# X . W first / the steps, ms): RNN input 266 hidden 25 (1,600 reads) 20 / 95; LSTM 266 / 25 (3,200) 139 / 107;
+# GRU 266 / 25 (3,200) 131 / 100; LSTM 32 / 32 (4,096) 134 / 100; GRU 32 / 32 193 / 102; RNN 64 / 64 (4,096)
+# 104 / 216; LSTM 64 / 64 (16,384) 379 / 118; LSTM 128 / 128 1397 / 184; LSTM 64 / 32 batch 4 428 / 171
+STEP_MIN_READS = 3072
 STEP_WG = 64
 QUANT_WG = 256  # recurrent_quant.comp's reductions: a workgroup each X, and each group of rows of h
 QUANT_TN = 8  # recurrent_quant.comp's TN: the columns of a product an invocation computes
@@ -88,13 +91,21 @@ def _activations(op: str, attrs: dict) -> list[tuple[int, float, float]] | str:
     return out
 
 
+def _xw_first(dtype: str, quantized: bool, size: int) -> bool:
+    """Whether recurrent.comp reads each step's x . W from XW, which matmul.comp computes for every step first
+    (recurrent.comp's XW), rather than taking the dot product over the input every step: float32 (not
+    DynamicQuantizeLSTM's integers) with inputs of more than 8 (one of the step loop's iterations)."""
+    return dtype == "float32" and not quantized and size > 8
+
+
 def _pow2(n: int, low: int) -> int:
     return max(low, 1 << max(n - 1, 0).bit_length())
 
 
-def step_macs(op: str, batch: int, size: int, hidden: int) -> int:
-    """The multiply-adds of one step: batch x gate rows x (input + hidden)."""
-    return batch * GATES[op] * hidden * (size + hidden)
+def step_reads(op: str, batch: int, hidden: int) -> int:
+    """The R elements recurrent.comp's lanes read a step: its workgroup's lanes (a gate row each) x hidden x
+    batch (a workgroup a row)."""
+    return min(_pow2(GATES[op] * hidden, 64), 1024) * hidden * batch
 
 
 def _shared_bytes(op: str, hidden: int, imax: int = 4) -> int:
@@ -137,7 +148,7 @@ class Recurrent(Kernel):
         if hidden is None or hidden <= 0:
             return f"hidden_size={hidden} (ORT's CPU EP needs a positive one)"
         if _shared_bytes(op, hidden) > SHARED_BYTES and not (
-                input_types[0] == "float32" and step_macs(op, 1, 0, hidden) >= STEP_MIN_MACS):
+                input_types[0] == "float32" and step_reads(op, 1, hidden) >= STEP_MIN_READS):
             # (float32 sequences of such steps run a step a dispatch, whose state is in device memory;
             # DynamicQuantizeLSTM's too)
             return f"hidden_size={hidden}: its state is beyond one workgroup's shared memory ({SHARED_BYTES} bytes)"
@@ -178,9 +189,11 @@ class Recurrent(Kernel):
         # dispatch with the budget lifted, the step where the output first goes wrong): 119.6 iterations a step
         # for GRU with input and hidden 256, 86.9 with linear_before_reset, 77.5 RNN, 75-82 LSTM, 29.8 LSTM of
         # 64; this bound is 15% above each
+        xw = _xw_first(self.input_types[0], bool(self.flags & FLAG_QUANTIZED), size)
         rows, units, dot_h = -(-gh // wg), -(-hidden // wg), -(-hidden // 8)
         gru_reset_first = op == "GRU" and not self.attrs.get("linear_before_reset")
-        per_step = 1.15 * (16 + rows * (2 + -(-size // 8) + dot_h) + units * (4 + (dot_h + 4) * gru_reset_first))
+        per_step = 1.15 * (16 + rows * (2 + (1 if xw else -(-size // 8)) + dot_h)
+                           + units * (4 + (dot_h + 4) * gru_reset_first))
         prologue = 4 * units + 8
         if integer_gemms:  # the min / max of X, then each step's of h (two reductions) and its quantized x, h
             levels = max(1, (wg - 1).bit_length())
@@ -194,17 +207,26 @@ class Recurrent(Kernel):
         state = (batch, directions, hidden) if layout else (directions, batch, hidden)
         groups = (min(batch, MAX_GROUPS), directions, -(-batch // MAX_GROUPS))
         constants = {"cell": CELLS[op], "local_size_x": wg, "hmax": _pow2(hidden, MIN_HMAX), **self.alpha_beta,
-                     "imax": imax}
+                     "imax": imax, "xw": int(xw)}
         return y, state, sizes, constants, groups, max(1, -(-steps // max(per_dispatch, 1))), per_dispatch
 
     def _stepped_applies(self, sizes: dict) -> bool:
         """Whether the sequence runs a step a dispatch (_stepped) rather than in recurrent.comp's workgroups:
-        float32 steps of STEP_MIN_MACS or more, and DynamicQuantizeLSTM's of more than one batch row (the CPU EP
+        float32 steps of STEP_MIN_READS or more, and DynamicQuantizeLSTM's of more than one batch row (the CPU EP
         quantizes h over groups of rows, which recurrent.comp's workgroup a row cannot)."""
-        macs = step_macs(self.op, sizes["batch"], sizes["I"], sizes["H"])
+        reads = step_reads(self.op, sizes["batch"], sizes["H"])
         if self.flags & FLAG_QUANTIZED:
-            return sizes["batch"] > 1 or macs >= STEP_MIN_MACS
-        return self.input_types[0] == "float32" and macs >= STEP_MIN_MACS
+            return sizes["batch"] > 1 or reads >= STEP_MIN_READS
+        return self.input_types[0] == "float32" and reads >= STEP_MIN_READS
+
+    def _multiply(self, call, a: Tensor, weights: Tensor, out: Tensor, rows: int, k: int, a_outer: int,
+                  skip: int = 0) -> None:
+        """out [dirs, rows, n] = a [rows, k] (per direction: a_outer apart) x weights[d, skip:skip + n, :]^T, by
+        matmul.comp."""
+        n, per_direction = out.shape[2], weights.shape[1] * k
+        view = weights.view(4 * skip * k, weights.shape)
+        members = matmul.product_members(rows, n, k, a=(a_outer, 0, k, 1), b=(per_direction, 0, 1, k))
+        matmul.product(self, call, a, view, out, members, weights.shape[0])
 
     def _stepped(self, call, ins: list[Tensor | None], outs: list[Tensor | None], sizes: dict, flags: int) -> None:
         """The sequence a step at a time (recurrent_step.comp): X . W^T for all steps in one product of
@@ -236,11 +258,7 @@ class Recurrent(Kernel):
         xw, hr, h, c, aux, rh = (parts[k] for k in ("xw", "hr", "h", "c", "aux", "rh"))
 
         def multiply(a: Tensor, weights: Tensor, out: Tensor, rows: int, k: int, a_outer: int, skip: int = 0) -> None:
-            """out [dirs, rows, n] = a [rows, k] (per direction: a_outer apart) x weights[d, skip:skip + n, :]^T"""
-            n, per_direction = out.shape[2], weights.shape[1] * k
-            view = weights.view(4 * skip * k, weights.shape)
-            members = matmul.product_members(rows, n, k, a=(a_outer, 0, k, 1), b=(per_direction, 0, 1, k))
-            matmul.product(self, call, a, view, out, members, dirs)
+            self._multiply(call, a, weights, out, rows, k, a_outer, skip)
 
         integer = QuantizedProducts(call, x, lens, (w, r), parts, sizes, y is not None, self.saturate, self.largest) \
             if quantized else None
@@ -292,9 +310,17 @@ class Recurrent(Kernel):
         flags = self.flags | (FLAG_BIAS if b is not None else 0)
         if self._stepped_applies(sizes):
             return self._stepped(call, ins[:8], [y, yh, yc], sizes, flags)
-        scratch = call.scratch((2,) + state_shape, x.dtype) if chunks > 1 else None
-        halves = [Tensor(scratch.addr + i * scratch.nbytes // 2, state_shape, x.dtype, scratch.io) for i in (0, 1)] \
-            if scratch else [None, None]
+        xw_shape = (w.shape[0], steps * sizes["batch"], w.shape[1]) if constants["xw"] else None
+        state_size = math.prod(state_shape)
+        scratch = call.scratch(((math.prod(xw_shape) if xw_shape else 0) + (2 * state_size if chunks > 1 else 0),),
+                               x.dtype) if xw_shape or chunks > 1 else None
+        xw = scratch.view(0, xw_shape) if xw_shape else None  # (then the halves)
+        at = math.prod(xw_shape) if xw_shape else 0
+        item = 2 if x.dtype == "float16" else 4
+        halves = [scratch.view(item * (at + i * state_size), state_shape) for i in (0, 1)] if chunks > 1 \
+            else [None, None]
+        if xw is not None:
+            self._multiply(call, x, w, xw, steps * sizes["batch"], sizes["I"], 0)
         if x.dtype == "float32" and sizes["I"] % 4 == 0 and sizes["H"] % 4 == 0:
             flags |= FLAG_VEC4  # 1.3-1.5x on lavapipe (LSTM of hidden 256: 258 ms for 100 steps, was 348)
         err = call.error_word() if lens is not None else None
@@ -303,9 +329,9 @@ class Recurrent(Kernel):
             start, end = k * per_dispatch, min(steps, (k + 1) * per_dispatch)
             hin, cin = (h0, c0) if first else halves
             hout, cout = (yh, yc) if last else halves
-            reads = [t for t in (x, w, r, b, lens, hin, cin, p) if t is not None]
+            reads = [t for t in (xw or x, w, r, b, lens, hin, cin, p) if t is not None]
             writes = [t for t in (y, hout, cout) if t is not None]
-            push = {"x": x, "w": w, "r": r, "b": b, "lens": lens, "h0": hin, "c0": cin, "p": p, "y": y, "yh": hout,
+            push = {"x": xw or x, "w": w, "r": r, "b": b, "lens": lens, "h0": hin, "c0": cin, "p": p, "y": y, "yh": hout,
                     "yc": cout, "err": err, **sizes, "first": start, "end": end,
                     "acts": self.codes | (flags | (FLAG_LAST if last else 0)) << 24, "clip": self.clip}
             call.dispatch(self.spec.shader, shader_dtype(x), {**constants, "saturate": self.saturate}, push, groups,

@@ -37,6 +37,9 @@ layout(constant_id = 15) const uint IMAX = 4;  // DynamicQuantizeLSTM: the quant
 // then the activation's zero point taken off as zp * sum(w). Bit 0: W's GEMM (over X), bit 1: R's (over h);
 // set for int8 weights with zero points 0.
 layout(constant_id = 16) const uint SATURATE = 0;
+// XW: pc.x is X . W^T for every step and direction, [D, T * B, G * H] in X's row order (vkep/kernels/recurrent.py
+// computes it with matmul.comp: a step then reads its gates' x part instead of a dot product over the input)
+layout(constant_id = 17) const uint XW = 0;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, w, r, b, lens, h0, c0, p, y, yh, yc, err;  // 0: absent
@@ -213,7 +216,8 @@ void main() {
                 gates[row] = acc;
                 continue;
             }
-            float acc = dot_global(pc.w, wrow + row * I, pc.x, xrow, I);
+            // (XW: x_t . W[row] as matmul.comp computed it for every step before this dispatch)
+            float acc = XW != 0 ? LOAD(X, (d * T * B + xrow / I) * GH + row) : dot_global(pc.w, wrow + row * I, pc.x, xrow, I);
             if (CELL != 1 || row < 2 * H) acc += dot_shared(pc.r, rrow + row * H, H, 0);
             else if ((FLAGS & FLAG_LINEAR_BEFORE_RESET) != 0) aux(row - 2 * H) = dot_shared(pc.r, rrow + row * H, H, 0);
             gates[row] = acc;
