@@ -329,9 +329,10 @@ class Recurrent(Kernel):
             start, end = k * per_dispatch, min(steps, (k + 1) * per_dispatch)
             hin, cin = (h0, c0) if first else halves
             hout, cout = (yh, yc) if last else halves
-            reads = [t for t in (xw or x, w, r, b, lens, hin, cin, p) if t is not None]
+            source = xw if xw is not None else x  # (XW: recurrent.comp reads it in place of X)
+            reads = [t for t in (source, w, r, b, lens, hin, cin, p) if t is not None]
             writes = [t for t in (y, hout, cout) if t is not None]
-            push = {"x": xw or x, "w": w, "r": r, "b": b, "lens": lens, "h0": hin, "c0": cin, "p": p, "y": y, "yh": hout,
+            push = {"x": source, "w": w, "r": r, "b": b, "lens": lens, "h0": hin, "c0": cin, "p": p, "y": y, "yh": hout,
                     "yc": cout, "err": err, **sizes, "first": start, "end": end,
                     "acts": self.codes | (flags | (FLAG_LAST if last else 0)) << 24, "clip": self.clip}
             call.dispatch(self.spec.shader, shader_dtype(x), {**constants, "saturate": self.saturate}, push, groups,
