@@ -152,3 +152,35 @@ def test_simplified_layer_norm_inv_std_var(ep_devices, dtype):
     """ORT's SimplifiedLayerNormalization (RMS norm, in the ONNX domain) with its optional inv_std_var."""
     feeds = {"x": _data((2, 3, 8), dtype), "scale": _data((8,), dtype, seed=1)}
     check_node("SimplifiedLayerNormalization", feeds, 17, outputs=[("y", None), ("inv", np.float32)], epsilon=1e-3)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_skip_simplified_norm_equals_the_cpu_ep_bit_for_bit(ep_devices, with_bias):
+    """com.microsoft SkipSimplifiedLayerNormalization (the LLM exports' norm) in the CPU EP's order: the squares
+    summed in order by one lane, sqrt(mean + eps), each output divided by it: equal to the last bit (the
+    workgroup's tree sum and inverse square root were ulps off in ~1 of 2 values)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from vkep import runner
+
+    rng = np.random.default_rng(7)
+    hidden = 896  # (Qwen2.5-0.5B's)
+    inits = [numpy_helper.from_array(rng.normal(1, 0.2, hidden).astype(np.float32), "gamma")]
+    names = ["x", "skip", "gamma"]
+    if with_bias:
+        inits.append(numpy_helper.from_array(rng.normal(0, 0.2, hidden).astype(np.float32), "bias"))
+        names.append("bias")
+    node = helper.make_node("SkipSimplifiedLayerNormalization", names, ["y", "", "", "sum"], domain="com.microsoft",
+                            epsilon=1e-6)
+    graph = helper.make_graph([node], "n", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 24, hidden])
+                                            for n in ("x", "skip")],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "sum")], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=8)
+    session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    for seed in range(3):
+        r = np.random.default_rng(seed)
+        feeds = {"x": r.normal(0, 3, (2, 24, hidden)).astype(np.float32),
+                 "skip": r.normal(0, 1, (2, 24, hidden)).astype(np.float32)}
+        for got, want in zip(session.run(None, feeds), cpu.run(None, feeds), strict=True):
+            np.testing.assert_array_equal(got, want)

@@ -13,8 +13,11 @@
 // 65535 iterations in all, so long rows need wide workgroups).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "precise.glsl"
 
 #define WG gl_WorkGroupSize.x
+// rows up to this long take SkipSimplifiedLayerNormalization's serial sum (one lane, within lavapipe's loop budget)
+const uint SKIP_SERIAL_MAX = 32768;
 layout(local_size_x_id = 1) in;
 layout(constant_id = 0) const uint MODE = 0;
 
@@ -77,6 +80,35 @@ void main() {
     if (row >= pc.rows) return;
     uint t = gl_LocalInvocationID.x;
     uint base = row * pc.len;
+    if (MODE == 1 && pc.skip != 0 && pc.len <= SKIP_SERIAL_MAX) {
+        // com.microsoft SkipSimplifiedLayerNormalization as ORT's CPU EP computes it (skip_layer_norm.cc), to
+        // the last bit: one lane sums s * s over the row in order; sqrt(E[s^2] + eps); each output s / that *
+        // gamma, divided, not multiplied by an inverse. (SkipLayerNormalization's mean and variance the CPU EP
+        // does not compute that way in ORT 1.32: its outputs are 3-6 ulps from the exact ones and from this
+        // order's alike, so it keeps the workgroup's sums below.)
+        if (t == 0) {
+            precise float squares = 0.0;
+            for (uint j = 0; j < pc.len; ++j) {
+                float v = row_value(base + j);
+                squares += v * v;
+            }
+            partial[0] = 0.0;
+            partial[1] = sqrt(precise_div(squares, float(pc.len)) + pc.eps);
+        }
+        barrier();
+        float mean = partial[0], root = partial[1];
+        for (uint j = t; j < pc.len; j += WG) {
+            float v = row_value(base + j);
+            if (pc.sum != 0) STORE_Y(TensorY(pc.sum), base + j, v);
+            float bias = float(TensorY(PRESENT_OR(pc.bias, pc.scale)).v[PRESENT_AT(pc.bias, ((base + j) / pc.bdiv) % pc.bmod)]);
+            precise float value = precise_div(v - mean, root) * float(TensorY(pc.scale).v[((base + j) / pc.sdiv) % pc.smod]);
+            if (pc.bias != 0) value += bias;
+            STORE_Y(Y, base + j, value);
+        }
+        if (t == 0 && pc.mean != 0) FloatTensor(pc.mean).v[row] = mean;
+        if (t == 0 && pc.inv != 0) FloatTensor(pc.inv).v[row] = precise_div(1.0, root);
+        return;
+    }
     float mean = 0.0;
     if (MODE == 0) {
         float s = 0.0;
