@@ -879,6 +879,70 @@ def inverse(rng) -> Case:
     return Case("Inverse", 1, [x], domain="com.microsoft", tol={"rtol": 1e-4, "atol": 1e-4})
 
 
+def det(rng) -> Case:
+    """Det (opset 22): batches of n x n matrices, n up to 12 (Eigen's unblocked LU, which vkep follows; past 16
+    rows its blocked one: tests/test_ops4.py), some singular (a repeated row); tolerance: float32 rounding."""
+    n = int(rng.integers(0, 13))
+    shape = shape_of(rng, int(rng.integers(0, 3)), high=3) + [n, n]
+    x = data(rng, shape, "float32", scale=2.0)
+    if n > 1 and x.size and rng.random() < 0.2:
+        x[..., 1, :] = x[..., 0, :]
+    return Case("Det", 22, [x], tol={"rtol": 1e-4, "atol": 1e-5})
+
+
+def max_roi_pool(rng) -> Case:
+    """MaxRoiPool (opset 1): ROIs with batch indices in range, corners anywhere around the image (scaled)."""
+    x = data(rng, [int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 12)), int(rng.integers(1, 12))],
+             "float32")
+    n, scale = int(rng.integers(1, 6)), float(rng.choice([1.0, 0.5, 0.25]))
+    lo = rng.uniform(-3, 12, (n, 2))
+    corners = np.concatenate([lo, lo + rng.uniform(-1, 10, (n, 2))], 1) / scale
+    rois = np.concatenate([rng.integers(0, x.shape[0], (n, 1)), corners], 1).astype(np.float32)
+    attrs = {"pooled_shape": [int(rng.integers(1, 4)), int(rng.integers(1, 4))], "spatial_scale": scale}
+    return Case("MaxRoiPool", 1, [x, rois], attrs)
+
+
+def crop_and_resize(rng) -> Case:
+    """com.microsoft CropAndResize: boxes inside, across and past the image, bilinear and nearest, a crop size
+    given as a constant."""
+    x = data(rng, [int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 12)), int(rng.integers(1, 12))],
+             "float32")
+    n = int(rng.integers(1, 6))
+    lo = rng.uniform(-0.3, 1.0, (n, 2))
+    rois = np.concatenate([lo, lo + rng.uniform(-0.2, 0.9, (n, 2))], 1).astype(np.float32)
+    indices = rng.integers(0, x.shape[0], n).astype(np.int32)
+    crop = np.array([int(rng.integers(1, 7)), int(rng.integers(1, 7))], np.int32)
+    attrs = {"mode": str(rng.choice(["bilinear", "nearest"])), "extrapolation_value": float(rng.choice([0.0, -1.5]))}
+    return Case("CropAndResize", 1, [x, rois, indices], attrs, {"crop": crop}, domain="com.microsoft",
+                names=["x0", "x1", "x2", "crop"])
+
+
+def deform_conv(rng) -> Case:
+    """DeformConv (opset 19): groups, offset groups, strides, dilations, pads, with and without bias and mask;
+    tolerance: float32 rounding (the CPU EP's GEMM sums with fused multiply-adds)."""
+    group, offset_group = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    c, m = group * offset_group * int(rng.integers(1, 3)), group * int(rng.integers(1, 3))
+    kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    sh, sw, dh, dw = (int(rng.integers(1, 3)) for _ in range(4))
+    pads = [int(rng.integers(0, 2)) for _ in range(4)]
+    n, h, w = int(rng.integers(1, 3)), int(rng.integers(dh * (kh - 1) + 1, 9)), int(rng.integers(dw * (kw - 1) + 1, 9))
+    oh = (h + pads[0] + pads[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + pads[1] + pads[3] - dw * (kw - 1) - 1) // sw + 1
+    x = data(rng, [n, c, h, w], "float32", scale=1.0)
+    weights = data(rng, [m, c // group, kh, kw], "float32", scale=1.0)
+    offset = rng.normal(0, 1.5, (n, offset_group * 2 * kh * kw, oh, ow)).astype(np.float32)
+    inputs, names = [x, weights, offset], ["x0", "x1", "x2"]
+    if rng.random() < 0.5:
+        inputs.append(data(rng, [m], "float32", scale=1.0))
+        names.append("x3")
+    if rng.random() < 0.5:
+        inputs.append(rng.uniform(0, 1, (n, offset_group * kh * kw, oh, ow)).astype(np.float32))
+        names += ([] if len(names) == 4 else [""]) + [f"x{len(inputs) - 1}"]
+    attrs = {"group": group, "offset_group": offset_group, "kernel_shape": [kh, kw], "strides": [sh, sw],
+             "dilations": [dh, dw], "pads": pads}
+    return Case("DeformConv", 19, inputs, attrs, names=names, tol={"rtol": 1e-4, "atol": 1e-4})
+
+
 FAMILIES: dict[Family, tuple[str, ...]] = {
     cast: ("Cast", "CastLike"), clip: ("Clip",), bitshift: ("BitShift",), cumulative: ("CumSum", "CumProd"),
     topk: ("TopK",), split: ("Split",), trilu: ("Trilu",), space_to_depth: ("SpaceToDepth",),
@@ -889,6 +953,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     nonzero: ("NonZero",), compress: ("Compress",), eye_like: ("EyeLike",), affine_grid: ("AffineGrid",), unique: ("Unique",), max_unpool: ("MaxUnpool",), col2im: ("Col2Im",),
     axes_norm: ("LpNormalization", "MeanVarianceNormalization"), onehot: ("OneHot",), reverse_sequence: ("ReverseSequence",), upsample: ("Upsample",),
     nms: ("NonMaxSuppression",), roi_align: ("RoiAlign",), fused_matmul: ("FusedMatMul",),
+    det: ("Det",), max_roi_pool: ("MaxRoiPool",), crop_and_resize: ("CropAndResize",), deform_conv: ("DeformConv",),
     embed_layer_norm: ("EmbedLayerNormalization",), fused_conv: ("FusedConv",), fused_gemm: ("FusedGemm",),
     integer_matmul_to_float: ("MatMulIntegerToFloat", "DynamicQuantizeMatMul"), qattention: ("QAttention",),
     qembed_layer_norm: ("QEmbedLayerNormalization",), dft: ("DFT",), stft: ("STFT",),
