@@ -22,7 +22,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from test_recurrent import _on_vkep
+from test_recurrent import _between_relus, _on_vkep
 
 import vkep
 from vkep import runner
@@ -282,10 +282,7 @@ def test_steps_replay_natively(ep_devices):
     """Between two vkep nodes, the steps of several rows (each step: quantize h, multiply, scale, update) are one
     loop of the node's plan, replayed in C (Call.end_loop), equal to the CPU EP on every run."""
     quantized, _, feeds = _models(batch=3, steps=10, size=8, hidden=16, direction="bidirectional")
-    graph = quantized.graph
-    graph.node[0].input[0], graph.node[0].output[0] = "x_relu", "y_raw"
-    graph.node.insert(0, helper.make_node("Relu", ["X"], ["x_relu"]))
-    graph.node.append(helper.make_node("Relu", ["y_raw"], ["Y"]))
+    _between_relus(quantized)
     session = runner.vkep_session(quantized, disable_cpu_fallback=True)
     want = runner.cpu_session(quantized).run(None, feeds)
     session.run(None, feeds)

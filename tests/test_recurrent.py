@@ -250,6 +250,15 @@ def test_many_batch_rows_a_step_a_dispatch(ep_devices):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
+def _between_relus(model) -> None:
+    """The model's one node between two Relus, so that its input comes from a vkep node and its first output
+    goes to one (the conditions of native replay)."""
+    graph = model.graph
+    graph.node[0].input[0], graph.node[0].output[0] = "x_relu", "y_raw"
+    graph.node.insert(0, helper.make_node("Relu", ["X"], ["x_relu"]))
+    graph.node.append(helper.make_node("Relu", ["y_raw"], ["Y"]))
+
+
 @pytest.mark.parametrize("split", [False, True], ids=["one_dispatch", "split"])
 @pytest.mark.parametrize("op", list(GATES))
 @pytest.mark.parametrize("way", ["workgroups", "steps"])
@@ -266,11 +275,7 @@ def test_replayed_natively(ep_devices, op, split, way, monkeypatch):
         monkeypatch.setattr(recurrent, "LOOP_BUDGET", 400)
     model, feeds = _model(op, steps=40 if split else 10 if way == "steps" else 20, hidden=16, size=8, direction="bidirectional",
                           peephole=True, initializers=True, outputs=(True, False, False))
-    graph = model.graph
-    graph.node[0].input[0] = "x_relu"
-    graph.node[0].output[0] = "y_raw"
-    graph.node.insert(0, helper.make_node("Relu", ["X"], ["x_relu"]))
-    graph.node.append(helper.make_node("Relu", ["y_raw"], ["Y"]))
+    _between_relus(model)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     want = runner.cpu_session(model).run(None, feeds)
     session.run(None, feeds)

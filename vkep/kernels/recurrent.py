@@ -13,6 +13,7 @@ of two ways:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -257,8 +258,7 @@ class Recurrent(Kernel):
             at += math.prod(shape) if shape else 0
         xw, hr, h, c, aux, rh = (parts[k] for k in ("xw", "hr", "h", "c", "aux", "rh"))
 
-        def multiply(a: Tensor, weights: Tensor, out: Tensor, rows: int, k: int, a_outer: int, skip: int = 0) -> None:
-            self._multiply(call, a, weights, out, rows, k, a_outer, skip)
+        multiply = functools.partial(self._multiply, call)
 
         integer = QuantizedProducts(call, x, lens, (w, r), parts, sizes, y is not None, self.saturate, self.largest) \
             if quantized else None
@@ -324,12 +324,12 @@ class Recurrent(Kernel):
         if x.dtype == "float32" and sizes["I"] % 4 == 0 and sizes["H"] % 4 == 0:
             flags |= FLAG_VEC4  # 1.3-1.5x on lavapipe (LSTM of hidden 256: 258 ms for 100 steps, was 348)
         err = call.error_word() if lens is not None else None
+        source = xw if xw is not None else x  # (XW: recurrent.comp reads it in place of X)
         for k in range(chunks):
             first, last = k == 0, k == chunks - 1
             start, end = k * per_dispatch, min(steps, (k + 1) * per_dispatch)
             hin, cin = (h0, c0) if first else halves
             hout, cout = (yh, yc) if last else halves
-            source = xw if xw is not None else x  # (XW: recurrent.comp reads it in place of X)
             reads = [t for t in (source, w, r, b, lens, hin, cin, p) if t is not None]
             writes = [t for t in (y, hout, cout) if t is not None]
             push = {"x": source, "w": w, "r": r, "b": b, "lens": lens, "h0": hin, "c0": cin, "p": p, "y": y, "yh": hout,

@@ -92,20 +92,19 @@ void main() {
                 float v = row_value(base + j);
                 squares += v * v;
             }
-            partial[0] = 0.0;
-            partial[1] = sqrt(precise_div(squares, float(pc.len)) + pc.eps);
+            partial[0] = sqrt(precise_div(squares, float(pc.len)) + pc.eps);
         }
         barrier();
-        float mean = partial[0], root = partial[1];
+        float root = partial[0];
         for (uint j = t; j < pc.len; j += WG) {
             float v = row_value(base + j);
             if (pc.sum != 0) STORE_Y(TensorY(pc.sum), base + j, v);
             float bias = float(TensorY(PRESENT_OR(pc.bias, pc.scale)).v[PRESENT_AT(pc.bias, ((base + j) / pc.bdiv) % pc.bmod)]);
-            precise float value = precise_div(v - mean, root) * float(TensorY(pc.scale).v[((base + j) / pc.sdiv) % pc.smod]);
+            precise float value = precise_div(v, root) * float(TensorY(pc.scale).v[((base + j) / pc.sdiv) % pc.smod]);
             if (pc.bias != 0) value += bias;
             STORE_Y(Y, base + j, value);
         }
-        if (t == 0 && pc.mean != 0) FloatTensor(pc.mean).v[row] = mean;
+        if (t == 0 && pc.mean != 0) FloatTensor(pc.mean).v[row] = 0.0;  // (no mean: RMS)
         if (t == 0 && pc.inv != 0) FloatTensor(pc.inv).v[row] = precise_div(1.0, root);
         return;
     }

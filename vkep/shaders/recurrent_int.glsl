@@ -1,9 +1,10 @@
-// DynamicQuantizeLSTM's integer GEMMs as ORT's CPU EP computes them (rnn_helpers.cc, the quantized ComputeGemm),
-// shared by recurrent.comp (one batch row, a workgroup walks the sequence) and recurrent_quant.comp (a step a
-// dispatch): an activation's uint8 quantization over its min / max (GetQuantizationParameter), and the dot
-// products of quantized activations with the weights' integers. The includer includes common.glsl and
-// precise.glsl, defines WG (its workgroup size) and QUANT_SCRATCH (a shared float array of WG elements), and
-// before each INT_DOT / SAT_DOT the macro V(k) that reads the activation's k-th value less its zero point.
+// DynamicQuantizeLSTM's integer GEMMs as ORT's CPU EP computes them (rnn_helpers.cc, the quantized ComputeGemm).
+// recurrent.comp (one batch row, a workgroup walks the sequence) and recurrent_quant.comp (a step a dispatch)
+// share the quantization: an activation's uint8 scale and zero point over its min / max
+// (GetQuantizationParameter) and a value quantized with them. The dot products INT_DOT / SAT_DOT are
+// recurrent.comp's; recurrent_quant.comp's phase 3 tiles its own pair loop. The includer includes common.glsl and
+// precise.glsl, defines WG (its workgroup size) and QUANT_SCRATCH (a shared float array of WG elements), and,
+// before each INT_DOT / SAT_DOT, the macro V(k) that reads the activation's k-th value less its zero point.
 
 // (scale, zero point) of uint8 values over the workgroup's partial minima and maxima, the range widened to
 // hold 0, as ORT's GetQuantizationParameter. Every invocation calls it; it uses QUANT_SCRATCH.
