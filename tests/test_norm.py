@@ -155,32 +155,75 @@ def test_simplified_layer_norm_inv_std_var(ep_devices, dtype):
 
 
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_skip_simplified_norm_equals_the_cpu_ep_bit_for_bit(ep_devices, with_bias):
-    """com.microsoft SkipSimplifiedLayerNormalization (the LLM exports' norm) in the CPU EP's order: the squares
-    summed in order by one lane, sqrt(mean + eps), each output divided by it: equal to the last bit (the
-    workgroup's tree sum and inverse square root were ulps off in 1 of 5 values)."""
+@pytest.mark.parametrize("op", ["SkipLayerNormalization", "SkipSimplifiedLayerNormalization"])
+def test_skip_norms_equal_the_cpu_ep_bit_for_bit(ep_devices, op, with_bias):
+    """com.microsoft's skip norms in ORT 1.32's CPU EP order, equal to the last bit with their statistics: one
+    lane walks the row; SkipSimplifiedLayerNormalization sums the squares, SkipLayerNormalization keeps
+    Welford's running mean and M2; each output is divided by sqrt(... + eps). (The workgroup's tree sums were
+    ulps off in 1 of 5 values; for SkipLayerNormalization that moved Kokoro-82M's durations.)"""
     from onnx import TensorProto, helper, numpy_helper
 
     from vkep import runner
 
+    simplified = op.startswith("SkipSimplified")
     rng = np.random.default_rng(7)
-    hidden = 896  # (Qwen2.5-0.5B's)
+    hidden = 896 if simplified else 768  # (Qwen2.5-0.5B's; ALBERT's in Kokoro-82M)
     inits = [numpy_helper.from_array(rng.normal(1, 0.2, hidden).astype(np.float32), "gamma")]
     names = ["x", "skip", "gamma"]
+    if not simplified:
+        inits.append(numpy_helper.from_array(rng.normal(0, 0.2, hidden).astype(np.float32), "beta"))
+        names.append("beta")
     if with_bias:
         inits.append(numpy_helper.from_array(rng.normal(0, 0.2, hidden).astype(np.float32), "bias"))
-        names.append("bias")
-    node = helper.make_node("SkipSimplifiedLayerNormalization", names, ["y", "", "", "sum"], domain="com.microsoft",
-                            epsilon=1e-6)
+        names.append("bias")  # (input 3 of SkipSimplifiedLayerNormalization, 4 of SkipLayerNormalization)
+    outs = ["y", "" if simplified else "mean", "inv", "sum"]
+    node = helper.make_node(op, names, outs, domain="com.microsoft", epsilon=1e-6)
     graph = helper.make_graph([node], "n", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 24, hidden])
                                             for n in ("x", "skip")],
-                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "sum")], inits)
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outs if n], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
                               ir_version=8)
     session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
     for seed in range(3):
         r = np.random.default_rng(seed)
-        feeds = {"x": r.normal(0, 3, (2, 24, hidden)).astype(np.float32),
+        feeds = {"x": r.normal(0.5, 3, (2, 24, hidden)).astype(np.float32),
                  "skip": r.normal(0, 1, (2, 24, hidden)).astype(np.float32)}
         for got, want in zip(session.run(None, feeds), cpu.run(None, feeds), strict=True):
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["LayerNormalization", "LayerNormalization-no-bias", "SimplifiedLayerNormalization",
+                                "RMSNormalization"])
+def test_layer_norms_equal_the_cpu_ep_bit_for_bit(ep_devices, op):
+    """float32 LayerNormalization and the RMS norms in ORT 1.32's CPU EP order, equal to the last bit with their
+    statistics, at lengths on both sides of MLAS's (8 and 16) and with every scalar tail (n % 8): MLAS's AVX2
+    kernel on a host with AVX2 and FMA (the mean summed in double, the deviations' squares fused in eight
+    lanes), its scalar loop elsewhere and for short rows. (The workgroup's tree sums were ulps off in 1 of 5
+    values; in Kokoro-82M a DynamicQuantizeLinear after a LayerNormalization made that a quantization step.)"""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from vkep import runner
+    from vkep.gpu import device
+    from vkep.kernels import norm
+
+    name, with_bias = op.split("-")[0], not op.endswith("no-bias")
+    mode = norm.MODE_MEAN_VAR if name == "LayerNormalization" else norm.MODE_RMS
+    for length in (3, 7, 8, 9, 13, 15, 16, 20, 23, 63, 768, 770):
+        if norm.layer_norm_order(mode, length, "float32", device.usable_devices()[0]) == norm.ORDER_TREE:
+            pytest.skip("the device cannot sum as the CPU EP on this host does (MLAS's double mean: shaderFloat64)")
+        rng = np.random.default_rng(length)
+        inits = [numpy_helper.from_array(rng.normal(1, 0.2, length).astype(np.float32), "scale")]
+        if mode == norm.MODE_MEAN_VAR and with_bias:
+            inits.append(numpy_helper.from_array(rng.normal(0, 0.2, length).astype(np.float32), "bias"))
+        outs = ["y", "mean", "inv"] if mode == norm.MODE_MEAN_VAR else ["y", "inv"]
+        if name == "RMSNormalization":
+            outs = ["y"]  # (ONNX's has no statistics outputs)
+        node = helper.make_node(name, ["x"] + [t.name for t in inits], outs, axis=-1, epsilon=1e-5)
+        graph = helper.make_graph([node], "n", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [32, length])],
+                                  [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outs], inits)
+        opset = 23 if name == "RMSNormalization" else 17
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+        session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+        x = rng.normal(0.5, 2, (32, length)).astype(np.float32)
+        for got, want, out in zip(session.run(None, {"x": x}), cpu.run(None, {"x": x}), outs, strict=True):
+            assert np.array_equal(got, want), f"{op} of {length}: {out} {np.count_nonzero(got != want)} values apart"

@@ -27,7 +27,16 @@ from vkep.kernels.elementwise import (
     dispatch_unary,
     dispatch_wide,
 )
-from vkep.kernels.norm import MODE_RMS, Skip, affine_index, normalize_rows, stat_outputs
+from vkep.kernels.norm import (
+    MODE_RMS,
+    ORDER_SCALAR,
+    ORDER_TREE,
+    SERIAL_MAX,
+    Skip,
+    affine_index,
+    normalize_rows,
+    stat_outputs,
+)
 from vkep.kernels.rotary import RotaryEmbedding
 
 
@@ -114,8 +123,10 @@ class SkipNorm(Kernel):
         # one dispatch: the sum x + skip + bias in float32 (as ORT's CPU EP, also for float16) is normalised
         # and stored as output 3 where the node has it
         added = Skip(skip, skip.size, bias, s if s is not None and s.addr else None)
+        # ORT's skip_layer_norm.cc sums in its scalar loop on every host (SkipLayerNormalization: Welford's)
+        order = ORDER_SCALAR if x.shape[-1] <= SERIAL_MAX else ORDER_TREE
         normalize_rows(self, call, mode, x, gamma, beta, y, stats, math.prod(x.shape[:-1]), x.shape[-1],
-                       affine_index(x, gamma, beta), added)
+                       affine_index(x, gamma, beta), added, order)
 
 
 class ContribRotary(RotaryEmbedding):

@@ -6,11 +6,43 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, shader_dtype
+from vkep.kernels import host
+from vkep.kernels.base import (
+    FLOAT64_SUFFIX,
+    Kernel,
+    Tensor,
+    UnsupportedError,
+    axis_in,
+    grid_1d,
+    has_float64,
+    shader_dtype,
+)
 from vkep.kernels.softmax import row_workgroup
 
 WG = 128  # norm.comp's workgroup size for BatchNormalization (a thread per element)
 MODE_MEAN_VAR, MODE_RMS, MODE_BATCH = 0, 1, 2
+# norm.comp's ORDER, in which a row's statistics are summed: the workgroup's tree, or as ORT's CPU EP does, to
+# the last bit (which a DynamicQuantizeLinear after a norm can turn into a whole quantization step): its scalar
+# loop, or MLAS's AVX2 kernel
+ORDER_TREE, ORDER_SCALAR, ORDER_MLAS = 0, 1, 2
+SERIAL_MAX = 32768  # the longest row ORDER_SCALAR walks (one lane, in lavapipe's loop budget)
+MLAS_MAX = 65536  # ORDER_MLAS's (four lanes)
+# ORT 1.32 on x86-64 with AVX2 and FMA: rows from this long take MLAS's kernel, shorter ones its scalar loop
+# (measured over 2-89 elements: LayerNormalization from 8, the RMS norms from 16)
+MLAS_MIN = {MODE_MEAN_VAR: 8, MODE_RMS: 16}
+
+
+def layer_norm_order(mode: int, length: int, dtype: str, info) -> int:
+    """The order of a float32 LayerNormalization / RMS norm row on the device `info` (gpu.device's
+    PhysicalDeviceInfo): as ORT's CPU EP on this host (its LayerNormImpl: MLAS's AVX2 kernel where the host has
+    AVX2 and FMA, which sums the mean in double: norm.comp's FLOAT64 variant; its scalar loop elsewhere), where the
+    device can follow it; else, and for float16, the workgroup's tree."""
+    if dtype != "float32":
+        return ORDER_TREE
+    flags = host.cpu_flags()
+    if {"avx2", "fma"} <= flags and length >= MLAS_MIN[mode]:
+        return ORDER_MLAS if length <= MLAS_MAX and info is not None and has_float64(info) else ORDER_TREE
+    return ORDER_SCALAR if length <= SERIAL_MAX else ORDER_TREE
 
 
 def param_index(shape: tuple[int, ...], param: tuple[int, ...]) -> tuple[int, int]:
@@ -45,9 +77,9 @@ class Skip:
 
 def dispatch_norm(kernel: Kernel, call, mode: int, x: Tensor, scale: Tensor, bias: Tensor | None, y: Tensor,
                   extra: list[Tensor | None], rows: int, length: int, index: tuple[int, int, int, int], eps: float,
-                  reads: list[Tensor], writes: list[Tensor], skip: Skip | None = None) -> None:
+                  reads: list[Tensor], writes: list[Tensor], skip: Skip | None = None, order: int = ORDER_TREE) -> None:
     """One dispatch of norm.comp: `extra` its mean and inv tensors (the statistics written, or BatchNormalization's
-    mean and variance read), `index` scale's and bias's (div, mod)."""
+    mean and variance read), `index` scale's and bias's (div, mod), `order` the rows' (ORDER_*)."""
     sdiv, smod, bdiv, bmod = index
     push = {"x": x, "scale": scale, "bias": bias, "y": y, "mean": extra[0], "inv": extra[1],
             "skip": skip.skip if skip else None, "skip_bias": skip.bias if skip else None,
@@ -57,8 +89,12 @@ def dispatch_norm(kernel: Kernel, call, mode: int, x: Tensor, scale: Tensor, bia
         wg, groups = WG, grid_1d(rows * length, WG)
     else:
         wg, groups = row_workgroup(length, 3), grid_1d(rows, 1)
-    call.dispatch(kernel.spec.shader, (shader_dtype(x), shader_dtype(y)), {"mode": mode, "local_size_x": wg}, push,
-                  groups, reads, writes)
+    dtype: str | tuple[str, str] = (shader_dtype(x), shader_dtype(y))
+    if order != ORDER_TREE and x.dtype == y.dtype == "float32" and kernel.device_info is not None \
+            and has_float64(kernel.device_info):
+        dtype = "float32" + FLOAT64_SUFFIX  # (its sqrt and fused products exact; ORDER_MLAS's double sum)
+    call.dispatch(kernel.spec.shader, dtype, {"mode": mode, "local_size_x": wg, "order": order}, push, groups,
+                  reads, writes)
 
 
 class LayerNorm(Kernel):
@@ -81,7 +117,9 @@ class LayerNorm(Kernel):
             return
         if length == 0:
             raise UnsupportedError(f"{self.spec.op} over an empty axis")
-        normalize_rows(self, call, self.constants["mode"], x, scale, bias, y, stats, rows, length, index)
+        mode = self.constants["mode"]
+        normalize_rows(self, call, mode, x, scale, bias, y, stats, rows, length, index,
+                       order=layer_norm_order(mode, length, x.dtype, self.device_info))
 
 
 def stat_outputs(kernel: Kernel, call, shape: tuple[int, ...], kinds: list[int]) -> list[Tensor | None]:
@@ -101,14 +139,14 @@ def affine_index(x: Tensor, scale: Tensor, bias: Tensor | None) -> tuple[int, in
 
 def normalize_rows(kernel: Kernel, call, mode: int, x: Tensor, scale: Tensor, bias: Tensor | None, y: Tensor,
                    stats: list[Tensor | None], rows: int, length: int, index: tuple[int, int, int, int],
-                   skip: Skip | None = None) -> None:
-    """y = each row of x (or of x + skip: Skip) normalised (mode 0 or 1), times scale plus bias broadcast over
-    x (`index`: affine_index), with the node's epsilon."""
+                   skip: Skip | None = None, order: int = ORDER_TREE) -> None:
+    """y = each row of x (or of x + skip: Skip) normalised (mode 0 or 1) with the node's epsilon, its statistics
+    summed in `order`, times scale plus bias broadcast over x (`index`: affine_index)."""
     params = [t for t in (scale, bias) if t is not None]
     added = [t for t in (skip.skip, skip.bias) if t is not None] if skip else []
     written = [t for t in (*stats, skip.sum if skip else None) if t is not None]
     dispatch_norm(kernel, call, mode, x, scale, bias, y, stats, rows, length, index, float(kernel.attrs["epsilon"]),
-                  [x, *params, *added], [y] + written, skip)
+                  [x, *params, *added], [y] + written, skip, order)
 
 
 class ChannelNorm(Kernel):

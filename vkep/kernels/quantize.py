@@ -13,11 +13,10 @@ from __future__ import annotations
 import functools
 import math
 import os
-import platform
-import re
 from pathlib import Path
 
 from vkep import options
+from vkep.kernels import host
 from vkep.kernels.base import (
     LOOP_BUDGET,
     MAX_ELEMENTS,
@@ -150,14 +149,7 @@ def cpu_ep_saturates() -> bool:
     where large products meet (docs/design.md, "QDQ groups": reduce_range 0), and vkep's integer kernels compute
     the same (the SATURATE of matmul_integer.comp, conv_integer.comp and recurrent.comp) so that a model gives the
     CPU EP's answer."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return False
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:  # (not Linux: the flags are not read; the exact sums)
-        return False
-    found = re.search(r"^flags\s*:(.*)$", text, re.M)
-    flags = set(found.group(1).split()) if found else set()
+    flags = host.cpu_flags()
     return "avx2" in flags and not flags & {"avx512_vnni", "avx_vnni", "amx_int8"}
 
 

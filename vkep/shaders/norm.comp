@@ -11,15 +11,19 @@
 // stores that sum at `sum` (the output type) where that address is nonzero.
 // The workgroup size is specialization constant 1 (up to 1024: lavapipe ends a shader's loops after
 // 65535 iterations in all, so long rows need wide workgroups).
+// ORDER (specialization constant 2, MODE 0/1) is the order a row's statistics are summed in (vkep/kernels/norm.py):
+// the workgroup's tree (0), or ORT 1.32's CPU EP's to the last bit: its scalar loop (1: the skip norms, and
+// the LayerNormalization kernel where MLAS has no vector kernel), or MLAS's AVX2 kernel (2: the FLOAT64
+// variant, which sums the mean in double as it does).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "precise.glsl"
 
 #define WG gl_WorkGroupSize.x
-// rows up to this long take SkipSimplifiedLayerNormalization's serial sum (one lane, within lavapipe's loop budget)
-const uint SKIP_SERIAL_MAX = 32768;
 layout(local_size_x_id = 1) in;
 layout(constant_id = 0) const uint MODE = 0;
+layout(constant_id = 2) const uint ORDER = 0;
+const uint ORDER_SCALAR = 1, ORDER_MLAS = 2;
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer FloatTensor { float v[]; };
 
@@ -64,6 +68,85 @@ float affine(float v, uint g) {
     return v;
 }
 
+#ifdef FLOAT64
+// sqrt correctly rounded (Vulkan allows GLSL's some ulps): r moved to the float whose square's interval holds a,
+// the midpoints' squares exact in double
+float rounded_sqrt(float a) {
+    float r = sqrt(a);
+    if (!(a > 0.0) || isinf(a)) return r;
+    for (uint k = 0; k < 2; ++k) {
+        float up = uintBitsToFloat(floatBitsToUint(r) + 1u), down = uintBitsToFloat(floatBitsToUint(r) - 1u);
+        double high = (double(r) + double(up)) * 0.5, low = (double(r) + double(down)) * 0.5;
+        if (double(a) > high * high) r = up;
+        else if (double(a) < low * low) r = down;
+    }
+    return r;
+}
+
+// a * b + c rounded once, as x86's vfmadd: the product is exact in double (rounding the double sum to float
+// differs from one rounding only where it falls within 2^-53 of a float's midpoint)
+precise float fused(float a, float b, float c) {
+    return float(double(a) * double(b) + double(c));
+}
+
+shared double lanes_d[4];
+
+// (mean, 1 / sqrt(var + eps)) of a row as MLAS's AVX2 LayerNorm kernel computes them (ORT 1.32's CPU EP on x86-64
+// with AVX2 and FMA): the mean from four double lanes (element j in lane j % 4; (l0 + l2) + (l1 + l3)), the
+// rest in order; the squared deviations from the float mean (MODE 1: the squares) fused into eight float
+// lanes, halves added, then (r0 + r2) + (r1 + r3), and the last n % 8 as the compiler built the scalar tail: a
+// group of four products rounded and added in order, the rest fused.
+vec2 mlas_statistics(uint base) {
+    uint t = gl_LocalInvocationID.x, n = pc.len;
+    float mean = 0.0;
+    if (MODE == 0) {
+        uint n4 = n & ~3u;
+        if (t < 4) {
+            precise double s = 0.0;
+            for (uint j = t; j < n4; j += 4) s += double(row_value(base + j));
+            lanes_d[t] = s;
+        }
+        barrier();
+        if (t == 0) {
+            precise double s = (lanes_d[0] + lanes_d[2]) + (lanes_d[1] + lanes_d[3]);
+            for (uint j = n4; j < n; ++j) s += double(row_value(base + j));
+            partial[8] = float(s / double(n));
+        }
+        barrier();
+        mean = partial[8];
+    }
+    uint n8 = n & ~7u;
+    if (t < 8) {
+        precise float s = 0.0;
+        for (uint j = t; j < n8; j += 8) {
+            precise float d = row_value(base + j) - mean;
+            s = fused(d, d, s);
+        }
+        partial[t] = s;
+    }
+    barrier();
+    if (t == 0) {
+        precise float s = ((partial[0] + partial[4]) + (partial[2] + partial[6]))
+                        + ((partial[1] + partial[5]) + (partial[3] + partial[7]));
+        uint rounded_end = n8 + ((n - n8) & ~3u);
+        for (uint j = n8; j < n; ++j) {
+            precise float d = row_value(base + j) - mean;
+            if (j < rounded_end) {
+                precise float square = d * d;
+                s += square;
+            } else {
+                s = fused(d, d, s);
+            }
+        }
+        partial[9] = precise_div(1.0, rounded_sqrt(precise_div(s, float(n)) + pc.eps));
+    }
+    barrier();
+    return vec2(mean, partial[9]);
+}
+#else
+#define rounded_sqrt sqrt
+#endif
+
 void main() {
     Tensor X = Tensor(pc.x);
     TensorY Y = TensorY(pc.y);
@@ -80,31 +163,53 @@ void main() {
     if (row >= pc.rows) return;
     uint t = gl_LocalInvocationID.x;
     uint base = row * pc.len;
-    if (MODE == 1 && pc.skip != 0 && pc.len <= SKIP_SERIAL_MAX) {
-        // com.microsoft SkipSimplifiedLayerNormalization as ORT's CPU EP computes it (skip_layer_norm.cc), to
-        // the last bit: one lane sums s * s over the row in order; sqrt(E[s^2] + eps); each output s / that *
-        // gamma, divided, not multiplied by an inverse. (SkipLayerNormalization's mean and variance the CPU EP
-        // does not compute that way in ORT 1.32: its outputs are 3-6 ulps from the exact ones and from this
-        // order's alike, so it keeps the workgroup's sums below.)
+#ifdef FLOAT64
+    if (ORDER == ORDER_MLAS) {
+        vec2 stats = mlas_statistics(base);
+        float mean = stats.x, inv = stats.y;
+        for (uint j = t; j < pc.len; j += WG) {
+            precise float v = (row_value(base + j) - mean) * inv;
+            float gamma = float(TensorY(pc.scale).v[((base + j) / pc.sdiv) % pc.smod]);
+            float bias = float(TensorY(PRESENT_OR(pc.bias, pc.scale)).v[PRESENT_AT(pc.bias, ((base + j) / pc.bdiv) % pc.bmod)]);
+            precise float scaled = v * gamma;
+            STORE_Y(Y, base + j, pc.bias != 0 ? fused(v, gamma, bias) : scaled);
+        }
+        if (t == 0 && pc.mean != 0) FloatTensor(pc.mean).v[row] = mean;
+        if (t == 0 && pc.inv != 0) FloatTensor(pc.inv).v[row] = inv;
+        return;
+    }
+#endif
+    if (ORDER == ORDER_SCALAR) {
+        // ORT's scalar loop (skip_layer_norm.cc, and layer_norm_impl.cc's where MLAS has no kernel): one lane
+        // walks the row in order. MODE 1 sums s * s: root = sqrt(E[s^2] + eps), mean 0. MODE 0 keeps Welford's
+        // running mean and M2 (d = s - mean; mean += d / k; M2 += d * (s - mean)): root = sqrt(M2 / len + eps).
+        // Each output is (s - mean) / root * gamma (+ beta), divided, not multiplied by an inverse.
         if (t == 0) {
-            precise float squares = 0.0;
+            precise float mean = 0.0, m2 = 0.0;
             for (uint j = 0; j < pc.len; ++j) {
                 float v = row_value(base + j);
-                squares += v * v;
+                if (MODE == 1) {
+                    m2 += v * v;
+                } else {
+                    precise float d = v - mean;
+                    mean += precise_div(d, float(j + 1));
+                    m2 += d * (v - mean);
+                }
             }
-            partial[0] = sqrt(precise_div(squares, float(pc.len)) + pc.eps);
+            partial[0] = mean;
+            partial[1] = rounded_sqrt(precise_div(m2, float(pc.len)) + pc.eps);
         }
         barrier();
-        float root = partial[0];
+        float mean = partial[0], root = partial[1];
         for (uint j = t; j < pc.len; j += WG) {
             float v = row_value(base + j);
             if (pc.sum != 0) STORE_Y(TensorY(pc.sum), base + j, v);
             float bias = float(TensorY(PRESENT_OR(pc.bias, pc.scale)).v[PRESENT_AT(pc.bias, ((base + j) / pc.bdiv) % pc.bmod)]);
-            precise float value = precise_div(v, root) * float(TensorY(pc.scale).v[((base + j) / pc.sdiv) % pc.smod]);
+            precise float value = precise_div(v - mean, root) * float(TensorY(pc.scale).v[((base + j) / pc.sdiv) % pc.smod]);
             if (pc.bias != 0) value += bias;
             STORE_Y(Y, base + j, value);
         }
-        if (t == 0 && pc.mean != 0) FloatTensor(pc.mean).v[row] = 0.0;  // (no mean: RMS)
+        if (t == 0 && pc.mean != 0) FloatTensor(pc.mean).v[row] = mean;
         if (t == 0 && pc.inv != 0) FloatTensor(pc.inv).v[row] = precise_div(1.0, root);
         return;
     }
