@@ -61,6 +61,20 @@ class Im2col(NamedTuple):
     grid: tuple[int, int, int]
 
 
+def im2col_plan(xs: tuple[int, ...], out: list[int], k3: list[int], strides: list[int], dilations: list[int],
+                begin: list[int], rows: int, pitch: int) -> Im2col:
+    """im2col.comp's patches of X (xs: [images, channels of one group, ...], 1-D or 2-D) for a conv of output
+    `out`, kernel `k3` (as_3d), `rows` rows (channels x taps, or one more) `pitch` elements apart."""
+    batch, cg = xs[0], xs[1]
+    runs = -(-pitch // IM2COL_RUN)
+    n_col = batch * rows * runs
+    (_, h, w), (_, ho, wo), (_, sh, sw) = as_3d(xs[2:], 1), as_3d(out, 1), as_3d(strides, 1)
+    (_, dh, dw), (_, ph, pw) = as_3d(dilations, 1), as_3d(begin, 0)
+    members = {"C": cg, "H": h, "W": w, "Ho": ho, "Wo": wo, "kh": k3[1], "kw": k3[2], "sh": sh, "sw": sw,
+               "dh": dh, "dw": dw, "ph": ph, "pw": pw, "rows": rows, "pitch": pitch, "runs": runs, "n": n_col}
+    return Im2col((batch, rows, pitch), members, grid_1d(n_col, 64))
+
+
 class Coop(NamedTuple):
     """A float16 conv planned on the device's cooperative matrices: W [m, k] x patches [k, n] per image, the patches
     gathered first (`col`) or X itself (a 1x1 stride-1 conv: None)."""
@@ -291,14 +305,7 @@ class Conv(ConvBase):
         rows = self.weight_row or cg * math.prod(k3)  # (W's row length: K, or K + 1 where pack padded it)
 
         def im2col(pitch: int = pixels) -> Im2col:
-            runs = -(-pitch // IM2COL_RUN)
-            n_col = batch * rows * runs
-            (_, h, w), (_, ho, wo), (_, sh, sw) = as_3d(xs[2:], 1), as_3d(out, 1), as_3d(strides, 1)
-            (_, dh, dw), (_, ph, pw) = as_3d(dilations, 1), as_3d(begin, 0)
-            members = {"C": cg, "H": h, "W": w, "Ho": ho, "Wo": wo, "kh": k3[1], "kw": k3[2], "sh": sh, "sw": sw,
-                       "dh": dh, "dw": dw, "ph": ph, "pw": pw, "rows": rows, "pitch": pitch, "runs": runs,
-                       "n": n_col}
-            return Im2col((batch, rows, pitch), members, grid_1d(n_col, 64))
+            return im2col_plan(xs, out, k3, strides, dilations, begin, rows, pitch)
 
         coop = self._coop()
         if coop is not None and group == 1 and n <= 2 and -(-rows // coop[2]) <= matmul.MAX_LOOP and (

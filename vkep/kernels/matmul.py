@@ -99,6 +99,24 @@ def broadcast_dispatch(call, dtype: str, push: Mapping[str, object], batches: in
     call.dispatch("matmul.comp", dtype, constants, push, groups, reads, [push["y"]])
 
 
+def slice_members(members: dict, batches: int, slices: int) -> dict:
+    """product_members of one of `slices` equal runs of K of the product `members` describes, the slice the batch
+    index's outer part (its A and B start K / slices elements along K further on): split-K's partial products,
+    [slices][batches][M][N]. A's and B's own outer strides must be 0."""
+    p, ks = members, members["K"] // slices
+    return product_members(p["M"], p["N"], ks, batch_inner=batches, a=(ks * p["a_k"], p["a_inner"], p["a_m"], p["a_k"]),
+                           b=(ks * p["b_k"], p["b_inner"], p["b_k"], p["b_n"]))
+
+
+def sliced_product(kernel: Kernel, call, a: Tensor, b: Tensor, partials: Tensor, members: dict, batches: int,
+                   slices: int) -> None:
+    """partials [slices * batches, M, N] = A x B over each of `slices` equal runs of K (slice_members), float32,
+    through the MatMul kernel `kernel` composes; the caller sums them (quantize.py's integer products)."""
+    mm = kernel.composed("MatMul")
+    mm._product(Redirect(call, [a, b, None], partials), a, b, None, lambda: partials,
+                slice_members(members, batches, slices), slices * batches)
+
+
 def product(kernel: Kernel, call, a: Tensor, b: Tensor, out: Tensor, members: dict, batches: int) -> None:
     """out [batches, M, N] = A x B as product_members' `members` describe them, recorded through the MatMul kernel
     `kernel` composes (its modes, tiles and split-K): for kernels whose work includes a product (recurrent.py's
@@ -157,12 +175,9 @@ class _Tiled(Kernel):
         if y.size == 0:
             return
         p = members
-        m, n, ks = p["M"], p["N"], p["K"] // slices
+        m, n = p["M"], p["N"]
         partials = call.scratch((slices * batches, m, n), "float32")
-        # (a slice is the batch's outer index: its A and B start ks elements along K further on)
-        one_slice = product_members(m, n, ks, batch_inner=batches, a=(ks * p["a_k"], p["a_inner"], p["a_m"], p["a_k"]),
-                                    b=(ks * p["b_k"], p["b_inner"], p["b_k"], p["b_n"]))
-        self._product(call, a, b, None, lambda: partials, one_slice, slices * batches)
+        self._product(call, a, b, None, lambda: partials, slice_members(members, batches, slices), slices * batches)
         count = batches * m * n
         call.dispatch("splitk.comp", shader_dtype(y), {},
                       {"partials": partials, "c": c, "y": y, "count": count, "slices": slices, "M": m, "N": n,

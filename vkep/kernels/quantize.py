@@ -15,8 +15,10 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
+
 from vkep import options
-from vkep.kernels import host
+from vkep.kernels import conv, host, integer_float
 from vkep.kernels.base import (
     LOOP_BUDGET,
     MAX_ELEMENTS,
@@ -217,6 +219,13 @@ class MatMulInteger(Kernel):
     Y parameters per tensor, B's per tensor or per column (per batch too), as ORT's CPU EP takes them."""
 
     as_uint8 = False  # int8 A computed as the uint8 ORT's CPU EP makes of it (QLinearBinary's): where it saturates
+    b_largest: int | None = None  # the largest |B| of a constant 8-bit B (pack): whether the CPU EP's pairs saturate
+
+    def pack(self, index: int, weight: np.ndarray) -> tuple[np.ndarray, str]:
+        """A constant B stays as it is; its largest |value| tells whether the float path applies (integer_float)."""
+        if index == 1 and weight.dtype in (np.int8, np.uint8) and weight.size:
+            self.b_largest = int(np.abs(weight.astype(np.int32)).max())
+        return weight, "raw"
 
     def compute(self, call) -> None:
         requant = self.spec.constants["requant"]  # (REQUANT, constant_id 2)
@@ -252,9 +261,13 @@ class MatMulInteger(Kernel):
             raise UnsupportedError(f"{self.spec.op}: K={k} past one invocation's loop budget")
         out_type = (yzp.dtype if yzp is not None else a.dtype) if requant else "int32"
         y = call.output(0, batch_shape + (m, n), out_type)
+        saturate = saturating(a.dtype, b.dtype, self.as_uint8)
+        if y.size and not requant and len(b.shape) == 2 and {a.dtype, b.dtype} <= {"uint8", "int8"} \
+                and integer_float.applies(batches * m, n, k, bool(saturate), self.b_largest):
+            return integer_float.matmul_integer(self, call, a, b, azp, bzp, y, bool(a_zp_step), bool(bzp_steps[0]))
         if y.size:
             constants = {"a_signed": int(a.dtype == "int8"), "b_signed": int(b.dtype == "int8"), "requant": requant,
-                         "saturate": saturating(a.dtype, b.dtype, self.as_uint8),
+                         "saturate": saturate,
                          "y_signed": int(out_type == "int8"), "wide16": int(a.dtype == "int16")}
             ins = {"a": a, "b": b, "azp": azp, "bzp": bzp, "a_scale": a_scale, "b_scale": b_scale,
                    "y_scale": y_scale, "yzp": yzp}
@@ -303,12 +316,14 @@ class ConvInteger(ConvBase):
             x_scale = w_scale = y_scale = yzp = bias = None
         key = (x.shape, w.shape, *(t.shape if t is not None else None for t in (xzp, wzp, x_scale, w_scale,
                                                                                   y_scale, yzp, bias)))
-        out_shape, members, groups, tm = self.planned(key, lambda: self._plan(x, w, xzp, wzp, x_scale, w_scale, y_scale,
-                                                                            yzp, bias))
+        out_shape, members, groups, tm, patches = self.planned(key, lambda: self._plan(x, w, xzp, wzp, x_scale, w_scale,
+                                                                                     y_scale, yzp, bias))
         out_type = (yzp.dtype if yzp is not None else x.dtype) if requant else "int32"
         y = call.output(0, out_shape, out_type)
         if y.size == 0:
             return
+        if patches is not None:  # (ConvInteger of one group, large enough: through float32 GEMMs)
+            return integer_float.conv_integer(self, call, x, w, xzp, wzp, y, patches)
         depthwise = members["cg"] == 1 and members["mg"] == 1
         saturate = saturating(x.dtype, w.dtype, self.as_uint8) if requant and not depthwise else 0
         constants = {"requant": requant, "x_signed": int(x.dtype == "int8"), "w_signed": int(w.dtype == "int8"),
@@ -363,7 +378,13 @@ class ConvInteger(ConvBase):
         members = {"cg": cg, "m": m, "mg": m // group, "ih": ih, "iw": iw, "oh": oh, "ow": ow,
                    "stride": sh << 16 | sw, "dilation": dh << 16 | dw, "pad": ph << 16 | pw, "kernel": kh << 16 | kw,
                    "steps": steps}
-        return out_shape, members, (grid[0], grid[1], batch), tm
+        rows, pitch = c * kh * kw, oh * ow + (oh * ow) % 2  # (the float path's patches: K rows, pairs along pixels)
+        patches = None
+        if not self.constants["requant"] and group == 1 and integer_float.conv_applies(m, oh * ow, rows,
+                                                                                     batch * rows * pitch * 4):
+            patches = conv.im2col_plan((batch, c, ih, iw), [oh, ow], [1, kh, kw], [sh, sw], [dh, dw], [ph, pw], rows,
+                                       pitch)
+        return out_shape, members, (grid[0], grid[1], batch), tm, patches
 
 
 class QLinearBinary(Kernel):

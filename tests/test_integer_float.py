@@ -1,0 +1,121 @@
+"""Integer products through float32 GEMMs (vkep/kernels/integer_float.py): MatMulInteger where it takes that path
+equals ORT's CPU EP to the last bit, at the edges of float32's exactness too, and keeps the integer shader where
+the path would not be exact or would not pay."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from vkep import runner
+from vkep.kernels import integer_float
+
+
+def _model(a_shape, b: np.ndarray, a_type, zero_points: dict[str, np.ndarray], b_constant: bool = True):
+    names = ["a", "b"] + [k if k in zero_points else "" for k in ("azp", "bzp")]
+    while not names[-1]:
+        names.pop()
+    inputs = [helper.make_tensor_value_info("a", helper.np_dtype_to_tensor_dtype(np.dtype(a_type)), a_shape)]
+    inits = [numpy_helper.from_array(v, k) for k, v in zero_points.items()]
+    if b_constant:
+        inits.append(numpy_helper.from_array(b, "b"))
+    else:
+        inputs.append(helper.make_tensor_value_info("b", helper.np_dtype_to_tensor_dtype(b.dtype), b.shape))
+    node = helper.make_node("MatMulInteger", names, ["y"])
+    graph = helper.make_graph([node], "mmi", inputs, [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.fixture
+def float_products(monkeypatch):
+    """The products the float path records (integer_float.product's calls)."""
+    calls = []
+    real = integer_float.product
+
+    def counted(*args, **kwargs):
+        calls.append(args[5]["K"])  # (kernel, call, a, b, y, members, batches)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(integer_float, "product", counted)
+    return calls
+
+
+@pytest.mark.parametrize("case", ["u8u8_per_column", "u8s8_7bit", "batched_a", "k_two_full_slices",
+                                  "dynamic_u8_b"])
+def test_matmul_integer_through_float_equals_the_cpu_ep(ep_devices, float_products, case):
+    rng = np.random.default_rng(3)
+    m, k, n, a_shape = 64, 520, 128, None
+    zero_points: dict[str, np.ndarray] = {}
+    if case == "u8u8_per_column":
+        a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+        b = rng.integers(0, 256, (k, n)).astype(np.uint8)
+        zero_points = {"azp": np.array(200, np.uint8), "bzp": rng.integers(0, 256, n).astype(np.uint8)}
+    elif case in ("u8s8_7bit", "batched_a"):
+        a_shape = (3, m, k) if case == "batched_a" else (m, k)
+        a = rng.integers(0, 256, a_shape).astype(np.uint8)
+        b = rng.integers(-64, 65, (k, n)).astype(np.int8)  # (never saturates in MLAS's AVX2 pairs)
+        zero_points = {"azp": np.array(7, np.uint8), "bzp": np.array(-3, np.int8)}
+    elif case == "k_two_full_slices":  # every partial sum at its largest: 258 x 255 x 255 = 16,776,450 < 2^24
+        k = 2 * integer_float.FLOAT_SLICE_K
+        a = np.full((m, k), 255, np.uint8)
+        b = np.full((k, n), 255, np.uint8)
+        a[0, 0], b[0, 0] = 0, 0
+    else:  # B fed at run time, uint8: its products never saturate, whatever its values
+        a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+        b = rng.integers(0, 256, (k, n)).astype(np.uint8)
+        zero_points = {"azp": np.array(128, np.uint8)}
+    model = _model(list(a.shape), b, np.uint8, zero_points, b_constant=case != "dynamic_u8_b")
+    feeds = {"a": a} if case != "dynamic_u8_b" else {"a": a, "b": b}
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    for _ in range(2):  # (the second run replays the plan)
+        np.testing.assert_array_equal(session.run(None, feeds)[0], want)
+    assert float_products and set(float_products) == {k}  # (at the dry run and each run through Python)
+    if case == "k_two_full_slices":
+        assert want[1, 1] == 2 * 16_776_450
+
+
+def test_saturating_and_small_products_keep_the_integer_shader(ep_devices, float_products):
+    """Full-range int8 weights with uint8 A (which MLAS's AVX2 pairs may saturate), a prime K (no even cut), and a
+    product of a few rows (widening B each run costs more than it saves) take matmul_integer.comp."""
+    rng = np.random.default_rng(4)
+    for m, k, b_range in ((64, 520, 127), (64, 521, 64), (8, 520, 64)):
+        a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+        b = rng.integers(-b_range, b_range + 1, (k, 128)).astype(np.int8)
+        model = _model([m, k], b, np.uint8, {})
+        want = runner.cpu_session(model).run(None, {"a": a})[0]
+        np.testing.assert_array_equal(runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"a": a})[0],
+                                      want)
+    assert float_products == []
+    assert integer_float.float_slices(521) == 0 and integer_float.float_slices(520) == 4
+
+
+@pytest.mark.parametrize("case", ["1d_dilated", "2d_full_range_batch2"])
+def test_conv_integer_through_float_equals_the_cpu_ep(ep_devices, float_products, case):
+    """ConvInteger of one group through float32 (widened X's patches by widened W, K in slices): Kokoro-82M's
+    dilated 1-D convolutions (uint8 weights and zero points), and a 2-D one of full-range int8
+    weights over two images (ConvInteger's products do not saturate in the CPU EP: exact sums)."""
+    rng = np.random.default_rng(5)
+    if case == "1d_dilated":
+        x = rng.integers(0, 256, (1, 32, 400)).astype(np.uint8)
+        w = rng.integers(0, 256, (32, 32, 11)).astype(np.uint8)
+        zps = {"xzp": np.array(117, np.uint8), "wzp": np.array(129, np.uint8)}
+        attrs = {"dilations": [3], "pads": [15, 15]}
+    else:
+        x = rng.integers(0, 256, (2, 32, 40, 40)).astype(np.uint8)
+        w = rng.integers(-128, 128, (32, 32, 3, 3)).astype(np.int8)
+        zps = {"xzp": np.array(3, np.uint8)}
+        attrs = {"pads": [1, 1, 1, 1]}
+    inits = [numpy_helper.from_array(w, "w")] + [numpy_helper.from_array(v, k) for k, v in zps.items()]
+    node = helper.make_node("ConvInteger", ["x", "w"] + list(zps), ["y"], **attrs)
+    graph = helper.make_graph([node], "ci", [helper.make_tensor_value_info("x", TensorProto.UINT8, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    want = runner.cpu_session(model).run(None, {"x": x})[0]
+    got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)
+    assert float_products and set(float_products) == {math.prod(w.shape[1:])}
