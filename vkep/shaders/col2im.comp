@@ -26,6 +26,28 @@ void main() {
     uint row0 = (batch * pc.channels + c) * blocks;
     Tensor X = Tensor(pc.x);
     precise float sum = 0.0;
+    if (pc.dilation[0] == 1u && pc.dilation[1] == 1u && pc.dilation[2] == 1u) {
+        // undilated: only the offsets k that land on an entry, t - k a multiple of the stride (t = pixel + pad),
+        // in the same ascending order (ConvTranspose's upsamplers: kernel 2 x stride, one in `stride` lands)
+        uint t[3], first[3];
+        for (uint d = 0u; d < 3u; ++d) { t[d] = pixel[d] + pc.pad[d]; first[d] = t[d] % pc.stride[d]; }
+        for (uint k0 = first[0]; k0 < pc.block[0] && k0 <= t[0]; k0 += pc.stride[0]) {
+            uint l0 = (t[0] - k0) / pc.stride[0];
+            if (l0 >= pc.cols[0]) continue;
+            for (uint k1 = first[1]; k1 < pc.block[1] && k1 <= t[1]; k1 += pc.stride[1]) {
+                uint l1 = (t[1] - k1) / pc.stride[1];
+                if (l1 >= pc.cols[1]) continue;
+                for (uint k2 = first[2]; k2 < pc.block[2] && k2 <= t[2]; k2 += pc.stride[2]) {
+                    uint l2 = (t[2] - k2) / pc.stride[2];
+                    if (l2 >= pc.cols[2]) continue;
+                    uint b = (k0 * pc.block[1] + k1) * pc.block[2] + k2;
+                    sum = sum + LOAD(X, (row0 + b) * positions + (l0 * pc.cols[1] + l1) * pc.cols[2] + l2);
+                }
+            }
+        }
+        STORE(Tensor(pc.y), o, sum);
+        return;
+    }
     for (uint b = 0u; b < blocks; ++b) {
         uint offset[3] = uint[3](b / (pc.block[1] * pc.block[2]), (b / pc.block[2]) % pc.block[1], b % pc.block[2]);
         uint at = 0u;
