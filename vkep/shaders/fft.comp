@@ -1,6 +1,7 @@
 #version 450
 // DFT and STFT of float32 signals (vkep/kernels/spectral.py), as ORT's CPU EP computes them, so that the results
-// agree bit for bit: one workgroup a transform, a radix-2 FFT in shared memory (the CPU EP's bit-reversed load and
+// agree bit for bit: `per_group` transforms a workgroup (as many as the shared buffer holds: lavapipe pays per
+// workgroup, and an STFT of short frames has thousands), each a radix-2 FFT in its slice of shared memory (the CPU EP's bit-reversed load and
 // butterfly order, twiddles from the host's table) where the length is a power of two; else Bluestein's chirp-z
 // transform over a power-of-two `points` (signal x chirp -> FFT -> x FFT(b), a host table -> FFT -> / points ->
 // read reversed x chirp), as the CPU EP does. Every complex product is `precise`: an fma would round differently.
@@ -30,6 +31,7 @@ layout(push_constant, scalar) uniform Push {
     uint bins;      // the bins written
     uint components;  // 1: a real signal, 2: complex
     uint inverse;
+    uint per_group;   // transforms a workgroup (each `points` long in buf)
     GROUP_BASE;
 } pc;
 
@@ -60,10 +62,12 @@ vec2 sample_at(uint base, uint n) {  // (the CPU EP's complex(1, 0) * x, then * 
 // buf[0 .. points) in bit-reversed order -> its FFT with the table's twiddles (the CPU EP's stage and butterfly
 // order: the second twiddle of a butterfly is the table's own entry, not minus the first)
 void radix2() {
+    uint half_points = pc.points / 2u;
     for (uint s = 1u; s <= pc.bits; s++) {
         uint half_span = 1u << (s - 1u), shift = pc.bits - s;
-        for (uint b = gl_LocalInvocationID.x; b < pc.points / 2u; b += WG) {
-            uint k = b & (half_span - 1u), even = ((b >> (s - 1u)) << s) + k, odd = even + half_span;
+        for (uint c = gl_LocalInvocationID.x; c < pc.per_group * half_points; c += WG) {
+            uint b = c & (half_points - 1u), slot = (c >> (pc.bits - 1u)) << pc.bits;  // (points: a power of two)
+            uint k = b & (half_span - 1u), even = slot + ((b >> (s - 1u)) << s) + k, odd = even + half_span;
             vec2 first = Complex(pc.twiddles).v[k << shift], second = Complex(pc.twiddles).v[(half_span + k) << shift];
             vec2 e = buf[even], o = buf[odd];
             precise vec2 p = e + cmul(first, o), q = e + cmul(second, o);
@@ -74,25 +78,35 @@ void radix2() {
     }
 }
 
-void main() {
-    uint t = FLAT_GROUP, lane = gl_LocalInvocationID.x;
-    if (t >= pc.transforms) return;  // (the whole workgroup)
+// the first of a workgroup's transforms, its slot's transform and the bases it reads and writes at
+uint first_transform() { return FLAT_GROUP * pc.per_group; }
+
+void bases(uint t, out uint x_base, out uint y_base) {
     uint outer = t / pc.inner, inner = t % pc.inner;
-    uint x_base = outer * pc.x_outer + inner * pc.x_inner;
-    uint y_base = outer * pc.y_outer + inner * pc.y_inner;
+    x_base = outer * pc.x_outer + inner * pc.x_inner;
+    y_base = outer * pc.y_outer + inner * pc.y_inner;
+}
+
+void main() {
+    uint lane = gl_LocalInvocationID.x, first = first_transform();
+    if (first >= pc.transforms) return;  // (the whole workgroup)
+    uint all_points = pc.per_group * pc.points, x_base, y_base;
     if (BLUESTEIN == 0u) {
-        for (uint i = lane; i < pc.points; i += WG) {
-            uint n = reversed(i, pc.bits);
-            buf[i] = n < pc.samples ? sample_at(x_base, n) : vec2(0.0);
+        for (uint e = lane; e < all_points; e += WG) {
+            uint slot = e >> pc.bits, i = e & (pc.points - 1u), n = reversed(i, pc.bits);
+            bases(first + slot, x_base, y_base);
+            buf[e] = n < pc.samples && first + slot < pc.transforms ? sample_at(x_base, n) : vec2(0.0);
         }
         barrier();
         radix2();
     } else {
         // a[n] = x[n] window[n] chirp[n] (zero past the signal; chirp is zero past `length`), loaded bit-reversed
-        for (uint n = lane; n < pc.points; n += WG) {
+        for (uint e = lane; e < all_points; e += WG) {
+            uint slot = e >> pc.bits, n = e & (pc.points - 1u);
+            bases(first + slot, x_base, y_base);
             precise vec2 a = vec2(0.0);
-            if (n < pc.samples) a = cmul(sample_at(x_base, n), Complex(pc.chirp).v[n]);
-            buf[reversed(n, pc.bits)] = cmul(vec2(1.0, 0.0), a);
+            if (n < pc.samples && first + slot < pc.transforms) a = cmul(sample_at(x_base, n), Complex(pc.chirp).v[n]);
+            buf[(slot << pc.bits) + reversed(n, pc.bits)] = cmul(vec2(1.0, 0.0), a);
         }
         barrier();
         radix2();
@@ -100,28 +114,32 @@ void main() {
         // and the bins read back reversed
         vec2 held[PER_LANE];
         for (uint j = 0u; j < PER_LANE; j++) {
-            uint i = lane + j * WG;
-            if (i < pc.points) {
-                uint r = reversed(i, pc.bits);
-                held[j] = cmul(vec2(1.0, 0.0), cmul(buf[r], Complex(pc.b_fft).v[r]));
+            uint e = lane + j * WG;
+            if (e < all_points) {
+                uint slot = e >> pc.bits, r = reversed(e & (pc.points - 1u), pc.bits);
+                held[j] = cmul(vec2(1.0, 0.0), cmul(buf[(slot << pc.bits) + r], Complex(pc.b_fft).v[r]));
             }
         }
         barrier();
         for (uint j = 0u; j < PER_LANE; j++) {
-            uint i = lane + j * WG;
-            if (i < pc.points) buf[i] = held[j];
+            uint e = lane + j * WG;
+            if (e < all_points) buf[e] = held[j];
         }
         barrier();
         radix2();
     }
     float scale = BLUESTEIN == 0u ? float(pc.dft_length) : float(pc.points);
     float out_scale = pc.inverse != 0u ? 1.0 / float(pc.dft_length) : 1.0;
-    for (uint k = lane; k < pc.bins; k += WG) {
-        precise vec2 v = buf[k];
+    for (uint e = lane; e < pc.per_group * pc.bins; e += WG) {
+        uint slot = e / pc.bins, k = e % pc.bins;
+        if (first + slot >= pc.transforms) break;  // (e grows: every later one is past too)
+        bases(first + slot, x_base, y_base);
+        uint at_buf = slot * pc.points;
+        precise vec2 v = buf[at_buf + k];
         if (BLUESTEIN == 0u) {
             if (pc.inverse != 0u) v = v / scale;
         } else {
-            v = buf[k == 0u ? 0u : pc.points - k] / scale;
+            v = buf[at_buf + (k == 0u ? 0u : pc.points - k)] / scale;
             v = cmul(v, Complex(pc.chirp).v[k]) * out_scale;
         }
         uint at = y_base + k * pc.y_step;
