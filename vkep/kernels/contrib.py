@@ -27,16 +27,7 @@ from vkep.kernels.elementwise import (
     dispatch_unary,
     dispatch_wide,
 )
-from vkep.kernels.norm import (
-    MODE_RMS,
-    ORDER_SCALAR,
-    ORDER_TREE,
-    SERIAL_MAX,
-    Skip,
-    affine_index,
-    normalize_rows,
-    stat_outputs,
-)
+from vkep.kernels.norm import MODE_RMS, Skip, affine_index, normalize_rows, scalar_order, stat_outputs
 from vkep.kernels.rotary import RotaryEmbedding
 
 
@@ -124,9 +115,8 @@ class SkipNorm(Kernel):
         # and stored as output 3 where the node has it
         added = Skip(skip, skip.size, bias, s if s is not None and s.addr else None)
         # ORT's skip_layer_norm.cc sums in its scalar loop on every host (SkipLayerNormalization: Welford's)
-        order = ORDER_SCALAR if x.shape[-1] <= SERIAL_MAX else ORDER_TREE
         normalize_rows(self, call, mode, x, gamma, beta, y, stats, math.prod(x.shape[:-1]), x.shape[-1],
-                       affine_index(x, gamma, beta), added, order)
+                       affine_index(x, gamma, beta), added, scalar_order(x.shape[-1]))
 
 
 class ContribRotary(RotaryEmbedding):

@@ -32,6 +32,11 @@ MLAS_MAX = 65536  # ORDER_MLAS's (four lanes)
 MLAS_MIN = {MODE_MEAN_VAR: 8, MODE_RMS: 16}
 
 
+def scalar_order(length: int) -> int:
+    """ORDER_SCALAR for a row one lane can walk in the loop budget, else ORDER_TREE."""
+    return ORDER_SCALAR if length <= SERIAL_MAX else ORDER_TREE
+
+
 def layer_norm_order(mode: int, length: int, dtype: str, info) -> int:
     """The order of a float32 LayerNormalization / RMS norm row on the device `info` (gpu.device's
     PhysicalDeviceInfo): as ORT's CPU EP on this host (its LayerNormImpl: MLAS's AVX2 kernel where the host has
@@ -42,7 +47,7 @@ def layer_norm_order(mode: int, length: int, dtype: str, info) -> int:
     flags = host.cpu_flags()
     if {"avx2", "fma"} <= flags and length >= MLAS_MIN[mode]:
         return ORDER_MLAS if length <= MLAS_MAX and info is not None and has_float64(info) else ORDER_TREE
-    return ORDER_SCALAR if length <= SERIAL_MAX else ORDER_TREE
+    return scalar_order(length)
 
 
 def param_index(shape: tuple[int, ...], param: tuple[int, ...]) -> tuple[int, int]:

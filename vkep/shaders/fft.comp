@@ -1,8 +1,9 @@
 #version 450
 // DFT and STFT of float32 signals (vkep/kernels/spectral.py), as ORT's CPU EP computes them, so that the results
 // agree bit for bit: `per_group` transforms a workgroup (as many as the shared buffer holds: lavapipe pays per
-// workgroup, and an STFT of short frames has thousands), each a radix-2 FFT in its slice of shared memory (the CPU EP's bit-reversed load and
-// butterfly order, twiddles from the host's table) where the length is a power of two; else Bluestein's chirp-z
+// workgroup, and an STFT of short frames has thousands), each a radix-2 FFT in its slice of shared memory (the
+// CPU EP's bit-reversed load and butterfly order, twiddles from the host's table) where the length is a power of
+// two; else Bluestein's chirp-z
 // transform over a power-of-two `points` (signal x chirp -> FFT -> x FFT(b), a host table -> FFT -> / points ->
 // read reversed x chirp), as the CPU EP does. Every complex product is `precise`: an fma would round differently.
 //
@@ -78,9 +79,7 @@ void radix2() {
     }
 }
 
-// the first of a workgroup's transforms, its slot's transform and the bases it reads and writes at
-uint first_transform() { return FLAT_GROUP * pc.per_group; }
-
+// where transform t reads x and writes y
 void bases(uint t, out uint x_base, out uint y_base) {
     uint outer = t / pc.inner, inner = t % pc.inner;
     x_base = outer * pc.x_outer + inner * pc.x_inner;
@@ -88,7 +87,7 @@ void bases(uint t, out uint x_base, out uint y_base) {
 }
 
 void main() {
-    uint lane = gl_LocalInvocationID.x, first = first_transform();
+    uint lane = gl_LocalInvocationID.x, first = FLAT_GROUP * pc.per_group;  // (its first transform)
     if (first >= pc.transforms) return;  // (the whole workgroup)
     uint all_points = pc.per_group * pc.points, x_base, y_base;
     if (BLUESTEIN == 0u) {

@@ -1,5 +1,5 @@
 #version 450
-// Integer products through float32 GEMMs (vkep/kernels/quantize.py, integer_through_float): lavapipe multiplies
+// Integer products through float32 GEMMs (vkep/kernels/integer_float.py): lavapipe multiplies
 // and adds float32 several times faster than int32, and a float32 sum of integer products is exact while every
 // partial sum stays below 2^24. MODE 0 widens 8-bit values less their zero point to float32:
 //   y[i] = x[i] - zp[(i / zp_div) % zp_mod]          (zp address 0: no zero point)

@@ -61,9 +61,16 @@ float group_sum(float v) {
     return r;
 }
 
+// the scale and the bias of the element at flat index g (the bias read from a valid address either way: add it
+// only where pc.bias is nonzero)
+float scale_at(uint g) { return float(TensorY(pc.scale).v[(g / pc.sdiv) % pc.smod]); }
+float bias_at(uint g) {
+    return float(TensorY(PRESENT_OR(pc.bias, pc.scale)).v[PRESENT_AT(pc.bias, (g / pc.bdiv) % pc.bmod)]);
+}
+
 float affine(float v, uint g) {
-    v *= float(TensorY(pc.scale).v[(g / pc.sdiv) % pc.smod]);
-    float bias = float(TensorY(PRESENT_OR(pc.bias, pc.scale)).v[PRESENT_AT(pc.bias, (g / pc.bdiv) % pc.bmod)]);
+    v *= scale_at(g);
+    float bias = bias_at(g);
     if (pc.bias != 0) v += bias;
     return v;
 }
@@ -169,8 +176,7 @@ void main() {
         float mean = stats.x, inv = stats.y;
         for (uint j = t; j < pc.len; j += WG) {
             precise float v = (row_value(base + j) - mean) * inv;
-            float gamma = float(TensorY(pc.scale).v[((base + j) / pc.sdiv) % pc.smod]);
-            float bias = float(TensorY(PRESENT_OR(pc.bias, pc.scale)).v[PRESENT_AT(pc.bias, ((base + j) / pc.bdiv) % pc.bmod)]);
+            float gamma = scale_at(base + j), bias = bias_at(base + j);
             precise float scaled = v * gamma;
             STORE_Y(Y, base + j, pc.bias != 0 ? fused(v, gamma, bias) : scaled);
         }
@@ -204,8 +210,8 @@ void main() {
         for (uint j = t; j < pc.len; j += WG) {
             float v = row_value(base + j);
             if (pc.sum != 0) STORE_Y(TensorY(pc.sum), base + j, v);
-            float bias = float(TensorY(PRESENT_OR(pc.bias, pc.scale)).v[PRESENT_AT(pc.bias, ((base + j) / pc.bdiv) % pc.bmod)]);
-            precise float value = precise_div(v - mean, root) * float(TensorY(pc.scale).v[((base + j) / pc.sdiv) % pc.smod]);
+            float bias = bias_at(base + j);
+            precise float value = precise_div(v - mean, root) * scale_at(base + j);
             if (pc.bias != 0) value += bias;
             STORE_Y(Y, base + j, value);
         }
