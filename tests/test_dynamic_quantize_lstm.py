@@ -26,7 +26,7 @@ from test_recurrent import _between_relus, _on_vkep
 
 import vkep
 from vkep import runner
-from vkep.kernels import quantize
+from vkep.kernels import host, quantize
 
 VKEP = "VulkanExecutionProvider"
 MS = "com.microsoft"
@@ -225,10 +225,10 @@ def cpu_ep_threads(monkeypatch):
     """Sets VKEP_CPU_EP_THREADS for the test's sessions (read once: the cache is cleared around the test)."""
     def set_threads(threads: int) -> None:
         monkeypatch.setenv("VKEP_CPU_EP_THREADS", str(threads))
-        quantize.cpu_ep_threads.cache_clear()
+        host.cpu_ep_threads.cache_clear()
     yield set_threads
     monkeypatch.undo()
-    quantize.cpu_ep_threads.cache_clear()
+    host.cpu_ep_threads.cache_clear()
 
 
 def _cpu_with_threads(model, threads: int):

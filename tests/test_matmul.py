@@ -10,7 +10,14 @@ from onnx import helper
 from test_conv import single_node
 
 from vkep import runner
-from vkep.kernels import matmul
+from vkep.kernels import matmul, mlas_gemm
+
+
+@pytest.fixture(autouse=True)
+def tiles_only(monkeypatch):
+    """matmul.comp's modes under test: products mlas_gemm would take (the CPU EP's order, test_mlas_gemm.py) go to
+    them here too."""
+    monkeypatch.setattr(mlas_gemm, "ENABLED", False)
 
 
 @pytest.fixture(params=[(True, True), (True, False), (False, False)],

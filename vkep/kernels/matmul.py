@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from vkep.kernels import coopmat, tuning
+from vkep.kernels import coopmat, mlas_gemm, tuning
 from vkep.kernels.base import Kernel, Redirect, Tensor, UnsupportedError, grid_1d, shader_dtype
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
 
@@ -138,6 +138,17 @@ class _Tiled(Kernel):
 
     b_interleaved = False  # B packed [N / 8][K / 2][8][2] for the few-rows mode's pair loads (MatMul.pack)
     declared_n = 0  # ... and its N
+    b_constant = False  # B is a 2-D constant (pack saw it), which ORT's CPU EP packs: MLAS's K blocks of 256
+
+    def _record_node(self, call, a, b, c, out_shape, members: dict, batches: int, folds: bool) -> None:
+        """The node's own product: in the CPU EP's order where mlas_gemm takes it, else as _record."""
+        dtype = mlas_gemm.variant(self, a, b, members, batches)
+        if dtype is None:
+            return self._record(call, a, b, c, out_shape, members, batches)
+        mlas_gemm.record(self, call, dtype, a, b, c, out_shape, members, batches, packed=self.b_constant,
+                         trans_a=bool(self.attrs.get("transA")) and len(a.shape) > 1,
+                         trans_b=bool(self.attrs.get("transB")) and len(b.shape) > 1,
+                         interleaved=self.b_interleaved, folds=folds)
 
     def _record(self, call, a, b, c, out_shape, members: dict, batches: int) -> None:
         """The node's product: `members` its push members but the tensors (product_members), planned per shape."""
@@ -241,6 +252,7 @@ class MatMul(_Tiled):
         (pair or vec4 loads in matmul.comp's few-rows mode), unless the graph declares A with more rows than
         that mode takes: the direct mode reads B faster as it is ([K, N]: 9.6 against 13.8 GFLOPS at 512^3; the
         broadcast mode reads either in pairs)."""
+        self.b_constant = self.b_constant or (index == 1 and weight.ndim == 2)
         few = weight.ndim == 2 and _on_cpu_device(self) and not self._many_rows(PAIR_ROWS)
         if index == 1 and few and _pairs_apply(self, weight.dtype == np.float32) and weight.shape[0] % 2 == 0 \
                 and weight.size:
@@ -292,7 +304,7 @@ class MatMul(_Tiled):
         a, b = call.inputs[:2]
         key = (a.shape, b.shape)
         out, members, batches = self.planned(key, lambda: self._plan(a.shape, b.shape))
-        self._record(call, a, b, None, out, members, batches)
+        self._record_node(call, a, b, None, out, members, batches, folds=len(b.shape) <= 2)
 
 
 class Gemm(_Tiled):
@@ -303,6 +315,7 @@ class Gemm(_Tiled):
         On CPU devices a transB weight stays [N, K]: rows of A meet it contiguously along K (vec4 loads
         in matmul.comp's few-rows mode, where a fully connected layer on one sample spends its time); with
         8-wide subgroups and few rows declared, B is interleaved for that mode's pair loads (_interleaves)."""
+        self.b_constant = self.b_constant or index == 1
         if index == 1 and self._interleaves(weight):  # (as MatMul's: see MatMul.pack)
             self.b_interleaved, self.declared_n = True, weight.shape[0 if self.attrs["transB"] else 1]
             return _interleave(weight if self.attrs["transB"] else weight.T), "gemm-b-pairs8"
@@ -347,7 +360,7 @@ class Gemm(_Tiled):
         c = call.inputs[2] if len(call.inputs) > 2 else None
         key = (a.shape, b.shape, c.shape if c is not None else None)
         out, members, batches = self.planned(key, lambda: self._plan(*key))
-        self._record(call, a, b, c, out, members, batches)
+        self._record_node(call, a, b, c, out, members, batches, folds=True)
 
 
 class FusedMatMul(MatMul):
@@ -365,6 +378,7 @@ class FusedMatMul(MatMul):
         return None
 
     def pack(self, index: int, weight):
+        self.b_constant = self.b_constant or (index == 1 and weight.ndim == 2)
         return weight, "raw"  # (B as the node gives it: transB says how to read it)
 
     def _plan(self, sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vkep.kernels import host
 from vkep.kernels.base import (
     FLOAT64_SUFFIX,
     LOOP_BUDGET,
@@ -23,7 +24,6 @@ from vkep.kernels.base import (
     has_float64,
     pack_once,
 )
-from vkep.kernels.trees import cpu_ep_threads
 
 SHADER = "ml_linear.comp"
 WG = 64  # ml_linear.comp's workgroup
@@ -40,17 +40,12 @@ XT = {"float32": 0, "float64": 1, "int32": 2, "int64": 3}  # ml_linear.comp's XT
 PROBABILITY_LOOPS = 100  # multiclass_probability's iterations at most
 
 
-GEMM_THREAD_WORK = 64 * 1024  # MLAS_SGEMM_THREAD_COMPLEXITY: multiplies per thread of an SGEMM
-
 
 def column_threads(rows: int, cols: int, k: int) -> int:
     """The threads among which MLAS's MlasGemmBatch splits the output columns of ORT's Gemm (rows x cols, K = k) in
-    a CPU EP session of the default intra-op threads (trees.cpu_ep_threads): 1 where it splits the rows or runs on
-    one thread. Each thread's columns are their own SGEMM, whose K blocks (ml_linear.comp column_stride_k) follow
-    their count."""
-    if cols <= rows:
-        return 1
-    return max(1, min(rows * cols * k // GEMM_THREAD_WORK + 1, cpu_ep_threads(), -(-cols // 16)))
+    a CPU EP session (host.sgemm_threads): 1 where it splits the rows or runs on one thread. Each thread's columns
+    are their own SGEMM, whose K blocks (mlas_sgemm.glsl) follow their count."""
+    return host.sgemm_threads(rows, cols, k)[1]
 
 
 def _post(attrs: dict) -> int:

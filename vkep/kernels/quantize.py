@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 
-from vkep import options
 from vkep.kernels import conv, host, integer_float
 from vkep.kernels.base import (
     LOOP_BUDGET,
@@ -155,29 +152,12 @@ def cpu_ep_saturates() -> bool:
     return "avx2" in flags and not flags & {"avx512_vnni", "avx_vnni", "amx_int8"}
 
 
-@functools.cache
-def cpu_ep_threads() -> int:
-    """The intra-op threads of an ORT CPU EP session with default options (VKEP_CPU_EP_THREADS overrides): ORT
-    sizes its pool to the host's physical cores (cpuinfo's cores: one per (package, core) pair of the logical
-    processors), and its thread pool's degree of parallelism is that count."""
-    given = options.env("VKEP_CPU_EP_THREADS")
-    if given:
-        return given
-    cores = set()
-    for cpu in Path("/sys/devices/system/cpu").glob("cpu[0-9]*"):
-        try:
-            cores.add(tuple((cpu / "topology" / f).read_text().strip() for f in ("physical_package_id", "core_id")))
-        except OSError:
-            continue
-    return len(cores) or os.cpu_count() or 1
-
-
 def cpu_ep_lstm_rows(batch: int, hidden: int) -> int:
     """The batch rows each of ORT's CPU EP LSTM GEMMs over h takes (uni_directional_lstm.cc, SetNumThreads and
     ComputeImpl): more than 4 rows, or 2 to 4 of at most 256 units, are split in ceil(batch / threads) rows a
     thread, else all rows are one GEMM. DynamicQuantizeLSTM quantizes h per GEMM, so its answer depends on it."""
     if batch > 4 or (batch >= 2 and hidden <= 256):
-        return -(-batch // cpu_ep_threads())
+        return -(-batch // host.cpu_ep_threads())
     return max(batch, 1)
 
 

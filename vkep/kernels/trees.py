@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from vkep.kernels import host
 from vkep.kernels.base import (
     FLOAT64_SUFFIX,
     LOOP_BUDGET,
@@ -49,20 +49,6 @@ PARALLEL_TREES, PARALLEL_ROWS = 80, 50
 
 
 @functools.cache
-def cpu_ep_threads() -> int:
-    """The threads of a CPU EP session's intra-op pool by default: one per physical core the process may run on
-    (ORT's GetDefaultThreadAffinities), which decide how ORT splits an ensemble's sums (tree_chunks)."""
-    cores = set()
-    for cpu in sorted(os.sched_getaffinity(0)):
-        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
-        try:
-            with open(topology + "core_id") as core, open(topology + "physical_package_id") as package:
-                cores.add((package.read().strip(), core.read().strip()))
-        except OSError:
-            cores.add(("cpu", str(cpu)))
-    return max(1, len(cores))
-
-
 def tree_chunks(rows: int, trees: int, one_target: bool, threads: int) -> int:
     """Into how many runs of trees ORT 1.32's CPU EP (TreeEnsembleCommon::ComputeAgg) splits a row's sum with
     `threads` threads: each run is added from zero, and the runs' sums then in order."""
@@ -428,7 +414,7 @@ class TreeEnsembleBase(Kernel):
                 "label": label, "n": y.size, "n_targets": p.n_targets, "stride": stride, "n_trees": len(p.roots),
                 "depth": p.depth, "max_weights": p.max_weights if not one else 1, "aggregate": p.aggregate,
                 "post": p.post, "flags": flags, "n_base": len(p.base),
-                "chunks": tree_chunks(n, len(p.roots), one, cpu_ep_threads())}
+                "chunks": tree_chunks(n, len(p.roots), one, host.cpu_ep_threads())}
         call.dispatch(SHADER, dtype, {**constants, "mode": SCORE}, push, grid_1d(y.size, WG), [x],
                       [scores if second is not None else y])
         if second is not None:

@@ -1,7 +1,10 @@
 // matmul.comp's and matmul_coop.comp's push constants (vkep/kernels/matmul.py fills them by name:
-// product_members; a 0 address of C means no C).
+// product_members; a 0 address of C means no C). PUSH_EXTRA: a shader's own members after them (mlas_gemm.comp's).
 #ifndef EPILOGUE_OPERAND
 #define EPILOGUE_OPERAND
+#endif
+#ifndef PUSH_EXTRA
+#define PUSH_EXTRA
 #endif
 layout(push_constant, scalar) uniform Push {
     EPILOGUE_OPERAND                        // (matmul.comp's EPILOGUE variant's: epilogue.glsl)
@@ -11,5 +14,6 @@ layout(push_constant, scalar) uniform Push {
     uint b_outer, b_inner, b_k, b_n;        // element strides of B
     uint c_m, c_n;                          // element strides of C
     float alpha, beta;
+    PUSH_EXTRA
     GROUP_BASE;                             // (grids past the device's limit: common.glsl)
 } pc;

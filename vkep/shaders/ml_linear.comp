@@ -108,94 +108,17 @@ float logistic(float v) {
     return v < 0.0 ? 1.0 - e : e;
 }
 
-// a * b + c rounded once. The FLOAT64 variant: the exact double sum (TwoSum) rounded to odd, then to float (53 >= 24 +
-// 2 bits: correctly rounded whatever the device's fma; lavapipe's rounds the product apart); else the device's fma
-#ifdef FLOAT64
-float fma_exact(float a, float b, float c) {
-    precise double p = double(a) * double(b);
-    precise double s = p + double(c);
-    precise double bb = s - p;
-    precise double e = (p - (s - bb)) + (double(c) - bb);
-    if (e != 0.0) {
-        uint64_t bits = packUint2x32(unpackDouble2x32(s));
-        if ((bits & 1ul) == 0ul) bits = (e > 0.0) == (s > 0.0) ? bits + 1ul : bits - 1ul;
-        s = packDouble2x32(unpackUint2x32(bits));
-    }
-    return float(s);
-}
-#else
-float fma_exact(float a, float b, float c) { precise float r = fma(a, b, c); return r; }
-#endif
+#include "mlas_sgemm.glsl"
+uint64_t gemm_w;  // the coefficients (or support vectors) gemm_element reads
+float mlas_a(uint at, uint k) { return feature(at + k); }
+float mlas_b(uint at, uint k) { return Floats(gemm_w).v[at + k]; }
 
-// MlasSgemmOperation's K block for B of n columns and K = k
-uint mlas_stride_k(uint n, uint k) {
-    uint stride_n = 128u, stride = 128u;
-    if (n >= k) {
-        while (stride / 2u >= k) stride /= 2u;
-    } else {
-        while (stride_n > 16u && stride_n / 2u >= n) { stride_n /= 2u; stride *= 2u; }
-    }
-    return stride;
-}
-
-// the K block of output column t of `cols`: MlasGemmBatch gives each of threads_n threads a share of the columns in
-// blocks of 16 (MlasPartitionWork), and each share is its own MlasSgemmOperation
-uint column_stride_k(uint t, uint cols) {
-    uint n = cols;
-    if (pc.threads_n > 1u) {
-        uint blocked = (cols + 15u) / 16u, per = blocked / pc.threads_n, extra = blocked % pc.threads_n, b = t / 16u;
-        uint start, count;
-        if (b < (per + 1u) * extra) {
-            start = b / (per + 1u) * (per + 1u);
-            count = per + 1u;
-        } else {
-            start = (extra + (b - (per + 1u) * extra) / per) * per + extra;
-            count = per;
-        }
-        n = min(cols - start * 16u, count * 16u);
-    }
-    return mlas_stride_k(n, pc.features);
-}
-
-// One element of ORT's Gemm<float>::ComputeGemm(NoTrans, Trans): alpha * (x row . w row) + c, as MLAS's AVX/FMA3
-// kernels compute it. M1 (one row, alpha 1): MlasSgemmKernelM1TransposeBAvx, eight lanes of products and sums
-// (lane l: k = l mod 8) reduced in the order of the row's block of output columns (4, 2 or 1: `t` of `cols`), then
-// c added; otherwise MlasSgemmKernelFma3: a multiply-add chain from 0 over each K block (column_stride_k),
-// accumulated into c as fma(acc, alpha, c) (the first block without c: acc * alpha).
+// One element of ORT's Gemm<float>::ComputeGemm(NoTrans, Trans): alpha * (x row . w row) + c (mlas_sgemm.glsl). M1
+// (one row, alpha 1): MlasSgemmKernelM1TransposeBAvx, its block of output columns `t` of `cols`
 float gemm_element(uint64_t w, uint xrow, uint wrow, uint t, uint cols, float alpha, bool has_c, float c) {
-    uint F = pc.features;
-    Floats W = Floats(w);
-    if (FLAG(M1)) {
-        float a[8];
-        for (uint l = 0u; l < 8u; ++l) {
-            precise float acc = 0.0;
-            for (uint k = l; k < F; k += 8u) {
-                precise float p = feature(xrow + k) * W.v[wrow + k];
-                acc = acc + p;
-            }
-            a[l] = acc;
-        }
-        uint fours = cols / 4u * 4u;
-        precise float r;
-        if (t < fours) r = (((a[0] + a[1]) + a[2]) + a[3]) + (((a[4] + a[5]) + a[6]) + a[7]);
-        else if ((cols & 2u) != 0u && t < fours + 2u) r = ((a[0] + a[2]) + (a[4] + a[6])) + ((a[1] + a[3]) + (a[5] + a[7]));
-        else r = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-        precise float sum = r + (has_c ? c : 0.0);
-        return sum;
-    }
-    precise float res = c;
-    bool have = has_c;
-    uint stride = column_stride_k(t, cols);
-    for (uint k0 = 0u; k0 < F; k0 += stride) {
-        float acc = 0.0;
-        uint end = min(F, k0 + stride);
-        for (uint k = k0; k < end; ++k) acc = fma_exact(feature(xrow + k), W.v[wrow + k], acc);
-        if (have) res = fma_exact(acc, alpha, res);
-        else { precise float m = acc * alpha; res = m; }
-        have = true;
-    }
-    if (!have) res = 0.0;
-    return res;
+    gemm_w = w;
+    return mlas_element(xrow, wrow, MlasProduct(pc.features, t, cols, pc.threads_n, false, FLAG(M1), true, alpha,
+                                                has_c, c));
 }
 
 // the post transform of `count` float scores at y[at ...] (batched_update_scores_inplace, batch_size > 1)

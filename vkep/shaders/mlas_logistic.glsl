@@ -1,24 +1,10 @@
 // MLAS's logistic (MlasComputeLogistic: ORT's CPU EP's Sigmoid, and the table of its QLinearSigmoid) to the last
 // bit: MlasLogisticKernelFma3's rational polynomial (what x86-64 machines with AVX2 run), its fused multiply-adds
-// emulated exactly (lavapipe does not fuse GLSL's fma()). Used by qlinear_lookup.comp and unary_ops.glsl, and with
-// mlas_tanh (below: also unary_ops.glsl's Tanh and tanh Gelu) by recurrent.comp's LSTM.
+// exact (precise.glsl's fma_exact: lavapipe does not fuse GLSL's fma()). Used by qlinear_lookup.comp and
+// unary_ops.glsl, and with mlas_tanh (below: also unary_ops.glsl's Tanh and tanh Gelu) by recurrent.comp's LSTM.
 #ifndef VKEP_MLAS_LOGISTIC_GLSL
 #define VKEP_MLAS_LOGISTIC_GLSL
 #include "precise.glsl"
-
-// a * b + c rounded once (Boldo and Melquiond: the exact product's tail added rounded to odd, then one rounding)
-precise float fma_exact(float a, float b, float c) {
-    vec2 p = precise_two_prod(a, b);
-    vec2 t = precise_two_sum(c, p.x);
-    vec2 u = precise_two_sum(t.y, p.y);
-    float v = u.x;
-    uint bits = floatBitsToUint(v);
-    if (u.y != 0.0 && (bits & 1u) == 0u) {  // inexact and even: step one ulp towards the lost part (round to odd)
-        bits = (v < 0.0) == (u.y < 0.0) ? bits + 1u : bits - 1u;
-        v = uintBitsToFloat(bits);
-    }
-    return t.x + v;
-}
 
 precise float mlas_logistic(float x) {
     x = isnan(x) ? x : clamp(x, -18.0, 18.0);

@@ -1,0 +1,118 @@
+"""Float32 MatMul, Gemm and FusedMatMul equal ORT's CPU EP to the last bit where vkep follows MLAS's SGEMM
+(vkep/kernels/mlas_gemm.py, shaders/mlas_sgemm.glsl): each of MLAS's paths on x86-64 with AVX2 and FMA (its M1
+kernels for one row, B transposed or not; the FMA3 kernel's K blocks for a packed constant B and for each thread's
+share of the columns; a thread's share of one row), A's batch folded into M, alpha, beta and C, and an epilogue."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from vkep import runner
+from vkep.gpu import device
+from vkep.kernels import host, mlas_gemm
+
+F = TensorProto.FLOAT
+
+
+def _follows() -> bool:
+    return {"avx2", "fma"} <= host.cpu_flags()
+
+
+def _model(nodes, inputs: dict, inits: dict, domain: str = ""):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, s) for n, s in inputs.items()],
+                              [helper.make_tensor_value_info("y", F, None)],
+                              [numpy_helper.from_array(v, n) for n, v in inits.items()])
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+def _check(model, feeds: dict, what: str) -> None:
+    session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    assert all(p[2] == "VulkanExecutionProvider" for p in runner.placement(session)), runner.placement(session)
+    (got,), (want,) = session.run(None, feeds), cpu.run(None, feeds)
+    assert got.shape == want.shape
+    assert np.array_equal(got, want), f"{what}: {np.count_nonzero(got != want)} of {got.size} values apart"
+
+
+# (A, B, B constant): attention's Q K^T and its weights times V (K 64 and 16, batched, both operands computed), one
+# row (the M1 kernel: 4, 2 and 1 rows of B a step), a batch folded into M, a packed constant B (K blocks of 256: 768),
+# one row of a constant B (packed: no M1), the columns' thread shares (K 300 over N 40: blocks from each share's
+# size), the rows' (3 rows over 2 threads: the last row alone takes the M1 kernel)
+MATMULS = [((1, 12, 16, 64), (1, 12, 64, 16), False), ((1, 12, 16, 16), (1, 12, 16, 64), False),
+           ((1, 67), (67, 32), False), ((4, 1, 67), (67, 32), False), ((8, 768), (768, 96), True),
+           ((1, 300), (300, 40), True), ((16, 300), (300, 40), False), ((3, 11000), (11000, 2), False)]
+
+
+@pytest.mark.parametrize("a_shape,b_shape,constant", MATMULS, ids=[f"{a}x{b}{'c' if c else ''}" for a, b, c in MATMULS])
+def test_matmul_equals_the_cpu_ep_bit_for_bit(ep_devices, a_shape, b_shape, constant):
+    if not _follows():
+        pytest.skip("vkep follows MLAS's order on x86-64 with AVX2 and FMA")
+    rng = np.random.default_rng(sum(a_shape) + sum(b_shape))
+    a, b = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
+    inputs = {"a": a_shape} if constant else {"a": a_shape, "b": b_shape}
+    model = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], inputs, {"b": b} if constant else {})
+    _check(model, {"a": a} if constant else {"a": a, "b": b}, f"MatMul {a_shape} x {b_shape}")
+
+
+# (A, B, C, attributes, B constant): C per column with alpha and beta (C times beta first), B transposed; one row with B
+# transposed and computed (MlasSgemmKernelM1TransposeBAvx, C added last); C per element, A transposed
+GEMMS = [((8, 200), (24, 200), (24,), {"alpha": 2.0, "beta": 0.5, "transB": 1}, True),
+         ((1, 70), (30, 70), (30,), {"transB": 1}, False),
+         ((1, 9), (9, 36), (1, 36), {}, False),
+         ((40, 6), (40, 10), (6, 10), {"transA": 1, "beta": 3.0}, False)]
+
+
+@pytest.mark.parametrize("a_shape,b_shape,c_shape,attrs,constant", GEMMS, ids=[str(g[:2]) for g in GEMMS])
+def test_gemm_equals_the_cpu_ep_bit_for_bit(ep_devices, a_shape, b_shape, c_shape, attrs, constant):
+    if not _follows():
+        pytest.skip("vkep follows MLAS's order on x86-64 with AVX2 and FMA")
+    rng = np.random.default_rng(len(b_shape) + b_shape[0])
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in (a_shape, b_shape, c_shape))
+    inputs = {"a": a_shape, "c": c_shape} | ({} if constant else {"b": b_shape})
+    model = _model([helper.make_node("Gemm", ["a", "b", "c"], ["y"], **attrs)], inputs, {"b": b} if constant else {})
+    _check(model, {"a": a, "c": c} | ({} if constant else {"b": b}), f"Gemm {a_shape} x {b_shape} {attrs}")
+
+
+def test_fused_matmul_and_an_epilogue_equal_the_cpu_ep_bit_for_bit(ep_devices):
+    """com.microsoft FusedMatMul (transposes and alpha), and a MatMul whose Add and Relu run in its epilogue."""
+    if not _follows():
+        pytest.skip("vkep follows MLAS's order on x86-64 with AVX2 and FMA")
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((2, 40, 8)).astype(np.float32), rng.standard_normal((2, 12, 40)).astype(np.float32)
+    node = helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain="com.microsoft", alpha=0.5, transA=1, transB=1)
+    _check(_model([node], {"a": a.shape, "b": b.shape}, {}, "com.microsoft"), {"a": a, "b": b}, "FusedMatMul")
+    a, w = rng.standard_normal((20, 130)).astype(np.float32), rng.standard_normal((130, 24)).astype(np.float32)
+    bias = rng.standard_normal(24).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["a", "w"], ["p"]), helper.make_node("Add", ["p", "bias"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    _check(_model(nodes, {"a": a.shape}, {"w": w, "bias": bias}), {"a": a}, "MatMul, Add, Relu")
+
+
+def test_large_products_keep_the_tiles(ep_devices):
+    """Past MAX_MACS (and for other types) a product takes matmul.comp's tiles, for their speed."""
+    if not _follows():
+        pytest.skip("vkep follows MLAS's order on x86-64 with AVX2 and FMA")
+    kernel = type("Probe", (), {"device_info": device.usable_devices()[0]})()
+    f32, f16 = (type("T", (), {"dtype": t})() for t in ("float32", "float16"))
+    at, past = {"M": 64, "N": 64, "K": mlas_gemm.MAX_MACS // 4096}, {"M": 64, "N": 64, "K": mlas_gemm.MAX_MACS // 4096 + 1}
+    assert mlas_gemm.variant(kernel, f32, f32, at, 1) is not None
+    assert mlas_gemm.variant(kernel, f32, f32, past, 1) is None
+    assert mlas_gemm.variant(kernel, f32, f32, at, 2) is None
+    assert mlas_gemm.variant(kernel, f16, f16, at, 1) is None
+
+
+@pytest.mark.parametrize("shape,axis,opset", [((64, 16), -1, 13), ((3, 12, 16, 16), -1, 13), ((4, 5, 7), 1, 13),
+                                              ((6, 1000), -1, 13), ((2, 3, 9), 1, 11), ((8, 3), -1, 13)])
+def test_softmax_equals_the_cpu_ep_bit_for_bit(ep_devices, shape, axis, opset):
+    """float32 Softmax as MLAS computes it (softmax.comp ORDER 1: its exp, eight lanes of sums, times 1 / sum): rows of
+    every length mod 8, an axis not last (opset 13), the flattened trailing axes (opset 11), large negative inputs."""
+    if not _follows():
+        pytest.skip("vkep follows MLAS's order on x86-64 with AVX2 and FMA")
+    x = (np.random.default_rng(len(shape) + shape[-1]).standard_normal(shape) * 6).astype(np.float32)
+    x.flat[::7] -= 80.0  # (exps near and below MLAS's lower range)
+    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=axis)], "g",
+                              [helper.make_tensor_value_info("x", F, shape)], [helper.make_tensor_value_info("y", F, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    _check(model, {"x": x}, f"Softmax {shape} axis {axis}")

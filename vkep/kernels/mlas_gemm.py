@@ -1,0 +1,57 @@
+"""Float32 MatMul, Gemm and FusedMatMul in the CPU EP's own order of sums (shaders/mlas_gemm.comp), so that their
+answers equal ORT's CPU EP's to the last bit on the hosts whose MLAS kernels vkep follows (x86-64 with AVX2 and FMA).
+
+A model whose later steps round or compare (a duration rounded to frames, an argmax, a quantization) can turn an
+ulp into a different answer: Kokoro-82M's durations did. matmul.comp's tiles sum in their own order; MLAS's SGEMM
+sums each element as one multiply-add chain per K block (docs/design.md, "MLAS's SGEMM, followed"). This path is one
+invocation an element with exact multiply-adds (emulated in float: lavapipe's fma() rounds the product apart), so it
+takes products up to MAX_MACS, where its cost stays small beside a run's; larger ones take matmul.comp's tiles
+(within float32 rounding of the CPU EP)."""
+
+from __future__ import annotations
+
+from vkep.kernels import host
+from vkep.kernels.base import Kernel, Tensor
+
+ENABLED = True  # the switch: False sends every product to matmul.comp
+# multiply-adds (batches x M x N x K) up to which a product takes this path. On Mesa 22.3 lavapipe it runs ~0.1 G
+# multiply-adds a second, about a twentieth of the tiles' (attention's 12 x 16 x 16 x 64 3.3 against 1.0 ms; 128 x 128 x
+# 256 45 against 2.2 ms; a GEMV of 768 x 768, bound by its loads, 8.5 against 7.9 ms): at this bound a product costs
+# at most ~10 ms more
+MAX_MACS = 1 << 20
+MAX_K = 60_000  # one invocation's loop steps over K (lavapipe stops a loop at 65,535 iterations)
+SHADER = "mlas_gemm.comp"
+WG = 64  # mlas_gemm.comp's workgroup
+PACKED, TRANS_A, TRANS_B, INTERLEAVED, COLUMNS = 1, 2, 4, 8, 16  # mlas_gemm.comp's flags
+
+
+def variant(kernel: Kernel, a: Tensor, b: Tensor, members: dict, batches: int) -> str | None:
+    """The dtype of the mlas_gemm.comp variant that computes this product as the CPU EP does, or None where vkep
+    does not follow it: another host (MLAS adds in another order there), another type, a product past MAX_MACS or
+    MAX_K."""
+    m, n, k = members["M"], members["N"], members["K"]
+    if (not ENABLED or kernel.device_info is None or a.dtype != "float32" or b.dtype != "float32" or k == 0
+            or k > MAX_K or batches * m * n * k > MAX_MACS or not {"avx2", "fma"} <= host.cpu_flags()):
+        return None
+    return "float32"
+
+
+def record(kernel: Kernel, call, dtype: str, a: Tensor, b: Tensor, c: Tensor | None, out_shape: tuple[int, ...],
+           members: dict, batches: int, *, packed: bool, trans_a: bool, trans_b: bool, interleaved: bool,
+           folds: bool) -> None:
+    """y = the product `members` describes (matmul.product_members, `batches` of them), in one dispatch of
+    mlas_gemm.comp. `packed`: B is a 2-D constant (ORT packs it); `trans_a` / `trans_b`: how the CPU EP's SGEMM
+    reads A and B; `interleaved`: B is MatMul.pack's pairs layout; `folds`: ORT folds A's batch into M (B of rank 2
+    or less)."""
+    y = call.output(0, out_shape)
+    if y.size == 0:
+        return
+    m, n, k = members["M"], members["N"], members["K"]
+    rows, gemms = (batches * m, 1) if folds and not trans_a else (m, batches)
+    threads_m, threads_n = host.sgemm_threads(rows, n, k, gemms)
+    flags = (PACKED * packed | TRANS_A * trans_a | TRANS_B * trans_b | INTERLEAVED * interleaved
+             | COLUMNS * (threads_n > 1))
+    push = {**members, "a": a, "b": b, "c": c, "y": y, "rows": rows, "threads": max(threads_m, threads_n),
+            "flags": flags}
+    call.dispatch(SHADER, dtype, {}, push, (-(-m * n // WG), 1, batches), [a, b] + ([c] if c is not None else []),
+                  [y])

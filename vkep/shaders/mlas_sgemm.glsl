@@ -1,0 +1,109 @@
+// One element of a float32 product as ORT's CPU EP computes it on x86-64 with AVX2 and FMA: MLAS's SGEMM
+// (MlasGemmBatch), whose order of sums and roundings vkep follows where an answer must equal the CPU EP's to the last
+// bit (docs/design.md, "MLAS's SGEMM, followed"). Used by mlas_gemm.comp (MatMul, Gemm) and ml_linear.comp.
+//
+// The including shader defines float mlas_a(uint at, uint k) and float mlas_b(uint at, uint k): element k along K
+// of the row of A and of the column of B that `at` names (its own meaning: an offset, a column).
+// Needs common.glsl. Its multiply-adds are exact on any device (precise.glsl's fma_exact).
+#ifndef VKEP_MLAS_SGEMM_GLSL
+#define VKEP_MLAS_SGEMM_GLSL
+#include "precise.glsl"
+
+float mlas_a(uint at, uint k);
+float mlas_b(uint at, uint k);
+
+// MlasSgemmOperation's K block for a share of n columns and K = k (B as the node gives it)
+uint mlas_stride_k(uint n, uint k) {
+    uint stride_n = 128u, stride = 128u;
+    if (n >= k) {
+        while (stride / 2u >= k) stride /= 2u;
+    } else {
+        while (stride_n > 16u && stride_n / 2u >= n) { stride_n /= 2u; stride *= 2u; }
+    }
+    return stride;
+}
+#define MLAS_PACKED_STRIDE_K 256u  // MLAS_SGEMM_PACKED_STRIDEK: B packed once (a constant 2-D B: ORT's PrePack)
+
+// (start, count) of the share holding item x when MlasPartitionWork splits `total` items, in blocks of `align`,
+// among `parts` threads
+uvec2 mlas_share(uint x, uint parts, uint total, uint align) {
+    if (parts <= 1u) return uvec2(0u, total);
+    uint blocks = (total + align - 1u) / align, per = blocks / parts, extra = blocks % parts, b = x / align;
+    uint start, count;
+    if (b < (per + 1u) * extra) {
+        start = b / (per + 1u) * (per + 1u);
+        count = per + 1u;
+    } else {
+        start = (extra + (b - (per + 1u) * extra) / per) * per + extra;
+        count = per;
+    }
+    return uvec2(start * align, min(total - start * align, count * align));
+}
+
+struct MlasProduct {
+    uint K;
+    uint col, cols, threads_n;  // the element's column among the product's, split among threads_n threads
+    bool packed;                // B packed (K blocks of MLAS_PACKED_STRIDE_K)
+    bool m1;                    // the element's share of rows is one row, alpha 1, beta 0 or 1, A not transposed and
+                                // B not packed: MLAS's M1 kernels
+    bool trans_b;               // (M1) B transposed: MlasSgemmKernelM1TransposeBAvx; else MlasSgemmKernelM1Avx
+    float alpha;
+    bool has_c;                 // C, already times beta, is in the sum (beta not 0)
+    float c;
+};
+
+float mlas_product(uint a_at, uint b_at, uint k) { precise float p = mlas_a(a_at, k) * mlas_b(b_at, k); return p; }
+
+// The element: the M1 kernels (products rounded, then added: no fma), or MlasSgemmKernelFma3: a multiply-add chain
+// from 0 over each K block, accumulated into C as fma(acc, alpha, C) (the first block without C: acc * alpha)
+float mlas_element(uint a_at, uint b_at, MlasProduct p) {
+    uint K = p.K;
+    uvec2 share = mlas_share(p.col, p.threads_n, p.cols, 16u);
+    if (p.m1 && !p.trans_b) {  // 4 rows of B a step: ((p0 + p1) + p2) + p3, then into C; then 2, then 1
+        precise float r = p.has_c ? p.c : 0.0;
+        uint k = 0u;
+        for (; k + 4u <= K; k += 4u) {
+            precise float t = mlas_product(a_at, b_at, k) + mlas_product(a_at, b_at, k + 1u);
+            t = t + mlas_product(a_at, b_at, k + 2u);
+            t = t + mlas_product(a_at, b_at, k + 3u);
+            r = t + r;
+        }
+        if (K - k >= 2u) {
+            precise float t = mlas_product(a_at, b_at, k) + mlas_product(a_at, b_at, k + 1u);
+            r = t + r;
+            k += 2u;
+        }
+        if (k < K) r = mlas_product(a_at, b_at, k) + r;
+        return r;
+    }
+    if (p.m1) {  // eight lanes of products and sums (lane l: k = l mod 8), reduced as the column's block of 4, 2 or 1
+        float a[8];
+        for (uint l = 0u; l < 8u; ++l) {
+            precise float acc = 0.0;
+            for (uint k = l; k < K; k += 8u) acc = acc + mlas_product(a_at, b_at, k);
+            a[l] = acc;
+        }
+        uint t = p.col - share.x, cols = share.y, fours = cols / 4u * 4u;
+        precise float r;
+        if (t < fours) r = (((a[0] + a[1]) + a[2]) + a[3]) + (((a[4] + a[5]) + a[6]) + a[7]);
+        else if ((cols & 2u) != 0u && t < fours + 2u) r = ((a[0] + a[2]) + (a[4] + a[6])) + ((a[1] + a[3]) + (a[5] + a[7]));
+        else r = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        precise float sum = r + (p.has_c ? p.c : 0.0);
+        return sum;
+    }
+    precise float res = p.c;
+    bool have = p.has_c;
+    uint stride = p.packed ? MLAS_PACKED_STRIDE_K : mlas_stride_k(share.y, K);
+    for (uint k0 = 0u; k0 < K; k0 += stride) {
+        float acc = 0.0;
+        uint end = min(K, k0 + stride);
+        for (uint k = k0; k < end; ++k) acc = fma_exact(mlas_a(a_at, k), mlas_b(b_at, k), acc);
+        if (have) res = fma_exact(acc, p.alpha, res);
+        else { precise float m = acc * p.alpha; res = m; }
+        have = true;
+    }
+    if (!have) res = 0.0;
+    return res;
+}
+
+#endif
