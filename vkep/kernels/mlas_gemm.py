@@ -3,10 +3,10 @@ answers equal ORT's CPU EP's to the last bit on the hosts whose MLAS kernels vke
 
 A model whose later steps round or compare (a duration rounded to frames, an argmax, a quantization) can turn an
 ulp into a different answer: Kokoro-82M's durations did. matmul.comp's tiles sum in their own order; MLAS's SGEMM
-sums each element as one multiply-add chain per K block (docs/design.md, "MLAS's SGEMM, followed"). This path is one
-invocation an element with exact multiply-adds (emulated in float: lavapipe's fma() rounds the product apart), so it
-takes products up to MAX_MACS, where its cost stays small beside a run's; larger ones take matmul.comp's tiles
-(within float32 rounding of the CPU EP)."""
+sums each element as one multiply-add chain per K block (docs/design.md, "MLAS's SGEMM, Softmax and Eigen's sums,
+followed"). This path is one invocation an element with exact multiply-adds (emulated in float: lavapipe's fma()
+rounds the product apart), so it takes products up to MAX_MACS, where its cost stays small beside a run's; larger
+ones take matmul.comp's tiles (within float32 rounding of the CPU EP)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ import functools
 import math
 import struct
 
+from vkep.kernels import host
 from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, axis_in, grid_1d, shader_dtype
 
 WG = 64  # thread-per-output workgroups of reduce.comp / argreduce.comp
@@ -14,6 +15,8 @@ CUMSUM_SERIAL = 4096  # longest line cumsum.comp scans with one thread
 CUMSUM_WG = 256
 TOPK_MAX = 2048  # elements topk.comp sorts at once in shared memory
 TOPK_CHUNK_LOOPS = 400  # loop iterations topk.comp spends per chunk of TOPK_MAX
+EIGEN_ORDER = True  # float32 sums and means of contiguous rows as the CPU EP adds them (reduce.comp ORDER 1)
+EIGEN_OPS = (0, 1)  # reduce.comp's ops that take it: sum, mean
 
 
 @functools.cache
@@ -82,6 +85,16 @@ def reduce_plan(shape: tuple[int, ...], axes: set[int], keepdims: bool) -> tuple
     return out_shape, n_out, n_red, members
 
 
+def eigen_order(dtype: str, op: int, members: dict) -> bool:
+    """Whether reduce.comp sums in Eigen's order (ORDER 1), as ORT's CPU EP does for float32 ReduceSum and ReduceMean
+    over trailing axes (FastReduceKR: each row a contiguous run) on x86-64: one reduced dim group of stride 1, a row
+    short enough for one invocation's loop."""
+    red_dims, red_strides = members["red_dims"], members["red_strides"]
+    contiguous = all(d == 1 for d in red_dims[:-1]) and (red_strides[-1] == 1 or red_dims[-1] == 1)
+    return (EIGEN_ORDER and dtype == "float32" and op in EIGEN_OPS and contiguous and members["n_red"] > 0
+            and members["n_red"] // 8 + 64 <= LOOP_BUDGET and host.cpu_flags() != frozenset())
+
+
 class Reduce(Kernel):
     """ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare (the `op` constant picks which).
 
@@ -110,8 +123,11 @@ class Reduce(Kernel):
             return
         op = self.constants["op"]
         (split, wg), groups = reduce_geometry(n_red, n_out, 2 if op == 8 else 1)
-        call.dispatch(self.spec.shader, shader_dtype(x), {**self.constants, "split": split, "local_size_x": wg},
-                      {**members, "x": x, "y": y}, groups, [x], [y])
+        order = int(eigen_order(x.dtype, op, members))
+        if order:  # (one invocation a row: its loop over K / 8 steps, within the budget)
+            (split, wg), groups = (0, WG), grid_1d(n_out, WG)
+        call.dispatch(self.spec.shader, shader_dtype(x), {**self.constants, "split": split, "local_size_x": wg,
+                                                          "order": order}, {**members, "x": x, "y": y}, groups, [x], [y])
 
 
 class ArgReduce(Kernel):

@@ -1,6 +1,7 @@
 // One element of a float32 product as ORT's CPU EP computes it on x86-64 with AVX2 and FMA: MLAS's SGEMM
 // (MlasGemmBatch), whose order of sums and roundings vkep follows where an answer must equal the CPU EP's to the last
-// bit (docs/design.md, "MLAS's SGEMM, followed"). Used by mlas_gemm.comp (MatMul, Gemm) and ml_linear.comp.
+// bit (docs/design.md, "MLAS's SGEMM, Softmax and Eigen's sums, followed"). Used by mlas_gemm.comp (MatMul, Gemm)
+// and ml_linear.comp.
 //
 // The including shader defines float mlas_a(uint at, uint k) and float mlas_b(uint at, uint k): element k along K
 // of the row of A and of the column of B that `at` names (its own meaning: an offset, a column).
@@ -86,7 +87,8 @@ float mlas_element(uint a_at, uint b_at, MlasProduct p) {
         uint t = p.col - share.x, cols = share.y, fours = cols / 4u * 4u;
         precise float r;
         if (t < fours) r = (((a[0] + a[1]) + a[2]) + a[3]) + (((a[4] + a[5]) + a[6]) + a[7]);
-        else if ((cols & 2u) != 0u && t < fours + 2u) r = ((a[0] + a[2]) + (a[4] + a[6])) + ((a[1] + a[3]) + (a[5] + a[7]));
+        else if ((cols & 2u) != 0u && t < fours + 2u)
+            r = ((a[0] + a[2]) + (a[4] + a[6])) + ((a[1] + a[3]) + (a[5] + a[7]));
         else r = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
         precise float sum = r + (p.has_c ? p.c : 0.0);
         return sum;

@@ -15,6 +15,9 @@ layout(local_size_x_id = 2) in;
 // 0 sum, 1 mean, 2 max, 3 min, 4 prod, 5 L1, 6 L2, 7 log-sum, 8 log-sum-exp, 9 sum-square
 layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint SPLIT = 0;
+// 1 (SPLIT 0, float sums and means of contiguous rows: the reduced axes trailing): Eigen's vectorised sum, as ORT's CPU
+// EP computes them on x86-64 (ReduceAggregatorSum::FastReduceKR, Eigen built for SSE): eigen_sum below
+layout(constant_id = 3) const uint ORDER = 0;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y;
@@ -135,6 +138,35 @@ ACC_T group_reduce(ACC_T v, bool use_max) {
     return r;
 }
 
+// The sum of the row of n elements at `base` as Eigen's redux sums it with 4-float packets, the row's first 16-byte
+// aligned element its start s (ORT's buffers are aligned): two packet sums over 8 elements a step, added, then a
+// last packet, then (p0 + p2) + (p1 + p3), then the elements before s and after the packets, in order
+#if IS_FLOAT
+float eigen_sum(Tensor X, uint base, uint n) {
+    uint s = min((4u - base % 4u) % 4u, n), size = (n - s) / 4u * 4u, size2 = (n - s) / 8u * 8u;
+    precise float res;
+    if (size == 0u) {
+        res = LOAD(X, base);
+        for (uint r = 1u; r < n; ++r) res = res + LOAD(X, base + r);
+        return res;
+    }
+    precise float p[8];
+    for (uint j = 0u; j < 4u; ++j) p[j] = LOAD(X, base + s + j);
+    if (size > 4u) {
+        for (uint j = 0u; j < 4u; ++j) p[4u + j] = LOAD(X, base + s + 4u + j);
+        for (uint i = s + 8u; i < s + size2; i += 8u)
+            for (uint j = 0u; j < 8u; ++j) p[j] = p[j] + LOAD(X, base + i + j);
+        for (uint j = 0u; j < 4u; ++j) p[j] = p[j] + p[4u + j];
+        if (size > size2)
+            for (uint j = 0u; j < 4u; ++j) p[j] = p[j] + LOAD(X, base + s + size2 + j);
+    }
+    res = (p[0] + p[2]) + (p[1] + p[3]);
+    for (uint r = 0u; r < s; ++r) res = res + LOAD(X, base + r);
+    for (uint r = s + size; r < n; ++r) res = res + LOAD(X, base + r);
+    return res;
+}
+#endif
+
 void main() {
     Tensor X = Tensor(pc.x);
     uint o, first, step;
@@ -156,6 +188,12 @@ void main() {
         m = lowest();
         for (uint r = first; r < pc.n_red; r += step) m = max_of(m, LOAD(X, base + decode(r, pc.red_dims, pc.red_strides)));
         if (SPLIT == 1) m = group_reduce(m, true);
+    }
+#endif
+#if IS_FLOAT
+    if (ORDER == 1 && pc.n_red > 0u) {
+        STORE(Tensor(pc.y), o, finish(eigen_sum(X, base, pc.n_red), m));
+        return;
     }
 #endif
     ACC_T acc = identity();

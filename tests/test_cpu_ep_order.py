@@ -1,7 +1,9 @@
-"""Float32 MatMul, Gemm and FusedMatMul equal ORT's CPU EP to the last bit where vkep follows MLAS's SGEMM
-(vkep/kernels/mlas_gemm.py, shaders/mlas_sgemm.glsl): each of MLAS's paths on x86-64 with AVX2 and FMA (its M1
-kernels for one row, B transposed or not; the FMA3 kernel's K blocks for a packed constant B and for each thread's
-share of the columns; a thread's share of one row), A's batch folded into M, alpha, beta and C, and an epilogue."""
+"""Float32 products, Softmax and sums equal ORT's CPU EP to the last bit where vkep follows its order of operations
+on x86-64 with AVX2 and FMA: MatMul, Gemm and FusedMatMul as MLAS's SGEMM (vkep/kernels/mlas_gemm.py,
+shaders/mlas_sgemm.glsl: its M1 kernels for one row, B transposed or not; the FMA3 kernel's K blocks for a packed
+constant B and for each thread's share of the columns; a thread's share of one row; A's batch folded into M; alpha,
+beta and C; an epilogue), Softmax as MLAS's (softmax.comp ORDER 1), ReduceSum and ReduceMean over trailing axes as
+Eigen's vectorised sum (reduce.comp ORDER 1)."""
 
 from __future__ import annotations
 
@@ -116,3 +118,21 @@ def test_softmax_equals_the_cpu_ep_bit_for_bit(ep_devices, shape, axis, opset):
                               [helper.make_tensor_value_info("x", F, shape)], [helper.make_tensor_value_info("y", F, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
     _check(model, {"x": x}, f"Softmax {shape} axis {axis}")
+
+
+@pytest.mark.parametrize("op,shape,axes,keepdims", [("ReduceSum", (1, 16, 50), [-1], 0), ("ReduceSum", (7, 33), [1], 1),
+                                                     ("ReduceSum", (5, 100), None, 0), ("ReduceSum", (3, 7), [-1], 0),
+                                                     ("ReduceSum", (2, 3, 4, 5), [2, 3], 0),
+                                                     ("ReduceMean", (6, 3, 70), [-1], 1), ("ReduceSum", (4, 2), [1], 0)])
+def test_sums_equal_the_cpu_ep_bit_for_bit(ep_devices, op, shape, axes, keepdims):
+    """ReduceSum and ReduceMean of float32 over trailing axes as ORT's CPU EP adds (Eigen's 4-float packets from each
+    row's first 16-byte aligned element: rows of every length mod 8 and starts mod 4, all axes, a short row)."""
+    if not _follows():
+        pytest.skip("vkep follows the CPU EP's order on x86-64")
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    inputs = [helper.make_tensor_value_info("x", F, shape)]
+    inits = [] if axes is None else [helper.make_tensor("axes", TensorProto.INT64, [len(axes)], axes)]
+    node = helper.make_node(op, ["x"] + (["axes"] if axes is not None else []), ["y"], keepdims=keepdims)
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", F, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    _check(model, {"x": x}, f"{op} {shape} axes {axes}")
