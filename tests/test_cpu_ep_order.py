@@ -59,11 +59,13 @@ def test_matmul_equals_the_cpu_ep_bit_for_bit(ep_devices, a_shape, b_shape, cons
 
 
 # (A, B, C, attributes, B constant): C per column with alpha and beta (C times beta first), B transposed; one row with B
-# transposed and computed (MlasSgemmKernelM1TransposeBAvx, C added last); C per element, A transposed
+# transposed and computed (MlasSgemmKernelM1TransposeBAvx, C added last); C per element, A transposed; C with a
+# thread's share of one row (its M1 kernel) beside the FMA3 kernel's rows
 GEMMS = [((8, 200), (24, 200), (24,), {"alpha": 2.0, "beta": 0.5, "transB": 1}, True),
          ((1, 70), (30, 70), (30,), {"transB": 1}, False),
          ((1, 9), (9, 36), (1, 36), {}, False),
-         ((40, 6), (40, 10), (6, 10), {"transA": 1, "beta": 3.0}, False)]
+         ((40, 6), (40, 10), (6, 10), {"transA": 1, "beta": 3.0}, False),
+         ((3, 11000), (11000, 2), (2,), {}, False)]
 
 
 @pytest.mark.parametrize("a_shape,b_shape,c_shape,attrs,constant", GEMMS, ids=[str(g[:2]) for g in GEMMS])
@@ -93,16 +95,22 @@ def test_fused_matmul_and_an_epilogue_equal_the_cpu_ep_bit_for_bit(ep_devices):
 
 
 def test_large_products_keep_the_tiles(ep_devices):
-    """Past MAX_MACS (and for other types) a product takes matmul.comp's tiles, for their speed."""
+    """Past MAX_MACS (MAX_MACS_CONSTANT_B for a constant B), and for other types, a product takes matmul.comp's tiles,
+    for their speed."""
     if not _follows():
         pytest.skip("vkep follows MLAS's order on x86-64 with AVX2 and FMA")
-    kernel = type("Probe", (), {"device_info": device.usable_devices()[0]})()
+    computed, weights = (type("Probe", (), {"device_info": device.usable_devices()[0], "b_constant": constant})()
+                         for constant in (False, True))
     f32, f16 = (type("T", (), {"dtype": t})() for t in ("float32", "float16"))
-    at, past = {"M": 64, "N": 64, "K": mlas_gemm.MAX_MACS // 4096}, {"M": 64, "N": 64, "K": mlas_gemm.MAX_MACS // 4096 + 1}
-    assert mlas_gemm.variant(kernel, f32, f32, at, 1) is not None
-    assert mlas_gemm.variant(kernel, f32, f32, past, 1) is None
-    assert mlas_gemm.variant(kernel, f32, f32, at, 2) is None
-    assert mlas_gemm.variant(kernel, f16, f16, at, 1) is None
+
+    def product(macs: int) -> dict:
+        return {"M": 64, "N": 64, "K": macs // 4096}
+    assert mlas_gemm.variant(computed, f32, f32, product(mlas_gemm.MAX_MACS), 1) is not None
+    assert mlas_gemm.variant(computed, f32, f32, product(mlas_gemm.MAX_MACS + 4096), 1) is None
+    assert mlas_gemm.variant(weights, f32, f32, product(mlas_gemm.MAX_MACS_CONSTANT_B), 1) is not None
+    assert mlas_gemm.variant(weights, f32, f32, product(mlas_gemm.MAX_MACS_CONSTANT_B + 4096), 1) is None
+    assert mlas_gemm.variant(computed, f32, f32, product(mlas_gemm.MAX_MACS), 2) is None
+    assert mlas_gemm.variant(computed, f16, f16, product(4096), 1) is None
 
 
 @pytest.mark.parametrize("shape,axis,opset", [((64, 16), -1, 13), ((3, 12, 16, 16), -1, 13), ((4, 5, 7), 1, 13),
@@ -136,3 +144,19 @@ def test_sums_equal_the_cpu_ep_bit_for_bit(ep_devices, op, shape, axes, keepdims
     graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", F, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
     _check(model, {"x": x}, f"{op} {shape} axes {axes}")
+
+
+@pytest.mark.parametrize("reverse,exclusive", [(0, 0), (1, 0), (0, 1)])
+def test_long_float_cumsum_equals_the_cpu_ep_bit_for_bit(ep_devices, reverse, exclusive):
+    """A float CumSum adds in order as the CPU EP does, on lines past CUMSUM_SERIAL too (Kokoro-82M's phase: 38,400
+    samples; a segmented scan drifted), the first element copied (a -0 stays -0)."""
+    x = np.random.default_rng(3).uniform(0.001, 0.02, (2, 38400)).astype(np.float32)
+    x[:, 0] = -0.0
+    graph = helper.make_graph([helper.make_node("CumSum", ["x", "axis"], ["y"], reverse=reverse, exclusive=exclusive)],
+                              "g", [helper.make_tensor_value_info("x", F, x.shape)],
+                              [helper.make_tensor_value_info("y", F, None)],
+                              [helper.make_tensor("axis", TensorProto.INT64, [], [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=10)
+    session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    (got,), (want,) = session.run(None, {"x": x}), cpu.run(None, {"x": x})
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), np.count_nonzero(got != want)

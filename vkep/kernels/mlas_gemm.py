@@ -4,9 +4,9 @@ answers equal ORT's CPU EP's to the last bit on the hosts whose MLAS kernels vke
 A model whose later steps round or compare (a duration rounded to frames, an argmax, a quantization) can turn an
 ulp into a different answer: Kokoro-82M's durations did. matmul.comp's tiles sum in their own order; MLAS's SGEMM
 sums each element as one multiply-add chain per K block (docs/design.md, "MLAS's SGEMM, Softmax and Eigen's sums,
-followed"). This path is one invocation an element with exact multiply-adds (emulated in float: lavapipe's fma()
-rounds the product apart), so it takes products up to MAX_MACS, where its cost stays small beside a run's; larger
-ones take matmul.comp's tiles (within float32 rounding of the CPU EP)."""
+followed"). This path computes a block of y an invocation with exact multiply-adds (emulated in float: lavapipe's fma()
+rounds the product apart), so it takes products up to MAX_MACS (below), where its cost stays small beside a run's;
+larger ones take matmul.comp's tiles (within float32 rounding of the CPU EP)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,18 @@ from vkep.kernels import host
 from vkep.kernels.base import Kernel, Tensor
 
 ENABLED = True  # the switch: False sends every product to matmul.comp
-# multiply-adds (batches x M x N x K) up to which a product takes this path. On Mesa 22.3 lavapipe it runs ~0.1 G
-# multiply-adds a second, about a twentieth of the tiles' (attention's 12 x 16 x 16 x 64 3.3 against 1.0 ms; 128 x 128 x
-# 256 45 against 2.2 ms; a GEMV of 768 x 768, bound by its loads, 8.5 against 7.9 ms): at this bound a product costs
-# at most ~10 ms more
-MAX_MACS = 1 << 20
+# Multiply-adds (batches x M x N x K) up to which a product takes this path: its cost. It runs ~0.2-0.4 G multiply-adds
+# a second on Mesa 22.3 lavapipe, a fifth to a tenth of the tiles' (4 x 4 blocks an invocation; one element each ran
+# 3x slower, bound by loads; 8 x 8 ran 2x faster but took 4.8 s against 1.7 s to compile cold). Products of two
+# computed operands (attention's scores and weighted values, where a softmax or a rounding downstream turns an ulp
+# into another answer) up to 2^24: at most ~70 ms more a node; products with a constant B (the large weight layers)
+# up to 2^22 (a GEMV is as fast either way: 768 x 768 7.4 against 9.7 ms)
+MAX_MACS = 1 << 24
+MAX_MACS_CONSTANT_B = 1 << 22
 MAX_K = 60_000  # one invocation's loop steps over K (lavapipe stops a loop at 65,535 iterations)
 SHADER = "mlas_gemm.comp"
 WG = 64  # mlas_gemm.comp's workgroup
+BLOCK = 4  # ... and the rows and columns of y an invocation computes (its RB, CB)
 PACKED, TRANS_A, TRANS_B, INTERLEAVED, COLUMNS = 1, 2, 4, 8, 16  # mlas_gemm.comp's flags
 
 
@@ -30,8 +34,9 @@ def variant(kernel: Kernel, a: Tensor, b: Tensor, members: dict, batches: int) -
     does not follow it: another host (MLAS adds in another order there), another type, a product past MAX_MACS or
     MAX_K."""
     m, n, k = members["M"], members["N"], members["K"]
+    bound = MAX_MACS_CONSTANT_B if getattr(kernel, "b_constant", False) else MAX_MACS
     if (not ENABLED or kernel.device_info is None or a.dtype != "float32" or b.dtype != "float32" or k == 0
-            or k > MAX_K or batches * m * n * k > MAX_MACS or not {"avx2", "fma"} <= host.cpu_flags()):
+            or k > MAX_K or batches * m * n * k > bound or not {"avx2", "fma"} <= host.cpu_flags()):
         return None
     return "float32"
 
@@ -53,5 +58,6 @@ def record(kernel: Kernel, call, dtype: str, a: Tensor, b: Tensor, c: Tensor | N
              | COLUMNS * (threads_n > 1))
     push = {**members, "a": a, "b": b, "c": c, "y": y, "rows": rows, "threads": max(threads_m, threads_n),
             "flags": flags}
-    call.dispatch(SHADER, dtype, {}, push, (-(-m * n // WG), 1, batches), [a, b] + ([c] if c is not None else []),
+    blocks = -(-m // BLOCK) * -(-n // BLOCK)
+    call.dispatch(SHADER, dtype, {}, push, (-(-blocks // WG), 1, batches), [a, b] + ([c] if c is not None else []),
                   [y])

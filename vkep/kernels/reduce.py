@@ -11,7 +11,10 @@ from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, axis_in, gr
 
 WG = 64  # thread-per-output workgroups of reduce.comp / argreduce.comp
 MAX_GROUPS = 4  # kept and reduced dim groups reduce.comp decodes
-CUMSUM_SERIAL = 4096  # longest line cumsum.comp scans with one thread
+CUMSUM_SERIAL = 4096  # longest line cumsum.comp scans with one thread ...
+# ... and of floats, whose sums the CPU EP makes in order (a segmented scan rounds otherwise: a long phase
+# accumulation such as Kokoro-82M's 38,400-sample CumSum drifts from the CPU EP's)
+CUMSUM_SERIAL_FLOAT = LOOP_BUDGET - 64
 CUMSUM_WG = 256
 TOPK_MAX = 2048  # elements topk.comp sorts at once in shared memory
 TOPK_CHUNK_LOOPS = 400  # loop iterations topk.comp spends per chunk of TOPK_MAX
@@ -201,7 +204,8 @@ class CumSum(Kernel):
             return
         push = {"x": x, "y": y, "lines": lines, "len": length, "inner": inner,
                 "exclusive": int(self.attrs.get("exclusive", 0)), "reverse": int(self.attrs.get("reverse", 0))}
-        if length <= CUMSUM_SERIAL:
+        serial = CUMSUM_SERIAL_FLOAT if x.dtype in ("float32", "float16", "float64") else CUMSUM_SERIAL
+        if length <= serial:
             split, wg, groups = 0, WG, grid_1d(lines, WG)
         elif 2 * -(-length // CUMSUM_WG) + 16 <= LOOP_BUDGET:
             split, wg, groups = 1, CUMSUM_WG, grid_1d(lines, 1)

@@ -1,6 +1,6 @@
 #version 450
 // CumSum (OP 0) or CumProd (OP 1) along one axis of a tensor read as [outer, axis, inner]. SPLIT=0: one
-// thread scans one line. SPLIT=1 (long lines): one workgroup per line; each thread combines a contiguous
+// thread scans one line, in order as ORT's CPU EP (every float line the loop budget allows: reduce.py). SPLIT=1 (long lines): one workgroup per line; each thread combines a contiguous
 // segment, the segment totals are scanned in shared memory, then each thread rescans its segment from the
 // total of the segments before it. The workgroup size is specialization constant 1 (see reduce.comp on
 // lavapipe's loop budget).
@@ -29,7 +29,7 @@ void scan(uint base, uint lo, uint hi, COMP_T acc) {
         uint i = base + (pc.reverse != 0 ? pc.len - 1 - j : j) * pc.inner;
         COMP_T v = LOAD(X, i);
         if (pc.exclusive != 0) { STORE(Y, i, acc); acc = combine(acc, v); }
-        else { acc = combine(acc, v); STORE(Y, i, acc); }
+        else { acc = j == 0u ? v : combine(acc, v); STORE(Y, i, acc); }  // (the first element copied, as ORT: -0)
     }
 }
 

@@ -1,7 +1,8 @@
 #version 450
 // Batched y = alpha * op(A) x op(B) + beta * C as ORT's CPU EP computes it on x86-64 with AVX2 and FMA, to the last
 // bit: MLAS's SGEMM (mlas_sgemm.glsl), for the MatMul, Gemm and FusedMatMul nodes vkep/kernels/matmul.py gives it
-// (mlas_gemm.variant). One invocation an element of y; its multiply-adds exact on any device (precise.glsl).
+// (mlas_gemm.variant). One invocation a block of RB x CB elements of y; its multiply-adds exact on any device
+// (precise.glsl).
 // matmul.comp's push constants (A, B and C read through their strides), then the CPU EP's split of the product:
 // `rows`, the rows of its SGEMM (M, or every batch's rows where ORT folds A's batch into M: B of rank 2 or less),
 // shared among `threads` threads (over the columns with COLUMNS), and the flags below.
@@ -12,6 +13,10 @@
 
 #define WG 64
 layout(local_size_x = WG) in;
+#define RB 4u  // rows and columns of y an invocation (vkep/kernels/mlas_gemm.py BLOCK)
+#define CB 4u
+#define MLAS_RB RB
+#define MLAS_CB CB
 
 #define PUSH_EXTRA uint rows, threads, flags;
 #include "matmul_push.glsl"
@@ -30,26 +35,57 @@ float mlas_b(uint at, uint k) {  // (INTERLEAVED: `at` is the column)
 #include "mlas_sgemm.glsl"
 
 void main() {
+    // a block of RB rows by CB columns an invocation (columns from a multiple of CB: one thread share of MLAS's,
+    // whose shares are 16 columns apart); rows and columns past y read the last one and are not stored
+    uint col_blocks = (pc.N + CB - 1u) / CB;
     uint idx = WORKGROUP_ID.x * WG + gl_LocalInvocationIndex, z = WORKGROUP_ID.z;
-    if (idx >= pc.M * pc.N) return;
-    uint m = idx / pc.N, n = idx % pc.N;
+    if (idx >= col_blocks * ((pc.M + RB - 1u) / RB)) return;
+    uint m0 = idx / col_blocks * RB, n0 = idx % col_blocks * CB;
     uint outer = z / pc.batch_inner, inner = z % pc.batch_inner;
-    uint a_at = outer * pc.a_outer + inner * pc.a_inner + m * pc.a_m;
-    uint b_at = FLAG(INTERLEAVED) ? n : outer * pc.b_outer + inner * pc.b_inner + n * pc.b_n;
+    uint a_at[RB], b_at[CB];
+    for (uint i = 0u; i < RB; ++i) a_at[i] = outer * pc.a_outer + inner * pc.a_inner + min(m0 + i, pc.M - 1u) * pc.a_m;
+    for (uint j = 0u; j < CB; ++j) {
+        uint n = min(n0 + j, pc.N - 1u);
+        b_at[j] = FLAG(INTERLEAVED) ? n : outer * pc.b_outer + inner * pc.b_inner + n * pc.b_n;
+    }
     // C: copied into y, then times beta where beta is not 0 or 1 (MlasSgemmMultiplyBeta)
-    float c = LOAD(Tensor(PRESENT_OR(pc.c, pc.a)), PRESENT_AT(pc.c, m * pc.c_m + n * pc.c_n));
     bool has_c = pc.c != 0ul && pc.beta != 0.0;
-    precise float scaled = c * pc.beta;
-    uint row = pc.rows == pc.M ? m : z * pc.M + m;
-    uvec2 rows = FLAG(COLUMNS) ? uvec2(0u, pc.rows) : mlas_share(row, pc.threads, pc.rows, 1u);
-    bool m1 = rows.y == 1u && (pc.flags & (PACKED | TRANS_A)) == 0u && pc.alpha == 1.0
-              && (!has_c || pc.beta == 1.0);
-    float r = mlas_element(a_at, b_at, MlasProduct(pc.K, n, pc.N, FLAG(COLUMNS) ? pc.threads : 1u, FLAG(PACKED), m1,
-                                                   FLAG(TRANS_B), pc.alpha, has_c, pc.beta == 1.0 ? c : scaled));
-    uint at = z * pc.M * pc.N + idx;
+    float cs[RB][CB], res[RB][CB];
+    for (uint i = 0u; i < RB; ++i) for (uint j = 0u; j < CB; ++j) {
+        uint m = min(m0 + i, pc.M - 1u), n = min(n0 + j, pc.N - 1u);
+        float c = LOAD(Tensor(PRESENT_OR(pc.c, pc.a)), PRESENT_AT(pc.c, m * pc.c_m + n * pc.c_n));
+        precise float scaled = c * pc.beta;
+        cs[i][j] = res[i][j] = pc.beta == 1.0 ? c : scaled;
+    }
+    // a row that is a thread's whole share takes the M1 kernels (alpha 1, beta 0 or 1, A as given, B not packed)
+    bool m1[RB], fma3 = false;
+    for (uint i = 0u; i < RB; ++i) {
+        uint row = pc.rows == pc.M ? m0 + i : z * pc.M + m0 + i;
+        uvec2 rows = FLAG(COLUMNS) ? uvec2(0u, pc.rows) : mlas_share(row, pc.threads, pc.rows, 1u);
+        m1[i] = rows.y == 1u && (pc.flags & (PACKED | TRANS_A)) == 0u && pc.alpha == 1.0 && (!has_c || pc.beta == 1.0);
+        fma3 = fma3 || (m0 + i < pc.M && !m1[i]);
+    }
+    uint threads_n = FLAG(COLUMNS) ? pc.threads : 1u;
+    if (fma3) {
+        uvec2 share = mlas_share(n0, threads_n, pc.N, 16u);
+        mlas_fma3_block(a_at, b_at, pc.K, FLAG(PACKED) ? MLAS_PACKED_STRIDE_K : mlas_stride_k(share.y, pc.K), pc.alpha,
+                        has_c, res);
+    }
+    for (uint i = 0u; i < RB; ++i) {
+        uint m = m0 + i;
+        if (m >= pc.M) break;
+        for (uint j = 0u; j < CB; ++j) {
+            uint n = n0 + j;
+            if (n >= pc.N) break;
+            float r = m1[i] ? mlas_element(a_at[i], b_at[j], MlasProduct(pc.K, n, pc.N, threads_n, false, true,
+                                                                         FLAG(TRANS_B), 1.0, has_c, cs[i][j]))
+                            : res[i][j];
+            uint at = z * pc.M * pc.N + m * pc.N + n;
 #ifdef EPILOGUE
-    epilogue_at(pc.y, pc.epilogue_operand, at, m, n, r);
+            epilogue_at(pc.y, pc.epilogue_operand, at, m, n, r);
 #else
-    STORE(Tensor(pc.y), at, r);
+            STORE(Tensor(pc.y), at, r);
 #endif
+        }
+    }
 }

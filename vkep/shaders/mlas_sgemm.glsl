@@ -23,7 +23,11 @@ uint mlas_stride_k(uint n, uint k) {
     }
     return stride;
 }
-#define MLAS_PACKED_STRIDE_K 256u  // MLAS_SGEMM_PACKED_STRIDEK: B packed once (a constant 2-D B: ORT's PrePack)
+#define MLAS_PACKED_STRIDE_K 256u
+#ifndef MLAS_RB  // the rows and columns of the includer's blocks (mlas_fma3_block)
+#define MLAS_RB 1u
+#define MLAS_CB 1u
+#endif  // MLAS_SGEMM_PACKED_STRIDEK: B packed once (a constant 2-D B: ORT's PrePack)
 
 // (start, count) of the share holding item x when MlasPartitionWork splits `total` items, in blocks of `align`,
 // among `parts` threads
@@ -55,8 +59,33 @@ struct MlasProduct {
 
 float mlas_product(uint a_at, uint b_at, uint k) { precise float p = mlas_a(a_at, k) * mlas_b(b_at, k); return p; }
 
-// The element: the M1 kernels (products rounded, then added: no fma), or MlasSgemmKernelFma3: a multiply-add chain
-// from 0 over each K block, accumulated into C as fma(acc, alpha, C) (the first block without C: acc * alpha)
+// MlasSgemmKernelFma3 over a block of MLAS_RB rows (of A at a_at) by MLAS_CB columns (of B at b_at), all in one
+// thread's share of the columns, K blocks of `stride`: per element a multiply-add chain from 0 over each K block,
+// accumulated into C as fma(acc, alpha, C) (the first block without C: acc * alpha). `res` holds C (times beta) where
+// has_c; the block's loads serve all its elements (lavapipe's time is its loads)
+void mlas_fma3_block(uint a_at[MLAS_RB], uint b_at[MLAS_CB], uint K, uint stride, float alpha, bool has_c,
+                     inout float res[MLAS_RB][MLAS_CB]) {
+    bool have = has_c;
+    for (uint k0 = 0u; k0 < K; k0 += stride) {
+        float acc[MLAS_RB][MLAS_CB];
+        for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) acc[i][j] = 0.0;
+        uint end = min(K, k0 + stride);
+        for (uint k = k0; k < end; ++k) {
+            float a[MLAS_RB], b[MLAS_CB];
+            for (uint i = 0u; i < MLAS_RB; ++i) a[i] = mlas_a(a_at[i], k);
+            for (uint j = 0u; j < MLAS_CB; ++j) b[j] = mlas_b(b_at[j], k);
+            for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) acc[i][j] = fma_exact(a[i], b[j], acc[i][j]);
+        }
+        for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) {
+            if (have) res[i][j] = fma_exact(acc[i][j], alpha, res[i][j]);
+            else { precise float m = acc[i][j] * alpha; res[i][j] = m; }
+        }
+        have = true;
+    }
+    if (!have) for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) res[i][j] = 0.0;
+}
+
+// The element: the M1 kernels (products rounded, then added: no fma), or MlasSgemmKernelFma3 (mlas_fma3_block)
 float mlas_element(uint a_at, uint b_at, MlasProduct p) {
     uint K = p.K;
     uvec2 share = mlas_share(p.col, p.threads_n, p.cols, 16u);
@@ -93,19 +122,13 @@ float mlas_element(uint a_at, uint b_at, MlasProduct p) {
         precise float sum = r + (p.has_c ? p.c : 0.0);
         return sum;
     }
-    precise float res = p.c;
-    bool have = p.has_c;
-    uint stride = p.packed ? MLAS_PACKED_STRIDE_K : mlas_stride_k(share.y, K);
-    for (uint k0 = 0u; k0 < K; k0 += stride) {
-        float acc = 0.0;
-        uint end = min(K, k0 + stride);
-        for (uint k = k0; k < end; ++k) acc = fma_exact(mlas_a(a_at, k), mlas_b(b_at, k), acc);
-        if (have) res = fma_exact(acc, p.alpha, res);
-        else { precise float m = acc * p.alpha; res = m; }
-        have = true;
-    }
-    if (!have) res = 0.0;
-    return res;
+    float res[MLAS_RB][MLAS_CB];
+    uint a_ats[MLAS_RB], b_ats[MLAS_CB];
+    for (uint i = 0u; i < MLAS_RB; ++i) a_ats[i] = a_at;
+    for (uint j = 0u; j < MLAS_CB; ++j) b_ats[j] = b_at;
+    for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) res[i][j] = p.c;
+    mlas_fma3_block(a_ats, b_ats, K, p.packed ? MLAS_PACKED_STRIDE_K : mlas_stride_k(share.y, K), p.alpha, p.has_c, res);
+    return res[0][0];
 }
 
 #endif
