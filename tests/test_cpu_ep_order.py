@@ -160,3 +160,22 @@ def test_long_float_cumsum_equals_the_cpu_ep_bit_for_bit(ep_devices, reverse, ex
     session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
     (got,), (want,) = session.run(None, {"x": x}), cpu.run(None, {"x": x})
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), np.count_nonzero(got != want)
+
+
+@pytest.mark.parametrize("shape,scales,coord", [((1, 9, 32), (1, 1, 300), "half_pixel"),  # Kokoro's phase upsampling
+                                                ((1, 9, 9600), (1, 1, 1 / 300), "half_pixel"),
+                                                ((2, 3, 5), (2, 1.5, 3), "align_corners"),
+                                                ((1, 2, 6, 7), (1, 1, 2.5, 0.6), "half_pixel"),
+                                                ((5, 4), (1.7, 3), "asymmetric"),
+                                                ((1, 1, 3, 4, 5), (1, 1, 2, 1.5, 0.5), "pytorch_half_pixel")])
+def test_linear_resize_equals_the_cpu_ep_bit_for_bit(ep_devices, shape, scales, coord):
+    """float32 linear Resize as ORT's CPU EP computes it (resize.comp MODE 3): UpsampleBilinear's 4 products over the
+    last 2 dims of 2-D and 4-D inputs, UpsampleTrilinear's 8 over the last 3 of 3-D and 5-D ones (an unscaled dim of
+    one element weighs 0.5 twice), summed in its order."""
+    x = (np.random.default_rng(len(shape)).standard_normal(shape) * 1000).astype(np.float32)
+    node = helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear", coordinate_transformation_mode=coord)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", F, shape)],
+                              [helper.make_tensor_value_info("y", F, None)],
+                              [helper.make_tensor("s", F, [len(scales)], [float(v) for v in scales])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=10)
+    _check(model, {"x": x}, f"Resize {shape} x {scales} {coord}")

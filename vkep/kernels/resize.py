@@ -15,6 +15,7 @@ from vkep.kernels.movement import WG, _check_size, host_values, optional_input
 
 R = 4
 MODES = {"nearest": 0, "linear": 1, "cubic": 2}
+ORT_LINEAR = 3  # resize.comp's MODE for linear as the CPU EP computes it (ort_linear_dims)
 COORDS = {"half_pixel": 0, "asymmetric": 1, "pytorch_half_pixel": 2, "tf_half_pixel_for_nn": 3, "align_corners": 4,
           "tf_crop_and_resize": 5, "half_pixel_symmetric": 6}
 NEAREST = {"round_prefer_floor": 0, "round_prefer_ceil": 1, "floor": 2, "ceil": 3}
@@ -91,6 +92,18 @@ class Resize(Kernel):
         if self.coord == "tf_crop_and_resize" and roi:
             for k, a in enumerate(axes):
                 starts[a], ends[a] = roi[k], roi[k + len(axes)]
+        spatial = self._ort_linear_dims(call.inputs[0].dtype, shape, out, full_scales)
+        if spatial:  # (the outer dims are planes: their scales are 1)
+            _check_size(out)
+            axes_of = range(rank - spatial, rank)
+            pad = [1] * (R - spatial)
+            members = {"n": math.prod(out), "rank": spatial,
+                       "extrapolation": float(self.attrs.get("extrapolation_value", 0.0)),
+                       "in_dims": [shape[d] for d in axes_of] + pad, "out_dims": [out[d] for d in axes_of] + pad,
+                       "scale": [float(full_scales[d]) for d in axes_of] + [1.0] * (R - spatial),
+                       "roi_start": [starts[d] for d in axes_of] + [0.0] * (R - spatial),
+                       "roi_end": [ends[d] for d in axes_of] + [1.0] * (R - spatial)}
+            return tuple(out), members, ORT_LINEAR
         # merge neighbouring dims that map each coordinate to itself (batch and channel, mostly)
         dims = []
         for d in range(rank):
@@ -108,14 +121,27 @@ class Resize(Kernel):
                    "extrapolation": float(self.attrs.get("extrapolation_value", 0.0)),
                    "in_dims": [d[0] for d in dims], "out_dims": [d[1] for d in dims], "scale": [d[2] for d in dims],
                    "roi_start": [d[4] for d in dims], "roi_end": [d[5] for d in dims]}
-        return tuple(out), members
+        return tuple(out), members, self.constants["mode"]
+
+    def _ort_linear_dims(self, dtype: str, shape: tuple[int, ...], out: list[int], scales) -> int:
+        """How many trailing dims the CPU EP interpolates in ORT's own order (resize.comp MODE 3), or 0: float32
+        linear without antialias, as Upsample::BaseCompute picks UpsampleBilinear (2-D, or 4-D with the outer two
+        scales 1: the last 2 dims) or UpsampleTrilinear (3-D, or 5-D likewise: the last 3), where the size changes
+        (an unchanged size is a copy there). Not tf_crop_and_resize: ORT ignores the crop of a dim whose scale is 1,
+        vkep follows ONNX there (test_movement's test_resize_crop_at_scale_one_follows_onnx)."""
+        rank = len(shape)
+        if (self.mode != "linear" or self.constants["antialias"] or dtype != "float32" or list(shape) == list(out)
+                or self.coord == "tf_crop_and_resize"
+                or rank not in (2, 3, 4, 5) or (rank > 3 and (scales[0] != 1 or scales[1] != 1))):
+            return 0
+        return 2 if rank in (2, 4) else 3
 
     def compute(self, call) -> None:
         x = call.inputs[0]
-        out, members = self.planned(self._key(call), lambda: self._plan(call))
+        out, members, mode = self.planned(self._key(call), lambda: self._plan(call))
         y = call.output(0, out)
         if y.size:
-            call.dispatch("resize.comp", shader_dtype(x), self.constants, {**members, "x": x, "y": y},
+            call.dispatch("resize.comp", shader_dtype(x), {**self.constants, "mode": mode}, {**members, "x": x, "y": y},
                           grid_1d(y.size, WG), [x], [y])
 
 

@@ -6,6 +6,9 @@
 //   MODE 1 linear, MODE 2 cubic (coefficient uintBitsToFloat(CUBIC_A), EXCLUDE_OUTSIDE, ANTIALIAS:
 //   downsampling widens the kernel by 1/scale) interpolates separably over every dim, edge-clamped.
 // Dims whose source coordinate is an integer take one tap.
+//   MODE 3 linear as ORT's CPU EP computes it (UpsampleBilinear over the last 2 dims of a 2-D or 4-D input,
+//   UpsampleTrilinear over the last 3 of a 3-D or 5-D one): `rank` is those 2 or 3 dims here, the outer ones planes
+//   (ort_linear).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "precise.glsl"
@@ -80,9 +83,56 @@ float kernel(float x) {
     return 0.0;
 }
 
+// MODE 3: per dim the coordinate (the dim's own where its scale is 1), clamped, its taps in1 = int(x) and
+// in2 = in1 + 1 (at most the last) and weights d1 = |x - in1|, d2 = |x - in2| (0.5 each where in1 = in2); then the
+// 4 or 8 products dx * dy (* dz) * X in ORT's order, summed left to right
+void ort_linear(uint i) {
+    uint out_plane = 1u, in_plane = 1u;
+    for (uint d = 0u; d < pc.rank; ++d) { out_plane *= pc.out_dims[d]; in_plane *= pc.in_dims[d]; }
+    uint rem = i % out_plane;
+    int t1[3], t2[3];
+    float w1[3], w2[3];
+    for (int d = int(pc.rank) - 1; d >= 0; --d) {
+        uint c = rem % pc.out_dims[d];
+        rem /= pc.out_dims[d];
+        float x = pc.scale[d] == 1.0 ? float(c) : original(d, float(c));
+        x = max(0.0, min(x, float(pc.in_dims[d] - 1u)));  // (not tf_crop_and_resize: no extrapolation)
+        int a = min(int(x), int(pc.in_dims[d]) - 1), b = min(a + 1, int(pc.in_dims[d]) - 1);
+        t1[d] = a;
+        t2[d] = b;
+        w1[d] = a == b ? 0.5 : abs(precise_sub(x, float(a)));
+        w2[d] = a == b ? 0.5 : abs(precise_sub(x, float(b)));
+    }
+    Tensor X = Tensor(pc.x);
+    uint base = i / out_plane * in_plane;
+    precise float r;
+    if (pc.rank == 2u) {  // (y, x): X11 = (y1, x1), X21 = (y1, x2), X12 = (y2, x1), X22 = (y2, x2)
+        uint W = pc.in_dims[1];
+        r = w2[1] * w2[0] * LOAD(X, base + t1[0] * W + t1[1]);
+        r = r + w1[1] * w2[0] * LOAD(X, base + t1[0] * W + t2[1]);
+        r = r + w2[1] * w1[0] * LOAD(X, base + t2[0] * W + t1[1]);
+        r = r + w1[1] * w1[0] * LOAD(X, base + t2[0] * W + t2[1]);
+    } else {  // (z, y, x): Xxyz, z outermost in ORT's order of terms
+        uint W = pc.in_dims[2], HW = pc.in_dims[1] * pc.in_dims[2];
+        r = 0.0;
+        for (uint k = 0u; k < 8u; ++k) {  // k: bit 0 x2, bit 1 y2, bit 2 z2 (ORT's X111, X211, X121, X221, X112, ...)
+            bool bx = (k & 1u) != 0u, by = (k & 2u) != 0u, bz = (k & 4u) != 0u;
+            precise float w = (bx ? w1[2] : w2[2]) * (by ? w1[1] : w2[1]) * (bz ? w1[0] : w2[0]);
+            precise float term = w * LOAD(X, base + uint(bz ? t2[0] : t1[0]) * HW + uint(by ? t2[1] : t1[1]) * W
+                                                  + uint(bx ? t2[2] : t1[2]));
+            r = k == 0u ? term : r + term;
+        }
+    }
+    STORE(Tensor(pc.y), i, r);
+}
+
 void main() {
     uint i = FLAT_ID(64);
     if (i >= pc.n) return;
+    if (MODE == 3) {
+        ort_linear(i);
+        return;
+    }
     // per dim: taps first[d] .. first[d] + taps[d] - 1 (clamped to the edge), at kernel distance
     // (tap - x) * s[d] (s < 1 widens the kernel: antialiasing), weights divided by norm[d]
     int first[R];
