@@ -179,3 +179,20 @@ def test_linear_resize_equals_the_cpu_ep_bit_for_bit(ep_devices, shape, scales, 
                               [helper.make_tensor("s", F, [len(scales)], [float(v) for v in scales])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=10)
     _check(model, {"x": x}, f"Resize {shape} x {scales} {coord}")
+
+
+@pytest.mark.parametrize("op", ["Sin", "Cos"])
+def test_sin_and_cos_equal_the_cpu_ep_bit_for_bit(ep_devices, op):
+    """float32 Sin and Cos as Eigen computes them in ORT's CPU EP (unary_ops.glsl eigen_sin_cos): small and large
+    arguments below Eigen's huge threshold, signed zeros, multiples of pi/2 (Kokoro-82M's harmonic phases reach
+    thousands of radians)."""
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-10, 10, 4000), rng.uniform(-18000, 18000, 4000), [0.0, -0.0, 1e-30, -1e-30],
+                        np.arange(-40, 40) * np.float32(np.pi / 2)]).astype(np.float32)
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", F, x.shape)],
+                              [helper.make_tensor_value_info("y", F, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
+    session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    (got,), (want,) = session.run(None, {"x": x}), cpu.run(None, {"x": x})
+    apart = np.flatnonzero(got.view(np.uint32) != want.view(np.uint32))
+    assert not apart.size, f"{op}: {apart.size} apart, e.g. x={x[apart[:3]]} vkep {got[apart[:3]]} cpu {want[apart[:3]]}"

@@ -154,6 +154,50 @@ bool nan_is_computed(uint op) {
     return op == OP_ISNAN || op == OP_ISINF || op == OP_THRESHOLDED_RELU || op == OP_SHRINK || op == OP_CAST;
 }
 
+#ifdef MLAS_OPS
+// sin or cos as ORT's CPU EP computes float32 Sin and Cos, to the last bit: Eigen's psincos_float as built there (SSE,
+// no FMA: each pmadd a product rounded, then a sum). y = round(|v| 2/pi) by the 1.5 2^23 bias; r = |v| - y pi/2 in four
+// steps; the sin or cos polynomial by y's parity; the sign from y's second bit (and v's sign for sin). Past Eigen's
+// huge_th (25966 for sin, 18838 for cos) it reduces in float by trig_reduce_huge: vkep's exact reduction instead
+// (reduce_half_pi), the same polynomials (within an ulp of Eigen's there).
+float eigen_sin_cos(float v, bool cosine) {
+    float x = abs(v);
+    precise float y_scaled = x * 0.636619746685028076171875;
+    precise float y_round = y_scaled + 12582912.0;
+    int y_int = floatBitsToInt(y_round);
+    precise float y = y_round - 12582912.0;
+    precise float r = x;
+    if (x >= (cosine ? 18838.0 : 25966.0) && !isinf(x)) {
+        uint q;
+        r = reduce_half_pi(x, q);
+        y_int = int(q);
+    } else {
+        precise float t = y * -1.5703125;
+        r = t + r;
+        t = y * -0.000483989715576171875;
+        r = t + r;
+        t = y * 1.62865035235881805419921875e-07;
+        r = t + r;
+        t = y * 5.5644315544167710640977020375430583953857421875e-11;
+        r = t + r;
+    }
+    precise float r2 = r * r;
+    precise float c = 2.4372266125283204019069671630859375e-05 * r2 + -0.00138865201734006404876708984375;
+    c = c * r2 + 0.041666619479656219482421875;
+    c = c * r2 + -0.5;
+    c = c * r2 + 1.0;
+    precise float s = -0.0001959234114083702898469196984621021329076029360294342041015625 * r2
+                      + 0.0083326873655616851693794799871284340042620897293090820312500000;
+    s = s * r2 + -0.1666666203982298255503735617821803316473960876464843750000000000;
+    s = s * r2;
+    s = s * r + r;
+    bool even = (y_int & 1) == 0;
+    float p = cosine == even ? c : s;
+    uint sign = cosine ? uint(y_int + 1) << 30 : floatBitsToUint(v) ^ (uint(y_int) << 30);
+    return uintBitsToFloat(floatBitsToUint(p) ^ (sign & 0x80000000u));
+}
+#endif
+
 // f(v) with the op's attributes a and b (alpha, beta, gamma, lambd, ...; Clip's min and max)
 float unary_float(uint op, float v, float a, float b) {
 #if DTYPE == 1
@@ -169,6 +213,9 @@ float unary_float(uint op, float v, float a, float b) {
         float e = tanh_form ? mlas_tanh(t) : mlas_erf(t);
         return op == OP_GELU ? ort_gelu_from(v, e) : e;
     }
+#if DTYPE == 0
+    if (op == OP_SIN || op == OP_COS) return eigen_sin_cos(v, op == OP_COS);  // (float16: below)
+#endif
 #endif
     switch (op) {
     case OP_RELU: return v < 0.0 ? 0.0 : v;  // not max(): keeps NaN
