@@ -14,7 +14,7 @@ from test_fusion import _executions, _vi, random_graph
 
 import vkep
 from vkep import runner
-from vkep.kernels import matmul
+from vkep.kernels import host, matmul, mlas_gemm
 
 # producers take their groups whatever tuning.json says for this device (it says not by default on lavapipe)
 EPILOGUES = {"epilogues": "1"}
@@ -176,6 +176,13 @@ def test_float16_sums_in_epilogue_variants(ep_devices):
         assert {d for _, d in used} == {"float16+acc16+epilogue"}, used
 
 
+@pytest.fixture
+def tiles_only(monkeypatch):
+    """matmul.comp's modes under test: the small products mlas_gemm.comp would take (the CPU EP's order) go to them
+    here too (test_cpu_ep_order.py tests that shader's epilogue)."""
+    monkeypatch.setattr(mlas_gemm, "ENABLED", False)
+
+
 MATMUL_CASES = {
     # (A, B, the products matmul.comp's modes take)
     "broadcast_pairs": ((70, 34), (34, 66)),
@@ -187,7 +194,7 @@ MATMUL_CASES = {
 
 @pytest.mark.parametrize("mode", ["lavapipe", "direct", "tiled"])
 @pytest.mark.parametrize("case", list(MATMUL_CASES))
-def test_matmul_epilogues_compute_what_the_nodes_compute(ep_devices, monkeypatch, case, mode):
+def test_matmul_epilogues_compute_what_the_nodes_compute(ep_devices, monkeypatch, tiles_only, case, mode):
     if mode != "lavapipe":  # (matmul.comp's other modes for many rows: the registers-only one, the shared tiles)
         monkeypatch.setattr(matmul, "BROADCAST", False)
         monkeypatch.setattr(matmul, "DIRECT_ON_CPU_DEVICES", mode == "direct")
@@ -204,7 +211,7 @@ def test_matmul_epilogues_compute_what_the_nodes_compute(ep_devices, monkeypatch
         _check(_model(nodes, inputs, inits), feeds, {"matmul.comp"})
 
 
-def test_gemm_epilogues_with_bias_and_a_column_operand(ep_devices):
+def test_gemm_epilogues_with_bias_and_a_column_operand(ep_devices, tiles_only):
     rng = np.random.default_rng(4)
     for trans_b, c_shape in ((1, (33,)), (0, (40, 1)), (1, (40, 33))):
         a = rng.standard_normal((40, 20)).astype(np.float32)
@@ -241,9 +248,10 @@ def test_groups_an_epilogue_cannot_read_keep_their_producer(ep_devices):
         _check(_model(nodes, [_vi("x", [1, 4, 6, 6])] + inputs, [w]), {"x": x, **feeds}, shaders=set(), groups=2)
 
 
+@pytest.mark.parametrize("producer", ["matmul.comp", "mlas_gemm.comp"])
 @pytest.mark.parametrize("steps", [[("Sub", "c", "c")], [("Mul", "c", "zero"), ("Add", "s0", "two")],
                                    [("Sub", "c", "c"), ("Pow", "s0", "two")]])
-def test_steps_that_a_compiler_could_fold_keep_infinities_and_nan(ep_devices, steps):
+def test_steps_that_a_compiler_could_fold_keep_infinities_and_nan(ep_devices, monkeypatch, steps, producer):
     """inf - inf, inf * 0 are NaN: a compiler that sees one step's value go into the next may fold c - c to 0 or
     c * 0 to 0 as if no value were infinite (MatMul, Sub, Pow gave 0 for NaN before epilogue.glsl laundered the
     values each step reads)."""
@@ -256,7 +264,11 @@ def test_steps_that_a_compiler_could_fold_keep_infinities_and_nan(ep_devices, st
     nodes = [helper.make_node("MatMul", ["a", "w"], ["c"])]
     for k, (op, x, z) in enumerate(steps):
         nodes.append(helper.make_node(op, [x, z], ["y" if k == len(steps) - 1 else f"s{k}"]))
-    _check(_model(nodes, [_vi("a", [40, 8])], inits), {"a": a}, {"matmul.comp"})
+    if producer == "matmul.comp":
+        monkeypatch.setattr(mlas_gemm, "ENABLED", False)
+    elif not {"avx2", "fma"} <= host.cpu_flags():
+        pytest.skip("mlas_gemm.comp follows the CPU EP on x86-64 with AVX2 and FMA")
+    _check(_model(nodes, [_vi("a", [40, 8])], inits), {"a": a}, {producer})
 
 
 def test_random_elementwise_graphs_after_a_producer_compute_what_their_nodes_compute(ep_devices):
