@@ -238,8 +238,10 @@ ENV_VARS = [
     Setting("VKEP_CPU_EP_THREADS", COUNT, "",
             "the intra-op thread count of the CPU EP sessions whose answers vkep reproduces where they depend on it: "
             "ORT's CPU EP quantizes a DynamicQuantizeLSTM's hidden state over groups of batch rows, one a thread "
-            "(docs/design.md, \"com.microsoft DynamicQuantizeLSTM\"). Set it to the `intra_op_num_threads` of the "
-            "CPU EP session vkep is compared with", PROCESS, "ORT's default: the host's physical cores"),
+            "(docs/design.md, \"com.microsoft DynamicQuantizeLSTM\"), and MLAS shares a float32 product's rows or "
+            "columns among its threads, each share summed in its own K blocks (docs/design.md, \"MLAS's SGEMM, "
+            "Softmax and Eigen's sums, followed\"). Set it to the `intra_op_num_threads` of the CPU EP session vkep "
+            "is compared with", PROCESS, "ORT's default: the host's physical cores"),
     Setting("VKEP_DEBUG_HAZARDS", FLAG, "0",
             "`1` checks every host access to vkep memory against recorded GPU work that has not completed, and "
             "fails on a conflict (native replay off; slow: for debugging, see docs/design.md)", PROCESS, "off"),
