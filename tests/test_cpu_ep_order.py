@@ -19,7 +19,7 @@ F = TensorProto.FLOAT
 
 
 def _follows() -> bool:
-    return {"avx2", "fma"} <= host.cpu_flags()
+    return host.mlas_fma3()
 
 
 def _model(nodes, inputs: dict, inits: dict, domain: str = ""):

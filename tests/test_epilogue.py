@@ -266,7 +266,7 @@ def test_steps_that_a_compiler_could_fold_keep_infinities_and_nan(ep_devices, mo
         nodes.append(helper.make_node(op, [x, z], ["y" if k == len(steps) - 1 else f"s{k}"]))
     if producer == "matmul.comp":
         monkeypatch.setattr(mlas_gemm, "ENABLED", False)
-    elif not {"avx2", "fma"} <= host.cpu_flags():
+    elif not host.mlas_fma3():
         pytest.skip("mlas_gemm.comp follows the CPU EP on x86-64 with AVX2 and FMA")
     _check(_model(nodes, [_vi("a", [40, 8])], inits), {"a": a}, {producer})
 

@@ -11,14 +11,13 @@ in its log moves the result by up to 1e-4); Platt-scaled probabilities within 1e
 
 from __future__ import annotations
 
-import platform
-
 import numpy as np
 import onnx
 import pytest
 from onnx import helper
 
 from vkep import runner
+from vkep.kernels import host
 
 ML = "ai.onnx.ml"
 POSTS = ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"]
@@ -30,19 +29,7 @@ TYPES = {"float32": onnx.TensorProto.FLOAT, "float64": onnx.TensorProto.DOUBLE, 
          "int64": onnx.TensorProto.INT64}
 
 
-def _mlas_fma3() -> bool:
-    """Whether ORT's CPU EP runs MLAS's AVX/FMA3 SGEMM kernels here (the sums vkep follows bit for bit)."""
-    if platform.machine() not in ("x86_64", "AMD64"):
-        return False
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return False
-    return "avx2" in flags and "fma" in flags
-
-
-EXACT_GEMM = _mlas_fma3()
+EXACT_GEMM = host.mlas_fma3()  # (ORT's CPU EP runs MLAS's AVX2/FMA3 SGEMM here: the sums vkep follows)
 
 
 def model_of(node: onnx.NodeProto, x_dtype: str = "float32", features: int = FEATURES) -> onnx.ModelProto:

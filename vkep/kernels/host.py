@@ -27,6 +27,12 @@ def cpu_flags() -> frozenset[str]:
     return frozenset(found.group(1).split()) if found else frozenset()
 
 
+def mlas_fma3() -> bool:
+    """Whether ORT's CPU EP runs MLAS's AVX2 / FMA3 kernels here (x86-64 with AVX2 and FMA): the SGEMM, softmax and
+    LayerNorm orders vkep follows bit for bit (mlas_gemm, softmax.mlas_order, norm.layer_norm_order)."""
+    return {"avx2", "fma"} <= cpu_flags()
+
+
 @functools.cache
 def cpu_ep_threads() -> int:
     """The intra-op threads of an ORT CPU EP session with default options (VKEP_CPU_EP_THREADS overrides): one per

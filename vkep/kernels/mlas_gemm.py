@@ -36,7 +36,7 @@ def variant(kernel: Kernel, a: Tensor, b: Tensor, members: dict, batches: int) -
     m, n, k = members["M"], members["N"], members["K"]
     bound = MAX_MACS_CONSTANT_B if getattr(kernel, "b_constant", False) else MAX_MACS
     if (not ENABLED or kernel.device_info is None or a.dtype != "float32" or b.dtype != "float32" or k == 0
-            or k > MAX_K or batches * m * n * k > bound or not {"avx2", "fma"} <= host.cpu_flags()):
+            or k > MAX_K or batches * m * n * k > bound or not host.mlas_fma3()):
         return None
     return "float32"
 

@@ -44,8 +44,7 @@ def layer_norm_order(mode: int, length: int, dtype: str, info) -> int:
     device can follow it; else, and for float16, the workgroup's tree."""
     if dtype != "float32":
         return ORDER_TREE
-    flags = host.cpu_flags()
-    if {"avx2", "fma"} <= flags and length >= MLAS_MIN[mode]:
+    if host.mlas_fma3() and length >= MLAS_MIN[mode]:
         return ORDER_MLAS if length <= MLAS_MAX and info is not None and has_float64(info) else ORDER_TREE
     return scalar_order(length)
 

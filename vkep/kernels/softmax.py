@@ -5,13 +5,7 @@ from __future__ import annotations
 import math
 
 from vkep.kernels import host
-from vkep.kernels.base import (
-    Kernel,
-    UnsupportedError,
-    axis_in,
-    grid_1d,
-    shader_dtype,
-)
+from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, shader_dtype
 from vkep.kernels.reduce import LOOP_BUDGET
 
 MLAS_ORDER = True  # float32 Softmax in the CPU EP's order where it applies (softmax.comp ORDER 1); False: never
@@ -23,7 +17,7 @@ def mlas_order(kernel: Kernel, dtype: str, length: int) -> bool:
     float32 on x86-64 with AVX2 and FMA (another host's MLAS adds in another order), rows within what eight
     invocations loop over. (LogSoftmax: its log is the C library's.)"""
     return (MLAS_ORDER and kernel.constants.get("mode") == 0 and dtype == "float32" and kernel.device_info is not None
-            and {"avx2", "fma"} <= host.cpu_flags() and 3 * -(-length // MLAS_LANES) + 32 <= LOOP_BUDGET)
+            and host.mlas_fma3() and 3 * -(-length // MLAS_LANES) + 32 <= LOOP_BUDGET)
 
 
 def row_workgroup(length: int, passes: int) -> int:

@@ -1,8 +1,9 @@
 #version 450
 // CumSum (OP 0) or CumProd (OP 1) along one axis of a tensor read as [outer, axis, inner]. SPLIT=0: one
-// thread scans one line, in order as ORT's CPU EP (every float line the loop budget allows: reduce.py). SPLIT=1 (long lines): one workgroup per line; each thread combines a contiguous
-// segment, the segment totals are scanned in shared memory, then each thread rescans its segment from the
-// total of the segments before it. The workgroup size is specialization constant 1 (see reduce.comp on
+// thread scans one line, in order as ORT's CPU EP (every float line the loop budget allows: reduce.py).
+// SPLIT=1 (long lines): one workgroup per line; each thread combines a contiguous segment, the segment
+// totals are scanned in shared memory, then each thread rescans its segment from the total of the segments
+// before it. The workgroup size is specialization constant 1 (see reduce.comp on
 // lavapipe's loop budget).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"

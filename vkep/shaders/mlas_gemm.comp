@@ -77,8 +77,8 @@ void main() {
         for (uint j = 0u; j < CB; ++j) {
             uint n = n0 + j;
             if (n >= pc.N) break;
-            float r = m1[i] ? mlas_element(a_at[i], b_at[j], MlasProduct(pc.K, n, pc.N, threads_n, false, true,
-                                                                         FLAG(TRANS_B), 1.0, has_c, cs[i][j]))
+            float r = m1[i] ? mlas_m1_element(a_at[i], b_at[j], MlasProduct(pc.K, n, pc.N, threads_n, false, true,
+                                                                            FLAG(TRANS_B), 1.0, has_c, cs[i][j]))
                             : res[i][j];
             uint at = z * pc.M * pc.N + m * pc.N + n;
 #ifdef EPILOGUE

@@ -74,7 +74,8 @@ void mlas_fma3_block(uint a_at[MLAS_RB], uint b_at[MLAS_CB], uint K, uint stride
             float a[MLAS_RB], b[MLAS_CB];
             for (uint i = 0u; i < MLAS_RB; ++i) a[i] = mlas_a(a_at[i], k);
             for (uint j = 0u; j < MLAS_CB; ++j) b[j] = mlas_b(b_at[j], k);
-            for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) acc[i][j] = fma_exact(a[i], b[j], acc[i][j]);
+            for (uint i = 0u; i < MLAS_RB; ++i)
+                for (uint j = 0u; j < MLAS_CB; ++j) acc[i][j] = fma_exact(a[i], b[j], acc[i][j]);
         }
         for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) {
             if (have) res[i][j] = fma_exact(acc[i][j], alpha, res[i][j]);
@@ -85,11 +86,10 @@ void mlas_fma3_block(uint a_at[MLAS_RB], uint b_at[MLAS_CB], uint K, uint stride
     if (!have) for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) res[i][j] = 0.0;
 }
 
-// The element: the M1 kernels (products rounded, then added: no fma), or MlasSgemmKernelFma3 (mlas_fma3_block)
-float mlas_element(uint a_at, uint b_at, MlasProduct p) {
+// An element by the M1 kernels (p.m1): products rounded, then added (no fma)
+float mlas_m1_element(uint a_at, uint b_at, MlasProduct p) {
     uint K = p.K;
-    uvec2 share = mlas_share(p.col, p.threads_n, p.cols, 16u);
-    if (p.m1 && !p.trans_b) {  // 4 rows of B a step: ((p0 + p1) + p2) + p3, then into C; then 2, then 1
+    if (!p.trans_b) {  // 4 rows of B a step: ((p0 + p1) + p2) + p3, then into C; then 2, then 1
         precise float r = p.has_c ? p.c : 0.0;
         uint k = 0u;
         for (; k + 4u <= K; k += 4u) {
@@ -106,28 +106,36 @@ float mlas_element(uint a_at, uint b_at, MlasProduct p) {
         if (k < K) r = mlas_product(a_at, b_at, k) + r;
         return r;
     }
-    if (p.m1) {  // eight lanes of products and sums (lane l: k = l mod 8), reduced as the column's block of 4, 2 or 1
-        float a[8];
-        for (uint l = 0u; l < 8u; ++l) {
-            precise float acc = 0.0;
-            for (uint k = l; k < K; k += 8u) acc = acc + mlas_product(a_at, b_at, k);
-            a[l] = acc;
-        }
-        uint t = p.col - share.x, cols = share.y, fours = cols / 4u * 4u;
-        precise float r;
-        if (t < fours) r = (((a[0] + a[1]) + a[2]) + a[3]) + (((a[4] + a[5]) + a[6]) + a[7]);
-        else if ((cols & 2u) != 0u && t < fours + 2u)
-            r = ((a[0] + a[2]) + (a[4] + a[6])) + ((a[1] + a[3]) + (a[5] + a[7]));
-        else r = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-        precise float sum = r + (p.has_c ? p.c : 0.0);
-        return sum;
+    // B transposed: eight lanes of products and sums (lane l: k = l mod 8), reduced as the column's block of 4, 2 or 1
+    float a[8];
+    for (uint l = 0u; l < 8u; ++l) {
+        precise float acc = 0.0;
+        for (uint k = l; k < K; k += 8u) acc = acc + mlas_product(a_at, b_at, k);
+        a[l] = acc;
     }
+    uvec2 share = mlas_share(p.col, p.threads_n, p.cols, 16u);
+    uint t = p.col - share.x, cols = share.y, fours = cols / 4u * 4u;
+    precise float r;
+    if (t < fours) r = (((a[0] + a[1]) + a[2]) + a[3]) + (((a[4] + a[5]) + a[6]) + a[7]);
+    else if ((cols & 2u) != 0u && t < fours + 2u)
+        r = ((a[0] + a[2]) + (a[4] + a[6])) + ((a[1] + a[3]) + (a[5] + a[7]));
+    else r = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    precise float sum = r + (p.has_c ? p.c : 0.0);
+    return sum;
+}
+
+// The element: the M1 kernels, or MlasSgemmKernelFma3 (mlas_fma3_block, every row and column of the block this one)
+float mlas_element(uint a_at, uint b_at, MlasProduct p) {
+    if (p.m1) return mlas_m1_element(a_at, b_at, p);
+    uint K = p.K;
+    uvec2 share = mlas_share(p.col, p.threads_n, p.cols, 16u);
     float res[MLAS_RB][MLAS_CB];
     uint a_ats[MLAS_RB], b_ats[MLAS_CB];
     for (uint i = 0u; i < MLAS_RB; ++i) a_ats[i] = a_at;
     for (uint j = 0u; j < MLAS_CB; ++j) b_ats[j] = b_at;
     for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) res[i][j] = p.c;
-    mlas_fma3_block(a_ats, b_ats, K, p.packed ? MLAS_PACKED_STRIDE_K : mlas_stride_k(share.y, K), p.alpha, p.has_c, res);
+    mlas_fma3_block(a_ats, b_ats, K, p.packed ? MLAS_PACKED_STRIDE_K : mlas_stride_k(share.y, K), p.alpha, p.has_c,
+                    res);
     return res[0][0];
 }
 

@@ -81,14 +81,18 @@ void main() {
 
     if (ORDER == 1) {  // (WG = 8: invocation t is MLAS's lane t)
         precise float lane = 0.0;
-        for (uint k = t; k < pc.axis_len; k += WG) lane = lane + mlas_exp(LOAD(X, base + k * pc.inner), -m);
+        for (uint k = t; k < pc.axis_len; k += WG) {  // (the exps kept in y, as MLAS keeps them in its output)
+            float e = mlas_exp(LOAD(X, base + k * pc.inner), -m);
+            STORE(Y, base + k * pc.inner, e);
+            lane = lane + e;
+        }
         partial[t] = lane;
         barrier();
         precise float sum8 = ((partial[0] + partial[1]) + (partial[2] + partial[3]))
                            + ((partial[4] + partial[5]) + (partial[6] + partial[7]));
         precise float scale = precise_div(1.0, sum8);
-        for (uint k = t; k < pc.axis_len; k += WG) {
-            precise float y = mlas_exp(LOAD(X, base + k * pc.inner), -m) * scale;
+        for (uint k = t; k < pc.axis_len; k += WG) {  // (this invocation's own stores)
+            precise float y = LOAD(Y, base + k * pc.inner) * scale;
             STORE(Y, base + k * pc.inner, y);
         }
         return;
