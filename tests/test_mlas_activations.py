@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from test_ml_linear import _mlas_fma3
 
 from vkep import runner
+from vkep.kernels import host
 
 VKEP = "VulkanExecutionProvider"
 # (no denormals, in or out: devices flush them or not, as float controls allow, Mesa 26 lavapipe does)
@@ -54,7 +54,7 @@ def test_equal_to_the_cpu_ep(ep_devices, name):
     assert [ep for _, _, ep in runner.placement(session)] == [VKEP]
     got = session.run(None, {"x": x})[0]
     want = runner.cpu_session(model).run(None, {"x": x})[0]
-    if _mlas_fma3():
+    if host.mlas_fma3():
         same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
         assert same.all(), f"{(~same).sum()} values differ, e.g. x={x[~same][:4]}: {got[~same][:4]} vs {want[~same][:4]}"
     else:
