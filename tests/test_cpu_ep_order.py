@@ -1,9 +1,9 @@
 """Float32 products, Softmax and sums equal ORT's CPU EP to the last bit where vkep follows its order of operations
 on x86-64 with AVX2 and FMA: MatMul, Gemm and FusedMatMul as MLAS's SGEMM (vkep/kernels/mlas_gemm.py,
-shaders/mlas_sgemm.glsl: its M1 kernels for one row, B transposed or not; the FMA3 kernel's K blocks for a packed
-constant B and for each thread's share of the columns; a thread's share of one row; A's batch folded into M; alpha,
-beta and C; an epilogue), Softmax as MLAS's (softmax.comp ORDER 1), ReduceSum and ReduceMean over trailing axes as
-Eigen's vectorised sum (reduce.comp ORDER 1)."""
+shaders/mlas_sgemm.glsl: its M1 kernels for one row, B transposed or not, and for one column; the FMA3 kernel's K
+blocks for a packed constant B and for each thread's share of the columns; a thread's share of one row; A's batch
+folded into M; alpha, beta and C; an epilogue), ConvTranspose's columns through it, Softmax as MLAS's (softmax.comp
+ORDER 1), ReduceSum and ReduceMean over trailing axes as Eigen's vectorised sum (reduce.comp ORDER 1)."""
 
 from __future__ import annotations
 
@@ -41,10 +41,14 @@ def _check(model, feeds: dict, what: str) -> None:
 # (A, B, B constant): attention's Q K^T and its weights times V (K 64 and 16, batched, both operands computed), one
 # row (the M1 kernel: 4, 2 and 1 rows of B a step), a batch folded into M, a packed constant B (K blocks of 256: 768),
 # one row of a constant B (packed: no M1), the columns' thread shares (K 300 over N 40: blocks from each share's
-# size), the rows' (3 rows over 2 threads: the last row alone takes the M1 kernel)
+# size), the rows' (3 rows over 2 threads: the last row alone takes the M1 kernel); one column of B computed (MLAS's
+# M1 kernel for a transposed B, A's rows its columns: a row share's blocks of 4, 2 and 1), batched, and constant
+# (packed: the FMA3 kernel); a long GEMV (many blocks of columns, their loads shared)
 MATMULS = [((1, 12, 16, 64), (1, 12, 64, 16), False), ((1, 12, 16, 16), (1, 12, 16, 64), False),
            ((1, 67), (67, 32), False), ((4, 1, 67), (67, 32), False), ((8, 768), (768, 96), True),
-           ((1, 300), (300, 40), True), ((16, 300), (300, 40), False), ((3, 11000), (11000, 2), False)]
+           ((1, 300), (300, 40), True), ((16, 300), (300, 40), False), ((3, 11000), (11000, 2), False),
+           ((300, 77), (77, 1), False), ((3, 20, 9), (3, 9, 1), False), ((1000, 13), (13, 1), True),
+           ((1, 150), (150, 603), False)]
 
 
 @pytest.mark.parametrize("a_shape,b_shape,constant", MATMULS, ids=[f"{a}x{b}{'c' if c else ''}" for a, b, c in MATMULS])
@@ -60,8 +64,10 @@ def test_matmul_equals_the_cpu_ep_bit_for_bit(ep_devices, a_shape, b_shape, cons
 
 # (A, B, C, attributes, B constant): C per column with alpha and beta (C times beta first), B transposed; one row with B
 # transposed and computed (MlasSgemmKernelM1TransposeBAvx, C added last); C per element, A transposed; C with a
-# thread's share of one row (its M1 kernel) beside the FMA3 kernel's rows
-GEMMS = [((8, 200), (24, 200), (24,), {"alpha": 2.0, "beta": 0.5, "transB": 1}, True),
+# thread's share of one row (its M1 kernel) beside the FMA3 kernel's rows; one column, A transposed (the M1 kernel
+# with A and B's roles swapped); A transposed with K past 128 over few columns (its K blocks stay 128)
+GEMMS = [((31, 50), (31, 1), (1,), {"transA": 1}, False), ((300, 20), (300, 40), (40,), {"transA": 1}, False),
+         ((8, 200), (24, 200), (24,), {"alpha": 2.0, "beta": 0.5, "transB": 1}, True),
          ((1, 70), (30, 70), (30,), {"transB": 1}, False),
          ((1, 9), (9, 36), (1, 36), {}, False),
          ((40, 6), (40, 10), (6, 10), {"transA": 1, "beta": 3.0}, False),
@@ -92,6 +98,30 @@ def test_fused_matmul_and_an_epilogue_equal_the_cpu_ep_bit_for_bit(ep_devices):
     nodes = [helper.make_node("MatMul", ["a", "w"], ["p"]), helper.make_node("Add", ["p", "bias"], ["s"]),
              helper.make_node("Relu", ["s"], ["y"])]
     _check(_model(nodes, {"a": a.shape}, {"w": w, "bias": bias}), {"a": a}, "MatMul, Add, Relu")
+
+
+# (X, W, attributes): ConvTranspose's columns W^T x X as the CPU EP's SGEMM (its PrePack transposes a constant W), an
+# image a call, then col2im and the bias: Kokoro-82M's 1-D upsampling (kernel 2 x stride), 2-D with pads and output
+# padding, batched images, dilations, one input position (one column: the M1 kernel, roles swapped)
+CONV_TRANSPOSES = [((1, 64, 20), (64, 32, 20), {"strides": [10], "pads": [5, 5]}),
+                   ((1, 16, 8, 8), (16, 8, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+                   ((2, 300, 8, 8), (300, 2, 2, 2), {"strides": [2, 2]}),  # (each image's columns split alone)
+                   ((1, 32, 7, 9), (32, 16, 3, 3), {"dilations": [2, 2]}),
+                   ((1, 40, 1), (40, 30, 4), {"strides": [4]})]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", CONV_TRANSPOSES, ids=[str(c[:2]) for c in CONV_TRANSPOSES])
+@pytest.mark.parametrize("w_constant", [True, False])
+def test_conv_transpose_equals_the_cpu_ep_bit_for_bit(ep_devices, x_shape, w_shape, attrs, w_constant):
+    if not _follows():
+        pytest.skip("vkep follows MLAS's order on x86-64 with AVX2 and FMA")
+    rng = np.random.default_rng(sum(w_shape))
+    x, w = rng.standard_normal(x_shape).astype(np.float32), rng.normal(0, 0.2, w_shape).astype(np.float32)
+    bias = rng.standard_normal(w_shape[1]).astype(np.float32)
+    node = helper.make_node("ConvTranspose", ["x", "w", "bias"], ["y"], **attrs)
+    inputs = {"x": x_shape} | ({} if w_constant else {"w": w_shape})
+    model = _model([node], inputs, {"bias": bias} | ({"w": w} if w_constant else {}))
+    _check(model, {"x": x} | ({} if w_constant else {"w": w}), f"ConvTranspose {x_shape} {w_shape} {attrs}")
 
 
 def test_large_products_keep_the_tiles(ep_devices):

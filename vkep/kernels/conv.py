@@ -15,11 +15,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from vkep.kernels import coopmat, matmul, winograd
+from vkep.kernels import coopmat, matmul, mlas_gemm, winograd
 from vkep.kernels.base import (
     LOOP_BUDGET,
     MAX_ELEMENTS,
     Kernel,
+    Redirect,
     UnsupportedError,
     grid_1d,
     shader_dtype,
@@ -350,11 +351,20 @@ class Conv(ConvBase):
 
 
 class ConvTranspose(ConvBase):
-    """ConvTranspose, as ORT's CPU EP computes it where it can: float32 of one group as the columns W^T x X (a
-    product of matmul.comp) summed into the image by col2im.comp, then the bias added; otherwise conv_transpose.comp's
+    """ConvTranspose, as ORT's CPU EP computes it where it can: float32 of one group as the columns W^T x X (MLAS's
+    SGEMM followed to the last bit where mlas_gemm takes the product, else matmul.comp's) summed into the image by
+    col2im.comp in the CPU EP's order, then the bias added; otherwise conv_transpose.comp's
     gather (each output sums the kernel offsets that land on an input, over the input channels: a load or two per
     multiply-add, so a 1-D upsampler of kernel 20, stride 10 and 512 channels took lavapipe 9.5 s, the CPU EP 60 ms,
     Kokoro-82M's generator)."""
+
+    w_constant = False  # W is a constant (pack saw it), which the CPU EP's PrePack transposes: its SGEMM reads W^T as
+    # given (MLAS's M1 kernel possible), not transposed
+
+    def pack(self, index: int, weight: np.ndarray) -> tuple[np.ndarray, str]:
+        if index == 1:
+            self.w_constant = True
+        return super().pack(index, weight)
 
     def compute(self, call) -> None:
         x, w = call.inputs[:2]
@@ -370,8 +380,15 @@ class ConvTranspose(ConvBase):
         cols = call.scratch(columns, "float32")
         # cols[n] [C_out K, L] = W [C_in, C_out K]^T x X[n] [C_in, L] (W^T transposed first each run was slower: 179
         # -> 210 ms for Kokoro-82M's upsampler [1, 512, 138] -> [1, 256, 1380], kernel 20, stride 10, on lavapipe)
-        matmul.product(self, call, w, x, cols, matmul.product_members(rows, length, cin, a=(0, 0, 1, rows),
-                                                                      b=(cin * length, 0, length, 1)), x.shape[0])
+        members = matmul.product_members(rows, length, cin, a=(0, 0, 1, rows), b=(cin * length, 0, length, 1))
+        mm = self.composed("MatMul")
+        dtype = mlas_gemm.variant(mm, w, x, members, x.shape[0])
+        if dtype is not None:  # the CPU EP's SGEMM, an image a call (its PrePack transposes a constant W)
+            mlas_gemm.record(mm, Redirect(call, [w, x, None], cols), dtype, w, x, None, columns, members, x.shape[0],
+                             packed=False, trans_a=not self.w_constant, trans_b=False, interleaved=False,
+                             folds=False, calls=True)
+        else:
+            matmul.product(self, call, w, x, cols, members, x.shape[0])
         # col2im.comp's 3-D sizes are the plan's (conv_transpose.comp's)
         push = {"image": [m["od"], m["oh"], m["ow"]], "block": [taps["kd"], taps["kh"], taps["kw"]],
                 "cols": [m["id"], m["ih"], m["iw"]], "stride": [m["sd"], m["sh"], m["sw"]],

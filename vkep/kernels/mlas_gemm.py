@@ -1,4 +1,4 @@
-"""Float32 MatMul, Gemm and FusedMatMul in the CPU EP's own order of sums (shaders/mlas_gemm.comp), so that their
+"""Float32 MatMul, Gemm, FusedMatMul and ConvTranspose's columns in the CPU EP's own order of sums (shaders/mlas_gemm.comp), so that their
 answers equal ORT's CPU EP's to the last bit on the hosts whose MLAS kernels vkep follows (x86-64 with AVX2 and FMA).
 
 A model whose later steps round or compare (a duration rounded to frames, an argmax, a quantization) can turn an
@@ -43,16 +43,17 @@ def variant(kernel: Kernel, a: Tensor, b: Tensor, members: dict, batches: int) -
 
 def record(kernel: Kernel, call, dtype: str, a: Tensor, b: Tensor, c: Tensor | None, out_shape: tuple[int, ...],
            members: dict, batches: int, *, packed: bool, trans_a: bool, trans_b: bool, interleaved: bool,
-           folds: bool) -> None:
+           folds: bool, calls: bool = False) -> None:
     """y = the product `members` describes (matmul.product_members, `batches` of them), in one dispatch of
     mlas_gemm.comp. `packed`: B is a 2-D constant (ORT packs it); `trans_a` / `trans_b`: how the CPU EP's SGEMM
     reads A and B; `interleaved`: B is MatMul.pack's pairs layout; `folds`: ORT folds A's batch into M (B of rank 2
-    or less)."""
+    or less); `calls`: the CPU EP multiplies each batch in a call of its own (ConvTranspose's images), so each is
+    split among the threads alone."""
     y = call.output(0, out_shape)
     if y.size == 0:
         return
     m, n, k = members["M"], members["N"], members["K"]
-    rows, gemms = (batches * m, 1) if folds and not trans_a else (m, batches)
+    rows, gemms = (batches * m, 1) if folds and not trans_a else (m, 1 if calls else batches)
     threads_m, threads_n = host.sgemm_threads(rows, n, k, gemms)
     flags = (PACKED * packed | TRANS_A * trans_a | TRANS_B * trans_b | INTERLEAVED * interleaved
              | COLUMNS * (threads_n > 1))

@@ -57,29 +57,40 @@ void main() {
         precise float scaled = c * pc.beta;
         cs[i][j] = res[i][j] = pc.beta == 1.0 ? c : scaled;
     }
-    // a row that is a thread's whole share takes the M1 kernels (alpha 1, beta 0 or 1, A as given, B not packed)
-    bool m1[RB], fma3 = false;
+    // a row that is a thread's whole share takes the M1 kernels (alpha 1, beta 0 or 1, A as given, B not packed);
+    // else one column (N 1, B's and C's rows one element apart) takes them with A and B's roles swapped: each row of
+    // the thread's share is a column of the M1 kernel for a transposed B (A as given; the M1 kernel else)
+    bool m1[RB], fma3 = false, m1_kernels = pc.alpha == 1.0 && (!has_c || pc.beta == 1.0) && !FLAG(PACKED);
+    bool n1 = m1_kernels && pc.N == 1u && (!FLAG(TRANS_B) || pc.K == 1u);
+    uvec2 row_share[RB];
     for (uint i = 0u; i < RB; ++i) {
         uint row = pc.rows == pc.M ? m0 + i : z * pc.M + m0 + i;
         uvec2 rows = FLAG(COLUMNS) ? uvec2(0u, pc.rows) : mlas_share(row, pc.threads, pc.rows, 1u);
-        m1[i] = rows.y == 1u && (pc.flags & (PACKED | TRANS_A)) == 0u && pc.alpha == 1.0 && (!has_c || pc.beta == 1.0);
-        fma3 = fma3 || (m0 + i < pc.M && !m1[i]);
+        row_share[i] = uvec2(row - rows.x, rows.y);
+        m1[i] = rows.y == 1u && !FLAG(TRANS_A) && m1_kernels;
+        fma3 = fma3 || (m0 + i < pc.M && !m1[i] && !n1);
     }
     uint threads_n = FLAG(COLUMNS) ? pc.threads : 1u;
     if (fma3) {
         uvec2 share = mlas_share(n0, threads_n, pc.N, 16u);
-        mlas_fma3_block(a_at, b_at, pc.K, FLAG(PACKED) ? MLAS_PACKED_STRIDE_K : mlas_stride_k(share.y, pc.K), pc.alpha,
-                        has_c, res);
+        uint stride = FLAG(PACKED) ? MLAS_PACKED_STRIDE_K : mlas_stride_k(share.y, pc.K, FLAG(TRANS_A));
+        mlas_fma3_block(a_at, b_at, min(RB, pc.M - m0), pc.K, stride, pc.alpha, has_c, res);
     }
     for (uint i = 0u; i < RB; ++i) {
         uint m = m0 + i;
         if (m >= pc.M) break;
+        bool m1_block = m1[i] && !FLAG(TRANS_B);  // B as given: the block's columns share their loads
+        if (m1_block) mlas_m1_block(a_at[i], b_at, pc.K, has_c, cs[i]);
         for (uint j = 0u; j < CB; ++j) {
             uint n = n0 + j;
             if (n >= pc.N) break;
-            float r = m1[i] ? mlas_m1_element(a_at[i], b_at[j], MlasProduct(pc.K, n, pc.N, threads_n, false, true,
-                                                                            FLAG(TRANS_B), 1.0, has_c, cs[i][j]))
-                            : res[i][j];
+            float r = m1_block ? cs[i][j]
+                    : m1[i] ? mlas_m1_element(a_at[i], b_at[j], MlasProduct(pc.K, n, pc.N, threads_n, false, true,
+                                                                            true, 1.0, has_c, cs[i][j]))
+                    : n1 ? mlas_m1_element(a_at[i], b_at[j], MlasProduct(pc.K, row_share[i].x, row_share[i].y, 1u,
+                                                                         false, true, !FLAG(TRANS_A), 1.0, has_c,
+                                                                         cs[i][j]))
+                    : res[i][j];
             uint at = z * pc.M * pc.N + m * pc.N + n;
 #ifdef EPILOGUE
             epilogue_at(pc.y, pc.epilogue_operand, at, m, n, r);

@@ -13,12 +13,13 @@
 float mlas_a(uint at, uint k);
 float mlas_b(uint at, uint k);
 
-// MlasSgemmOperation's K block for a share of n columns and K = k (B as the node gives it)
-uint mlas_stride_k(uint n, uint k) {
+// MlasSgemmOperation's K block for a share of n columns and K = k (B as the node gives it): it grows for a narrow
+// share only where A is read as given (a transposed A's panel keeps 128)
+uint mlas_stride_k(uint n, uint k, bool trans_a) {
     uint stride_n = 128u, stride = 128u;
     if (n >= k) {
         while (stride / 2u >= k) stride /= 2u;
-    } else {
+    } else if (!trans_a) {
         while (stride_n > 16u && stride_n / 2u >= n) { stride_n /= 2u; stride *= 2u; }
     }
     return stride;
@@ -62,8 +63,9 @@ float mlas_product(uint a_at, uint b_at, uint k) { precise float p = mlas_a(a_at
 // MlasSgemmKernelFma3 over a block of MLAS_RB rows (of A at a_at) by MLAS_CB columns (of B at b_at), all in one
 // thread's share of the columns, K blocks of `stride`: per element a multiply-add chain from 0 over each K block,
 // accumulated into C as fma(acc, alpha, C) (the first block without C: acc * alpha). `res` holds C (times beta) where
-// has_c; the block's loads serve all its elements (lavapipe's time is its loads)
-void mlas_fma3_block(uint a_at[MLAS_RB], uint b_at[MLAS_CB], uint K, uint stride, float alpha, bool has_c,
+// has_c; the block's loads serve all its elements (lavapipe's time is its loads). Only its first `rows` rows are
+// computed (a product of fewer rows than MLAS_RB: a GEMV's other rows would be 3 in 4 of its time)
+void mlas_fma3_block(uint a_at[MLAS_RB], uint b_at[MLAS_CB], uint rows, uint K, uint stride, float alpha, bool has_c,
                      inout float res[MLAS_RB][MLAS_CB]) {
     bool have = has_c;
     for (uint k0 = 0u; k0 < K; k0 += stride) {
@@ -72,10 +74,12 @@ void mlas_fma3_block(uint a_at[MLAS_RB], uint b_at[MLAS_CB], uint K, uint stride
         uint end = min(K, k0 + stride);
         for (uint k = k0; k < end; ++k) {
             float a[MLAS_RB], b[MLAS_CB];
-            for (uint i = 0u; i < MLAS_RB; ++i) a[i] = mlas_a(a_at[i], k);
             for (uint j = 0u; j < MLAS_CB; ++j) b[j] = mlas_b(b_at[j], k);
-            for (uint i = 0u; i < MLAS_RB; ++i)
+            for (uint i = 0u; i < MLAS_RB; ++i) {
+                if (i >= rows) break;
+                a[i] = mlas_a(a_at[i], k);
                 for (uint j = 0u; j < MLAS_CB; ++j) acc[i][j] = fma_exact(a[i], b[j], acc[i][j]);
+            }
         }
         for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) {
             if (have) res[i][j] = fma_exact(acc[i][j], alpha, res[i][j]);
@@ -84,6 +88,37 @@ void mlas_fma3_block(uint a_at[MLAS_RB], uint b_at[MLAS_CB], uint K, uint stride
         have = true;
     }
     if (!have) for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) res[i][j] = 0.0;
+}
+
+// MlasSgemmKernelM1Avx (B as given, one row of A) over MLAS_CB columns (of B at b_at) at once, their loads shared:
+// per column 4 rows of B a step, ((p0 + p1) + p2) + p3 then into the sum, then 2, then 1 (no fma). `res` holds C where
+// has_c
+void mlas_m1_block(uint a_at, uint b_at[MLAS_CB], uint K, bool has_c, inout float res[MLAS_CB]) {
+    precise float r[MLAS_CB];
+    for (uint j = 0u; j < MLAS_CB; ++j) r[j] = has_c ? res[j] : 0.0;
+    uint k = 0u;
+    for (; k + 4u <= K; k += 4u) {
+        float a0 = mlas_a(a_at, k), a1 = mlas_a(a_at, k + 1u), a2 = mlas_a(a_at, k + 2u), a3 = mlas_a(a_at, k + 3u);
+        for (uint j = 0u; j < MLAS_CB; ++j) {
+            precise float t = a0 * mlas_b(b_at[j], k) + a1 * mlas_b(b_at[j], k + 1u);
+            t = t + a2 * mlas_b(b_at[j], k + 2u);
+            t = t + a3 * mlas_b(b_at[j], k + 3u);
+            r[j] = t + r[j];
+        }
+    }
+    if (K - k >= 2u) {
+        float a0 = mlas_a(a_at, k), a1 = mlas_a(a_at, k + 1u);
+        for (uint j = 0u; j < MLAS_CB; ++j) {
+            precise float t = a0 * mlas_b(b_at[j], k) + a1 * mlas_b(b_at[j], k + 1u);
+            r[j] = t + r[j];
+        }
+        k += 2u;
+    }
+    if (k < K) {
+        float a0 = mlas_a(a_at, k);
+        for (uint j = 0u; j < MLAS_CB; ++j) r[j] = a0 * mlas_b(b_at[j], k) + r[j];
+    }
+    for (uint j = 0u; j < MLAS_CB; ++j) res[j] = r[j];
 }
 
 // An element by the M1 kernels (p.m1): products rounded, then added (no fma)
@@ -134,8 +169,8 @@ float mlas_element(uint a_at, uint b_at, MlasProduct p) {
     for (uint i = 0u; i < MLAS_RB; ++i) a_ats[i] = a_at;
     for (uint j = 0u; j < MLAS_CB; ++j) b_ats[j] = b_at;
     for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) res[i][j] = p.c;
-    mlas_fma3_block(a_ats, b_ats, K, p.packed ? MLAS_PACKED_STRIDE_K : mlas_stride_k(share.y, K), p.alpha, p.has_c,
-                    res);
+    uint stride = p.packed ? MLAS_PACKED_STRIDE_K : mlas_stride_k(share.y, K, false);
+    mlas_fma3_block(a_ats, b_ats, 1u, K, stride, p.alpha, p.has_c, res);
     return res[0][0];
 }
 
