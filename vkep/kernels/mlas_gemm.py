@@ -1,5 +1,6 @@
-"""Float32 MatMul, Gemm, FusedMatMul and ConvTranspose's columns in the CPU EP's own order of sums (shaders/mlas_gemm.comp), so that their
-answers equal ORT's CPU EP's to the last bit on the hosts whose MLAS kernels vkep follows (x86-64 with AVX2 and FMA).
+"""Float32 MatMul, Gemm, FusedMatMul and ConvTranspose's columns in the CPU EP's own order of sums
+(shaders/mlas_gemm.comp), so that their answers equal ORT's CPU EP's to the last bit on the hosts whose MLAS kernels
+vkep follows (x86-64 with AVX2 and FMA).
 
 A model whose later steps round or compare (a duration rounded to frames, an argmax, a quantization) can turn an
 ulp into a different answer: Kokoro-82M's durations did. matmul.comp's tiles sum in their own order; MLAS's SGEMM
