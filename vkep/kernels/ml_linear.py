@@ -281,7 +281,7 @@ class MlLinearBase(Kernel):
         y = call.output(1 if m.labels else 0, (n, m.width), "float32")
         if n == 0 or y.size == 0:
             return
-        # the FLOAT64 variant where the device has it: float64 inputs, double one-vs-one sums, and fma_exact
+        # the FLOAT64 variant where the device has it: float64 inputs and double one-vs-one sums
         wide = self.device_info is None or has_float64(self.device_info)
         if not wide and (x.dtype == "float64" or m.flags & SVC):
             raise UnsupportedError(f"{self.spec.op}: a device without shaderFloat64")

@@ -5,19 +5,33 @@ from __future__ import annotations
 import math
 
 from vkep.kernels import host
-from vkep.kernels.base import Kernel, UnsupportedError, axis_in, grid_1d, shader_dtype
+from vkep.kernels.base import (
+    FLOAT64_SUFFIX,
+    Kernel,
+    UnsupportedError,
+    axis_in,
+    grid_1d,
+    has_float64,
+    shader_dtype,
+)
 from vkep.kernels.reduce import LOOP_BUDGET
 
-MLAS_ORDER = True  # float32 Softmax in the CPU EP's order where it applies (softmax.comp ORDER 1); False: never
+MLAS_ORDER = True  # float32 Softmax and LogSoftmax in the CPU EP's order where it applies (softmax.comp ORDER 1)
 MLAS_LANES = 8  # MLAS's lanes, softmax.comp's workgroup in that order
 
 
-def mlas_order(kernel: Kernel, dtype: str, length: int) -> bool:
-    """Whether softmax.comp's ORDER 1 (ORT's CPU EP's sums and exp, to the last bit) computes this node: Softmax of
-    float32 on x86-64 with AVX2 and FMA (another host's MLAS adds in another order), rows within what eight
-    invocations loop over. (LogSoftmax: its log is the C library's.)"""
-    return (MLAS_ORDER and kernel.constants.get("mode") == 0 and dtype == "float32" and kernel.device_info is not None
-            and host.mlas_fma3() and 3 * -(-length // MLAS_LANES) + 32 <= LOOP_BUDGET)
+def mlas_order(kernel: Kernel, dtype: str, length: int) -> str | None:
+    """The softmax.comp variant whose ORDER 1 (ORT's CPU EP's sums and exp, to the last bit) computes this node, or
+    None: Softmax or LogSoftmax of float32 on x86-64 with AVX2 and FMA (another host's MLAS adds in another order),
+    rows within what eight invocations loop over. LogSoftmax takes the FLOAT64 variant (its log is glibc's logf, in
+    double), on devices with shaderFloat64."""
+    mode = kernel.constants.get("mode")
+    if (not MLAS_ORDER or mode not in (0, 1) or dtype != "float32" or kernel.device_info is None
+            or not host.mlas_fma3() or 3 * -(-length // MLAS_LANES) + 32 > LOOP_BUDGET):
+        return None
+    if mode == 0:
+        return "float32"
+    return "float32" + FLOAT64_SUFFIX if has_float64(kernel.device_info) else None
 
 
 def row_workgroup(length: int, passes: int) -> int:
@@ -44,9 +58,10 @@ class Softmax(Kernel):
             outer, length, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis:]), 1
         rows = outer * inner
         push = {"x": x, "y": y, "rows": rows, "axis_len": length, "inner": inner}
-        if mlas_order(self, x.dtype, length):
-            return call.dispatch(self.spec.shader, "float32", {**self.constants, "local_size_x": MLAS_LANES,
-                                                                "order": 1}, push, grid_1d(rows, 1), [x], [y])
+        ordered = mlas_order(self, x.dtype, length)
+        if ordered is not None:
+            return call.dispatch(self.spec.shader, ordered, {**self.constants, "local_size_x": MLAS_LANES, "order": 1},
+                                 push, grid_1d(rows, 1), [x], [y])
         wg = row_workgroup(length, 3)
         call.dispatch(self.spec.shader, shader_dtype(x), {**self.constants, "local_size_x": wg}, push,
                       grid_1d(rows, 1), [x], [y])

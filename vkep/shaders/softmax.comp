@@ -7,9 +7,13 @@
 // MlasComputeSoftmax): the row's max; each exp(x - max) by MlasComputeSumExpF32KernelFma3's range reduction and
 // polynomial (mlas_exp); their sum in eight lanes (element k in lane k % 8, in order: a workgroup of 8 here, one
 // invocation a lane), then ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)); y = exp * (1 / sum). Its multiply-adds
-// exact on any device (precise.glsl's fma_exact).
+// exact on any device (precise.glsl's fma_exact). LogSoftmax (MODE 1) in that order takes the FLOAT64 variant: the
+// same sum, its log as the C library's logf (glibc_logf: double arithmetic), then y = (x - max) - log.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#ifdef FLOAT64
+#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
+#endif
 #include "precise.glsl"
 
 #define WG gl_WorkGroupSize.x
@@ -46,6 +50,38 @@ float mlas_exp(float v, float neg_max) {
     return e;
 }
 
+#ifdef FLOAT64
+// log(x) for x >= 2^-126 (a sum of exps is at least 1) as glibc's logf computes it on x86-64 (ARM's optimized
+// routines, which glibc took for 2.28): x = 2^k z, z within [0x3f330000, 2 x that], one of 16 subintervals, each
+// with 1 / c and log(c) for a c near its centre (the constants below are glibc's, which its result depends on);
+// log1p(z / c - 1) by a degree-3 polynomial, all in double, rounded to float once
+const double LOGF_INVC[16] = double[16](
+    1.3989071621465281lf, 1.3403141896637998lf, 1.286432210124115lf, 1.2367150214269895lf, 1.1906977166711752lf,
+    1.1479821020556429lf, 1.1082251448272158lf, 1.0711297413057381lf, 1.0364372789772831lf, 1.0lf,
+    0.9492859795739057lf, 0.89510494286090037lf, 0.84768216203511026lf, 0.80503148516920009lf, 0.7664671008843108lf,
+    0.73142860331632797lf);
+const double LOGF_LOGC[16] = double[16](
+    -0.33569133332882284lf, -0.29290405637740741lf, -0.25187265809373688lf, -0.21245868807117255lf,
+    -0.17453945183745634lf, -0.1380057072319758lf, -0.10275976698545139lf, -0.068713924470205245lf,
+    -0.035789138739822798lf, 0.0lf, 0.052045177429294959lf, 0.11081431298787942lf, 0.16524952236951429lf,
+    0.21687389031699977lf, 0.26596350281213971lf, 0.31275566640735569lf);
+float glibc_logf(float x) {
+    uint ix = floatBitsToUint(x);
+    if (ix >= 0x7f800000u) return x;  // inf, NaN (x < 2^-126 never reaches here)
+    uint tmp = ix - 0x3f330000u;
+    uint i = (tmp >> 19u) % 16u;
+    int k = int(tmp) >> 23;
+    double z = double(uintBitsToFloat(ix - (tmp & (0x1ffu << 23u))));
+    precise double r = z * LOGF_INVC[i] - 1.0;
+    precise double y0 = LOGF_LOGC[i] + double(k) * 0.69314718055994529lf;
+    precise double r2 = r * r;
+    precise double y = 0.33345676574406602lf * r + -0.49999974858021029lf;  // A1 r + A2
+    y = -0.25089342214237154lf * r2 + y;  // A0 r2 + y
+    y = y * r2 + (y0 + r);
+    return float(y);
+}
+#endif
+
 void main() {
     uint row = FLAT_GROUP;
     if (row >= pc.rows) return;
@@ -79,6 +115,22 @@ void main() {
         return;
     }
 
+#ifdef FLOAT64
+    if (ORDER == 1 && MODE == 1) {  // MlasComputeSumExpF32Kernel's sum (exps not kept), then glibc's logf
+        precise float lane = 0.0;
+        for (uint k = t; k < pc.axis_len; k += WG) lane = lane + mlas_exp(LOAD(X, base + k * pc.inner), -m);
+        partial[t] = lane;
+        barrier();
+        precise float sum8 = ((partial[0] + partial[1]) + (partial[2] + partial[3]))
+                           + ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+        float lg = glibc_logf(sum8);
+        for (uint k = t; k < pc.axis_len; k += WG) {  // (x + -max) - log, as MlasComputeLogSoftmaxOutputF32Kernel
+            precise float y = (LOAD(X, base + k * pc.inner) + -m) - lg;
+            STORE(Y, base + k * pc.inner, y);
+        }
+        return;
+    }
+#endif
     if (ORDER == 1) {  // (WG = 8: invocation t is MLAS's lane t)
         precise float lane = 0.0;
         for (uint k = t; k < pc.axis_len; k += WG) {  // (the exps kept in y, as MLAS keeps them in its output)
