@@ -359,6 +359,26 @@ def test_past_the_loop_budget_stays_on_the_cpu_ep(ep_devices):
     assert trees.TreeEnsemble.declines(None, _attrs(fits), 5, [2], ["float32"]) is None
 
 
+def test_a_forest_past_the_budget_is_declined_before_it_is_packed(monkeypatch):
+    """The nodes_* form's least loop iterations (its trees, and the most branches on a path, found in numpy) decline a
+    forest past the budget without packing it (a LightGBM forest of 4.85 M nodes took 125 s to pack first); the
+    bound never passes the packed walk's count, so a forest within the budget is still packed and judged."""
+    def chain(depth: int):
+        return ("leaf", 0, 1.0) if depth == 0 else (0, 1, 0.5, 0, ("leaf", 0, 0.25), chain(depth - 1))
+    packed: list[str] = []
+    real = trees.TreeEnsembleRegressor.ensemble.__func__
+    monkeypatch.setattr(trees.TreeEnsembleRegressor, "ensemble",
+                        classmethod(lambda cls, attrs, x_dtype: packed.append("packed") or real(cls, attrs, x_dtype)))
+    attrs = v3_attributes([chain(16)] * 3_400, 1, "target", False) | {"n_targets": 1}
+    assert trees._least_loop_iterations(attrs) == 3_400 * (2 + 16)
+    reason = trees.TreeEnsembleRegressor.declines(None, attrs, 1, [2], ["float32"])
+    assert "at least 61200 loop iterations" in reason and not packed
+    for forest in (random_trees(3, 60, 2, modes=range(6), single_leaf_trees=False), [chain(40)] * 20):
+        attrs = v3_attributes(forest, 2, "target", False) | {"n_targets": 2}
+        assert trees._least_loop_iterations(attrs) <= trees.TreeEnsembleRegressor.ensemble(attrs,
+                                                                                            "float32").loop_iterations()
+
+
 def test_float64_needs_shader_float64():
     """float64 inputs or double thresholds on a device without shaderFloat64 are declined."""
     node = v5_node(random_trees(1, 3, 1), 1, "float64")

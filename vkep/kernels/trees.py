@@ -329,6 +329,39 @@ def pack_v3(attrs: dict, x_dtype: str, prefix: str = "target") -> Packed:
     return b.packed(roots, base.tolist(), n_targets, aggregate, post)
 
 
+def _least_loop_iterations(attrs: dict) -> int:
+    """A lower bound of Packed.loop_iterations for the nodes_* form of an ensemble, in numpy without packing it: its
+    trees (ORT's roots: runs of one tree id) times 2 plus the most branches on a path from a root, walked level by
+    level and stopped once past the loop budget (packing a LightGBM forest of 4.85 M nodes in Python took 125 s
+    before declining it at the budget). 0 where the attributes do not give it."""
+    trees = np.asarray(attrs.get("nodes_treeids") or [], np.int64)
+    nodes = np.asarray(attrs.get("nodes_nodeids") or [], np.int64)
+    kids = [np.asarray(attrs.get(k) or [], np.int64) for k in ("nodes_truenodeids", "nodes_falsenodeids")]
+    n = len(trees)
+    if n == 0 or any(len(a) != n for a in (nodes, *kids)) or len(attrs.get("nodes_modes") or []) != n:
+        return 0
+    branch = np.array([m != "LEAF" for m in attrs["nodes_modes"]])
+    roots = np.flatnonzero(np.r_[True, trees[1:] != trees[:-1]])
+    width = int(max(nodes.max(), *(k.max() for k in kids))) + 1
+    if nodes.min() < 0 or min(k.min() for k in kids) < 0:
+        return 0
+    keys = trees * width + nodes
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+
+    def index(child: np.ndarray, at: np.ndarray) -> np.ndarray:  # (the nodes a branch names; -1 where none)
+        wanted = trees[at] * width + child[at]
+        pos = np.minimum(np.searchsorted(ordered, wanted), n - 1)
+        return np.where(ordered[pos] == wanted, order[pos], -1)
+    level, depth = roots[branch[roots]], 0
+    while level.size and len(roots) * (2 + depth) <= LOOP_BUDGET and depth <= n:
+        depth += 1
+        below = np.concatenate([index(k, level) for k in kids])
+        below = below[below >= 0]
+        level = np.unique(below[branch[below]])
+    return len(roots) * (2 + depth)
+
+
 class TreeEnsembleBase(Kernel):
     """One walk of the packed trees per (sample, target), and for SOFTMAX or a classifier a pass per sample
     (module doc)."""
@@ -350,6 +383,9 @@ class TreeEnsembleBase(Kernel):
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         if input_ranks and input_ranks[0] not in (1, 2, -1):
             return f"{cls.__name__} of an input of rank {input_ranks[0]}"
+        least = _least_loop_iterations(attrs)
+        if least > LOOP_BUDGET:  # (before packing: a large forest takes minutes to pack in Python)
+            return f"{cls.__name__}: at least {least} loop iterations a walk (loop budget)"
         try:
             packed = cls.packed_once(attrs, (input_types or [None])[0] or "float32")
         except UnsupportedError as exc:
