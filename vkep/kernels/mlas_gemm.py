@@ -19,10 +19,12 @@ ENABLED = True  # the switch: False sends every product to matmul.comp
 # a second on Mesa 22.3 lavapipe, a fifth to a tenth of the tiles' (4 x 4 blocks an invocation; one element each ran
 # 3x slower, bound by loads; 8 x 8 ran 2x faster but took 4.8 s against 1.7 s to compile cold). Products of two
 # computed operands (attention's scores and weighted values, where a softmax or a rounding downstream turns an ulp
-# into another answer) up to 2^24: at most ~70 ms more a node; products with a constant B (the large weight layers)
-# up to 2^22 (a GEMV is as fast either way: 768 x 768 7.4 against 9.7 ms)
+# into another answer) up to 2^24: at most ~70 ms more a node; products with a constant B (the weight layers, the
+# most numerous products of a transformer) up to 2^20, ~5 ms at most: at 2^22 small transformers ran 70-170x the CPU
+# EP's time on Mesa 22.3 (the fifth survey: unidic-lite-imitator's projections [256, 116] x [116, 116] 15 ms each,
+# trueocr's Gemms 16-24 ms), and Kokoro-82M's durations stay the CPU EP's to the bit at 2^20 (seeds 0-6)
 MAX_MACS = 1 << 24
-MAX_MACS_CONSTANT_B = 1 << 22
+MAX_MACS_CONSTANT_B = 1 << 20
 MAX_K = 60_000  # one invocation's loop steps over K (lavapipe stops a loop at 65,535 iterations)
 SHADER = "mlas_gemm.comp"
 WG = 64  # mlas_gemm.comp's workgroup

@@ -32,6 +32,10 @@ float mlas_b(uint at, uint k) {  // (INTERLEAVED: `at` is the column)
     uint i = FLAG(INTERLEAVED) ? (((at / 8u) * (pc.K / 2u) + k / 2u) * 8u + at % 8u) * 2u + k % 2u : at + k * pc.b_k;
     return LOAD(Tensor(pc.b), i);
 }
+// MatMul.pack's pairs layout: a column's elements k and k + 1 (k even) side by side, 8-byte aligned
+bool mlas_b_pairs() { return FLAG(INTERLEAVED); }
+vec2 mlas_b_pair(uint at, uint k) { return load_pair(pc.b, (((at / 8u) * (pc.K / 2u) + k / 2u) * 8u + at % 8u) * 2u); }
+#define MLAS_B_PAIRS
 #include "mlas_sgemm.glsl"
 
 void main() {
