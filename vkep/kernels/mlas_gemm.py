@@ -29,7 +29,7 @@ MAX_K = 60_000  # one invocation's loop steps over K (lavapipe stops a loop at 6
 SHADER = "mlas_gemm.comp"
 WG = 64  # mlas_gemm.comp's workgroup
 BLOCK = 4  # ... and the rows and columns of y an invocation computes (its RB, CB)
-PACKED, TRANS_A, TRANS_B, INTERLEAVED, COLUMNS = 1, 2, 4, 8, 16  # mlas_gemm.comp's flags
+PACKED, TRANS_A, TRANS_B, INTERLEAVED, COLUMNS, A_PAIRS, B_PAIRS = 1, 2, 4, 8, 16, 32, 64  # mlas_gemm.comp's flags
 
 
 def variant(kernel: Kernel, a: Tensor, b: Tensor, members: dict, batches: int) -> str | None:
@@ -59,9 +59,16 @@ def record(kernel: Kernel, call, dtype: str, a: Tensor, b: Tensor, c: Tensor | N
     rows, gemms = (batches * m, 1) if folds and not trans_a else (m, 1 if calls else batches)
     threads_m, threads_n = host.sgemm_threads(rows, n, k, gemms)
     flags = (PACKED * packed | TRANS_A * trans_a | TRANS_B * trans_b | INTERLEAVED * interleaved
-             | COLUMNS * (threads_n > 1))
+             | COLUMNS * (threads_n > 1) | A_PAIRS * _pairs(members, "a", "a_m") | B_PAIRS * _pairs(members, "b", "b_n"))
     push = {**members, "a": a, "b": b, "c": c, "y": y, "rows": rows, "threads": max(threads_m, threads_n),
             "flags": flags}
     blocks = -(-m // BLOCK) * -(-n // BLOCK)
     call.dispatch(SHADER, dtype, {}, push, (-(-blocks // WG), 1, batches), [a, b] + ([c] if c is not None else []),
                   [y])
+
+
+def _pairs(members: dict, t: str, row: str) -> bool:
+    """Whether operand `t`'s elements k and k + 1 are side by side at even offsets (64-bit loads: vkep's tensors are
+    8-byte aligned): contiguous along K, K and its other strides even."""
+    return members[f"{t}_k"] == 1 and members["K"] % 2 == 0 and all(
+        members[s] % 2 == 0 for s in (f"{t}_outer", f"{t}_inner", row))

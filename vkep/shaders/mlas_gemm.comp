@@ -25,6 +25,8 @@ layout(local_size_x = WG) in;
 #define TRANS_B 4u      // ... and B (the M1 kernel for a transposed B)
 #define INTERLEAVED 8u  // B is MatMul.pack's [N / 8][K / 2][8][2] (matmul.comp's PAIRS 2)
 #define COLUMNS 16u     // the threads split the columns (else the rows)
+#define A_PAIRS 32u     // A's rows contiguous along K, K and A's strides even: two elements a 64-bit load
+#define B_PAIRS 64u     // ... B's columns
 #define FLAG(f) ((pc.flags & (f)) != 0u)
 
 float mlas_a(uint at, uint k) { return LOAD(Tensor(pc.a), at + k * pc.a_k); }
@@ -32,10 +34,15 @@ float mlas_b(uint at, uint k) {  // (INTERLEAVED: `at` is the column)
     uint i = FLAG(INTERLEAVED) ? (((at / 8u) * (pc.K / 2u) + k / 2u) * 8u + at % 8u) * 2u + k % 2u : at + k * pc.b_k;
     return LOAD(Tensor(pc.b), i);
 }
-// MatMul.pack's pairs layout: a column's elements k and k + 1 (k even) side by side, 8-byte aligned
-bool mlas_b_pairs() { return FLAG(INTERLEAVED); }
-vec2 mlas_b_pair(uint at, uint k) { return load_pair(pc.b, (((at / 8u) * (pc.K / 2u) + k / 2u) * 8u + at % 8u) * 2u); }
-#define MLAS_B_PAIRS
+// elements k and k + 1 (k even) side by side: A_PAIRS / B_PAIRS (contiguous along K, every stride and K even), or
+// MatMul.pack's interleaved B
+bool mlas_a_pairs() { return FLAG(A_PAIRS); }
+bool mlas_b_pairs() { return FLAG(B_PAIRS | INTERLEAVED); }
+vec2 mlas_a_pair(uint at, uint k) { return load_pair(pc.a, at + k); }
+vec2 mlas_b_pair(uint at, uint k) {
+    return load_pair(pc.b, FLAG(INTERLEAVED) ? (((at / 8u) * (pc.K / 2u) + k / 2u) * 8u + at % 8u) * 2u : at + k);
+}
+#define MLAS_PAIRS
 #include "mlas_sgemm.glsl"
 
 void main() {

@@ -72,19 +72,21 @@ void mlas_fma3_block(uint a_at[MLAS_RB], uint b_at[MLAS_CB], uint rows, uint K, 
         float acc[MLAS_RB][MLAS_CB];
         for (uint i = 0u; i < MLAS_RB; ++i) for (uint j = 0u; j < MLAS_CB; ++j) acc[i][j] = 0.0;
         uint end = min(K, k0 + stride), k = k0;
-#ifdef MLAS_B_PAIRS
-        // B's elements k and k + 1 of a column in one 64-bit load where the includer has them so (K and the
-        // block even): a lane load costs lavapipe more than the arithmetic
-        if (mlas_b_pairs()) {
+#ifdef MLAS_PAIRS
+        // elements k and k + 1 of A's rows or B's columns in one 64-bit load where the includer has them side by side
+        // (K and the block even): a lane load costs lavapipe more than the arithmetic
+        bool a_pairs = mlas_a_pairs(), b_pairs = mlas_b_pairs();
+        if (a_pairs || b_pairs) {
             for (; k + 1u < end; k += 2u) {
                 vec2 b[MLAS_CB];
-                for (uint j = 0u; j < MLAS_CB; ++j) b[j] = mlas_b_pair(b_at[j], k);
+                for (uint j = 0u; j < MLAS_CB; ++j)
+                    b[j] = b_pairs ? mlas_b_pair(b_at[j], k) : vec2(mlas_b(b_at[j], k), mlas_b(b_at[j], k + 1u));
                 for (uint i = 0u; i < MLAS_RB; ++i) {
                     if (i >= rows) break;
-                    float a0 = mlas_a(a_at[i], k), a1 = mlas_a(a_at[i], k + 1u);
+                    vec2 a = a_pairs ? mlas_a_pair(a_at[i], k) : vec2(mlas_a(a_at[i], k), mlas_a(a_at[i], k + 1u));
                     for (uint j = 0u; j < MLAS_CB; ++j) {
-                        acc[i][j] = fma_exact(a0, b[j].x, acc[i][j]);
-                        acc[i][j] = fma_exact(a1, b[j].y, acc[i][j]);
+                        acc[i][j] = fma_exact(a.x, b[j].x, acc[i][j]);
+                        acc[i][j] = fma_exact(a.y, b[j].y, acc[i][j]);
                     }
                 }
             }
