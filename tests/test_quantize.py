@@ -8,6 +8,7 @@ from conftest import quantize_static_model
 from onnx import TensorProto, helper, numpy_helper
 
 from vkep import runner
+from vkep.kernels.quantize import MINMAX_ONE_CALL
 
 
 def _model(op: str, opset: int, x_type, scale, zp, axis: int | None, x_shape):
@@ -144,6 +145,34 @@ def test_dynamic_quantize_linear(ep_devices, shape, offset):
     """Scale and zero point from the data (its range widened to hold 0), then quantized: as the CPU EP."""
     x = (np.random.default_rng(len(shape)).standard_normal(shape) + offset).astype(np.float32)
     model = _dynamic_quantize_model(shape)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    for got, want in zip(session.run(None, {"x": x}), runner.cpu_session(model).run(None, {"x": x}), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def _nan_cases():
+    """(name, x): NaN and infinities where MLAS's min / max meets them (its 4 x 8 lanes over runs of 32, 8 lanes over
+    runs of 8, the lanes folded, a scalar tail): a NaN last in its lane's run survives, one inside wipes its lane's
+    earlier values, one in the tail is dropped; all NaN; infinities (scale inf, zero point 255)."""
+    nan, rng = np.float32("nan"), np.random.default_rng(8)
+    out = [("all NaN", np.full(40, nan, np.float32)), ("inf and -inf", np.array([np.inf, -np.inf, 1, 2], np.float32))]
+    for n in (5, 8, 13, 32, 45, 100, 1000, 4096, MINMAX_ONE_CALL):
+        for where in ("last vector", "first", "tail", "wipes", "random"):
+            x = (rng.standard_normal(n) * 3).astype(np.float32)
+            at = {"last vector": max(n // 8 * 8 - 1, 0), "first": 0, "tail": n - 1, "wipes": min(n - 1, 40),
+                  "random": int(rng.integers(n))}[where]
+            if where == "wipes":
+                x[min(n - 1, 8)] = 50.0  # (lane 0's largest, then a NaN later in its lane: max from after it)
+            x[at] = nan
+            out.append((f"{n} {where}", x))
+    return out
+
+
+@pytest.mark.parametrize("name,x", _nan_cases(), ids=[c[0] for c in _nan_cases()])
+def test_dynamic_quantize_linear_of_nan_and_inf_as_the_cpu_ep(ep_devices, name, x):
+    """NaN and infinities give the CPU EP's scale, zero point and y (dynamic_quantize.comp's MLAS min / max where x
+    holds a NaN, ORT's std::min / max on the range, the zero point and the scale)."""
+    model = _dynamic_quantize_model(x.shape)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     for got, want in zip(session.run(None, {"x": x}), runner.cpu_session(model).run(None, {"x": x}), strict=True):
         np.testing.assert_array_equal(got, want)

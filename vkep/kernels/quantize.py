@@ -121,21 +121,31 @@ class DynamicQuantizeLinear(Kernel):
         dispatch_dynamic_quantize(call, x, y, scale, zp)
 
 
+# The most elements whose min and max ORT's CPU EP finds in one MlasFindMinMaxElement call (GetQuantizationParameter:
+# more are split among its threads, the parts' NaNs then meeting by std::min / max; measured with 2 to 8 threads,
+# one thread never splits): where x holds a NaN, dynamic_quantize.comp follows that call past it
+MINMAX_ONE_CALL = 123_008
+
+
 def dispatch_dynamic_quantize(call, x: Tensor, y: Tensor, scale: Tensor, zp: Tensor) -> None:
     """x (float32) quantized to uint8 y with the scale and zero point DynamicQuantizeLinear computes (as ORT's
     CPU EP, which DynamicQuantizeMatMul shares)."""
     if x.size <= 256 * LOOP_BUDGET:
+        # MLAS's NaN order (32 invocations over all of x) where the CPU EP finds min and max in one MLAS call
+        one_call = x.size <= MINMAX_ONE_CALL or host.cpu_ep_threads() == 1
+        streams = int(one_call and x.size // 32 + 64 <= LOOP_BUDGET)
         call.dispatch("dynamic_quantize.comp", "float32", {"stage": 0},
-                      {"x": x, "scale": scale, "zp": zp, "partial": None, "n": x.size, "chunk": 0}, (1, 1, 1),
-                      [x], [scale, zp])
+                      {"x": x, "scale": scale, "zp": zp, "partial": None, "n": x.size, "chunk": 0,
+                       "streams": streams}, (1, 1, 1), [x], [scale, zp])
     else:  # (64 x 512 x 512 activations in imgly's quantized background-removal model)
         parts = -(-x.size // DQ_CHUNK)
         partial = call.scratch((2 * parts,), "float32")
         call.dispatch("dynamic_quantize.comp", "float32", {"stage": 1},
-                      {"x": x, "scale": None, "zp": None, "partial": partial, "n": x.size, "chunk": DQ_CHUNK},
+                      {"x": x, "scale": None, "zp": None, "partial": partial, "n": x.size, "chunk": DQ_CHUNK,
+                       "streams": 0},
                       (parts, 1, 1), [x], [partial])
         call.dispatch("dynamic_quantize.comp", "float32", {"stage": 2},
-                      {"x": None, "scale": scale, "zp": zp, "partial": partial, "n": parts, "chunk": 0},
+                      {"x": None, "scale": scale, "zp": zp, "partial": partial, "n": parts, "chunk": 0, "streams": 0},
                       (1, 1, 1), [partial], [scale, zp])
     if x.size:
         dispatch_quantize(call, MODE_QUANTIZE, x, scale, zp, y, 1, 1)
