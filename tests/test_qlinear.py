@@ -306,10 +306,14 @@ def test_qlinear_conv_edges(ep_devices, x_type, w_type):
 # ---- com.microsoft QLinearAdd and QLinearMul -------------------------------------------------------------------
 
 # (A shape, B shape): every value against every value (256 x 256), each of ORT's span kinds (both vectors,
-# B a scalar of the span, A a scalar of the span, spans of one element), broadcasts of real models
+# B a scalar of the span, A a scalar of the span, spans of one element), broadcasts of real models; rank 5 (trueocr's
+# recognizer, QOperator: collapses to 3), and broadcasts that collapse past qlinear_binary.comp's rank 4 (5 and 6:
+# a dispatch per index of the outer dims)
 BINARY_SHAPES = [((256, 256), (256, 256)), ((256, 256), (256, 1)), ((256, 1), (256, 256)), ((256, 1), (1,)),
                  ((256,), ()), ((), (256,)), ((1,), (1,)), ((2, 8, 5, 5), (1, 8, 1, 1)), ((2, 3, 4), (4,)),
-                 ((1, 16, 1, 1), (3, 16, 7, 7)), ((3, 1, 5), (1, 4, 1)), ((0, 3), (1, 3))]
+                 ((1, 16, 1, 1), (3, 16, 7, 7)), ((3, 1, 5), (1, 4, 1)), ((0, 3), (1, 3)),
+                 ((1, 4, 16, 24, 20), (1, 4, 1, 24, 20)), ((2, 3, 1, 4, 1), (1, 3, 5, 1, 6)),
+                 ((2, 1, 3, 1, 5, 1), (1, 4, 1, 6, 1, 7))]
 
 
 def _table(shape, dtype, rng) -> np.ndarray:
@@ -491,7 +495,7 @@ def _placed(model) -> set[str]:
 def test_what_stays_on_the_cpu_ep(ep_devices):
     """Declined at GetCapability (the node runs on the CPU EP, or fails there as the CPU EP fails it): 3-D
     convolutions, dilations with SAME padding (the CPU EP refuses them), per-row QLinearMatMul A parameters
-    (the CPU EP takes them per tensor only), a QLinearAdd broadcast that does not collapse to rank 4."""
+    (the CPU EP takes them per tensor only), a QLinearAdd of rank 7 (past binary.comp's 6, as the float ops)."""
     rng = np.random.default_rng(0)
     x = _ints(rng, (1, 2, 4, 4, 4), "uint8")
     assert _placed(_model("ConvInteger", {"x": x}, {"w": _ints(rng, (3, 2, 2, 2, 2), "uint8")})) == {"CPUExecutionProvider"}
@@ -504,13 +508,13 @@ def test_what_stays_on_the_cpu_ep(ep_devices):
               "b_scale": _scale(rng), "b_zp": _ints(rng, (), "uint8"), "y_scale": _scale(rng),
               "y_zp": _ints(rng, (), "uint8")}
     assert _placed(_model("QLinearMatMul", {"a": a}, consts)) == {"CPUExecutionProvider"}
-    a, b = _ints(rng, (2, 1, 2, 1, 2), "uint8"), _ints(rng, (1, 2, 1, 2, 1), "uint8")
+    a, b = _ints(rng, (2, 1, 2, 1, 2, 1, 2), "uint8"), _ints(rng, (1, 2, 1, 2, 1, 2, 1), "uint8")
     params = {"a_scale": _scale(rng), "a_zp": _ints(rng, (), "uint8"), "b": b, "b_scale": _scale(rng),
               "b_zp": _ints(rng, (), "uint8"), "c_scale": _scale(rng), "c_zp": _ints(rng, (), "uint8")}
     assert _placed(_model("QLinearAdd", {"a": a}, params, domain=MS)) == {"CPUExecutionProvider"}
-    # the same broadcast at rank 4 collapses and runs on vkep
-    params["b"] = b.reshape(2, 1, 2, 1)
-    _run(_model("QLinearAdd", {"a": a.reshape(2, 1, 2, 2)}, params, domain=MS), {"a": a.reshape(2, 1, 2, 2)})
+    # a broadcast of rank 5 that collapses to 5 runs on vkep (a dispatch per index of its outer dim)
+    a, params["b"] = a.reshape(2, 1, 2, 1, 4), b.reshape(1, 2, 1, 2, 2)[..., :1]
+    _run(_model("QLinearAdd", {"a": a}, params, domain=MS), {"a": a})
 
 
 # ---- com.microsoft QLinearLeakyRelu, QLinearSigmoid, QLinearConcat, QLinearGlobalAveragePool, QLinearAveragePool --

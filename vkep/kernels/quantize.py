@@ -11,6 +11,7 @@ the exact sum that ONNX defines (and that the CPU EP gives on VNNI machines)."""
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 import numpy as np
@@ -30,6 +31,7 @@ from vkep.kernels.base import (
 )
 from vkep.kernels.conv import ConvBase, window_geometry
 from vkep.kernels.elementwise import (
+    MAX_RANK,
     ONNX_TYPES,
     broadcast_plan,
     broadcast_shape,
@@ -40,7 +42,7 @@ from vkep.kernels.elementwise import (
 
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
 ONNX_QUANTIZED = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 21: "uint4", 22: "int4"}  # TensorProto codes of output_dtype
-BINARY_RANK = 4  # qlinear_binary.comp's broadcast rank
+BINARY_RANK = 4  # qlinear_binary.comp's broadcast rank (past it, a dispatch per index of the outer dims)
 WG = 64  # the workgroup of quantize.comp and the qlinear_*.comp shaders (their WG)
 DQ_CHUNK = 256 * 1024  # elements a workgroup of dynamic_quantize.comp's first stage (1024 loop iterations)
 # conv_integer.comp's register block: output channels (a specialization constant) by output pixels of a row.
@@ -389,31 +391,42 @@ class QLinearBinary(Kernel):
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         ranks = padded(input_ranks, 4)
-        return declines_rank(spec, [ranks[0], ranks[3]], BINARY_RANK)
+        return declines_rank(spec, [ranks[0], ranks[3]], MAX_RANK)
 
     def compute(self, call) -> None:
         a, a_scale, azp, b, b_scale, bzp, c_scale, czp = padded(call.inputs, 8)
         for t, what in ((a_scale, "A_scale"), (azp, "A_zero_point"), (b_scale, "B_scale"), (bzp, "B_zero_point"),
                         (c_scale, "C_scale"), (czp, "C_zero_point")):
             _scalar(t, what, self.spec.op)
-        out, members = self.planned((a.shape, b.shape), lambda: self._plan(a.shape, b.shape))
+        out, members, outer = self.planned((a.shape, b.shape), lambda: self._plan(a.shape, b.shape))
         y = call.output(0, out, a.dtype)
-        if y.size:
-            ins = {"a": a, "a_scale": a_scale, "a_zp": azp, "b": b, "b_scale": b_scale, "b_zp": bzp,
-                   "c_scale": c_scale, "c_zp": czp}
-            signed = 2 if a.dtype == "int8" and self.as_uint8 else int(a.dtype == "int8")
+        if not y.size:
+            return
+        signed = 2 if a.dtype == "int8" and self.as_uint8 else int(a.dtype == "int8")
+        params = {"a_scale": a_scale, "a_zp": azp, "b_scale": b_scale, "b_zp": bzp, "c_scale": c_scale, "c_zp": czp}
+        spans = [1 + sum((d - 1) * s for d, s in zip(members["dims"], strides, strict=True))
+                 for strides in (members["a_strides"], members["b_strides"])]
+        # (a broadcast that collapses past the shader's rank: a dispatch per index of its outer dims, at their offsets;
+        # elements are bytes)
+        for index in itertools.product(*(range(d) for d in outer["dims"])):
+            at = [sum(i * s for i, s in zip(index, strides, strict=True))
+                  for strides in (outer["a"], outer["b"], outer["y"])]
+            views = {"a": a.view(at[0], (spans[0],)), "b": b.view(at[1], (spans[1],)),
+                     "y": y.view(at[2], (members["n"],))}
             call.dispatch(self.spec.shader, "uint8", {"op": self.constants["op"], "signed": signed},
-                          {**members, **ins, "y": y}, grid_1d(y.size, WG), [t for t in ins.values() if t is not None],
-                          [y])
+                          {**members, **params, **views}, grid_1d(members["n"], WG),
+                          [views["a"], views["b"]] + [t for t in params.values() if t is not None], [views["y"]])
 
     @staticmethod
-    def _plan(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple[int, ...], dict]:
+    def _plan(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple[int, ...], dict, dict]:
         out = broadcast_shape(sa, sb)
         dims, (stride_a, stride_b) = collapse(out, broadcast_strides(sa, out), broadcast_strides(sb, out))
-        if len(dims) > BINARY_RANK:
-            raise UnsupportedError(f"broadcast of {sa} and {sb} needs rank {len(dims)} > {BINARY_RANK}")
-        return out, {"n": math.prod(out), "rank_flags": len(dims) | _span_order(sa, sb) << 8, "dims": dims,
-                     "a_strides": stride_a, "b_strides": stride_b}
+        k = max(len(dims) - BINARY_RANK, 0)  # outer dims, a dispatch each
+        stride_y = [math.prod(dims[j + 1:]) for j in range(len(dims))]
+        outer = {"dims": dims[:k], "a": stride_a[:k], "b": stride_b[:k], "y": stride_y[:k]}
+        inner = dims[k:]
+        return out, {"n": math.prod(inner), "rank_flags": len(inner) | _span_order(sa, sb) << 8, "dims": inner,
+                     "a_strides": stride_a[k:], "b_strides": stride_b[k:]}, outer
 
 
 def _span_order(sa: tuple[int, ...], sb: tuple[int, ...]) -> int:
