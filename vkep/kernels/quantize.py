@@ -135,7 +135,7 @@ def dispatch_dynamic_quantize(call, x: Tensor, y: Tensor, scale: Tensor, zp: Ten
     if x.size <= 256 * LOOP_BUDGET:
         # MLAS's NaN order (32 invocations over all of x) where the CPU EP finds min and max in one MLAS call
         one_call = x.size <= MINMAX_ONE_CALL or host.cpu_ep_threads() == 1
-        streams = int(one_call and x.size // 32 + 64 <= LOOP_BUDGET)
+        streams = int(one_call and x.size // 32 + x.size // 256 + 64 <= LOOP_BUDGET)  # (both passes: one budget)
         call.dispatch("dynamic_quantize.comp", "float32", {"stage": 0},
                       {"x": x, "scale": scale, "zp": zp, "partial": None, "n": x.size, "chunk": 0,
                        "streams": streams}, (1, 1, 1), [x], [scale, zp])
