@@ -1,4 +1,5 @@
-"""Einsum, the common forms, on matmul.comp's strided reads.
+"""Einsum, the common forms, as products of the MatMul kernel (matmul.product: its modes and tiles) over strided
+reads.
 
 Two operands: every index is a batch index (both operands and the output), a contracted one (both
 operands, not the output), a row index (first operand and output) or a column index (second operand and
@@ -14,9 +15,7 @@ import math
 
 from vkep.kernels.base import Kernel, UnsupportedError
 from vkep.kernels.elementwise import collapse
-from vkep.kernels.matmul import product_members
-
-TILE = 64
+from vkep.kernels.matmul import product, product_members
 
 
 def parse(equation: str, ranks: list[int]) -> tuple[list[str], str]:
@@ -111,14 +110,13 @@ class Einsum(Kernel):
         bdims, st_a, st_b = [1] * (2 - len(bdims)) + bdims, [0] * (2 - len(st_a)) + st_a, [0] * (2 - len(st_b)) + st_b
         members = product_members(m, n, k, batch_inner=bdims[1], a=(st_a[0], st_a[1], a_m, a_k if contract else 0),
                                   b=(st_b[0], st_b[1], b_k if contract else 0, b_n))
-        return tuple(dims[c] for c in out), members, (-(-n // TILE), -(-m // TILE), math.prod(bdims)), swap
+        return tuple(dims[c] for c in out), members, math.prod(bdims), swap
 
     def compute(self, call) -> None:
         key = tuple(t.shape for t in call.inputs)
         plan = self.planned(key, lambda: self._plan(key))
-        out, members, groups, swap = plan
+        out, members, batches, swap = plan
         a, b = call.inputs if not swap else call.inputs[::-1]
         y = call.output(0, out)
-        if y.size:  # (a grid past the device's limit is recorded in pieces)
-            call.dispatch(self.spec.shader, self.product_dtype(a), {}, {**members, "a": a, "b": b, "c": None, "y": y},
-                          groups, [a, b], [y])
+        if y.size:  # (through the MatMul kernel: its modes and tiles for the product's layout)
+            product(self, call, a, b, y, members, batches)
