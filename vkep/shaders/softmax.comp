@@ -115,33 +115,27 @@ void main() {
         return;
     }
 
-#ifdef FLOAT64
-    if (ORDER == 1 && MODE == 1) {  // MlasComputeSumExpF32Kernel's sum (exps not kept), then glibc's logf
+    if (ORDER == 1) {  // (WG = 8: invocation t is MLAS's lane t; LogSoftmax only in the FLOAT64 variant)
         precise float lane = 0.0;
-        for (uint k = t; k < pc.axis_len; k += WG) lane = lane + mlas_exp(LOAD(X, base + k * pc.inner), -m);
-        partial[t] = lane;
-        barrier();
-        precise float sum8 = ((partial[0] + partial[1]) + (partial[2] + partial[3]))
-                           + ((partial[4] + partial[5]) + (partial[6] + partial[7]));
-        float lg = glibc_logf(sum8);
-        for (uint k = t; k < pc.axis_len; k += WG) {  // (x + -max) - log, as MlasComputeLogSoftmaxOutputF32Kernel
-            precise float y = (LOAD(X, base + k * pc.inner) + -m) - lg;
-            STORE(Y, base + k * pc.inner, y);
-        }
-        return;
-    }
-#endif
-    if (ORDER == 1) {  // (WG = 8: invocation t is MLAS's lane t)
-        precise float lane = 0.0;
-        for (uint k = t; k < pc.axis_len; k += WG) {  // (the exps kept in y, as MLAS keeps them in its output)
-            float e = mlas_exp(LOAD(X, base + k * pc.inner), -m);
-            STORE(Y, base + k * pc.inner, e);
+        for (uint k = t; k < pc.axis_len; k += WG) {  // (Softmax keeps the exps in y, as MLAS keeps them in its
+            float e = mlas_exp(LOAD(X, base + k * pc.inner), -m);  // output; LogSoftmax's sum does not keep them)
+            if (MODE == 0) STORE(Y, base + k * pc.inner, e);
             lane = lane + e;
         }
         partial[t] = lane;
         barrier();
         precise float sum8 = ((partial[0] + partial[1]) + (partial[2] + partial[3]))
                            + ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+#ifdef FLOAT64
+        if (MODE == 1) {  // glibc's logf of the sum, then (x + -max) - log (MlasComputeLogSoftmaxOutputF32Kernel)
+            float lg = glibc_logf(sum8);
+            for (uint k = t; k < pc.axis_len; k += WG) {
+                precise float y = (LOAD(X, base + k * pc.inner) + -m) - lg;
+                STORE(Y, base + k * pc.inner, y);
+            }
+            return;
+        }
+#endif
         precise float scale = precise_div(1.0, sum8);
         for (uint k = t; k < pc.axis_len; k += WG) {  // (this invocation's own stores)
             precise float y = LOAD(Y, base + k * pc.inner) * scale;
