@@ -404,8 +404,7 @@ class QLinearBinary(Kernel):
             return
         signed = 2 if a.dtype == "int8" and self.as_uint8 else int(a.dtype == "int8")
         params = {"a_scale": a_scale, "a_zp": azp, "b_scale": b_scale, "b_zp": bzp, "c_scale": c_scale, "c_zp": czp}
-        spans = [1 + sum((d - 1) * s for d, s in zip(members["dims"], strides, strict=True))
-                 for strides in (members["a_strides"], members["b_strides"])]
+        spans = outer["spans"]
         # (a broadcast that collapses past the shader's rank: a dispatch per index of its outer dims, at their offsets;
         # elements are bytes)
         for index in itertools.product(*(range(d) for d in outer["dims"])):
@@ -423,8 +422,11 @@ class QLinearBinary(Kernel):
         dims, (stride_a, stride_b) = collapse(out, broadcast_strides(sa, out), broadcast_strides(sb, out))
         k = max(len(dims) - BINARY_RANK, 0)  # outer dims, a dispatch each
         stride_y = [math.prod(dims[j + 1:]) for j in range(len(dims))]
-        outer = {"dims": dims[:k], "a": stride_a[:k], "b": stride_b[:k], "y": stride_y[:k]}
         inner = dims[k:]
+        # (the elements of A and B one dispatch reads, from its offset)
+        spans = [1 + sum((d - 1) * st for d, st in zip(inner, strides[k:], strict=True))
+                 for strides in (stride_a, stride_b)]
+        outer = {"dims": dims[:k], "a": stride_a[:k], "b": stride_b[:k], "y": stride_y[:k], "spans": spans}
         return out, {"n": math.prod(inner), "rank_flags": len(inner) | _span_order(sa, sb) << 8, "dims": inner,
                      "a_strides": stride_a[k:], "b_strides": stride_b[k:]}, outer
 
