@@ -194,6 +194,11 @@ EP_OPTIONS = [
             "Concat -> QuantizeLinear group that ORT's CPU EP would fuse into a QLinear kernel becomes one node "
             "through ORT's Compile and runs vkep's QLinear kernel, computing in integers as the CPU EP does; `0`: "
             "the nodes one by one, in float. docs/design.md, \"QDQ groups: computed as the CPU EP computes them\"", SESSION),
+    Setting("skip_norm", FLAG, "1",
+            "`1`: each Add (-> Add of a bias) -> LayerNormalization that ORT's CPU EP would fuse into com.microsoft "
+            "SkipLayerNormalization becomes one node through ORT's Compile and runs vkep's SkipLayerNormalization, "
+            "summing in the CPU EP's order; `0`: the nodes one by one. docs/design.md, \"Add -> LayerNormalization "
+            "as the CPU EP's SkipLayerNormalization\"", SESSION),
     Setting("enable_graph_capture", FLAG, "0",
             "`1`: the session's device work is recorded once and every later run is one submit of the recorded "
             "command buffers, whatever the node count. ORT then needs every node on vkep and no control flow. "

@@ -82,6 +82,8 @@ ORT_SLOTS = [
     ("KernelInfo_GetOutputName", "OrtStatus*", "const OrtKernelInfo* info, size_t i, char* out, size_t* size",
      "info, i, out, size"),
     ("GetValueInfoTypeInfo", "OrtStatus*", "const OrtValueInfo* v, const OrtTypeInfo** out", "v, out"),
+    ("GetSymbolicDimensions", "OrtStatus*", "const OrtTensorTypeAndShapeInfo* i, const char** out, size_t n",
+     "i, out, n"),
     ("Node_GetAttributeByName", "OrtStatus*", "const OrtNode* node, const char* name, const OrtOpAttr** out",
      "node, name, out"),
     ("ReadOpAttr", "OrtStatus*", "const OrtOpAttr* attr, int type, void* data, size_t len, size_t* out",

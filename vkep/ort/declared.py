@@ -86,6 +86,28 @@ def declared(info) -> tuple[list[int] | None, str | None]:
     return dims, abi.ELEMENT_TYPES.get(elem[0])
 
 
+def dim_params(info) -> list[str] | None:
+    """The symbolic name of each dim of a value info ("" where the dim is a number or unnamed), or None where it
+    declares no shape."""
+    lib, ffi = api.lib, api.ffi
+    type_info, tensor_info = ffi.new("const OrtTypeInfo**"), ffi.new("const OrtTensorTypeAndShapeInfo**")
+    rank = ffi.new("size_t*")
+    status = lib.ort_GetValueInfoTypeInfo(info, type_info)
+    if status == ffi.NULL:
+        status = lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info)
+    if status == ffi.NULL and (tensor_info[0] == ffi.NULL or not lib.ort_TensorTypeAndShape_HasShape(tensor_info[0])):
+        return None
+    if status == ffi.NULL:
+        status = lib.ort_GetDimensionsCount(tensor_info[0], rank)
+    if status == ffi.NULL:
+        names = ffi.new("const char*[]", max(rank[0], 1))
+        status = lib.ort_GetSymbolicDimensions(tensor_info[0], names, rank[0])
+    if status != ffi.NULL:
+        lib.ort_ReleaseStatus(status)
+        return None
+    return [ffi.string(names[k]).decode(errors="replace") if names[k] != ffi.NULL else "" for k in range(rank[0])]
+
+
 CONSTANT_READ_LIMIT = 1 << 16  # bytes: the small constants kernels read on the host (shapes, sizes, axes)
 
 

@@ -69,22 +69,26 @@ class Group:
 
 def add_groups(ep: Ep, support_info, claimed: list) -> set[int]:
     """Hand ORT each QDQ group of claimed nodes to fuse; returns the addresses of the nodes they hold."""
-    options = api.ffi.new("OrtNodeFusionOptions*")
-    options.ort_version_supported = api.lib.vkep_api_version()
-    options.drop_constant_initializers = True  # (Compile uploads them once: kernel)
     mine = {api.address(n) for n in claimed}
     held: set[int] = set()
     for node in claimed:
         group = find(node, ep, mine) or find_weight_only(node, ep, mine)
-        if group is None or any(api.address(m) in held for m in group.members):
-            continue
-        nodes = api.ffi.new("const OrtNode*[]", group.members)
-        api.check(api.lib.ep_EpGraphSupportInfo_AddNodesToFuse(support_info, nodes, len(group.members), options))
-        held |= {api.address(m) for m in group.members}
-        ep.qdq_plans[group.key] = group
+        if group is not None and not any(api.address(m) in held for m in group.members):
+            held |= hand_over(ep, support_info, group)
     if held:
         ep.log.info(f"fuses {len(held)} nodes into QDQ groups, each run by a QLinear kernel")
     return held
+
+
+def hand_over(ep: Ep, support_info, group: Group) -> set[int]:
+    """Hand ORT the group to fuse, keep its plan for Compile (plan_of); returns the addresses of its nodes."""
+    options = api.ffi.new("OrtNodeFusionOptions*")
+    options.ort_version_supported = api.lib.vkep_api_version()
+    options.drop_constant_initializers = True  # (Compile uploads them once: kernel)
+    nodes = api.ffi.new("const OrtNode*[]", group.members)
+    api.check(api.lib.ep_EpGraphSupportInfo_AddNodesToFuse(support_info, nodes, len(group.members), options))
+    ep.qdq_plans[group.key] = group
+    return {api.address(m) for m in group.members}
 
 
 def find(target, ep: Ep, mine: set[int]) -> Group | None:
