@@ -47,3 +47,24 @@ def quantize_static_model(model, batches: list[dict], directory, **options):
     onnx.save(model, source)
     quantize_static(str(source), str(target), Reader(), **options)
     return onnx.load(target)
+
+
+def cpu_ops(model, directory) -> list[str]:
+    """The op types of the graph ORT's CPU EP runs at the default optimisation level (its optimized model, written
+    into `directory`): which nodes it fuses."""
+    import onnx
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(directory / "cpu.onnx")
+    ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node]
+
+
+def kernel_executions(session, feeds: dict) -> tuple[list, int]:
+    """(outputs, vkep's kernel executions in the second run: nodes, or fused groups)."""
+    session.run(None, feeds)
+    vkep.reset_stats()
+    out = session.run(None, feeds)
+    stats = vkep.stats()["process"]
+    return out, stats["nodes_replayed_natively"] + stats["nodes_python_path"]

@@ -8,10 +8,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import quantize_static_model
+from conftest import cpu_ops, kernel_executions, quantize_static_model
 from onnx import TensorProto, helper, numpy_helper
 
-import vkep
 from vkep import runner
 
 RNG = np.random.default_rng(15)
@@ -177,34 +176,15 @@ QLINEAR = {"conv": "QLinearConv", "conv_relu": "QLinearConv", "conv_clip6": "QLi
            "concat": "QLinearConcat", "concat_six": "QLinearConcat", "mul_by_constant": "QLinearMul"}
 
 
-def _cpu_ops(model: onnx.ModelProto, tmp_path) -> list[str]:
-    """The op types of the graph ORT's CPU EP runs (its optimized model)."""
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "cpu.onnx")
-    ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node]
-
-
-def _executions(session, feeds: dict) -> tuple[list, int]:
-    """(outputs, kernel executions of the second run: nodes, or fused groups)."""
-    session.run(None, feeds)
-    vkep.reset_stats()
-    out = session.run(None, feeds)
-    stats = vkep.stats()["process"]
-    return out, stats["nodes_replayed_natively"] + stats["nodes_python_path"]
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_qdq_group_runs_as_its_qlinear_kernel_and_equals_the_cpu_ep(ep_devices, case, tmp_path):
     b = CASES[case]()
     model = b.model(["y"])
-    assert QLINEAR[case] in _cpu_ops(model, tmp_path)  # (the CPU EP fuses these nodes)
+    assert QLINEAR[case] in cpu_ops(model, tmp_path)  # (the CPU EP fuses these nodes)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     placed = runner.placement(session)
     assert {ep for *_, ep in placed} == {"VulkanExecutionProvider"} and len(placed) == len(b.nodes)
-    got, executions = _executions(session, b.feeds)
+    got, executions = kernel_executions(session, b.feeds)
     assert executions == 1, executions
     want = runner.cpu_session(model).run(None, b.feeds)
     np.testing.assert_array_equal(got[0], want[0])
@@ -257,9 +237,9 @@ def test_groups_the_cpu_ep_does_not_fuse_stay_nodes(ep_devices, case, tmp_path):
     make, outputs = UNFUSED[case]
     b = make()
     model = b.model(outputs)
-    assert not {"QLinearConv", "QLinearMatMul", "QGemm"} & set(_cpu_ops(model, tmp_path))
+    assert not {"QLinearConv", "QLinearMatMul", "QGemm"} & set(cpu_ops(model, tmp_path))
     session = runner.vkep_session(model, disable_cpu_fallback=True)
-    got, executions = _executions(session, b.feeds)
+    got, executions = kernel_executions(session, b.feeds)
     assert executions == len(b.nodes), executions
     for g, w in zip(got, runner.cpu_session(model).run(None, b.feeds), strict=True):
         # (float Convs and MatMuls on both sides: a sum rounded apart may move an 8-bit value by one)
@@ -316,9 +296,9 @@ def test_a_cnn_quantized_by_orts_quantizer_equals_the_cpu_ep(ep_devices, tmp_pat
     cpu = runner.cpu_session(model)
     for seed in range(3):
         feeds = {"x": np.random.default_rng(100 + seed).uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32)}
-        got, executions = _executions(session, feeds)
+        got, executions = kernel_executions(session, feeds)
         np.testing.assert_array_equal(got[0], cpu.run(None, feeds)[0])
-    qlinear = [op for op in _cpu_ops(model, tmp_path) if op.startswith("QLinear") or op == "QGemm"]
+    qlinear = [op for op in cpu_ops(model, tmp_path) if op.startswith("QLinear") or op == "QGemm"]
     # (each QDQ group one execution: the nodes left are the DQ of the input's Q, MaxPool's, Flatten's, ...)
     assert executions <= len(placed) - 3 * len(qlinear), (executions, len(placed), qlinear)
 
@@ -338,9 +318,9 @@ def test_int8_activations_fuse_where_the_cpu_ep_makes_them_uint8(ep_devices, tmp
     b.nodes.append(helper.make_node("Conv", [x, w, bias], ["conv"], pads=[1, 1, 1, 1]))
     b.dq(b.q("conv", "yq", 0.2, -7, np.int8), np.float32(0.2), np.int8(-7))
     model = b.model(["yq_dq"])
-    assert "QLinearConv" in _cpu_ops(model, tmp_path)
+    assert "QLinearConv" in cpu_ops(model, tmp_path)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
-    got, executions = _executions(session, b.feeds)
+    got, executions = kernel_executions(session, b.feeds)
     assert executions == 3, executions  # (Q, the group, DQ)
     np.testing.assert_array_equal(got[0], runner.cpu_session(model).run(None, b.feeds)[0])
 
@@ -365,7 +345,7 @@ def test_int8_groups_compute_as_the_uint8_the_cpu_ep_makes_of_them(ep_devices, o
     scale, zp = params[2]
     b.dq(b.q("op", "yq", scale, zp, np.int8), np.float32(scale), np.int8(zp))
     model = b.model(["yq_dq"])
-    assert f"QLinear{op}" in _cpu_ops(model, tmp_path)
-    got, executions = _executions(runner.vkep_session(model, disable_cpu_fallback=True), b.feeds)
+    assert f"QLinear{op}" in cpu_ops(model, tmp_path)
+    got, executions = kernel_executions(runner.vkep_session(model, disable_cpu_fallback=True), b.feeds)
     assert executions == len(names) + 2, executions  # (the inputs' Qs, the group, the DQ)
     np.testing.assert_array_equal(got[0], runner.cpu_session(model).run(None, b.feeds)[0])

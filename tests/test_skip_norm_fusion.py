@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
+from conftest import cpu_ops, kernel_executions
 from onnx import TensorProto, helper, numpy_helper
 
-import vkep
 from vkep import runner
 
 HIDDEN = 384
@@ -58,23 +57,6 @@ def _feeds(model: onnx.ModelProto, seed: int, scale: float = 3.0) -> dict:
     return out
 
 
-def _cpu_ops(model: onnx.ModelProto, tmp_path) -> list[str]:
-    """The op types of the graph ORT's CPU EP runs (its optimisations at the default level)."""
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "cpu.onnx")
-    ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node]
-
-
-def _executions(session, feeds: dict) -> tuple[list, int]:
-    """(outputs, kernel executions of the second run: nodes, or fused groups)."""
-    session.run(None, feeds)
-    vkep.reset_stats()
-    out = session.run(None, feeds)
-    stats = vkep.stats()["process"]
-    return out, stats["nodes_replayed_natively"] + stats["nodes_python_path"]
-
-
 CASES = {
     "add": dict(fmt=3),
     "add-of-a-bias-first": dict(fmt=1),
@@ -91,8 +73,8 @@ def test_add_then_layer_norm_runs_as_the_cpu_eps_skip_layer_norm(ep_devices, cas
     comparison can tell."""
     kw = CASES[case]
     model = _model(**kw)
-    cpu_ops = _cpu_ops(model, tmp_path)
-    assert "SkipLayerNormalization" in cpu_ops, cpu_ops
+    fused = cpu_ops(model, tmp_path)
+    assert "SkipLayerNormalization" in fused, fused
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     placed = runner.placement(session)
     assert {ep for *_, ep in placed} == {"VulkanExecutionProvider"} and len(placed) == len(model.graph.node)
@@ -101,8 +83,8 @@ def test_add_then_layer_norm_runs_as_the_cpu_eps_skip_layer_norm(ep_devices, cas
     for seed in range(2):
         # (tiny values for the default epsilon: 1e-12 against LayerNormalization's 1e-5 on a variance near 1e-6)
         feeds = _feeds(model, seed, 1e-3 if kw.get("epsilon", 1) is None else 3.0)
-        got, executions = _executions(session, feeds)
-        assert executions == len(cpu_ops), (executions, cpu_ops)
+        got, executions = kernel_executions(session, feeds)
+        assert executions == len(fused), (executions, fused)
         want = cpu.run(None, feeds)
         np.testing.assert_array_equal(got[0], want[0])
         apart += int((nodes.run(None, feeds)[0] != want[0]).sum())
@@ -119,10 +101,10 @@ NOT_FUSED = {
 @pytest.mark.parametrize("case", sorted(NOT_FUSED))
 def test_adds_the_cpu_ep_does_not_fuse_stay_nodes(ep_devices, case, tmp_path):
     model = _model(**NOT_FUSED[case])
-    assert "SkipLayerNormalization" not in _cpu_ops(model, tmp_path)
+    assert "SkipLayerNormalization" not in cpu_ops(model, tmp_path)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     feeds = _feeds(model, 0)
-    got, executions = _executions(session, feeds)
+    got, executions = kernel_executions(session, feeds)
     assert executions == len(model.graph.node), executions
     for g, w in zip(got, runner.cpu_session(model).run(None, feeds), strict=True):
         np.testing.assert_array_equal(g, w)
@@ -142,6 +124,6 @@ def test_a_norm_without_a_bias_equals_the_cpu_eps_skip_layer_norm_node(ep_device
     reference = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                         helper.make_opsetid("com.microsoft", 1)], ir_version=8)
     feeds = _feeds(model, 0)
-    got, executions = _executions(session, feeds)
+    got, executions = kernel_executions(session, feeds)
     assert executions == 1, executions
     np.testing.assert_array_equal(got[0], runner.cpu_session(reference).run(None, feeds)[0])
