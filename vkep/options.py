@@ -194,11 +194,12 @@ EP_OPTIONS = [
             "Concat -> QuantizeLinear group that ORT's CPU EP would fuse into a QLinear kernel becomes one node "
             "through ORT's Compile and runs vkep's QLinear kernel, computing in integers as the CPU EP does; `0`: "
             "the nodes one by one, in float. docs/design.md, \"QDQ groups: computed as the CPU EP computes them\"", SESSION),
-    Setting("skip_norm", FLAG, "1",
-            "`1`: each Add (-> Add of a bias) -> LayerNormalization that ORT's CPU EP would fuse into com.microsoft "
-            "SkipLayerNormalization becomes one node through ORT's Compile and runs vkep's SkipLayerNormalization, "
-            "summing in the CPU EP's order; `0`: the nodes one by one. docs/design.md, \"Add -> LayerNormalization "
-            "as the CPU EP's SkipLayerNormalization\"", SESSION),
+    Setting("cpu_fusions", FLAG, "1",
+            "`1`: node groups that ORT's CPU EP fuses into one kernel at ORT's default level (the Erf form of Gelu, "
+            "LayerNormalization and SimplifiedLayerNormalization written out in nodes, Add -> LayerNormalization into "
+            "SkipLayerNormalization) become one node through ORT's Compile and run vkep's kernel of the fused op, "
+            "computing as the CPU EP does; `0`: the nodes one by one. docs/design.md, \"ORT's CPU fusions, "
+            "followed\"", SESSION),
     Setting("enable_graph_capture", FLAG, "0",
             "`1`: the session's device work is recorded once and every later run is one submit of the recorded "
             "command buffers, whatever the node count. ORT then needs every node on vkep and no control flow. "

@@ -355,10 +355,10 @@ def _get_capability(this, graph, support_info):
         from vkep.ort import qdq  # (it imports this module)
 
         fused = qdq.add_groups(ep, support_info, claimed)
-    if ep.settings["skip_norm"]:  # (before the elementwise groups, which would take the Adds)
-        from vkep.ort import skip_norm  # (it imports this module)
+    if ep.settings["cpu_fusions"]:  # (before the elementwise groups, which would take their nodes)
+        from vkep.ort import cpu_fusions  # (it imports this module)
 
-        fused |= skip_norm.add_groups(ep, support_info, [n for n in claimed if api.address(n) not in fused])
+        fused |= cpu_fusions.add_groups(ep, support_info, [n for n in claimed if api.address(n) not in fused])
     if ep.settings["fuse"]:
         from vkep.ort import fusion  # (it imports this module)
 
