@@ -29,6 +29,9 @@ from vkep.kernels.base import (
     shader_dtype,
 )
 from vkep.kernels.elementwise import broadcast_strides
+from vkep.kernels.matmul import product, product_members
+from vkep.kernels.movement import GATHER, gather_members
+from vkep.kernels.movement import WG as COPY_ROWS_WG
 
 CHUNK = 2048  # keys whose scores stay in shared memory (attention.comp)
 MAX_D = 512  # Q/K head size held in shared memory
@@ -37,6 +40,10 @@ WG_SIZES = (64, 256)
 FLOAT16, FLOAT32, FLOAT64 = 10, 1, 11  # ONNX TensorProto element types for softmax_precision
 QK_NONE = 4
 COPY_WG = 256
+# the product path's scores [B, Hq, Sq, keys] in scratch memory: at most this many bytes (past it, and for the
+# forms it does not take, one workgroup a query row computes everything: attention.comp MODE 0)
+SCORES_MAX = 1 << 26
+SERIAL_ROWS = 512  # score rows from which MODE 3 (an invocation a row) normalises them, not MODE 2
 
 
 def _float_bits(x: float, dtype: str) -> int:
@@ -137,10 +144,11 @@ class Attention(Kernel):
         qk_mode = self.attrs.get("qk_matmul_output_mode", 0) if qk is not None else QK_NONE
         constants = {**constants, "qk_mode": qk_mode}
         reads = [t for t in (q, k, v, mask, past_k, past_v, nonpad) if t is not None]
-        call.dispatch(self.spec.shader, dtype if mask is None else (dtype, shader_dtype(mask)), constants,
-                      {**members, "q": q, "k": k, "v": v, "mask": mask, "past_k": past_k, "past_v": past_v,
-                       "aux": nonpad, "y": y, "qk": qk}, grid_1d(rows, 1), reads,
-                      [t for t in (y, qk) if t is not None])
+        if not self._by_products(call, q, k, v, mask, past_k, nonpad, y, qk, constants, members):
+            call.dispatch(self.spec.shader, dtype if mask is None else (dtype, shader_dtype(mask)), constants,
+                          {**members, "q": q, "k": k, "v": v, "mask": mask, "past_k": past_k, "past_v": past_v,
+                           "aux": nonpad, "y": y, "qk": qk}, grid_1d(rows, 1), reads,
+                          [t for t in (y, qk) if t is not None])
         # present_key / present_value: past and new keys (values) concatenated along the sequence axis
         for present, past, new, (n, copy) in zip((present_k, present_v), (past_k, past_v), (k, v), copies,
                                                  strict=True):
@@ -151,6 +159,50 @@ class Attention(Kernel):
             call.dispatch(self.spec.shader, dtype, {**constants, "mode": 1, "local_size_x": COPY_WG},
                           {**copy, "k": new, "past_k": past, "y": present}, grid_1d(n // (4 if vec4 else 1), COPY_WG),
                           src, [present])
+
+    def _by_products(self, call, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, past_k: Tensor | None,
+                     nonpad: Tensor | None, y: Tensor, qk: Tensor | None, constants: dict, members: dict) -> bool:
+        """softmax(Q K^T * scale + bias) V as two products of the MatMul kernel (its tiles read Q, K and V along
+        rows, 20-100x the speed of MODE 0's workgroup a query row on lavapipe) around attention.comp MODE 2,
+        which biases the score rows and replaces them by their softmax in place. Taken for float32 without a
+        past, a qk output, softcap or a sink, 4-D or one KV head a query head in 3-D, scores of at most
+        SCORES_MAX bytes; returns whether it took the node."""
+        p = members
+        hq, group, sq, total, d, dv = p["hq"], p["group"], p["sq"], p["kv_new"], p["d"], p["dv"]
+        batch, hkv, layout3d = p["rows"] // (hq * sq), hq // group, constants["layout3d"]
+        if (q.dtype != "float32" or past_k is not None or qk is not None or constants["softcap_bits"]
+                or constants["sink"] or total == 0 or (layout3d and group != 1)
+                or 4 * batch * hq * sq * total > SCORES_MAX):
+            return False
+        scale = self.attrs.get("scale")
+        scale = 1.0 / math.sqrt(d) if scale is None else scale
+        scores = call.scratch((batch * hkv, group * sq, total), "float32")
+        if layout3d:  # [B, S, heads * D]: a head a batch index, its rows heads * D apart
+            a, b = (sq * hq * d, d, hq * d, 1), (total * hq * d, d, 1, hq * d)
+        else:  # [B, heads, S, D]: a KV head's query heads are one block of group * Sq rows
+            a, b = (hq * sq * d, group * sq * d, d, 1), (hkv * total * d, total * d, 1, d)
+        product(self, call, q, k, scores, product_members(group * sq, total, d, batch_inner=hkv, a=a, b=b, alpha=scale),
+                batches=batch * hkv)
+        # many rows: an invocation walks a row (lavapipe: 1.5x the workgroup a row); few: a workgroup a row
+        serial = p["rows"] >= SERIAL_ROWS and 3 * total <= LOOP_BUDGET
+        wg = 64 if serial else WG_SIZES[0] if 3 * -(-total // WG_SIZES[0]) <= LOOP_BUDGET else WG_SIZES[-1]
+        call.dispatch(self.spec.shader, "float32" if mask is None else ("float32", shader_dtype(mask)),
+                      {**constants, "mode": 3 if serial else 2, "local_size_x": wg},
+                      {**members, "q": None, "k": None, "v": None, "past_k": None, "past_v": None, "y": None,
+                       "mask": mask, "aux": nonpad, "qk": scores}, grid_1d(p["rows"], wg if serial else 1),
+                      [t for t in (scores, mask, nonpad) if t is not None], [scores])
+        out = call.scratch((batch, hq, sq, dv), "float32") if layout3d else y
+        values = (total * hq * dv, dv, hq * dv, 1) if layout3d else (hkv * total * dv, total * dv, dv, 1)
+        pv = product_members(group * sq, dv, total, batch_inner=hkv,
+                             a=(hq * sq * total, group * sq * total, total, 1), b=values)
+        product(self, call, scores, v, Tensor(out.addr, (batch * hkv, group * sq, dv), "float32", out.io), pv,
+                batches=batch * hkv)
+        if layout3d:  # [B, heads, S, Dv] into Y [B, S, heads * Dv]
+            shape = (batch, sq, hq, dv)
+            call.dispatch("strided_copy.comp", "float32", {"mode": GATHER, "sub": 0},
+                          {**gather_members(shape, [hq * sq * dv, dv, sq * dv, 1], 0), "x": out, "y": y},
+                          grid_1d(y.size, COPY_ROWS_WG), [out], [y])
+        return True
 
     def _plan(self, inputs: list[Tensor | None]) -> tuple:
         q, k, v, mask, past_k, past_v, nonpad = inputs[:7]

@@ -8,6 +8,9 @@
 // rows recompute them chunk by chunk (the softmax statistics then come from an online pass).
 // MODE 1: present = concat(past, new) along the sequence axis, one invocation per element (4 with VEC4);
 // rows past the concatenation are zero.
+// MODE 2: the score rows two products frame (vkep/kernels/attention.py: Q K^T * scale written at qk as
+// [B, Hq, Sq, total], float32) biased as MODE 0 biases them and replaced by their softmax, one workgroup a row;
+// MODE 3 the same, one invocation a row.
 //
 // DTYPE is the type of Q/K/V/Y, DTYPE_Y the type of attn_mask. With float16 tensors, ROUND16 rounds
 // where ONNX's reference computes in float16 (accumulation stays float32); SOFTMAX16 also inside the
@@ -154,6 +157,106 @@ float biased_score(uint b, uint h, uint kh, uint i, uint j, int offset, uint val
     return s;
 }
 
+// the workgroup's max of a and of b (every invocation gets both)
+vec2 max_over_workgroup(float a, float b) {
+    uint t = gl_LocalInvocationID.x;
+    red[t] = a;
+    red2[t] = b;
+    barrier();
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (t < s) {
+            red[t] = max(red[t], red[t + s]);
+            red2[t] = max(red2[t], red2[t + s]);
+        }
+        barrier();
+    }
+    vec2 result = vec2(red[0], red2[0]);
+    barrier();
+    return result;
+}
+
+float sum_over_workgroup(float a) {
+    uint t = gl_LocalInvocationID.x;
+    red[t] = a;
+    barrier();
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (t < s) red[t] += red[t + s];
+        barrier();
+    }
+    float result = red[0];
+    barrier();
+    return result;
+}
+
+// the row of query i's keys (row of [B, Hq, Sq]), its valid keys (nonpad_kv_seqlen) and causal offset
+void row_limits(uint b, out int offset, out uint valid) {
+    uint total = pc.past + pc.kv_new;
+    offset = pc.offset;
+    valid = total;
+    if (NONPAD != 0) {
+        int n = int(Int64Tensor(pc.aux).v[b]);
+        valid = uint(clamp(n, 0, int(total)));
+        if (pc.past == 0) offset = n - int(pc.sq);
+    }
+}
+
+void softmax_rows() {
+    uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    if (row >= pc.rows) return;
+    uint t = gl_LocalInvocationID.x;
+    uint i = row % pc.sq, h = (row / pc.sq) % pc.hq, b = row / (pc.sq * pc.hq);
+    uint total = pc.past + pc.kv_new;
+    int offset;
+    uint valid;
+    row_limits(b, offset, valid);
+    Tensor S = Tensor(pc.qk);
+    uint first = row * total;
+    float m = NEG_INF, bmax = NEG_INF;
+    for (uint j = t; j < total; j += WG) {
+        float bias = bias_of(b, h, i, j, offset, valid);
+        bmax = max(bmax, bias);
+        m = max(m, LOAD(S, first + j) + bias);
+    }
+    vec2 maxes = max_over_workgroup(m, bmax);
+    m = maxes.x;
+    // a row whose bias masks every key gives zeros, as does a row whose scores are all -inf (MODE 0's guard)
+    bool zero_row = maxes.y == NEG_INF || m == NEG_INF;
+    float l = 0.0;
+    for (uint j = t; j < total; j += WG) l += exp(LOAD(S, first + j) + bias_of(b, h, i, j, offset, valid) - m);
+    l = sum_over_workgroup(l);
+    for (uint j = t; j < total; j += WG) {
+        float p = exp(LOAD(S, first + j) + bias_of(b, h, i, j, offset, valid) - m) / l;
+        STORE(S, first + j, zero_row ? 0.0 : p);
+    }
+}
+
+// MODE 3: as MODE 2, one invocation a row (many short rows: no workgroup per row, no barriers)
+void softmax_row_serial() {
+    uint row = flat_index(WG);
+    if (row >= pc.rows) return;
+    uint i = row % pc.sq, h = (row / pc.sq) % pc.hq, b = row / (pc.sq * pc.hq);
+    uint total = pc.past + pc.kv_new;
+    int offset;
+    uint valid;
+    row_limits(b, offset, valid);
+    Tensor S = Tensor(pc.qk);
+    uint first = row * total;
+    float m = NEG_INF, bmax = NEG_INF;
+    for (uint j = 0; j < total; j++) {
+        float bias = bias_of(b, h, i, j, offset, valid);
+        bmax = max(bmax, bias);
+        m = max(m, LOAD(S, first + j) + bias);
+    }
+    // a row whose bias masks every key gives zeros, as does a row whose scores are all -inf (MODE 0's guard)
+    bool zero_row = bmax == NEG_INF || m == NEG_INF;
+    float l = 0.0;
+    for (uint j = 0; j < total; j++) l += exp(LOAD(S, first + j) + bias_of(b, h, i, j, offset, valid) - m);
+    for (uint j = 0; j < total; j++) {
+        float p = exp(LOAD(S, first + j) + bias_of(b, h, i, j, offset, valid) - m) / l;
+        STORE(S, first + j, zero_row ? 0.0 : p);
+    }
+}
+
 void concat_present() {
     // present[b, kh, j, c] (pc.dv rows a head) for j < past from past, then kv_new rows from the new K or V
     // (left to another dispatch when k is 0), then zeros (pc.d is this tensor's head size); VEC4: one
@@ -184,6 +287,14 @@ void main() {
         concat_present();
         return;
     }
+    if (MODE == 2) {
+        softmax_rows();
+        return;
+    }
+    if (MODE == 3) {
+        softmax_row_serial();
+        return;
+    }
     uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
     if (row >= pc.rows) return;
     uint t = gl_LocalInvocationID.x;
@@ -196,13 +307,9 @@ void main() {
     for (uint c = t; c < pc.d; c += WG)
         qs[c / 4][c % 4] = r16(LOAD(Tensor(pc.q), seq_index(b, h, pc.hq, i, pc.sq, pc.d, c)) * sqs);
     // causal frontier: key j is attended iff j <= i + offset
-    int offset = pc.offset;
-    uint valid = total;
-    if (NONPAD != 0) {
-        int n = int(Int64Tensor(pc.aux).v[b]);
-        valid = uint(clamp(n, 0, int(total)));
-        if (pc.past == 0) offset = n - int(pc.sq);
-    }
+    int offset;
+    uint valid;
+    row_limits(b, offset, valid);
     barrier();
 
     // pass 1: max of the biased scores and of the bias; running sum of exp for rows that do not fit
@@ -230,22 +337,12 @@ void main() {
         }
     }
     float m_t = m;
-    red[t] = m;
-    red2[t] = bmax;
-    barrier();
-    for (uint s = WG / 2; s > 0; s >>= 1) {
-        if (t < s) {
-            red[t] = max(red[t], red[t + s]);
-            red2[t] = max(red2[t], red2[t + s]);
-        }
-        barrier();
-    }
-    m = red[0];
-    bmax = red2[0];
+    vec2 maxes = max_over_workgroup(m, bmax);
+    m = maxes.x;
+    bmax = maxes.y;
     // the sink logit joins the max and, below, the denominator (ORT's smooth softmax and head_sink)
     float sink = SINK == 2 ? float(LOAD(Tensor(pc.aux), h)) : 0.0;
     if (SINK != 0) m = max(m, sink);
-    barrier();
     // a row whose bias masks every key gives zeros (the reference's fully-masked-row guard), as does a
     // row whose scores are all -inf (its softmax uses max 0: every exp is 0)
     bool zero_row = bmax == NEG_INF || m == NEG_INF;
@@ -255,15 +352,8 @@ void main() {
     } else {
         l = m_t == NEG_INF ? 0.0 : l * exp(m_t - m);
     }
-    red[t] = l;
-    barrier();
-    for (uint s = WG / 2; s > 0; s >>= 1) {
-        if (t < s) red[t] += red[t + s];
-        barrier();
-    }
-    l = s16(red[0]);
+    l = s16(sum_over_workgroup(l));
     if (SINK != 0) l += exp(sink - m);
-    barrier();
 
     // pass 2, chunk by chunk: probabilities into shared memory, then threads accumulate output columns:
     // dw groups of 4 (VEC4) or 1 columns side by side, g key subsets each; MAX_R groups per thread
