@@ -25,6 +25,20 @@ import numpy as np
 
 from vkep.ort import api, declared, qdq
 from vkep.ort.ep import Ep
+from vkep.ort.graph_match import (
+    constant,
+    consumers,
+    edges,
+    first_child,
+    first_parent,
+    floats,
+    infos,
+    is_graph_output,
+    is_op,
+    only_child,
+    producer,
+    scalar_close,
+)
 
 MS = "com.microsoft"
 ADD = MUL = DIV = SUB = (7, 13, 14)
@@ -33,7 +47,6 @@ POW = (7, 12, 13, 15)
 SQRT = (6, 13)
 ERF = (9, 13)
 NORM = (1, 17)
-FLOATS = ("float32",)
 LAYER_NORM_EPSILON = 1e-5  # layer_norm_fusion.cc DEFAULT_LAYERNORM_EPSILON (no constant epsilon found)
 SKIP_EPSILON = 1e-12  # contrib_defs.h kDefaultSkipLayerNormEpsilon (a LayerNormalization without epsilon)
 SQRT2 = (1.4142099618911743, float(np.sqrt(2.0)))  # (the first: "some Bert model uses this approximation")
@@ -67,7 +80,7 @@ def add_groups(ep: Ep, support_info, claimed: list) -> set[int]:
     for node in claimed:  # (in ORT's order: Gelu, LayerNormalization, SimplifiedLayerNormalization, then the skip)
         hand_over(_gelu(node, ep))
     norms = [n for n in (_layer_norm(node) for node in claimed) if n is not None]
-    norms += [_as_norm(node) for node in claimed if _is(node, "LayerNormalization", NORM) and _floats(node)]
+    norms += [_as_norm(node) for node in claimed if is_op(node, "LayerNormalization", NORM) and floats(node)]
     for norm in norms:
         hand_over(_skip(norm, ep)) or hand_over(_norm_alone(norm, ep))
     for node in claimed:
@@ -92,38 +105,38 @@ def _group(ep: Ep, members: list, op: tuple[str, str], attrs: dict, inputs: list
 
 def _gelu(div, ep: Ep) -> qdq.Group | None:
     """Pattern 1: Mul(x, 0.5) times (Erf(x / sqrt 2) + 1); pattern 2: (x times (Erf(x / sqrt 2) + 1)) times 0.5."""
-    if not _is(div, "Div", DIV) or not _floats(div) or not _edges(div, 1):
+    if not is_op(div, "Div", DIV) or not floats(div) or not edges(div, 1):
         return None
     x, sqrt2 = declared.names(div)
-    if not any(_scalar_close(declared.value_infos(div)[1], value) for value in SQRT2):
+    if not any(scalar_close(declared.value_infos(div)[1], value) for value in SQRT2):
         return None
-    erf = _only_child(div)
-    if not _is(erf, "Erf", ERF) or not _floats(erf) or not _edges(erf, 1):
+    erf = only_child(div)
+    if not is_op(erf, "Erf", ERF) or not floats(erf) or not edges(erf, 1):
         return None
-    add = _only_child(erf)
-    if not _is(add, "Add", ADD) or not _floats(add) or not _edges(add, 1):
+    add = only_child(erf)
+    if not is_op(add, "Add", ADD) or not floats(add) or not edges(add, 1):
         return None
     add_in = declared.names(add)
-    if not _scalar_close(declared.value_infos(add)[1 if add_in[0] == declared.output_names(erf)[0] else 0], 1.0):
+    if not scalar_close(declared.value_infos(add)[1 if add_in[0] == declared.output_names(erf)[0] else 0], 1.0):
         return None
-    mul = _only_child(add)
-    if not _is(mul, "Mul", MUL) or not _floats(mul):
+    mul = only_child(add)
+    if not is_op(mul, "Mul", MUL) or not floats(mul):
         return None
-    mul2 = _first_parent(mul, "Mul")
+    mul2 = first_parent(mul, "Mul")
     if mul2 is not None:  # pattern 1
-        if not _is(mul2, "Mul", MUL) or not _edges(mul2, 1) or not _floats(mul2) or x not in declared.names(mul2):
+        if not is_op(mul2, "Mul", MUL) or not edges(mul2, 1) or not floats(mul2) or x not in declared.names(mul2):
             return None
         half = declared.value_infos(mul2)[1 if declared.names(mul2)[0] == x else 0]
         members, last = [div, erf, add, mul2, mul], mul
     else:  # pattern 2
-        if not _edges(mul, 1) or x not in declared.names(mul):
+        if not edges(mul, 1) or x not in declared.names(mul):
             return None
-        mul2 = _only_child(mul)
-        if not _is(mul2, "Mul", MUL):
+        mul2 = only_child(mul)
+        if not is_op(mul2, "Mul", MUL):
             return None
         half = declared.value_infos(mul2)[1 if declared.names(mul2)[0] == declared.output_names(mul)[0] else 0]
         members, last = [div, erf, add, mul, mul2], mul2
-    if not _scalar_close(half, 0.5):
+    if not scalar_close(half, 0.5):
         return None
     return _group(ep, members, (MS, "Gelu"), {}, [x], declared.output_names(last))
 
@@ -133,47 +146,47 @@ def _gelu(div, ep: Ep) -> qdq.Group | None:
 def _layer_norm(mean) -> Norm | None:
     """ReduceMean (of x) -> Sub (x - mean, once or twice) -> Pow -> ReduceMean -> Add (epsilon) -> Sqrt -> Div ->
     Mul (scale) -> Add (bias), as LayerNormFusion matches it without Casts."""
-    if not _is(mean, "ReduceMean", REDUCE_MEAN) or qdq._is_graph_output(mean) or not _floats(mean, 1):
+    if not is_op(mean, "ReduceMean", REDUCE_MEAN) or is_graph_output(mean) or not floats(mean, 1):
         return None
     x = declared.names(mean)[0]
-    subs = [n for n, _ in qdq._consumers(mean)]
-    if len(subs) not in (1, 2) or not all(_is(s, "Sub", SUB) and _floats(s) for s in subs):
+    subs = [n for n, _ in consumers(mean)]
+    if len(subs) not in (1, 2) or not all(is_op(s, "Sub", SUB) and floats(s) for s in subs):
         return None
     made = declared.output_names(mean)[0]
     if any([n for n in declared.names(s) if n != made][:1] != [x] for s in subs):
         return None  # (each Sub's other input x)
-    source = qdq._producer(declared.value_infos(mean)[0])
+    source = producer(declared.value_infos(mean)[0])
     if source is not None and declared.op_type(source) == "Cast":
         return None  # (a leading Cast ORT may fuse: a form vkep does not follow)
     sub = subs[0]
-    if len(subs) == 1 and _edges(sub, 1) and declared.op_type(_only_child(sub)) == "Cast":
+    if len(subs) == 1 and edges(sub, 1) and declared.op_type(only_child(sub)) == "Cast":
         return None
-    if not _edges(sub, 2 if len(subs) == 1 else 1):
+    if not edges(sub, 2 if len(subs) == 1 else 1):
         return None
-    div = _first_child(sub, "Div") or (_first_child(subs[1], "Div") if len(subs) == 2 else None)
-    if div is None or not _is(div, "Div", DIV) or not _edges(div, 1) or not _floats(div):
+    div = first_child(sub, "Div") or (first_child(subs[1], "Div") if len(subs) == 2 else None)
+    if div is None or not is_op(div, "Div", DIV) or not edges(div, 1) or not floats(div):
         return None
-    sqrt = _first_parent(div, "Sqrt")
-    if sqrt is None or not _is(sqrt, "Sqrt", SQRT) or not _edges(sqrt, 1) or not _floats(sqrt):
+    sqrt = first_parent(div, "Sqrt")
+    if sqrt is None or not is_op(sqrt, "Sqrt", SQRT) or not edges(sqrt, 1) or not floats(sqrt):
         return None
-    add = qdq._producer(declared.value_infos(sqrt)[0])
-    if add is None or not _is(add, "Add", ADD) or not _edges(add, 1) or not _floats(add):
+    add = producer(declared.value_infos(sqrt)[0])
+    if add is None or not is_op(add, "Add", ADD) or not edges(add, 1) or not floats(add):
         return None
-    mean2 = _first_parent(add, "ReduceMean")
-    if mean2 is None or not _is(mean2, "ReduceMean", REDUCE_MEAN) or not _edges(mean2, 1) or not _floats(mean2, 1):
+    mean2 = first_parent(add, "ReduceMean")
+    if mean2 is None or not is_op(mean2, "ReduceMean", REDUCE_MEAN) or not edges(mean2, 1) or not floats(mean2, 1):
         return None
-    pow_ = qdq._producer(declared.value_infos(mean2)[0])
-    if pow_ is None or not _is(pow_, "Pow", POW) or not _edges(pow_, 1) or not _floats(pow_):
+    pow_ = producer(declared.value_infos(mean2)[0])
+    if pow_ is None or not is_op(pow_, "Pow", POW) or not edges(pow_, 1) or not floats(pow_):
         return None
-    sub_of_pow = _first_parent(pow_, "Sub")
-    if _first_parent(pow_, "Cast") is not None or sub_of_pow is None \
+    sub_of_pow = first_parent(pow_, "Sub")
+    if first_parent(pow_, "Cast") is not None or sub_of_pow is None \
             or api.address(sub_of_pow) not in {api.address(s) for s in subs}:
         return None
-    mul = _only_child(div)
-    if not _is(mul, "Mul", MUL) or not _edges(mul, 1) or not _floats(mul):
+    mul = only_child(div)
+    if not is_op(mul, "Mul", MUL) or not edges(mul, 1) or not floats(mul):
         return None
-    last = _only_child(mul)
-    if not _is(last, "Add", ADD) or not _floats(last):
+    last = only_child(mul)
+    if not is_op(last, "Add", ADD) or not floats(last):
         return None
     if not _last_axis(mean, x) or _axes(mean) != _axes(mean2):
         return None
@@ -187,25 +200,25 @@ def _layer_norm(mean) -> Norm | None:
 def _simplified_norm(pow_, ep: Ep) -> qdq.Group | None:
     """Pow (of x) -> ReduceMean -> Add (epsilon) -> Sqrt -> Div (x by it) -> Mul (scale), as
     SimplifiedLayerNormFusion matches it on the CPU EP (no Casts)."""
-    if not _is(pow_, "Pow", POW) or not _edges(pow_, 1) or not _floats(pow_):
+    if not is_op(pow_, "Pow", POW) or not edges(pow_, 1) or not floats(pow_):
         return None
     x = declared.names(pow_)[0]
-    mean = _first_child(pow_, "ReduceMean")
-    if mean is None or not _is(mean, "ReduceMean", REDUCE_MEAN) or not _edges(mean, 1) or not _floats(mean, 1):
+    mean = first_child(pow_, "ReduceMean")
+    if mean is None or not is_op(mean, "ReduceMean", REDUCE_MEAN) or not edges(mean, 1) or not floats(mean, 1):
         return None
-    add = _first_child(mean, "Add")
-    if add is None or not _is(add, "Add", ADD) or not _edges(add, 1) or not _floats(add):
+    add = first_child(mean, "Add")
+    if add is None or not is_op(add, "Add", ADD) or not edges(add, 1) or not floats(add):
         return None
-    sqrt = _first_child(add, "Sqrt")
-    if sqrt is None or not _is(sqrt, "Sqrt", SQRT) or not _edges(sqrt, 1) or not _floats(sqrt):
+    sqrt = first_child(add, "Sqrt")
+    if sqrt is None or not is_op(sqrt, "Sqrt", SQRT) or not edges(sqrt, 1) or not floats(sqrt):
         return None
-    div = _first_child(sqrt, "Div")
-    if div is None or not _is(div, "Div", DIV) or not _edges(div, 1) or not _floats(div):
+    div = first_child(sqrt, "Div")
+    if div is None or not is_op(div, "Div", DIV) or not edges(div, 1) or not floats(div):
         return None
     if declared.names(div)[0] != x:
         return None
-    mul = _only_child(div)
-    if not _is(mul, "Mul", MUL) or not _floats(mul) or not _last_axis(mean, x):
+    mul = only_child(div)
+    if not is_op(mul, "Mul", MUL) or not floats(mul) or not _last_axis(mean, x):
         return None
     scale = _rank_one_input(mul)
     if not scale:
@@ -234,13 +247,13 @@ def _norm_alone(norm: Norm, ep: Ep) -> qdq.Group | None:
 def _skip(norm: Norm, ep: Ep) -> qdq.Group | None:
     """Format 3: Add(input, skip) -> the norm; formats 1 and 2: where that Add's input 0 (else 1) is an Add of a
     constant 1-D bias, (input + skip) + bias."""
-    first = qdq._producer(norm.x_info)
+    first = producer(norm.x_info)
     if first is None or not _first_add(first, norm):
         return None
     x, skip = declared.names(first)
     members, bias = [first], ""
     for side in (0, 1):  # (format 1, then format 2)
-        second = qdq._producer(declared.value_infos(first)[side])
+        second = producer(declared.value_infos(first)[side])
         if second is not None and _second_add(second, first, side):
             members.append(second)
             value, bias = declared.names(second)
@@ -257,8 +270,8 @@ def _first_add(add, norm: Norm) -> bool:
     """CheckFirstAdd, its value the norm's input alone: two 3-D inputs of equal declared dims (dim 0 may be one
     symbolic name in both)."""
     # (after LayerNormFusion a norm it made reads the Add once, as input 0: here every reader is the norm's)
-    readers = qdq._consumers(add)
-    if not _is(add, "Add", ADD) or not _floats(add) or not readers or qdq._is_graph_output(add):
+    readers = consumers(add)
+    if not is_op(add, "Add", ADD) or not floats(add) or not readers or is_graph_output(add):
         return False
     inside = {api.address(m) for m in norm.members}
     if any(api.address(n) not in inside for n, _ in readers) or declared.output_names(add)[0] != norm.x:
@@ -280,7 +293,7 @@ def _first_add(add, norm: Norm) -> bool:
 def _second_add(add, first, side: int) -> bool:
     """CheckSecondAdd, its value the first Add's input `side` alone: a 3-D value plus a constant 1-D bias as long as
     its last dim."""
-    if not _is(add, "Add", ADD) or not _floats(add) or not _edges(add, 1) or qdq._consumers(add)[0][1] != side:
+    if not is_op(add, "Add", ADD) or not floats(add) or not edges(add, 1) or consumers(add)[0][1] != side:
         return False
     infos = declared.value_infos(add)
     if not declared.is_constant(infos[1]):
@@ -298,67 +311,20 @@ def _skip_shapes(norm: Norm) -> bool:
         axis = declared.attribute(norm.members[0], "axis", "int")
         if (-1 if axis is None else axis) not in (-1, 2):
             return False
-    infos = qdq._infos(norm.members)
-    params = [declared.declared(infos[n])[0] for n in (norm.scale, norm.bias) if n]
+    by_name = infos(norm.members)
+    params = [declared.declared(by_name[n])[0] for n in (norm.scale, norm.bias) if n]
     if any(p is None or len(p) != 1 or p[0] != x[2] for p in params):
         return False
     return all(not name for name in norm.outputs[1:])
 
 
-# graph helpers, as ORT's graph_utils and optimizer_utils see the graph
-
-def _is(node, op: str, versions: tuple[int, ...]) -> bool:
-    return (node is not None and declared.domain(node) in ("", "ai.onnx") and declared.op_type(node) == op
-            and qdq._since(node) in versions)
-
-
-def _floats(node, first: int | None = None) -> bool:
-    """IsSupportedDataType, as it holds on the CPU EP: the node's (first) present inputs float32."""
-    values = declared.values(node)[:first]
-    return all(v is None or v[1] in FLOATS for v in values) and values[:1] != [None]
-
-
-def _edges(node, count: int) -> bool:
-    """CheckOutputEdges: `count` consumer inputs and no graph output."""
-    return len(qdq._consumers(node)) == count and not qdq._is_graph_output(node)
-
-
-def _only_child(node):
-    consumers = qdq._consumers(node)
-    return consumers[0][0] if consumers else None
-
-
-def _first_child(node, op: str):
-    """FirstChildByType, where one child has that op (several: None, ORT's pick is its node order)."""
-    found = {api.address(n): n for n, _ in qdq._consumers(node) if declared.op_type(n) == op}
-    return next(iter(found.values())) if len(found) == 1 else None
-
-
-def _first_parent(node, op: str):
-    """FirstParentByType, where one parent has that op (as _first_child)."""
-    found = {}
-    for info in declared.value_infos(node):
-        producer = qdq._producer(info)
-        if producer is not None and declared.op_type(producer) == op:
-            found[api.address(producer)] = producer
-    return next(iter(found.values())) if len(found) == 1 else None
-
-
-def _scalar_close(info, value: float) -> bool:
-    """IsInitializerWithExpectedValue: a constant float32 scalar (or [1]) within 1e-8 + 1e-5 |value|."""
-    if info == api.ffi.NULL or not declared.is_constant(info):
-        return False
-    c = qdq._constant(info)
-    if c is None or c.dtype != np.float32 or c.size != 1 or c.ndim > 1 or not np.isfinite(c).all():
-        return False
-    return abs(float(c.reshape(-1)[0]) - value) <= 1e-8 + 1e-5 * abs(value)
-
+# helpers of the norms' patterns
 
 def _axes(mean) -> list[int] | None:
     """A ReduceMean's axes, from its attribute or its constant input (None: neither)."""
     axes = declared.attribute(mean, "axes", "ints")
     if axes is None and len(declared.value_infos(mean)) > 1:
-        c = qdq._constant(declared.value_infos(mean)[1])
+        c = constant(declared.value_infos(mean)[1])
         axes = None if c is None else [int(a) for a in c.reshape(-1)]
     return list(axes) if axes else None
 
@@ -393,7 +359,7 @@ def _epsilon(add) -> float:
     """The epsilon LayerNormFusion reads: the Add's constant float32 input (input 1 first; ORT 1.32 also takes an
     Add(epsilon, variance), measured), else its default."""
     for info in reversed(declared.value_infos(add)[:2]):
-        c = qdq._constant(info) if declared.is_constant(info) else None
+        c = constant(info) if declared.is_constant(info) else None
         if c is not None and c.dtype == np.float32 and c.size:
             return float(c.reshape(-1)[0])
     return LAYER_NORM_EPSILON

@@ -35,6 +35,12 @@ from vkep.kernels.contrib import nbits_from_dequantize
 from vkep.kernels.manifest import KernelSpec
 from vkep.ort import api, declared
 from vkep.ort.ep import MAX_PACKED_INPUTS, Ep, declined_kernel, node_attributes, refused_in_a_dry_run
+from vkep.ort.graph_match import constant as _constant
+from vkep.ort.graph_match import consumers as _consumers
+from vkep.ort.graph_match import infos as _infos
+from vkep.ort.graph_match import is_graph_output as _is_graph_output
+from vkep.ort.graph_match import producer as _producer
+from vkep.ort.graph_match import since as _since
 
 MS = "com.microsoft"
 # the op of a group → its QLinear op (domain, op) and the order of the QLinear op's inputs
@@ -345,22 +351,6 @@ def _per_channel_fits(dq, axis: int) -> bool:
     return len(scale[0]) == 1 and given % rank == axis % rank
 
 
-def _since(node) -> int:
-    version = api.ffi.new("int*")
-    api.check(api.lib.ort_Node_GetSinceVersion(node, version))
-    return version[0]
-
-
-def _infos(nodes: list) -> dict:
-    """name → OrtValueInfo of every input of the nodes."""
-    out = {}
-    for node in nodes:
-        for name, info in zip(declared.names(node), declared.value_infos(node), strict=True):
-            if name:
-                out[name] = info
-    return out
-
-
 def _clip_and_qs(target) -> tuple:
     """(the Relu or Clip after the op or None, the QuantizeLinear nodes after it, or after the op) as the CPU
     EP's GetQDQSelection finds them: a Relu or Clip that is the op's one consumer, has one consumer and is no
@@ -407,14 +397,6 @@ def _redundant(clip, q) -> bool:
     return bool(q_lo + zp_value <= lo and q_hi + zp_value >= hi)
 
 
-def _constant(info) -> np.ndarray | None:
-    data = declared.constant_bytes(info)
-    shape, dtype = declared.declared(info)
-    if data is None or shape is None or dtype is None:
-        return None
-    return np.frombuffer(data, np.dtype(dtype)).reshape(shape)
-
-
 def _is(node, *ops: str) -> bool:
     return declared.domain(node) in ("", "ai.onnx") and declared.op_type(node) in ops
 
@@ -425,50 +407,11 @@ def _is_qdq(node, op: str) -> bool:
     return declared.domain(node) in ("", "ai.onnx", MS) and declared.op_type(node) == op
 
 
-def _producer(info):
-    lib, ffi = api.lib, api.ffi
-    if info == ffi.NULL:
-        return None
-    producer, index = ffi.new("const OrtNode**"), ffi.new("size_t*")
-    status = lib.ort_ValueInfo_GetValueProducer(info, producer, index)
-    if status != ffi.NULL:
-        lib.ort_ReleaseStatus(status)
-        return None
-    return producer[0] if producer[0] != ffi.NULL else None
-
-
-def _consumers(node) -> list[tuple]:
-    """(node, input index) of every consumer of every output of `node` (ORT's output edges; index -1: a
-    subgraph's implicit input)."""
-    lib, ffi = api.lib, api.ffi
-    out = []
-    count = ffi.new("size_t*")
-    for info in declared.value_infos(node, outputs=True):
-        if info == ffi.NULL:
-            continue
-        api.check(lib.ort_ValueInfo_GetValueNumConsumers(info, count))
-        n = count[0]
-        nodes, indices = ffi.new("const OrtNode*[]", max(n, 1)), ffi.new("int64_t[]", max(n, 1))
-        api.check(lib.ort_ValueInfo_GetValueConsumers(info, nodes, indices, n))
-        out += [(nodes[k], indices[k]) for k in range(n)]
-    return out
-
-
 def _readers(info) -> int:
     """How many node inputs read the value."""
     count = api.ffi.new("size_t*")
     api.check(api.lib.ort_ValueInfo_GetValueNumConsumers(info, count))
     return count[0]
-
-
-def _is_graph_output(node) -> bool:
-    flag = api.ffi.new("bool*")
-    for info in declared.value_infos(node, outputs=True):
-        if info != api.ffi.NULL:
-            api.check(api.lib.ort_ValueInfo_IsGraphOutput(info, flag))
-            if flag[0]:
-                return True
-    return False
 
 
 def _feeds_only(dq, target) -> bool:
