@@ -133,6 +133,7 @@ def test_a_norm_without_a_bias_equals_the_cpu_eps_skip_layer_norm_node(ep_device
 # GeluFusion, LayerNormFusion, SimplifiedLayerNormFusion: models written out in nodes as exporters write them
 
 N = helper.make_node
+MS = "com.microsoft"
 
 
 def _const(name: str, value) -> onnx.TensorProto:
@@ -201,6 +202,34 @@ def _rms_norm(form: str = "") -> onnx.ModelProto:
     return _graph(nodes, inits, ("x", "y") if form == "after-an-add" else ("x",), 18 if form == "axes-input" else 13)
 
 
+def _scaled_product(form: str) -> onnx.ModelProto:
+    """Attention scores as exporters write them: Q K / sqrt(40), or (Q s) (K s) as torch's scaled_dot_product_attention
+    exports it, or scaled before and after (a Mul after alone equals alpha: MLAS scales the sum); and forms ORT
+    does not fuse."""
+    q, k = [2, 4, 24, 40], [2, 4, 40, 24]
+    inits = [_const("sqrt", np.sqrt(40.0)), _const("s", 40.0 ** -0.25), _const("c", 0.3),
+             _const("rank5", np.full((1, 1, 1, 1, 1), 8.0))]
+    if form == "fused-then-divided":
+        k = [2, 4, 24, 40]
+        nodes = [N("FusedMatMul", ["q", "k"], ["mm"], domain=MS, alpha=0.5, transB=1), N("Div", ["mm", "sqrt"], ["out"])]
+    elif form == "inputs-scaled":
+        nodes = [N("Mul", ["q", "s"], ["qs"]), N("Mul", ["s", "k"], ["ks"]), N("MatMul", ["qs", "ks"], ["out"])]
+    elif form == "scaled-before-and-after":
+        nodes = [N("Mul", ["q", "s"], ["qs"]), N("MatMul", ["qs", "k"], ["mm"]), N("Mul", ["c", "mm"], ["out"])]
+    else:
+        divisor = {"divided-by-an-input": "d", "divided-by-rank-5": "rank5"}.get(form, "sqrt")
+        nodes = [N("MatMul", ["q", "k"], ["mm"]), N("Div", ["mm", divisor], ["out"])]
+    inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, q), helper.make_tensor_value_info("k", TensorProto.FLOAT, k)]
+    if form == "divided-by-an-input":
+        inputs.append(helper.make_tensor_value_info("d", TensorProto.FLOAT, []))
+    outputs = [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)]
+    if form == "product-also-an-output":
+        outputs.append(helper.make_tensor_value_info("mm", TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "m", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(MS, 1)],
+                             ir_version=8)
+
+
 # name → (model, the op the CPU EP fuses its nodes into, or None where it keeps them)
 FUSIONS = {
     "gelu-torch": (lambda: _gelu("torch"), "Gelu"),
@@ -220,6 +249,13 @@ FUSIONS = {
     "rms-norm-after-an-add": (lambda: _rms_norm("after-an-add"), "SimplifiedLayerNormalization"),
     "rms-norm-reciprocal": (lambda: _rms_norm("reciprocal"), None),
     "rms-norm-axes-input": (lambda: _rms_norm("axes-input"), "SimplifiedLayerNormalization"),
+    "matmul-divided": (lambda: _scaled_product("divided"), "FusedMatMul"),
+    "matmul-inputs-scaled": (lambda: _scaled_product("inputs-scaled"), "FusedMatMul"),
+    "matmul-scaled-before-and-after": (lambda: _scaled_product("scaled-before-and-after"), "FusedMatMul"),
+    "matmul-fused-then-divided": (lambda: _scaled_product("fused-then-divided"), "FusedMatMul"),
+    "matmul-divided-by-an-input": (lambda: _scaled_product("divided-by-an-input"), None),
+    "matmul-divided-by-rank-5": (lambda: _scaled_product("divided-by-rank-5"), None),
+    "matmul-product-also-an-output": (lambda: _scaled_product("product-also-an-output"), None),
 }
 
 

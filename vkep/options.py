@@ -197,7 +197,7 @@ EP_OPTIONS = [
     Setting("cpu_fusions", FLAG, "1",
             "`1`: node groups that ORT's CPU EP fuses into one kernel at ORT's default level (the Erf form of Gelu, "
             "LayerNormalization and SimplifiedLayerNormalization written out in nodes, Add -> LayerNormalization into "
-            "SkipLayerNormalization) become one node through ORT's Compile and run vkep's kernel of the fused op, "
+            "SkipLayerNormalization, MatMul with scalar Muls or Divs into FusedMatMul) become one node through ORT's Compile and run vkep's kernel of the fused op, "
             "computing as the CPU EP does; `0`: the nodes one by one. docs/design.md, \"ORT's CPU fusions, "
             "followed\"", SESSION),
     Setting("enable_graph_capture", FLAG, "0",

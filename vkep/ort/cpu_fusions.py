@@ -11,6 +11,8 @@ downstream turns into whole steps. They run in ORT's order:
   Mul into SimplifiedLayerNormalization. The forms with Casts stay nodes (vkep declines to guess them).
 - SkipLayerNormFusion (skip_layer_norm_fusion.cc): Add (-> Add of a bias) -> LayerNormalization (a node, or one just
   fused) into com.microsoft SkipLayerNormalization, which sums in Welford's loop and adds the bias after the skip.
+- MatMulScaleFusion (matmul_scale_fusion.cc): Mul or Div by constant scalars on a MatMul's inputs or its output into
+  com.microsoft FusedMatMul's alpha (alpha times the product, where the graph scales an input, or divides).
 
 The conditions are ORT 1.32's (named at each finder); vkep adds its own: every node claimed, float32 (ORT's fusions
 take float16 too, but the CPU EP has no float16 Add or Erf: such a model's nodes run in float32 between Casts,
@@ -38,6 +40,7 @@ from vkep.ort.graph_match import (
     only_child,
     producer,
     scalar_close,
+    since,
 )
 
 MS = "com.microsoft"
@@ -47,6 +50,7 @@ POW = (7, 12, 13, 15)
 SQRT = (6, 13)
 ERF = (9, 13)
 NORM = (1, 17)
+MATMUL = (9, 13)
 LAYER_NORM_EPSILON = 1e-5  # layer_norm_fusion.cc DEFAULT_LAYERNORM_EPSILON (no constant epsilon found)
 SKIP_EPSILON = 1e-12  # contrib_defs.h kDefaultSkipLayerNormEpsilon (a LayerNormalization without epsilon)
 SQRT2 = (1.4142099618911743, float(np.sqrt(2.0)))  # (the first: "some Bert model uses this approximation")
@@ -85,6 +89,8 @@ def add_groups(ep: Ep, support_info, claimed: list) -> set[int]:
         hand_over(_skip(norm, ep)) or hand_over(_norm_alone(norm, ep))
     for node in claimed:
         hand_over(_simplified_norm(node, ep))
+    for node in claimed:
+        hand_over(_matmul_scale(node, ep))
     if held:
         ep.log.info(f"fuses {len(held)} nodes into groups the CPU EP fuses (Gelu, norms), computed as it computes them")
     return held
@@ -316,6 +322,80 @@ def _skip_shapes(norm: Norm) -> bool:
     if any(p is None or len(p) != 1 or p[0] != x[2] for p in params):
         return False
     return all(not name for name in norm.outputs[1:])
+
+
+# MatMulScaleFusion
+
+def _matmul_scale(matmul, ep: Ep) -> qdq.Group | None:
+    """A MatMul (or FusedMatMul) with Muls or Divs by constant scalars on its inputs (leading) or its one output
+    (trailing) as FusedMatMul with alpha their product, as MatMulScaleFusion makes it. ORT also merges a leading
+    scale that other nodes read (keeping it for them); vkep keeps such a group as nodes."""
+    fused = declared.domain(matmul) == MS and declared.op_type(matmul) == "FusedMatMul" and since(matmul) == 1
+    if not (is_op(matmul, "MatMul", MATMUL) or fused) or not floats(matmul):
+        return None
+    inputs, leading, scales = list(declared.names(matmul)), [], []
+    for index, info in enumerate(declared.value_infos(matmul)[:2]):
+        scale_node = producer(info)
+        found = _scale_of(scale_node) if scale_node is not None else None
+        if found is None:
+            continue
+        scale, at = found
+        unscaled = declared.value_infos(scale_node)[1 - at]
+        dims = declared.declared(unscaled)[0]
+        if dims is None or not dims:
+            continue  # (GetInputNodeMerges: the scaled value must have a shape of rank 1 or more)
+        if not edges(scale_node, 1):
+            return None  # (ORT merges it and keeps the node for its other readers: not a Compile group)
+        leading.append(scale_node)
+        scales.append(scale)
+        inputs[index] = declared.names(scale_node)[1 - at]
+    trailing = only_child(matmul) if edges(matmul, 1) else None
+    found = _scale_of(trailing) if trailing is not None else None
+    if found is not None:
+        scales.append(found[0])
+    else:
+        trailing = None
+    if not scales:
+        return None
+    attrs = {"alpha": 1.0, "transA": 0, "transB": 0, "transBatchA": 0, "transBatchB": 0}
+    if fused:
+        attrs.update({k: v for k in attrs if (v := declared.attribute(matmul, k, "float" if k == "alpha" else "int"))
+                      is not None})
+    alpha = np.float32(attrs["alpha"])
+    for scale in scales:  # (in float32, inputs first: ORT's order)
+        alpha = np.float32(alpha * np.float32(scale))
+    attrs["alpha"] = float(alpha)
+    last = trailing if trailing is not None else matmul
+    return _group(ep, [*leading, matmul, *([trailing] if trailing is not None else [])], (MS, "FusedMatMul"), attrs,
+                  inputs[:2], declared.output_names(last))
+
+
+def _scale_of(node) -> tuple[float, int] | None:
+    """GetScaleFromNode: (the scale, the index of its input) of a Mul by a constant scalar or a Div by one (its
+    reciprocal in float32), the scalar of no rank above the other input's; float32 only."""
+    values = declared.value_infos(node)
+    if len(values) != 2:
+        return None
+    if is_op(node, "Div", DIV):
+        divisor = _scalar(values[1], values[0])
+        return None if divisor is None else (float(np.float32(1.0) / np.float32(divisor)), 1)
+    if is_op(node, "Mul", MUL):
+        for at in (0, 1):
+            multiplier = _scalar(values[at], values[1 - at])
+            if multiplier is not None:
+                return float(multiplier), at
+    return None
+
+
+def _scalar(info, other) -> float | None:
+    """GetScalarConstantInitializer: a constant of one element whose rank is at most the other operand's."""
+    if info == api.ffi.NULL or not declared.is_constant(info):
+        return None
+    c = constant(info)
+    other_dims = declared.declared(other)[0] if other != api.ffi.NULL else None
+    if c is None or c.dtype != np.float32 or c.size != 1 or c.ndim > len(other_dims or []):
+        return None
+    return float(c.reshape(-1)[0])
 
 
 # helpers of the norms' patterns
