@@ -127,6 +127,14 @@ def test_many_rows_through_two_products(ep_devices, heads, hkv, s):
     check_node("Attention", feeds, 23, is_causal=1)
 
 
+def test_3d_query_heads_over_fewer_kv_heads_through_two_products(ep_devices):
+    """3-D [B, S, heads * D] with 6 query heads over 2 KV heads: Q gathered into [B, Hq, S, D] for the products, Y
+    gathered back."""
+    b, s, hq, hkv, d = 2, 20, 6, 2, 24
+    feeds = {"q": _data((b, s, hq * d)), "k": _data((b, s, hkv * d), seed=1), "v": _data((b, s, hkv * d), seed=2)}
+    check_node("Attention", feeds, 23, q_num_heads=hq, kv_num_heads=hkv, is_causal=1)
+
+
 def test_fully_masked_rows_give_zeros_without_a_qk_output(ep_devices):
     """The product path's softmax keeps the reference's guard: a row with no key allowed gives zeros."""
     mask = np.array([[[[True] * 5 + [False]]], [[[False] * 6]]])  # batch 1 fully masked

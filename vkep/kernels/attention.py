@@ -44,6 +44,7 @@ COPY_WG = 256
 # forms it does not take, one workgroup a query row computes everything: attention.comp MODE 0)
 SCORES_MAX = 1 << 26
 SERIAL_ROWS = 512  # score rows from which MODE 3 (an invocation a row) normalises them, not MODE 2
+SHADER = "attention.comp"
 
 
 def _float_bits(x: float, dtype: str) -> int:
@@ -92,6 +93,61 @@ def present_copy(batch: int, heads: int, width: int, rows: int, cache_len: int, 
     return n, {"q": None, "v": None, "mask": None, "past_v": None, "aux": None, "qk": None, "rows": n, "hq": heads,
                "group": 1, "sq": cache_len, "kv_new": new, "past": rows, "d": width, "dv": total,
                **mask_members((0, 0, 0, 0)), "offset": 0, "window": 0}
+
+
+def products_fit(q: Tensor, constants: dict, members: dict) -> bool:
+    """Whether by_products takes an attention (no past or qk output asked): float32 without softcap or a sink, keys,
+    and scores of at most SCORES_MAX bytes."""
+    p = members
+    total = p["past"] + p["kv_new"]
+    return (q.dtype == "float32" and not constants["softcap_bits"] and not constants["sink"] and total > 0
+            and 4 * p["rows"] * total <= SCORES_MAX)
+
+
+def by_products(kernel: Kernel, call, q: Tensor, k: Tensor, v: Tensor, y: Tensor, mask: Tensor | None,
+                aux: Tensor | None, constants: dict, members: dict, scale: float, kv_3d: bool) -> None:
+    """softmax(Q K^T * scale + bias) V as two products of the MatMul kernel (its tiles read Q, K and V along rows,
+    20-100x the speed of MODE 0's workgroup a query row on lavapipe) around attention.comp MODE 2 or 3, which bias
+    the score rows as MODE 0 does (`members`' masks, frontier, window; `aux` nonpad_kv_seqlen) and replace them by
+    their softmax in place. Q and Y are [B, S, Hq * D] (constants' layout3d) or [B, Hq, S, D]; K and V [B, T, Hkv *
+    D] (kv_3d) or [B, Hkv, T, D], T = members' past + kv_new. A KV head's query heads are one block of group * S
+    rows: 3-D Q with more query heads than KV heads is first gathered into [B, Hq, S, D]."""
+    p = members
+    hq, group, sq, d, dv = p["hq"], p["group"], p["sq"], p["d"], p["dv"]
+    total, batch, hkv, layout3d = p["past"] + p["kv_new"], p["rows"] // (hq * sq), hq // group, constants["layout3d"]
+    q_3d = layout3d and group == 1  # (read in place: a head a batch index, its rows heads * D apart)
+    if layout3d and group > 1:
+        q4 = call.scratch((batch, hq, sq, d), "float32")
+        _gather(call, q, q4, (batch, hq, sq, d), [sq * hq * d, d, hq * d, 1])
+        q = q4
+    a = (sq * hq * d, d, hq * d, 1) if q_3d else (hq * sq * d, group * sq * d, d, 1)
+    b = (total * hkv * d, d, 1, hkv * d) if kv_3d else (hkv * total * d, total * d, 1, d)
+    scores = call.scratch((batch * hkv, group * sq, total), "float32")
+    product(kernel, call, q, k, scores, product_members(group * sq, total, d, batch_inner=hkv, a=a, b=b, alpha=scale),
+            batches=batch * hkv)
+    # many rows: an invocation walks a row (lavapipe: 1.5x the workgroup a row); few: a workgroup a row
+    serial = p["rows"] >= SERIAL_ROWS and 3 * total <= LOOP_BUDGET
+    wg = 64 if serial else WG_SIZES[0] if 3 * -(-total // WG_SIZES[0]) <= LOOP_BUDGET else WG_SIZES[-1]
+    call.dispatch(SHADER, "float32" if mask is None else ("float32", shader_dtype(mask)),
+                  {**constants, "mode": 3 if serial else 2, "local_size_x": wg},
+                  {**members, "q": None, "k": None, "v": None, "past_k": None, "past_v": None, "y": None,
+                   "mask": mask, "aux": aux, "qk": scores}, grid_1d(p["rows"], wg if serial else 1),
+                  [t for t in (scores, mask, aux) if t is not None], [scores])
+    out = call.scratch((batch, hq, sq, dv), "float32") if layout3d else y
+    values = (total * hkv * dv, dv, hkv * dv, 1) if kv_3d else (hkv * total * dv, total * dv, dv, 1)
+    pv = product_members(group * sq, dv, total, batch_inner=hkv, a=(hq * sq * total, group * sq * total, total, 1),
+                         b=values)
+    product(kernel, call, scores, v, Tensor(out.addr, (batch * hkv, group * sq, dv), "float32", out.io), pv,
+            batches=batch * hkv)
+    if layout3d:  # [B, heads, S, Dv] into Y [B, S, heads * Dv]
+        _gather(call, out, y, (batch, sq, hq, dv), [hq * sq * dv, dv, sq * dv, 1])
+
+
+def _gather(call, x: Tensor, y: Tensor, shape: tuple[int, ...], strides: list[int]) -> None:
+    """y (contiguous, `shape`) = x read at `strides` (strided_copy.comp)."""
+    call.dispatch("strided_copy.comp", "float32", {"mode": GATHER, "sub": 0},
+                  {**gather_members(shape, strides, 0), "x": x, "y": y}, grid_1d(math.prod(shape), COPY_ROWS_WG),
+                  [x], [y])
 
 
 class Attention(Kernel):
@@ -144,7 +200,11 @@ class Attention(Kernel):
         qk_mode = self.attrs.get("qk_matmul_output_mode", 0) if qk is not None else QK_NONE
         constants = {**constants, "qk_mode": qk_mode}
         reads = [t for t in (q, k, v, mask, past_k, past_v, nonpad) if t is not None]
-        if not self._by_products(call, q, k, v, mask, past_k, nonpad, y, qk, constants, members):
+        scale = self.attrs.get("scale")
+        if past_k is None and qk is None and products_fit(q, constants, members):
+            by_products(self, call, q, k, v, y, mask, nonpad, constants, members,
+                        1.0 / math.sqrt(members["d"]) if scale is None else scale, kv_3d=bool(constants["layout3d"]))
+        else:
             call.dispatch(self.spec.shader, dtype if mask is None else (dtype, shader_dtype(mask)), constants,
                           {**members, "q": q, "k": k, "v": v, "mask": mask, "past_k": past_k, "past_v": past_v,
                            "aux": nonpad, "y": y, "qk": qk}, grid_1d(rows, 1), reads,
@@ -159,50 +219,6 @@ class Attention(Kernel):
             call.dispatch(self.spec.shader, dtype, {**constants, "mode": 1, "local_size_x": COPY_WG},
                           {**copy, "k": new, "past_k": past, "y": present}, grid_1d(n // (4 if vec4 else 1), COPY_WG),
                           src, [present])
-
-    def _by_products(self, call, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, past_k: Tensor | None,
-                     nonpad: Tensor | None, y: Tensor, qk: Tensor | None, constants: dict, members: dict) -> bool:
-        """softmax(Q K^T * scale + bias) V as two products of the MatMul kernel (its tiles read Q, K and V along
-        rows, 20-100x the speed of MODE 0's workgroup a query row on lavapipe) around attention.comp MODE 2,
-        which biases the score rows and replaces them by their softmax in place. Taken for float32 without a
-        past, a qk output, softcap or a sink, 4-D or one KV head a query head in 3-D, scores of at most
-        SCORES_MAX bytes; returns whether it took the node."""
-        p = members
-        hq, group, sq, total, d, dv = p["hq"], p["group"], p["sq"], p["kv_new"], p["d"], p["dv"]
-        batch, hkv, layout3d = p["rows"] // (hq * sq), hq // group, constants["layout3d"]
-        if (q.dtype != "float32" or past_k is not None or qk is not None or constants["softcap_bits"]
-                or constants["sink"] or total == 0 or (layout3d and group != 1)
-                or 4 * batch * hq * sq * total > SCORES_MAX):
-            return False
-        scale = self.attrs.get("scale")
-        scale = 1.0 / math.sqrt(d) if scale is None else scale
-        scores = call.scratch((batch * hkv, group * sq, total), "float32")
-        if layout3d:  # [B, S, heads * D]: a head a batch index, its rows heads * D apart
-            a, b = (sq * hq * d, d, hq * d, 1), (total * hq * d, d, 1, hq * d)
-        else:  # [B, heads, S, D]: a KV head's query heads are one block of group * Sq rows
-            a, b = (hq * sq * d, group * sq * d, d, 1), (hkv * total * d, total * d, 1, d)
-        product(self, call, q, k, scores, product_members(group * sq, total, d, batch_inner=hkv, a=a, b=b, alpha=scale),
-                batches=batch * hkv)
-        # many rows: an invocation walks a row (lavapipe: 1.5x the workgroup a row); few: a workgroup a row
-        serial = p["rows"] >= SERIAL_ROWS and 3 * total <= LOOP_BUDGET
-        wg = 64 if serial else WG_SIZES[0] if 3 * -(-total // WG_SIZES[0]) <= LOOP_BUDGET else WG_SIZES[-1]
-        call.dispatch(self.spec.shader, "float32" if mask is None else ("float32", shader_dtype(mask)),
-                      {**constants, "mode": 3 if serial else 2, "local_size_x": wg},
-                      {**members, "q": None, "k": None, "v": None, "past_k": None, "past_v": None, "y": None,
-                       "mask": mask, "aux": nonpad, "qk": scores}, grid_1d(p["rows"], wg if serial else 1),
-                      [t for t in (scores, mask, nonpad) if t is not None], [scores])
-        out = call.scratch((batch, hq, sq, dv), "float32") if layout3d else y
-        values = (total * hq * dv, dv, hq * dv, 1) if layout3d else (hkv * total * dv, total * dv, dv, 1)
-        pv = product_members(group * sq, dv, total, batch_inner=hkv,
-                             a=(hq * sq * total, group * sq * total, total, 1), b=values)
-        product(self, call, scores, v, Tensor(out.addr, (batch * hkv, group * sq, dv), "float32", out.io), pv,
-                batches=batch * hkv)
-        if layout3d:  # [B, heads, S, Dv] into Y [B, S, heads * Dv]
-            shape = (batch, sq, hq, dv)
-            call.dispatch("strided_copy.comp", "float32", {"mode": GATHER, "sub": 0},
-                          {**gather_members(shape, [hq * sq * dv, dv, sq * dv, 1], 0), "x": out, "y": y},
-                          grid_1d(y.size, COPY_ROWS_WG), [out], [y])
-        return True
 
     def _plan(self, inputs: list[Tensor | None]) -> tuple:
         q, k, v, mask, past_k, past_v, nonpad = inputs[:7]

@@ -27,8 +27,10 @@ from vkep.kernels.attention import (
     _float_bits,
     _mask_strides,
     _workgroup,
+    by_products,
     mask_members,
     present_copy,
+    products_fit,
 )
 from vkep.kernels.base import ITEMSIZE, Kernel, Tensor, UnsupportedError, grid_1d, padded, shader_dtype
 from vkep.kernels.movement import host_values
@@ -129,6 +131,12 @@ class GroupQueryAttention(Kernel):
                 ins = {"q": _at(q, q_at), "mask": _at(bias, bias_at), "past_k": _at(presents[0], present_at),
                        "past_v": _at(presents[1], present_at), "aux": sink}
                 out = _at(y, q_at)
+                # (the part's rows one block a batch: one batch, or every row of each)
+                if products_fit(query, constants, members) and (rows == members["hq"] * members["sq"]
+                                                                or members["sq"] == query.shape[1]):
+                    by_products(self, call, ins["q"], ins["past_k"], ins["past_v"], out, ins["mask"], None, constants,
+                                members, self.attrs.get("scale") or 1.0 / math.sqrt(members["d"]), kv_3d=False)
+                    continue
                 call.dispatch(self.spec.shader, dtype if bias is None else (dtype, shader_dtype(bias)), constants,
                               {**members, **ins, "k": None, "v": None, "y": out, "qk": None}, grid_1d(rows, 1),
                               [t for t in ins.values() if t is not None], [out])
