@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from vkep import runner
+from vkep.kernels import attention
 
 MS = "com.microsoft"
 VULKAN = "VulkanExecutionProvider"
@@ -141,6 +142,16 @@ CASES = {
 def test_gqa_as_the_cpu_ep(ep_devices, case):
     model, feeds = gqa_case(**case)
     _check(model, feeds, case.get("dtype", np.float32))
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if "dtype" not in c and "softcap" not in c
+                                  and "sink" not in c and "smooth_softmax" not in c])
+def test_gqa_through_the_products_as_the_cpu_ep(ep_devices, monkeypatch, name):
+    """The same cases with every query row count taken by attention.by_products (two products around the score
+    rows' softmax), which real prompts of 32 rows a KV head and more take: windows, padded rows, biases, positions."""
+    monkeypatch.setattr(attention, "PRODUCT_ROWS", 1)
+    model, feeds = gqa_case(**CASES[name])
+    _check(model, feeds)
 
 
 # ---- a decoder layer as ORT GenAI's model builder exports it ------------------------------------------------

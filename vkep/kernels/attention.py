@@ -44,6 +44,7 @@ COPY_WG = 256
 # forms it does not take, one workgroup a query row computes everything: attention.comp MODE 0)
 SCORES_MAX = 1 << 26
 SERIAL_ROWS = 512  # score rows from which MODE 3 (an invocation a row) normalises them, not MODE 2
+PRODUCT_ROWS = 32  # a KV head's query rows from which the products take an attention (fewer: MODE 0)
 SHADER = "attention.comp"
 
 
@@ -96,12 +97,25 @@ def present_copy(batch: int, heads: int, width: int, rows: int, cache_len: int, 
 
 
 def products_fit(q: Tensor, constants: dict, members: dict) -> bool:
-    """Whether by_products takes an attention (no past or qk output asked): float32 without softcap or a sink, keys,
-    and scores of at most SCORES_MAX bytes."""
+    """Whether by_products takes an attention (no past or qk output asked): float32 without softcap or a sink, a
+    KV head's query rows enough for a product (a decode step's few rows: MODE 0 reads only the keys it attends),
+    keys to attend, and scores of at most SCORES_MAX bytes."""
+    p = members
+    keys = _attended_keys(constants, members)
+    return (q.dtype == "float32" and not constants["softcap_bits"] and not constants["sink"] and keys > 0
+            and p["group"] * p["sq"] >= PRODUCT_ROWS and 4 * p["rows"] * keys <= SCORES_MAX)
+
+
+def _attended_keys(constants: dict, members: dict) -> int:
+    """How many of the first keys the causal frontier lets any query row attend (all without one; nonpad_kv_seqlen
+    moves the frontier at run time): the products stop there, the rest are masked anyway."""
     p = members
     total = p["past"] + p["kv_new"]
-    return (q.dtype == "float32" and not constants["softcap_bits"] and not constants["sink"] and total > 0
-            and 4 * p["rows"] * total <= SCORES_MAX)
+    causal = constants["causal"]
+    if causal == 0 or constants["nonpad"]:
+        return total
+    last = p["sq"] - 1 + p["offset"] if causal == 1 else p["offset"]
+    return max(0, min(total, last + 1))
 
 
 def by_products(kernel: Kernel, call, q: Tensor, k: Tensor, v: Tensor, y: Tensor, mask: Tensor | None,
@@ -115,6 +129,7 @@ def by_products(kernel: Kernel, call, q: Tensor, k: Tensor, v: Tensor, y: Tensor
     p = members
     hq, group, sq, d, dv = p["hq"], p["group"], p["sq"], p["d"], p["dv"]
     total, batch, hkv, layout3d = p["past"] + p["kv_new"], p["rows"] // (hq * sq), hq // group, constants["layout3d"]
+    keys = _attended_keys(constants, members)  # (K and V hold `total` rows a head; the products read `keys`)
     q_3d = layout3d and group == 1  # (read in place: a head a batch index, its rows heads * D apart)
     if layout3d and group > 1:
         q4 = call.scratch((batch, hq, sq, d), "float32")
@@ -122,20 +137,21 @@ def by_products(kernel: Kernel, call, q: Tensor, k: Tensor, v: Tensor, y: Tensor
         q = q4
     a = (sq * hq * d, d, hq * d, 1) if q_3d else (hq * sq * d, group * sq * d, d, 1)
     b = (total * hkv * d, d, 1, hkv * d) if kv_3d else (hkv * total * d, total * d, 1, d)
-    scores = call.scratch((batch * hkv, group * sq, total), "float32")
-    product(kernel, call, q, k, scores, product_members(group * sq, total, d, batch_inner=hkv, a=a, b=b, alpha=scale),
+    scores = call.scratch((batch * hkv, group * sq, keys), "float32")
+    product(kernel, call, q, k, scores, product_members(group * sq, keys, d, batch_inner=hkv, a=a, b=b, alpha=scale),
             batches=batch * hkv)
     # many rows: an invocation walks a row (lavapipe: 1.5x the workgroup a row); few: a workgroup a row
-    serial = p["rows"] >= SERIAL_ROWS and 3 * total <= LOOP_BUDGET
-    wg = 64 if serial else WG_SIZES[0] if 3 * -(-total // WG_SIZES[0]) <= LOOP_BUDGET else WG_SIZES[-1]
+    serial = p["rows"] >= SERIAL_ROWS and 3 * keys <= LOOP_BUDGET
+    wg = 64 if serial else WG_SIZES[0] if 3 * -(-keys // WG_SIZES[0]) <= LOOP_BUDGET else WG_SIZES[-1]
     call.dispatch(SHADER, "float32" if mask is None else ("float32", shader_dtype(mask)),
                   {**constants, "mode": 3 if serial else 2, "local_size_x": wg},
-                  {**members, "q": None, "k": None, "v": None, "past_k": None, "past_v": None, "y": None,
+                  {**members, "past": 0 if p["past"] == 0 else keys, "kv_new": keys if p["past"] == 0 else 0,
+                   "q": None, "k": None, "v": None, "past_k": None, "past_v": None, "y": None,
                    "mask": mask, "aux": aux, "qk": scores}, grid_1d(p["rows"], wg if serial else 1),
                   [t for t in (scores, mask, aux) if t is not None], [scores])
     out = call.scratch((batch, hq, sq, dv), "float32") if layout3d else y
     values = (total * hkv * dv, dv, hkv * dv, 1) if kv_3d else (hkv * total * dv, total * dv, dv, 1)
-    pv = product_members(group * sq, dv, total, batch_inner=hkv, a=(hq * sq * total, group * sq * total, total, 1),
+    pv = product_members(group * sq, dv, keys, batch_inner=hkv, a=(hq * sq * keys, group * sq * keys, keys, 1),
                          b=values)
     product(kernel, call, scores, v, Tensor(out.addr, (batch * hkv, group * sq, dv), "float32", out.io), pv,
             batches=batch * hkv)
