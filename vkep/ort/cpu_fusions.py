@@ -81,18 +81,20 @@ def add_groups(ep: Ep, support_info, claimed: list) -> set[int]:
         held |= qdq.hand_over(ep, support_info, group)
         return True
 
-    for node in claimed:  # (in ORT's order: Gelu, LayerNormalization, SimplifiedLayerNormalization, then the skip)
+    for node in claimed:  # (in ORT's order: Gelu, LayerNormalization with its skip, SimplifiedLayerNormalization, scales)
         hand_over(_gelu(node, ep))
     norms = [n for n in (_layer_norm(node) for node in claimed) if n is not None]
     norms += [_as_norm(node) for node in claimed if is_op(node, "LayerNormalization", NORM) and floats(node)]
     for norm in norms:
-        hand_over(_skip(norm, ep)) or hand_over(_norm_alone(norm, ep))
+        if not hand_over(_skip(norm, ep)):
+            hand_over(_norm_alone(norm, ep))
     for node in claimed:
         hand_over(_simplified_norm(node, ep))
     for node in claimed:
         hand_over(_matmul_scale(node, ep))
     if held:
-        ep.log.info(f"fuses {len(held)} nodes into groups the CPU EP fuses (Gelu, norms), computed as it computes them")
+        ep.log.info(f"fuses {len(held)} nodes into the groups the CPU EP fuses (Gelu, norms, scaled products), "
+                    "computed as it computes them")
     return held
 
 
@@ -284,15 +286,15 @@ def _first_add(add, norm: Norm) -> bool:
         return False
     if len(norm.members) == 1 and (len(readers) != 1 or readers[0][1] != 0):
         return False
-    infos = declared.value_infos(add)
-    (a, _), (b, _) = declared.declared(infos[0]), declared.declared(infos[1])
+    values = declared.value_infos(add)
+    (a, _), (b, _) = declared.declared(values[0]), declared.declared(values[1])
     if a is None or b is None or len(a) != 3 or len(b) != 3:
         return False
     if a[1:] != b[1:] or min(a[1:] + b[1:]) < 0:
         return False
     if a[0] >= 0 and a[0] == b[0]:
         return True
-    names_a, names_b = declared.dim_params(infos[0]), declared.dim_params(infos[1])
+    names_a, names_b = declared.dim_params(values[0]), declared.dim_params(values[1])
     return a[0] < 0 and b[0] < 0 and bool(names_a and names_b and names_a[0]) and names_a[0] == names_b[0]
 
 
@@ -301,10 +303,10 @@ def _second_add(add, first, side: int) -> bool:
     its last dim."""
     if not is_op(add, "Add", ADD) or not floats(add) or not edges(add, 1) or consumers(add)[0][1] != side:
         return False
-    infos = declared.value_infos(add)
-    if not declared.is_constant(infos[1]):
+    values = declared.value_infos(add)
+    if not declared.is_constant(values[1]):
         return False
-    (a, _), (b, _) = declared.declared(infos[0]), declared.declared(infos[1])
+    (a, _), (b, _) = declared.declared(values[0]), declared.declared(values[1])
     return a is not None and b is not None and len(a) == 3 and len(b) == 1 and a[2] >= 0 and a[2] == b[0]
 
 
