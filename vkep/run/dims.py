@@ -64,6 +64,9 @@ class Choice:
         return Choice(self.inputs, dims)
 
 
+_NAME = re.compile(r"[A-Za-z0-9]")
+
+
 def graph_inputs(model: onnx.ModelProto) -> dict[str, list[int | str | None] | None]:
     """Declared dims of every graph input that is not an initializer (None: not even the rank)."""
     inits = {t.name for t in model.graph.initializer}
@@ -74,8 +77,10 @@ def graph_inputs(model: onnx.ModelProto) -> dict[str, list[int | str | None] | N
         if not vi.type.HasField("tensor_type"):
             raise ValueError(f"input {vi.name!r}: only tensor inputs are supported")
         tt = vi.type.tensor_type
-        # (some exporters write an unknown dimension as dim_value -1: free too)
-        out[vi.name] = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
+        # (some exporters write an unknown dimension as dim_value -1: free too; Paddle2ONNX names every unknown
+        # dimension "?": a name without a letter or digit is no name, each such dimension free on its own)
+        out[vi.name] = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0
+                        else (d.dim_param if _NAME.search(d.dim_param) else None)
                         for d in tt.shape.dim] if tt.HasField("shape") else None
     return out
 
