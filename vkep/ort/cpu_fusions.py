@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vkep.ort import api, declared, qdq
-from vkep.ort.ep import Ep
+from vkep.ort.ep import Ep, declined_kernel, refused_in_a_dry_run
 from vkep.ort.graph_match import (
     constant,
     consumers,
@@ -100,13 +100,22 @@ def add_groups(ep: Ep, support_info, claimed: list) -> set[int]:
 
 def _group(ep: Ep, members: list, op: tuple[str, str], attrs: dict, inputs: list[str],
            outputs: tuple[str, ...]) -> qdq.Group | None:
-    """A group run by vkep's kernel of `op` (domain, op type) at its first version."""
+    """A group run by vkep's kernel of `op` (domain, op type) at its first version, where that kernel plans the
+    declared shapes (else its nodes stay nodes, rather than fail a run)."""
     specs = ep.specs.get(op, ())
     if not specs:
         return None
-    spec = specs[0]
-    return qdq.Group(members, outputs, frozenset(declared.output_names(m) for m in members), False, spec,
-                     spec.version_ranges()[0][0], attrs, inputs)
+    spec, version = specs[0], specs[0].version_ranges()[0][0]
+    by_name = infos(members)
+    values = [declared.declared(by_name[n]) if n else None for n in inputs]
+    why = declined_kernel(spec, version, attrs, values, max_inputs=len(values)) or refused_in_a_dry_run(
+        ep, spec, version, attrs, values, 1, lambda i: declared.constant_bytes(by_name[inputs[i]]),
+        lambda i: declared.is_constant(by_name[inputs[i]]))
+    if why:
+        ep.log.info(f"leaves the {op[1]} group of {declared.name(members[-1])!r} as nodes: {why}")
+        return None
+    return qdq.Group(members, outputs, frozenset(declared.output_names(m) for m in members), False, spec, version,
+                     attrs, inputs)
 
 
 # GeluFusion
