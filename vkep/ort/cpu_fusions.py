@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vkep.ort import api, declared, qdq
-from vkep.ort.ep import Ep, declined_kernel, refused_in_a_dry_run
+from vkep.ort.ep import Ep
 from vkep.ort.graph_match import (
     constant,
     consumers,
@@ -106,11 +106,7 @@ def _group(ep: Ep, members: list, op: tuple[str, str], attrs: dict, inputs: list
     if not specs:
         return None
     spec, version = specs[0], specs[0].version_ranges()[0][0]
-    by_name = infos(members)
-    values = [declared.declared(by_name[n]) if n else None for n in inputs]
-    why = declined_kernel(spec, version, attrs, values, max_inputs=len(values)) or refused_in_a_dry_run(
-        ep, spec, version, attrs, values, 1, lambda i: declared.constant_bytes(by_name[inputs[i]]),
-        lambda i: declared.is_constant(by_name[inputs[i]]))
+    why = qdq.refused(ep, spec, version, attrs, inputs, infos(members))
     if why:
         ep.log.info(f"leaves the {op[1]} group of {declared.name(members[-1])!r} as nodes: {why}")
         return None

@@ -299,22 +299,28 @@ def _plan(op: str, target, dqs: list, clip, q, ep: Ep, as_uint8: bool) -> Group 
     if op == "AveragePool" and any(d != 1 for d in declared.attribute(target, "dilations", "ints") or []):
         return None  # (QLinearAveragePool has no dilations)
     infos = _infos([*dqs, *([q] if q is not None else [])])
-    values = [declared.declared(infos[n]) if n else None for n in inputs]
     if any(i in spec.constant_inputs and not declared.is_constant(infos[n]) for i, n in enumerate(inputs) if n):
         return None
     # (the fused node takes the values that are no constants: the native trampoline's limit is on those)
     varying = {n for n in inputs if n and not declared.is_constant(infos[n])}
     if len(varying) > MAX_PACKED_INPUTS:
         return None
-    why = declined_kernel(spec, version, attrs, values, max_inputs=len(values)) or refused_in_a_dry_run(
-        ep, spec, version, attrs, values, 1, lambda i: declared.constant_bytes(infos[inputs[i]]),
-        lambda i: declared.is_constant(infos[inputs[i]]))
+    why = refused(ep, spec, version, attrs, inputs, infos)
     if why:
         ep.log.info(f"leaves the QDQ group of {op} node {declared.name(target)!r} as nodes: {why}")
         return None
     members = [*dqs, target, *([clip] if clip is not None else []), *([q] if q is not None else [])]
     return Group(members, declared.output_names(target), frozenset(declared.output_names(m) for m in members),
                  as_uint8, spec, version, attrs, inputs)
+
+
+def refused(ep: Ep, spec: KernelSpec, version: int, attrs: dict, inputs: list[str], infos: dict) -> str | None:
+    """Why the kernel that would run a group refuses its inputs (named in `inputs`, "" absent; `infos` their
+    value infos) as the graph declares them, planned dry now (declined_kernel, refused_in_a_dry_run), or None."""
+    values = [declared.declared(infos[n]) if n else None for n in inputs]
+    return declined_kernel(spec, version, attrs, values, max_inputs=len(values)) or refused_in_a_dry_run(
+        ep, spec, version, attrs, values, 1, lambda i: declared.constant_bytes(infos[inputs[i]]),
+        lambda i: declared.is_constant(infos[inputs[i]]))
 
 
 def _bias_scale_fits(dq_x, dq_w, dq_bias) -> bool:
