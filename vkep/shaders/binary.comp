@@ -7,6 +7,11 @@
 #include "common.glsl"
 #include "activation.glsl"
 #include "binary_ops.glsl"
+// FLOAT64: a, b and y float64 (Add, Sub, Mul, Div: the manifest lists float64 for those alone), in double
+#ifdef FLOAT64
+#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
+layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Doubles { double v[]; };
+#endif
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 0;
@@ -143,6 +148,11 @@ void one(uint i) {
         ia += c * pc.stride_a[d];
         ib += c * pc.stride_b[d];
     }
+#ifdef FLOAT64
+    double x64 = Doubles(pc.a).v[ia], z64 = Doubles(pc.b).v[ib];
+    Doubles(pc.y).v[i] = OP == OP_ADD ? x64 + z64 : OP == OP_SUB ? x64 - z64 : OP == OP_MUL ? x64 * z64 : x64 / z64;
+    return;
+#endif
     TensorY y = TensorY(pc.y);
     if (OP == OP_POW) {
         STORE_Y(y, i, pow_op(ia, ib));
@@ -185,7 +195,7 @@ void main() {
         return;
     }
     uint first = FLAT_GROUP * WIDE, lane = gl_LocalInvocationID.x;
-#if DTYPE == 0 && DTYPE_Y == 0
+#if DTYPE == 0 && DTYPE_Y == 0 && !defined(FLOAT64)
     // float32 arithmetic over two contiguous operands of y's shape, 8-byte aligned: two elements a load
     if (OP != OP_POW && OP != OP_ACCUMULATE && pc.rank == 1 && pc.stride_a[0] == 1 && pc.stride_b[0] == 1
             && ((pc.a | pc.b | pc.y) & 7) == 0 && (pc.n & 1) == 0) {
