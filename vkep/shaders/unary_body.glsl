@@ -71,6 +71,19 @@ COMP_TY to_int(float r) {
 }
 #endif
 
+#ifdef FLOAT64
+// unary.comp's FLOAT64 variant: Neg and Abs of float64, Cast between float64 and float32 (the manifest lists
+// float64 for those alone; elementwise.Cast declines other pairs). F64 says which side is float64.
+layout(constant_id = 3) const uint F64 = 3;  // 1: float64 in, float32 out; 2: float32 in, float64 out; 3: both
+layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Doubles { double v[]; };
+
+void one(uint i) {
+    double v = F64 == 2 ? double(Tensor(pc.x).v[i]) : Doubles(pc.x).v[i];
+    double r = OP == OP_NEG ? -v : OP == OP_ABS ? abs(v) : v;  // (else OP_CAST)
+    if (F64 == 1) Tensor(pc.y).v[i] = float(r);
+    else Doubles(pc.y).v[i] = r;
+}
+#else
 void one(uint i) {
     TensorY y = TensorY(pc.y);
 #if IS_FLOAT
@@ -91,6 +104,7 @@ void one(uint i) {
 #endif
 #endif
 }
+#endif
 
 void main() {
     if (WIDE == 0) {
@@ -99,7 +113,7 @@ void main() {
         return;
     }
     uint first = FLAT_GROUP * WIDE, lane = gl_LocalInvocationID.x;
-#if DTYPE == 0 && DTYPE_Y == 0
+#if DTYPE == 0 && DTYPE_Y == 0 && !defined(FLOAT64)
     if (((pc.x | pc.y) & 7) == 0 && (pc.n & 1) == 0) {  // float32, 8-byte aligned: two elements a load
         for (uint k = 0; k < WIDE / (2 * 64); ++k) {
             uint i = first + 2 * (k * 64 + lane);
