@@ -119,7 +119,7 @@ def variant(x: str, y: str) -> str | tuple[str, str]:
 
 
 def float64_side(x: str, y: str) -> int:
-    """unary_float64.glsl's F64: 1 float64 in, 2 float64 out, 3 both."""
+    """unary.comp's F64 (its FLOAT64 variant): 1 float64 in, 2 float64 out, 3 both."""
     return (1 if x == FLOAT64 else 0) | (2 if y == FLOAT64 else 0)
 
 
