@@ -27,6 +27,12 @@ def cpu_flags() -> frozenset[str]:
     return frozenset(found.group(1).split()) if found else frozenset()
 
 
+def mlas_avx512f() -> bool:
+    """Whether ORT's CPU EP takes MLAS's AVX-512F kernels where it has them (its softmax's sum of exps: sixteen lanes,
+    not the FMA3 kernel's eight)."""
+    return "avx512f" in cpu_flags()
+
+
 def mlas_fma3() -> bool:
     """Whether ORT's CPU EP runs MLAS's AVX2 / FMA3 kernels here (x86-64 with AVX2 and FMA): the SGEMM, softmax and
     LayerNorm orders vkep follows bit for bit (mlas_gemm, softmax.mlas_order, norm.layer_norm_order)."""

@@ -16,18 +16,25 @@ from vkep.kernels.base import (
 )
 from vkep.kernels.reduce import LOOP_BUDGET
 
-MLAS_ORDER = True  # float32 Softmax and LogSoftmax in the CPU EP's order where it applies (softmax.comp ORDER 1)
-MLAS_LANES = 8  # MLAS's lanes, softmax.comp's workgroup in that order
+MLAS_ORDER = True  # float32 Softmax and LogSoftmax in the CPU EP's order where it applies (softmax.comp ORDER 1, 2)
+# softmax.comp's ORDER and workgroup (MLAS's lanes) on a host whose CPU EP sums exps with MLAS's FMA3 kernel, and
+# with its AVX-512F kernel
+ORDER_FMA3, ORDER_AVX512F = (1, 8), (2, 16)
+
+
+def mlas_lanes() -> tuple[int, int]:
+    """(softmax.comp's ORDER, its workgroup) that follows this host's CPU EP."""
+    return ORDER_AVX512F if host.mlas_avx512f() else ORDER_FMA3
 
 
 def mlas_order(kernel: Kernel, dtype: str, length: int) -> str | None:
     """The softmax.comp variant whose ORDER 1 (ORT's CPU EP's sums and exp, to the last bit) computes this node, or
     None: Softmax or LogSoftmax of float32 on x86-64 with AVX2 and FMA (another host's MLAS adds in another order),
-    rows within what eight invocations loop over. LogSoftmax takes the FLOAT64 variant (its log is glibc's logf, in
+    rows within what MLAS's lanes (mlas_lanes) loop over. LogSoftmax takes the FLOAT64 variant (its log is glibc's logf, in
     double), on devices with shaderFloat64."""
     mode = kernel.constants.get("mode")
     if (not MLAS_ORDER or mode not in (0, 1) or dtype != "float32" or kernel.device_info is None
-            or not host.mlas_fma3() or 3 * -(-length // MLAS_LANES) + 32 > LOOP_BUDGET):
+            or not host.mlas_fma3() or 3 * -(-length // mlas_lanes()[1]) + 32 > LOOP_BUDGET):
         return None
     if mode == 0:
         return "float32"
@@ -60,7 +67,8 @@ class Softmax(Kernel):
         push = {"x": x, "y": y, "rows": rows, "axis_len": length, "inner": inner}
         ordered = mlas_order(self, x.dtype, length)
         if ordered is not None:
-            return call.dispatch(self.spec.shader, ordered, {**self.constants, "local_size_x": MLAS_LANES, "order": 1},
+            order, lanes = mlas_lanes()
+            return call.dispatch(self.spec.shader, ordered, {**self.constants, "local_size_x": lanes, "order": order},
                                  push, grid_1d(rows, 1), [x], [y])
         wg = row_workgroup(length, 3)
         call.dispatch(self.spec.shader, shader_dtype(x), {**self.constants, "local_size_x": wg}, push,

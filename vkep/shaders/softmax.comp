@@ -9,6 +9,9 @@
 // invocation a lane), then ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)); y = exp * (1 / sum). Its multiply-adds
 // exact on any device (precise.glsl's fma_exact). LogSoftmax (MODE 1) in that order takes the FLOAT64 variant: the
 // same sum, its log as the C library's logf (glibc_logf: double arithmetic), then y = (x - max) - log.
+// ORDER 2: the same on a host with AVX-512F, whose MlasComputeSumExpF32KernelAvx512F sums in sixteen lanes (a
+// workgroup of 16), lanes k and k + 8 added first, and clamps x - max at LowerRange (not LowerRangeSumExp) and
+// scales by 2^m with vscalefps.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #ifdef FLOAT64
@@ -19,7 +22,7 @@
 #define WG gl_WorkGroupSize.x
 layout(local_size_x_id = 1) in;
 layout(constant_id = 0) const uint MODE = 0;  // 0 softmax, 1 log-softmax, 2 hardmax
-layout(constant_id = 2) const uint ORDER = 0;  // 0 the workgroup's tree, 1 MLAS's (MODE 0, a workgroup of 8)
+layout(constant_id = 2) const uint ORDER = 0;  // 0 the workgroup's tree, 1 MLAS's FMA3 (a workgroup of 8), 2 AVX-512F (16)
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y;
@@ -33,7 +36,7 @@ shared uint first_max[1024];
 // MLAS's exp(v + neg_max) in a softmax's sum (MlasExpConstants; products and sums as its vfmadd and vaddps)
 float mlas_exp(float v, float neg_max) {
     precise float x = v + neg_max;
-    float lower = uintBitsToFloat(0xc2b0c0a5u);  // LowerRangeSumExp, -88.376...
+    float lower = uintBitsToFloat(ORDER == 2 ? 0xc2cff1b5u : 0xc2b0c0a5u);  // LowerRange -103.97, LowerRangeSumExp -88.38
     x = lower > x ? lower : x;
     float bias = uintBitsToFloat(0x4b400000u);  // RoundingBias, 1.5 * 2^23
     float t = fma_exact(uintBitsToFloat(0x3fb8aa3bu), x, bias);  // x / ln 2 plus the bias
@@ -46,6 +49,7 @@ float mlas_exp(float v, float neg_max) {
     p = fma_exact(p, x, uintBitsToFloat(0x3efffffbu));
     p = fma_exact(p, x, 1.0);
     p = fma_exact(p, x, 1.0);
+    if (ORDER == 2) return ldexp(p, int(m));  // (vscalefps: exact, below 2^-126 too)
     precise float e = p * intBitsToFloat((floatBitsToInt(t) << 23) + 0x3f800000);  // times 2^m
     return e;
 }
@@ -115,7 +119,7 @@ void main() {
         return;
     }
 
-    if (ORDER == 1) {  // (WG = 8: invocation t is MLAS's lane t; LogSoftmax only in the FLOAT64 variant)
+    if (ORDER != 0) {  // (WG = 8 or 16: invocation t is MLAS's lane t; LogSoftmax only in the FLOAT64 variant)
         precise float lane = 0.0;
         for (uint k = t; k < pc.axis_len; k += WG) {  // (Softmax keeps the exps in y, as MLAS keeps them in its
             float e = mlas_exp(LOAD(X, base + k * pc.inner), -m);  // output; LogSoftmax's sum does not keep them)
@@ -124,8 +128,9 @@ void main() {
         }
         partial[t] = lane;
         barrier();
-        precise float sum8 = ((partial[0] + partial[1]) + (partial[2] + partial[3]))
-                           + ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+        precise float l[8];  // (ORDER 2: sixteen lanes, k and k + 8 added first)
+        for (uint j = 0; j < 8; ++j) l[j] = ORDER == 2 ? partial[j] + partial[j + 8] : partial[j];
+        precise float sum8 = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 #ifdef FLOAT64
         if (MODE == 1) {  // glibc's logf of the sum, then (x + -max) - log (MlasComputeLogSoftmaxOutputF32Kernel)
             float lg = glibc_logf(sum8);
