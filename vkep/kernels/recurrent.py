@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from vkep.kernels import matmul
+from vkep.kernels import integer_float, matmul
 from vkep.kernels.base import (
     LOOP_BUDGET,
     Kernel,
@@ -260,7 +260,7 @@ class Recurrent(Kernel):
 
         multiply = functools.partial(self._multiply, call)
 
-        integer = QuantizedProducts(call, x, lens, (w, r), parts, sizes, y is not None, self.saturate, self.largest) \
+        integer = QuantizedProducts(self, call, x, lens, (w, r), parts, sizes, y is not None, self.saturate, self.largest) \
             if quantized else None
         if integer:
             integer.x_by_w(multiply)
@@ -346,15 +346,16 @@ class QuantizedProducts:
     (quantize.cpu_ep_lstm_rows), and multiplied by R in integers. `parts`: Recurrent._stepped's views of its
     scratch memory."""
 
-    def __init__(self, call, x: Tensor, lens: Tensor | None, weights: tuple[Tensor, Tensor], parts: dict,
-                 sizes: dict, y_given: bool, saturate: int, largest: tuple[int, int]):
+    def __init__(self, kernel: Kernel, call, x: Tensor, lens: Tensor | None, weights: tuple[Tensor, Tensor],
+                 parts: dict, sizes: dict, y_given: bool, saturate: int, largest: tuple[int, int]):
+        self.kernel = kernel  # (whose MatMul the products compose)
         self.call, self.x, self.lens, self.weights, self.parts, self.saturate = call, x, lens, weights, parts, saturate
         self.largest = largest  # the largest magnitude of W's and R's integers
         self.dirs, self.sizes = weights[0].shape[0], sizes
         self.rows = cpu_ep_lstm_rows(sizes["batch"], sizes["H"])
         self.push = {"x": x, "lens": lens, "h": parts["h"], "xq": parts["xq"], "hq": parts["hq"], "qp": parts["qp"],
                      "w": None, "dst": None, **{k: sizes[k] for k in ("T", "batch", "I", "H")}, "group": self.rows,
-                     "step": 0, "y_given": int(y_given), "m": 0, "n": 0, "k": 0, "per_row": 0}
+                     "step": 0, "y_given": int(y_given), "m": 0, "n": 0, "k": 0, "per_row": 0, "ints": None}
 
     def _dispatch(self, phase: int, groups: tuple, wg: int, push: dict, reads: list, writes: list,
                   constants: dict | None = None) -> None:
@@ -379,15 +380,25 @@ class QuantizedProducts:
     def _product(self, multiply, a: Tensor, which: int, out: Tensor, m: int, step: int) -> None:
         """out = a . weights[which]^T, scaled. Where every partial sum of integers is exact in float32 (below 2^24)
         and no pair of uint8 x int8 products can saturate, matmul.comp multiplies (10-100x faster than phase 3's
-        integer loop on lavapipe) and phase 4 scales its sums; else phase 3."""
+        integer loop on lavapipe) and phase 4 scales its sums; where the sums are longer but the CPU EP does not
+        saturate (a host with VNNI, or weights that never do), integer_float's slices of K, added as int32, then
+        phase 4; else phase 3."""
         weights = self.weights[which]
         n, k, largest = weights.shape[1], weights.shape[2], self.largest[which]
         push = {"w": weights, "dst": out, "m": m, "n": n, "k": k, "per_row": which, "step": step}
         reads = [a, weights, self.parts["qp"]]
         saturates = (self.saturate >> which) & 1
+        scale_grid = grid_1d(m * n, STEP_WG)[:2] + (self.dirs,)
         if k * 255 * largest < 2 ** 24 and not (saturates and 510 * largest > 32767):
             multiply(a, weights, out, m, k, m * k if which else 0)
-            self._dispatch(4, grid_1d(m * n, STEP_WG)[:2] + (self.dirs,), STEP_WG, push, [out, *reads[1:]], [out])
+            self._dispatch(4, scale_grid, STEP_WG, push, [out, *reads[1:]], [out])
+            return
+        if not saturates and integer_float.float_slices(k):  # (longer sums: slices of K exact in float32, as int32)
+            ints = self.call.scratch((self.dirs, m, n), "int32")
+            members = matmul.product_members(m, n, k, batch_inner=self.dirs, a=(0, m * k if which else 0, k, 1),
+                                             b=(0, n * k, 1, k))
+            integer_float.product(self.kernel, self.call, a, weights, ints, members, self.dirs)
+            self._dispatch(4, scale_grid, STEP_WG, {**push, "ints": ints}, [ints, *reads[1:]], [out])
             return
         tm = 4 if m >= 16 else 1  # (a few rows: each invocation one, more invocations)
         blocks = -(-m // tm) * -(-n // QUANT_TN)

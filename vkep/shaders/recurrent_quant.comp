@@ -13,7 +13,7 @@
 //   3 DST [D, m, n] = the integer sums of A [m, k] (XQ, or this direction's HQ) by the weights' integers [D, n, k],
 //     each times (A's row scale * the weight row's scale), as MLAS scales them (the product of the scales first).
 //   4 DST (matmul.comp's sums of XQ or HQ by the weights' integers, exact where vkep/kernels/recurrent.py takes
-//     them) scaled as phase 3 scales its sums.
+//     them, or INTS: integer_float's int32 sums of slices of K) scaled as phase 3 scales its sums.
 // The quantized values are held as floats (exact integers). `work` holds, after recurrent_step.comp's parts,
 // XQ [T * B, I], HQ [D, B, H] and the parameters QP: X's (scale, zero point), then each (direction, row)'s of h.
 #extension GL_GOOGLE_include_directive : require
@@ -30,6 +30,7 @@ const uint TN = 8;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, lens, h, xq, hq, qp, w, dst;  // h: recurrent_step.comp's state H_ [D, B, H]; w: packed weights, scales
+    uint64_t ints;   // phase 4: the sums as int32 (integer_float's slices) into DST, else DST's own floats
     uint T, batch, I, H;
     uint group;      // phase 2: batch rows a group
     uint step;       // phase 2: the processing step
@@ -100,7 +101,9 @@ void main() {
         if (i >= pc.m * pc.n) return;
         uint at = d * pc.m * pc.n + i, params = pc.per_row != 0 ? 2 + 2 * (d * pc.m + i / pc.n) : 0;
         precise float scale = LOAD(QP, params) * LOAD(Tensor(pc.w), D * pc.n * pc.k + d * pc.n + i % pc.n);
-        precise float value = LOAD(Tensor(pc.dst), at) * scale;
+        int int_sum = Int32Tensor(PRESENT_OR(pc.ints, pc.dst)).v[at];  // (read outside the test: common.glsl)
+        float sum = pc.ints != 0 ? float(int_sum) : LOAD(Tensor(pc.dst), at);
+        precise float value = sum * scale;
         STORE(Tensor(pc.dst), at, value);
         return;
     }
