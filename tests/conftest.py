@@ -68,3 +68,19 @@ def kernel_executions(session, feeds: dict) -> tuple[list, int]:
     out = session.run(None, feeds)
     stats = vkep.stats()["process"]
     return out, stats["nodes_replayed_natively"] + stats["nodes_python_path"]
+
+
+@pytest.fixture
+def float_products(monkeypatch):
+    """The products the float path records (integer_float.product's calls)."""
+    calls = []
+    from vkep.kernels import integer_float
+
+    real = integer_float.product
+
+    def counted(*args, **kwargs):
+        calls.append(args[5]["K"])  # (kernel, call, a, b, y, members, batches)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(integer_float, "product", counted)
+    return calls

@@ -26,7 +26,7 @@ from test_recurrent import _between_relus, _on_vkep
 
 import vkep
 from vkep import runner
-from vkep.kernels import host, integer_float, quantize
+from vkep.kernels import host, quantize
 
 VKEP = "VulkanExecutionProvider"
 MS = "com.microsoft"
@@ -413,20 +413,12 @@ def test_packed_through_either_weight_cache(ep_devices):
             np.testing.assert_array_equal(g, w)
 
 
-def test_long_sums_take_integer_float_slices(ep_devices, monkeypatch):
+def test_long_sums_take_integer_float_slices(ep_devices, float_products):
     """Batch rows over an input of 768 with uint8 weights (which never saturate): X . W's integer sums pass 2^24, so
     they are taken in integer_float's slices of K (exact float32 sums added as int32) rather than phase 3's integer
     loop, and give the CPU EP's outputs."""
-    taken = []
-    real = integer_float.product
-
-    def counted(*args, **kwargs):
-        taken.append(args[5]["K"])  # (kernel, call, a, b, y, members, batches)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(integer_float, "product", counted)
     quantized, _, feeds = _models(weights=np.uint8, direction="bidirectional", steps=5, batch=6, size=768, hidden=24,
                                   seed=9)
     for g, c in zip(_on_vkep(quantized, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
         np.testing.assert_allclose(g, c, **FLOAT_TOL)
-    assert taken and set(taken) == {768}
+    assert float_products and set(float_products) == {768}

@@ -30,20 +30,6 @@ def _model(a_shape, b: np.ndarray, a_type, zero_points: dict[str, np.ndarray], b
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
-@pytest.fixture
-def float_products(monkeypatch):
-    """The products the float path records (integer_float.product's calls)."""
-    calls = []
-    real = integer_float.product
-
-    def counted(*args, **kwargs):
-        calls.append(args[5]["K"])  # (kernel, call, a, b, y, members, batches)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(integer_float, "product", counted)
-    return calls
-
-
 @pytest.mark.parametrize("case", ["u8u8_per_column", "u8s8_7bit", "batched_a", "k_two_full_slices",
                                   "dynamic_u8_b"])
 def test_matmul_integer_through_float_equals_the_cpu_ep(ep_devices, float_products, case):
