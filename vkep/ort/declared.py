@@ -60,26 +60,48 @@ def values(node, outputs: bool = False) -> list[tuple[list[int] | None, str | No
     return [None if info == api.ffi.NULL else declared(info) for info in value_infos(node, outputs)]
 
 
-def declared(info) -> tuple[list[int] | None, str | None]:
-    """(dims or None, element type or None) of one value info (see values)."""
+def _tensor_info(info):
+    """The OrtTensorTypeAndShapeInfo of a value info, or None where it is no tensor (or ORT cannot say)."""
     lib, ffi = api.lib, api.ffi
     type_info, tensor_info = ffi.new("const OrtTypeInfo**"), ffi.new("const OrtTensorTypeAndShapeInfo**")
-    rank, elem = ffi.new("size_t*"), ffi.new("int*")
     status = lib.ort_GetValueInfoTypeInfo(info, type_info)
     if status == ffi.NULL:
         status = lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info)
-    if status == ffi.NULL and tensor_info[0] == ffi.NULL:
+    if status != ffi.NULL:
+        lib.ort_ReleaseStatus(status)
+        return None
+    return tensor_info[0] if tensor_info[0] != ffi.NULL else None
+
+
+def _rank(tensor_info):
+    """The declared rank, None where no shape is declared (GetDimensionsCount would say 0, as for a scalar), -1
+    where ORT cannot say."""
+    lib, ffi = api.lib, api.ffi
+    if not lib.ort_TensorTypeAndShape_HasShape(tensor_info):
+        return None
+    rank = ffi.new("size_t*")
+    status = lib.ort_GetDimensionsCount(tensor_info, rank)
+    if status != ffi.NULL:
+        lib.ort_ReleaseStatus(status)
+        return -1
+    return rank[0]
+
+
+def declared(info) -> tuple[list[int] | None, str | None]:
+    """(dims or None, element type or None) of one value info (see values)."""
+    lib, ffi = api.lib, api.ffi
+    tensor_info = _tensor_info(info)
+    if tensor_info is None:
         return None, None  # not a tensor
-    if status == ffi.NULL:
-        status = lib.ort_GetTensorElementType(tensor_info[0], elem)
-    dims = None
-    # no shape declared: GetDimensionsCount would say 0, as for a scalar
-    if status == ffi.NULL and lib.ort_TensorTypeAndShape_HasShape(tensor_info[0]):
-        status = lib.ort_GetDimensionsCount(tensor_info[0], rank)
-        if status == ffi.NULL:
-            buf = ffi.new("int64_t[]", max(rank[0], 1))
-            status = lib.ort_GetDimensions(tensor_info[0], buf, rank[0])
-            dims = list(buf[0:rank[0]])
+    elem = ffi.new("int*")
+    status = lib.ort_GetTensorElementType(tensor_info, elem)
+    dims, rank = None, _rank(tensor_info) if status == ffi.NULL else None
+    if rank == -1:
+        return None, None
+    if rank is not None:
+        buf = ffi.new("int64_t[]", max(rank, 1))
+        status = lib.ort_GetDimensions(tensor_info, buf, rank)
+        dims = list(buf[0:rank])
     if status != ffi.NULL:
         lib.ort_ReleaseStatus(status)
         return None, None
@@ -90,22 +112,16 @@ def dim_params(info) -> list[str] | None:
     """The symbolic name of each dim of a value info ("" where the dim is a number or unnamed), or None where it
     declares no shape."""
     lib, ffi = api.lib, api.ffi
-    type_info, tensor_info = ffi.new("const OrtTypeInfo**"), ffi.new("const OrtTensorTypeAndShapeInfo**")
-    rank = ffi.new("size_t*")
-    status = lib.ort_GetValueInfoTypeInfo(info, type_info)
-    if status == ffi.NULL:
-        status = lib.ort_CastTypeInfoToTensorInfo(type_info[0], tensor_info)
-    if status == ffi.NULL and (tensor_info[0] == ffi.NULL or not lib.ort_TensorTypeAndShape_HasShape(tensor_info[0])):
+    tensor_info = _tensor_info(info)
+    rank = _rank(tensor_info) if tensor_info is not None else None
+    if rank is None or rank < 0:
         return None
-    if status == ffi.NULL:
-        status = lib.ort_GetDimensionsCount(tensor_info[0], rank)
-    if status == ffi.NULL:
-        names = ffi.new("const char*[]", max(rank[0], 1))
-        status = lib.ort_GetSymbolicDimensions(tensor_info[0], names, rank[0])
+    names = ffi.new("const char*[]", max(rank, 1))
+    status = lib.ort_GetSymbolicDimensions(tensor_info, names, rank)
     if status != ffi.NULL:
         lib.ort_ReleaseStatus(status)
         return None
-    return [ffi.string(names[k]).decode(errors="replace") if names[k] != ffi.NULL else "" for k in range(rank[0])]
+    return [ffi.string(names[k]).decode(errors="replace") if names[k] != ffi.NULL else "" for k in range(rank)]
 
 
 CONSTANT_READ_LIMIT = 1 << 16  # bytes: the small constants kernels read on the host (shapes, sizes, axes)
