@@ -111,11 +111,16 @@ def broadcast_members(n: int, dims, strides: list, names: tuple[str, ...] = ("a"
 
 
 def variant(x: str, y: str) -> str | tuple[str, str]:
-    """The shader variant reading `x` and writing `y` (one name when they are the same); binary.comp's and
-    unary.comp's FLOAT64 variant where either is float64 (Add, Sub, Mul, Div, Neg, Abs, Cast to and from float32)."""
-    if FLOAT64 in (x, y):
-        return "float32" + FLOAT64_SUFFIX
+    """The shader variant reading `x` and writing `y` (one name when they are the same)."""
     return x if x == y else (x, y)
+
+
+def tensor_variant(x: Tensor, y: Tensor) -> str | tuple[str, str]:
+    """binary.comp's or unary.comp's variant reading `x` and writing `y`: their FLOAT64 variant where either is
+    float64 (Add, Sub, Mul, Div, Neg, Abs, Cast to and from float32), else the tensors' own types."""
+    if FLOAT64 in (x.dtype, y.dtype):
+        return "float32" + FLOAT64_SUFFIX
+    return variant(shader_dtype(x), shader_dtype(y))
 
 
 def float64_side(x: str, y: str) -> int:
@@ -158,9 +163,7 @@ class Binary(Kernel):
         return self.planned((sa, sb, out, scale), make)
 
     def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
-        if a.dtype == FLOAT64:
-            return variant(a.dtype, y.dtype)
-        return variant(shader_dtype(a), shader_dtype(y))
+        return tensor_variant(a, y)
 
     @classmethod
     def declines_on(cls, info, attrs: dict, input_types) -> str | None:
@@ -322,10 +325,8 @@ def dispatch_unary(call, shader: str, constants: dict[str, int], x: Tensor, y: T
     wide, grid = wide_grid(x.size)
     push = {"x": x, "y": y, "lo": lo, "hi": hi, "n": x.size, "alpha": params[0], "beta": params[1]}
     if FLOAT64 in (x.dtype, y.dtype):
-        dtype, constants = variant(x.dtype, y.dtype), {**constants, "f64": float64_side(x.dtype, y.dtype)}
-    else:
-        dtype = variant(shader_dtype(x), shader_dtype(y))
-    call.dispatch(shader, dtype, {**constants, "wide": wide}, push, grid, reads, [y])
+        constants = {**constants, "f64": float64_side(x.dtype, y.dtype)}
+    call.dispatch(shader, tensor_variant(x, y), {**constants, "wide": wide}, push, grid, reads, [y])
 
 
 def dispatch_binary(call, code: int, a: Tensor, b: Tensor, y: Tensor, scale: float = 1.0) -> None:
