@@ -30,8 +30,7 @@ from vkep.kernels.base import (
 )
 from vkep.kernels.elementwise import broadcast_strides
 from vkep.kernels.matmul import product, product_members
-from vkep.kernels.movement import GATHER, gather_members
-from vkep.kernels.movement import WG as COPY_ROWS_WG
+from vkep.kernels.movement import dispatch_gather
 
 CHUNK = 2048  # keys whose scores stay in shared memory (attention.comp)
 MAX_D = 512  # Q/K head size held in shared memory
@@ -133,7 +132,7 @@ def by_products(kernel: Kernel, call, q: Tensor, k: Tensor, v: Tensor, y: Tensor
     q_3d = layout3d and group == 1  # (read in place: a head a batch index, its rows heads * D apart)
     if layout3d and group > 1:
         q4 = call.scratch((batch, hq, sq, d), "float32")
-        _gather(call, q, q4, (batch, hq, sq, d), [sq * hq * d, d, hq * d, 1])
+        dispatch_gather(call, q, q4, (batch, hq, sq, d), [sq * hq * d, d, hq * d, 1])
         q = q4
     a = (sq * hq * d, d, hq * d, 1) if q_3d else (hq * sq * d, group * sq * d, d, 1)
     b = (total * hkv * d, d, 1, hkv * d) if kv_3d else (hkv * total * d, total * d, 1, d)
@@ -156,14 +155,7 @@ def by_products(kernel: Kernel, call, q: Tensor, k: Tensor, v: Tensor, y: Tensor
     product(kernel, call, scores, v, Tensor(out.addr, (batch * hkv, group * sq, dv), "float32", out.io), pv,
             batches=batch * hkv)
     if layout3d:  # [B, heads, S, Dv] into Y [B, S, heads * Dv]
-        _gather(call, out, y, (batch, sq, hq, dv), [hq * sq * dv, dv, sq * dv, 1])
-
-
-def _gather(call, x: Tensor, y: Tensor, shape: tuple[int, ...], strides: list[int]) -> None:
-    """y (contiguous, `shape`) = x read at `strides` (strided_copy.comp)."""
-    call.dispatch("strided_copy.comp", "float32", {"mode": GATHER, "sub": 0},
-                  {**gather_members(shape, strides, 0), "x": x, "y": y}, grid_1d(math.prod(shape), COPY_ROWS_WG),
-                  [x], [y])
+        dispatch_gather(call, out, y, (batch, sq, hq, dv), [hq * sq * dv, dv, sq * dv, 1])
 
 
 class Attention(Kernel):

@@ -89,6 +89,13 @@ def gather_members(out_shape, strides, offset: int) -> dict:
     return strided_members(math.prod(out_shape), dims, offset, st)
 
 
+def dispatch_gather(call, x: Tensor, y: Tensor, shape, strides) -> None:
+    """y (contiguous, `shape`) = x read at element `strides`, in one dispatch of strided_copy.comp: for kernels that
+    move a layout in their own work (a transpose into scratch memory and back)."""
+    call.dispatch("strided_copy.comp", shader_dtype(x), {"mode": GATHER, "sub": 0},
+                  {**gather_members(shape, strides, 0), "x": x, "y": y}, grid_1d(math.prod(shape), WG), [x], [y])
+
+
 class Strided(Kernel):
     """Base: `_plan(call)` returns (output shape, push members but x and y, strided_copy.comp's MODE and SUB)
     and is cached per key."""

@@ -8,8 +8,7 @@ import math
 
 from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, shader_dtype
 from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size
-from vkep.kernels.movement import GATHER, contiguous_strides, gather_members, host_values
-from vkep.kernels.movement import WG as MOVE_WG
+from vkep.kernels.movement import contiguous_strides, dispatch_gather, host_values
 from vkep.kernels.reduce import reduce_geometry, reduce_op_code, reduce_plan
 
 WORKGROUP = 64  # pool.comp's and lrn.comp's WG
@@ -158,14 +157,10 @@ class NhwcMaxPool(Pool):
         xt, yt = call.scratch(nchw, x.dtype), call.scratch(out_shape, x.dtype)
         x_strides, y_strides = contiguous_strides(x.shape), contiguous_strides(out_shape)
         to_nhwc = [0, *range(2, rank), 1]
-        call.dispatch("strided_copy.comp", shader_dtype(x), {"mode": GATHER, "sub": 0},
-                      {**gather_members(nchw, [x_strides[p] for p in to_nchw], 0), "x": x, "y": xt},
-                      grid_1d(xt.size, MOVE_WG), [x], [xt])
+        dispatch_gather(call, x, xt, nchw, [x_strides[p] for p in to_nchw])
         call.dispatch(shader, shader_dtype(x), constants, {**members, "x": xt, "y": yt, "indices": None}, groups,
                       [xt], [yt])
-        call.dispatch("strided_copy.comp", shader_dtype(x), {"mode": GATHER, "sub": 0},
-                      {**gather_members(y.shape, [y_strides[p] for p in to_nhwc], 0), "x": yt, "y": y},
-                      grid_1d(y.size, MOVE_WG), [yt], [y])
+        dispatch_gather(call, yt, y, y.shape, [y_strides[p] for p in to_nhwc])
 
 
 class GlobalPool(Pool):
