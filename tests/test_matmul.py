@@ -302,3 +302,41 @@ def test_split_k_with_a_fused_epilogue(ep_devices, monkeypatch):
     assert ("splitk.comp", "float32+epilogue") in _shaders_since(first, "FusedEpilogue")
     want = runner.vkep_session(model, ep_options={"fuse": "0"}).run(None, feeds)[0]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("form", ["matmul", "matmul_batched", "matmul_weight", "gemm", "gemm_trans_c_row"])
+def test_float64_products_equal_the_cpu_ep(ep_devices, form):
+    """float64 MatMul and Gemm (scikit-learn's double models: logistic regression, PCA, MLPs) in double
+    (matmul.comp's FLOAT64 variant): transposes, alpha, beta, a broadcast C, a constant B, batches; every node on
+    vkep and within double rounding of the CPU EP (its products sum in another order)."""
+    from onnx import TensorProto, numpy_helper
+
+    rng = np.random.default_rng(11)
+    a = rng.normal(0, 1, (37, 70))
+    inits, attrs = [], {}
+    if form == "matmul":
+        b, inputs, node = rng.normal(0, 1, (70, 19)), ["a", "b"], "MatMul"
+    elif form == "matmul_batched":
+        a = rng.normal(0, 1, (3, 37, 70))
+        b, inputs, node = rng.normal(0, 1, (3, 70, 19)), ["a", "b"], "MatMul"
+    elif form == "matmul_weight":
+        b, inputs, node = rng.normal(0, 1, (70, 19)), ["a", "w"], "MatMul"
+        inits.append(numpy_helper.from_array(b, "w"))
+    else:
+        trans = form == "gemm_trans_c_row"
+        b = rng.normal(0, 1, (19, 70) if trans else (70, 19))
+        inits.append(numpy_helper.from_array(rng.normal(0, 1, (1, 19) if trans else (37, 19)), "c"))
+        inputs, node, attrs = ["a", "b", "c"], "Gemm", {"alpha": 0.75, "beta": -1.5, "transB": int(trans)}
+    a.flat[:3] = [np.inf, np.nan, 1e300]
+    feeds = {"a": a} if "w" in inputs else {"a": a, "b": b}
+    graph = helper.make_graph([helper.make_node(node, inputs, ["y"], **attrs)], "f64_product",
+                              [helper.make_tensor_value_info(k, TensorProto.DOUBLE, list(v.shape)) for k, v in feeds.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert [ep for *_, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):  # (the second run replays the plan)
+        got = session.run(None, feeds)[0]
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)

@@ -57,6 +57,11 @@ def has_float64(info) -> bool:
     return bool(info.features.get("shaderFloat64", False))
 
 
+def value_variant(t: Tensor) -> str:
+    """The variant of a shader that reads `t`'s values: its type's, or for float64 the shader's FLOAT64 variant."""
+    return "float32" + FLOAT64_SUFFIX if t.dtype == "float64" else shader_dtype(t)
+
+
 def _hashable(value):
     """An attribute's value as a dictionary key (lists as tuples, arrays by type, shape and bytes)."""
     if isinstance(value, np.ndarray):
@@ -331,6 +336,19 @@ def shader_dtype(t: Tensor) -> str:
     if t.dtype not in SHADER_DTYPE:
         raise UnsupportedError(f"element type {t.dtype} has no shader variant")
     return t.dtype
+
+
+# the variant that moves a type which has none of its own: the integer type of its width
+_MOVED_AS = {"float64": "int64", "uint64": "int64", "uint32": "int32"}
+
+
+def moved_dtype(t: Tensor) -> str:
+    """The variant of a kernel that only moves `t`'s elements, never computes with them (Transpose, Concat,
+    Gather, ...): its own type's, else the integer type of the same width (float64 moves as int64)."""
+    dtype = _MOVED_AS.get(t.dtype, t.dtype)
+    if dtype not in SHADER_DTYPE:
+        raise UnsupportedError(f"element type {t.dtype} has no shader variant")
+    return dtype
 
 
 # Vulkan features each element type needs in a shader (16-/8-bit storage and arithmetic)

@@ -116,10 +116,12 @@ def variant(x: str, y: str) -> str | tuple[str, str]:
 
 
 def tensor_variant(x: Tensor, y: Tensor) -> str | tuple[str, str]:
-    """binary.comp's or unary.comp's variant reading `x` and writing `y`: their FLOAT64 variant where either is
-    float64 (Add, Sub, Mul, Div, Neg, Abs, Cast to and from float32), else the tensors' own types."""
+    """binary.comp's or unary.comp's variant reading `x` and writing `y`: where either is float64 (Add, Sub, Mul,
+    Div, Neg, Abs; Cast) a FLOAT64 variant, whose DTYPE is the other side's type in a Cast, else the tensors' own
+    types."""
     if FLOAT64 in (x.dtype, y.dtype):
-        return "float32" + FLOAT64_SUFFIX
+        other = y.dtype if x.dtype == FLOAT64 else x.dtype
+        return ("float32" if other == FLOAT64 else other) + FLOAT64_SUFFIX
     return variant(shader_dtype(x), shader_dtype(y))
 
 
@@ -374,15 +376,7 @@ class Clip(Unary):
 
 
 class Cast(Unary):
-    """Cast to the `to` type (saturate only concerns float8 types, which vkep has not); float64 to and from
-    float32 only."""
-
-    @classmethod
-    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        x, y = (list(input_types) + [None])[0], ONNX_TYPES.get(attrs.get("to"))
-        if FLOAT64 in (x, y) and not {x, y} <= {FLOAT64, "float32"}:
-            return f"Cast from {x} to {y} (float64 only to and from float32)"
-        return None
+    """Cast to the `to` type (saturate only concerns float8 types, which vkep has not)."""
 
     @classmethod
     def declines_on(cls, info, attrs: dict, input_types) -> str | None:

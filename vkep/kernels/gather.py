@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, shader_dtype
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, moved_dtype, shader_dtype
 from vkep.kernels.movement import MAX_RANK, WG, _check_size, contiguous_strides
 from vkep.kernels.nonzero import place_nonzero
 
@@ -80,7 +80,7 @@ class Gather(_Indexed):
         out, members = self._cached(call)
         y = call.output(0, out)
         if y.size:
-            call.dispatch("gather.comp", shader_dtype(x), {**self.constants, "idx64": _idx64(idx)},
+            call.dispatch("gather.comp", moved_dtype(x), {**self.constants, "idx64": _idx64(idx)},
                           {**members, "x": x, "idx": idx, "y": y, "err": call.error_word()},
                           grid_1d(y.size, WG), [x, idx], [y])
 

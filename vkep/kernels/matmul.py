@@ -9,8 +9,17 @@ from collections.abc import Mapping
 import numpy as np
 
 from vkep.kernels import coopmat, mlas_gemm, tuning
-from vkep.kernels.base import Kernel, Redirect, Tensor, UnsupportedError, grid_1d, shader_dtype
-from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
+from vkep.kernels.base import (
+    LOOP_BUDGET,
+    Kernel,
+    Redirect,
+    Tensor,
+    UnsupportedError,
+    grid_1d,
+    shader_dtype,
+    value_variant,
+)
+from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse, declines_float64
 
 TILE = 64  # output tile of matmul.comp (BM = BN)
 MAX_LOOP = 60_000  # loop steps per invocation, under lavapipe's 65,535 loop iterations
@@ -136,12 +145,18 @@ def _interleave(nk: np.ndarray) -> np.ndarray:
 class _Tiled(Kernel):
     """Shared by MatMul and Gemm: one dispatch of matmul.comp per call, planned once per shape."""
 
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
+        return declines_float64(info, input_types)
+
     b_interleaved = False  # B packed [N / 8][K / 2][8][2] for the few-rows mode's pair loads (MatMul.pack)
     declared_n = 0  # ... and its N
     b_constant = False  # B is a 2-D constant (pack saw it), which ORT's CPU EP packs: MLAS's K blocks of 256
 
     def _record_node(self, call, a, b, c, out_shape, members: dict, batches: int, folds: bool) -> None:
         """The node's own product: in the CPU EP's order where mlas_gemm takes it, else as _record."""
+        if a.dtype == "float64":
+            return self._record_float64(call, a, b, c, out_shape, members, batches)
         dtype = mlas_gemm.variant(self, a, b, members, batches)
         if dtype is None:
             return self._record(call, a, b, c, out_shape, members, batches)
@@ -149,6 +164,17 @@ class _Tiled(Kernel):
                          trans_a=bool(self.attrs.get("transA")) and len(a.shape) > 1,
                          trans_b=bool(self.attrs.get("transB")) and len(b.shape) > 1,
                          interleaved=self.b_interleaved, folds=folds)
+
+    def _record_float64(self, call, a, b, c, out_shape, members: dict, batches: int) -> None:
+        """float64: matmul.comp's FLOAT64 variant, an invocation an element of y (K in its one loop)."""
+        if members["K"] > LOOP_BUDGET:
+            raise UnsupportedError(f"a float64 inner dimension of {members['K']} exceeds what one dispatch sums")
+        y = call.output(0, out_shape)
+        if y.size:
+            reads = [a, b] + ([c] if c is not None else [])
+            call.dispatch(self.spec.shader, value_variant(a), {"mode": MODE_TILED},
+                          {**members, "a": a, "b": b, "c": c, "y": y},
+                          (-(-members["N"] // 16), -(-members["M"] // 16), batches), reads, [y])
 
     def _record(self, call, a, b, c, out_shape, members: dict, batches: int) -> None:
         """The node's product: `members` its push members but the tensors (product_members), planned per shape."""

@@ -18,6 +18,7 @@ from vkep.kernels.base import (
     axis_in,
     float_bits,
     grid_1d,
+    moved_dtype,
     shader_dtype,
 )
 from vkep.kernels.elementwise import broadcast_shape, broadcast_strides
@@ -92,7 +93,7 @@ def gather_members(out_shape, strides, offset: int) -> dict:
 def dispatch_gather(call, x: Tensor, y: Tensor, shape, strides) -> None:
     """y (contiguous, `shape`) = x read at element `strides`, in one dispatch of strided_copy.comp: for kernels that
     move a layout in their own work (a transpose into scratch memory and back)."""
-    call.dispatch("strided_copy.comp", shader_dtype(x), {"mode": GATHER, "sub": 0},
+    call.dispatch("strided_copy.comp", moved_dtype(x), {"mode": GATHER, "sub": 0},
                   {**gather_members(shape, strides, 0), "x": x, "y": y}, grid_1d(math.prod(shape), WG), [x], [y])
 
 
@@ -108,7 +109,7 @@ class Strided(Kernel):
         shape, members, (mode, sub) = self.planned(self._key(call), lambda: self._plan(call))
         y = call.output(0, shape)
         if y.size:
-            call.dispatch("strided_copy.comp", shader_dtype(x), {"mode": mode, "sub": sub}, {**members, "x": x, "y": y},
+            call.dispatch("strided_copy.comp", moved_dtype(x), {"mode": mode, "sub": sub}, {**members, "x": x, "y": y},
                           grid_1d(y.size, WG), [x], [y])
 
     def _plan(self, call) -> tuple:
@@ -261,7 +262,9 @@ class Pad(Strided):
         _check_size(out)
         if mode == "constant":  # the input is read as contiguous; negative pads need no special case
             dims, ins, bs = _merge_unpadded(out, shape, begin, end)
-            if x.dtype in ("float32", "float16", "float64"):
+            if x.dtype == "float64":  # (moved as int64: the value's double bits)
+                bits = struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+            elif x.dtype in ("float32", "float16"):
                 bits = float_bits(float(value))
             else:
                 bits = int(value) & 0xFFFFFFFFFFFFFFFF
@@ -360,7 +363,7 @@ class Split(Kernel):
         for j, (shape, members) in enumerate(plans):
             y = call.output(j, shape)
             if y.size:
-                call.dispatch("strided_copy.comp", shader_dtype(x), {"mode": GATHER, "sub": 0},
+                call.dispatch("strided_copy.comp", moved_dtype(x), {"mode": GATHER, "sub": 0},
                               {**members, "x": x, "y": y}, grid_1d(y.size, WG), [x], [y])
 
     def _plan(self, call, shape) -> list:
@@ -416,7 +419,7 @@ class Concat(Kernel):
             return
         for inputs, push in groups:
             ins = [xs[j] for j in inputs]  # (x's unused slots are null addresses, their ends 0: never read)
-            call.dispatch("concat.comp", shader_dtype(xs[0]), {}, {**push, "y": y, "x": ins}, grid_1d(push["n"], WG),
+            call.dispatch("concat.comp", moved_dtype(xs[0]), {}, {**push, "y": y, "x": ins}, grid_1d(push["n"], WG),
                           ins, [y])
 
 

@@ -7,7 +7,16 @@ import math
 import struct
 
 from vkep.kernels import host
-from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, axis_in, grid_1d, shader_dtype
+from vkep.kernels.base import (
+    LOOP_BUDGET,
+    Kernel,
+    UnsupportedError,
+    axis_in,
+    grid_1d,
+    shader_dtype,
+    value_variant,
+)
+from vkep.kernels.elementwise import declines_float64
 
 WG = 64  # thread-per-output workgroups of reduce.comp / argreduce.comp
 MAX_GROUPS = 4  # kept and reduced dim groups reduce.comp decodes
@@ -136,6 +145,10 @@ class Reduce(Kernel):
 class ArgReduce(Kernel):
     """ArgMax / ArgMin along `axis` (keepdims, select_last_index); int64 indices."""
 
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
+        return declines_float64(info, input_types)
+
     def compute(self, call) -> None:
         x = call.inputs[0]
         rank = len(x.shape)
@@ -153,8 +166,8 @@ class ArgReduce(Kernel):
         (split, wg), groups = reduce_geometry(length, rows)
         push = {"x": x, "y": y, "rows": rows, "len": length, "inner": inner,
                 "last": int(self.attrs.get("select_last_index", 0))}
-        call.dispatch(self.spec.shader, shader_dtype(x), {**self.constants, "split": split, "local_size_x": wg}, push,
-                      groups, [x], [y])
+        call.dispatch(self.spec.shader, value_variant(x), {**self.constants, "split": split, "local_size_x": wg},
+                      push, groups, [x], [y])
 
 
 class TopK(Kernel):

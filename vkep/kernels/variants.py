@@ -60,9 +60,16 @@ def accumulators() -> set[Variant]:
 
 
 def float64s() -> set[Variant]:
-    """The FLOAT64 variants (double arithmetic for float64 tensors) of the shaders written with one."""
-    return {_key(path.name, variant("float32" + FLOAT64_SUFFIX)) for path in sorted(SHADER_DIR.glob("*.comp"))
-            if "#ifdef FLOAT64" in path.read_text(encoding="utf-8")}
+    """The FLOAT64 variants (double arithmetic for float64 tensors) of the shaders written with one; for the
+    conversions (an entry with two type constraints, one of them float64: Cast, CastLike) one more per type on
+    the other side, which is the variant's DTYPE."""
+    out = {_key(path.name, variant("float32" + FLOAT64_SUFFIX)) for path in sorted(SHADER_DIR.glob("*.comp"))
+           if "#ifdef FLOAT64" in path.read_text(encoding="utf-8")}
+    for spec in manifest.load():
+        if spec.shader and len(spec.types) == 2 and any("float64" in allowed for allowed in spec.types.values()):
+            out |= {_key(spec.shader, variant(t + FLOAT64_SUFFIX)) for allowed in spec.types.values()
+                    for t in allowed if t in SHADER_DTYPE}
+    return out
 
 
 def required() -> set[Variant]:

@@ -1,9 +1,17 @@
 #version 450
 // ArgMax / ArgMin along one axis of a tensor read as [outer, axis, inner]; int64 indices out.
 // SPLIT=0: one thread per output element; SPLIT=1: one workgroup per output element (long axes), of
-// specialization constant 2 threads (see reduce.comp on lavapipe's loop budget).
+// specialization constant 2 threads (see reduce.comp on lavapipe's loop budget). FLOAT64: float64 values, compared
+// in double.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#ifdef FLOAT64
+#define VALUE_T double
+#define LOAD_X(i) Doubles(pc.x).v[i]
+#else
+#define VALUE_T COMP_T
+#define LOAD_X(i) LOAD(Tensor(pc.x), i)
+#endif
 
 #define WG gl_WorkGroupSize.x
 #define MAX_WG 1024
@@ -18,11 +26,11 @@ layout(push_constant, scalar) uniform Push {
     GROUP_BASE;
 } pc;
 
-shared COMP_T best_v[MAX_WG];
+shared VALUE_T best_v[MAX_WG];
 shared uint best_i[MAX_WG];
 
 // whether (v, i) wins over (w, j); indices are visited in increasing order within a thread
-bool wins(COMP_T v, uint i, COMP_T w, uint j) {
+bool wins(VALUE_T v, uint i, VALUE_T w, uint j) {
     if (j == NONE) return i != NONE;
     if (i == NONE) return false;
     if (v == w) return pc.last != 0 ? i > j : i < j;
@@ -41,12 +49,11 @@ void main() {
         step = 1;
     }
     if (row >= pc.rows) return;  // uniform per workgroup in SPLIT mode
-    Tensor X = Tensor(pc.x);
     uint base = (row / pc.inner) * pc.len * pc.inner + row % pc.inner;
-    COMP_T bv = COMP_T(0);
+    VALUE_T bv = VALUE_T(0);
     uint bi = NONE;
     for (uint k = first; k < pc.len; k += step) {
-        COMP_T v = LOAD(X, base + k * pc.inner);
+        VALUE_T v = LOAD_X(base + k * pc.inner);
         if (wins(v, k, bv, bi)) { bv = v; bi = k; }
     }
     if (SPLIT == 1) {

@@ -8,10 +8,6 @@
 #include "activation.glsl"
 #include "binary_ops.glsl"
 // FLOAT64: a, b and y float64 (Add, Sub, Mul, Div: the manifest lists float64 for those alone), in double
-#ifdef FLOAT64
-#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
-layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Doubles { double v[]; };
-#endif
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 0;

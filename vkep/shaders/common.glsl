@@ -8,10 +8,14 @@
 // integers, int64_t for int64. (float16 arithmetic where it gives the float result rounded once: binary.comp's
 // half_arith; GEMM-like shaders sum in MAC_T, below. docs/design.md, "float16 arithmetic".)
 //   ACC16    (float16 only) GEMM-like shaders multiply and sum in float16: EP option fp16_accumulation=float16
+//   FLOAT64  the float64 variant of a shader written with one: double arithmetic, float64 tensors read as Doubles
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_buffer_reference2 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #extension GL_EXT_scalar_block_layout : require
+#ifdef FLOAT64
+#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
+#endif
 
 #ifndef DTYPE
 #define DTYPE 0
@@ -82,6 +86,9 @@ layout(buffer_reference, scalar, buffer_reference_align = VKEP_XPASTE(T_ALIGN_, 
 };
 // ONNX indices, shapes and axes are int64
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Int64Tensor { int64_t v[]; };
+#ifdef FLOAT64
+layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Doubles { double v[]; };
+#endif
 
 // The address of an optional tensor, or `fallback` (a tensor the shader reads anyway) where it is absent (0), for
 // reading it as `v = LOAD(Tensor(PRESENT_OR(pc.opt, pc.x)), PRESENT_AT(pc.opt, i))` OUTSIDE any test of pc.opt and

@@ -5,7 +5,7 @@
 // A 16x16 workgroup computes a 64x64 tile of y, each invocation a 4x4 block held in registers, over
 // K in steps of 16 staged through shared memory: 16 multiply-adds per shared load, few barriers.
 // Products and sums in MAC_T (common.glsl: float, float16_t in the ACC16 variant) in the modes float16 takes
-// (0, 1, 2); the float32-only paths (pairs, vec4, mode 3) sum in float.
+// (0, 1, 2); the float32-only paths (pairs, vec4, mode 3) sum in float. FLOAT64: float64_product, below.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "epilogue.glsl"
@@ -314,7 +314,28 @@ EpilogueBlock stored_block() {
 }
 #endif
 
+#ifdef FLOAT64
+// FLOAT64 (float64 MatMul and Gemm, as scikit-learn's double models hold them): an invocation an element of y on a
+// 16 x 16 grid, its K products summed in order with double multiply-adds
+void float64_product() {
+    uint n = WORKGROUP_ID.x * 16u + gl_LocalInvocationID.x, m = WORKGROUP_ID.y * 16u + gl_LocalInvocationID.y;
+    uint z = WORKGROUP_ID.z, outer = z / pc.batch_inner, inner = z % pc.batch_inner;
+    if (m >= pc.M || n >= pc.N) return;
+    uint a_at = outer * pc.a_outer + inner * pc.a_inner + m * pc.a_m;
+    uint b_at = outer * pc.b_outer + inner * pc.b_inner + n * pc.b_n;
+    double acc = 0.0LF;
+    for (uint k = 0u; k < pc.K; ++k) acc = fma(Doubles(pc.a).v[a_at + k * pc.a_k], Doubles(pc.b).v[b_at + k * pc.b_k], acc);
+    double r = double(pc.alpha) * acc;
+    if (pc.c != 0ul) r += double(pc.beta) * Doubles(pc.c).v[m * pc.c_m + n * pc.c_n];
+    Doubles(pc.y).v[(z * pc.M + m) * pc.N + n] = r;
+}
+#endif
+
 void main() {
+#ifdef FLOAT64
+    float64_product();
+    return;
+#endif
     if (MODE == 3) broadcast();
     else if (MODE == 1) few_rows();
     else if (MODE == 2) {

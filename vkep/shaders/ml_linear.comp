@@ -21,7 +21,6 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #ifdef FLOAT64
-#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
 #define REAL double
 #else
 #define REAL float
@@ -37,9 +36,6 @@ layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Words { uint
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { float v[]; };
 layout(buffer_reference, scalar, buffer_reference_align = 4) readonly buffer Ints32 { int v[]; };
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Ints64 { int64_t v[]; };
-#ifdef FLOAT64
-layout(buffer_reference, scalar, buffer_reference_align = 8) readonly buffer Doubles { double v[]; };
-#endif
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y, label, tables, work;

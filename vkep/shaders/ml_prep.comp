@@ -18,9 +18,6 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "precise.glsl"
-#ifdef FLOAT64
-#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
-#endif
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint MODE = 0;
@@ -28,9 +25,6 @@ layout(constant_id = 1) const uint NORM = 0;
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { float v[]; };
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Ints64 { int64_t v[]; };
-#ifdef FLOAT64
-layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Doubles { double v[]; };
-#endif
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y, table, err;  // table: Scaler's offsets then scales, Imputer's values; err: the error word

@@ -14,9 +14,6 @@
 // scales by 2^m with vscalefps.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-#ifdef FLOAT64
-#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
-#endif
 #include "precise.glsl"
 
 #define WG gl_WorkGroupSize.x

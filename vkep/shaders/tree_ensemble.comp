@@ -17,7 +17,6 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #ifdef FLOAT64
-#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
 #define REAL double
 #else
 #define REAL float
@@ -34,9 +33,6 @@ layout(constant_id = 3) const uint Y64 = 0;   // the output (scores) is float64 
 layout(buffer_reference, scalar, buffer_reference_align = 4) readonly buffer Words { uint w[]; };
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { float v[]; };
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Ints64 { int64_t v[]; };
-#ifdef FLOAT64
-layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Doubles { double v[]; };
-#endif
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y, tables, scores, label;  // tables: trees.py's packed arrays, one after the other (offsets below)

@@ -72,16 +72,59 @@ COMP_TY to_int(float r) {
 #endif
 
 #ifdef FLOAT64
-// unary.comp's FLOAT64 variant: Neg and Abs of float64, Cast between float64 and float32 (the manifest lists
-// float64 for those alone; elementwise.Cast declines other pairs). F64 says which side is float64.
-layout(constant_id = 3) const uint F64 = 3;  // 1: float64 in, float32 out; 2: float32 in, float64 out; 3: both
-layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Doubles { double v[]; };
+// unary.comp's FLOAT64 variants: float64 Neg, Abs, Relu, Sqrt, Reciprocal, Floor, Ceil, Round and Sign
+// (unary_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
+// to float16 through float32 (two roundings), to integers as to_int below, integers to float64 rounded once.
+layout(constant_id = 3) const uint F64 = 3;  // 1: float64 in, DTYPE out; 2: DTYPE in, float64 out; 3: both
+
+#if DTYPE_Y > 1
+// float64 → integer as ORT's static_cast on x86: out of range and NaN give the int32/int64 minimum, and the
+// small types keep the low bits of the int32 result
+COMP_TY double_to_int(double r) {
+#if DTYPE_Y == 3
+    bool ok = r >= -9223372036854775808.0LF && r < 9223372036854775808.0LF;
+    return ok ? int64_t(r) : (-9223372036854775807L - 1L);
+#else
+    bool ok = r >= -2147483648.0LF && r < 2147483648.0LF;
+    return ok ? COMP_TY(int(r)) : COMP_TY(-2147483647 - 1);
+#endif
+}
+#endif
+
+// the float64 ops (the manifest lists float64 for these alone), each exact in double, NaN and -0 as the CPU EP's
+double unary_double(double v) {
+    switch (OP) {
+    case OP_NEG: return -v;
+    case OP_ABS: return abs(v);
+    case OP_RELU: return v < 0.0LF ? 0.0LF : v;
+    case OP_SQRT: return sqrt(v);
+    case OP_RECIPROCAL: return 1.0LF / v;
+    case OP_FLOOR: return floor(v);
+    case OP_CEIL: return ceil(v);
+    case OP_ROUND: return roundEven(v);
+    case OP_SIGN: {  // made from bits: lavapipe gave -0 for a select of 0.0 (zeros' signs taken as insignificant)
+        uvec2 b = unpackDouble2x32(v);
+        bool zero = ((b.y & 0x7fffffffu) | b.x) == 0u;
+        return isnan(v) ? v : packDouble2x32(uvec2(0u, zero ? 0u : (b.y & 0x80000000u) | 0x3ff00000u));
+    }
+    default: return v;  // OP_CAST
+    }
+}
 
 void one(uint i) {
-    double v = F64 == 2 ? double(Tensor(pc.x).v[i]) : Doubles(pc.x).v[i];
-    double r = OP == OP_NEG ? -v : OP == OP_ABS ? abs(v) : v;  // (else OP_CAST)
-    if (F64 == 1) Tensor(pc.y).v[i] = float(r);
-    else Doubles(pc.y).v[i] = r;
+    double v = (F64 & 1) != 0 ? Doubles(pc.x).v[i] : double(LOAD(Tensor(pc.x), i));
+    double r = unary_double(v);
+    if ((F64 & 2) != 0) {
+        Doubles(pc.y).v[i] = r;
+        return;
+    }
+    TensorY y = TensorY(pc.y);
+#if DTYPE_Y <= 1
+    STORE_Y(y, i, float(r));
+#else
+    if (BOOL_OUT != 0) STORE_Y(y, i, r != 0.0LF ? 1 : 0);  // NaN → true
+    else STORE_Y(y, i, double_to_int(r));
+#endif
 }
 #else
 void one(uint i) {
