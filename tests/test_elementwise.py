@@ -622,3 +622,56 @@ def test_float64_arg_reductions_equal_the_cpu_ep(ep_devices, op, last):
         session = runner.vkep_session(model, disable_cpu_fallback=True)
         assert [ep for *_, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
         np.testing.assert_array_equal(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])
+
+
+def test_float64_exp_is_within_two_ulps_of_the_cpu_ep(ep_devices):
+    """float64 Exp (unary.comp's exp_double, an ulp from the correctly rounded value; the CPU EP's Eigen exp is
+    within two): over the whole range, overflow to inf, underflow through the subnormals to 0, NaN kept."""
+    from onnx import TensorProto
+
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.uniform(-750, 720, 20000), rng.normal(0, 1, 5000), rng.uniform(-1e-8, 1e-8, 100),
+                        [0.0, -0.0, np.nan, np.inf, -np.inf, 709.78, 709.79, -745.1, -745.2, -720.0, 1e-320]])
+    graph = helper.make_graph([helper.make_node("Exp", ["x"], ["y"])], "f64_exp",
+                              [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [len(x)])],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
+    want = runner.cpu_session(model).run(None, {"x": x})[0]
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    finite = ~np.isnan(want)
+    assert np.abs(got[finite].view(np.int64) - want[finite].view(np.int64)).max() <= 2  # (ulps: same-sign doubles)
+
+
+def test_float64_reductions_topk_softmax_and_fills_equal_the_cpu_ep(ep_devices):
+    """A graph of the float64 ops scikit-learn's double models use (KNN's and GaussianProcess's distances, logistic
+    regression's probabilities): ReduceSumSquare, ReduceMean, ReduceMax, ReduceSum over an inner axis, TopK,
+    Softmax (softmax_float64), Exp, ConstantOfShape and Shape, every node on vkep and within double rounding of
+    the CPU EP. (NaN in max and min follows the float32 kernels': test_reduce.)"""
+    from onnx import TensorProto, numpy_helper
+
+    nodes = [helper.make_node("ReduceSumSquare", ["x"], ["ss"], axes=[1], keepdims=1),
+             helper.make_node("ReduceMean", ["x"], ["mean"], axes=[0], keepdims=0),
+             helper.make_node("ReduceMax", ["x"], ["mx"], axes=[1], keepdims=0),
+             helper.make_node("ReduceSum", ["x", "ax1"], ["s1"], keepdims=0),
+             helper.make_node("TopK", ["x", "k"], ["tv", "ti"], axis=1, largest=0),
+             helper.make_node("Softmax", ["x"], ["sm"], axis=1),
+             helper.make_node("Exp", ["ss"], ["ex"]),
+             helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("ConstantOfShape", ["shape"], ["fill"],
+                              value=numpy_helper.from_array(np.array([-2.5e-300]), "v"))]
+    outputs = [("ss", TensorProto.DOUBLE), ("mean", TensorProto.DOUBLE), ("mx", TensorProto.DOUBLE),
+               ("s1", TensorProto.DOUBLE), ("tv", TensorProto.DOUBLE), ("ti", TensorProto.INT64),
+               ("sm", TensorProto.DOUBLE), ("ex", TensorProto.DOUBLE), ("fill", TensorProto.DOUBLE)]
+    graph = helper.make_graph(nodes, "f64_sklearn", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [50, 300])],
+                              [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
+                              [numpy_helper.from_array(np.array([1], np.int64), "ax1"),
+                               numpy_helper.from_array(np.array([5], np.int64), "k")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    x = np.random.default_rng(2).normal(0, 1, (50, 300)) * 0.1
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for *_, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    for (name, _), got, want in zip(outputs, session.run(None, {"x": x}), runner.cpu_session(model).run(None, {"x": x}),
+                                    strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15, err_msg=name)

@@ -334,7 +334,7 @@ def dispatch_unary(call, shader: str, constants: dict[str, int], x: Tensor, y: T
 def dispatch_binary(call, code: int, a: Tensor, b: Tensor, y: Tensor, scale: float = 1.0) -> None:
     """y = a OP b (binary.comp's op `code`; `scale` its parameter), broadcast to y's shape, in one dispatch."""
     _, n, members = broadcast_plan([a.shape, b.shape], y.shape)
-    dispatch_wide(call, "binary.comp", code, n, variant(shader_dtype(a), shader_dtype(y)),
+    dispatch_wide(call, "binary.comp", code, n, tensor_variant(a, y),
                   {**members, "scale": scale, "a": a, "b": b, "y": y}, [a, b], [y])
 
 

@@ -10,6 +10,7 @@ from vkep.kernels import host
 from vkep.kernels.base import (
     LOOP_BUDGET,
     Kernel,
+    Tensor,
     UnsupportedError,
     axis_in,
     grid_1d,
@@ -107,6 +108,15 @@ def eigen_order(dtype: str, op: int, members: dict) -> bool:
             and members["n_red"] // 8 + 64 <= LOOP_BUDGET and host.cpu_flags() != frozenset())
 
 
+def dispatch_reduce(call, op: str, x: Tensor, y: Tensor, axes: set[int]) -> None:
+    """y (x's shape with `axes` kept as 1) = the reduction `op` (ReduceSum, ReduceMax, ...) of x over `axes`, one
+    dispatch of reduce.comp, summed in plain order: for kernels that reduce as one step of their work."""
+    _, n_out, n_red, members = reduce_plan(x.shape, axes, True)
+    (split, wg), groups = reduce_geometry(n_red, n_out)
+    call.dispatch("reduce.comp", value_variant(x), {"op": reduce_op_code(op), "split": split, "local_size_x": wg,
+                                                    "order": 0}, {**members, "x": x, "y": y}, groups, [x], [y])
+
+
 class Reduce(Kernel):
     """ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare (the `op` constant picks which).
 
@@ -114,6 +124,10 @@ class Reduce(Kernel):
     With no axes every dim is reduced, unless noop_with_empty_axes: then none is (the element
     transform, e.g. |x| for L1, still applies, as in ORT's CPU EP).
     """
+
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
+        return declines_float64(info, input_types)
 
     def compute(self, call) -> None:
         x = call.inputs[0]
@@ -138,8 +152,8 @@ class Reduce(Kernel):
         order = int(eigen_order(x.dtype, op, members))
         if order:  # (one invocation a row: its loop over K / 8 steps, within the budget)
             (split, wg), groups = (0, WG), grid_1d(n_out, WG)
-        call.dispatch(self.spec.shader, shader_dtype(x), {**self.constants, "split": split, "local_size_x": wg,
-                                                          "order": order}, {**members, "x": x, "y": y}, groups, [x], [y])
+        call.dispatch(self.spec.shader, value_variant(x), {**self.constants, "split": split, "local_size_x": wg,
+                                                           "order": order}, {**members, "x": x, "y": y}, groups, [x], [y])
 
 
 class ArgReduce(Kernel):
@@ -174,6 +188,10 @@ class TopK(Kernel):
     """TopK (k from the attribute before opset 10, else from the CPU input 1): one workgroup per row
     sorts the row in shared memory (bitonic), in chunks of TOPK_MAX for longer rows."""
 
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
+        return declines_float64(info, input_types)
+
     def compute(self, call) -> None:
         x = call.inputs[0]
         rank = len(x.shape)
@@ -198,7 +216,7 @@ class TopK(Kernel):
         flags = int(self.attrs.get("largest", 1)) | (int(self.attrs.get("sorted", 1)) << 1)
         push = {"x": x, "values": values, "indices": indices, "rows": rows, "len": length, "inner": inner, "k": k,
                 "width": width, "flags": flags}
-        call.dispatch(self.spec.shader, shader_dtype(x), {}, push, grid_1d(rows, 1), [x], [values, indices])
+        call.dispatch(self.spec.shader, value_variant(x), {}, push, grid_1d(rows, 1), [x], [values, indices])
 
 
 class CumSum(Kernel):

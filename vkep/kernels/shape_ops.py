@@ -13,6 +13,7 @@ from vkep.kernels.base import (
     UnsupportedError,
     float_bits,
     grid_1d,
+    moved_dtype,
     shader_dtype,
 )
 from vkep.kernels.elementwise import ONNX_TYPES
@@ -72,8 +73,11 @@ class ConstantOfShape(Kernel):
             raise UnsupportedError(f"ConstantOfShape of {n} elements")
         y = call.output(0, shape, dtype)
         if n:
-            bits = float_bits(scalar) if dtype.startswith("float") else int(scalar)
-            call.dispatch(self.spec.shader, shader_dtype(y), self.constants, {"y": y, "start": bits, "delta": 0, "n": n},
+            if dtype == "float64":  # (filled as int64: the value's bits)
+                bits = struct.unpack("<q", struct.pack("<d", scalar))[0]
+            else:
+                bits = float_bits(scalar) if dtype.startswith("float") else int(scalar)
+            call.dispatch(self.spec.shader, moved_dtype(y), self.constants, {"y": y, "start": bits, "delta": 0, "n": n},
                           grid_1d(n, WG), [], [y])
 
 

@@ -8,13 +8,16 @@ from vkep.kernels import host
 from vkep.kernels.base import (
     FLOAT64_SUFFIX,
     Kernel,
+    Tensor,
     UnsupportedError,
     axis_in,
     grid_1d,
     has_float64,
+    onnx_spec,
     shader_dtype,
 )
-from vkep.kernels.reduce import LOOP_BUDGET
+from vkep.kernels.elementwise import declines_float64, dispatch_binary, dispatch_unary
+from vkep.kernels.reduce import LOOP_BUDGET, dispatch_reduce
 
 MLAS_ORDER = True  # float32 Softmax and LogSoftmax in the CPU EP's order where it applies (softmax.comp ORDER 1, 2)
 # softmax.comp's ORDER and workgroup (MLAS's lanes) on a host whose CPU EP sums exps with MLAS's FMA3 kernel, and
@@ -49,8 +52,23 @@ def row_workgroup(length: int, passes: int) -> int:
     return wg
 
 
+def softmax_float64(call, x: Tensor, y: Tensor) -> None:
+    """float64 Softmax of x [outer, length, inner] along its middle axis, in the steps the CPU EP takes: the row's
+    max, x - max, exp, the sum, / sum, through the FLOAT64 variants of reduce.comp, binary.comp and unary.comp."""
+    rows = call.scratch((x.shape[0], 1, x.shape[2]), "float64")
+    dispatch_reduce(call, "ReduceMax", x, rows, {1})
+    dispatch_binary(call, onnx_spec("Sub").constants["op"], x, rows, y)
+    dispatch_unary(call, "unary.comp", {"op": onnx_spec("Exp").constants["op"]}, y, y, (0.0, 0.0))
+    dispatch_reduce(call, "ReduceSum", y, rows, {1})
+    dispatch_binary(call, onnx_spec("Div").constants["op"], y, rows, y)
+
+
 class Softmax(Kernel):
-    """The manifest's `mode` constant: 0 Softmax, 1 LogSoftmax, 2 Hardmax."""
+    """The manifest's `mode` constant: 0 Softmax, 1 LogSoftmax, 2 Hardmax; float64 Softmax: softmax_float64."""
+
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
+        return declines_float64(info, input_types)
 
     def compute(self, call) -> None:
         x = call.inputs[0]
@@ -64,6 +82,8 @@ class Softmax(Kernel):
         else:  # opset 1-12: the input is read as 2-D [prod(:axis), prod(axis:)]
             outer, length, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis:]), 1
         rows = outer * inner
+        if x.dtype == "float64":
+            return softmax_float64(call, x.view(0, (outer, length, inner)), y.view(0, (outer, length, inner)))
         push = {"x": x, "y": y, "rows": rows, "axis_len": length, "inner": inner}
         ordered = mlas_order(self, x.dtype, length)
         if ordered is not None:

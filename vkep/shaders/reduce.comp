@@ -5,7 +5,7 @@
 // SPLIT=0: one thread per output element (small reductions); SPLIT=1: one workgroup per output element
 // with a shared-memory tree (large reductions). The workgroup size is specialization constant 2 (up to
 // 1024): lavapipe silently stops a shader's loops after 65535 iterations in all, so long reductions need
-// wide workgroups.
+// wide workgroups. FLOAT64: float64 sums, means, extremes, products, L1, L2 and sums of squares, in double.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -27,10 +27,18 @@ layout(push_constant, scalar) uniform Push {
     GROUP_BASE;
 } pc;
 
+#ifdef FLOAT64
+#define ACC_T double
+#define LOAD_X(i) Doubles(pc.x).v[i]
+#define STORE_OUT(at, value) Doubles(pc.y).v[at] = (value)
+#else
 #if IS_FLOAT
 #define ACC_T float
 #else
 #define ACC_T COMP_T
+#endif
+#define LOAD_X(i) ACC_T(LOAD(X, i))
+#define STORE_OUT(at, value) STORE(Tensor(pc.y), at, value)
 #endif
 
 shared ACC_T partial[MAX_WG];
@@ -38,7 +46,7 @@ shared ACC_T partial[MAX_WG];
 // the element type's own extremes: the max (min) of nothing, as ORT's CPU EP gives it
 ACC_T lowest() {
 #if IS_FLOAT
-    return uintBitsToFloat(0xff800000u);  // -inf
+    return ACC_T(uintBitsToFloat(0xff800000u));  // -inf
 #elif DTYPE == 3
     return -9223372036854775807l - 1l;
 #elif DTYPE == 4
@@ -52,7 +60,7 @@ ACC_T lowest() {
 
 ACC_T highest() {
 #if IS_FLOAT
-    return uintBitsToFloat(0x7f800000u);  // +inf
+    return ACC_T(uintBitsToFloat(0x7f800000u));  // +inf
 #elif DTYPE == 3
     return 9223372036854775807l;
 #elif DTYPE == 4
@@ -114,10 +122,12 @@ uint decode(uint i, uint dims[4], uint strides[4]) {
 
 ACC_T finish(ACC_T acc, ACC_T m) {
 #if IS_FLOAT
-    if (OP == 1) return pc.n_red == 0 ? 0.0 : acc / float(pc.n_red);  // ORT: the mean of nothing is 0
+    if (OP == 1) return pc.n_red == 0 ? ACC_T(0) : acc / ACC_T(pc.n_red);  // ORT: the mean of nothing is 0
     if (OP == 6) return sqrt(acc);
+#ifndef FLOAT64
     if (OP == 7) return log_any(acc);  // (a sum of denormals stays one)
     if (OP == 8) return isinf(m) ? m : m + log_any(acc);
+#endif
 #else
     if (OP == 1) return pc.n_red == 0 ? ACC_T(0) : acc / ACC_T(pc.n_red);
 #endif
@@ -141,7 +151,7 @@ ACC_T group_reduce(ACC_T v, bool use_max) {
 // The sum of the row of n elements at `base` as Eigen's redux sums it with 4-float packets, the row's first 16-byte
 // aligned element its start s (ORT's buffers are aligned): two packet sums over 8 elements a step, added, then a
 // last packet, then (p0 + p2) + (p1 + p3), then the elements before s and after the packets, in order
-#if IS_FLOAT
+#if IS_FLOAT && !defined(FLOAT64)
 float eigen_sum(Tensor X, uint base, uint n) {
     uint s = min((4u - base % 4u) % 4u, n), size = (n - s) / 4u * 4u, size2 = (n - s) / 8u * 8u;
     precise float res;
@@ -183,14 +193,14 @@ void main() {
     uint base = decode(o, pc.out_dims, pc.out_strides);
 
     ACC_T m = ACC_T(0);
-#if IS_FLOAT
+#if IS_FLOAT && !defined(FLOAT64)
     if (OP == 8) {  // log-sum-exp: the max first, so exp() cannot overflow
         m = lowest();
         for (uint r = first; r < pc.n_red; r += step) m = max_of(m, LOAD(X, base + decode(r, pc.red_dims, pc.red_strides)));
         if (SPLIT == 1) m = group_reduce(m, true);
     }
 #endif
-#if IS_FLOAT
+#if IS_FLOAT && !defined(FLOAT64)
     if (ORDER == 1 && pc.n_red > 0u) {
         STORE(Tensor(pc.y), o, finish(eigen_sum(X, base, pc.n_red), m));
         return;
@@ -198,8 +208,8 @@ void main() {
 #endif
     ACC_T acc = identity();
     for (uint r = first; r < pc.n_red; r += step) {
-        ACC_T v = ACC_T(LOAD(X, base + decode(r, pc.red_dims, pc.red_strides)));
-#if IS_FLOAT
+        ACC_T v = LOAD_X(base + decode(r, pc.red_dims, pc.red_strides));
+#if IS_FLOAT && !defined(FLOAT64)
         if (OP == 8) { acc += isinf(m) ? 0.0 : exp(v - m); continue; }
 #endif
         acc = combine(acc, term(v));
@@ -208,5 +218,5 @@ void main() {
         acc = group_reduce(acc, false);
         if (gl_LocalInvocationID.x != 0) return;
     }
-    STORE(Tensor(pc.y), o, finish(acc, m));
+    STORE_OUT(o, finish(acc, m));
 }

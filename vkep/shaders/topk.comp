@@ -3,9 +3,18 @@
 // into shared memory, sorts it (bitonic network over a power of two; padding sorts last) and writes the
 // first k. Rows longer than MAX_LEN go in chunks: each chunk is sorted together with the k best so far
 // (so k <= MAX_LEN / 2 then). Ties go to the lower index. sorted=0 gives the k chosen in index order
-// (ONNX leaves that order open).
+// (ONNX leaves that order open). FLOAT64: float64 values, compared in double.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#ifdef FLOAT64
+#define KEY_T double
+#define LOAD_X(i) Doubles(pc.x).v[i]
+#define STORE_VALUE(at, value) Doubles(pc.values).v[at] = (value)
+#else
+#define KEY_T COMP_T
+#define LOAD_X(i) LOAD(Tensor(pc.x), i)
+#define STORE_VALUE(at, value) STORE(Tensor(pc.values), at, value)
+#endif
 
 #define WG 256
 #define MAX_LEN 2048
@@ -18,14 +27,14 @@ layout(push_constant, scalar) uniform Push {
     GROUP_BASE;
 } pc;
 
-shared COMP_T key[MAX_LEN];
+shared KEY_T key[MAX_LEN];
 shared uint idx[MAX_LEN];
 
 // whether element a goes before element b
 bool before(uint a, uint b, bool by_index) {
     uint ia = idx[a], ib = idx[b];
     if (ia == PAD || ib == PAD || by_index) return ia < ib;
-    COMP_T va = key[a], vb = key[b];
+    KEY_T va = key[a], vb = key[b];
     if (va != vb) return (pc.flags & 1u) != 0 ? va > vb : va < vb;
     return ia < ib;
 }
@@ -38,7 +47,7 @@ void bitonic(uint width, bool by_index) {
                 uint b = a + stride;
                 bool up = (a & size) == 0;
                 if (before(b, a, by_index) == up) {
-                    COMP_T tk = key[a]; key[a] = key[b]; key[b] = tk;
+                    KEY_T tk = key[a]; key[a] = key[b]; key[b] = tk;
                     uint ti = idx[a]; idx[a] = idx[b]; idx[b] = ti;
                 }
             }
@@ -52,7 +61,6 @@ void main() {
     if (row >= pc.rows) return;
     uint t = gl_LocalInvocationID.x;
     uint base = (row / pc.inner) * pc.len * pc.inner + row % pc.inner;
-    Tensor X = Tensor(pc.x);
     uint kept = 0;  // the best so far sit in [0, kept)
     for (uint done = 0; done < pc.len;) {
         uint take = min(pc.len - done, MAX_LEN - kept);
@@ -60,7 +68,7 @@ void main() {
         for (uint j = kept + t; j < width; j += WG) {
             bool real = j < kept + take;
             idx[j] = real ? done + j - kept : PAD;
-            key[j] = real ? LOAD(X, base + (done + j - kept) * pc.inner) : COMP_T(0);
+            key[j] = real ? LOAD_X(base + (done + j - kept) * pc.inner) : KEY_T(0);
         }
         barrier();
         bitonic(width, false);
@@ -74,11 +82,10 @@ void main() {
         barrier();
         bitonic(kw, true);
     }
-    Tensor V = Tensor(pc.values);
     Int64Tensor I = Int64Tensor(pc.indices);
     uint out_base = (row / pc.inner) * pc.k * pc.inner + row % pc.inner;
     for (uint j = t; j < pc.k; j += WG) {
-        STORE(V, out_base + j * pc.inner, key[j]);
+        STORE_VALUE(out_base + j * pc.inner, key[j]);
         I.v[out_base + j * pc.inner] = int64_t(idx[j]);
     }
 }
