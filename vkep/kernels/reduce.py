@@ -28,8 +28,10 @@ CUMSUM_SERIAL_FLOAT = LOOP_BUDGET - 64
 CUMSUM_WG = 256
 TOPK_MAX = 2048  # elements topk.comp sorts at once in shared memory
 TOPK_CHUNK_LOOPS = 400  # loop iterations topk.comp spends per chunk of TOPK_MAX
-EIGEN_ORDER = True  # float32 sums and means of contiguous rows as the CPU EP adds them (reduce.comp ORDER 1)
-EIGEN_OPS = (0, 1)  # reduce.comp's ops that take it: sum, mean
+# float32 and float64 sums, means, max and min of contiguous rows as the CPU EP makes them (reduce.comp ORDER 1:
+# the sums' rounding, which NaN the max and min keep)
+EIGEN_ORDER = True
+EIGEN_OPS = (0, 1, 2, 3)  # reduce.comp's ops that take it: sum, mean, max, min
 
 
 @functools.cache
@@ -99,12 +101,14 @@ def reduce_plan(shape: tuple[int, ...], axes: set[int], keepdims: bool) -> tuple
 
 
 def eigen_order(dtype: str, op: int, members: dict) -> bool:
-    """Whether reduce.comp sums in Eigen's order (ORDER 1), as ORT's CPU EP does for float32 ReduceSum and ReduceMean
-    over trailing axes (FastReduceKR: each row a contiguous run) on x86-64: one reduced dim group of stride 1, a row
-    short enough for one invocation's loop."""
+    """Whether reduce.comp reduces in Eigen's order (ORDER 1), as ORT's CPU EP does for float32 and float64
+    ReduceSum, ReduceMean, ReduceMax and ReduceMin over trailing axes (FastReduceKR: each row a contiguous run) on
+    x86-64, and for float16 ReduceMax and ReduceMin (which it computes in float32 between Casts): one reduced dim
+    group of stride 1, a row short enough for one invocation's loop."""
     red_dims, red_strides = members["red_dims"], members["red_strides"]
     contiguous = all(d == 1 for d in red_dims[:-1]) and (red_strides[-1] == 1 or red_dims[-1] == 1)
-    return (EIGEN_ORDER and dtype == "float32" and op in EIGEN_OPS and contiguous and members["n_red"] > 0
+    typed = dtype in ("float32", "float64") or dtype == "float16" and op in (2, 3)
+    return (EIGEN_ORDER and typed and op in EIGEN_OPS and contiguous and members["n_red"] > 0
             and members["n_red"] // 8 + 64 <= LOOP_BUDGET and host.cpu_flags() != frozenset())
 
 

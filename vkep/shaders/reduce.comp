@@ -15,8 +15,9 @@ layout(local_size_x_id = 2) in;
 // 0 sum, 1 mean, 2 max, 3 min, 4 prod, 5 L1, 6 L2, 7 log-sum, 8 log-sum-exp, 9 sum-square
 layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint SPLIT = 0;
-// 1 (SPLIT 0, float sums and means of contiguous rows: the reduced axes trailing): Eigen's vectorised sum, as ORT's CPU
-// EP computes them on x86-64 (ReduceAggregatorSum::FastReduceKR, Eigen built for SSE): eigen_sum below
+// 1 (SPLIT 0, float32 and float64 sums, means, max and min of contiguous rows: the reduced axes trailing): Eigen's
+// vectorised redux, as ORT's CPU EP computes them on x86-64 (ReduceAggregator*::FastReduceKR, Eigen built for SSE):
+// eigen_redux below
 layout(constant_id = 3) const uint ORDER = 0;
 
 layout(push_constant, scalar) uniform Push {
@@ -79,8 +80,8 @@ ACC_T identity() {
     return ACC_T(0);
 }
 
-// max and min with NaN propagating (numpy's rule; ORT's CPU EP gives NaN for a NaN in most positions, and
-// GLSL's max/min may return either operand)
+// max and min with NaN propagating (log-sum-exp's shift: a NaN makes its sum NaN anyway; GLSL's max/min may
+// return either operand)
 ACC_T max_of(ACC_T a, ACC_T b) {
 #if IS_FLOAT
     return isnan(a) || a > b ? a : b;
@@ -97,9 +98,12 @@ ACC_T min_of(ACC_T a, ACC_T b) {
 #endif
 }
 
+// ReduceMax and ReduceMin as ORT's CPU EP (Eigen's maxCoeff, its update loops): a NaN in the accumulator stays,
+// one met later is passed over, so the result is NaN where the reduction's first element is (main checks that
+// one) and the extreme of the numbers otherwise; the accumulators here start at the identity and never hold NaN
 ACC_T combine(ACC_T a, ACC_T b) {
-    if (OP == 2) return max_of(a, b);
-    if (OP == 3) return min_of(a, b);
+    if (OP == 2) return b > a ? b : a;
+    if (OP == 3) return b < a ? b : a;
     if (OP == 4) return a * b;
     return a + b;
 }
@@ -148,31 +152,47 @@ ACC_T group_reduce(ACC_T v, bool use_max) {
     return r;
 }
 
-// The sum of the row of n elements at `base` as Eigen's redux sums it with 4-float packets, the row's first 16-byte
-// aligned element its start s (ORT's buffers are aligned): two packet sums over 8 elements a step, added, then a
-// last packet, then (p0 + p2) + (p1 + p3), then the elements before s and after the packets, in order
-#if IS_FLOAT && !defined(FLOAT64)
-float eigen_sum(Tensor X, uint base, uint n) {
-    uint s = min((4u - base % 4u) % 4u, n), size = (n - s) / 4u * 4u, size2 = (n - s) / 8u * 8u;
-    precise float res;
+// The reduction of the row of n elements at `base` as Eigen's redux makes it with packets of LANES (SSE's: 4 floats, 2
+// doubles), the row's first 16-byte aligned element its start s (ORT's buffers are aligned): two packets over 2 LANES
+// elements a step, combined, then a last packet, then the lanes ((p0, p2), (p1, p3); or (p0, p1)), then the
+// elements before s and after the packets, in order. Sums add; max and min keep the first operand where either is
+// NaN (std::max, and SSE's maxps with the operands swapped as Eigen's pmax has them).
+#if IS_FLOAT
+#ifdef FLOAT64
+#define LANES 2u
+#else
+#define LANES 4u
+#endif
+ACC_T eigen_op(ACC_T a, ACC_T b) {
+    if (OP == 2) return b > a ? b : a;
+    if (OP == 3) return b < a ? b : a;
+    precise ACC_T r = a + b;
+    return r;
+}
+
+ACC_T eigen_redux(uint base, uint n) {
+    Tensor X = Tensor(pc.x);
+    uint s = min((LANES - base % LANES) % LANES, n), size = (n - s) / LANES * LANES;
+    uint size2 = (n - s) / (2u * LANES) * (2u * LANES);
+    precise ACC_T res;
     if (size == 0u) {
-        res = LOAD(X, base);
-        for (uint r = 1u; r < n; ++r) res = res + LOAD(X, base + r);
+        res = LOAD_X(base);
+        for (uint r = 1u; r < n; ++r) res = eigen_op(res, LOAD_X(base + r));
         return res;
     }
-    precise float p[8];
-    for (uint j = 0u; j < 4u; ++j) p[j] = LOAD(X, base + s + j);
-    if (size > 4u) {
-        for (uint j = 0u; j < 4u; ++j) p[4u + j] = LOAD(X, base + s + 4u + j);
-        for (uint i = s + 8u; i < s + size2; i += 8u)
-            for (uint j = 0u; j < 8u; ++j) p[j] = p[j] + LOAD(X, base + i + j);
-        for (uint j = 0u; j < 4u; ++j) p[j] = p[j] + p[4u + j];
+    precise ACC_T p[2u * LANES];
+    for (uint j = 0u; j < LANES; ++j) p[j] = LOAD_X(base + s + j);
+    if (size > LANES) {
+        for (uint j = 0u; j < LANES; ++j) p[LANES + j] = LOAD_X(base + s + LANES + j);
+        for (uint i = s + 2u * LANES; i < s + size2; i += 2u * LANES)
+            for (uint j = 0u; j < 2u * LANES; ++j) p[j] = eigen_op(p[j], LOAD_X(base + i + j));
+        for (uint j = 0u; j < LANES; ++j) p[j] = eigen_op(p[j], p[LANES + j]);
         if (size > size2)
-            for (uint j = 0u; j < 4u; ++j) p[j] = p[j] + LOAD(X, base + s + size2 + j);
+            for (uint j = 0u; j < LANES; ++j) p[j] = eigen_op(p[j], LOAD_X(base + s + size2 + j));
     }
-    res = (p[0] + p[2]) + (p[1] + p[3]);
-    for (uint r = 0u; r < s; ++r) res = res + LOAD(X, base + r);
-    for (uint r = s + size; r < n; ++r) res = res + LOAD(X, base + r);
+    res = LANES == 4u ? eigen_op(eigen_op(p[0], p[2]), eigen_op(p[1], p[3])) : eigen_op(p[0], p[1]);
+    for (uint r = 0u; r < s; ++r) res = eigen_op(res, LOAD_X(base + r));
+    for (uint r = s + size; r < n; ++r) res = eigen_op(res, LOAD_X(base + r));
     return res;
 }
 #endif
@@ -200,9 +220,9 @@ void main() {
         if (SPLIT == 1) m = group_reduce(m, true);
     }
 #endif
-#if IS_FLOAT && !defined(FLOAT64)
+#if IS_FLOAT
     if (ORDER == 1 && pc.n_red > 0u) {
-        STORE(Tensor(pc.y), o, finish(eigen_sum(X, base, pc.n_red), m));
+        STORE_OUT(o, finish(eigen_redux(base, pc.n_red), m));
         return;
     }
 #endif
@@ -218,5 +238,11 @@ void main() {
         acc = group_reduce(acc, false);
         if (gl_LocalInvocationID.x != 0) return;
     }
+#if IS_FLOAT
+    if ((OP == 2 || OP == 3) && pc.n_red > 0u) {  // (the first reduced element sits at base: decode(0) is 0)
+        ACC_T first = LOAD_X(base);
+        if (isnan(first)) acc = first;
+    }
+#endif
     STORE_OUT(o, finish(acc, m));
 }
