@@ -675,3 +675,28 @@ def test_float64_reductions_topk_softmax_and_fills_equal_the_cpu_ep(ep_devices):
                                     strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape, name
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15, err_msg=name)
+
+
+@pytest.mark.parametrize("negative", [1, 0])
+def test_float16_overflow_guard_through_float64_runs_on_vkep(ep_devices, negative):
+    """T5's float16 overflow guard as torch's TorchScript exporter writes it (survey 7): Cast float16 -> float64,
+    IsInf (detect_negative 0 or 1), Cast to int64, ReduceSum; and IsNaN of float64. Every node on vkep, the CPU EP's
+    answers, with infinities of both signs and NaN in the input."""
+    from onnx import TensorProto
+
+    nodes = [helper.make_node("Cast", ["x"], ["d"], to=TensorProto.DOUBLE),
+             helper.make_node("IsInf", ["d"], ["inf"], detect_negative=negative),
+             helper.make_node("IsNaN", ["d"], ["nan"]),
+             helper.make_node("Cast", ["inf"], ["n"], to=TensorProto.INT64),
+             helper.make_node("ReduceSum", ["n"], ["count"], keepdims=0)]
+    graph = helper.make_graph(nodes, "t5_guard", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [4, 64])],
+                              [helper.make_tensor_value_info("count", TensorProto.INT64, None),
+                               helper.make_tensor_value_info("inf", TensorProto.BOOL, None),
+                               helper.make_tensor_value_info("nan", TensorProto.BOOL, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.random.default_rng(6).normal(0, 1e4, (4, 64)).astype(np.float16)
+    x.flat[:5] = [np.inf, -np.inf, np.nan, 65504, -0.0]
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for *_, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    for got, want in zip(session.run(None, {"x": x}), runner.cpu_session(model).run(None, {"x": x}), strict=True):
+        np.testing.assert_array_equal(got, want)

@@ -72,8 +72,8 @@ COMP_TY to_int(float r) {
 #endif
 
 #ifdef FLOAT64
-// unary.comp's FLOAT64 variants: float64 Neg, Abs, Relu, Sqrt, Reciprocal, Floor, Ceil, Round, Sign and Exp
-// (unary_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
+// unary.comp's FLOAT64 variants: float64 Neg, Abs, Relu, Sqrt, Reciprocal, Floor, Ceil, Round, Sign, Exp, IsNaN and
+// IsInf (unary_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
 // to float16 through float32 (two roundings), to integers as to_int below, integers to float64 rounded once.
 layout(constant_id = 3) const uint F64 = 3;  // 1: float64 in, DTYPE out; 2: DTYPE in, float64 out; 3: both
 
@@ -116,6 +116,8 @@ double exp_double(double x) {
 double unary_double(double v) {
     switch (OP) {
     case OP_EXP: return exp_double(v);
+    case OP_ISNAN: return isnan(v) ? 1.0LF : 0.0LF;
+    case OP_ISINF: return isinf(v) && (v > 0.0LF ? pc.beta != 0.0 : pc.alpha != 0.0) ? 1.0LF : 0.0LF;
     case OP_NEG: return -v;
     case OP_ABS: return abs(v);
     case OP_RELU: return v < 0.0LF ? 0.0LF : v;
