@@ -700,3 +700,27 @@ def test_float16_overflow_guard_through_float64_runs_on_vkep(ep_devices, negativ
     assert {ep for *_, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
     for got, want in zip(session.run(None, {"x": x}), runner.cpu_session(model).run(None, {"x": x}), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shapes", [([1, 1, 5, 3, 6, 2], [], [2, 3, 5, 3, 6, 2]),  # torch's adaptive pooling (survey 7)
+                                    ([2, 1, 5, 1, 6, 1], [1, 3, 1, 3, 1, 2], [2, 3, 5, 3, 6, 2]),
+                                    ([3, 1, 2, 1, 2, 1], [1, 2, 1, 2, 1, 2], [1])])
+def test_where_of_rank_6_runs_on_vkep(ep_devices, shapes):
+    """Where whose broadcast keeps six dims (where.comp's persistent table of shape and strides) equals the CPU EP,
+    every node on vkep."""
+    from onnx import TensorProto
+
+    cs, xs, ys = shapes
+    graph = helper.make_graph([helper.make_node("Where", ["c", "x", "y"], ["z"])], "where6",
+                              [helper.make_tensor_value_info("c", TensorProto.BOOL, cs),
+                               helper.make_tensor_value_info("x", TensorProto.FLOAT, xs),
+                               helper.make_tensor_value_info("y", TensorProto.FLOAT, ys)],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)], ir_version=8)
+    rng = np.random.default_rng(8)
+    feeds = {"c": rng.random(cs) < 0.5, "x": rng.normal(0, 1, xs).astype(np.float32),
+             "y": rng.normal(0, 1, ys).astype(np.float32)}
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert [ep for *_, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+    for _ in range(2):
+        np.testing.assert_array_equal(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])

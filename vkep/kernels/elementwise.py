@@ -263,20 +263,30 @@ class Variadic(Binary):
 
 
 class Where(Kernel):
-    """y = c ? a : b over three broadcast inputs (shaders/where.comp, rank <= 5 after collapsing)."""
+    """y = c ? a : b over three broadcast inputs (shaders/where.comp: rank <= 5 after collapsing in its push block,
+    rank 6 from a persistent table)."""
+
+    PUSH_RANK, TABLE_RANK = 5, 6  # (where.comp's)
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        return declines_rank(spec, input_ranks, 5)
+        return declines_rank(spec, input_ranks, cls.TABLE_RANK)
 
     def compute(self, call) -> None:
         c, a, b = call.inputs
         key = (c.shape, a.shape, b.shape)
-        out, n, members = self.planned(key, lambda: broadcast_plan(list(key), max_rank=5, names=("c", "a", "b")))
+        out, n, members = self.planned(key, lambda: broadcast_plan(list(key), max_rank=self.TABLE_RANK,
+                                                                    names=("c", "a", "b")))
         y = call.output(0, out, a.dtype)
-        if n:
-            self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(c), shader_dtype(a)),
-                             {**members, "c": c, "a": a, "b": b, "y": y}, [c, a, b], [y])
+        if not n:
+            return
+        table = None
+        if members["rank"] > self.PUSH_RANK:
+            sets = [members["shape"], members["stride_c"], members["stride_a"], members["stride_b"]]
+            table = call.persistent(struct.pack(f"<{4 * self.TABLE_RANK}I", *[v for s in sets for v in s]))
+            members = {**members, **{k: [] for k in ("shape", "stride_c", "stride_a", "stride_b")}}
+        self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(c), shader_dtype(a)),
+                         {**members, "c": c, "a": a, "b": b, "y": y, "table": table}, [c, a, b], [y])
 
 
 # string attributes passed to the shader as numbers

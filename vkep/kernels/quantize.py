@@ -542,7 +542,7 @@ class QLinearWhere(Kernel):
                           grid_1d(v.size, WG), [t for t in ins.values() if t is not None], [r])
             chosen.append(r)
         call.dispatch("where.comp", (shader_dtype(c), shader_dtype(x)), {}, {**members, "c": c, "a": chosen[0],
-                      "b": chosen[1], "y": z}, grid_1d(n, WG), [c, *chosen], [z])
+                      "b": chosen[1], "y": z, "table": None}, grid_1d(n, WG), [c, *chosen], [z])
 
 
 class QLinearPool(Kernel):
