@@ -236,3 +236,47 @@ def test_weights_that_are_not_constant_are_declined_with_symbolic_shapes(ep_devi
     feeds = {"x": rng.standard_normal((1, 3, 8)).astype(np.float32), "w": rng.standard_normal((8, 24)).astype(np.float32),
              "b": np.zeros(24, np.float32)}
     np.testing.assert_allclose(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0], rtol=1e-6)
+
+
+def _as_float16(model: onnx.ModelProto, feeds: dict) -> tuple[onnx.ModelProto, dict]:
+    """The model with its float32 inputs, initializers and outputs float16 (what the transformers optimizer's
+    --float16 writes)."""
+    for init in model.graph.initializer:
+        if init.data_type == TensorProto.FLOAT:
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), init.name))
+    for info in model.graph.input:
+        if info.type.tensor_type.elem_type == TensorProto.FLOAT:
+            info.type.tensor_type.elem_type = TensorProto.FLOAT16
+    return model, {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in feeds.items()}
+
+
+@pytest.mark.parametrize("case", [
+    dict(batch=2, seq=8, hidden=64, heads=4),
+    dict(batch=2, seq=8, hidden=64, heads=4, mask=True),
+    dict(batch=2, seq=9, hidden=48, heads=3, unidirectional=1, mask=True),
+    dict(batch=2, seq=6, hidden=32, heads=4, attn_bias=(2, 4, 6, 6)),
+    dict(batch=2, seq=1, hidden=64, heads=4, unidirectional=1, past=7),  # GPT-2 decoding over its cache
+    dict(batch=2, seq=5, hidden=32, heads=2, unidirectional=1, past=3, mask=True),
+])
+def test_float16_attention_matches_cpu_ep(ep_devices, case):
+    """float16 Attention (ORT's transformers optimizer with --float16; survey 7: bert, distilbert, whisper encoder)
+    on vkep, computed in float32 between Casts (the packed weights float32): output and present within float16
+    rounding of the CPU EP's float16 kernel."""
+    case = dict(case)
+    batch, seq = case["batch"], case["seq"]
+    past = case.pop("past", 0)
+    mask = None
+    if case.pop("mask", False):
+        values = np.ones((batch, past + seq), np.int32)
+        values[-1, :2] = 0
+        mask = ("raw2d", values)
+    model, feeds = _model(mask=mask, **case)
+    if past:
+        _with_past(model, feeds, past, present=True)
+    model, feeds = _as_float16(model, feeds)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    got, want = session.run(None, feeds), runner.cpu_session(model).run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype == np.float16 and g.shape == w.shape
+        np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=5e-3, atol=2e-3)

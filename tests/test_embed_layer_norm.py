@@ -13,7 +13,7 @@ from vkep import runner
 B, S, H, V, P, G = 3, 11, 96, 50, 16, 2
 
 
-def _model(segments: bool, mask: bool, position_ids: tuple | None, outputs: int):
+def _model(segments: bool, mask: bool, position_ids: tuple | None, outputs: int, dtype=np.float32):
     rng = np.random.default_rng(0)
     tables = {"word": rng.standard_normal((V, H)), "position": rng.standard_normal((P, H)),
               "segment": rng.standard_normal((G, H)), "gamma": rng.uniform(0.5, 1.5, H), "beta": rng.standard_normal(H)}
@@ -28,9 +28,10 @@ def _model(segments: bool, mask: bool, position_ids: tuple | None, outputs: int)
     inputs += [helper.make_tensor_value_info("mask", 6, [B, S])] if mask else []
     inputs += [helper.make_tensor_value_info("pos", 6, list(position_ids))] if position_ids else []
     graph = helper.make_graph([node], "g", inputs,
-                              [helper.make_tensor_value_info(n, 6 if n == "mask_index" else 1, None)
+                              [helper.make_tensor_value_info(n, 6 if n == "mask_index" else
+                                                             helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), None)
                                for n in ["y", "mask_index", "sum"][:outputs]],
-                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in tables.items()
+                              [numpy_helper.from_array(v.astype(dtype), k) for k, v in tables.items()
                                if k != "segment" or segments])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
                              ir_version=10)
@@ -61,6 +62,20 @@ def test_against_the_cpu_ep(ep_devices, segments, mask, position_ids, outputs):
         feeds = _feeds(segments, mask, position_ids, seed)
         for got, want in zip(session.run(None, feeds), cpu.run(None, feeds), strict=True):
             assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("mask", [True, False])
+@pytest.mark.parametrize("outputs", [2, 3])
+def test_float16_against_the_cpu_ep(ep_devices, mask, outputs):
+    """float16 tables (ORT's transformers optimizer with --float16; survey 7): on vkep, within float16 rounding of
+    the CPU EP's float16 kernel (vkep sums the rows in float and keeps the sum in float16 before normalizing)."""
+    model = _model(True, mask, (B, S), outputs, np.float16)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    feeds = _feeds(True, mask, (B, S))
+    for got, want in zip(session.run(None, feeds), runner.cpu_session(model).run(None, feeds), strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=1e-2)
 
 
 def test_an_id_outside_its_table_fails_the_run(ep_devices):
