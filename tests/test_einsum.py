@@ -31,6 +31,18 @@ def _model(equation: str, shapes):
     ("i,i->", [(7,), (7,)]),
     ("ij,jk->ki", [(3, 4), (4, 5)]),
     ("bsh,hd->bsd", [(2, 6, 8), (8, 4)]),
+    # one operand (survey 7: torch.einsum's sums and transposes): a strided gather, then a ReduceSum
+    ("bij->bj", [(2, 7, 10)]),
+    ("bij->bji", [(2, 7, 10)]),
+    ("bij->b", [(2, 7, 10)]),
+    ("ii->i", [(4, 4)]),
+    ("ii->", [(5, 5)]),
+    ("bii->bi", [(3, 4, 4)]),
+    ("iij->j", [(3, 3, 6)]),
+    ("...ij->...ji", [(2, 3, 4, 5)]),
+    ("ji", [(3, 4)]),
+    ("ij->", [(300, 70)]),
+    ("ijk->kj", [(0, 3, 4)]),
 ])
 def test_einsum_forms(ep_devices, equation, shapes):
     model = _model(equation, shapes)
@@ -43,7 +55,7 @@ def test_einsum_forms(ep_devices, equation, shapes):
         np.testing.assert_allclose(session.run(None, feeds)[0], want, **tolerance(np.float32))
 
 
-@pytest.mark.parametrize("equation,shapes", [("ii->i", [(3, 3)]), ("ij,jk->i", [(3, 4), (4, 5)])])
+@pytest.mark.parametrize("equation,shapes", [("ii,ij->i", [(3, 3), (3, 4)]), ("ij,jk->i", [(3, 4), (4, 5)])])
 def test_unsupported_forms_stay_on_the_cpu_ep(ep_devices, equation, shapes):
     """vkep declines them while ORT partitions the graph, so the node runs on the CPU EP, correctly."""
     model = _model(equation, shapes)

@@ -5,8 +5,10 @@ Two operands: every index is a batch index (both operands and the output), a con
 operands, not the output), a row index (first operand and output) or a column index (second operand and
 output) — e.g. "bhqd,bhkd->bhqk", "ij,jk->ik", "i,j->ij", "i,i->". Rows, columns and contractions may
 each span several indices when they are adjacent in memory; the output must list batch, row and column
-indices in that order (or batch, column, row: the operands then swap). One operand: a permutation
-("ij->ji"). Anything else (diagonals, sums over an index of one operand) raises UnsupportedError.
+indices in that order (or batch, column, row: the operands then swap). One operand: any form — a permutation
+("ij->ji"), a diagonal ("ii->i"), sums ("bij->bj", "ij->"): one strided gather (movement.dispatch_gather) that
+reads the diagonals and lays the summed indices last, then a ReduceSum over them. Anything else (diagonals or sums
+over an index of one operand among two) raises UnsupportedError.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import math
 from vkep.kernels.base import Kernel, UnsupportedError
 from vkep.kernels.elementwise import collapse
 from vkep.kernels.matmul import product, product_members
+from vkep.kernels.movement import MAX_RANK, contiguous_strides, dispatch_gather
+from vkep.kernels.reduce import dispatch_reduce
 
 
 def parse(equation: str, ranks: list[int]) -> tuple[list[str], str]:
@@ -36,7 +40,7 @@ def parse(equation: str, ranks: list[int]) -> tuple[list[str], str]:
         rhs = fresh + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in fresh))
     rhs = rhs.replace("...", fresh)
     for t, r in zip(out, ranks, strict=True):
-        if len(t) != r or len(set(t)) != len(t):
+        if len(t) != r or (len(set(t)) != len(t) and len(ranks) > 1):
             raise UnsupportedError(f"Einsum '{equation}': operand '{t}' (repeated or mismatched indices)")
     return out, rhs
 
@@ -62,8 +66,14 @@ class Einsum(Kernel):
         eq = (attrs.get("equation") or "").replace(" ", "").replace("...", "@")
         lhs, arrow, out = eq.partition("->")
         terms = lhs.split(",")
+        if len(terms) == 1 and len(input_ranks) == 1 and input_ranks[0] is not None and input_ranks[0] >= 0:
+            try:
+                cls(spec, attrs, since_version, list(input_types))._plan_one((2,) * input_ranks[0])
+            except UnsupportedError as exc:
+                return str(exc)
+            return None
         if len(terms) != 2:
-            return f"Einsum '{attrs.get('equation')}': only two-operand forms are supported"
+            return f"Einsum '{attrs.get('equation')}': only one- and two-operand forms are supported"
         if any(len(set(t)) != len(t) for t in terms):
             return f"Einsum '{attrs.get('equation')}': repeated index (a diagonal)"
         if arrow:
@@ -78,10 +88,27 @@ class Einsum(Kernel):
             return str(exc)
         return None
 
+    def _plan_one(self, shape: tuple) -> tuple:
+        """One operand: (output shape, the gather's shape and element strides: the output's indices, then the
+        summed ones; how many are summed)."""
+        (term,), out = parse(self.attrs["equation"], [len(shape)])
+        strides = contiguous_strides(shape)
+        dims: dict[str, int] = {}
+        steps: dict[str, int] = {}  # a repeated index steps along each of its axes at once: the diagonal
+        for c, size, stride in zip(term, shape, strides, strict=True):
+            if dims.setdefault(c, size) != size:
+                raise UnsupportedError(f"Einsum '{self.attrs['equation']}': index {c} of sizes {dims[c]} and {size}")
+            steps[c] = steps.get(c, 0) + stride
+        if any(c not in dims for c in out) or len(set(out)) != len(out):
+            raise UnsupportedError(f"Einsum '{self.attrs['equation']}': output '{out}'")
+        summed = [c for c in dims if c not in out]
+        order = list(out) + summed
+        if len(order) > MAX_RANK:
+            raise UnsupportedError(f"Einsum '{self.attrs['equation']}': {len(order)} indices (at most {MAX_RANK})")
+        return tuple(dims[c] for c in out), [dims[c] for c in order], [steps[c] for c in order], len(summed)
+
     def _plan(self, shapes: tuple) -> tuple:
         terms, out = parse(self.attrs["equation"], [len(s) for s in shapes])
-        if len(terms) == 1:
-            raise UnsupportedError("Einsum with one operand is not supported yet")
         if len(terms) != 2:
             raise UnsupportedError("Einsum with more than two operands is not supported")
         (ta, tb), (sa, sb) = terms, shapes
@@ -114,9 +141,23 @@ class Einsum(Kernel):
 
     def compute(self, call) -> None:
         key = tuple(t.shape for t in call.inputs)
+        if len(key) == 1:
+            return self._compute_one(call, *self.planned(key, lambda: self._plan_one(key[0])))
         plan = self.planned(key, lambda: self._plan(key))
         out, members, batches, swap = plan
         a, b = call.inputs if not swap else call.inputs[::-1]
         y = call.output(0, out)
         if y.size:  # (through the MatMul kernel: its modes and tiles for the product's layout)
             product(self, call, a, b, y, members, batches)
+
+    def _compute_one(self, call, out: tuple, shape: list[int], strides: list[int], summed: int) -> None:
+        x, y = call.inputs[0], call.output(0, out)
+        if y.size == 0:
+            return
+        if not summed:
+            return dispatch_gather(call, x, y, shape, strides)
+        laid = call.scratch(tuple(shape), x.dtype)
+        if laid.size:
+            dispatch_gather(call, x, laid, shape, strides)
+        dispatch_reduce(call, "ReduceSum", laid, y.view(0, tuple(shape[:len(out)]) + (1,) * summed),
+                        set(range(len(out), len(shape))))

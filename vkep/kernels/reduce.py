@@ -114,11 +114,13 @@ def eigen_order(dtype: str, op: int, members: dict) -> bool:
 
 def dispatch_reduce(call, op: str, x: Tensor, y: Tensor, axes: set[int]) -> None:
     """y (x's shape with `axes` kept as 1) = the reduction `op` (ReduceSum, ReduceMax, ...) of x over `axes`, one
-    dispatch of reduce.comp, summed in plain order: for kernels that reduce as one step of their work."""
+    dispatch of reduce.comp in the order the Reduce kernel takes: for kernels that reduce as one step of their work."""
     _, n_out, n_red, members = reduce_plan(x.shape, axes, True)
-    (split, wg), groups = reduce_geometry(n_red, n_out)
-    call.dispatch("reduce.comp", value_variant(x), {"op": reduce_op_code(op), "split": split, "local_size_x": wg,
-                                                    "order": 0}, {**members, "x": x, "y": y}, groups, [x], [y])
+    code = reduce_op_code(op)
+    order = int(eigen_order(x.dtype, code, members))
+    (split, wg), groups = ((0, WG), grid_1d(n_out, WG)) if order else reduce_geometry(n_red, n_out)
+    call.dispatch("reduce.comp", value_variant(x), {"op": code, "split": split, "local_size_x": wg, "order": order},
+                  {**members, "x": x, "y": y}, groups, [x], [y])
 
 
 class Reduce(Kernel):
