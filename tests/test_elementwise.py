@@ -724,3 +724,33 @@ def test_where_of_rank_6_runs_on_vkep(ep_devices, shapes):
     assert [ep for *_, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
     for _ in range(2):
         np.testing.assert_array_equal(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64])
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+def test_unsigned_shifts_and_their_casts_equal_the_cpu_ep(ep_devices, dtype, direction):
+    """torch's dynamo export of `int64 << k` (survey 7): Cast int64 -> uint64, BitShift, Cast back, every node on
+    vkep (uint32 and uint64 in binary.comp's int32 and int64 variants, their Casts the same bits); values with the
+    top bit set (logical right shifts) and counts up to past the width (0, as the CPU EP gives)."""
+
+    signed = {np.uint16: None, np.uint32: np.int32, np.uint64: np.int64}[dtype]
+    code = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    bits = np.dtype(dtype).itemsize * 8
+    counts = np.array([0, 1, 3, bits // 2, bits - 1, bits, bits + 1, 70, 255], dtype)
+    values = np.array([1, 2 ** (bits - 1) + 5, 2 ** bits - 1, 12345, 7, 2 ** (bits - 2), 3, 9, 2 ** (bits - 1)],
+                      dtype)
+    nodes = [helper.make_node("BitShift", ["a", "k"], ["y"], direction=direction)]
+    inputs = [helper.make_tensor_value_info("a", code, [len(values)])]
+    feeds = {"a": values, "k": counts}
+    if signed is not None:  # (the signed value in, through its Casts)
+        scode = helper.np_dtype_to_tensor_dtype(np.dtype(signed))
+        nodes = [helper.make_node("Cast", ["s"], ["a"], to=code), *nodes, helper.make_node("Cast", ["y"], ["back"], to=scode)]
+        inputs = [helper.make_tensor_value_info("s", scode, [len(values)])]
+        feeds = {"s": values.view(signed), "k": counts}
+    graph = helper.make_graph(nodes, "shift", inputs + [helper.make_tensor_value_info("k", code, [len(counts)])],
+                              [helper.make_tensor_value_info("back" if signed else "y",
+                                                             scode if signed else code, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for *_, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    np.testing.assert_array_equal(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])

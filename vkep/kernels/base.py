@@ -342,10 +342,15 @@ def shader_dtype(t: Tensor) -> str:
 _MOVED_AS = {"float64": "int64", "uint64": "int64", "uint32": "int32"}
 
 
+def moved_type(dtype: str) -> str:
+    """The element type whose variant moves `dtype`'s elements: its own, else the integer type of its width."""
+    return _MOVED_AS.get(dtype, dtype)
+
+
 def moved_dtype(t: Tensor) -> str:
     """The variant of a kernel that only moves `t`'s elements, never computes with them (Transpose, Concat,
     Gather, ...): its own type's, else the integer type of the same width (float64 moves as int64)."""
-    dtype = _MOVED_AS.get(t.dtype, t.dtype)
+    dtype = moved_type(t.dtype)
     if dtype not in SHADER_DTYPE:
         raise UnsupportedError(f"element type {t.dtype} has no shader variant")
     return dtype

@@ -17,6 +17,8 @@ from vkep.kernels.base import (
     UnsupportedError,
     grid_1d,
     has_float64,
+    moved_dtype,
+    moved_type,
     shader_dtype,
 )
 
@@ -47,8 +49,9 @@ OP_ADD, OP_FMOD, OP_MOD, OP_SHIFT_LEFT, OP_SHIFT_RIGHT, OP_FIRST, OP_ADD_SCALE, 
 OP_CAST = 42
 # ONNX TensorProto element types → vkep dtype names (the ones the shaders have)
 ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16",
-              11: "float64"}
+              11: "float64", 12: "uint32", 13: "uint64"}
 FLOAT64 = "float64"
+UNSIGNED_WIDE = {"uint32", "uint64"}  # (no variants of their own: moved as int32 and int64)
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -212,6 +215,11 @@ class Mod(Binary):
 
 
 class BitShift(Binary):
+    """Unsigned shifts; uint32 and uint64 in binary.comp's int32 and int64 variants (their shifts are unsigned)."""
+
+    def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
+        return moved_dtype(a)
+
     def __init__(self, *args):
         super().__init__(*args)
         direction = self.attrs["direction"]
@@ -386,7 +394,26 @@ class Clip(Unary):
 
 
 class Cast(Unary):
-    """Cast to the `to` type (saturate only concerns float8 types, which vkep has not)."""
+    """Cast to the `to` type (saturate only concerns float8 types, which vkep has not); uint32 and uint64 only to
+    and from their signed twins (the same bits: torch's exports wrap an unsigned shift of int64 in such Casts)."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        x, y = (list(input_types) + [None])[0], ONNX_TYPES.get(attrs.get("to"))
+        if {x, y} & UNSIGNED_WIDE and x != y and moved_type(x) != moved_type(y):
+            return f"Cast from {x} to {y} (uint32 and uint64 only to and from int32 and int64)"
+        return None
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        if {x.dtype, self.out_dtype} & UNSIGNED_WIDE:  # (the same bits, copied in the signed twin's variant)
+            y = call.output(0, x.shape, self.out_dtype)
+            if x.size:
+                twin = moved_type(x.dtype)
+                dispatch_unary(call, self.spec.shader, self.constants, x.view(0, x.shape, twin),
+                               y.view(0, y.shape, twin), self.params)
+            return
+        self.run(call)
 
     @classmethod
     def declines_on(cls, info, attrs: dict, input_types) -> str | None:

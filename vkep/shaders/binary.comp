@@ -80,9 +80,15 @@ COMP_T arith(COMP_T x, COMP_T z) {
     case OP_BITWISE_AND: return x & z;
     case OP_BITWISE_OR: return x | z;
     case OP_BITWISE_XOR: return x ^ z;
-    // uint8 only (ONNX's BitShift types); counts past the width shift everything out
-    case OP_SHIFT_LEFT: return z < 32 ? x << z : COMP_T(0);
-    case OP_SHIFT_RIGHT: return z < 32 ? x >> z : COMP_T(0);
+    // unsigned only (ONNX's BitShift types: uint32 and uint64 in the int32 and int64 variants): right shifts are
+    // logical, and counts past the width shift everything out, as ORT's CPU EP gives them (its vector shifts)
+#if DTYPE == 3
+    case OP_SHIFT_LEFT: return uint64_t(z) < 64ul ? x << z : COMP_T(0);
+    case OP_SHIFT_RIGHT: return uint64_t(z) < 64ul ? int64_t(uint64_t(x) >> uint64_t(z)) : COMP_T(0);
+#else
+    case OP_SHIFT_LEFT: return uint(z) < 32u ? x << z : COMP_T(0);
+    case OP_SHIFT_RIGHT: return uint(z) < 32u ? COMP_T(uint(x) >> uint(z)) : COMP_T(0);
+#endif
     default: return x;  // OP_FIRST
     }
 #endif
