@@ -31,6 +31,12 @@ def _model(equation: str, shapes):
     ("i,i->", [(7,), (7,)]),
     ("ij,jk->ki", [(3, 4), (4, 5)]),
     ("bsh,hd->bsd", [(2, 6, 8), (8, 4)]),
+    # other output orders and unfoldable batches (survey 7: HF Mamba2's chunked scan): gathered, multiplied, gathered
+    ("bclhn,bcshn->bclsh", [(2, 2, 4, 8, 8), (2, 2, 4, 8, 8)]),
+    ("bclsh,bcshp->bclhp", [(2, 2, 4, 4, 8), (2, 2, 4, 8, 16)]),
+    ("bzch,bzhpn->bchpn", [(2, 3, 2, 8), (2, 3, 8, 16, 8)]),
+    ("bijh,bjkh->bikh", [(2, 3, 4, 5), (2, 4, 6, 5)]),
+    ("ij,jk->ki", [(3, 0), (0, 5)]),
     # one operand (survey 7: torch.einsum's sums and transposes): a strided gather, then a ReduceSum
     ("bij->bj", [(2, 7, 10)]),
     ("bij->bji", [(2, 7, 10)]),

@@ -349,3 +349,40 @@ def test_int8_groups_compute_as_the_uint8_the_cpu_ep_makes_of_them(ep_devices, o
     got, executions = kernel_executions(runner.vkep_session(model, disable_cpu_fallback=True), b.feeds)
     assert executions == len(names) + 2, executions  # (the inputs' Qs, the group, the DQ)
     np.testing.assert_array_equal(got[0], runner.cpu_session(model).run(None, b.feeds)[0])
+
+
+def _huge_scale_group(op: str, in_scale: float, out_scale: float) -> tuple[onnx.ModelProto, dict]:
+    """x -> Q -> DQ -> op -> Q (uint8, per tensor), as ORT's quantize_static writes an attention's scores + mask
+    where the mask holds float32's lowest (scales of 1.3e36: survey 7)."""
+    c = lambda name, v, t: numpy_helper.from_array(np.array(v, t), name)  # noqa: E731
+    inits = [c("xs", in_scale, np.float32), c("xz", 128, np.uint8), c("ys", out_scale, np.float32),
+             c("yz", 128, np.uint8)]
+    mid = {"Add": [helper.make_node("Add", ["xd", "xd"], ["m"])],
+           "Mul": [helper.make_node("Mul", ["xd", "xd"], ["m"])],
+           "Sigmoid": [helper.make_node("Sigmoid", ["xd"], ["m"])],
+           "Concat": [helper.make_node("Concat", ["xd", "xd"], ["m"], axis=1)],
+           "LeakyRelu": [helper.make_node("LeakyRelu", ["xd"], ["m"], alpha=0.1)],
+           "MatMul": [helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"]),
+                      helper.make_node("MatMul", ["xd", "wd"], ["m"])]}[op]
+    if op == "MatMul":
+        inits += [numpy_helper.from_array(RNG.integers(-100, 100, (16, 8)).astype(np.int8), "wq"),
+                  c("ws", 0.01, np.float32), c("wz", 0, np.int8)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]), *mid,
+             helper.make_node("QuantizeLinear", ["m", "ys", "yz"], ["yq"])]
+    graph = helper.make_graph(nodes, "huge", [helper.make_tensor_value_info("x", F32, [2, 16])],
+                              [helper.make_tensor_value_info("yq", U8, None)], inits)
+    x = (RNG.integers(-120, 120, (2, 16)) * in_scale).astype(np.float32)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9), {"x": x}
+
+
+@pytest.mark.parametrize("op", ["Add", "Mul", "Sigmoid", "Concat", "LeakyRelu", "MatMul"])
+@pytest.mark.parametrize("scales", [(1e36, 1e36), (0.01, 1e36), (1e36, 0.01), (1e35, 9e34)])
+def test_huge_scales_give_the_cpu_eps_bytes(ep_devices, op, scales):
+    """Scales (or their quotients) past FLT_MAX / 4097, where precise.glsl's product split overflowed and the fused
+    kernels wrote NaN clamped to 0 (Llama, GPT-2, T5 quantized by quantize_static had wrong logits): the CPU EP's
+    bytes."""
+    model, feeds = _huge_scale_group(op, *scales)
+    session = runner.vkep_session(model)
+    assert "VulkanExecutionProvider" in {ep for *_, ep in runner.placement(session)}
+    np.testing.assert_array_equal(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])

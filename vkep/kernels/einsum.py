@@ -5,7 +5,9 @@ Two operands: every index is a batch index (both operands and the output), a con
 operands, not the output), a row index (first operand and output) or a column index (second operand and
 output) — e.g. "bhqd,bhkd->bhqk", "ij,jk->ik", "i,j->ij", "i,i->". Rows, columns and contractions may
 each span several indices when they are adjacent in memory; the output must list batch, row and column
-indices in that order (or batch, column, row: the operands then swap). One operand: any form — a permutation
+indices in that order (or batch, column, row: the operands then swap); other orders, and batch indices that do
+not fold into two, gather the operands into that layout first and the product into the output's order after.
+One operand: any form — a permutation
 ("ij->ji"), a diagonal ("ii->i"), sums ("bij->bj", "ij->"): one strided gather (movement.dispatch_gather) that
 reads the diagonals and lays the summed indices last, then a ReduceSum over them. Anything else (diagonals or sums
 over an index of one operand among two) raises UnsupportedError.
@@ -108,6 +110,43 @@ class Einsum(Kernel):
         return tuple(dims[c] for c in out), [dims[c] for c in order], [steps[c] for c in order], len(summed)
 
     def _plan(self, shapes: tuple) -> tuple:
+        """("direct", ...): the product read through the operands' own strides; ("general", ...): where their
+        layout does not allow that (an output order other than batch, rows, columns; batch indices that do not
+        fold into two; indices not adjacent in memory)."""
+        try:
+            return ("direct", *self._plan_direct(shapes))
+        except UnsupportedError:
+            return ("general", *self._plan_general(shapes))
+
+    def _plan_general(self, shapes: tuple) -> tuple:
+        """Each operand gathered into [batch, rows, contraction] and [batch, contraction, columns] (scratch), one
+        batched product, its [batch, rows, columns] gathered into the output's order (HF Mamba2's
+        'bclhn,bcshn->bclsh'). Sums over an index of one operand stay unsupported."""
+        (ta, tb), out = parse(self.attrs["equation"], [len(s) for s in shapes])
+        sa, sb = shapes
+        dims = {c: d for t, sh in ((ta, sa), (tb, sb)) for c, d in zip(t, sh, strict=True)}
+        if any(dims[c] != d for t, sh in ((ta, sa), (tb, sb)) for c, d in zip(t, sh, strict=True)):
+            raise UnsupportedError(f"Einsum '{self.attrs['equation']}': an index of two sizes in {shapes}")
+        batch = [c for c in out if c in ta and c in tb]
+        rows = [c for c in out if c in ta and c not in tb]
+        cols = [c for c in out if c in tb and c not in ta]
+        contract = [c for c in ta if c in tb and c not in out]
+        if any(c not in out and c not in contract for c in ta + tb) or any(c not in ta + tb for c in out):
+            raise UnsupportedError(f"Einsum '{self.attrs['equation']}': sums over an index of one operand")
+
+        def reading(term: str, shape, order: list[str]) -> tuple[list[int], list[int]]:
+            strides = contiguous_strides(shape)
+            return [dims[c] for c in order], [strides[term.index(c)] for c in order]
+
+        canon = batch + rows + cols
+        laid = contiguous_strides([dims[c] for c in canon])
+        nb, m, n, k = (math.prod(dims[c] for c in g) for g in (batch, rows, cols, contract))
+        members = product_members(m, n, k, batch_inner=nb, a=(0, m * k, k, 1), b=(0, k * n, n, 1))
+        return (tuple(dims[c] for c in out), reading(ta, sa, batch + rows + contract),
+                reading(tb, sb, batch + contract + cols), ([dims[c] for c in out], [laid[canon.index(c)] for c in out]),
+                (nb, m, n, k), members)
+
+    def _plan_direct(self, shapes: tuple) -> tuple:
         terms, out = parse(self.attrs["equation"], [len(s) for s in shapes])
         if len(terms) != 2:
             raise UnsupportedError("Einsum with more than two operands is not supported")
@@ -143,12 +182,29 @@ class Einsum(Kernel):
         key = tuple(t.shape for t in call.inputs)
         if len(key) == 1:
             return self._compute_one(call, *self.planned(key, lambda: self._plan_one(key[0])))
-        plan = self.planned(key, lambda: self._plan(key))
+        kind, *plan = self.planned(key, lambda: self._plan(key))
+        if kind == "general":
+            return self._compute_general(call, *plan)
         out, members, batches, swap = plan
         a, b = call.inputs if not swap else call.inputs[::-1]
         y = call.output(0, out)
         if y.size:  # (through the MatMul kernel: its modes and tiles for the product's layout)
             product(self, call, a, b, y, members, batches)
+
+    def _compute_general(self, call, out: tuple, read_a, read_b, read_y, sizes, members: dict) -> None:
+        (a, b), y = call.inputs, call.output(0, out)
+        if y.size == 0:
+            return
+        nb, m, n, k = sizes
+        operands = []
+        for x, (shape, strides), laid in ((a, read_a, (nb, m, k)), (b, read_b, (nb, k, n))):
+            t = call.scratch(laid, x.dtype)
+            if t.size:
+                dispatch_gather(call, x, t.view(0, tuple(shape)), shape, strides)
+            operands.append(t)
+        product_y = call.scratch((nb, m, n), y.dtype)
+        product(self, call, *operands, product_y, members, nb)
+        dispatch_gather(call, product_y, y, *read_y)
 
     def _compute_one(self, call, out: tuple, shape: list[int], strides: list[int], summed: int) -> None:
         x, y = call.inputs[0], call.output(0, out)

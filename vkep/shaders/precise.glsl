@@ -10,16 +10,21 @@ precise vec2 precise_two_sum(float a, float b) {  // a + b = s + e exactly
     return vec2(s, (a - (s - bb)) + (b - bb));
 }
 
-precise vec2 precise_two_prod(float a, float b) {  // Dekker: a b = p + e exactly
+// Dekker: a b = p + e exactly. The operands split into 12-bit halves by masking their low mantissa bits (Veltkamp's
+// 4097 a overflowed past FLT_MAX / 4097 = 8.3e34, where quantization scales reach 1.3e36 when a mask holds
+// float32's lowest); an infinite product has no error term
+precise vec2 precise_two_prod(float a, float b) {
     float p = a * b;
-    float ca = 4097.0 * a, cb = 4097.0 * b;
-    float ah = ca - (ca - a), bh = cb - (cb - b);
+    if (isinf(p)) return vec2(p, 0.0);
+    float ah = uintBitsToFloat(floatBitsToUint(a) & 0xfffff000u), bh = uintBitsToFloat(floatBitsToUint(b) & 0xfffff000u);
     float al = a - ah, bl = b - bh;
     return vec2(p, ((ah * bh - p) + ah * bl + al * bh) + al * bl);
 }
 
-precise vec2 precise_div_pair(float a, float b) {  // a / b as q + r / b: q from '/', its remainder a - q b exact
+// a / b as q + r / b: q from '/', its remainder a - q b exact; a quotient that is 0, infinite or NaN has none
+precise vec2 precise_div_pair(float a, float b) {
     float q = a / b;
+    if (q == 0.0 || isinf(q) || isnan(q)) return vec2(q, 0.0);
     vec2 p = precise_two_prod(q, b);
     return vec2(q, ((a - p.x) - p.y) / b);
 }
