@@ -168,9 +168,9 @@ def test_declined_ops_say_why(ep_devices, tmp_path, capsys):
 def test_decline_reasons_name_the_op_the_types_or_the_kernels_reason(ep_devices, tmp_path, capsys):
     graph = helper.make_graph(
         [helper.make_node("Cast", ["x"], ["x64"], name="widen", to=TensorProto.DOUBLE),  # (on vkep: float64 kernels)
-         helper.make_node("Relu", ["x64"], ["r"], name="relu64"),
+         helper.make_node("Tanh", ["x64"], ["r"], name="tanh64"),
          helper.make_node("Cast", ["x"], ["u"], name="to_uint32", to=TensorProto.UINT32),
-         helper.make_node("Einsum", ["x"], ["d"], name="diagonal", equation="ii->i"),
+         helper.make_node("Einsum", ["x", "x"], ["d"], name="row_sums", equation="ij,jk->i"),
          helper.make_node("Relu", ["x"], ["y"], name="relu32")], "declines",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
         [helper.make_tensor_value_info("r", TensorProto.DOUBLE, [4, 4]),
@@ -190,9 +190,9 @@ def test_decline_reasons_name_the_op_the_types_or_the_kernels_reason(ep_devices,
     assert code == 0, report["message"]
     assert report["placement"]["on_vkep"] == 2 and report["placement"]["nodes"] == 5
     why = {e["op"]: [w["reason"] for w in e["why"]] for e in report["placement"]["left_to_other_eps"]}
-    assert why["Cast"][0].startswith("no vkep Cast kernel for types (float32) -> (uint32) (it takes ")
-    assert why["Relu"][0].startswith("no vkep Relu kernel for types (float64) -> (float64) (it takes ")
-    assert why["Einsum"] == ["Einsum 'ii->i': only two-operand forms are supported"]
+    assert why["Cast"] == ["Cast from float32 to uint32 (uint32 and uint64 only to and from int32 and int64)"]
+    assert why["Tanh"][0].startswith("no vkep Tanh kernel for types (float64) -> (float64) (it takes ")
+    assert why["Einsum"] == ["Einsum 'ij,jk->i': sums over an index of one operand"]
 
 
 def test_only_vkep_failing_names_the_node(ep_devices, cnn_path, capsys, monkeypatch):

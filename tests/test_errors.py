@@ -283,9 +283,9 @@ _LOGGED = """
     import onnxruntime as ort
     from onnx import TensorProto, helper
     from vkep import runner
-    # Einsum's diagonal: a kernel that declines; RandomUniformLike: no vkep kernel at all
+    # Einsum's sum over one operand's index: a kernel that declines; RandomUniformLike: no vkep kernel at all
     graph = helper.make_graph(
-        [helper.make_node("Einsum", ["x"], ["d"], "diag", equation="ii->i"), helper.make_node("Relu", ["d"], ["y"]),
+        [helper.make_node("Einsum", ["x", "x"], ["d"], "diag", equation="ij,jk->i"), helper.make_node("Relu", ["d"], ["y"]),
          helper.make_node("RandomUniformLike", ["x"], ["z"], "random")], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 4])])
@@ -309,7 +309,7 @@ def test_vkep_logs_at_ort_severities(level):
     if level <= 1:  # the device, the claims, and why the Einsum stays off vkep, at INFO
         text = "\n".join(info)
         assert "vkep: runs on #0" in text and "vkep: claims 1 of 3 nodes" in text, err
-        assert "vkep: declines Einsum node 'diag': Einsum 'ii->i': only two-operand forms" in text, err
+        assert "vkep: declines Einsum node 'diag': Einsum 'ij,jk->i': sums over an index of one operand" in text, err
     else:
         assert not info, err
     assert any("vkep: declines RandomUniformLike node 'random': vkep has no RandomUniformLike kernel" in ln

@@ -294,7 +294,8 @@ class Where(Kernel):
             table = call.persistent(struct.pack(f"<{4 * self.TABLE_RANK}I", *[v for s in sets for v in s]))
             members = {**members, **{k: [] for k in ("shape", "stride_c", "stride_a", "stride_b")}}
         self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(c), shader_dtype(a)),
-                         {**members, "c": c, "a": a, "b": b, "y": y, "table": table}, [c, a, b], [y])
+                         {**members, "c": c, "a": a, "b": b, "y": y, "table": table}, [c, a, b], [y],
+                         constants={"table": int(table is not None)})
 
 
 # string attributes passed to the shader as numbers

@@ -326,7 +326,8 @@ void float64_product() {
     double acc = 0.0LF;
     for (uint k = 0u; k < pc.K; ++k) acc = fma(Doubles(pc.a).v[a_at + k * pc.a_k], Doubles(pc.b).v[b_at + k * pc.b_k], acc);
     double r = double(pc.alpha) * acc;
-    if (pc.c != 0ul) r += double(pc.beta) * Doubles(pc.c).v[m * pc.c_m + n * pc.c_n];
+    double c = Doubles(PRESENT_OR(pc.c, pc.y)).v[PRESENT_AT(pc.c, m * pc.c_m + n * pc.c_n)];  // (common.glsl)
+    if (pc.c != 0ul) r += double(pc.beta) * c;
     Doubles(pc.y).v[(z * pc.M + m) * pc.N + n] = r;
 }
 #endif

@@ -9,10 +9,13 @@ layout(local_size_x = 64) in;
 
 #define PUSH_RANK 5
 #define TABLE_RANK 6  // the table: shape, then the strides of c, a and b, TABLE_RANK words each
+// 1: the dims are in the table (a specialization constant: Mesa 26's lavapipe performs a load whatever a runtime
+// test of its address says, and a load from address 0 crashes, common.glsl's PRESENT_OR)
+layout(constant_id = 0) const uint TABLE = 0;
 layout(buffer_reference, scalar, buffer_reference_align = 4) readonly buffer Words { uint v[]; };
 layout(push_constant, scalar) uniform Push {
     uint64_t c, a, b, y;
-    uint64_t table;  // 0: the dims below
+    uint64_t table;  // (TABLE 1) the shape and strides
     uint n, rank;
     uint shape[PUSH_RANK];
     uint stride_c[PUSH_RANK];
@@ -20,22 +23,27 @@ layout(push_constant, scalar) uniform Push {
     uint stride_b[PUSH_RANK];
 } pc;
 
-// dim d of set s (0 the shape, 1-3 the strides of c, a, b)
-uint dim(uint s, int d) {
-    if (pc.table != 0ul) return Words(pc.table).v[s * TABLE_RANK + uint(d)];
-    return s == 0u ? pc.shape[d] : s == 1u ? pc.stride_c[d] : s == 2u ? pc.stride_a[d] : pc.stride_b[d];
-}
-
 void main() {
     uint i = flat_index(64);
     if (i >= pc.n) return;
     uint ic = 0, ia = 0, ib = 0, rem = i;
-    for (int d = int(pc.rank) - 1; d >= 0; --d) {
-        uint size = dim(0u, d), k = rem % size;
-        rem /= size;
-        ic += k * dim(1u, d);
-        ia += k * dim(2u, d);
-        ib += k * dim(3u, d);
+    if (TABLE == 1u) {
+        Words t = Words(pc.table);
+        for (int d = TABLE_RANK - 1; d >= 0; --d) {
+            uint k = rem % t.v[d];
+            rem /= t.v[d];
+            ic += k * t.v[TABLE_RANK + d];
+            ia += k * t.v[2 * TABLE_RANK + d];
+            ib += k * t.v[3 * TABLE_RANK + d];
+        }
+    } else {
+        for (int d = int(pc.rank) - 1; d >= 0; --d) {
+            uint k = rem % pc.shape[d];
+            rem /= pc.shape[d];
+            ic += k * pc.stride_c[d];
+            ia += k * pc.stride_a[d];
+            ib += k * pc.stride_b[d];
+        }
     }
     // copy the stored value itself: no conversion through the compute type
     bool take_a = LOAD(Tensor(pc.c), ic) != 0;
