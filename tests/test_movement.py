@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import onnx
 import pytest
 from conftest import tolerance
 from onnx import TensorProto, helper, numpy_helper
@@ -37,9 +38,13 @@ def _backend_cases():
             yield pytest.param(case, id=case.name, marks=marks)
 
 
-def _loadable(model):
-    """The case's model as ORT 1.31 loads it: opset and IR version capped, and Shape/Size inputs with
-    symbolic dims (a static shape would be folded into a constant)."""
+def _loadable(case_model):
+    """A copy of the case's model as ORT 1.31 loads it: opset and IR version capped, and Shape/Size inputs with
+    symbolic dims (a static shape would be folded into a constant). (A copy: collect_testcases hands every caller
+    the same model objects, and test_conformance, run later in the same process, saw Range and SpaceToDepth
+    capped below the opsets their cases need.)"""
+    model = onnx.ModelProto()
+    model.CopyFrom(case_model)
     for imp in model.opset_import:
         if imp.domain in ("", "ai.onnx") and imp.version > ORT_MAX_OPSET:
             imp.version = ORT_MAX_OPSET
