@@ -57,6 +57,13 @@ def has_float64(info) -> bool:
     return bool(info.features.get("shaderFloat64", False))
 
 
+def declines_float64(info, input_types, out_type: str | None = None) -> str | None:
+    """float64 tensors on a device without shaderFloat64 (the FLOAT64 variants compute in double)."""
+    if "float64" in [*(input_types or []), out_type] and not has_float64(info):
+        return "a float64 tensor on a device without shaderFloat64"
+    return None
+
+
 def value_variant(t: Tensor) -> str:
     """The variant of a shader that reads `t`'s values: its type's, or for float64 the shader's FLOAT64 variant."""
     return "float32" + FLOAT64_SUFFIX if t.dtype == "float64" else shader_dtype(t)
@@ -229,6 +236,7 @@ class Kernel:
     # (shape, dtype) per input as the graph declares it, None when a shape is symbolic (set by the runtime)
     declared_inputs: list[tuple] | None = None
     variadic = False  # its op takes any number of inputs (Concat, Sum...): up to vkep.ort.ep.MAX_PACKED_INPUTS
+    computes_float64 = False  # its float64 work is arithmetic in double (FLOAT64 variants), not moves: see declines_on
 
     def __init__(self, spec: KernelSpec, attrs: dict, since_version: int, input_types: list[str]):
         self.spec = spec
@@ -265,8 +273,9 @@ class Kernel:
     def declines_on(cls, info, attrs: dict, input_types: list[str | None]) -> str | None:
         """Why this kernel cannot run a node with these attributes and input types on the device `info`
         (gpu.device.PhysicalDeviceInfo) describes, e.g. a feature it lacks; checked when the runtime partitions
-        the graph. None when it can."""
-        return None
+        the graph. None when it can. A kernel that computes_float64 declines float64 tensors where the device has
+        no shaderFloat64."""
+        return declines_float64(info, input_types) if cls.computes_float64 else None
 
     @classmethod
     def declines_dims(cls, attrs: dict, input_dims: list[tuple[int, ...] | None]) -> str | None:

@@ -15,8 +15,8 @@ from vkep.kernels.base import (
     Kernel,
     Tensor,
     UnsupportedError,
+    declines_float64,
     grid_1d,
-    has_float64,
     moved_dtype,
     moved_type,
     shader_dtype,
@@ -133,13 +133,6 @@ def float64_side(x: str, y: str) -> int:
     return (1 if x == FLOAT64 else 0) | (2 if y == FLOAT64 else 0)
 
 
-def declines_float64(info, input_types, out_type: str | None = None) -> str | None:
-    """float64 tensors on a device without shaderFloat64 (the FLOAT64 variants compute in double)."""
-    if FLOAT64 in [*(input_types or []), out_type] and not has_float64(info):
-        return "a float64 tensor on a device without shaderFloat64"
-    return None
-
-
 def declines_rank(spec, input_ranks, max_rank: int) -> str | None:
     """Inputs of rank above `max_rank`: their broadcast may not collapse to the shader's rank (the
     graph gives ranks, not the sizes that would tell), so the node stays on another EP."""
@@ -152,6 +145,7 @@ class Binary(Kernel):
     """y = a OP b, broadcast (Add, Sub, Mul, Div, PRelu, BitwiseAnd/Or/Xor; the manifest's `op`)."""
 
     out_dtype: str | None = None  # None: the inputs' type
+    computes_float64 = True
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
@@ -169,10 +163,6 @@ class Binary(Kernel):
 
     def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
         return tensor_variant(a, y)
-
-    @classmethod
-    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
-        return declines_float64(info, input_types)
 
     def compute(self, call) -> None:
         a, b = call.inputs[:2]
@@ -315,15 +305,12 @@ class Unary(Kernel):
     the manifest become the shader's alpha and beta."""
 
     out_dtype: str | None = None  # None: the input's type
+    computes_float64 = True
 
     def __init__(self, *args):
         super().__init__(*args)
         params = [_param(self.attrs[a.name]) for a in self.spec.attributes] + [0.0, 0.0]
         self.params = (params[0], params[1])  # (alpha, beta)
-
-    @classmethod
-    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
-        return declines_float64(info, input_types)
 
     def compute(self, call) -> None:
         self.run(call)

@@ -19,7 +19,7 @@ from vkep.kernels.base import (
     shader_dtype,
     value_variant,
 )
-from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse, declines_float64
+from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
 
 TILE = 64  # output tile of matmul.comp (BM = BN)
 MAX_LOOP = 60_000  # loop steps per invocation, under lavapipe's 65,535 loop iterations
@@ -145,10 +145,7 @@ def _interleave(nk: np.ndarray) -> np.ndarray:
 class _Tiled(Kernel):
     """Shared by MatMul and Gemm: one dispatch of matmul.comp per call, planned once per shape."""
 
-    @classmethod
-    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
-        return declines_float64(info, input_types)
-
+    computes_float64 = True
     b_interleaved = False  # B packed [N / 8][K / 2][8][2] for the few-rows mode's pair loads (MatMul.pack)
     declared_n = 0  # ... and its N
     b_constant = False  # B is a 2-D constant (pack saw it), which ORT's CPU EP packs: MLAS's K blocks of 256

@@ -17,7 +17,6 @@ from vkep.kernels.base import (
     shader_dtype,
     value_variant,
 )
-from vkep.kernels.elementwise import declines_float64
 
 WG = 64  # thread-per-output workgroups of reduce.comp / argreduce.comp
 MAX_GROUPS = 4  # kept and reduced dim groups reduce.comp decodes
@@ -131,9 +130,7 @@ class Reduce(Kernel):
     transform, e.g. |x| for L1, still applies, as in ORT's CPU EP).
     """
 
-    @classmethod
-    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
-        return declines_float64(info, input_types)
+    computes_float64 = True
 
     def compute(self, call) -> None:
         x = call.inputs[0]
@@ -165,9 +162,7 @@ class Reduce(Kernel):
 class ArgReduce(Kernel):
     """ArgMax / ArgMin along `axis` (keepdims, select_last_index); int64 indices."""
 
-    @classmethod
-    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
-        return declines_float64(info, input_types)
+    computes_float64 = True
 
     def compute(self, call) -> None:
         x = call.inputs[0]
@@ -194,9 +189,7 @@ class TopK(Kernel):
     """TopK (k from the attribute before opset 10, else from the CPU input 1): one workgroup per row
     sorts the row in shared memory (bitonic), in chunks of TOPK_MAX for longer rows."""
 
-    @classmethod
-    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
-        return declines_float64(info, input_types)
+    computes_float64 = True
 
     def compute(self, call) -> None:
         x = call.inputs[0]

@@ -16,7 +16,7 @@ from vkep.kernels.base import (
     onnx_spec,
     shader_dtype,
 )
-from vkep.kernels.elementwise import declines_float64, dispatch_binary, dispatch_unary
+from vkep.kernels.elementwise import dispatch_binary, dispatch_unary
 from vkep.kernels.reduce import LOOP_BUDGET, dispatch_reduce
 
 MLAS_ORDER = True  # float32 Softmax and LogSoftmax in the CPU EP's order where it applies (softmax.comp ORDER 1, 2)
@@ -66,9 +66,7 @@ def softmax_float64(call, x: Tensor, y: Tensor) -> None:
 class Softmax(Kernel):
     """The manifest's `mode` constant: 0 Softmax, 1 LogSoftmax, 2 Hardmax; float64 Softmax: softmax_float64."""
 
-    @classmethod
-    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
-        return declines_float64(info, input_types)
+    computes_float64 = True
 
     def compute(self, call) -> None:
         x = call.inputs[0]
