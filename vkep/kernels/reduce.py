@@ -111,15 +111,22 @@ def eigen_order(dtype: str, op: int, members: dict) -> bool:
             and members["n_red"] // 8 + 64 <= LOOP_BUDGET and host.cpu_flags() != frozenset())
 
 
-def dispatch_reduce(call, op: str, x: Tensor, y: Tensor, axes: set[int]) -> None:
-    """y (x's shape with `axes` kept as 1) = the reduction `op` (ReduceSum, ReduceMax, ...) of x over `axes`, one
-    dispatch of reduce.comp in the order the Reduce kernel takes: for kernels that reduce as one step of their work."""
-    _, n_out, n_red, members = reduce_plan(x.shape, axes, True)
-    code = reduce_op_code(op)
+def _record(call, code: int, x: Tensor, y: Tensor, members: dict, n_out: int, n_red: int) -> None:
+    """One dispatch of reduce.comp's op `code` over reduce_plan's `members`: in Eigen's order where eigen_order takes
+    it (an invocation a row: its loop over n_red / 8 steps, within the budget), else as reduce_geometry splits it."""
+    (split, wg), groups = reduce_geometry(n_red, n_out, 2 if code == 8 else 1)  # (log-sum-exp: two passes)
     order = int(eigen_order(x.dtype, code, members))
-    (split, wg), groups = ((0, WG), grid_1d(n_out, WG)) if order else reduce_geometry(n_red, n_out)
+    if order:
+        (split, wg), groups = (0, WG), grid_1d(n_out, WG)
     call.dispatch("reduce.comp", value_variant(x), {"op": code, "split": split, "local_size_x": wg, "order": order},
                   {**members, "x": x, "y": y}, groups, [x], [y])
+
+
+def dispatch_reduce(call, op: str, x: Tensor, y: Tensor, axes: set[int]) -> None:
+    """y (x's shape with `axes` kept as 1) = the reduction `op` (ReduceSum, ReduceMax, ...) of x over `axes`, as the
+    Reduce kernel records it: for kernels that reduce as one step of their work."""
+    _, n_out, n_red, members = reduce_plan(x.shape, axes, True)
+    _record(call, reduce_op_code(op), x, y, members, n_out, n_red)
 
 
 class Reduce(Kernel):
@@ -150,13 +157,7 @@ class Reduce(Kernel):
         y = call.output(0, out_shape)
         if n_out == 0:
             return
-        op = self.constants["op"]
-        (split, wg), groups = reduce_geometry(n_red, n_out, 2 if op == 8 else 1)
-        order = int(eigen_order(x.dtype, op, members))
-        if order:  # (one invocation a row: its loop over K / 8 steps, within the budget)
-            (split, wg), groups = (0, WG), grid_1d(n_out, WG)
-        call.dispatch(self.spec.shader, value_variant(x), {**self.constants, "split": split, "local_size_x": wg,
-                                                           "order": order}, {**members, "x": x, "y": y}, groups, [x], [y])
+        _record(call, self.constants["op"], x, y, members, n_out, n_red)
 
 
 class ArgReduce(Kernel):
