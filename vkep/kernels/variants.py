@@ -60,13 +60,18 @@ def accumulators() -> set[Variant]:
 
 
 def float64s() -> set[Variant]:
-    """The FLOAT64 variants (double arithmetic for float64 tensors) of the shaders written with one; for the
-    conversions (an entry with two type constraints, one of them float64: Cast, CastLike) one more per type on
-    the other side, which is the variant's DTYPE."""
+    """The FLOAT64 variants (double arithmetic for float64 tensors): float32's of the shaders written with one; and
+    for the elementwise kernels that convert (an entry of a Unary kernel with two type constraints, float64 among
+    them: Cast, CastLike, IsNaN, IsInf) one per type it lists, the variant's DTYPE (elementwise.tensor_variant:
+    unary.comp's float32 one among them)."""
+    from vkep.kernels.base import implementation
+    from vkep.kernels.elementwise import Unary
+
     out = {_key(path.name, variant("float32" + FLOAT64_SUFFIX)) for path in sorted(SHADER_DIR.glob("*.comp"))
            if "#ifdef FLOAT64" in path.read_text(encoding="utf-8")}
     for spec in manifest.load():
-        if spec.shader and len(spec.types) == 2 and any("float64" in allowed for allowed in spec.types.values()):
+        if (spec.shader and len(spec.types) == 2 and any("float64" in allowed for allowed in spec.types.values())
+                and issubclass(implementation(spec), Unary)):
             out |= {_key(spec.shader, variant(t + FLOAT64_SUFFIX)) for allowed in spec.types.values()
                     for t in allowed if t in SHADER_DTYPE}
     return out
