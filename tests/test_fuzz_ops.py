@@ -682,7 +682,13 @@ def dft(rng) -> Case:
     shape[axis] = _length(rng)
     attrs = {"inverse": int(rng.integers(0, 2)), "onesided": int(components == 1 and rng.random() < 0.5)}
     names, consts = ["x0", ""], {}
-    if rng.random() < 0.4:
+    if components == 2 and rng.random() < 0.3:  # an inverse real FFT: n / 2 + 1 bins, n given or 2 (bins - 1)
+        attrs = {"inverse": 1, "onesided": 1}
+        length = max(2, shape[axis])
+        shape[axis] = length // 2 + 1
+        if length % 2 or rng.random() < 0.5:
+            names[1], consts["n"] = "n", np.array(length, str(rng.choice(["int32", "int64"])))
+    elif rng.random() < 0.4:
         names[1], consts["n"] = "n", np.array(max(1, shape[axis] + int(rng.integers(-shape[axis] // 2, 20))),
                                               str(rng.choice(["int32", "int64"])))
     signed_axis = axis - rank if rng.random() < 0.5 else axis

@@ -111,11 +111,46 @@ def test_dft_length_fed_at_run_time_and_refused(ep_devices):
 
 def test_dft_declines_what_it_cannot_hold(ep_devices):
     """An 8192-point FFT (and Bluestein's 8192 points for 2100 samples) is past fft.comp's shared buffer, and an
-    inverse one-sided DFT is ORT 1.32's inverse real FFT (complex to real), which vkep does not have: declined at
+    inverse real FFT of a bin count other than n / 2 + 1 is one whose CPU EP result vkep does not follow: declined at
     GetCapability (the node stays on the CPU EP)."""
-    for model in (_dft_model((1, 8192, 1)), _dft_model((1, 2100, 1)), _dft_model((2, 5, 2), inverse=1, onesided=1)):
+    for model in (_dft_model((1, 8192, 1)), _dft_model((1, 2100, 1)),
+                  _dft_model((2, 5, 2), length=16, inverse=1, onesided=1),
+                  _dft_model((2, 12, 2), length=16, inverse=1, onesided=1)):
         session = runner.vkep_session(model)
         assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+
+
+def _spectrum(shape, length: int, axis: int, seed: int) -> np.ndarray:
+    """The one-sided spectrum of a real signal (bins along `axis`), with imaginary parts at bin 0 and n / 2 that a
+    real signal's spectrum has not (the CPU EP keeps them, and they round its sums: so must vkep)."""
+    rng = np.random.default_rng(seed)
+    signal = rng.standard_normal([*shape[:axis], length, *shape[axis + 1:]])
+    spectrum = np.fft.rfft(signal, axis=axis)
+    bins = np.arange(spectrum.shape[axis])
+    spectrum += 0.25j * ((bins == 0) | (2 * bins == length)).reshape([-1 if a == axis else 1 for a in range(len(shape))])
+    return np.stack([spectrum.real, spectrum.imag], -1).astype(np.float32)
+
+
+@pytest.mark.parametrize("length", [2, 8, 32, 400, 512, 9, 1000, 2048])
+@pytest.mark.parametrize("given", [True, False])
+def test_inverse_real_fft(ep_devices, length, given):
+    """DFT with inverse and onesided (torch.fft.irfft's export): bins 0 .. n / 2 and their mirror through the CPU
+    EP's radix-2 or Bluestein inverse, the real part written; n from dft_length or 2 (bins - 1)."""
+    if not given and length % 2:
+        length += 1  # (without dft_length n is even)
+    x = _spectrum((3, 0), length, 1, seed=length)
+    got = _same(_dft_model(x.shape, length=length if given else None, inverse=1, onesided=1), {"x": x})
+    assert got.shape == (3, length, 1)
+    reference = np.fft.irfft(x[1, :, 0] + 1j * x[1, :, 1], length)  # (numpy drops those imaginary parts: no term)
+    np.testing.assert_allclose(got[1, :, 0], reference, atol=1e-4 * max(1, length / 64))
+
+
+@pytest.mark.parametrize("opset,axis", [(17, 2), (17, -3), (20, 1), (20, 0)])
+def test_inverse_real_fft_other_axes(ep_devices, opset, axis):
+    rank_axis = axis % 4  # (of the rank-4 input: signal dims and the components)
+    x = _spectrum((6, 10, 7), 12, rank_axis, seed=7)
+    got = _same(_dft_model(x.shape, opset=opset, length=12, axis=axis, inverse=1, onesided=1), {"x": x})
+    assert got.shape[rank_axis] == 12 and got.shape[-1] == 1
 
 
 def _stft_model(signal_shape, step, frame_length=None, window=None, onesided=1, window_input=False):

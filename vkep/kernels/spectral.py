@@ -124,7 +124,9 @@ class FFT(Kernel):
     """DFT (17, 20) and STFT (17): transforms of one workgroup each, described by strides over x and y."""
 
     def transform(self, call, x, window, transforms: int, inner: int, x_strides: tuple[int, int, int],
-                  samples: int, length: int, bins: int, inverse: bool, y, y_strides: tuple[int, int, int]) -> None:
+                  samples: int, length: int, bins: int, inverse: bool, y, y_strides: tuple[int, int, int],
+                  c2r: bool = False) -> None:
+        """`c2r`: x holds the `samples` bins of a one-sided spectrum, y the real parts (fft.comp's C2R)."""
         components = x.shape[-1] if len(x.shape) > 2 else 1
         if length <= 0:  # (an empty axis without dft_length: the CPU EP's Bluestein sizes its buffer from 2N - 1)
             raise UnsupportedError(f"{self.spec.op}: a transform of length {length}")
@@ -152,17 +154,14 @@ class FFT(Kernel):
                 "samples": samples, "dft_length": length, "points": points, "bits": points.bit_length() - 1,
                 "bins": bins, "components": components, "inverse": int(inverse), "per_group": per_group}
         reads = [x] + [t for t in [window, *tables] if t is not None]
-        call.dispatch("fft.comp", "float32", {"bluestein": int(bluestein), "capacity": capacity}, push,
+        constants = {"bluestein": int(bluestein), "capacity": capacity, "c2r": int(c2r)}
+        call.dispatch("fft.comp", "float32", constants, push,
                       grid_1d(-(-transforms // per_group) * WG, WG), reads, [y])
 
 
 class DFT(FFT):
-    @classmethod
-    def declines(cls, spec, attrs, since_version, input_ranks, input_types) -> str | None:
-        if attrs.get("inverse", 0) and attrs.get("onesided", 0):
-            # (ORT 1.32's CPU EP: a complex-to-real inverse of a one-sided spectrum, [.., n / 2 + 1, 2] -> [.., n, 1])
-            return "DFT: inverse and onesided (an inverse real FFT, which vkep does not have)"
-        return None
+    """DFT; with `inverse` and `onesided` ORT 1.32's inverse real FFT: a one-sided spectrum [.., n / 2 + 1, 2] to the
+    real signal [.., n, 1], its other half the first's mirror (n: dft_length, else 2 (bins - 1))."""
 
     def compute(self, call) -> None:
         x = call.inputs[0]
@@ -179,21 +178,32 @@ class DFT(FFT):
         if axis == rank - 1 and rank > 2 or rank == 2 and axis != 1:  # (the CPU EP's result there is no DFT)
             raise UnsupportedError(f"DFT: axis {axis} of a rank-{rank} input")
         samples = x.shape[axis]
-        length = samples
+        c2r = bool(self.attrs.get("inverse", 0) and self.attrs.get("onesided", 0))
+        if c2r and components != 2:
+            raise UnsupportedError("DFT: Inverse one-sided DFT (IRFFT) requires complex-valued input (last dimension "
+                                   "must be 2)")
+        length = 2 * (samples - 1) if c2r else samples
         if length_input is not None:
             if length_input.size != 1 or len(length_input.shape) != 0:
                 raise UnsupportedError("DFT: dft_length must be a scalar value.")
             length = int(host_values(call, length_input)[0])
             if length <= 0:
                 raise UnsupportedError("DFT: dft_length must be greater than zero.")
-        bins = length // 2 + 1 if self.attrs.get("onesided", 0) else length
+        if c2r and samples != length // 2 + 1:
+            # (the CPU EP's result for other bin counts is neither numpy's irfft of them nor of the spectrum cut or
+            # padded to n / 2 + 1 bins: not followed)
+            raise UnsupportedError(f"DFT: an inverse real FFT of {samples} bins to {length} points (takes "
+                                   f"{length // 2 + 1})")
+        bins = length // 2 + 1 if self.attrs.get("onesided", 0) and not c2r else length
+        out_components = 1 if c2r else 2
         shape = list(x.shape) if rank > 2 else [*x.shape, 1]
-        shape[axis], shape[-1] = bins, 2
+        shape[axis], shape[-1] = bins, out_components
         y = call.output(0, tuple(shape), "float32")
         outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:-1])
         self.transform(call, x, None, outer * inner, inner, (samples * inner * components, components,
                                                              inner * components),
-                       samples, length, bins, bool(self.attrs.get("inverse", 0)), y, (bins * inner * 2, 2, inner * 2))
+                       samples, length, bins, bool(self.attrs.get("inverse", 0)), y,
+                       (bins * inner * out_components, out_components, inner * out_components), c2r)
 
 
 class STFT(FFT):

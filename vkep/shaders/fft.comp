@@ -7,6 +7,10 @@
 // transform over a power-of-two `points` (signal x chirp -> FFT -> x FFT(b), a host table -> FFT -> / points ->
 // read reversed x chirp), as the CPU EP does. Every complex product is `precise`: an fma would round differently.
 //
+// C2R: an inverse real FFT (DFT inverse and onesided): x holds `samples` = dft_length / 2 + 1 bins of a spectrum,
+// the rest is their mirror X[N - k] = conj(X[k]) (the bins' own imaginary parts at 0 and N / 2 kept, as the CPU EP
+// keeps them), and y the real part of each of the dft_length points, one float a point.
+//
 // Transform t reads x at x_outer * (t / inner) + x_inner * (t % inner) + x_step * n (floats; components
 // interleaved when complex) and writes bin k at the same form over y (2 floats a bin).
 #extension GL_GOOGLE_include_directive : require
@@ -15,6 +19,7 @@
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint BLUESTEIN = 0;
 layout(constant_id = 1) const uint CAPACITY = 2048;  // points the shared buffer holds (spectral.capacity)
+layout(constant_id = 2) const uint C2R = 0;
 const uint WG = 64;
 const uint PER_LANE = CAPACITY / WG;
 
@@ -60,6 +65,16 @@ vec2 sample_at(uint base, uint n) {  // (the CPU EP's complex(1, 0) * x, then * 
     return v;
 }
 
+// the transform's points: the signal's samples (zeros past them), or a one-sided spectrum and its mirror
+uint signal_points() { return C2R != 0u ? pc.dft_length : pc.samples; }
+
+vec2 signal_at(uint base, uint n) {
+    if (C2R == 0u || n < pc.samples) return sample_at(base, n);
+    uint mirror = pc.dft_length - n;
+    vec2 v = mirror < pc.samples ? sample_at(base, mirror) : vec2(0.0);
+    return vec2(v.x, -v.y);
+}
+
 // buf[0 .. points) in bit-reversed order -> its FFT with the table's twiddles (the CPU EP's stage and butterfly
 // order: the second twiddle of a butterfly is the table's own entry, not minus the first)
 void radix2() {
@@ -94,7 +109,7 @@ void main() {
         for (uint e = lane; e < all_points; e += WG) {
             uint slot = e >> pc.bits, i = e & (pc.points - 1u), n = reversed(i, pc.bits);
             bases(first + slot, x_base, y_base);
-            buf[e] = n < pc.samples && first + slot < pc.transforms ? sample_at(x_base, n) : vec2(0.0);
+            buf[e] = n < signal_points() && first + slot < pc.transforms ? signal_at(x_base, n) : vec2(0.0);
         }
         barrier();
         radix2();
@@ -104,7 +119,9 @@ void main() {
             uint slot = e >> pc.bits, n = e & (pc.points - 1u);
             bases(first + slot, x_base, y_base);
             precise vec2 a = vec2(0.0);
-            if (n < pc.samples && first + slot < pc.transforms) a = cmul(sample_at(x_base, n), Complex(pc.chirp).v[n]);
+            if (n < signal_points() && first + slot < pc.transforms) {
+                a = cmul(signal_at(x_base, n), Complex(pc.chirp).v[n]);
+            }
             buf[(slot << pc.bits) + reversed(n, pc.bits)] = cmul(vec2(1.0, 0.0), a);
         }
         barrier();
@@ -143,6 +160,6 @@ void main() {
         }
         uint at = y_base + k * pc.y_step;
         Floats(pc.y).v[at] = v.x;
-        Floats(pc.y).v[at + 1u] = v.y;
+        if (C2R == 0u) Floats(pc.y).v[at + 1u] = v.y;
     }
 }
