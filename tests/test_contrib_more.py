@@ -362,3 +362,73 @@ def test_inverse(ep_devices, shape):
     x[..., 0, :] *= -1  # (a pivot off the diagonal)
     feeds = {"x": x}
     _same(_one_node("Inverse", feeds, {}, "float32"), feeds, exact=False, atol=1e-4, rtol=1e-4)
+
+
+# ---- com.microsoft MatMulBnb4 ------------------------------------------------------------------------------------
+
+def _bnb4_model(k: int, n: int, quant_type: int, block_size: int, seed: int = 0) -> onnx.ModelProto:
+    """A MatMul by a [k, n] weight, quantized by ORT's own MatMulBnb4Quantizer."""
+    from onnxruntime.quantization.matmul_bnb4_quantizer import MatMulBnb4Quantizer
+
+    weight = np.random.default_rng(seed).standard_normal((k, n)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "w"], ["y0"])], "bnb4",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y0", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(weight, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    quantizer = MatMulBnb4Quantizer(model, quant_type, block_size)
+    quantizer.process()
+    quantized = quantizer.model.model
+    assert [node.op_type for node in quantized.graph.node] == ["MatMulBnb4"]
+    return quantized
+
+
+@pytest.mark.parametrize("quant_type", [0, 1])
+@pytest.mark.parametrize("k,n,block,a_shape", [(64, 48, 64, (2, 5, 64)), (128, 96, 16, (1, 128)),
+                                                (96, 40, 256, (3, 96)), (64, 33, 32, (1, 7, 64))])
+def test_matmul_bnb4(ep_devices, quant_type, k, n, block, a_shape):
+    """FP4 and NF4 weights as ORT's quantizer writes them (transformers.js's bnb4 models), in blocks over the flat
+    [N, K] weight (a block may span rows): the dequantized weight is the CPU EP's, and the product its SGEMM's with
+    B transposed and not packed, bit for bit."""
+    model = _bnb4_model(k, n, quant_type, block, seed=k + n)
+    feeds = {"a": np.random.default_rng(1).standard_normal(a_shape).astype(np.float32)}
+    _same(model, feeds)
+
+
+def test_matmul_bnb4_past_the_exact_path(ep_devices):
+    """A product past mlas_gemm's bound (2^20 multiply-adds with a constant B) takes matmul.comp's tiles: within
+    float32 rounding of the CPU EP."""
+    model = _bnb4_model(512, 384, 1, 64)
+    feeds = {"a": np.random.default_rng(2).standard_normal((2, 8, 512)).astype(np.float32)}
+    _same(model, feeds, exact=False, atol=2e-4, rtol=1e-5)
+
+
+def test_matmul_bnb4_dequantizes_as_the_cpu_ep(ep_devices):
+    """Every code of both tables at absmax values of both signs and an odd N x K (the last byte's low nibble
+    unused): with A the identity, the output is the dequantized weight, which must equal the CPU EP's exactly."""
+    k, n, block = 15, 7, 16
+    codes = np.arange(n * k, dtype=np.uint8) % 16
+    flat = np.append(codes, 0)
+    packed = ((flat[0::2] << 4) | flat[1::2]).astype(np.uint8)
+    absmax = np.array([1.5, -0.25, 3.0e-3, 7.0, 1.0, 0.5, 2.0], np.float32)[:-(-n * k // block)]
+    feeds = {"a": np.eye(k, dtype=np.float32)}
+    for quant_type in (0, 1):
+        model = _one_node("MatMulBnb4", feeds, {"b": packed, "absmax": absmax}, "float32",
+                          {"K": k, "N": n, "block_size": block, "quant_type": quant_type})
+        _same(model, feeds)
+
+
+def test_matmul_bnb4_declines_what_the_cpu_ep_does_not_run(ep_devices):
+    """A block size the CPU EP has no kernel for (it fails the run), a B fed at run time (vkep packs B) and an
+    absmax shorter than N x K's blocks (the CPU EP reads past it) stay on the CPU EP."""
+    feeds = {"a": np.ones((2, 16), np.float32)}
+    inits = {"b": np.zeros(64, np.uint8), "absmax": np.ones(16, np.float32)}
+    odd_block = _one_node("MatMulBnb4", feeds, inits, "float32", {"K": 16, "N": 8, "block_size": 8, "quant_type": 1})
+    fed = {**feeds, "b": inits["b"]}
+    fed_b = _one_node("MatMulBnb4", fed, {"absmax": np.ones(8, np.float32)}, "float32",
+                      {"K": 16, "N": 8, "block_size": 16, "quant_type": 1})
+    short = _one_node("MatMulBnb4", feeds, {**inits, "absmax": np.ones(7, np.float32)}, "float32",
+                      {"K": 16, "N": 8, "block_size": 16, "quant_type": 1})
+    for model in (odd_block, fed_b, short):
+        session = runner.vkep_session(model)
+        assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}

@@ -629,6 +629,16 @@ def matmul_nbits(rng) -> Case:
                 domain=MS, tol={"rtol": 2e-4, "atol": 2e-4})
 
 
+def matmul_bnb4(rng) -> Case:
+    quant_type, block = int(rng.integers(0, 2)), int(rng.choice([16, 32, 64, 128, 256]))
+    k, n = int(rng.integers(1, 300)), int(rng.integers(1, 40))
+    consts = {"b": np.asarray(rng.integers(0, 256, (n * k + 1) // 2), np.uint8),
+              "absmax": np.asarray(rng.uniform(-2.0, 2.0, -(-n * k // block)), "float32")}
+    a = data(rng, shape_of(rng, int(rng.integers(0, 3)), high=4, empty=0.0) + [k], "float32", 1.0)
+    return Case("MatMulBnb4", 1, [a], {"K": k, "N": n, "block_size": block, "quant_type": quant_type}, consts,
+                names=["x0", "b", "absmax"], domain=MS, tol={"rtol": 2e-5, "atol": 2e-5})
+
+
 def multi_head_attention(rng) -> Case | None:
     dtype = "float32"
     b, s, kv = int(rng.integers(1, 3)), int(rng.integers(1, 6)), int(rng.integers(1, 7))
@@ -759,6 +769,7 @@ FAMILIES: dict[Family, tuple[str, ...]] = {
     attention: ("Attention",), rotary: ("RotaryEmbedding",),
     contrib_gelu_norms: ("FastGelu", "BiasGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"),
     recurrent: ("LSTM", "GRU", "RNN"), contrib_unary: ("Gelu", "QuickGelu"), matmul_nbits: ("MatMulNBits",),
+    matmul_bnb4: ("MatMulBnb4",),
     multi_head_attention: ("MultiHeadAttention",), group_query_attention: ("GroupQueryAttention",),
 }
 

@@ -157,10 +157,14 @@ class _Tiled(Kernel):
         dtype = mlas_gemm.variant(self, a, b, members, batches)
         if dtype is None:
             return self._record(call, a, b, c, out_shape, members, batches)
-        mlas_gemm.record(self, call, dtype, a, b, c, out_shape, members, batches, packed=self.b_constant,
-                         trans_a=bool(self.attrs.get("transA")) and len(a.shape) > 1,
-                         trans_b=bool(self.attrs.get("transB")) and len(b.shape) > 1,
+        packed, trans_b = self._cpu_ep_reads_b(b)
+        mlas_gemm.record(self, call, dtype, a, b, c, out_shape, members, batches, packed=packed,
+                         trans_a=bool(self.attrs.get("transA")) and len(a.shape) > 1, trans_b=trans_b,
                          interleaved=self.b_interleaved, folds=folds)
+
+    def _cpu_ep_reads_b(self, b) -> tuple[bool, bool]:
+        """(packed, transposed): how the CPU EP's SGEMM takes B, whose kernels (and order of sums) follow."""
+        return self.b_constant, bool(self.attrs.get("transB")) and len(b.shape) > 1
 
     def _record_float64(self, call, a, b, c, out_shape, members: dict, batches: int) -> None:
         """float64: matmul.comp's FLOAT64 variant, an invocation an element of y (K in its one loop)."""
@@ -417,3 +421,76 @@ class FusedMatMul(MatMul):
             members["b_k"], members["b_n"] = 1, k
         members["alpha"] = float(self.attrs.get("alpha", 1.0))
         return out, members, batches
+
+
+# the 4-bit codes' values of MatMulBnb4 (bitsandbytes' FP4 and NF4), as float32 bit patterns read back from ORT
+# 1.32's CPU EP (a MatMulBnb4 of identity A and absmax 1; FP4's code 8 is -0)
+BNB4_CODES = {
+    0: [0x00000000, 0x3BAAAAAB, 0x3F2AAAAB, 0x3F800000, 0x3EAAAAAB, 0x3F000000, 0x3E2AAAAB, 0x3E800000],
+    1: [0xBF800000, 0xBF3239B1, 0xBF066B30, 0xBECA32A0, 0xBE91A24D, 0xBE3D353F, 0xBDBA7871, 0x00000000,
+        0x3DA2FAFF, 0x3E24CAE3, 0x3E7C04DD, 0x3EAD033A, 0x3EE1A4B8, 0x3F1007AB, 0x3F3913B3, 0x3F800000],
+}
+BNB4_BLOCK_SIZES = (16, 32, 64, 128, 256)  # (the CPU EP has no other)
+
+
+def bnb4_table(quant_type: int) -> np.ndarray:
+    bits = BNB4_CODES[quant_type]
+    if quant_type == 0:  # the negative half: the positive with the sign bit set
+        bits = bits + [b | 0x80000000 for b in bits]
+    return np.array(bits, np.uint32).view(np.float32)
+
+
+class MatMulBnb4(MatMul):
+    """com.microsoft MatMulBnb4 (onnxruntime.quantization's MatMulBnb4Quantizer; transformers.js's bnb4 models):
+    B [N, K] as 4-bit FP4 or NF4 codes, two a byte (the first element in the high nibble), in blocks of
+    `block_size` elements over the flattened B, each times its absmax. The CPU EP dequantizes B to float32 (one
+    product an element) and runs an SGEMM with B transposed; vkep dequantizes the same way once, when the two
+    constants are packed, and runs MatMul on the float weight (its layouts, order and speed)."""
+
+    held: np.ndarray | None = None  # B's codes, until absmax arrives (ORT packs in input order)
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        if attrs["quant_type"] not in BNB4_CODES:
+            return f"MatMulBnb4: quant_type {attrs['quant_type']} (the CPU EP has 0, FP4, and 1, NF4)"
+        if attrs["block_size"] not in BNB4_BLOCK_SIZES:
+            return f"MatMulBnb4: block_size {attrs['block_size']} (the CPU EP has {list(BNB4_BLOCK_SIZES)})"
+        if not attrs.get("transB", 1):  # (the CPU EP's product transposes B whatever transB says)
+            return "MatMulBnb4 with transB 0"
+        return None
+
+    @classmethod
+    def declines_dims(cls, attrs: dict, input_dims: list[tuple[int, ...] | None]) -> str | None:
+        count = attrs["N"] * attrs["K"]
+        for index, want in ((1, (count + 1) // 2), (2, -(-count // max(attrs["block_size"], 1)))):
+            dims = input_dims[index] if index < len(input_dims) else None
+            if dims is not None and -1 not in dims and math.prod(dims) != want:  # (the CPU EP reads past it)
+                return f"MatMulBnb4: input {index} of {math.prod(dims)} elements for N {attrs['N']}, K {attrs['K']}"
+        return None
+
+    def pack(self, index: int, weight):
+        if index == 1:
+            self.held = weight
+            return np.zeros(1, np.uint8), "held-for-packing"
+        n, k, block = int(self.attrs["N"]), int(self.attrs["K"]), int(self.attrs["block_size"])
+        codes, self.held = self.held, None
+        count = n * k
+        if codes is None or codes.size != (count + 1) // 2 or weight.size != -(-count // block):
+            raise UnsupportedError(f"MatMulBnb4: B of {None if codes is None else codes.size} bytes and absmax of "
+                                   f"{weight.size} for N {n}, K {k}, block_size {block}")
+        nibbles = np.stack([codes.reshape(-1) >> 4, codes.reshape(-1) & 15], 1).reshape(-1)[:count]
+        scales = np.repeat(weight.reshape(-1).astype(np.float32), block)[:count]
+        dequantized = (bnb4_table(int(self.attrs["quant_type"]))[nibbles] * scales).reshape(n, k)
+        return super().pack(1, dequantized.T)
+
+    def compute(self, call) -> None:
+        a, b = call.inputs[0], call.inputs[2]  # (the float weight, packed in absmax's place)
+        if b is not None and b.io != Tensor.PERSISTENT and getattr(call, "holds_constant", lambda t: False)(b):
+            b = Tensor(b.addr, (int(self.attrs["K"]), int(self.attrs["N"])), "float32", b.io)  # (a dry run: unpacked)
+        elif b is None or b.io != Tensor.PERSISTENT:
+            raise UnsupportedError("MatMulBnb4: B and absmax not packed (they must be constant initializers)")
+        out, members, batches = self.planned((a.shape, b.shape), lambda: self._plan(a.shape, b.shape))
+        self._record_node(call, a, b, None, out, members, batches, folds=True)
+
+    def _cpu_ep_reads_b(self, b) -> tuple[bool, bool]:
+        return False, True  # (the dequantized B, not packed, through CblasTrans)
