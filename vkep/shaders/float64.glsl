@@ -184,7 +184,7 @@ double log_double(double v) {
 }
 
 // x^n for an integer 1 < |n| <= 64 in two doubles (squarings), rounded once: the correctly rounded power but within
-// 2^-100 of a tie. Out of [2^-968, 2^995] (where the products' tails would be subnormal or the power overflow) it
+// 2^-100 of a tie. Out of [2^-968, 1e306] (where the tails would be subnormal, or the power or 1 / power overflow) it
 // gives 0, and pow_double takes exp and log instead
 precise double int_pow(double ax, int n) {
     dvec2 r = dvec2(1.0LF, 0.0LF), p = dvec2(ax, 0.0LF);
@@ -192,7 +192,7 @@ precise double int_pow(double ax, int n) {
         if ((k & 1) != 0) r = dd_mul(r, p);
         if (k > 1) p = dd_mul(p, p);
     }
-    if (!(r.x >= 4.0e-292LF && r.x <= 1.0e299LF)) return 0.0LF;
+    if (!(r.x >= 4.0e-292LF && r.x <= 1.0e306LF)) return 0.0LF;
     if (n > 0) return r.x + r.y;
     double q = 1.0LF / r.x;
     dvec2 e = two_prod_d(q, r.x);
