@@ -643,6 +643,103 @@ def test_float64_exp_is_within_two_ulps_of_the_cpu_ep(ep_devices):
     assert np.abs(got[finite].view(np.int64) - want[finite].view(np.int64)).max() <= 2  # (ulps: same-sign doubles)
 
 
+def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """The ulps between doubles (NaN and NaN: 0), counted on the integers that order them."""
+    def ordered(v):
+        i = np.ascontiguousarray(v, np.float64).view(np.int64)
+        return np.where(i < 0, np.int64(-(2 ** 63)) - i, i)
+    d = np.abs(ordered(got) - ordered(want))
+    d[np.isnan(got) & np.isnan(want)] = 0
+    return d
+
+
+def _f64_session_and_cpu(op: str, feeds: dict, out=None, opset: int = 13, **attrs) -> tuple[np.ndarray, np.ndarray]:
+    """(vkep's, the CPU EP's) output of one float64 node, every node on vkep."""
+    from onnx import TensorProto
+
+    inputs = [helper.make_tensor_value_info(k, _elem(v.dtype), list(v.shape)) for k, v in feeds.items()]
+    graph = helper.make_graph([helper.make_node(op, list(feeds), ["y"], **attrs)], "f64", inputs,
+                              [helper.make_tensor_value_info("y", out or TensorProto.DOUBLE, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for *_, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    return session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0]
+
+
+F64_EDGES = [0.0, -0.0, NAN, INF, -INF, 1e-310, -1e-310, 5e-324, 2.2250738585072014e-308, 1e300, -1e300, 17.714196154005176,
+             -17.72, 20.0, -36.5, 709.78, -709.79, -745.2, -800.0, 1.0, -1.0, 0.5]
+
+
+@pytest.mark.parametrize("op", ["Log", "Tanh", "Sigmoid"])
+def test_float64_log_tanh_sigmoid_equal_the_cpu_ep(ep_devices, op):
+    """float64 Log, Tanh and Sigmoid as the CPU EP computes them, Eigen's plog_double, ptanh_double and (Sigmoid's)
+    pexp_double ported to double without fma (float64.glsl): bit for bit over the whole range, NaN, infinities, -0,
+    subnormals, Tanh's clamp and Sigmoid's 1 - 1 / (1 + e^-|x|) of negative x."""
+    rng = np.random.default_rng(12)
+    x = np.concatenate([F64_EDGES, rng.uniform(-40, 40, 3000), rng.normal(0, 1, 2000), rng.uniform(-1e-7, 1e-7, 200),
+                        10 ** rng.uniform(-323, 308, 2000) * rng.choice([-1, 1], 2000)])
+    got, want = _f64_session_and_cpu(op, {"x": x})
+    assert _ulps(got, want).max() == 0
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+POW_SPECIALS = np.array([0.0, -0.0, INF, -INF, NAN, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 1e-310, 1e300, 7.5])
+
+
+def test_float64_pow_special_values_equal_the_cpu_ep(ep_devices):
+    """float64 Pow's special values as C99's pow (glibc's, which the CPU EP calls): every pair of zeros of both signs,
+    infinities, NaN, ±1, ±2, ±0.5, ±3, a subnormal and a huge value: pow(x, 0) = 1 and pow(1, y) = 1 with NaN,
+    negative bases with fractional exponents NaN, odd exponents keeping the sign, overflow and underflow. Equal but
+    for an ulp where the power is irrational (2^0.5)."""
+    x, e = np.meshgrid(POW_SPECIALS, POW_SPECIALS)
+    got, want = _f64_session_and_cpu("Pow", {"x": x.ravel(), "e": e.ravel()})
+    assert _ulps(got, want).max() <= 1
+    exact = (e.ravel() == np.round(e.ravel())) | ~np.isfinite(want)
+    assert np.array_equal(got[exact], want[exact], equal_nan=True)
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("exponent", [2.0, 3.0, -1.0, 7.0, -3.0, 0.5, 2.5, -0.7, 100.3])
+@pytest.mark.parametrize("shape", ["scalar", "row", "tensor"])
+def test_float64_pow_is_within_an_ulp_of_the_cpu_ep(ep_devices, exponent, shape):
+    """float64 Pow against the CPU EP: where its broadcast loop takes the exponent as one value a row (a scalar, or
+    [rows, 1]) it computes x * x and x * x * x for 2 and 3, which vkep follows to the bit; std::pow elsewhere
+    (glibc's, within 0.52 ulp), which vkep's pow_double is within an ulp of: integer exponents in two doubles,
+    others e^(y log x) with the log in two doubles. Bases from 1e-5 to 1e5, negative ones, zeros and infinities."""
+    rng = np.random.default_rng(13)
+    x = np.concatenate([rng.uniform(0, 3, 2000), 10 ** rng.uniform(-5, 5, 1500), -rng.uniform(0, 3, 300),
+                        [0.0, -0.0, INF, -INF, NAN, 1.0, -1.0, 1e-310]]).reshape(-1, 2)
+    e = {"scalar": np.array(exponent), "row": np.full((x.shape[0], 1), exponent), "tensor": np.full(x.shape, exponent)}
+    got, want = _f64_session_and_cpu("Pow", {"x": x, "e": e[shape]})
+    d = _ulps(got, want)
+    assert d.max() <= (0 if shape != "tensor" and exponent in (2.0, 3.0) else 1)
+
+
+def test_float64_pow_of_large_exponents_and_integer_exponents(ep_devices):
+    """float64 Pow where y log x is large (to ±700: the log carried in two doubles keeps an ulp) and with int64 and
+    int32 exponents (ORT's T1; the FLOAT64 variant of the exponent's type), within an ulp of the CPU EP's std::pow."""
+    rng = np.random.default_rng(14)
+    x, e = rng.uniform(0.1, 10, 4000), rng.uniform(-300, 300, 4000)
+    got, want = _f64_session_and_cpu("Pow", {"x": x, "e": e})
+    assert _ulps(got, want).max() <= 1
+    base = np.concatenate([rng.uniform(-3, 3, 1000), [0.0, -0.0, INF, -INF, NAN]])
+    for dtype in (np.int64, np.int32):
+        got, want = _f64_session_and_cpu("Pow", {"x": base, "e": rng.integers(-70, 70, base.shape).astype(dtype)},
+                                         opset=15)
+        assert _ulps(got, want).max() <= 1
+
+
+@pytest.mark.parametrize("op", ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"])
+def test_float64_comparisons_equal_the_cpu_ep(ep_devices, op):
+    """float64 comparisons in double (binary.comp's bool FLOAT64 variant): NaN compares false, -0 equals 0, values a
+    float32 compare would tie (1 + 2^-40 and 1) differ, broadcast."""
+    from onnx import TensorProto
+
+    values = np.concatenate([POW_SPECIALS, [1 + 2.0 ** -40, 1 - 2.0 ** -53, 5e-324]])
+    got, want = _f64_session_and_cpu(op, {"a": values[:, None], "b": values[None, :]}, out=TensorProto.BOOL)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
 def test_float64_reductions_topk_softmax_and_fills_equal_the_cpu_ep(ep_devices):
     """A graph of the float64 ops scikit-learn's double models use (KNN's and GaussianProcess's distances, logistic
     regression's probabilities): ReduceSumSquare, ReduceMean, ReduceMax, ReduceSum over an inner axis, TopK,

@@ -245,8 +245,6 @@ def test_nan_in_max_and_min_as_the_cpu_ep(ep_devices, op, dtype, length, layout)
     CPU EP does (Eigen's maxCoeff and ORT's update loops keep the accumulator of a comparison with NaN);
     ReduceLogSumExp gives NaN for any NaN (its sum of exps). Rows with a NaN first, in the middle, last, two, and
     none (±inf, ±0, denormals, ±3.4e38), in both reduction paths."""
-    if op == "ReduceLogSumExp" and dtype == np.float64:
-        pytest.skip("float64 ReduceLogSumExp stays on the CPU EP")
     rng = np.random.default_rng(0)
     values = np.array([np.inf, -np.inf, -0.0, 0.0, 1e-40, -1e-40, 3.4e38, -3.4e38, 1.0, -2.5], np.float32)
     x = rng.choice(values, size=(6, length)).astype(dtype)
@@ -293,3 +291,28 @@ def test_max_and_min_of_nothing(ep_devices, op, dtype):
     the CPU EP gives it; int8 and uint8 gave 0 (a 32-bit extreme's low byte)."""
     check_node(op, {"x": np.zeros((2, 0), dtype)}, 20, {"axes": np.array([1], np.int64)}, input_order=["x", "axes"],
                keepdims=0)
+
+
+@pytest.mark.parametrize("op", ["ReduceLogSumExp", "ReduceLogSum"])
+def test_float64_log_sums_as_the_cpu_ep(ep_devices, op):
+    """float64 ReduceLogSumExp (max-shifted: log(sum(exp(x - max))) + max, as ORT's aggregator) and ReduceLogSum in
+    double (reduce.comp's FLOAT64: fdlibm's exp, a two-double log; the CPU EP's glibc exp and log): rows and columns,
+    short and long (a workgroup), NaN, infinities of both signs, values past exp's range; within double rounding."""
+    from onnx import TensorProto
+
+    rng = np.random.default_rng(21)
+    for shape in ((40, 300), (3, 5000)):
+        x = rng.normal(0, 50, shape)
+        x[0, 3], x[1, :], x[2, 5] = np.nan, -np.inf, np.inf
+        x[-1, :] = rng.uniform(700, 800, shape[1])
+        if op == "ReduceLogSum":
+            x = np.abs(x)
+        for axis in (1, 0):
+            graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], axes=[axis], keepdims=0)], "f64_lse",
+                                      [helper.make_tensor_value_info("x", TensorProto.DOUBLE, list(shape))],
+                                      [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+            session = runner.vkep_session(model, disable_cpu_fallback=True)
+            assert [ep for *_, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+            got, want = session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0]
+            np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)

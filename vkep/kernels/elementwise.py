@@ -164,13 +164,17 @@ class Binary(Kernel):
     def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
         return tensor_variant(a, y)
 
+    def push(self, members: dict) -> dict:
+        """Push members a subclass sets beside the broadcast plan's."""
+        return {}
+
     def compute(self, call) -> None:
         a, b = call.inputs[:2]
         out, n, members = self.plan(a.shape, b.shape)
         y = call.output(0, out, self.out_dtype or a.dtype)
         if n:
             dispatch_wide(call, self.spec.shader, self.constants["op"], n, self.shader_variant(a, b, y),
-                          {**members, "a": a, "b": b, "y": y}, [a, b], [y])
+                          {**members, **self.push(members), "a": a, "b": b, "y": y}, [a, b], [y])
 
 
 class Compare(Binary):
@@ -181,10 +185,20 @@ class Compare(Binary):
 
 class Pow(Binary):
     """The exponent may have another type than the base: the variant reads it as DTYPE and the base
-    (and y) as DTYPE_Y."""
+    (and y) as DTYPE_Y. A float64 base: the FLOAT64 variant, its DTYPE the exponent's type (float32's for a float64
+    exponent; int32, int64)."""
+
+    FLOAT64_EXPONENTS = {FLOAT64: "float32", "int32": "int32", "int64": "int64"}
 
     def shader_variant(self, a: Tensor, b: Tensor, y: Tensor) -> str | tuple[str, str]:
+        if a.dtype == FLOAT64:
+            return self.FLOAT64_EXPONENTS[b.dtype] + FLOAT64_SUFFIX
         return variant(shader_dtype(b), shader_dtype(a))
+
+    def push(self, members: dict) -> dict:
+        # ORT's double Pow takes x * x and x * x * x for the exponents 2 and 3 where its broadcast loop sees the
+        # exponent as one value for a row of the base (its innermost dim broadcast, the base's not); std::pow elsewhere
+        return {"scale": float(members["stride_b"][-1] == 0 and members["stride_a"][-1] != 0)}
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
@@ -192,6 +206,8 @@ class Pow(Binary):
         if base and exponent and base.startswith("int") and exponent.startswith("float"):
             # the CPU EP takes the power in double precision; the shader in float32 would lose digits
             return f"Pow of an {base} base with a {exponent} exponent"
+        if base and exponent and (exponent not in cls.FLOAT64_EXPONENTS if base == FLOAT64 else exponent == FLOAT64):
+            return f"Pow of a {base} base with a {exponent} exponent"  # (no variant reads the pair)
         return declines_rank(spec, input_ranks, MAX_RANK)
 
 

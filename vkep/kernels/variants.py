@@ -60,18 +60,27 @@ def accumulators() -> set[Variant]:
 
 
 def float64s() -> set[Variant]:
-    """The FLOAT64 variants (double arithmetic for float64 tensors): float32's of the shaders written with one; and
-    for the elementwise kernels that convert (an entry of a Unary kernel with two type constraints, float64 among
-    them: Cast, CastLike, IsNaN, IsInf) one per type it lists, the variant's DTYPE (elementwise.tensor_variant:
-    unary.comp's float32 one among them)."""
+    """The FLOAT64 variants (double arithmetic for float64 tensors): float32's of the shaders written with one and of
+    the shaders of the entries listing float64 whose kernels compute in double; bool's of the comparisons; int32's and
+    int64's of Pow (its exponent's type); and for the elementwise kernels that convert (an entry of a Unary kernel with
+    two type constraints, float64 among them: Cast, CastLike, IsNaN, IsInf) one per type it lists, the variant's DTYPE
+    (elementwise.tensor_variant: unary.comp's float32 one among them)."""
     from vkep.kernels.base import implementation
-    from vkep.kernels.elementwise import Unary
+    from vkep.kernels.elementwise import Compare, Pow, Unary
 
     out = {_key(path.name, variant("float32" + FLOAT64_SUFFIX)) for path in sorted(SHADER_DIR.glob("*.comp"))
            if "#ifdef FLOAT64" in path.read_text(encoding="utf-8")}
     for spec in manifest.load():
-        if (spec.shader and len(spec.types) == 2 and any("float64" in allowed for allowed in spec.types.values())
-                and issubclass(implementation(spec), Unary)):
+        if not spec.shader or not any("float64" in allowed for allowed in spec.types.values()):
+            continue
+        kind = implementation(spec)
+        if kind.computes_float64:  # (unary_mlas.comp's Tanh: its shader has no FLOAT64 of its own text)
+            out.add(_key(spec.shader, variant("float32" + FLOAT64_SUFFIX)))
+        if issubclass(kind, Compare):  # float64 in, bool out
+            out.add(_key(spec.shader, variant("bool" + FLOAT64_SUFFIX)))
+        elif issubclass(kind, Pow):  # a float64 base, an integer exponent
+            out |= {_key(spec.shader, variant(t + FLOAT64_SUFFIX)) for t in ("int32", "int64")}
+        elif len(spec.types) == 2 and issubclass(kind, Unary):
             out |= {_key(spec.shader, variant(t + FLOAT64_SUFFIX)) for allowed in spec.types.values()
                     for t in allowed if t in SHADER_DTYPE}
     return out

@@ -7,7 +7,11 @@
 #include "common.glsl"
 #include "activation.glsl"
 #include "binary_ops.glsl"
-// FLOAT64: a, b and y float64 (Add, Sub, Mul, Div: the manifest lists float64 for those alone), in double
+// FLOAT64: float64 a (and b, and y) in double: Add, Sub, Mul, Div; Pow (b float64, or int32/int64 as DTYPE); the
+// comparisons (y bool: DTYPE bool). The manifest lists float64 for these alone
+#ifdef FLOAT64
+#include "float64.glsl"
+#endif
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 0;
@@ -151,8 +155,27 @@ void one(uint i) {
         ib += c * pc.stride_b[d];
     }
 #ifdef FLOAT64
-    double x64 = Doubles(pc.a).v[ia], z64 = Doubles(pc.b).v[ib];
-    Doubles(pc.y).v[i] = OP == OP_ADD ? x64 + z64 : OP == OP_SUB ? x64 - z64 : OP == OP_MUL ? x64 * z64 : x64 / z64;
+    double x64 = Doubles(pc.a).v[ia];
+#if DTYPE == 2 || DTYPE == 3
+    double z64 = double(LOAD(Tensor(pc.b), ib));  // (Pow's integer exponent)
+#else
+    double z64 = Doubles(pc.b).v[ib];
+#endif
+#if DTYPE == 4
+    bool c;  // (NaN compares false, -0 equals 0)
+    switch (OP) {
+    case OP_EQUAL: c = x64 == z64; break;
+    case OP_GREATER: c = x64 > z64; break;
+    case OP_LESS: c = x64 < z64; break;
+    case OP_GREATER_EQUAL: c = x64 >= z64; break;
+    default: c = x64 <= z64;  // OP_LESS_EQUAL
+    }
+    STORE_Y(TensorY(pc.y), i, c ? 1 : 0);
+#else
+    // (Pow's scale: 1 where ORT's loop takes the exponent as one value per row of the base, Pow's host sets it)
+    Doubles(pc.y).v[i] = OP == OP_POW ? pow_double(x64, z64, pc.scale != 0.0) : OP == OP_ADD ? x64 + z64
+        : OP == OP_SUB ? x64 - z64 : OP == OP_MUL ? x64 * z64 : x64 / z64;
+#endif
     return;
 #endif
     TensorY y = TensorY(pc.y);

@@ -5,7 +5,8 @@
 // SPLIT=0: one thread per output element (small reductions); SPLIT=1: one workgroup per output element
 // with a shared-memory tree (large reductions). The workgroup size is specialization constant 2 (up to
 // 1024): lavapipe silently stops a shader's loops after 65535 iterations in all, so long reductions need
-// wide workgroups. FLOAT64: float64 sums, means, extremes, products, L1, L2 and sums of squares, in double.
+// wide workgroups. FLOAT64: float64 sums, means, extremes, products, L1, L2, sums of squares, log-sums and
+// log-sum-exps, in double (exp and log as glibc's, which ORT's reduce_exp and reduce_log call: float64.glsl).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -29,7 +30,10 @@ layout(push_constant, scalar) uniform Push {
 } pc;
 
 #ifdef FLOAT64
+#include "float64.glsl"
 #define ACC_T double
+#define EXP_ACC(v) exp_double(v)
+#define LOG_ACC(v) log_double(v)
 #define LOAD_X(i) Doubles(pc.x).v[i]
 #define STORE_OUT(at, value) Doubles(pc.y).v[at] = (value)
 #else
@@ -39,6 +43,8 @@ layout(push_constant, scalar) uniform Push {
 #define ACC_T COMP_T
 #endif
 #define LOAD_X(i) ACC_T(LOAD(X, i))
+#define EXP_ACC(v) exp(v)
+#define LOG_ACC(v) log_any(v)
 #define STORE_OUT(at, value) STORE(Tensor(pc.y), at, value)
 #endif
 
@@ -128,10 +134,8 @@ ACC_T finish(ACC_T acc, ACC_T m) {
 #if IS_FLOAT
     if (OP == 1) return pc.n_red == 0 ? ACC_T(0) : acc / ACC_T(pc.n_red);  // ORT: the mean of nothing is 0
     if (OP == 6) return sqrt(acc);
-#ifndef FLOAT64
-    if (OP == 7) return log_any(acc);  // (a sum of denormals stays one)
-    if (OP == 8) return isinf(m) ? m : m + log_any(acc);
-#endif
+    if (OP == 7) return LOG_ACC(acc);  // (a sum of denormals stays one)
+    if (OP == 8) return isinf(m) ? m : m + LOG_ACC(acc);
 #else
     if (OP == 1) return pc.n_red == 0 ? ACC_T(0) : acc / ACC_T(pc.n_red);
 #endif
@@ -213,10 +217,10 @@ void main() {
     uint base = decode(o, pc.out_dims, pc.out_strides);
 
     ACC_T m = ACC_T(0);
-#if IS_FLOAT && !defined(FLOAT64)
+#if IS_FLOAT
     if (OP == 8) {  // log-sum-exp: the max first, so exp() cannot overflow
         m = lowest();
-        for (uint r = first; r < pc.n_red; r += step) m = max_of(m, LOAD(X, base + decode(r, pc.red_dims, pc.red_strides)));
+        for (uint r = first; r < pc.n_red; r += step) m = max_of(m, LOAD_X(base + decode(r, pc.red_dims, pc.red_strides)));
         if (SPLIT == 1) m = group_reduce(m, true);
     }
 #endif
@@ -229,8 +233,8 @@ void main() {
     ACC_T acc = identity();
     for (uint r = first; r < pc.n_red; r += step) {
         ACC_T v = LOAD_X(base + decode(r, pc.red_dims, pc.red_strides));
-#if IS_FLOAT && !defined(FLOAT64)
-        if (OP == 8) { acc += isinf(m) ? 0.0 : exp(v - m); continue; }
+#if IS_FLOAT
+        if (OP == 8) { acc += isinf(m) ? ACC_T(0) : EXP_ACC(v - m); continue; }
 #endif
         acc = combine(acc, term(v));
     }

@@ -72,8 +72,9 @@ COMP_TY to_int(float r) {
 #endif
 
 #ifdef FLOAT64
-// unary.comp's FLOAT64 variants: float64 Neg, Abs, Relu, Sqrt, Reciprocal, Floor, Ceil, Round, Sign, Exp, IsNaN and
-// IsInf (unary_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
+#include "float64.glsl"
+// unary.comp's FLOAT64 variants: float64 Neg, Abs, Relu, Sqrt, Reciprocal, Floor, Ceil, Round, Sign, Exp, Log, Sigmoid,
+// IsNaN and IsInf, and unary_mlas.comp's Tanh (unary_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
 // to float16 through float32 (two roundings), to integers as to_int below, integers to float64 rounded once.
 layout(constant_id = 3) const uint F64 = 3;  // 1: float64 in, DTYPE out; 2: DTYPE in, float64 out; 3: both
 
@@ -91,31 +92,16 @@ COMP_TY double_to_int(double r) {
 }
 #endif
 
-// 2^k for k in [-1022, 1023], from its bits
-double two_to(int k) { return packDouble2x32(uvec2(0u, uint(k + 1023) << 20)); }
-
-// e^x within an ulp (the CPU EP's Eigen exp is too; they may differ in the last bit): x = k ln2 + r with ln2 in two
-// parts, e^r from fdlibm's rational form (Remez coefficients of the classic __ieee754_exp), times 2^k in two exact
-// steps so that a subnormal result rounds once
-double exp_double(double x) {
-    if (isnan(x)) return x;
-    if (x > 709.782712893383973096LF) return double(uintBitsToFloat(0x7f800000u));
-    if (x < -745.13321910194110842LF) return 0.0LF;
-    const double ln2_hi = 6.93147180369123816490e-01LF, ln2_lo = 1.90821492927058770002e-10LF;
-    int k = int(roundEven(x * 1.44269504088896338700LF));
-    double hi = x - double(k) * ln2_hi, lo = double(k) * ln2_lo, r = hi - lo, rr = r * r;
-    double c = r - rr * (1.66666666666666019037e-01LF + rr * (-2.77777777770155933842e-03LF
-        + rr * (6.61375632143793436117e-05LF + rr * (-1.65339022054652515390e-06LF + rr * 4.13813679705723846039e-08LF))));
-    double y = 1.0LF - ((lo - (r * c) / (2.0LF - c)) - hi);
-    int k1 = k / 2;
-    return y * two_to(k1) * two_to(k - k1);
-}
-
-// the float64 ops (the manifest lists float64 for these alone), exact in double but Exp (an ulp), NaN and -0 as the
-// CPU EP's
+// the float64 ops (the manifest lists float64 for these alone), exact in double but Exp (an ulp), Log, Tanh and Sigmoid
+// (Eigen's, as the CPU EP: float64.glsl), NaN and -0 as the CPU EP's
 double unary_double(double v) {
     switch (OP) {
     case OP_EXP: return exp_double(v);
+    case OP_LOG: return eigen_log(v);
+    case OP_SIGMOID: return eigen_sigmoid(v);
+#ifdef MLAS_OPS
+    case OP_TANH: return eigen_tanh(v);
+#endif
     case OP_ISNAN: return isnan(v) ? 1.0LF : 0.0LF;
     case OP_ISINF: return isinf(v) && (v > 0.0LF ? pc.beta != 0.0 : pc.alpha != 0.0) ? 1.0LF : 0.0LF;
     case OP_NEG: return -v;

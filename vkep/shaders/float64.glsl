@@ -1,0 +1,231 @@
+// Double math of the FLOAT64 variants (unary.comp, unary_mlas.comp, binary.comp, reduce.comp), as ORT's CPU EP computes
+// it on x86-64 where the answer depends on rounding:
+// - exp_double: fdlibm's exp (Exp, ReduceLogSumExp; also the last step of pow_double, with a tail)
+// - eigen_exp, eigen_log, eigen_tanh: Eigen's pexp_double, plog_double and ptanh_double as ORT's Sigmoid, Log and Tanh
+//   of doubles run them (SSE2, no FMA: every multiply-add rounded twice, hence 'precise'), bit for bit on Mesa 22.3
+// - log_dd, pow_double: C's pow (glibc's, which ORT's Pow calls) within an ulp, the log carried in two doubles
+// Needs common.glsl with FLOAT64 defined.
+#ifndef VKEP_FLOAT64_GLSL
+#define VKEP_FLOAT64_GLSL
+
+#define D_INF double(uintBitsToFloat(0x7f800000u))
+#define D_NAN double(uintBitsToFloat(0x7fc00000u))
+
+// 2^k for k in [-1022, 1023], from its bits
+double two_to(int k) { return packDouble2x32(uvec2(0u, uint(k + 1023) << 20)); }
+
+bool sign_bit(double v) { return (unpackDouble2x32(v).y >> 31) != 0u; }
+
+// e^(x + tail) within an ulp, tail far below x's ulp (pow_double's; Exp passes 0, and the CPU EP's Eigen exp is within
+// two): x = k ln2 + r with ln2 in two parts, e^r from fdlibm's rational form (Remez coefficients of the classic
+// __ieee754_exp), times 2^k in two exact steps so that a subnormal result rounds once
+double exp_dd(double x, double tail) {
+    if (isnan(x)) return x;
+    if (x > 709.782712893383973096LF) return D_INF;
+    if (x < -745.13321910194110842LF) return 0.0LF;
+    const double ln2_hi = 6.93147180369123816490e-01LF, ln2_lo = 1.90821492927058770002e-10LF;
+    int k = int(roundEven(x * 1.44269504088896338700LF));
+    double hi = x - double(k) * ln2_hi, lo = double(k) * ln2_lo - tail, r = hi - lo, rr = r * r;
+    double c = r - rr * (1.66666666666666019037e-01LF + rr * (-2.77777777770155933842e-03LF
+        + rr * (6.61375632143793436117e-05LF + rr * (-1.65339022054652515390e-06LF + rr * 4.13813679705723846039e-08LF))));
+    double y = 1.0LF - ((lo - (r * c) / (2.0LF - c)) - hi);
+    int k1 = k / 2;
+    return y * two_to(k1) * two_to(k - k1);
+}
+
+double exp_double(double x) { return exp_dd(x, 0.0LF); }
+
+// Eigen's pexp_double (Cephes' rational form), the exp of ORT's double Sigmoid: 0 below -709.784, NaN kept
+precise double eigen_exp(double v) {
+    if (isnan(v)) return v;
+    if (v < -709.784LF) return 0.0LF;
+    double x = min(v, 709.784LF);
+    double fx = floor(1.4426950408889634073599LF * x + 0.5LF);
+    x = x - fx * 0.693145751953125LF;
+    x = x - fx * 1.42860682030941723212e-6LF;
+    double x2 = x * x;
+    double px = ((1.26177193074810590878e-4LF * x2 + 3.02994407707441961300e-2LF) * x2 + 9.99999999999999999910e-1LF) * x;
+    double qx = ((3.00198505138664455042e-6LF * x2 + 2.52448340349684104192e-3LF) * x2 + 2.27265548208155028766e-1LF) * x2
+        + 2.00000000000000000009e0LF;
+    x = 2.0LF * (px / (qx - px)) + 1.0LF;
+    int k = int(fx), k1 = k / 2;  // (k in [-1023, 1024]: 2^k in two exact steps, a subnormal rounded once)
+    return max(x * two_to(k1) * two_to(k - k1), v);
+}
+
+// Eigen's plog_double (Cephes: x = 2^e m, m in [sqrt(1/2), sqrt(2)), log(1 + f) = f - f^2/2 + f^3 P(f)/Q(f)), the CPU
+// EP's double Log: 0 gives -inf, below 0 and NaN give NaN. Subnormals are scaled into the normal range first (Eigen's
+// frexp is exact for them)
+precise double eigen_log(double v) {
+    if (v == 0.0LF) return -D_INF;
+    if (!(v >= 0.0LF)) return D_NAN;
+    if (isinf(v)) return v;
+    double e = 0.0LF, a = v;
+    if (a < 2.2250738585072014e-308LF) { a *= 18014398509481984.0LF; e = -54.0LF; }  // 2^54
+    uvec2 b = unpackDouble2x32(a);
+    e += double(int(b.y >> 20) - 1022);
+    double m = packDouble2x32(uvec2(b.x, (b.y & 0x000fffffu) | 0x3fe00000u));  // frexp's [0.5, 1)
+    bool low = m < 0.70710678118654752440LF;
+    double x = (m - 1.0LF) + (low ? m : 0.0LF);
+    e -= low ? 1.0LF : 0.0LF;
+    double x2 = x * x, x3 = x2 * x;
+    double y = 1.01875663804580931796e-4LF * x + 4.97494994976747001425e-1LF;
+    double y1 = 1.44989225341610930846e1LF * x + 1.79368678507819816313e1LF;
+    y = y * x + 4.70579119878881725854e0LF;
+    y1 = y1 * x + 7.70838733755885391666e0LF;
+    double num = y * x3 + y1;
+    y = 1.0LF * x + 1.12873587189167450590e1LF;
+    y1 = 8.29875266912776603211e1LF * x + 7.11544750618563894466e1LF;
+    y = y * x + 4.52279145837532221105e1LF;
+    y1 = y1 * x + 2.31251620126765340583e1LF;
+    double den = y * x3 + y1;
+    y = (num * x3) / den;
+    y = -0.5LF * x2 + y;
+    x = x + y;
+    return e * 0.69314718055994530942LF + x;
+}
+
+// Eigen's ptanh_double (a [19/18] rational form on [-c, c], 1 beyond: c is where it evaluates to 1 without FMA), the CPU
+// EP's double Tanh; NaN and -0 kept
+precise double eigen_tanh(double v) {
+    if (isnan(v)) return v;
+    const double c = 17.714196154005176LF;
+    double x = max(min(v, c), -c), x2 = x * x, x3 = x2 * x;
+    double p = 2.6158007860482230e-23LF;
+    p = p * x2 + 7.6534862268749319e-19LF;
+    p = p * x2 + 3.1309488231386680e-15LF;
+    p = p * x2 + 4.2303918148209176e-12LF;
+    p = p * x2 + 2.4618379131293676e-09LF;
+    p = p * x2 + 6.8644367682497074e-07LF;
+    p = p * x2 + 9.3839087674268880e-05LF;
+    p = p * x2 + 5.9809711724441161e-03LF;
+    p = p * x2 + 1.5184719640284322e-01LF;
+    double q = 6.463747022670968018e-21LF;
+    q = q * x2 + 5.782506856739003571e-17LF;
+    q = q * x2 + 1.293019623712687916e-13LF;
+    q = q * x2 + 1.123643448069621992e-10LF;
+    q = q * x2 + 4.492975677839633985e-08LF;
+    q = q * x2 + 8.785185266237658698e-06LF;
+    q = q * x2 + 8.295161192716231542e-04LF;
+    q = q * x2 + 3.437448108450402717e-02LF;
+    q = q * x2 + 4.851805297361760360e-01LF;
+    q = q * x2 + 1.0LF;
+    return (x3 * p + x) / q;
+}
+
+// ORT's double Sigmoid (activations.h, Eigen): 1 / (1 + e^-|x|) for x >= 0, else 1 - 1 / (1 + e^-|x|)
+precise double eigen_sigmoid(double v) {
+    double s = 1.0LF / (1.0LF + eigen_exp(-abs(v)));
+    return v >= 0.0LF ? s : 1.0LF - s;
+}
+
+// ---- two-double arithmetic (hi, lo), every operation 'precise' -------------------------------------------------------
+precise dvec2 two_sum_d(double a, double b) {  // a + b = s + e exactly
+    double s = a + b, bb = s - a;
+    return dvec2(s, (a - (s - bb)) + (b - bb));
+}
+
+precise dvec2 fast_two_sum_d(double a, double b) {  // |a| >= |b|
+    double s = a + b;
+    return dvec2(s, b - (s - a));
+}
+
+// a b = p + e, e within 2^-105 of p: the operands split into 26 and 27 bits by masking (no overflow, as Veltkamp's
+// 2^27 + 1 scaling would past 2^996); an infinite product has no error term
+precise dvec2 two_prod_d(double a, double b) {
+    double p = a * b;
+    if (isinf(p) || p == 0.0LF) return dvec2(p, 0.0LF);
+    uvec2 ba = unpackDouble2x32(a), bb = unpackDouble2x32(b);
+    double ah = packDouble2x32(uvec2(ba.x & 0xf8000000u, ba.y)), bh = packDouble2x32(uvec2(bb.x & 0xf8000000u, bb.y));
+    double al = a - ah, bl = b - bh;
+    return dvec2(p, ((ah * bh - p) + ah * bl + al * bh) + al * bl);
+}
+
+precise dvec2 dd_mul(dvec2 a, dvec2 b) {
+    dvec2 p = two_prod_d(a.x, b.x);
+    return fast_two_sum_d(p.x, p.y + (a.x * b.y + a.y * b.x));
+}
+
+precise dvec2 dd_add(dvec2 a, dvec2 b) {
+    dvec2 s = two_sum_d(a.x, b.x);
+    return fast_two_sum_d(s.x, s.y + (a.y + b.y));
+}
+
+// log(v) as hi + lo within ~2^-63 relative, v > 0 finite: v = 2^k m, m in [sqrt(1/2), sqrt(2)], s = (m - 1) / (m + 1)
+// in two doubles, log m = 2 atanh(s) = 2s + 2s^3/3 (in two doubles) + s^5 (2/5 + 2/7 s^2 + ...) (|s| < 0.172: 11 terms
+// of the series leave 2^-64)
+precise dvec2 log_dd(double v) {
+    int k = 0;
+    if (v < 2.2250738585072014e-308LF) { v *= 18014398509481984.0LF; k = -54; }  // subnormal: times 2^54
+    uvec2 b = unpackDouble2x32(v);
+    k += int(b.y >> 20) - 1023;
+    double m = packDouble2x32(uvec2(b.x, (b.y & 0x000fffffu) | 0x3ff00000u));  // [1, 2)
+    if (m > 1.4142135623730951LF) { m *= 0.5LF; k += 1; }
+    double f = m - 1.0LF;  // (exact)
+    dvec2 den = two_sum_d(2.0LF, f);
+    double s = f / den.x;
+    dvec2 sp = two_prod_d(s, den.x);
+    dvec2 sd = fast_two_sum_d(s, (((f - sp.x) - sp.y) - s * den.y) / den.x);
+    dvec2 s2 = dd_mul(sd, sd), s3 = dd_mul(s2, sd);
+    dvec2 t3 = dd_mul(s3, dvec2(0.6666666666666666LF, 3.700743415417188e-17LF));  // 2/3 in two doubles
+    double z = s2.x, r = 2.0LF / 25.0LF;
+    for (int j = 11; j >= 2; --j) r = r * z + 2.0LF / double(2 * j + 1);
+    dvec2 lm = dd_add(dvec2(2.0LF * sd.x, 2.0LF * sd.y), t3);
+    lm = fast_two_sum_d(lm.x, lm.y + s3.x * s2.x * r);
+    const double ln2_hi = 6.93147180369123816490e-01LF, ln2_lo = 1.90821492927058770002e-10LF;  // (hi: 32 zero bits)
+    return dd_add(dvec2(double(k) * ln2_hi, double(k) * ln2_lo), lm);
+}
+
+// log within ~half an ulp (log_dd rounded: glibc's log, which ORT's reduce_log calls, is correctly rounded nearly always);
+// 0 gives -inf, below 0 and NaN give NaN
+double log_double(double v) {
+    if (v == 0.0LF) return -D_INF;
+    if (!(v >= 0.0LF)) return D_NAN;
+    return isinf(v) ? v : log_dd(v).x;
+}
+
+// x^n for an integer 1 < |n| <= 64 in two doubles (squarings), rounded once: the correctly rounded power but within
+// 2^-100 of a tie. Out of [2^-968, 1e306] (where the tails would be subnormal, or the power or 1 / power overflow) it
+// gives 0, and pow_double takes exp and log instead
+precise double int_pow(double ax, int n) {
+    dvec2 r = dvec2(1.0LF, 0.0LF), p = dvec2(ax, 0.0LF);
+    for (int k = abs(n); k != 0; k >>= 1) {
+        if ((k & 1) != 0) r = dd_mul(r, p);
+        if (k > 1) p = dd_mul(p, p);
+    }
+    if (!(r.x >= 4.0e-292LF && r.x <= 1.0e306LF)) return 0.0LF;
+    if (n > 0) return r.x + r.y;
+    double q = 1.0LF / r.x;
+    dvec2 e = two_prod_d(q, r.x);
+    return q + (((1.0LF - e.x) - e.y) - q * r.y) / r.x;
+}
+
+// C's pow (C99 Annex F) as ORT's double Pow calls it: pow(x, 0) = 1 and pow(1, y) = 1 even for NaN, a negative finite
+// x and a fractional y give NaN, a negative x (-0 and -inf too) keeps its sign for an odd y, zeros and infinities as
+// the standard lists. Integer exponents up to 64 correctly rounded (int_pow), others as e^(y log x) with the log and
+// the product in two doubles: within an ulp (glibc's pow, within 0.52). `scalar`: ORT's loop for an exponent that is
+// one value per row of the base, which gives x * x for 2 and x * x * x for 3
+precise double pow_double(double x, double y, bool scalar) {
+    if (y == 0.0LF || x == 1.0LF) return 1.0LF;
+    if (isnan(x) || isnan(y)) return x + y;
+    if (scalar && y == 2.0LF) return x * x;
+    if (scalar && y == 3.0LF) return x * x * x;
+    bool integral = floor(y) == y;  // (infinities count, and are even)
+    double ax = abs(x);
+    if (isinf(y)) return ax == 1.0LF ? 1.0LF : ((ax > 1.0LF) == (y > 0.0LF) ? D_INF : 0.0LF);
+    if (x < 0.0LF && !isinf(x) && !integral) return D_NAN;
+    bool odd = integral && abs(y) < 9007199254740992.0LF && floor(y * 0.5LF) != y * 0.5LF;
+    double r;
+    if (ax == 0.0LF || isinf(ax)) {
+        r = (ax == 0.0LF) == (y < 0.0LF) ? D_INF : 0.0LF;
+    } else {
+        r = integral && abs(y) <= 64.0LF ? int_pow(ax, int(y)) : 0.0LF;
+        if (r == 0.0LF) {
+            dvec2 l = log_dd(ax), p = two_prod_d(y, l.x);
+            p = fast_two_sum_d(p.x, p.y + y * l.y);
+            r = isinf(p.x) ? (p.x > 0.0LF ? D_INF : 0.0LF) : exp_dd(p.x, p.y);
+        }
+    }
+    return odd && sign_bit(x) ? -r : r;
+}
+
+#endif
