@@ -210,6 +210,10 @@ class Call(Protocol):
         """Device memory holding `data` for as long as the kernel lives (a shader's table), shared with every
         kernel that asks for the same bytes; the same bytes give the same tensor on every call."""
 
+    def state(self, nbytes: int) -> Tensor:
+        """Device memory of this kernel's own, zeroed when first asked for, that its shaders read and write from
+        run to run (a random generator's draws); the same tensor on every call."""
+
     def copy(self, src: Tensor, dst: Tensor) -> None: ...
 
     def read_host(self, tensor: Tensor) -> bytes: ...

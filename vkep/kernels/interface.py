@@ -46,7 +46,7 @@ WORKGROUPS = {
     "grid_sample.comp": "grid_sample.WG", "affine_grid.comp": "grid_sample.WG", "rotary_embedding.comp": "rotary.WG",
     "conv_transpose.comp": "conv.WORKGROUP", "splitk.comp": "matmul.SPLIT_WG",
     "reverse_sequence.comp": "movement.WG", "roi_align.comp": "pool.WORKGROUP", "onehot.comp": "onehot.WG", "nonzero.comp": "nonzero.WG",
-    "fft.comp": "spectral.WG",
+    "fft.comp": "spectral.WG", "random.comp": "random.WG",
     "ml_linear.comp": "ml_linear.WG",
     "unique.comp": "nonzero.UNIQUE_WG", "max_unpool.comp": "pool.UNPOOL_WG",
     "col2im.comp": "conv.COL2IM_WG", "tree_ensemble.comp": "trees.WG",

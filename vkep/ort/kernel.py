@@ -34,6 +34,7 @@ PYTHON_COMPUTES = [0]  # node executions that entered Python (the rest replayed 
 SCRATCH_COMPUTES = [0]  # of those, the ones that took scratch memory
 PYTHON_FINISHES = [0]  # replayed nodes whose wait for their work went on in Python (_kernel_finish)
 _ids = itertools.count(1)
+_states = itertools.count(1)  # (each kernel state's tag in the weight cache)
 _ids_lock = threading.Lock()
 RANK = 8  # VKEP_MAX_RANK of the trampoline's io struct
 
@@ -341,6 +342,14 @@ class KernelCall:
         if weight is None:
             weight = kernel.persistent[data] = kernel.gpu.weights.acquire(data, "persistent")
         return Tensor(weight.address, (len(data),), "uint8", Tensor.PERSISTENT)
+
+    def state(self, nbytes: int) -> Tensor:
+        kernel = self.kernel
+        weight = kernel.persistent.get(("state", nbytes))
+        if weight is None:  # (zeroed, under a tag of its own: never shared)
+            weight = kernel.gpu.weights.acquire(bytes(nbytes), f"state:{next(_states)}")
+            kernel.persistent[("state", nbytes)] = weight
+        return Tensor(weight.address, (nbytes,), "uint8", Tensor.PERSISTENT)
 
     def upload(self, host: Tensor, dst: Tensor) -> None:
         self.replayable = False

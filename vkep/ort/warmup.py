@@ -87,6 +87,9 @@ class DryCall:
     def persistent(self, data: bytes) -> Tensor:
         return Tensor(0, (len(data),), "uint8", Tensor.PERSISTENT)
 
+    def state(self, nbytes: int) -> Tensor:
+        return Tensor(0, (nbytes,), "uint8", Tensor.PERSISTENT)
+
     def write_host(self, tensor: Tensor, data: bytes) -> None:
         pass
 

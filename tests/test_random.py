@@ -1,0 +1,129 @@
+"""RandomUniform, RandomNormal, their Like forms and Bernoulli (ORT: RandomUniformLike, Greater, Cast) on vkep
+against ORT's CPU EP: with a seed the same values run after run (the engine's position kept on the device), uniform
+ones to the bit, normal ones within two float32 ulps (the CPU EP's log is glibc's logf); without one, values of the
+right distribution."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import vkep
+from vkep import runner
+
+PROTO = {"float32": TensorProto.FLOAT, "int64": TensorProto.INT64, "float16": TensorProto.FLOAT16,
+         "float64": TensorProto.DOUBLE}
+
+
+def _model(op: str, shape: list[int], input_type: str = "float32", opset: int = 17, **attrs):
+    like = op.endswith("Like") or op == "Bernoulli"
+    if not like:
+        attrs["shape"] = shape
+    inputs = [helper.make_tensor_value_info("x", PROTO[input_type], shape)] if like else []
+    node = helper.make_node(op, ["x"] if like else [], ["y"], **attrs)
+    out_type = attrs.get("dtype", PROTO[input_type] if like else TensorProto.FLOAT)
+    graph = helper.make_graph([node], op, inputs, [helper.make_tensor_value_info("y", out_type, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def _runs(model, feeds: dict, runs: int = 3):
+    """Each run's output on vkep (every node there) and on the CPU EP, each session made once."""
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    cpu = runner.cpu_session(model)
+    return [(session.run(None, feeds)[0], cpu.run(None, feeds)[0]) for _ in range(runs)]
+
+
+def _feeds(shape, input_type="float32") -> dict:
+    return {"x": np.full(shape, 0.3, input_type)}
+
+
+@pytest.mark.parametrize("op,shape,attrs", [
+    ("RandomUniform", [10], {"seed": 3.0}),
+    ("RandomUniform", [3, 200, 167], {"seed": 7.0, "low": -2.0, "high": 5.0}),
+    ("RandomUniform", [4, 5], {"seed": -5.5, "low": 1.0, "high": 1.0}),
+    ("RandomUniformLike", [64, 31], {"seed": 1e10}),
+    ("RandomUniformLike", [7], {"seed": 2147483647.0, "high": 0.5}),  # (seeds of 0 mod 2^31 - 1: state 1)
+])
+def test_seeded_uniform_equals_the_cpu_ep(ep_devices, op, shape, attrs):
+    for got, want in _runs(_model(op, shape, **attrs), _feeds(shape) if op.endswith("Like") else {}):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_uniform_like_of_another_type_and_opset_22(ep_devices):
+    """The Like input is read for its shape only: an int64 one with dtype float, at RandomUniformLike-22 (which ORT
+    1.32's CPU EP has no kernel for: compared with its RandomUniformLike-1, the same op but for bfloat16)."""
+    model = _model("RandomUniformLike", [5, 9], "int64", opset=22, seed=11.0, dtype=TensorProto.FLOAT)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    cpu = runner.cpu_session(_model("RandomUniformLike", [5, 9], "int64", seed=11.0, dtype=TensorProto.FLOAT))
+    for _ in range(3):
+        np.testing.assert_array_equal(session.run(None, _feeds([5, 9], "int64"))[0],
+                                      cpu.run(None, _feeds([5, 9], "int64"))[0])
+
+
+@pytest.mark.parametrize("op,shape,attrs", [
+    ("RandomNormal", [11], {"seed": 3.0}),
+    ("RandomNormal", [2, 50001], {"seed": 1.0, "mean": 0.5, "scale": 2.0}),
+    ("RandomNormalLike", [5000], {"seed": 4.0}),
+    ("RandomNormalLike", [1, 192, 331], {"seed": 0.0, "scale": 0.667}),  # (VITS's noise, as piper's voices draw it)
+])
+def test_seeded_normal_within_two_ulps_of_the_cpu_ep(ep_devices, op, shape, attrs):
+    """The polar method's pairs, kept and dropped as the CPU EP keeps them (an odd count drops a value), so that
+    later runs stay in step; the values within two ulps (the log's last bit), the sign and position of each the
+    CPU EP's."""
+    mean, scale = attrs.get("mean", 0.0), attrs.get("scale", 1.0)
+    for got, want in _runs(_model(op, shape, **attrs), _feeds(shape) if op.endswith("Like") else {}):
+        standard, reference = (got - np.float32(mean)) / np.float32(scale), (want - np.float32(mean)) / np.float32(scale)
+        np.testing.assert_allclose(standard, reference, rtol=2.5e-7, atol=1e-6)
+        assert np.mean(got == want) > 0.99
+
+
+def test_bernoulli_equals_the_cpu_ep(ep_devices):
+    """Bernoulli-15, which ORT expands into RandomUniformLike (the seed kept), Greater and Cast."""
+    shape = [40, 25]
+    probabilities = np.random.default_rng(0).uniform(0, 1, shape).astype(np.float32)
+    model = _model("Bernoulli", shape, opset=15, seed=2.0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert "RandomUniformLike" in {op for _, op, ep in runner.placement(session) if ep == "VulkanExecutionProvider"}
+    cpu = runner.cpu_session(model)
+    for _ in range(3):
+        np.testing.assert_array_equal(session.run(None, {"x": probabilities})[0],
+                                      cpu.run(None, {"x": probabilities})[0])
+
+
+def test_unseeded_values_have_the_distribution(ep_devices):
+    """Without a seed (torch's exports) the CPU EP's values cannot be followed: vkep's are uniform in [low, high)
+    and normal with the mean and scale, and differ from run to run."""
+    uniform = runner.vkep_session(_model("RandomUniform", [200000], low=-1.0, high=3.0), disable_cpu_fallback=True)
+    first, second = uniform.run(None, {})[0], uniform.run(None, {})[0]
+    assert first.min() >= -1.0 and first.max() < 3.0 and not np.array_equal(first, second)
+    assert abs(first.mean() - 1.0) < 0.02 and abs(first.var() - 16 / 12) < 0.02
+    normal = runner.vkep_session(_model("RandomNormal", [200001], mean=2.0, scale=0.5), disable_cpu_fallback=True)
+    values = normal.run(None, {})[0]
+    assert abs(values.mean() - 2.0) < 0.01 and abs(values.std() - 0.5) < 0.01
+    assert np.isfinite(values).all() and not np.array_equal(values, normal.run(None, {})[0])
+
+
+def test_later_runs_replay_natively(ep_devices):
+    """The engine's position lives on the device: the second and later runs of a seeded node replay its plan without
+    Python, and still follow the CPU EP."""
+    model = _model("RandomNormal", [1000], seed=5.0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    cpu = runner.cpu_session(model)
+    session.run(None, {})
+    cpu.run(None, {})
+    before = vkep.stats()["process"]["nodes_replayed_natively"]
+    for _ in range(3):
+        np.testing.assert_allclose(session.run(None, {})[0], cpu.run(None, {})[0], rtol=2.5e-7, atol=1e-6)
+    assert vkep.stats()["process"]["nodes_replayed_natively"] - before == 3
+
+
+@pytest.mark.parametrize("model", [
+    _model("RandomUniform", [4], dtype=TensorProto.DOUBLE, seed=1.0),
+    _model("RandomNormalLike", [4], "float64", seed=1.0),
+    _model("RandomUniformLike", [4], "float16", seed=1.0),  # (no dtype: the CPU EP infers float or double only)
+], ids=["double", "like-double", "like-float16"])
+def test_declines_what_vkep_does_not_draw(ep_devices, model):
+    session = runner.vkep_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}

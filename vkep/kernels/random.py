@@ -1,0 +1,89 @@
+"""RandomUniform, RandomNormal, RandomUniformLike and RandomNormalLike (and Bernoulli, which ORT expands into
+RandomUniformLike, Greater and Cast), drawn on the device as ORT's CPU EP draws them (shaders/random.comp).
+
+The CPU EP's kernel holds a std::default_random_engine (libstdc++'s minstd_rand0) seeded once, at session
+creation, with the `seed` attribute cast to uint32 as x86-64 casts a float (through int64: out of range gives
+0); each run draws from where the last one stopped. With a seed, vkep's values are the CPU EP's: uniform ones to the
+bit, normal ones within an ulp (its log is glibc's logf, vkep's a double log rounded once). Without one, the CPU EP
+seeds from a per-process value vkep cannot read (onnxruntime.set_seed sets it): vkep seeds every unseeded node of
+the process from one random value of its own, so its draws are as random, but not the CPU EP's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from vkep.kernels.base import (
+    FLOAT64_SUFFIX,
+    LOOP_BUDGET,
+    Kernel,
+    UnsupportedError,
+    grid_1d,
+    has_float64,
+)
+
+MODULUS = 2**31 - 1  # minstd_rand0's
+WG = 64  # (random.comp)
+ROUND_PAIRS = 64 * 16  # pairs random.comp's normal mode takes a round (WG x CHUNK)
+ROUND_STEPS = 2 * 16 + 2 * 6  # loop steps a round may count against lavapipe's budget (its loops, if not unrolled)
+UNIFORM, NORMAL, ADVANCE = 0, 1, 2  # random.comp's MODE
+FLOAT = 1  # ONNX's element type: the only one vkep draws (the CPU EP also has double)
+PROCESS_SEED = int.from_bytes(os.urandom(4), "little")  # (the unseeded nodes')
+
+
+def engine_state(seed: float | None) -> int:
+    """std::default_random_engine{static_cast<uint32_t>(seed)}'s state on x86-64: the float truncated to int64 (NaN
+    and values out of range give its minimum), its low 32 bits, mod 2^31 - 1, and 0 made 1."""
+    if seed is None:
+        word = PROCESS_SEED
+    else:
+        f = float(np.float32(seed))
+        word = int(f) if math.isfinite(f) and abs(f) < 2.0**63 else -(2**63)
+    return (word & 0xFFFFFFFF) % MODULUS or 1
+
+
+class Random(Kernel):
+    """One of the four ops: `normal` by name; the shape from the `shape` attribute or (Like) the input's."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.normal = "Normal" in self.spec.op
+        self.seeded = engine_state(self.attrs.get("seed"))
+        self.like = self.spec.op.endswith("Like")
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        dtype = attrs.get("dtype")
+        if spec.op.endswith("Like") and dtype is None:  # (the CPU EP takes the input's type: float or double)
+            given = input_types[0] if input_types else None
+            if given is not None and given not in ("float32", "float64"):
+                return f"{spec.op} of a {given} input without dtype (the CPU EP cannot infer the output's type)"
+            dtype = None if given == "float32" else 11
+        if dtype not in (None, FLOAT):
+            return f"{spec.op} of dtype {dtype}: vkep draws float32 (the CPU EP's double takes two draws a value)"
+        return None
+
+    def compute(self, call) -> None:
+        shape = tuple(call.inputs[0].shape) if self.like else tuple(self.attrs["shape"])
+        y = call.output(0, shape, "float32")
+        n = y.size
+        if n == 0:
+            return
+        state = call.state(8)
+        if self.normal:
+            rounds = -(-((n + 1) // 2) // (ROUND_PAIRS * 7 // 10))  # (70% kept: the mean is pi / 4)
+            if rounds * ROUND_STEPS > LOOP_BUDGET:
+                raise UnsupportedError(f"{self.spec.op}: {n:,} values take one workgroup too many loop steps")
+            push = {"y": y, "state": state, "seeded": self.seeded, "n": n,
+                    "a": float(self.attrs.get("mean", 0.0)), "b": float(self.attrs.get("scale", 1.0))}
+            dtype = "float32" + FLOAT64_SUFFIX if self.device_info is None or has_float64(self.device_info) \
+                else "float32"
+            call.dispatch(self.spec.shader, dtype, {"mode": NORMAL}, push, (1, 1, 1), [state], [y, state])
+            return
+        low, high = np.float32(self.attrs.get("low", 0.0)), np.float32(self.attrs.get("high", 1.0))
+        push = {"y": y, "state": state, "seeded": self.seeded, "n": n, "a": float(low), "b": float(high - low)}
+        call.dispatch(self.spec.shader, "float32", {"mode": UNIFORM}, push, grid_1d(n, WG), [state], [y])
+        call.dispatch(self.spec.shader, "float32", {"mode": ADVANCE}, push, (1, 1, 1), [], [state])

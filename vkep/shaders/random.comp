@@ -1,0 +1,137 @@
+#version 450
+// RandomUniform, RandomNormal and their Like forms (vkep/kernels/random.py) as ORT's CPU EP draws them: libstdc++'s
+// std::default_random_engine (minstd_rand0: x' = 16807 x mod 2^31 - 1), one draw a uniform float ((x - 1) / 2^31,
+// below 1), and std::normal_distribution's polar method over pairs of draws. The engine lives on in the node from
+// run to run: how many draws it has made is kept in `state` (the kernel's own device memory), which a run reads and
+// advances, so that a plan replays without the host.
+//
+// MODE 0, uniform: y[i] = u(draw p + i + 1) * (high - low) + low, an invocation an element (the engine's state
+//   after p + i + 1 draws: seeded * 16807^(p + i + 1), the power by squaring); MODE 2 then advances state by n.
+// MODE 1, normal, one workgroup in rounds of WG x CHUNK pairs, a lane CHUNK consecutive pairs: (x, y) = (2u - 1,
+//   2v - 1), kept where 0 < r2 = x^2 + y^2 <= 1, each kept pair giving y m and x m (m = sqrt(-2 log r2 / r2)),
+//   times scale plus mean; a prefix sum over the lanes' counts places them in order. A pair's second value left
+//   over at the end of a run is dropped (the CPU EP makes the distribution per run); state advances past the pair
+//   that gave the last value.
+// FLOAT64: the log in double, rounded once (within an ulp of glibc's logf, which the CPU EP calls); else GLSL's.
+// Every float operation is 'precise': the CPU EP's are rounded one at a time.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#ifdef FLOAT64
+#include "float64.glsl"
+#endif
+
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint MODE = 0;
+const uint WG = 64;
+const uint CHUNK = 16;  // pairs a lane takes a round (random.ROUND_PAIRS = WG x CHUNK)
+const uint MULTIPLIER = 16807u;
+const uint64_t MODULUS = 2147483647ul;
+
+layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Drawn { uint64_t v; };
+
+layout(push_constant, scalar) uniform Push {
+    uint64_t y, state;  // state: the draws the engine has made (uint64)
+    uint seeded;        // the engine's state once seeded, 1 .. 2^31 - 2
+    uint n;
+    float a, b;         // MODE 0: low, high - low; 1: mean, scale
+    GROUP_BASE;
+} pc;
+
+uint mul_mod(uint x, uint y) {  // x y mod 2^31 - 1 (a Mersenne prime: fold the high bits onto the low)
+    uint64_t p = uint64_t(x) * uint64_t(y);
+    uint64_t r = (p & MODULUS) + (p >> 31);
+    return uint(r >= MODULUS ? r - MODULUS : r);
+}
+
+uint power(uint base, uint e) {  // base^e mod 2^31 - 1 (31 steps: a loop of constant length)
+    uint r = 1u;
+    for (uint bit = 0u; bit < 31u; ++bit) {
+        if ((e & (1u << bit)) != 0u) r = mul_mod(r, base);
+        base = mul_mod(base, base);
+    }
+    return r;
+}
+
+uint after(uint64_t draws) {  // the engine's state after `draws` draws (16807^(2^31 - 2) = 1: Fermat)
+    return mul_mod(pc.seeded, power(MULTIPLIER, uint(draws % (MODULUS - 1ul))));
+}
+
+precise float canonical(uint x) {  // generate_canonical<float, 24>: (x - 1) / 2^31, 1 made the float below it
+    float u = float(x - 1u) * (1.0 / 2147483648.0);
+    return u >= 1.0 ? uintBitsToFloat(0x3F7FFFFFu) : u;
+}
+
+precise float log_of(float v) {
+#ifdef FLOAT64
+    return float(log_double(double(v)));
+#else
+    return log(v);
+#endif
+}
+
+shared uint counts[WG];
+shared uint final_pair;  // the run's pair (counted from its first) that gave the last value
+
+void normal() {
+    uint lane = gl_LocalInvocationID.x, needed = (pc.n + 1u) / 2u;  // pairs kept
+    uint64_t drawn = Drawn(pc.state).v;
+    uint jump = power(MULTIPLIER, 2u * WG * CHUNK);  // a round's draws
+    uint x = after(drawn + 2ul * lane * CHUNK), kept = 0u;
+    for (uint round = 0u; kept < needed; ++round) {
+        precise vec2 pairs[CHUNK];
+        uint mask = 0u, count = 0u, at = x;
+        for (uint c = 0u; c < CHUNK; ++c) {
+            uint first = mul_mod(at, MULTIPLIER);
+            at = mul_mod(first, MULTIPLIER);
+            precise vec2 p = vec2(2.0 * canonical(first) - 1.0, 2.0 * canonical(at) - 1.0);
+            precise float r2 = p.x * p.x + p.y * p.y;
+            pairs[c] = p;
+            if (!(r2 > 1.0 || r2 == 0.0)) {
+                mask |= 1u << c;
+                count++;
+            }
+        }
+        x = mul_mod(x, jump);
+        // the lanes' counts summed up to each (Hillis-Steele: log2 WG steps)
+        counts[lane] = count;
+        barrier();
+        for (uint offset = 1u; offset < WG; offset <<= 1u) {
+            uint add = lane >= offset ? counts[lane - offset] : 0u;
+            barrier();
+            counts[lane] += add;
+            barrier();
+        }
+        uint before = kept + counts[lane] - count, total = counts[WG - 1u];
+        for (uint c = 0u; c < CHUNK; ++c) {
+            if ((mask & (1u << c)) == 0u) continue;
+            if (before < needed) {
+                precise vec2 p = pairs[c];
+                precise float r2 = p.x * p.x + p.y * p.y;
+                precise float m = sqrt(-2.0 * log_of(r2) / r2);
+                precise vec2 v = vec2(p.y * m, p.x * m) * pc.b + pc.a;
+                STORE(Tensor(pc.y), 2u * before, v.x);
+                if (2u * before + 1u < pc.n) STORE(Tensor(pc.y), 2u * before + 1u, v.y);
+                if (before == needed - 1u) final_pair = round * WG * CHUNK + lane * CHUNK + c;
+            }
+            before++;
+        }
+        kept += total;
+        barrier();  // (counts is rewritten next round; final_pair is written)
+    }
+    if (lane == 0u) Drawn(pc.state).v = drawn + 2ul * (uint64_t(final_pair) + 1ul);
+}
+
+void main() {
+    if (MODE == 1u) {
+        normal();
+        return;
+    }
+    uint i = FLAT_ID(WG);
+    if (MODE == 2u) {  // (after MODE 0's dispatch has read state)
+        if (i == 0u) Drawn(pc.state).v += uint64_t(pc.n);
+        return;
+    }
+    if (i >= pc.n) return;
+    precise float u = canonical(after(Drawn(pc.state).v + uint64_t(i) + 1ul));
+    STORE(Tensor(pc.y), i, u * pc.b + pc.a);
+}
