@@ -66,6 +66,56 @@ def test_unified_graph_outputs_are_read_in_place(ep_devices):
     np.testing.assert_allclose(got, runner.cpu_session(model).run(None, feeds)[0], **tolerance(np.float32))
 
 
+def _outputs_model(with_gather: bool = False):
+    """x -> Relu -> four branches, each a graph output (Neg, Sigmoid, Abs, and Mul or a Gather of a constant table
+    at the doubled feed `i`)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["a"]),
+             helper.make_node("Sigmoid", ["r"], ["b"]), helper.make_node("Abs", ["r"], ["c"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])]
+    inits = []
+    if with_gather:
+        nodes += [helper.make_node("Add", ["i", "i"], ["i2"]), helper.make_node("Gather", ["table", "i2"], ["d"])]
+        inputs.append(helper.make_tensor_value_info("i", TensorProto.INT64, [2]))
+        inits.append(numpy_helper.from_array(np.arange(15, dtype=np.float32).reshape(5, 3), "table"))
+    else:
+        nodes.append(helper.make_node("Mul", ["r", "r"], ["d"]))
+    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in "abcd"]
+    graph = helper.make_graph(nodes, "outputs", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+
+def test_graph_outputs_complete_once_at_the_end_of_the_run(ep_devices):
+    """The main graph's outputs that only the application reads are not waited for by their producers, each a
+    submit and a wait: OnRunEnd waits once for all of them (ep._note_host_readers)."""
+    if not _shares_host_memory():
+        pytest.skip("not the unified HOST_ACCESSIBLE path")
+    model = _outputs_model()
+    session = runner.vkep_session(model, disable_cpu_fallback=True, ep_options={"fuse": "0"})
+    cpu = runner.cpu_session(model)
+    feeds = {"x": np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)}
+    session.run(None, feeds)
+    for _ in range(3):
+        vkep.reset_stats()
+        for got, want in zip(session.run(None, feeds), cpu.run(None, feeds), strict=True):
+            np.testing.assert_allclose(got, want, **tolerance(np.float32))
+        # (the Relu reads the feed in place and waits for its work; the run's end waits once more)
+        assert vkep.stats()[0]["submits"] + vkep.stats()[0]["submits_native"] <= 2, vkep.stats()[0]
+
+
+def test_an_index_error_found_at_the_end_of_the_run(ep_devices):
+    """An index out of range in a node whose output only the application reads is found by the run's last wait:
+    the run fails with vkep's message, and the session runs again."""
+    model = _outputs_model(with_gather=True)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    x = np.ones((4, 3), np.float32)
+    assert session.run(None, {"x": x, "i": np.array([0, 2])})[3][:, 0].tolist() == [0.0, 12.0]
+    with pytest.raises(Exception, match="an index was out of range in a Gather"):
+        session.run(None, {"x": x, "i": np.array([1, 4])})
+    assert session.run(None, {"x": x, "i": np.array([1, 2])})[3][:, 0].tolist() == [6.0, 12.0]
+
+
 def test_default_memory_option_keeps_device_memory():
     code = textwrap.dedent("""
         import numpy as np, vkep

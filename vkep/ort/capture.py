@@ -127,8 +127,7 @@ def _graph_id(run_options) -> int:
 def enable(ep) -> None:
     """Give ORT the graph-capture entry points of `ep` (its option enable_graph_capture=1)."""
     s, lib, ffi = ep.struct, api.lib, api.ffi
-    s.OnRunStart = ffi.cast("void*", lib.py_ep_on_run_start)
-    s.OnRunEnd = ffi.cast("void*", lib.py_ep_on_run_end)
+    s.OnRunStart = ffi.cast("void*", lib.py_ep_on_run_start)  # (OnRunEnd is the EP's: ep.py calls end_run)
     s.IsGraphCaptureEnabled = ffi.cast("void*", lib.py_ep_is_graph_capture_enabled)
     s.IsGraphCaptured = ffi.cast("void*", lib.py_ep_is_graph_captured)
     s.ReplayGraph = ffi.cast("void*", lib.py_ep_replay_graph)
@@ -161,9 +160,8 @@ def _on_run_start(this, run_options):
     ep.capturing.begin()
 
 
-@status_callback("py_ep_on_run_end")
-def _on_run_end(this, run_options, sync_stream):
-    ep = _ep(this)
+def end_run(ep, run_options) -> None:
+    """The end of a run (ep.py's OnRunEnd): the graph it captured, if any, is ready to replay."""
     graph, ep.capturing = ep.capturing, None
     if graph is None:
         return

@@ -8,6 +8,7 @@ import re
 
 from vkep import options
 from vkep.gpu.device import SWITCHED_FEATURES
+from vkep.gpu.stream import waiting
 from vkep.kernels import manifest
 from vkep.kernels.base import (
     DTYPE_FEATURES,
@@ -151,8 +152,10 @@ class Ep:
         self.info = None  # the device as this session's kernels see it (feature switches applied)
         self.registry = ffi.NULL  # a NULL registry: an EP that claims no node
         self.specs: dict[tuple[str, str], list] = {}
-        # names of values the host reads in place (see _note_host_readers)
+        # names of values the host reads in place (see _note_host_readers): during the run, and (the main graph's
+        # outputs that nothing else reads on the host) only after it, which OnRunEnd waits for
         self.host_read_values: set[str] = set()
+        self.run_end_values: set[str] = set()
         # a node's output names → its STRINGS attributes, which ORT's kernel info cannot read (see _refused)
         self.node_strings: dict[tuple[str, ...], dict[str, list[str] | None]] = {}
         # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
@@ -194,6 +197,8 @@ class Ep:
         EPS[api.address(s)] = self
         if self.device is not None and self.settings["enable_graph_capture"]:
             capture.enable(self)
+        if self.device is not None:
+            s.OnRunEnd = ffi.cast("void*", lib.py_ep_on_run_end)
         if self.device is None:
             # ORT's selection policies offer vkep a CPU-implemented device, which ORT's CPU EP outruns
             self.log.warning(why)
@@ -201,6 +206,13 @@ class Ep:
             _apply_budget(self.device)
             self.log.info(f"runs on {self.device.describe()} ({why}); options: "
                           + ", ".join(f"{k}={v}" for k, v in sorted(given_options.items())))
+
+    def host_reads_of(self, names, cpu_outputs=frozenset()) -> tuple[frozenset[int], frozenset[int]]:
+        """(the outputs the host reads during the run, those it reads after it) among a kernel's output `names`
+        (a `cpu_outputs` output is host memory on every device: nothing to wait for or to count)."""
+        during = frozenset(j for j, name in enumerate(names) if name in self.host_read_values) - cpu_outputs
+        after = frozenset(j for j, name in enumerate(names) if name in self.run_end_values) - cpu_outputs - during
+        return during, after
 
     def _switched_off(self, info) -> set[str]:
         """The feature switches (EP options fp16, int8, subgroups) this session sets to 0. (At auto, a device
@@ -368,15 +380,18 @@ def _get_capability(this, graph, support_info):
             api.check(lib.ep_EpGraphSupportInfo_AddSingleNode(support_info, node))
     ep.log.info(f"claims {len(claimed)} of {count[0]} nodes for {ep.device.info.name}")
     if ep.device.shares_host_memory:
-        _note_host_readers(ep, claimed)
+        parent = ffi.new("const OrtNode**")
+        api.check(lib.ort_Graph_GetParentNode(graph, parent))
+        _note_host_readers(ep, claimed, main_graph=parent[0] == ffi.NULL)
 
 
-def _note_host_readers(ep: Ep, claimed: list) -> None:
+def _note_host_readers(ep: Ep, claimed: list, main_graph: bool) -> None:
     """Which values of claimed nodes the host reads in place (vkep memory is host memory to ORT here):
-    graph outputs (read after the run, or by a control-flow kernel) and the values that a consumer reads
-    with the CPU (_read_on_host), also through Casts (_host_reads). ORT gives such an EP no stream, so no
-    run-end hook: the producer of each one waits for its GPU work before its Compute returns
-    (docs/design.md, "Host access and reused memory")."""
+    graph outputs, and the values that a consumer reads with the CPU (_read_on_host), also through Casts
+    (_host_reads). ORT gives such an EP no stream: the producer of each one waits for its GPU work before its
+    Compute returns (docs/design.md, "Host access and reused memory"), but for the main graph's outputs that
+    nothing else reads on the host: ORT hands those to the application after the run, and OnRunEnd waits once
+    for all of them (a subgraph's outputs are read by its If, Loop or Scan at once)."""
     lib, ffi = api.lib, api.ffi
     mine = {api.address(n) for n in claimed}
     name = ffi.new("const char**")
@@ -384,22 +399,33 @@ def _note_host_readers(ep: Ep, claimed: list) -> None:
         for value in declared.value_infos(node, outputs=True):
             if value == ffi.NULL:
                 continue
-            if _host_reads(value, mine, ep.specs):
-                api.check(lib.ort_GetValueInfoName(value, name))
+            api.check(lib.ort_GetValueInfoName(value, name))
+            if _consumers_read(value, mine, ep.specs):
                 ep.host_read_values.add(ffi.string(name[0]).decode())
+            elif _is_graph_output(value):
+                (ep.run_end_values if main_graph else ep.host_read_values).add(ffi.string(name[0]).decode())
+
+
+def _is_graph_output(value) -> bool:
+    is_output = api.ffi.new("bool*")
+    api.check(api.lib.ort_ValueInfo_IsGraphOutput(value, is_output))
+    return bool(is_output[0])
 
 
 def _host_reads(value, mine: set[int], specs, depth: int = 0) -> bool:
     """Whether the host may read `value` in place: it is a graph output, a consumer reads it with the CPU, or
-    it feeds a Cast whose result the host may read. ORT partitions first and then removes Cast pairs that
-    undo each other, whatever their EPs (RemoveDuplicateCastTransformer, after InsertCastTransformer put
-    float32 Casts around a float16 node no EP took): the consumers of the second Cast then read the first
-    one's input, which a vkep node made and no longer knows a CPU node reads (tests/test_memory_reuse.py)."""
+    it feeds a Cast whose result the host may read (_consumers_read)."""
+    return _is_graph_output(value) or _consumers_read(value, mine, specs, depth)
+
+
+def _consumers_read(value, mine: set[int], specs, depth: int = 0) -> bool:
+    """Whether a consumer of `value` reads it with the CPU, or it feeds a Cast whose result the host may read.
+    ORT partitions first and then removes Cast pairs that undo each other, whatever their EPs
+    (RemoveDuplicateCastTransformer, after InsertCastTransformer put float32 Casts around a float16 node no EP
+    took): the consumers of the second Cast then read the first one's input, which a vkep node made and no
+    longer knows a CPU node reads (tests/test_memory_reuse.py)."""
     lib, ffi = api.lib, api.ffi
-    is_output, count = ffi.new("bool*"), ffi.new("size_t*")
-    api.check(lib.ort_ValueInfo_IsGraphOutput(value, is_output))
-    if is_output[0]:
-        return True
+    count = ffi.new("size_t*")
     api.check(lib.ort_ValueInfo_GetValueNumConsumers(value, count))
     n = count[0]
     consumers, indices = ffi.new("const OrtNode*[]", max(n, 1)), ffi.new("int64_t[]", max(n, 1))
@@ -566,6 +592,22 @@ def _note_declined(ep: Ep, node, reason: str, severity: int) -> None:
 @status_callback("py_ep_get_kernel_registry")
 def _get_kernel_registry(this, out):
     out[0] = ep_of(this).registry  # NULL for an EP that claims no node (ORT allows it)
+
+
+@status_callback("py_ep_on_run_end")
+def _on_run_end(this, run_options, sync_stream):
+    """The end of a run: a graph being captured ends (capture.end_run), and the main graph's outputs that only the
+    application reads, which their producers did not wait for, are complete (_note_host_readers). With
+    sync_stream false (the run option disable_synchronize_execution_providers) too: ORT hands the application those
+    outputs as host memory."""
+    ep = ep_of(this)
+    capture.end_run(ep, run_options)
+    if ep.run_end_values and ep.device is not None:
+        waiting.limit, waiting.label = ep.wait_limit, "the run's outputs"
+        try:
+            ep.gpu.default_stream().finish()
+        finally:
+            waiting.limit = waiting.label = None
 
 
 @status_callback("py_ep_is_concurrent_run_supported")

@@ -61,8 +61,10 @@ class KernelInstance:
         self.persistent: dict[object, object] = {}
         self.weight_shapes: dict[int, tuple] = {}  # input index → the shape of the weight it packed (profiles)
         # outputs the host reads in place (another EP's node, a graph output): the node's GPU work is
-        # complete when its Compute returns (see ep._note_host_readers)
+        # complete when its Compute returns (see ep._note_host_readers); but the main graph's outputs that only
+        # the application reads, complete when the run ends (ep.on_run_end waits)
         self.host_read_outputs: frozenset[int] = frozenset()
+        self.run_end_outputs: frozenset[int] = frozenset()
         self.prepack_cache = "vkep"  # or "ort": ORT's shared pre-packed weight cache, where it offers one
         self.wait_limit: float | None = None  # the EP option wait_limit_s: seconds a wait may take
         self.shared_layouts: dict[int, tuple] = {}  # input index → (shape, dtype) of a weight ORT shares
@@ -192,7 +194,7 @@ class KernelCall:
         """Before Compute returns: host memory used in place is released, staged host outputs are
         copied back, and outputs the host reads are complete; so the node's work must be done."""
         kernel = self.kernel
-        for index in kernel.host_read_outputs:
+        for index in kernel.host_read_outputs | kernel.run_end_outputs:
             if index < len(self.outputs):
                 transfer.count_elided(kernel.gpu, self.outputs[index][1])
         if kernel.capture is not None and ((self.host and (self.host.imports or self.host.staged))
@@ -414,7 +416,8 @@ class KernelCall:
             plan.finish = 1 if kernel.host_read_outputs else 0
             plan.error_word = ffi.cast("uint32_t**", kernel.gpu.error_word_slot)
             plan.elided = ffi.cast("uint64_t*", kernel.gpu.native_elided_address)  # (as finish_host_work counts)
-            read = [nbytes for j, (_, nbytes) in enumerate(self.outputs) if j in kernel.host_read_outputs]
+            read = [nbytes for j, (_, nbytes) in enumerate(self.outputs)
+                    if j in kernel.host_read_outputs or j in kernel.run_end_outputs]  # (elided copies, counted)
             plan.finish_count, plan.finish_bytes = len(read), sum(read)
             plan.cpu_mask, offset = 0, 0
             for i in present:
@@ -573,8 +576,7 @@ def _kernel_create(state, info, out):
     impl.declared_inputs = _declared_inputs(info, input_types)
     if ep is not None:
         # (a `cpu_outputs` output is host memory on every device: nothing to wait for or to count)
-        kernel.host_read_outputs = frozenset(i for i, name in enumerate(output_names)
-                                             if name in ep.host_read_values) - kernel.cpu_outputs
+        kernel.host_read_outputs, kernel.run_end_outputs = ep.host_reads_of(output_names, kernel.cpu_outputs)
         kernel.prepack_cache = ep.prepack_cache
         kernel.wait_limit = ep.wait_limit
         kernel.ep = ep

@@ -195,6 +195,10 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
     int handled = vkep_replay_locked(&p, rec, ctx, io, status);
     g_unlock(rec);
     if (handled) __atomic_fetch_add(&g_fast_hits, 1, __ATOMIC_RELAXED);
+    if (handled && !*status && p.elided) {  /* outputs the host reads in place: copies a discrete device makes */
+        __atomic_fetch_add(p.elided, p.finish_count, __ATOMIC_RELAXED);
+        __atomic_fetch_add(p.elided + 1, p.finish_bytes, __ATOMIC_RELAXED);
+    }
     if (handled && !*status && p.finish) *status = finish(k, &p, rec, io);
     return handled;
 }
@@ -202,10 +206,6 @@ static int vkep_replay(vkep_kernel* k, OrtKernelContext* ctx, const vkep_io* io,
 /* the host reads an output of this node: submit and wait for what is recorded (outside the recorder's lock) */
 static OrtStatus* finish(vkep_kernel* k, const vkep_plan* p, void* rec, const vkep_io* io) {
     uint64_t value = 0;
-    if (p->elided) {
-        __atomic_fetch_add(p->elided, p->finish_count, __ATOMIC_RELAXED);
-        __atomic_fetch_add(p->elided + 1, p->finish_bytes, __ATOMIC_RELAXED);
-    }
     if (g_submit_open(rec, &value) == 1) {
         /* (read after the submit: every dispatch it holds that may report was given the word, so it exists) */
         uint32_t* word = p->error_word ? __atomic_load_n(p->error_word, __ATOMIC_ACQUIRE) : NULL;
