@@ -293,12 +293,16 @@ def test_resnet50_with_host_accessible_binding_uploads_nothing(ep_devices):
     np.testing.assert_allclose(binding.copy_outputs_to_cpu()[0], want, **tolerance(np.float32))
 
 
-def test_cpu_ep_boundaries_and_feeds_cost_no_copy(ep_devices):
+def test_cpu_ep_boundaries_and_feeds_cost_no_copy(ep_devices, monkeypatch):
     """Unified path: a graph split between vkep and the CPU EP moves no bytes. The host feed and the CPU
-    EP's output are read in place by vkep, vkep's output is read in place by the CPU EP, and ORT reads
-    the graph output in place; each of those four is counted as an elided copy."""
+    EP's output are read in place by vkep (tensors past external.STAGE_BELOW: the test lowers it to 0), vkep's
+    output is read in place by the CPU EP, and ORT reads the graph output in place; each of those four is counted
+    as an elided copy."""
+    from vkep.gpu import external
+
     if not _shares_host_memory():
         pytest.skip("not the unified path")
+    monkeypatch.setattr(external, "STAGE_BELOW", 0)
     model = models.with_unsupported_op(np.float32)
     session = runner.vkep_session(model)
     eps = {op: ep for _, op, ep in runner.placement(session)}
@@ -379,11 +383,14 @@ def test_ort_prepacked_weights_container_sessions(tmp_path):
 
 def test_without_host_import_host_tensors_are_staged(ep_devices, monkeypatch):
     """A unified device without VK_EXT_external_memory_host: host tensors ORT hands over are staged
-    (counted as staging copies) and the outputs are the same."""
+    (counted as staging copies; the test makes every tensor one the device would import) and the outputs are the
+    same."""
+    from vkep.gpu import external
     from vkep.gpu.device import open_device
 
     if not _shares_host_memory():
         pytest.skip("not the unified path")
+    monkeypatch.setattr(external, "STAGE_BELOW", 0)
     model = models.with_unsupported_op(np.float32)
     feeds = models.random_inputs(model, seed=3)
     session = runner.vkep_session(model)
@@ -396,12 +403,16 @@ def test_without_host_import_host_tensors_are_staged(ep_devices, monkeypatch):
     assert stats["staging_copies"] == 2 and stats["elided_copies"] == 2, stats  # x and LpNorm's output staged
 
 
-def test_host_import_0_stages_host_tensors_for_its_session_only(ep_devices):
+def test_host_import_0_stages_host_tensors_for_its_session_only(ep_devices, monkeypatch):
     """The EP option host_import=0: this session's kernels stage the host memory ORT hands over (x and the output
     of the node before the CPU EP's), as on a device without VK_EXT_external_memory_host, with the same outputs;
-    a session beside it on the same device still reads it in place."""
+    a session beside it on the same device still reads it in place (the test makes every tensor one the device
+    would import)."""
+    from vkep.gpu import external
+
     if not _shares_host_memory():
         pytest.skip("not the unified path")
+    monkeypatch.setattr(external, "STAGE_BELOW", 0)
     model = models.with_unsupported_op(np.float32)
     feeds = models.random_inputs(model, seed=3)
     staged_session = runner.vkep_session(model, ep_options={"host_import": "0"})
@@ -413,3 +424,27 @@ def test_host_import_0_stages_host_tensors_for_its_session_only(ep_devices):
     np.testing.assert_array_equal(counts["staged"][0], counts["in_place"][0])
     assert counts["staged"][1]["staging_copies"] == 2, counts["staged"][1]
     assert counts["in_place"][1]["staging_copies"] == 0, counts["in_place"][1]
+
+
+def test_small_host_tensors_are_copied_without_a_wait(ep_devices):
+    """Host tensors a node only reads, up to external.STAGE_BELOW bytes (a feed, a CPU-EP node's output), are
+    copied into staging memory whose chunks come back once the work that read them completed: no import, and no
+    wait before Compute returns. A run of the split model then submits twice (before the CPU EP's node reads
+    vkep's output, and at the run's end), where it submitted four times importing them."""
+    from vkep.gpu import external
+
+    if not _shares_host_memory():
+        pytest.skip("not the unified path")
+    model = models.with_unsupported_op(np.float32)
+    session = runner.vkep_session(model)
+    feeds = models.random_inputs(model)
+    session.run(None, feeds)
+    for _ in range(3):
+        feeds = {k: v * np.float32(1.5) for k, v in feeds.items()}
+        vkep.reset_stats()
+        np.testing.assert_allclose(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0],
+                                   **tolerance(np.float32))
+        stats = vkep.stats()[0]
+        assert stats["small_copies"] == 2 and stats["small_bytes"] == 4 * (32 + 64), stats  # x, ScaledSiLU's output
+        assert stats["staging_copies"] == 0 and stats["submits"] <= 2, stats
+    assert 4 * 64 <= external.STAGE_BELOW

@@ -138,6 +138,12 @@ class HostMemoryImport(_External):
         self.address = self.block.device_address + (host - start)
 
 
+# host tensors a dispatch only reads, up to this many bytes, are copied into staging memory rather than imported:
+# the copy needs no wait before Compute returns (an import does: the host may reuse its memory then), and a wait is
+# the cost of a small model's run on lavapipe (each one a submit handed to its queue thread)
+STAGE_BELOW = 64 << 10
+
+
 class InPlace:
     """Device addresses for one piece of work over vkep memory and host memory the device uses in place.
 
@@ -161,6 +167,9 @@ class InPlace:
         if mine and found[1] + nbytes <= found[0].size:  # (where device addresses are host addresses)
             transfer.count_elided(self.device, nbytes)
             return found[0].device_address + found[1]
+        if stream is not None and nbytes <= STAGE_BELOW:  # (a copy costs less than an import and its wait)
+            self.staged += 1
+            return transfer.stage(self.device, pointer, nbytes, stream, True)
         try:
             if not self.import_host:
                 raise InteropError("the session reads host memory through staging (EP option host_import=0)")

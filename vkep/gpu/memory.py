@@ -16,6 +16,7 @@ from vkep.gpu.vk import OutOfDeviceMemory, check, ffi, lib, new
 
 ALIGNMENT = 256
 BLOCK_SIZE = 64 << 20
+STAGING_BLOCK = 1 << 20  # (the staging pool's blocks: small host tensors)
 DEDICATED_THRESHOLD = 16 << 20
 
 
@@ -107,8 +108,10 @@ class SpanTable:
 class MemoryPool:
     """One kind of memory (one Vulkan memory type), sub-allocated with exact-size reuse and coalescing."""
 
-    def __init__(self, manager: MemoryManager, name: str, type_index: int, host_visible: bool, host_pointers: bool):
+    def __init__(self, manager: MemoryManager, name: str, type_index: int, host_visible: bool, host_pointers: bool,
+                 block_size: int = BLOCK_SIZE):
         self.manager = manager
+        self.block_size = block_size
         self.name = name
         self.type_index = type_index
         self.host_visible = host_visible
@@ -147,7 +150,7 @@ class MemoryPool:
             got = _take(block, size)
             if got is not None:
                 return block, got
-        want = max(size, BLOCK_SIZE) if size < DEDICATED_THRESHOLD else size
+        want = max(size, self.block_size) if size < DEDICATED_THRESHOLD else size
         budget = self.manager.budget
         if budget:  # under a budget: blocks of at most an eighth of it, and a smaller one rather than none
             room = min(budget // 8, budget - self.manager.reserved()) // ALIGNMENT * ALIGNMENT
@@ -283,6 +286,9 @@ class MemoryManager:
         self.unified = info.unified_memory and not forced
         self.device_pool = MemoryPool(self, "device", device_type, device_visible, host_pointers=False)
         self.host_pool = MemoryPool(self, "host", host_type, True, host_pointers=True)
+        # copies of small host tensors a dispatch reads (transfer.stage): a chunk goes back only once the work that
+        # read it completed (Stream.release_after), so a new one needs no wait, as a freed host_pool chunk would
+        self.staging_pool = MemoryPool(self, "staging", host_type, True, host_pointers=True, block_size=STAGING_BLOCK)
         # an optional cap in bytes on what vkep reserves on this device (sharing a GPU; testing out-of-memory):
         # set from the sessions' EP option memory_budget_mb (vkep/ort/ep.py); 0: none
         self.budget = 0
@@ -290,7 +296,11 @@ class MemoryManager:
     last_failure = ""  # the last allocation that failed where ORT could not be told (ort/memory.py _alloc)
 
     def reserved(self) -> int:
-        return self.device_pool.reserved + self.host_pool.reserved
+        return sum(pool.reserved for pool in self.pools)
+
+    @property
+    def pools(self) -> tuple[MemoryPool, ...]:
+        return self.device_pool, self.host_pool, self.staging_pool
 
     def largest_block(self) -> int:
         """The most bytes one tensor may take: a tensor is one block of the pool ORT's allocator serves (the
@@ -318,13 +328,13 @@ class MemoryManager:
         return block.host_address + offset if block.host_address else 0
 
     def stats(self) -> dict:
-        pools = (self.device_pool, self.host_pool)
+        pools = self.pools
         return {"live_bytes": sum(p.live for p in pools), "peak_bytes": sum(p.peak for p in pools),
                 "reserved_bytes": sum(p.reserved for p in pools)}
 
     def destroy(self) -> None:
-        self.device_pool.destroy()
-        self.host_pool.destroy()
+        for pool in self.pools:
+            pool.destroy()
 
 
 def _pick(types: list[tuple[int, int]], preferences: list[int]) -> int:

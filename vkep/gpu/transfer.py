@@ -25,6 +25,8 @@ class TransferStats:
     device_copy_bytes: int = 0
     staging_copies: int = 0
     staging_bytes: int = 0
+    small_copies: int = 0  # small host tensors copied by choice (external.STAGE_BELOW), not for want of an import
+    small_bytes: int = 0
     elided_copies: int = 0  # host tensors read or written in place where the discrete path would copy
     elided_bytes: int = 0
 
@@ -109,13 +111,13 @@ def host_copy(device, host_src: int, host_dst: int, n: int, count: str) -> None:
 
 
 @host_operation("staging copy", 1)
-def stage(device, host_src: int, n: int, stream) -> int:
+def stage(device, host_src: int, n: int, stream, small: bool = False) -> int:
     """A device copy of host memory vkep does not own, valid for what `stream` records until its next
-    submit completes (then the staging chunk is released)."""
-    _count(device, "staging_copies", "staging_bytes", n)
-    pool = device.memory.host_pool
+    submit completes (then the staging chunk is released). No wait: the staging pool's chunks come back only
+    once the work that read them completed. `small`: a copy by choice (counted apart)."""
+    _count(device, *(("small_copies", "small_bytes") if small else ("staging_copies", "staging_bytes")), n)
+    pool = device.memory.staging_pool
     staging = pool.alloc(max(n, 1))
-    device.synchronize()  # the chunk may have been in use before it was freed
     if n:
         _memmove(device.memory.host_pointer(staging), host_src, n)
     stream.release_after(pool, staging)

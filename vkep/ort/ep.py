@@ -245,7 +245,7 @@ class Ep:
                 allocator.drain()
             gpu = self.device.gpu
             gpu.synchronize()
-            for pool in (gpu.memory.device_pool, gpu.memory.host_pool):
+            for pool in gpu.memory.pools:
                 pool.trim()
 
 
