@@ -155,7 +155,8 @@ class InPlace:
         self.device = device
         self.import_host = import_host  # False: a session's host_import=0 (staged, as on a device without it)
         self.imports: list[HostMemoryImport] = []
-        self.staged = 0  # host tensors copied to the device instead (memory it cannot import)
+        self.staged = 0  # host tensors copied to the device instead (small ones, or memory it cannot import)
+        self.staging: list[int] = []  # their staging chunks, until the work reading them is recorded
 
     def address(self, pointer: int, nbytes: int, stream=None) -> int:
         """The device address of `pointer`; for host memory only read, pass the `stream` that may then
@@ -168,8 +169,7 @@ class InPlace:
             transfer.count_elided(self.device, nbytes)
             return found[0].device_address + found[1]
         if stream is not None and nbytes <= STAGE_BELOW:  # (a copy costs less than an import and its wait)
-            self.staged += 1
-            return transfer.stage(self.device, pointer, nbytes, stream, True)
+            return self._stage(pointer, nbytes, True)
         try:
             if not self.import_host:
                 raise InteropError("the session reads host memory through staging (EP option host_import=0)")
@@ -177,13 +177,26 @@ class InPlace:
         except InteropError:
             if stream is None:
                 raise
-            self.staged += 1
-            return transfer.stage(self.device, pointer, nbytes, stream)
+            return self._stage(pointer, nbytes, False)
         transfer.count_elided(self.device, nbytes)
         self.imports.append(imported)
         return imported.address
 
+    def _stage(self, pointer: int, nbytes: int, small: bool) -> int:
+        chunk, address = transfer.stage(self.device, pointer, nbytes, small)
+        self.staged += 1
+        self.staging.append(chunk)
+        return address
+
+    def recorded(self, stream) -> None:
+        """The work that reads the staged copies is recorded on `stream`: their chunks go back once it completes
+        (not before: a submit between the copy and the dispatch reading it would have given them back too soon)."""
+        for chunk in self.staging:
+            stream.release_after(self.device.memory.staging_pool, chunk)
+        self.staging.clear()
+
     def done(self, stream) -> None:
+        self.recorded(stream)
         stream.finish()
         for imported in self.imports:
             imported.release()

@@ -111,17 +111,16 @@ def host_copy(device, host_src: int, host_dst: int, n: int, count: str) -> None:
 
 
 @host_operation("staging copy", 1)
-def stage(device, host_src: int, n: int, stream, small: bool = False) -> int:
-    """A device copy of host memory vkep does not own, valid for what `stream` records until its next
-    submit completes (then the staging chunk is released). No wait: the staging pool's chunks come back only
-    once the work that read them completed. `small`: a copy by choice (counted apart)."""
+def stage(device, host_src: int, n: int, small: bool = False) -> tuple[int, int]:
+    """A device copy of host memory vkep does not own: (the staging pool's chunk, its device address). The
+    caller gives the chunk back through its stream's release_after once the work that reads it is recorded,
+    so that it returns only when that work completed; hence no wait here. `small`: a copy by choice
+    (external.STAGE_BELOW), counted apart."""
     _count(device, *(("small_copies", "small_bytes") if small else ("staging_copies", "staging_bytes")), n)
-    pool = device.memory.staging_pool
-    staging = pool.alloc(max(n, 1))
+    staging = device.memory.staging_pool.alloc(max(n, 1))
     if n:
         _memmove(device.memory.host_pointer(staging), host_src, n)
-    stream.release_after(pool, staging)
-    return device.memory.device_address(staging)
+    return staging, device.memory.device_address(staging)
 
 
 def device_copy(device, src: int, dst: int, n: int, stream=None) -> None:

@@ -130,8 +130,8 @@ class KernelCall:
     """
 
     __slots__ = ("kernel", "ctx", "inputs", "stream", "outputs", "output_addresses", "ops", "aliases", "replayable",
-                 "foreign_outputs", "host", "cpu_values", "took_scratch", "scratch_chunks", "bases", "loop_first",
-                 "loop")
+                 "foreign_outputs", "host", "cpu_values", "took_scratch", "scratch_chunks", "device_scratch", "bases",
+                 "loop_first", "loop")
 
     def __init__(self, kernel: KernelInstance, ctx, inputs, stream, replayable: bool):
         self.kernel = kernel
@@ -148,6 +148,7 @@ class KernelCall:
         self.cpu_values: dict[int, bytes] = {}  # CPU input index → the bytes the kernel read (the plan's key)
         self.took_scratch = False
         self.scratch_chunks: list[tuple[Allocator, int, int]] = []  # (allocator, pointer, bytes) of scratch k
+        self.device_scratch: list[int] = []  # device_pool chunks of scratch taken before the node had outputs
         # the address each io code stands for in this call: a plan stores tensors as (code, offset from it)
         self.bases = {t.io: t.addr for t in inputs if t is not None and t.io is not None and t.io >= 0}
         self.loop_first = 0
@@ -194,6 +195,8 @@ class KernelCall:
         """Before Compute returns: host memory used in place is released, staged host outputs are
         copied back, and outputs the host reads are complete; so the node's work must be done."""
         kernel = self.kernel
+        if self.host is not None:
+            self.host.recorded(self.stream)
         for index in kernel.host_read_outputs | kernel.run_end_outputs:
             if index < len(self.outputs):
                 transfer.count_elided(kernel.gpu, self.outputs[index][1])
@@ -288,9 +291,8 @@ class KernelCall:
         pointer = allocator.take(nbytes, f"scratch memory of {self.kernel.node_name!r}") if allocator else 0
         if not pointer:
             self.replayable = False  # a plan would keep this call's address
-            pool = memory.device_pool
-            address = pool.alloc(nbytes)
-            self.stream.release_after(pool, address)
+            address = memory.device_pool.alloc(nbytes)
+            self.device_scratch.append(address)  # (given back once the call is recorded: free_scratch)
             return Tensor(memory.device_address(address), tuple(shape), dtype, None)
         self.scratch_chunks.append((allocator, pointer, nbytes))
         span, offset = memory.spans.find(pointer)
@@ -305,6 +307,9 @@ class KernelCall:
         for allocator, pointer, _ in self.scratch_chunks:
             allocator.free(pointer)
         self.scratch_chunks.clear()
+        for address in self.device_scratch:  # (device memory: back once the recorded work completed)
+            self.stream.release_after(self.kernel.gpu.memory.device_pool, address)
+        self.device_scratch.clear()
 
     def copy(self, src: Tensor, dst: Tensor) -> None:
         if src.addr == dst.addr:
