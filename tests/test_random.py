@@ -127,3 +127,49 @@ def test_later_runs_replay_natively(ep_devices):
 def test_declines_what_vkep_does_not_draw(ep_devices, model):
     session = runner.vkep_session(model)
     assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+
+
+def test_unseeded_nodes_draw_apart(ep_devices):
+    """Two unseeded nodes of one model draw different values (the CPU EP seeds its unseeded nodes with its process
+    seed plus the node's index; vkep with one of its own plus a count): dropout masks of one shape must differ."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 40])
+    nodes = [helper.make_node(op, ["x"], [f"y{i}"]) for i, op in enumerate(["RandomUniformLike", "RandomUniformLike",
+                                                                               "RandomNormalLike", "RandomNormalLike"])]
+    graph = helper.make_graph(nodes, "unseeded", [x], [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None)
+                                                       for i in range(4)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    u0, u1, n0, n1 = session.run(None, {"x": np.zeros((3, 40), np.float32)})
+    assert not np.array_equal(u0, u1) and not np.array_equal(n0, n1)
+
+
+def test_large_normal_tensors_in_several_dispatches(ep_devices):
+    """A normal tensor past one workgroup's loop budget (a dynamic shape: not declined at GetCapability) is drawn
+    in several dispatches of whole pairs, each going on from the engine's state: the CPU EP's values, run after
+    run."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
+    graph = helper.make_graph([helper.make_node("RandomNormalLike", ["x"], ["y"], seed=3.0)], "large", [x],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    feeds = {"x": np.zeros(2_200_001, np.float32)}
+    for got, want in _runs(model, feeds, runs=2):
+        np.testing.assert_allclose(got, want, rtol=2.5e-7, atol=1e-6)
+
+
+def test_graph_capture_continues_the_cpu_eps_sequence(ep_devices):
+    """With enable_graph_capture ORT runs the graph twice in the application's first Run (a warm-up, then the one
+    captured) and returns the last: the engine's draws go back before the second (capture._rewind_states), so that
+    the first Run and every replay after it give the CPU EP's values, run for run."""
+    from test_graph_capture import CAPTURE, _bound
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 5])
+    nodes = [helper.make_node("RandomUniformLike", ["x"], ["u"], seed=3.0),
+             helper.make_node("RandomNormalLike", ["x"], ["r"], seed=4.0), helper.make_node("Add", ["u", "r"], ["y"])]
+    graph = helper.make_graph(nodes, "captured", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 5])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    session, cpu = runner.vkep_session(model, ep_options=CAPTURE), runner.cpu_session(model)
+    binding, values = _bound(session, ep_devices, {"x": (6, 5)}, {"y": (6, 5)})
+    for _ in range(4):
+        session.run_with_iobinding(binding)
+        want = cpu.run(None, {"x": np.zeros((6, 5), np.float32)})[0]
+        np.testing.assert_allclose(values["y"].numpy(), want, rtol=2.5e-7, atol=1e-6)

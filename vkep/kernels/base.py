@@ -236,6 +236,7 @@ class Kernel:
     """Base of every op implementation: created once per node at session creation."""
 
     output_count: int | None = None  # how many outputs the node has (set by the runtime)
+    draws_on = False  # its outputs continue from its earlier runs (a random engine's state, Call.state)
     device_info = None  # the gpu.device.PhysicalDeviceInfo it runs on (set by the runtime)
     # (shape, dtype) per input as the graph declares it, None when a shape is symbolic (set by the runtime)
     declared_inputs: list[tuple] | None = None

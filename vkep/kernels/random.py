@@ -11,6 +11,7 @@ the process from one random value of its own, so its draws are as random, but no
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 
@@ -20,7 +21,6 @@ from vkep.kernels.base import (
     FLOAT64_SUFFIX,
     LOOP_BUDGET,
     Kernel,
-    UnsupportedError,
     grid_1d,
     has_float64,
 )
@@ -30,15 +30,20 @@ WG = 64  # (random.comp)
 ROUND_PAIRS = 64 * 16  # pairs random.comp's normal mode takes a round (WG x CHUNK)
 ROUND_STEPS = 2 * 16 + 2 * 6  # loop steps a round may count against lavapipe's budget (its loops, if not unrolled)
 UNIFORM, NORMAL, ADVANCE = 0, 1, 2  # random.comp's MODE
+# normal values a dispatch draws (even: no pair is split): 2^19 pairs take ~730 rounds (78.5% of pairs are kept, the
+# mean of pi / 4; 70%, more than 6 deviations below, still leaves them under the budget)
+NORMAL_PER_DISPATCH = 1 << 20
+assert (NORMAL_PER_DISPATCH // 2) // (ROUND_PAIRS * 7 // 10) * ROUND_STEPS < LOOP_BUDGET
 FLOAT = 1  # ONNX's element type: the only one vkep draws (the CPU EP also has double)
-PROCESS_SEED = int.from_bytes(os.urandom(4), "little")  # (the unseeded nodes')
+PROCESS_SEED = int.from_bytes(os.urandom(4), "little")  # (the unseeded nodes': the first's, then one more each)
+_unseeded = itertools.count()
 
 
 def engine_state(seed: float | None) -> int:
     """std::default_random_engine{static_cast<uint32_t>(seed)}'s state on x86-64: the float truncated to int64 (NaN
     and values out of range give its minimum), its low 32 bits, mod 2^31 - 1, and 0 made 1."""
-    if seed is None:
-        word = PROCESS_SEED
+    if seed is None:  # (the CPU EP gives its unseeded nodes its process seed plus the node's index: they differ)
+        word = PROCESS_SEED + next(_unseeded)
     else:
         f = float(np.float32(seed))
         word = int(f) if math.isfinite(f) and abs(f) < 2.0**63 else -(2**63)
@@ -47,6 +52,8 @@ def engine_state(seed: float | None) -> int:
 
 class Random(Kernel):
     """One of the four ops: `normal` by name; the shape from the `shape` attribute or (Like) the input's."""
+
+    draws_on = True
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -74,14 +81,15 @@ class Random(Kernel):
             return
         state = call.state(8)
         if self.normal:
-            rounds = -(-((n + 1) // 2) // (ROUND_PAIRS * 7 // 10))  # (70% kept: the mean is pi / 4)
-            if rounds * ROUND_STEPS > LOOP_BUDGET:
-                raise UnsupportedError(f"{self.spec.op}: {n:,} values take one workgroup too many loop steps")
-            push = {"y": y, "state": state, "seeded": self.seeded, "n": n,
-                    "a": float(self.attrs.get("mean", 0.0)), "b": float(self.attrs.get("scale", 1.0))}
             dtype = "float32" + FLOAT64_SUFFIX if self.device_info is None or has_float64(self.device_info) \
                 else "float32"
-            call.dispatch(self.spec.shader, dtype, {"mode": NORMAL}, push, (1, 1, 1), [state], [y, state])
+            # one workgroup draws in order, within lavapipe's loop budget: an even count a dispatch, so that no pair
+            # is split, the next dispatch going on from the engine's state on the device
+            for first in range(0, n, NORMAL_PER_DISPATCH):
+                part = y.view(4 * first, (min(NORMAL_PER_DISPATCH, n - first),))
+                push = {"y": part, "state": state, "seeded": self.seeded, "n": part.size,
+                        "a": float(self.attrs.get("mean", 0.0)), "b": float(self.attrs.get("scale", 1.0))}
+                call.dispatch(self.spec.shader, dtype, {"mode": NORMAL}, push, (1, 1, 1), [state], [part, state])
             return
         low, high = np.float32(self.attrs.get("low", 0.0)), np.float32(self.attrs.get("high", 1.0))
         push = {"y": y, "state": state, "seeded": self.seeded, "n": n, "a": float(low), "b": float(high - low)}

@@ -12,7 +12,7 @@ tensors to check), so a capture that meets it fails, naming how to bind vkep mem
 
 from __future__ import annotations
 
-from vkep.gpu import trace
+from vkep.gpu import trace, transfer
 from vkep.gpu.capture import CaptureStream
 from vkep.ort import api
 from vkep.ort.api import callback, status_callback
@@ -153,11 +153,31 @@ def _on_run_start(this, run_options):
     if graph_id == -1 or graph_id in ep.graphs or ep.device is None:
         return
     runs = ep.runs_before_capture.get(graph_id, 0)
+    _rewind_states(ep, first=runs == 0)
     if runs < WARMUP_RUNS:
         ep.runs_before_capture[graph_id] = runs + 1
         return
     ep.capturing = CapturedGraph(ep)
     ep.capturing.begin()
+
+
+def _rewind_states(ep, first: bool) -> None:
+    """ORT runs a graph it captures WARMUP_RUNS + 1 times within the application's first Run, and returns the last:
+    memory that kernels carry from run to run (a random engine's draws, Call.state) goes back, before each of those
+    runs but the first, to what it held before the first, so that the run the application sees continues from
+    where its previous Run left it (the CPU EP runs once)."""
+    kernels = [k for k in ep.kernels if getattr(k.impl, "draws_on", False)]
+    if not kernels or ep.device is None:
+        return
+    gpu = ep.gpu
+    if first:
+        ep.states_before_capture = {id(k): [(a, transfer.read(gpu, a, n)) for a, n in k.states()] for k in kernels}
+        return
+    for kernel in kernels:
+        saved = dict(ep.states_before_capture.get(id(kernel), []))
+        for address, nbytes in kernel.states():  # (made since: zeroed, as a first run finds it)
+            data = saved.get(address, bytes(nbytes))
+            transfer.upload(gpu, int(api.ffi.cast("uintptr_t", api.ffi.from_buffer(data))), address, nbytes)
 
 
 def end_run(ep, run_options) -> None:

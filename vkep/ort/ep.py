@@ -166,6 +166,7 @@ class Ep:
         self.graphs: dict[int, object] = {}  # graph annotation id → capture.CapturedGraph
         self.runs_before_capture: dict[int, int] = {}
         self.capturing = None  # the CapturedGraph of the run now being captured
+        self.states_before_capture: dict[int, list] = {}  # kernel → its Call.state memory before ORT's warm-up runs
         self.profilers: list = []  # ORT's profilers of this session that are profiling now (profiler.py)
         if self.device is not None:
             forced = frozenset(s for s in SWITCH_OPTIONS if self.settings[s] is True)

@@ -105,6 +105,11 @@ class KernelInstance:
         weight = self.persistent[("constant", k)] = self.gpu.weights.acquire(array.tobytes(), f"{tag}:{dtype}:{shape}")
         return Tensor(weight.address, shape, dtype, Tensor.PERSISTENT)
 
+    def states(self) -> list[tuple[int, int]]:
+        """(device address, bytes) of the memory its shaders keep from run to run (Call.state), made so far."""
+        return [(weight.address, weight.nbytes) for key, weight in self.persistent.items()
+                if isinstance(key, tuple) and key[0] == "state"]
+
     def invalidate_plan(self) -> None:
         """Its next execution goes through Python (which may record a new plan)."""
         with self.plan_lock:
