@@ -590,7 +590,9 @@ def contrib_gelu_norms(rng) -> Case | None:
         if op == "FastGelu" and rng.random() < 0.4:
             return Case(op, 1, [x], domain=MS, tol=LOOSE)
         return Case(op, 1, [x], consts={"bias": data(rng, [hidden], dtype)}, domain=MS, tol=LOOSE)
-    skip = data(rng, ([1] if rng.random() < 0.3 else lead) + [hidden], dtype)
+    # skip as x, or (as the CPU EP takes them) x's last two dims with or without a leading 1: added to every batch
+    skip_lead = {0: lead, 1: [1] + lead[1:], 2: lead[1:]}[int(rng.integers(0, 3))] if len(lead) == 2 else lead
+    skip = data(rng, skip_lead + [hidden], dtype)
     names, consts = ["x0", "x1", "g"], {"g": data(rng, [hidden], dtype)}
     if op == "SkipLayerNormalization" and rng.random() < 0.6:
         consts["beta"] = data(rng, [hidden], dtype)

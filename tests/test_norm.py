@@ -154,13 +154,15 @@ def test_simplified_layer_norm_inv_std_var(ep_devices, dtype):
     check_node("SimplifiedLayerNormalization", feeds, 17, outputs=[("y", None), ("inv", np.float32)], epsilon=1e-3)
 
 
+@pytest.mark.parametrize("skip_shape", [(2, 24), (1, 24), (24,)], ids=["as-input", "1SH", "SH"])
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("op", ["SkipLayerNormalization", "SkipSimplifiedLayerNormalization"])
-def test_skip_norms_equal_the_cpu_ep_bit_for_bit(ep_devices, op, with_bias):
+def test_skip_norms_equal_the_cpu_ep_bit_for_bit(ep_devices, op, with_bias, skip_shape):
     """com.microsoft's skip norms in ORT 1.32's CPU EP order, equal to the last bit with their statistics: one
     lane walks the row; SkipSimplifiedLayerNormalization sums the squares, SkipLayerNormalization keeps
     Welford's running mean and M2; each output is divided by sqrt(... + eps). (The workgroup's tree sums were
-    ulps off in 1 of 5 values; for SkipLayerNormalization that moved Kokoro-82M's durations.)"""
+    ulps off in 1 of 5 values; for SkipLayerNormalization that moved Kokoro-82M's durations.) A skip of [1, S, H]
+    or [S, H] is added to every batch (ORT's optimizer fuses a quantized BERT's position embeddings so)."""
     from onnx import TensorProto, helper, numpy_helper
 
     from vkep import runner
@@ -178,8 +180,9 @@ def test_skip_norms_equal_the_cpu_ep_bit_for_bit(ep_devices, op, with_bias):
         names.append("bias")  # (input 3 of SkipSimplifiedLayerNormalization, 4 of SkipLayerNormalization)
     outs = ["y", "" if simplified else "mean", "inv", "sum"]
     node = helper.make_node(op, names, outs, domain="com.microsoft", epsilon=1e-6)
-    graph = helper.make_graph([node], "n", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 24, hidden])
-                                            for n in ("x", "skip")],
+    graph = helper.make_graph([node], "n", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 24, hidden]),
+                                            helper.make_tensor_value_info("skip", TensorProto.FLOAT,
+                                                                          [*skip_shape, hidden])],
                               [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outs if n], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
                               ir_version=8)
@@ -187,7 +190,7 @@ def test_skip_norms_equal_the_cpu_ep_bit_for_bit(ep_devices, op, with_bias):
     for seed in range(3):
         r = np.random.default_rng(seed)
         feeds = {"x": r.normal(0.5, 3, (2, 24, hidden)).astype(np.float32),
-                 "skip": r.normal(0, 1, (2, 24, hidden)).astype(np.float32)}
+                 "skip": r.normal(0, 1, (*skip_shape, hidden)).astype(np.float32)}
         for got, want in zip(session.run(None, feeds), cpu.run(None, feeds), strict=True):
             np.testing.assert_array_equal(got, want)
 

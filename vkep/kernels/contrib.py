@@ -102,7 +102,8 @@ class SkipNorm(Kernel):
         beta, bias = (None, rest[0]) if mode == MODE_RMS else (rest[0], rest[1])
         if x.shape[-1:] != gamma.shape[-1:] or len(x.shape) < 2:
             raise UnsupportedError(f"{self.spec.op}: input {x.shape} with gamma {gamma.shape}")
-        if skip.shape != x.shape and (skip.size != x.shape[-1] or skip.shape[-1:] != x.shape[-1:]):
+        # (as the CPU EP: skip as the input, or [S, H] / [1, S, H] added to every batch: read modulo its size)
+        if skip.shape != x.shape and skip.shape not in (tuple(x.shape[-2:]), (1, *x.shape[-2:])):
             raise UnsupportedError(f"{self.spec.op}: skip {skip.shape} with input {x.shape}")
         if bias is not None and bias.shape != x.shape[-1:]:
             raise UnsupportedError(f"{self.spec.op}: bias {bias.shape} with input {x.shape}")
