@@ -168,7 +168,7 @@ def test_declined_ops_say_why(ep_devices, tmp_path, capsys):
 def test_decline_reasons_name_the_op_the_types_or_the_kernels_reason(ep_devices, tmp_path, capsys):
     graph = helper.make_graph(
         [helper.make_node("Cast", ["x"], ["x64"], name="widen", to=TensorProto.DOUBLE),  # (on vkep: float64 kernels)
-         helper.make_node("Tanh", ["x64"], ["r"], name="tanh64"),
+         helper.make_node("Shrink", ["x64"], ["r"], name="shrink64"),
          helper.make_node("Cast", ["x"], ["u"], name="to_uint32", to=TensorProto.UINT32),
          helper.make_node("Einsum", ["x", "x"], ["d"], name="row_sums", equation="ij,jk->i"),
          helper.make_node("Relu", ["x"], ["y"], name="relu32")], "declines",
@@ -191,7 +191,7 @@ def test_decline_reasons_name_the_op_the_types_or_the_kernels_reason(ep_devices,
     assert report["placement"]["on_vkep"] == 2 and report["placement"]["nodes"] == 5
     why = {e["op"]: [w["reason"] for w in e["why"]] for e in report["placement"]["left_to_other_eps"]}
     assert why["Cast"] == ["Cast from float32 to uint32 (uint32 and uint64 only to and from int32 and int64)"]
-    assert why["Tanh"][0].startswith("no vkep Tanh kernel for types (float64) -> (float64) (it takes ")
+    assert why["Shrink"][0].startswith("no vkep Shrink kernel for types (float64) -> (float64) (it takes ")
     assert why["Einsum"] == ["Einsum 'ij,jk->i': sums over an index of one operand"]
 
 
