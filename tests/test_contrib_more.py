@@ -366,14 +366,15 @@ def test_inverse(ep_devices, shape):
 
 # ---- com.microsoft MatMulBnb4 ------------------------------------------------------------------------------------
 
-def _bnb4_model(k: int, n: int, quant_type: int, block_size: int, seed: int = 0) -> onnx.ModelProto:
+def _bnb4_model(k: int, n: int, quant_type: int, block_size: int, seed: int = 0,
+                dtype: str = "float32") -> onnx.ModelProto:
     """A MatMul by a [k, n] weight, quantized by ORT's own MatMulBnb4Quantizer."""
     from onnxruntime.quantization.matmul_bnb4_quantizer import MatMulBnb4Quantizer
 
-    weight = np.random.default_rng(seed).standard_normal((k, n)).astype(np.float32)
+    weight = np.random.default_rng(seed).standard_normal((k, n)).astype(dtype)
     graph = helper.make_graph([helper.make_node("MatMul", ["a", "w"], ["y0"])], "bnb4",
-                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, None)],
-                              [helper.make_tensor_value_info("y0", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("a", PROTO[dtype], None)],
+                              [helper.make_tensor_value_info("y0", PROTO[dtype], None)],
                               [numpy_helper.from_array(weight, "w")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
     quantizer = MatMulBnb4Quantizer(model, quant_type, block_size)
@@ -392,6 +393,15 @@ def test_matmul_bnb4(ep_devices, quant_type, k, n, block, a_shape):
     B transposed and not packed, bit for bit."""
     model = _bnb4_model(k, n, quant_type, block, seed=k + n)
     feeds = {"a": np.random.default_rng(1).standard_normal(a_shape).astype(np.float32)}
+    _same(model, feeds)
+
+
+@pytest.mark.parametrize("a_shape", [(2, 64), (1, 5, 64)])
+def test_matmul_bnb4_of_float16(ep_devices, a_shape):
+    """float16 activations and absmax (the quantizer applied to a float16 model): the CPU EP's product is float32's,
+    A widened and the result rounded once, which vkep computes between two Casts, bit for bit."""
+    model = _bnb4_model(64, 48, 1, 32, seed=3, dtype="float16")
+    feeds = {"a": np.random.default_rng(4).standard_normal(a_shape).astype(np.float16)}
     _same(model, feeds)
 
 

@@ -28,7 +28,7 @@ from vkep.kernels.base import (
     padded,
     shader_dtype,
 )
-from vkep.kernels.elementwise import OP_CAST, broadcast_strides, dispatch_unary
+from vkep.kernels.elementwise import Float32Outputs, as_float32, broadcast_strides
 from vkep.kernels.matmul import product, product_members
 from vkep.kernels.movement import dispatch_gather
 
@@ -300,36 +300,6 @@ def _constant(call, t: Tensor) -> bool:
     return bool(holds and holds(t))
 
 
-def _as_float32(call, t: Tensor | None) -> Tensor | None:
-    """A float16 tensor as float32 scratch memory (others as they are)."""
-    if t is None or t.dtype != "float16":
-        return t
-    wide = call.scratch(t.shape, "float32")
-    if t.size:
-        dispatch_unary(call, "unary.comp", {"op": OP_CAST}, t, wide, (0.0, 0.0))
-    return wide
-
-
-class _Float32Outputs(Redirect):
-    """A float16 node's call whose outputs a float32 computation writes into scratch memory; finish() casts them
-    into the node's outputs."""
-
-    def __init__(self, call):
-        super().__init__(call, call.inputs)
-        self.wide: dict[int, Tensor] = {}
-
-    def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
-        if index not in self.wide:
-            self.wide[index] = self.call.scratch(tuple(shape), "float32")
-        return self.wide[index]
-
-    def finish(self) -> None:
-        for index, wide in self.wide.items():
-            y = self.call.output(index, wide.shape)
-            if y.size:
-                dispatch_unary(self.call, "unary.comp", {"op": OP_CAST}, wide, y, (0.0, 0.0))
-
-
 class ContribAttention(Kernel):
     """com.microsoft Attention (BERT exports of ORT's transformer optimizer): Q, K and V projected by one
     packed weight (matmul.comp through the Gemm kernel, one dispatch each), the mask_index (right/left padding
@@ -423,8 +393,8 @@ class ContribAttention(Kernel):
         if len(x.shape) != 3:
             raise UnsupportedError(f"Attention: input {x.shape}")
         if x.dtype == "float16":  # (ORT's optimizer with --float16): in float32, the outputs cast to float16 last
-            x, bias, attn_bias, past = (_as_float32(call, t) for t in (x, bias, attn_bias, past))
-            call = _Float32Outputs(call)
+            x, bias, attn_bias, past = (as_float32(call, t) for t in (x, bias, attn_bias, past))
+            call = Float32Outputs(call)
             self._attend(call, x, w, bias, mask, attn_bias, project, past)
             return call.finish()
         batch, seq, hidden = x.shape

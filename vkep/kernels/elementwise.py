@@ -13,6 +13,7 @@ from vkep.kernels.base import (
     FLOAT64_SUFFIX,
     MAX_ELEMENTS,
     Kernel,
+    Redirect,
     Tensor,
     UnsupportedError,
     declines_float64,
@@ -439,3 +440,33 @@ class CastLike(Unary):
         self.out_dtype = call.inputs[1].dtype  # fixed for the node: its type constraint T2
         self.constants = {"op": OP_CAST, "bool_out": int(self.out_dtype == "bool")}
         self.run(call)
+
+
+def as_float32(call, t: Tensor | None) -> Tensor | None:
+    """A float16 tensor as float32 scratch memory (others as they are)."""
+    if t is None or t.dtype != "float16":
+        return t
+    wide = call.scratch(t.shape, "float32")
+    if t.size:
+        dispatch_unary(call, "unary.comp", {"op": OP_CAST}, t, wide, (0.0, 0.0))
+    return wide
+
+
+class Float32Outputs(Redirect):
+    """A float16 node's call whose outputs a float32 computation writes into scratch memory; finish() casts them
+    into the node's outputs."""
+
+    def __init__(self, call):
+        super().__init__(call, call.inputs)
+        self.wide: dict[int, Tensor] = {}
+
+    def output(self, index: int, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
+        if index not in self.wide:
+            self.wide[index] = self.call.scratch(tuple(shape), "float32")
+        return self.wide[index]
+
+    def finish(self) -> None:
+        for index, wide in self.wide.items():
+            y = self.call.output(index, wide.shape)
+            if y.size:
+                dispatch_unary(self.call, "unary.comp", {"op": OP_CAST}, wide, y, (0.0, 0.0))

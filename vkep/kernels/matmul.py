@@ -19,7 +19,7 @@ from vkep.kernels.base import (
     shader_dtype,
     value_variant,
 )
-from vkep.kernels.elementwise import broadcast_shape, broadcast_strides, collapse
+from vkep.kernels.elementwise import Float32Outputs, as_float32, broadcast_shape, broadcast_strides, collapse
 
 TILE = 64  # output tile of matmul.comp (BM = BN)
 MAX_LOOP = 60_000  # loop steps per invocation, under lavapipe's 65,535 loop iterations
@@ -489,8 +489,13 @@ class MatMulBnb4(MatMul):
             b = Tensor(b.addr, (int(self.attrs["K"]), int(self.attrs["N"])), "float32", b.io)  # (a dry run: unpacked)
         elif b is None or b.io != Tensor.PERSISTENT:
             raise UnsupportedError("MatMulBnb4: B and absmax not packed (they must be constant initializers)")
+        # float16 A: the CPU EP's product is float32's (A widened, the same float32 weight), rounded once at the end
+        wide = Float32Outputs(call) if a.dtype == "float16" else None
+        a = as_float32(call, a)
         out, members, batches = self.planned((a.shape, b.shape), lambda: self._plan(a.shape, b.shape))
-        self._record_node(call, a, b, None, out, members, batches, folds=True)
+        self._record_node(wide or call, a, b, None, out, members, batches, folds=True)
+        if wide is not None:
+            wide.finish()
 
     def _cpu_ep_reads_b(self, b) -> tuple[bool, bool]:
         return False, True  # (the dequantized B, not packed, through CblasTrans)
