@@ -283,12 +283,12 @@ _LOGGED = """
     import onnxruntime as ort
     from onnx import TensorProto, helper
     from vkep import runner
-    # Einsum's sum over one operand's index: a kernel that declines; Multinomial: no vkep kernel at all
+    # Einsum's sum over one operand's index: a kernel that declines; NegativeLogLikelihoodLoss: no vkep kernel at all
     graph = helper.make_graph(
         [helper.make_node("Einsum", ["x", "x"], ["d"], "diag", equation="ij,jk->i"), helper.make_node("Relu", ["d"], ["y"]),
-         helper.make_node("Multinomial", ["x"], ["z"], "random", sample_size=2, seed=1.0)], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("z", TensorProto.INT32, [4, 2])])
+         helper.make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["z"], "loss")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4]), helper.make_tensor_value_info("t", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("z", TensorProto.FLOAT, [])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
     so = runner.session_options()
     so.log_severity_level = int(sys.argv[1])
@@ -312,7 +312,7 @@ def test_vkep_logs_at_ort_severities(level):
         assert "vkep: declines Einsum node 'diag': Einsum 'ij,jk->i': sums over an index of one operand" in text, err
     else:
         assert not info, err
-    assert any("vkep: declines Multinomial node 'random': vkep has no Multinomial kernel" in ln
+    assert any("vkep: declines NegativeLogLikelihoodLoss node 'loss': vkep has no NegativeLogLikelihoodLoss kernel" in ln
                for ln in verbose) == (level == 0), err
     assert "vkep: error" not in err
 

@@ -986,7 +986,7 @@ NOT_FUZZED = {
     "MemcpyToHost": "ORT inserts it between EPs; no model names it",
     "BiasAdd": "ORT 1.32's CPU EP has no kernel to compare with: tests/test_contrib.py against numpy",
     "BiasSplitGelu": "ORT 1.32's CPU EP has no kernel to compare with: tests/test_contrib.py against numpy",
-    **dict.fromkeys(("RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike"),
+    **dict.fromkeys(("RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Multinomial"),
                     "random values: tests/test_random.py, seeded against the CPU EP run after run, unseeded by their "
                     "distribution"),
     "DynamicQuantizeLSTM": "the CPU EP quantizes activations (and its AVX2 int8 path saturates): "

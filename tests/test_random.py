@@ -173,3 +173,23 @@ def test_graph_capture_continues_the_cpu_eps_sequence(ep_devices):
         session.run_with_iobinding(binding)
         want = cpu.run(None, {"x": np.zeros((6, 5), np.float32)})[0]
         np.testing.assert_allclose(values["y"].numpy(), want, rtol=2.5e-7, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,samples,dtype", [((2, 5), 7, TensorProto.INT32), ((3, 10), 50, TensorProto.INT64),
+                                                 ((1, 1000), 300, TensorProto.INT64), ((4, 7), 3, TensorProto.INT32)])
+def test_multinomial_equals_the_cpu_ep(ep_devices, shape, samples, dtype):
+    """Multinomial as the CPU EP draws it, run after run: the cdf in double over the finite logits (Eigen's exp in
+    packets of two, C's for an odd last class), two draws a sample, upper_bound; a row of -inf and NaN logits
+    among them, and a row every logit of which is -inf (its total 0: every sample is the class count)."""
+    logits = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32) * 3
+    if shape[0] > 1:
+        logits[0, 3] = -np.inf
+        logits[-1, 1] = np.nan
+        logits[1] = -np.inf
+    node = helper.make_node("Multinomial", ["x"], ["y"], sample_size=samples, seed=5.0, dtype=dtype)
+    graph = helper.make_graph([node], "multinomial", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                              [helper.make_tensor_value_info("y", dtype, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    for got, want in _runs(model, {"x": logits}):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

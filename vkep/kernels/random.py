@@ -1,5 +1,6 @@
 """RandomUniform, RandomNormal, RandomUniformLike and RandomNormalLike (and Bernoulli, which ORT expands into
-RandomUniformLike, Greater and Cast), drawn on the device as ORT's CPU EP draws them (shaders/random.comp).
+RandomUniformLike, Greater and Cast), and Multinomial, drawn on the device as ORT's CPU EP draws them
+(shaders/random.comp).
 
 The CPU EP's kernel holds a std::default_random_engine (libstdc++'s minstd_rand0) seeded once, at session
 creation, with the `seed` attribute cast to uint32 as x86-64 casts a float (through int64: out of range gives
@@ -21,20 +22,23 @@ from vkep.kernels.base import (
     FLOAT64_SUFFIX,
     LOOP_BUDGET,
     Kernel,
+    UnsupportedError,
     grid_1d,
     has_float64,
 )
 
 MODULUS = 2**31 - 1  # minstd_rand0's
+SHADER = "random.comp"  # (every op here: the manifest's Like entries name none, see kernels.yaml)
 WG = 64  # (random.comp)
 ROUND_PAIRS = 64 * 16  # pairs random.comp's normal mode takes a round (WG x CHUNK)
 ROUND_STEPS = 2 * 16 + 2 * 6  # loop steps a round may count against lavapipe's budget (its loops, if not unrolled)
-UNIFORM, NORMAL, ADVANCE = 0, 1, 2  # random.comp's MODE
+UNIFORM, NORMAL, ADVANCE, MULTINOMIAL = 0, 1, 2, 3  # random.comp's MODE
+NO_ROWS = {"x": None, "cdf": None, "classes": 0, "samples": 0, "y64": 0}  # (random.comp's Multinomial members)
 # normal values a dispatch draws (even: no pair is split): 2^19 pairs take ~730 rounds (78.5% of pairs are kept, the
 # mean of pi / 4; 70%, more than 6 deviations below, still leaves them under the budget)
 NORMAL_PER_DISPATCH = 1 << 20
 assert (NORMAL_PER_DISPATCH // 2) // (ROUND_PAIRS * 7 // 10) * ROUND_STEPS < LOOP_BUDGET
-FLOAT = 1  # ONNX's element type: the only one vkep draws (the CPU EP also has double)
+FLOAT, INT32, INT64 = 1, 6, 7  # ONNX's element types: vkep draws float32 (the CPU EP also has double)
 PROCESS_SEED = int.from_bytes(os.urandom(4), "little")  # (the unseeded nodes': the first's, then one more each)
 _unseeded = itertools.count()
 
@@ -87,11 +91,49 @@ class Random(Kernel):
             # is split, the next dispatch going on from the engine's state on the device
             for first in range(0, n, NORMAL_PER_DISPATCH):
                 part = y.view(4 * first, (min(NORMAL_PER_DISPATCH, n - first),))
-                push = {"y": part, "state": state, "seeded": self.seeded, "n": part.size,
+                push = {**NO_ROWS, "y": part, "state": state, "seeded": self.seeded, "n": part.size,
                         "a": float(self.attrs.get("mean", 0.0)), "b": float(self.attrs.get("scale", 1.0))}
-                call.dispatch(self.spec.shader, dtype, {"mode": NORMAL}, push, (1, 1, 1), [state], [part, state])
+                call.dispatch(SHADER, dtype, {"mode": NORMAL}, push, (1, 1, 1), [state], [part, state])
             return
         low, high = np.float32(self.attrs.get("low", 0.0)), np.float32(self.attrs.get("high", 1.0))
-        push = {"y": y, "state": state, "seeded": self.seeded, "n": n, "a": float(low), "b": float(high - low)}
-        call.dispatch(self.spec.shader, "float32", {"mode": UNIFORM}, push, grid_1d(n, WG), [state], [y])
-        call.dispatch(self.spec.shader, "float32", {"mode": ADVANCE}, push, (1, 1, 1), [], [state])
+        push = {**NO_ROWS, "y": y, "state": state, "seeded": self.seeded, "n": n, "a": float(low),
+                "b": float(high - low)}
+        call.dispatch(SHADER, "float32", {"mode": UNIFORM}, push, grid_1d(n, WG), [state], [y])
+        call.dispatch(SHADER, "float32", {"mode": ADVANCE}, push, (1, 1, 1), [], [state])
+
+
+class Multinomial(Random):
+    """Multinomial: `sample_size` classes a row of logits [batch, classes], drawn as the CPU EP draws them (its cdf and
+    comparisons in double: declined on a device without shaderFloat64), int32 or int64."""
+
+    @classmethod
+    def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
+        if attrs.get("dtype", INT32) not in (INT32, INT64):
+            return f"Multinomial of dtype {attrs.get('dtype')}"
+        return None
+
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
+        return None if has_float64(info) else "Multinomial: its cdf is in double (the device has no shaderFloat64)"
+
+    def compute(self, call) -> None:
+        x = call.inputs[0]
+        samples = int(self.attrs.get("sample_size", 1))
+        if len(x.shape) != 2:
+            raise UnsupportedError(f"Multinomial: input {x.shape} (the CPU EP takes [batch, classes])")
+        batch, classes = x.shape
+        for what, value in (("batch_size", batch), ("num_classes", classes), ("num_samples", samples)):
+            if value < 1:
+                raise UnsupportedError(f"Multinomial: {what} is < 1")
+        if 2 * classes + samples * classes.bit_length() > LOOP_BUDGET:
+            raise UnsupportedError(f"Multinomial: {classes} classes and {samples} samples take one invocation too "
+                                   "many loop steps")
+        y64 = self.attrs.get("dtype", INT32) == INT64
+        y = call.output(0, (batch, samples), "int64" if y64 else "int32")
+        state, cdf = call.state(8), call.scratch((batch * classes,), "float64")
+        push = {"y": y, "state": state, "seeded": self.seeded, "n": batch, "a": 0.0, "b": 0.0, "x": x, "cdf": cdf,
+                "classes": classes, "samples": samples, "y64": int(y64)}
+        call.dispatch(SHADER, "float32" + FLOAT64_SUFFIX, {"mode": MULTINOMIAL}, push, grid_1d(batch, WG),
+                      [x, state], [y, cdf])
+        call.dispatch(SHADER, "float32", {"mode": ADVANCE}, {**push, "n": 2 * batch * samples}, (1, 1, 1),
+                      [], [state])

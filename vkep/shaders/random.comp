@@ -12,6 +12,10 @@
 //   times scale plus mean; a prefix sum over the lanes' counts places them in order. A pair's second value left
 //   over at the end of a run is dropped (the CPU EP makes the distribution per run); state advances past the pair
 //   that gave the last value.
+// MODE 3, Multinomial (FLOAT64 only), an invocation a row of x [rows, classes] (logits): the CPU EP's cdf in double,
+//   exp(x - the largest finite x) summed over the finite ones (Eigen's exp in packets of two, C's for an odd last
+//   class), then `samples` draws a row, each a double of two draws (generate_canonical<double, 53>) times the total,
+//   placed by upper_bound; a row takes its draws after the rows before it. MODE 2 then advances state.
 // FLOAT64: the log in double, rounded once (within an ulp of glibc's logf, which the CPU EP calls); else GLSL's.
 // Every float operation is 'precise': the CPU EP's are rounded one at a time.
 #extension GL_GOOGLE_include_directive : require
@@ -29,11 +33,17 @@ const uint64_t MODULUS = 2147483647ul;
 
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Drawn { uint64_t v; };
 
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { float v[]; };
+layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Ints { int v[]; };
+layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Longs { int64_t v[]; };
+
 layout(push_constant, scalar) uniform Push {
     uint64_t y, state;  // state: the draws the engine has made (uint64)
+    uint64_t x, cdf;    // MODE 3: the logits and a double a logit of scratch
     uint seeded;        // the engine's state once seeded, 1 .. 2^31 - 2
-    uint n;
+    uint n;             // the values y takes (MODE 3: its rows)
     float a, b;         // MODE 0: low, high - low; 1: mean, scale
+    uint classes, samples, y64;  // MODE 3: y's type int64 (else int32)
     GROUP_BASE;
 } pc;
 
@@ -121,13 +131,62 @@ void normal() {
     if (lane == 0u) Drawn(pc.state).v = drawn + 2ul * (uint64_t(final_pair) + 1ul);
 }
 
+#ifdef FLOAT64
+// generate_canonical<double, 53> of two draws: (x1 - 1) + (x2 - 1) R over R^2 (R = 2^31 - 2; R^2 rounded to double)
+precise double canonical_double(uint x1, uint x2) {
+    const double r = 2147483646.0LF;
+    double u = (double(x1 - 1u) + double(x2 - 1u) * r) / 4611686009837453316.0LF;
+    return u >= 1.0LF ? packDouble2x32(uvec2(0xFFFFFFFFu, 0x3FEFFFFFu)) : u;
+}
+
+void multinomial(uint row) {
+    uint base = row * pc.classes;
+    float largest = uintBitsToFloat(0xFF7FFFFFu);  // (the lowest float)
+    for (uint j = 0u; j < pc.classes; ++j) {
+        float v = Floats(pc.x).v[base + j];
+        if (!isnan(v) && !isinf(v) && largest < v) largest = v;
+    }
+    precise double total = 0.0LF;
+    for (uint j = 0u; j < pc.classes; ++j) {
+        float v = Floats(pc.x).v[base + j];
+        double d = double(v) - double(largest);
+        // (Eigen evaluates the exps in packets of two from the row's start; an odd last one alone, through C's exp)
+        double e = (pc.classes % 2u == 1u && j == pc.classes - 1u) ? exp_double(d) : eigen_exp(d);
+        if (!isnan(v) && !isinf(v)) total += e;
+        Doubles(pc.cdf).v[base + j] = total;
+    }
+    uint x = after(Drawn(pc.state).v + 2ul * uint64_t(row) * uint64_t(pc.samples));
+    for (uint s = 0u; s < pc.samples; ++s) {
+        uint x1 = mul_mod(x, MULTIPLIER);
+        x = mul_mod(x1, MULTIPLIER);
+        precise double wanted = canonical_double(x1, x) * total;
+        uint lo = 0u, hi = pc.classes;  // upper_bound: the first class whose cdf exceeds it
+        while (lo < hi) {
+            uint mid = (lo + hi) / 2u;
+            if (Doubles(pc.cdf).v[base + mid] > wanted) hi = mid;
+            else lo = mid + 1u;
+        }
+        uint at = row * pc.samples + s;
+        if (pc.y64 != 0u) Longs(pc.y).v[at] = int64_t(lo);
+        else Ints(pc.y).v[at] = int(lo);
+    }
+}
+#endif
+
 void main() {
     if (MODE == 1u) {
         normal();
         return;
     }
+#ifdef FLOAT64
+    if (MODE == 3u) {
+        uint row = FLAT_ID(WG);
+        if (row < pc.n) multinomial(row);
+        return;
+    }
+#endif
     uint i = FLAT_ID(WG);
-    if (MODE == 2u) {  // (after MODE 0's dispatch has read state)
+    if (MODE == 2u) {  // (after MODE 0's or 3's dispatch has read state)
         if (i == 0u) Drawn(pc.state).v += uint64_t(pc.n);
         return;
     }
