@@ -278,7 +278,7 @@ class Variadic(Binary):
 
 class Where(Kernel):
     """y = c ? a : b over three broadcast inputs (shaders/where.comp: rank <= 5 after collapsing in its push block,
-    rank 6 from a persistent table)."""
+    rank 6 from a persistent table). A select: float64 moves as int64."""
 
     PUSH_RANK, TABLE_RANK = 5, 6  # (where.comp's)
 
@@ -299,9 +299,20 @@ class Where(Kernel):
             sets = [members["shape"], members["stride_c"], members["stride_a"], members["stride_b"]]
             table = call.persistent(struct.pack(f"<{4 * self.TABLE_RANK}I", *[v for s in sets for v in s]))
             members = {**members, **{k: [] for k in ("shape", "stride_c", "stride_a", "stride_b")}}
-        self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(c), shader_dtype(a)),
+        zeros = self.planned(("zeros", *key), lambda: self.cpu_ep_zeros(*key)) if a.dtype == FLOAT64 else 0
+        self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(c), moved_dtype(a)),
                          {**members, "c": c, "a": a, "b": b, "y": y, "table": table}, [c, a, b], [y],
-                         constants={"table": int(table is not None)})
+                         constants={"table": int(table is not None), "zeros": zeros})
+
+    @staticmethod
+    def cpu_ep_zeros(c: tuple[int, ...], a: tuple[int, ...], b: tuple[int, ...]) -> int:
+        """where.comp's ZEROS for float64: ORT 1.32's CPU EP selects X' = c ? X : 0 and Y' = c ? 0 : Y, then merges
+        them by X' != 0 ? X' : Y' over spans of their broadcast, so a -0 from X gives +0 (1); but where Y' is one value
+        a span of that merge and X' is not, by Y' != 0 ? Y' : X', so a -0 from Y does instead (2)."""
+        xs, ys = broadcast_shape(c, a), broadcast_shape(c, b)
+        out = broadcast_shape(xs, ys)
+        _, (sx, sy) = collapse(out, broadcast_strides(xs, out), broadcast_strides(ys, out))
+        return 2 if sy[-1] == 0 and sx[-1] != 0 else 1
 
 
 # string attributes passed to the shader as numbers
