@@ -744,6 +744,43 @@ def test_float64_pow_of_large_exponents_and_integer_exponents(ep_devices):
         assert _ulps(got, want).max() <= 1
 
 
+VARIADIC_F64_SHAPES = [[(19,), (19,)], [(3, 5), (3, 1)], [(3, 1), (3, 5)], [(1,), (9,)], [(), (2, 7)], [(2, 3, 5), (3, 1)],
+                       [(1, 4), (3, 4)], [(4, 6), (6,)], [(1,), (7,), (7,)], [(7,), (7,), (1,)], [(3, 5), (3, 1), (5,), ()]]
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+@pytest.mark.parametrize("shapes", VARIADIC_F64_SHAPES, ids=lambda s: "_".join("x".join(map(str, d)) for d in s))
+def test_float64_max_min_equal_the_cpu_ep(ep_devices, op, shapes):
+    """float64 Max and Min in double (binary.comp's min_max_double), bit for bit with the CPU EP's Eigen: NaN in either
+    place propagates, and +0 against -0 gives the second operand in a packet of two and the first in a span's scalar
+    head or tail, the operands swapped where the first is one value a span; 2-4 inputs folded in order."""
+    special = np.array([NAN, -0.0, 0.0, -0.0, 0.0, INF, -INF, 1.0, -1.0, 5e-324, -5e-324, 1e-310, 1 + 2.0 ** -52])
+    for k in range(6):
+        rng = np.random.default_rng(k)
+        feeds = {f"x{j}": np.array(rng.choice(special, size=s)) for j, s in enumerate(shapes)}
+        if k == 0:  # every value a zero of either sign
+            feeds = {name: np.array(rng.choice([0.0, -0.0], size=v.shape)) for name, v in feeds.items()}
+        got, want = _f64_session_and_cpu(op, feeds)
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)) or (
+            np.array_equal(np.isnan(got), np.isnan(want)) and
+            np.array_equal(got[~np.isnan(got)].view(np.int64), want[~np.isnan(want)].view(np.int64))), (feeds, got, want)
+
+
+@pytest.mark.parametrize("shapes", VARIADIC_F64_SHAPES[::2], ids=lambda s: "_".join("x".join(map(str, d)) for d in s))
+def test_float64_sum_adds_in_the_cpu_eps_order(ep_devices, shapes):
+    """float64 Sum: ((x0 + x1) + x2) + ... as the CPU EP adds (1e16 - 1e16 + 1 is 1 in that order, 0 in others), with
+    NaN, infinities (inf - inf), -0 (-0 + -0 is -0) and subnormals, bit for bit."""
+    special = np.array([NAN, -0.0, 0.0, INF, -INF, 1e16, -1e16, 1.0, 5e-324, -1e-310, 0.1, 1e308])
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        feeds = {f"x{j}": np.array(rng.choice(special, size=s)) for j, s in enumerate(shapes)}
+        got, want = _f64_session_and_cpu("Sum", feeds)
+        assert _ulps(got, want).max() == 0
+        assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+    order = {"a": np.array([1e16]), "b": np.array([-1e16]), "c": np.array([1.0])}
+    assert _f64_session_and_cpu("Sum", order)[0][0] == 1.0
+
+
 @pytest.mark.parametrize("op", ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"])
 def test_float64_comparisons_equal_the_cpu_ep(ep_devices, op):
     """float64 comparisons in double (binary.comp's bool FLOAT64 variant): NaN compares false, -0 equals 0, values a

@@ -236,7 +236,8 @@ class BitShift(Binary):
 
 class Variadic(Binary):
     """Min, Max, Sum, Mean of 1..N broadcast inputs: y = x0 OP x1, then y = y OP xk in place (N - 1
-    dispatches; replayable up to 5 inputs). Mean scales in its last step."""
+    dispatches; replayable up to 5 inputs), the order of ORT's CPU EP. Mean scales in its last step. float64 Min, Max
+    and Sum in double (the CPU EP has no float64 Mean)."""
 
     variadic = True
 
@@ -251,12 +252,12 @@ class Variadic(Binary):
         y = call.output(0, out)
         if not y.size:
             return
-        dtype = shader_dtype(xs[0])
-        if len(xs) == 1:
+        if len(xs) == 1:  # (a copy: float64 moves as int64)
             _, n, members = self.plan(out, out)
-            dispatch_wide(call, self.spec.shader, OP_FIRST, n, dtype, {**members, "a": xs[0], "b": xs[0], "y": y},
-                          [xs[0]], [y])
+            dispatch_wide(call, self.spec.shader, OP_FIRST, n, moved_dtype(xs[0]),
+                          {**members, "a": xs[0], "b": xs[0], "y": y}, [xs[0]], [y])
             return
+        dtype = tensor_variant(xs[0], y)
         mean = self.spec.op == "Mean"
         # float16 Sum and Mean of three or more inputs add in float32 and round once, as ORT's CPU EP does
         # (rounding after every add loses a small term beside a large one that a later one cancels)
