@@ -781,6 +781,42 @@ def test_float64_sum_adds_in_the_cpu_eps_order(ep_devices, shapes):
     assert _f64_session_and_cpu("Sum", order)[0][0] == 1.0
 
 
+CLIP_F64_BOUNDS = [(None, None), (-0.0, 0.0), (0.0, -0.0), (2.0, 3.0), (3.0, 2.0), (NAN, 1.0), (1.0, NAN), (None, -0.0),
+                   (-INF, None), (1e-310, 5e-324), (-1.7976931348623157e308, None)]
+
+
+@pytest.mark.parametrize("bounds", CLIP_F64_BOUNDS, ids=str)
+def test_float64_clip_equals_the_cpu_ep(ep_devices, bounds):
+    """float64 Clip (opset 13) in double, bit for bit with the CPU EP's X.cwiseMax(min).cwiseMin(max): NaN in x stays,
+    a NaN bound is passed over, min > max gives max, zeros of both signs keep x's then the bound's sign, subnormal bounds;
+    absent bounds are the lowest and highest doubles (-inf clips to the lowest)."""
+    x = np.concatenate([[NAN, -INF, INF, -0.0, 0.0, 1.0, 5.0, -5.0, 2.0, 3.0, 1e-310, -1e-310, 5e-324, 1e308, -1e308],
+                        np.random.default_rng(5).normal(0, 3, 200)])
+    feeds = {"x": x, "lo": None if bounds[0] is None else np.array(bounds[0]),
+             "hi": None if bounds[1] is None else np.array(bounds[1])}
+    model = _model("Clip", feeds, np.float64, opset=13)
+    got = _run_vkep(model, feeds)[0]
+    want = runner.cpu_session(model).run(None, {k: v for k, v in feeds.items() if v is not None})[0]
+    assert _ulps(got, want).max() == 0
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("fmod", [1, 0])
+def test_float64_mod_equals_the_cpu_ep(ep_devices, fmod):
+    """float64 Mod in double, exact (fmod_double: long division on the significands): fmod=1 as C's fmod (the dividend's
+    sign, zeros included), fmod=0 as numpy's mod (the divisor's; the CPU EP runs it for doubles from opset 28);
+    quotients past 2^53, subnormals, x mod ±inf, NaN for an infinite x or a zero divisor, broadcast."""
+    rng = np.random.default_rng(8)
+    values = np.array([0.0, -0.0, 1.0, -1.0, 5.5, -5.5, 2.0, -3.0, 0.1, 1e300, -1e300, 1e-310, -3e-320, 5e-324, INF, -INF,
+                       NAN, 2.0 ** 60 + 2048, 7.0, 1e16 + 2])
+    a, b = values[:, None], values[None, :]
+    for x, z in ((a, b), (rng.normal(0, 1e3, 3000) * 10.0 ** rng.integers(-20, 20, 3000),
+                          rng.normal(0, 1, 3000) * 10.0 ** rng.integers(-20, 20, 3000))):
+        got, want = _f64_session_and_cpu("Mod", {"a": x, "b": z}, opset=28 if fmod == 0 else 13, fmod=fmod)
+        assert _ulps(got, want).max() == 0
+        assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
 @pytest.mark.parametrize("op", ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"])
 def test_float64_comparisons_equal_the_cpu_ep(ep_devices, op):
     """float64 comparisons in double (binary.comp's bool FLOAT64 variant): NaN compares false, -0 equals 0, values a

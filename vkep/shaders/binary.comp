@@ -7,7 +7,7 @@
 #include "common.glsl"
 #include "activation.glsl"
 #include "binary_ops.glsl"
-// FLOAT64: float64 a (and b, and y) in double: Add, Sub, Mul, Div, Min, Max; Pow (b float64, or int32/int64 as DTYPE);
+// FLOAT64: float64 a (and b, and y) in double: Add, Sub, Mul, Div, Min, Max, Mod; Pow (b float64, or int32/int64 as DTYPE);
 // the comparisons (y bool: DTYPE bool). The manifest lists float64 for these alone
 #ifdef FLOAT64
 #include "float64.glsl"
@@ -162,6 +162,20 @@ double min_max_double(uint i, double x, double z) {
     bool take_f = OP == OP_MAX ? (scalar ? !(f < s) : f > s) : (scalar ? !(s < f) : f < s);
     return take_f ? f : s;
 }
+
+// (Pow's scale: 1 where ORT's loop takes the exponent as one value per row of the base, Pow's host sets it)
+double arith_double(uint i, double x, double z) {
+    switch (OP) {
+    case OP_ADD: return x + z;
+    case OP_SUB: return x - z;
+    case OP_MUL: return x * z;
+    case OP_DIV: return x / z;
+    case OP_POW: return pow_double(x, z, pc.scale != 0.0);
+    case OP_FMOD: return fmod_double(x, z);
+    case OP_MOD: return mod_floor_double(x, z);
+    default: return min_max_double(i, x, z);  // OP_MIN, OP_MAX
+    }
+}
 #endif
 
 void one(uint i) {
@@ -190,9 +204,7 @@ void one(uint i) {
     }
     STORE_Y(TensorY(pc.y), i, c ? 1 : 0);
 #else
-    // (Pow's scale: 1 where ORT's loop takes the exponent as one value per row of the base, Pow's host sets it)
-    Doubles(pc.y).v[i] = OP == OP_POW ? pow_double(x64, z64, pc.scale != 0.0) : OP == OP_ADD ? x64 + z64
-        : OP == OP_SUB ? x64 - z64 : OP == OP_MUL ? x64 * z64 : OP == OP_DIV ? x64 / z64 : min_max_double(i, x64, z64);
+    Doubles(pc.y).v[i] = arith_double(i, x64, z64);
 #endif
     return;
 #endif

@@ -4,6 +4,7 @@
 // - eigen_exp, eigen_log, eigen_tanh: Eigen's pexp_double, plog_double and ptanh_double as ORT's Sigmoid, Log and Tanh
 //   of doubles run them (SSE2, no FMA: every multiply-add rounded twice, hence 'precise'), bit for bit on Mesa 22.3
 // - log_dd, pow_double: C's pow (glibc's, which ORT's Pow calls) within an ulp, the log carried in two doubles
+// - fmod_double, mod_floor_double: Mod, exact
 // Needs common.glsl with FLOAT64 defined.
 #ifndef VKEP_FLOAT64_GLSL
 #define VKEP_FLOAT64_GLSL
@@ -226,6 +227,34 @@ precise double pow_double(double x, double y, bool scalar) {
         }
     }
     return odd && sign_bit(x) ? -r : r;
+}
+
+// C's fmod (the CPU EP's double Mod, fmod=1), exact: long division on the integer significands (subnormals included,
+// which Mesa 26 would flush in arithmetic), 11 bits a step (r < 2^53). The sign of the dividend, also for a zero result;
+// x mod ±inf = x, NaN for x infinite or z zero (fmod_c of binary_ops.glsl in double)
+double fmod_double(double x, double z) {
+    if (isnan(x) || isnan(z) || isinf(x) || z == 0.0LF) return D_NAN;
+    if (isinf(z)) return x;
+    const uint64_t hidden = 0x10000000000000UL, fraction = hidden - 1UL;
+    uint64_t bx = packUint2x32(unpackDouble2x32(x)), bz = packUint2x32(unpackDouble2x32(z));
+    uint64_t sign = bx & 0x8000000000000000UL, mx = bx & fraction, mz = bz & fraction;
+    int ex = int((bx >> 52) & 0x7ffUL), ez = int((bz >> 52) & 0x7ffUL);
+    if (ex != 0) mx |= hidden; else ex = 1;  // (a subnormal's exponent is 1)
+    if (ez != 0) mz |= hidden; else ez = 1;
+    if (ex < ez || (ex == ez && mx < mz)) return x;  // |x| < |z|
+    uint64_t r = mx % mz;
+    for (int k = ex - ez; k > 0; k -= 11) r = (r << min(k, 11)) % mz;
+    int e = ez;
+    while (r != 0UL && r < hidden && e > 1) { r <<= 1; --e; }  // normalise down to exponent 1 (a subnormal stays so)
+    uint64_t bits = r < hidden ? r : ((uint64_t(e) << 52) | (r & fraction));
+    return packDouble2x32(unpackUint2x32(bits | sign));  // (r 0: a zero of x's sign)
+}
+
+// numpy's mod (ONNX Mod fmod=0, which the CPU EP runs for doubles from opset 28): the sign of the divisor
+double mod_floor_double(double x, double z) {
+    double r = fmod_double(x, z);
+    if (r == 0.0LF) return packDouble2x32(uvec2(0u, z < 0.0LF ? 0x80000000u : 0u));  // (from bits: unary.comp's Sign)
+    return (r < 0.0LF) != (z < 0.0LF) ? r + z : r;
 }
 
 #endif

@@ -74,7 +74,7 @@ COMP_TY to_int(float r) {
 #ifdef FLOAT64
 #include "float64.glsl"
 // unary.comp's FLOAT64 variants: float64 Neg, Abs, Relu, Sqrt, Reciprocal, Floor, Ceil, Round, Sign, Exp, Log, Sigmoid,
-// IsNaN and IsInf, and unary_mlas.comp's Tanh (unary_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
+// Clip, IsNaN and IsInf, and unary_mlas.comp's Tanh (unary_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
 // to float16 through float32 (two roundings), to integers as to_int below, integers to float64 rounded once.
 layout(constant_id = 3) const uint F64 = 3;  // 1: float64 in, DTYPE out; 2: DTYPE in, float64 out; 3: both
 
@@ -112,6 +112,15 @@ double unary_double(double v) {
     case OP_FLOOR: return floor(v);
     case OP_CEIL: return ceil(v);
     case OP_ROUND: return roundEven(v);
+    case OP_CLIP: {
+        // the CPU EP's X.cwiseMax(min).cwiseMin(max): each keeps its first operand on a tie or NaN (SSE's maxpd/minpd
+        // with Eigen's operands as std::max/min's), so NaN stays, min > max gives max, and between zeros x's sign, then
+        // the bound's; absent bounds: the lowest and highest doubles
+        double lo = Doubles(PRESENT_OR(pc.lo, pc.x)).v[0], hi = Doubles(PRESENT_OR(pc.hi, pc.x)).v[0];
+        double bottom = pc.lo != 0 ? lo : -1.7976931348623157e308LF, top = pc.hi != 0 ? hi : 1.7976931348623157e308LF;
+        double r = v < bottom ? bottom : v;
+        return top < r ? top : r;
+    }
     case OP_SIGN: {  // made from bits: lavapipe gave -0 for a select of 0.0 (zeros' signs taken as insignificant)
         uvec2 b = unpackDouble2x32(v);
         bool zero = ((b.y & 0x7fffffffu) | b.x) == 0u;
