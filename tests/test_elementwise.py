@@ -817,6 +817,46 @@ def test_float64_mod_equals_the_cpu_ep(ep_devices, fmod):
         assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
 
 
+@pytest.mark.parametrize("op", ["Sin", "Cos"])
+def test_float64_sin_cos_equal_the_cpu_ep(ep_devices, op):
+    """float64 Sin and Cos as the CPU EP's Eigen computes them, to the bit up to 1e14: psincos_double (float64.glsl's
+    eigen_sin_cos: pi/2 in 2 parts below 15, in 4 where either lane of a packet of two reaches 15, so a lane's result
+    depends on its neighbour's size; Pade forms; thousands of ulps from the true value near multiples of pi), and C's sin
+    and cos for the odd element at the end (sin_cos_accurate_double). NaN, ±inf, ±0, subnormals, tiny and 1e6-1e14
+    values, small and large lanes paired, odd and even lengths."""
+    rng = np.random.default_rng(21)
+    mixed = np.stack([rng.uniform(-15, 15, 1500), rng.uniform(-40, 40, 1500)], 1)
+    mixed[::2] = mixed[::2, ::-1]
+    x = np.concatenate([F64_EDGES, [1e6, -1e6, 1e14, -1e14, 99999999999999.98, 15.0, -15.0, 14.999999999999998, np.pi,
+                                    np.pi / 2, 3 * np.pi / 2, 1e-8, -2.0 ** -27],
+                        rng.uniform(-20, 20, 4000), mixed.ravel(), 10 ** rng.uniform(2, 14, 3000) * rng.choice([-1, 1], 3000),
+                        10 ** rng.uniform(-323, -1, 1000), np.pi / 2 * rng.integers(-10 ** 6, 10 ** 6, 500)])
+    for n in (len(x), len(x) - 1):  # (the last element through C's sin or cos where n is odd)
+        got, want = _f64_session_and_cpu(op, {"x": x[:n]})
+        assert _ulps(got, want).max() == 0
+        assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("op", ["Sin", "Cos"])
+def test_float64_sin_cos_of_huge_arguments(ep_devices, op):
+    """float64 Sin and Cos past 1e14, where the CPU EP's Eigen calls glibc's sin and cos: vkep reduces by 2/pi's bits
+    (Payne-Hanek, float64.glsl's reduce_half_pi_dd) and sums Taylor's series in two doubles, correctly rounded where
+    checked (mpmath, 3000 bits); glibc's are within an ulp but for 0.1-0.2% of these values, and 8 ulps for cos of
+    6381956970095103 2^797 (the double nearest a multiple of pi/2)."""
+    rng = np.random.default_rng(22)
+    x = 10 ** rng.uniform(14.01, 308, 4000) * rng.choice([-1, 1], 4000)
+    got, want = _f64_session_and_cpu(op, {"x": x})
+    d = _ulps(got, want)
+    assert d.max() <= 1 and (d != 0).mean() < 0.005
+    hard = np.array([6381956970095103 * 2.0 ** 797, 2.0 ** 1023 * 1.9999999, 1e22, 2.0 ** 60, 1e300, 1.5e14])
+    exact = {"Sin": [1.0, -0.8293095955032367, -0.8522008497671888, -0.8306492176372546, -0.8178819121159085,
+                     0.9503446775727983],
+             "Cos": [-4.687165924254628e-19, 0.5587894011219773, 0.523214785395139, -0.5567960822766417,
+                     -0.5753861119575491, -0.31119928311140765]}[op]
+    got, _ = _f64_session_and_cpu(op, {"x": hard})
+    assert np.array_equal(got, np.array(exact))
+
+
 @pytest.mark.parametrize("op", ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"])
 def test_float64_comparisons_equal_the_cpu_ep(ep_devices, op):
     """float64 comparisons in double (binary.comp's bool FLOAT64 variant): NaN compares false, -0 equals 0, values a

@@ -74,7 +74,7 @@ COMP_TY to_int(float r) {
 #ifdef FLOAT64
 #include "float64.glsl"
 // unary.comp's FLOAT64 variants: float64 Neg, Abs, Relu, Sqrt, Reciprocal, Floor, Ceil, Round, Sign, Exp, Log, Sigmoid,
-// Clip, IsNaN and IsInf, and unary_mlas.comp's Tanh (unary_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
+// Clip, IsNaN and IsInf, and unary_mlas.comp's Tanh (unary_double), Sin and Cos (sin_cos_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
 // to float16 through float32 (two roundings), to integers as to_int below, integers to float64 rounded once.
 layout(constant_id = 3) const uint F64 = 3;  // 1: float64 in, DTYPE out; 2: DTYPE in, float64 out; 3: both
 
@@ -130,9 +130,26 @@ double unary_double(double v) {
     }
 }
 
+#ifdef MLAS_OPS
+// Sin or Cos of x[i] as the CPU EP's Eigen computes it over its contiguous, 16-byte aligned tensor: packets of two
+// elements (2j, 2j + 1), whose lanes reduce alike (eigen_sin_cos's `medium`), C's sin or cos past 1e14 and for the odd
+// element left at the end. (The partner's index is clamped, not tested: common.glsl's PRESENT_OR)
+double sin_cos_double(uint i, double v) {
+    bool cosine = OP == OP_COS;
+    double partner = abs(Doubles(pc.x).v[min(i ^ 1u, pc.n - 1u)]);
+    if (isnan(v) || isinf(v)) return D_NAN;
+    if (abs(v) > 1.0e14LF || (i ^ 1u) >= pc.n) return sin_cos_accurate_double(v, cosine);
+    return eigen_sin_cos(v, abs(v) >= 15.0LF || partner >= 15.0LF, cosine);  // (a NaN partner: not >= 15)
+}
+#endif
+
 void one(uint i) {
     double v = (F64 & 1) != 0 ? Doubles(pc.x).v[i] : double(LOAD(Tensor(pc.x), i));
+#ifdef MLAS_OPS
+    double r = OP == OP_SIN || OP == OP_COS ? sin_cos_double(i, v) : unary_double(v);
+#else
     double r = unary_double(v);
+#endif
     if ((F64 & 2) != 0) {
         Doubles(pc.y).v[i] = r;
         return;
