@@ -149,7 +149,8 @@ def test_tensor_larger_than_the_device_can_allocate_is_declined(ep_devices):
 
 
 @pytest.mark.parametrize("op, computes", [("Max", True), ("Min", True), ("Sum", True), ("Clip", True), ("Mod", True),
-                                          ("Sin", True), ("Cos", True), ("Where", False), ("Dropout", False)])
+                                          ("Sin", True), ("Cos", True), ("CumSum", True), ("Where", False),
+                                          ("Dropout", False)])
 def test_float64_ops_decline_without_shader_float64_where_they_compute(op, computes):
     """The float64 ops added on the f64b branch: those computing in double (FLOAT64 variants) decline float64 on a
     device without shaderFloat64; Where and Dropout only move float64 (as int64) and run there."""

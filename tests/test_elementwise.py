@@ -857,6 +857,23 @@ def test_float64_sin_cos_of_huge_arguments(ep_devices, op):
     assert np.array_equal(got, np.array(exact))
 
 
+@pytest.mark.parametrize("shape, axis", [((7,), 0), ((3, 50), 1), ((50, 3), 0), ((2, 5000), 1), ((4, 3, 9), -2)])
+def test_float64_cumsum_equals_the_cpu_ep(ep_devices, shape, axis):
+    """float64 CumSum in double (cumsum.comp's FLOAT64 variant): each line summed in order as the CPU EP, bit for bit
+    with exclusive and reverse, NaN, infinities, -0 (a line's first element copied), subnormals and cancelling 1e16s."""
+    rng = np.random.default_rng(len(shape) + axis)
+    special = np.array([NAN, -0.0, 0.0, INF, -INF, 1e16, -1e16, 1.0, 5e-324, -1e-310, 0.1, 1e308])
+    x = rng.normal(size=shape) * 10.0 ** rng.integers(-8, 8, shape)
+    x.ravel()[::7] = rng.choice(special, x.ravel()[::7].shape)
+    x.ravel()[0] = -0.0
+    for exclusive in (0, 1):
+        for reverse in (0, 1):
+            got, want = _f64_session_and_cpu("CumSum", {"x": x, "axis": np.array(axis, np.int64)}, opset=14,
+                                             exclusive=exclusive, reverse=reverse)
+            assert _ulps(got, want).max() == 0
+            assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
 @pytest.mark.parametrize("op", ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"])
 def test_float64_comparisons_equal_the_cpu_ep(ep_devices, op):
     """float64 comparisons in double (binary.comp's bool FLOAT64 variant): NaN compares false, -0 equals 0, values a
