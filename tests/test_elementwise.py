@@ -874,6 +874,21 @@ def test_float64_cumsum_equals_the_cpu_ep(ep_devices, shape, axis):
             assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
 
 
+@pytest.mark.parametrize("equation, shapes", [("ij,ij->j", [(40, 7), (40, 7)]), ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+                                              ("ij,jk->ik", [(5, 300), (300, 4)]), ("bij->bj", [(2, 30, 4)]),
+                                              ("ij->ji", [(3, 4)]), ("i,i->", [(50,), (50,)])])
+def test_float64_einsum_within_rounding_of_the_cpu_ep(ep_devices, equation, shapes):
+    """float64 Einsum (GaussianProcessRegressor's return_std writes 'ij,ij->j' in double): its gathers move float64 as
+    int64, its products take matmul.comp's FLOAT64 variant (K in order, double fma) and its sums reduce.comp's, within
+    double rounding of the CPU EP's (whose DGEMM blocks K); transposes exact."""
+    rng = np.random.default_rng(23)
+    feeds = {f"x{j}": rng.normal(size=s) for j, s in enumerate(shapes)}
+    got, want = _f64_session_and_cpu("Einsum", feeds, opset=12, equation=equation)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14 * np.abs(want).max())
+    if "," not in equation and equation.endswith("ji"):
+        assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("op", ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"])
 def test_float64_comparisons_equal_the_cpu_ep(ep_devices, op):
     """float64 comparisons in double (binary.comp's bool FLOAT64 variant): NaN compares false, -0 equals 0, values a
