@@ -889,6 +889,22 @@ def test_float64_einsum_within_rounding_of_the_cpu_ep(ep_devices, equation, shap
         assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("shape, axis, opset", [((50, 300), 1, 13), ((4, 7, 9), 1, 13), ((3, 5), -1, 13), ((6, 40), 1, 11),
+                                               ((2, 3, 4), 1, 11)])
+def test_float64_log_softmax_within_rounding_of_the_cpu_ep(ep_devices, shape, axis, opset):
+    """float64 LogSoftmax in the CPU EP's steps (SoftmaxCPU<double>): max, x - max, exp, the sum, x - max - log(fmax(sum,
+    1e-20f)) (binary.comp's OP_SUB_LOG): within 2 ulps of max(1, |y|) (its exp is Eigen's and its sum a GEMV's order),
+    and as it is with NaN (a NaN sum taken as 1e-20), infinities, zeros, subnormals and ±1e308 in a row."""
+    rng = np.random.default_rng(24)
+    x = rng.normal(size=shape) * rng.choice([0.1, 1.0, 30.0], shape)
+    got, want = _f64_session_and_cpu("LogSoftmax", {"x": x}, opset=opset, axis=axis)
+    assert (np.abs(got - want) / np.maximum(np.abs(want), 1.0)).max() <= 2.0 ** -51
+    edges = np.array([[1.0, NAN, 2.0, 3.0], [INF, 1.0, 2.0, 3.0], [-INF, 1.0, 2.0, 3.0], [NAN, 1.0, 2.0, 3.0],
+                      [-0.0, 0.0, -1e-310, 5e-324], [1e308, -1e308, 0.0, 1.0]])
+    got, want = _f64_session_and_cpu("LogSoftmax", {"x": edges}, opset=13, axis=1)
+    np.testing.assert_allclose(got, want, rtol=2.0 ** -51)  # (NaN and infinities where the CPU EP has them)
+
+
 @pytest.mark.parametrize("op", ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"])
 def test_float64_comparisons_equal_the_cpu_ep(ep_devices, op):
     """float64 comparisons in double (binary.comp's bool FLOAT64 variant): NaN compares false, -0 equals 0, values a

@@ -45,6 +45,7 @@ def dispatch_wide(call, shader: str, code: int, n: int, dtype, push: dict, reads
 
 # shaders/binary.comp op codes chosen at run time (the others come from the manifest)
 OP_ADD, OP_FMOD, OP_MOD, OP_SHIFT_LEFT, OP_SHIFT_RIGHT, OP_FIRST, OP_ADD_SCALE, OP_ACCUMULATE = 0, 5, 6, 21, 22, 23, 24, 25
+OP_SUB_LOG = 27  # (FLOAT64: a - log(fmax(b, 1e-20f)), float64 LogSoftmax's last step)
 # shaders/unary.comp
 OP_CAST = 42
 # ONNX TensorProto element types → vkep dtype names (the ones the shaders have)

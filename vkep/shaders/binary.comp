@@ -173,6 +173,10 @@ double arith_double(uint i, double x, double z) {
     case OP_POW: return pow_double(x, z, pc.scale != 0.0);
     case OP_FMOD: return fmod_double(x, z);
     case OP_MOD: return mod_floor_double(x, z);
+    case OP_SUB_LOG: {  // (fmax drops NaN; 1e-20f, a float, as a double)
+        const double least = 9.999999682655225e-21LF;
+        return x - log_double(isnan(z) || z < least ? least : z);
+    }
     default: return min_max_double(i, x, z);  // OP_MIN, OP_MAX
     }
 }
