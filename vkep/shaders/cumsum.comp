@@ -5,18 +5,9 @@
 // totals are scanned in shared memory, then each thread rescans its segment from the total of the segments
 // before it. The workgroup size is specialization constant 1 (see reduce.comp on
 // lavapipe's loop budget).
-// FLOAT64: float64 tensors summed in double (VAL, read and written as Doubles).
+// FLOAT64: float64 tensors summed in double (common.glsl's VAL).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-#ifdef FLOAT64
-#define VAL double
-#define VALUES Doubles
-#define STORE_VAL(v) (v)
-#else
-#define VAL COMP_T
-#define VALUES Tensor
-#define STORE_VAL(v) STORE_T(v)
-#endif
 
 #define WG gl_WorkGroupSize.x
 layout(local_size_x_id = 1) in;
@@ -35,12 +26,11 @@ shared VAL sums[256];
 
 // scans positions [lo, hi) of a line starting from acc
 void scan(uint base, uint lo, uint hi, VAL acc) {
-    VALUES X = VALUES(pc.x), Y = VALUES(pc.y);
     for (uint j = lo; j < hi; ++j) {
         uint i = base + (pc.reverse != 0 ? pc.len - 1 - j : j) * pc.inner;
-        VAL v = VAL(X.v[i]);
-        if (pc.exclusive != 0) { Y.v[i] = STORE_VAL(acc); acc = combine(acc, v); }
-        else { acc = j == 0u ? v : combine(acc, v); Y.v[i] = STORE_VAL(acc); }  // (the first element copied, as ORT: -0)
+        VAL v = LOAD_VAL(pc.x, i);
+        if (pc.exclusive != 0) { STORE_VAL(pc.y, i, acc); acc = combine(acc, v); }
+        else { acc = j == 0u ? v : combine(acc, v); STORE_VAL(pc.y, i, acc); }  // (the first element copied, as ORT: -0)
     }
 }
 
@@ -57,10 +47,9 @@ void main() {
     uint base = (line / pc.inner) * pc.len * pc.inner + line % pc.inner;
     uint seg = (pc.len + WG - 1) / WG;
     uint lo = min(t * seg, pc.len), hi = min(lo + seg, pc.len);
-    VALUES X = VALUES(pc.x);
     VAL total = IDENTITY;
     for (uint j = lo; j < hi; ++j)
-        total = combine(total, VAL(X.v[base + (pc.reverse != 0 ? pc.len - 1 - j : j) * pc.inner]));
+        total = combine(total, LOAD_VAL(pc.x, base + (pc.reverse != 0 ? pc.len - 1 - j : j) * pc.inner));
     sums[t] = total;
     barrier();
     for (uint off = 1; off < WG; off <<= 1) {  // inclusive scan of the segment totals
