@@ -745,7 +745,8 @@ def test_float64_pow_of_large_exponents_and_integer_exponents(ep_devices):
 
 
 VARIADIC_F64_SHAPES = [[(19,), (19,)], [(3, 5), (3, 1)], [(3, 1), (3, 5)], [(1,), (9,)], [(), (2, 7)], [(2, 3, 5), (3, 1)],
-                       [(1, 4), (3, 4)], [(4, 6), (6,)], [(1,), (7,), (7,)], [(7,), (7,), (1,)], [(3, 5), (3, 1), (5,), ()]]
+                       [(1, 4), (3, 4)], [(4, 6), (6,)], [(1,), (7,), (7,)], [(7,), (7,), (1,)], [(3, 5), (3, 1), (5,), ()],
+                       [(3, 1), (3, 1), (3, 4)], [(5,), (1,), (2, 5)]]
 
 
 @pytest.mark.parametrize("op", ["Max", "Min"])
@@ -753,7 +754,8 @@ VARIADIC_F64_SHAPES = [[(19,), (19,)], [(3, 5), (3, 1)], [(3, 1), (3, 5)], [(1,)
 def test_float64_max_min_equal_the_cpu_ep(ep_devices, op, shapes):
     """float64 Max and Min in double (binary.comp's min_max_double), bit for bit with the CPU EP's Eigen: NaN in either
     place propagates, and +0 against -0 gives the second operand in a packet of two and the first in a span's scalar
-    head or tail, the operands swapped where the first is one value a span; 2-4 inputs folded in order."""
+    head or tail, the operands swapped where the first is one value a span; 2-4 inputs folded in order, each step in
+    its two inputs' broadcast shape as ORT's."""
     special = np.array([NAN, -0.0, 0.0, -0.0, 0.0, INF, -INF, 1.0, -1.0, 5e-324, -5e-324, 1e-310, 1 + 2.0 ** -52])
     for k in range(6):
         rng = np.random.default_rng(k)

@@ -267,7 +267,11 @@ class Variadic(Binary):
         for k in range(1, len(xs)):
             a = xs[0] if k == 1 else acc  # acc = x0 OP x1 first, then acc = acc OP xk in place
             last = k == len(xs) - 1
-            _, n, members = self.plan(a.shape, xs[k].shape, out, 1.0 / len(xs) if mean and last else 1.0)
+            # (float64: each step in its two inputs' broadcast shape, as ORT's: min_max_double's ties follow its spans)
+            step = broadcast_shape(a.shape, xs[k].shape) if y.dtype == FLOAT64 and not last else out
+            if y.dtype == FLOAT64:
+                acc = y if step == out else call.scratch(step, FLOAT64)
+            _, n, members = self.plan(a.shape, xs[k].shape, step, 1.0 / len(xs) if mean and last else 1.0)
             if wide:  # (x0 + x1 of float16 is exact in float32)
                 code, types = (OP_ADD if k == 1 else OP_ACCUMULATE), ("float16", "float32")
             else:
