@@ -803,6 +803,18 @@ def test_float64_clip_equals_the_cpu_ep(ep_devices, bounds):
     assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
 
 
+@pytest.mark.parametrize("bias, lambd", [(0.0, 0.5), (1.5, 1.0), (-0.1, 0.0), (0.3, 1e-40)])
+def test_float64_shrink_equals_the_cpu_ep(ep_devices, bias, lambd):
+    """float64 Shrink as the CPU EP computes it: x made a float, shrunk in float (as float32 Shrink), made a double
+    again (0.6 gives 0.6000000238...); bit for bit, NaN and the middle giving +0, ±inf, -0, subnormals, values past
+    float's range and at ±lambd."""
+    x = np.concatenate([F64_EDGES, [lambd, -lambd, float(np.float32(lambd)), -float(np.float32(lambd)), 1e-45, 4e38],
+                        np.random.default_rng(6).normal(0, 2, 500)])
+    got, want = _f64_session_and_cpu("Shrink", {"x": x}, opset=9, bias=bias, lambd=lambd)
+    assert _ulps(got, want).max() == 0
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
 @pytest.mark.parametrize("fmod", [1, 0])
 def test_float64_mod_equals_the_cpu_ep(ep_devices, fmod):
     """float64 Mod in double, exact (fmod_double: long division on the significands): fmod=1 as C's fmod (the dividend's

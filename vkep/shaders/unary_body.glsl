@@ -74,7 +74,7 @@ COMP_TY to_int(float r) {
 #ifdef FLOAT64
 #include "float64.glsl"
 // unary.comp's FLOAT64 variants: float64 Neg, Abs, Relu, Sqrt, Reciprocal, Floor, Ceil, Round, Sign, Exp, Log, Sigmoid,
-// Clip, IsNaN and IsInf, and unary_mlas.comp's Tanh (unary_double), Sin and Cos (sin_cos_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
+// Clip, Shrink, IsNaN and IsInf, and unary_mlas.comp's Tanh (unary_double), Sin and Cos (sin_cos_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
 // to float16 through float32 (two roundings), to integers as to_int below, integers to float64 rounded once.
 layout(constant_id = 3) const uint F64 = 3;  // 1: float64 in, DTYPE out; 2: DTYPE in, float64 out; 3: both
 
@@ -121,6 +121,7 @@ double unary_double(double v) {
         double r = v < bottom ? bottom : v;
         return top < r ? top : r;
     }
+    case OP_SHRINK: return double(unary_float(OP, float(v), pc.alpha, pc.beta));  // (the CPU EP's: in float)
     case OP_SIGN: {  // made from bits: lavapipe gave -0 for a select of 0.0 (zeros' signs taken as insignificant)
         uvec2 b = unpackDouble2x32(v);
         bool zero = ((b.y & 0x7fffffffu) | b.x) == 0u;
