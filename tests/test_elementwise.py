@@ -964,6 +964,39 @@ def test_float64_reductions_topk_softmax_and_fills_equal_the_cpu_ep(ep_devices):
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15, err_msg=name)
 
 
+def test_float64_sklearn_ops_of_the_f64b_branch_run_on_vkep_together(ep_devices):
+    """A graph of the float64 forms skl2onnx writes with this branch's ops: SimpleImputer's IsNaN and Where, MinMaxScaler's
+    Clip, GaussianProcess' ExpSineSquared kernel (Sin of pi d / p, squared, Exp) and return_std's Einsum 'ij,ij->j',
+    KNN's Max against 0 and CumSum, calibration's Sum of three, LogSoftmax; every node on vkep, within double rounding
+    of the CPU EP (exact where the ops are)."""
+    from onnx import TensorProto, numpy_helper
+
+    inits = {"fill": np.array([0.25]), "lo": np.array(-1.5), "hi": np.array(2.0), "scale": np.array([np.pi / 0.7]),
+             "two": np.array([2.0]), "m2": np.array([-2.0]), "zero": np.array([0.0]), "ax": np.array(1, np.int64)}
+    nodes = [helper.make_node("IsNaN", ["x"], ["nan"]), helper.make_node("Where", ["nan", "fill", "x"], ["imputed"]),
+             helper.make_node("Clip", ["imputed", "lo", "hi"], ["clipped"]),
+             helper.make_node("Mul", ["clipped", "scale"], ["arg"]), helper.make_node("Sin", ["arg"], ["s"]),
+             helper.make_node("Pow", ["s", "two"], ["s2"]), helper.make_node("Mul", ["s2", "m2"], ["e"]),
+             helper.make_node("Exp", ["e"], ["k"]), helper.make_node("Einsum", ["k", "k"], ["std"], equation="ij,ij->j"),
+             helper.make_node("Max", ["clipped", "zero"], ["pos"]),
+             helper.make_node("CumSum", ["pos", "ax"], ["cum"]),
+             helper.make_node("Sum", ["k", "pos", "clipped"], ["total"]),
+             helper.make_node("LogSoftmax", ["total"], ["logp"], axis=1)]
+    outputs = ["clipped", "std", "cum", "logp"]
+    graph = helper.make_graph(nodes, "f64b_sklearn", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [40, 9])],
+                              [helper.make_tensor_value_info(n, TensorProto.DOUBLE, None) for n in outputs],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    x = np.random.default_rng(25).normal(0, 1.5, (40, 9))
+    x[::7, 2] = np.nan
+    x[3, :3] = [-0.0, 1e-310, np.inf]
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for *_, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    for name, got, want in zip(outputs, session.run(None, {"x": x}), runner.cpu_session(model).run(None, {"x": x}),
+                               strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15, err_msg=name)
+
+
 @pytest.mark.parametrize("negative", [1, 0])
 def test_float16_overflow_guard_through_float64_runs_on_vkep(ep_devices, negative):
     """T5's float16 overflow guard as torch's TorchScript exporter writes it (survey 7): Cast float16 -> float64,
