@@ -151,7 +151,7 @@ def test_tensor_larger_than_the_device_can_allocate_is_declined(ep_devices):
 @pytest.mark.parametrize("op, computes", [("Max", True), ("Min", True), ("Sum", True), ("Clip", True), ("Mod", True),
                                           ("Sin", True), ("Cos", True), ("CumSum", True), ("Einsum", True),
                                           ("LogSoftmax", True), ("Unique", True),
-                                          ("Shrink", True), ("Where", False),
+                                          ("Shrink", True), ("LpNormalization", True), ("Where", False),
                                           ("Dropout", False)])
 def test_float64_ops_decline_without_shader_float64_where_they_compute(op, computes):
     """The float64 ops added on the f64b branch: those computing in double (FLOAT64 variants) decline float64 on a

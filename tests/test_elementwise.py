@@ -815,6 +815,22 @@ def test_float64_shrink_equals_the_cpu_ep(ep_devices, bias, lambd):
     assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
 
 
+@pytest.mark.parametrize("p", [1, 2])
+def test_float64_lp_normalization_within_rounding_of_the_cpu_ep(ep_devices, p):
+    """float64 LpNormalization (axes_norm.comp's FLOAT64 variant): x / sum(|x|) or x / sqrt(sum(x^2)) in double, the
+    sum over a workgroup's lanes and tree (the CPU EP's Eigen sums in its own order: 16 ulps apart at 3,000 elements),
+    along inner and outer axes; as the CPU EP for a zero row (zeros), NaN and inf in a row, -0 and subnormals."""
+    rng = np.random.default_rng(26)
+    for shape, axis in [((4, 7), 1), ((4, 7), 0), ((3, 500), 1), ((5, 4, 6), 1), ((2, 3000), -1)]:
+        x = rng.normal(size=shape) * 10.0 ** rng.integers(-3, 3, shape)
+        got, want = _f64_session_and_cpu("LpNormalization", {"x": x}, opset=1, axis=axis, p=p)
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+    x = np.array([[0.0, 0.0, 0.0], [NAN, 1.0, 2.0], [INF, 1.0, 2.0], [-0.0, 1e-310, 5e-324]])
+    got, want = _f64_session_and_cpu("LpNormalization", {"x": x}, opset=1, axis=1, p=p)
+    assert _ulps(got, want).max() == 0
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
 @pytest.mark.parametrize("fmod", [1, 0])
 def test_float64_mod_equals_the_cpu_ep(ep_devices, fmod):
     """float64 Mod in double, exact (fmod_double: long division on the significands): fmod=1 as C's fmod (the dividend's
