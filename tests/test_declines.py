@@ -146,3 +146,25 @@ def test_tensor_larger_than_the_device_can_allocate_is_declined(ep_devices):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     placed = {op: ep for _, op, ep in runner.placement(runner.vkep_session(model.SerializeToString()))}
     assert placed == {"Relu": "VulkanExecutionProvider", "Expand": "CPUExecutionProvider"}, placed
+
+
+@pytest.mark.parametrize("op, computes", [("Max", True), ("Min", True), ("Sum", True), ("Clip", True), ("Mod", True),
+                                          ("Sin", True), ("Cos", True), ("CumSum", True), ("Einsum", True),
+                                          ("LogSoftmax", True), ("Unique", True),
+                                          ("Shrink", True), ("LpNormalization", True), ("Where", False),
+                                          ("Dropout", False)])
+def test_float64_ops_decline_without_shader_float64_where_they_compute(op, computes):
+    """The float64 ops added on the f64b branch: those computing in double (FLOAT64 variants) decline float64 on a
+    device without shaderFloat64; Where and Dropout only move float64 (as int64) and run there."""
+    from types import SimpleNamespace
+
+    from vkep.kernels import manifest
+    from vkep.kernels.base import implementation
+
+    spec = [s for s in manifest.load() if s.op == op and s.domain in ("", "ai.onnx")][-1]
+    kind = implementation(spec)
+    attrs = {"fmod": 1} if op == "Mod" else {}
+    without, with_ = SimpleNamespace(features={}), SimpleNamespace(features={"shaderFloat64": True})
+    types = (["bool"] if op == "Where" else []) + ["float64", "float64"]
+    assert ("shaderFloat64" in (kind.declines_on(without, attrs, types) or "")) == computes
+    assert kind.declines_on(with_, attrs, types) is None

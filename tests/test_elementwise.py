@@ -232,6 +232,21 @@ def test_where_broadcast(ep_devices, dtype, shapes):
     _check("Where", {"c": c, "a": a, "b": b}, dtype, want=want)
 
 
+@pytest.mark.parametrize("shapes", [[(2, 3, 4), (3, 1), (4,)], [(2, 1, 3, 1, 2, 2), (1, 4, 1, 5, 1, 1), (2,)],
+                                    [(3, 1), (3, 4), (3, 1)], [(), (5,), ()], [(3, 4), (), (3, 4)], [(1, 4), (3, 1), (4,)]])
+def test_float64_where_moves_the_bits(ep_devices, shapes):
+    """float64 Where: a select, moved as int64 (no double arithmetic: no shaderFloat64 needed); NaN, infinities and
+    subnormals keep their bits, rank 5 in the push block and rank 6 from the table, the CPU EP's result to the bit. -0
+    as ORT 1.32's merge of its two selections gives it: +0 where taken from X, and from Y where Y's selection is one
+    value a span of the merge (where.comp's ZEROS)."""
+    c = RNG.integers(0, 2, size=shapes[0]).astype(bool)
+    special = np.array([NAN, -0.0, -0.0, 0.0, INF, -INF, 5e-324, -1e-310, 1e308])
+    a, b = (np.array(RNG.choice(special, size=s)) for s in shapes[1:])
+    for feeds in ({"c": c, "a": a, "b": b}, {"c": c, "a": np.full_like(a, -0.0), "b": np.full_like(b, -0.0)}):
+        got, want = _f64_session_and_cpu("Where", feeds)
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
 # ---- Clip ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ["float32", "int32", "int64", "int8", "uint8"])
@@ -729,6 +744,197 @@ def test_float64_pow_of_large_exponents_and_integer_exponents(ep_devices):
         assert _ulps(got, want).max() <= 1
 
 
+VARIADIC_F64_SHAPES = [[(19,), (19,)], [(3, 5), (3, 1)], [(3, 1), (3, 5)], [(1,), (9,)], [(), (2, 7)], [(2, 3, 5), (3, 1)],
+                       [(1, 4), (3, 4)], [(4, 6), (6,)], [(1,), (7,), (7,)], [(7,), (7,), (1,)], [(3, 5), (3, 1), (5,), ()],
+                       [(3, 1), (3, 1), (3, 4)], [(5,), (1,), (2, 5)]]
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+@pytest.mark.parametrize("shapes", VARIADIC_F64_SHAPES, ids=lambda s: "_".join("x".join(map(str, d)) for d in s))
+def test_float64_max_min_equal_the_cpu_ep(ep_devices, op, shapes):
+    """float64 Max and Min in double (binary.comp's min_max_double), bit for bit with the CPU EP's Eigen: NaN in either
+    place propagates, and +0 against -0 gives the second operand in a packet of two and the first in a span's scalar
+    head or tail, the operands swapped where the first is one value a span; 2-4 inputs folded in order, each step in
+    its two inputs' broadcast shape as ORT's."""
+    special = np.array([NAN, -0.0, 0.0, -0.0, 0.0, INF, -INF, 1.0, -1.0, 5e-324, -5e-324, 1e-310, 1 + 2.0 ** -52])
+    for k in range(6):
+        rng = np.random.default_rng(k)
+        feeds = {f"x{j}": np.array(rng.choice(special, size=s)) for j, s in enumerate(shapes)}
+        if k == 0:  # every value a zero of either sign
+            feeds = {name: np.array(rng.choice([0.0, -0.0], size=v.shape)) for name, v in feeds.items()}
+        got, want = _f64_session_and_cpu(op, feeds)
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)) or (
+            np.array_equal(np.isnan(got), np.isnan(want)) and
+            np.array_equal(got[~np.isnan(got)].view(np.int64), want[~np.isnan(want)].view(np.int64))), (feeds, got, want)
+
+
+@pytest.mark.parametrize("shapes", VARIADIC_F64_SHAPES[::2], ids=lambda s: "_".join("x".join(map(str, d)) for d in s))
+def test_float64_sum_adds_in_the_cpu_eps_order(ep_devices, shapes):
+    """float64 Sum: ((x0 + x1) + x2) + ... as the CPU EP adds (1e16 - 1e16 + 1 is 1 in that order, 0 in others), with
+    NaN, infinities (inf - inf), -0 (-0 + -0 is -0) and subnormals, bit for bit."""
+    special = np.array([NAN, -0.0, 0.0, INF, -INF, 1e16, -1e16, 1.0, 5e-324, -1e-310, 0.1, 1e308])
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        feeds = {f"x{j}": np.array(rng.choice(special, size=s)) for j, s in enumerate(shapes)}
+        got, want = _f64_session_and_cpu("Sum", feeds)
+        assert _ulps(got, want).max() == 0
+        assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+    order = {"a": np.array([1e16]), "b": np.array([-1e16]), "c": np.array([1.0])}
+    assert _f64_session_and_cpu("Sum", order)[0][0] == 1.0
+
+
+CLIP_F64_BOUNDS = [(None, None), (-0.0, 0.0), (0.0, -0.0), (2.0, 3.0), (3.0, 2.0), (NAN, 1.0), (1.0, NAN), (None, -0.0),
+                   (-INF, None), (1e-310, 5e-324), (-1.7976931348623157e308, None)]
+
+
+@pytest.mark.parametrize("bounds", CLIP_F64_BOUNDS, ids=str)
+def test_float64_clip_equals_the_cpu_ep(ep_devices, bounds):
+    """float64 Clip (opset 13) in double, bit for bit with the CPU EP's X.cwiseMax(min).cwiseMin(max): NaN in x stays,
+    a NaN bound is passed over, min > max gives max, zeros of both signs keep x's then the bound's sign, subnormal bounds;
+    absent bounds are the lowest and highest doubles (-inf clips to the lowest)."""
+    x = np.concatenate([[NAN, -INF, INF, -0.0, 0.0, 1.0, 5.0, -5.0, 2.0, 3.0, 1e-310, -1e-310, 5e-324, 1e308, -1e308],
+                        np.random.default_rng(5).normal(0, 3, 200)])
+    feeds = {"x": x, "lo": None if bounds[0] is None else np.array(bounds[0]),
+             "hi": None if bounds[1] is None else np.array(bounds[1])}
+    model = _model("Clip", feeds, np.float64, opset=13)
+    got = _run_vkep(model, feeds)[0]
+    want = runner.cpu_session(model).run(None, {k: v for k, v in feeds.items() if v is not None})[0]
+    assert _ulps(got, want).max() == 0
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("bias, lambd", [(0.0, 0.5), (1.5, 1.0), (-0.1, 0.0), (0.3, 1e-40)])
+def test_float64_shrink_equals_the_cpu_ep(ep_devices, bias, lambd):
+    """float64 Shrink as the CPU EP computes it: x made a float, shrunk in float (as float32 Shrink), made a double
+    again (0.6 gives 0.6000000238...); bit for bit, NaN and the middle giving +0, ±inf, -0, subnormals, values past
+    float's range and at ±lambd."""
+    x = np.concatenate([F64_EDGES, [lambd, -lambd, float(np.float32(lambd)), -float(np.float32(lambd)), 1e-45, 4e38],
+                        np.random.default_rng(6).normal(0, 2, 500)])
+    got, want = _f64_session_and_cpu("Shrink", {"x": x}, opset=9, bias=bias, lambd=lambd)
+    assert _ulps(got, want).max() == 0
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_float64_lp_normalization_within_rounding_of_the_cpu_ep(ep_devices, p):
+    """float64 LpNormalization (axes_norm.comp's FLOAT64 variant): x / sum(|x|) or x / sqrt(sum(x^2)) in double, the
+    sum over a workgroup's lanes and tree (the CPU EP's Eigen sums in its own order: 16 ulps apart at 3,000 elements),
+    along inner and outer axes; as the CPU EP for a zero row (zeros), NaN and inf in a row, -0 and subnormals."""
+    rng = np.random.default_rng(26)
+    for shape, axis in [((4, 7), 1), ((4, 7), 0), ((3, 500), 1), ((5, 4, 6), 1), ((2, 3000), -1)]:
+        x = rng.normal(size=shape) * 10.0 ** rng.integers(-3, 3, shape)
+        got, want = _f64_session_and_cpu("LpNormalization", {"x": x}, opset=1, axis=axis, p=p)
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+    x = np.array([[0.0, 0.0, 0.0], [NAN, 1.0, 2.0], [INF, 1.0, 2.0], [-0.0, 1e-310, 5e-324]])
+    got, want = _f64_session_and_cpu("LpNormalization", {"x": x}, opset=1, axis=1, p=p)
+    assert _ulps(got, want).max() == 0
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("fmod", [1, 0])
+def test_float64_mod_equals_the_cpu_ep(ep_devices, fmod):
+    """float64 Mod in double, exact (fmod_double: long division on the significands): fmod=1 as C's fmod (the dividend's
+    sign, zeros included), fmod=0 as numpy's mod (the divisor's; the CPU EP runs it for doubles from opset 28);
+    quotients past 2^53, subnormals, x mod ±inf, NaN for an infinite x or a zero divisor, broadcast."""
+    rng = np.random.default_rng(8)
+    values = np.array([0.0, -0.0, 1.0, -1.0, 5.5, -5.5, 2.0, -3.0, 0.1, 1e300, -1e300, 1e-310, -3e-320, 5e-324, INF, -INF,
+                       NAN, 2.0 ** 60 + 2048, 7.0, 1e16 + 2])
+    a, b = values[:, None], values[None, :]
+    for x, z in ((a, b), (rng.normal(0, 1e3, 3000) * 10.0 ** rng.integers(-20, 20, 3000),
+                          rng.normal(0, 1, 3000) * 10.0 ** rng.integers(-20, 20, 3000))):
+        got, want = _f64_session_and_cpu("Mod", {"a": x, "b": z}, opset=28 if fmod == 0 else 13, fmod=fmod)
+        assert _ulps(got, want).max() == 0
+        assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("op", ["Sin", "Cos"])
+def test_float64_sin_cos_equal_the_cpu_ep(ep_devices, op):
+    """float64 Sin and Cos as the CPU EP's Eigen computes them, to the bit up to 1e14: psincos_double (float64.glsl's
+    eigen_sin_cos: pi/2 in 2 parts below 15, in 4 where either lane of a packet of two reaches 15, so a lane's result
+    depends on its neighbour's size; Pade forms; thousands of ulps from the true value near multiples of pi), and C's sin
+    and cos for the odd element at the end (sin_cos_accurate_double). NaN, ±inf, ±0, subnormals, tiny and 1e6-1e14
+    values, small and large lanes paired, odd and even lengths."""
+    rng = np.random.default_rng(21)
+    mixed = np.stack([rng.uniform(-15, 15, 1500), rng.uniform(-40, 40, 1500)], 1)
+    mixed[::2] = mixed[::2, ::-1]
+    x = np.concatenate([F64_EDGES, [1e6, -1e6, 1e14, -1e14, 99999999999999.98, 15.0, -15.0, 14.999999999999998, np.pi,
+                                    np.pi / 2, 3 * np.pi / 2, 1e-8, -2.0 ** -27],
+                        rng.uniform(-20, 20, 4000), mixed.ravel(), 10 ** rng.uniform(2, 14, 3000) * rng.choice([-1, 1], 3000),
+                        10 ** rng.uniform(-323, -1, 1000), np.pi / 2 * rng.integers(-10 ** 6, 10 ** 6, 500)])
+    for n in (len(x), len(x) - 1):  # (the last element through C's sin or cos where n is odd)
+        got, want = _f64_session_and_cpu(op, {"x": x[:n]})
+        assert _ulps(got, want).max() == 0
+        assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("op", ["Sin", "Cos"])
+def test_float64_sin_cos_of_huge_arguments(ep_devices, op):
+    """float64 Sin and Cos past 1e14, where the CPU EP's Eigen calls glibc's sin and cos: vkep reduces by 2/pi's bits
+    (Payne-Hanek, float64.glsl's reduce_half_pi_dd) and sums Taylor's series in two doubles, correctly rounded where
+    checked (mpmath, 3000 bits); glibc's are within an ulp but for 0.1-0.2% of these values, and 8 ulps for cos of
+    6381956970095103 2^797 (the double nearest a multiple of pi/2)."""
+    rng = np.random.default_rng(22)
+    x = 10 ** rng.uniform(14.01, 308, 4000) * rng.choice([-1, 1], 4000)
+    got, want = _f64_session_and_cpu(op, {"x": x})
+    d = _ulps(got, want)
+    assert d.max() <= 1 and (d != 0).mean() < 0.005
+    hard = np.array([6381956970095103 * 2.0 ** 797, 2.0 ** 1023 * 1.9999999, 1e22, 2.0 ** 60, 1e300, 1.5e14])
+    exact = {"Sin": [1.0, -0.8293095955032367, -0.8522008497671888, -0.8306492176372546, -0.8178819121159085,
+                     0.9503446775727983],
+             "Cos": [-4.687165924254628e-19, 0.5587894011219773, 0.523214785395139, -0.5567960822766417,
+                     -0.5753861119575491, -0.31119928311140765]}[op]
+    got, _ = _f64_session_and_cpu(op, {"x": hard})
+    assert np.array_equal(got, np.array(exact))
+
+
+@pytest.mark.parametrize("shape, axis", [((7,), 0), ((3, 50), 1), ((50, 3), 0), ((2, 5000), 1), ((4, 3, 9), -2)])
+def test_float64_cumsum_equals_the_cpu_ep(ep_devices, shape, axis):
+    """float64 CumSum in double (cumsum.comp's FLOAT64 variant): each line summed in order as the CPU EP, bit for bit
+    with exclusive and reverse, NaN, infinities, -0 (a line's first element copied), subnormals and cancelling 1e16s."""
+    rng = np.random.default_rng(len(shape) + axis)
+    special = np.array([NAN, -0.0, 0.0, INF, -INF, 1e16, -1e16, 1.0, 5e-324, -1e-310, 0.1, 1e308])
+    x = rng.normal(size=shape) * 10.0 ** rng.integers(-8, 8, shape)
+    x.ravel()[::7] = rng.choice(special, x.ravel()[::7].shape)
+    x.ravel()[0] = -0.0
+    for exclusive in (0, 1):
+        for reverse in (0, 1):
+            got, want = _f64_session_and_cpu("CumSum", {"x": x, "axis": np.array(axis, np.int64)}, opset=14,
+                                             exclusive=exclusive, reverse=reverse)
+            assert _ulps(got, want).max() == 0
+            assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("equation, shapes", [("ij,ij->j", [(40, 7), (40, 7)]), ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+                                              ("ij,jk->ik", [(5, 300), (300, 4)]), ("bij->bj", [(2, 30, 4)]),
+                                              ("ij->ji", [(3, 4)]), ("i,i->", [(50,), (50,)])])
+def test_float64_einsum_within_rounding_of_the_cpu_ep(ep_devices, equation, shapes):
+    """float64 Einsum (GaussianProcessRegressor's return_std writes 'ij,ij->j' in double): its gathers move float64 as
+    int64, its products take matmul.comp's FLOAT64 variant (K in order, double fma) and its sums reduce.comp's, within
+    double rounding of the CPU EP's (whose DGEMM blocks K); transposes exact."""
+    rng = np.random.default_rng(23)
+    feeds = {f"x{j}": rng.normal(size=s) for j, s in enumerate(shapes)}
+    got, want = _f64_session_and_cpu("Einsum", feeds, opset=12, equation=equation)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14 * np.abs(want).max())
+    if "," not in equation and equation.endswith("ji"):
+        assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape, axis, opset", [((50, 300), 1, 13), ((4, 7, 9), 1, 13), ((3, 5), -1, 13), ((6, 40), 1, 11),
+                                               ((2, 3, 4), 1, 11)])
+def test_float64_log_softmax_within_rounding_of_the_cpu_ep(ep_devices, shape, axis, opset):
+    """float64 LogSoftmax in the CPU EP's steps (SoftmaxCPU<double>): max, x - max, exp, the sum, x - max - log(fmax(sum,
+    1e-20f)) (binary.comp's OP_SUB_LOG): within 2 ulps of max(1, |y|) (its exp is Eigen's and its sum a GEMV's order),
+    and as it is with NaN (a NaN sum taken as 1e-20), infinities, zeros, subnormals and ±1e308 in a row."""
+    rng = np.random.default_rng(24)
+    x = rng.normal(size=shape) * rng.choice([0.1, 1.0, 30.0], shape)
+    got, want = _f64_session_and_cpu("LogSoftmax", {"x": x}, opset=opset, axis=axis)
+    assert (np.abs(got - want) / np.maximum(np.abs(want), 1.0)).max() <= 2.0 ** -51
+    edges = np.array([[1.0, NAN, 2.0, 3.0], [INF, 1.0, 2.0, 3.0], [-INF, 1.0, 2.0, 3.0], [NAN, 1.0, 2.0, 3.0],
+                      [-0.0, 0.0, -1e-310, 5e-324], [1e308, -1e308, 0.0, 1.0]])
+    got, want = _f64_session_and_cpu("LogSoftmax", {"x": edges}, opset=13, axis=1)
+    np.testing.assert_allclose(got, want, rtol=2.0 ** -51)  # (NaN and infinities where the CPU EP has them)
+
+
 @pytest.mark.parametrize("op", ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"])
 def test_float64_comparisons_equal_the_cpu_ep(ep_devices, op):
     """float64 comparisons in double (binary.comp's bool FLOAT64 variant): NaN compares false, -0 equals 0, values a
@@ -771,6 +977,39 @@ def test_float64_reductions_topk_softmax_and_fills_equal_the_cpu_ep(ep_devices):
     for (name, _), got, want in zip(outputs, session.run(None, {"x": x}), runner.cpu_session(model).run(None, {"x": x}),
                                     strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15, err_msg=name)
+
+
+def test_float64_sklearn_ops_of_the_f64b_branch_run_on_vkep_together(ep_devices):
+    """A graph of the float64 forms skl2onnx writes with this branch's ops: SimpleImputer's IsNaN and Where, MinMaxScaler's
+    Clip, GaussianProcess' ExpSineSquared kernel (Sin of pi d / p, squared, Exp) and return_std's Einsum 'ij,ij->j',
+    KNN's Max against 0 and CumSum, calibration's Sum of three, LogSoftmax; every node on vkep, within double rounding
+    of the CPU EP (exact where the ops are)."""
+    from onnx import TensorProto, numpy_helper
+
+    inits = {"fill": np.array([0.25]), "lo": np.array(-1.5), "hi": np.array(2.0), "scale": np.array([np.pi / 0.7]),
+             "two": np.array([2.0]), "m2": np.array([-2.0]), "zero": np.array([0.0]), "ax": np.array(1, np.int64)}
+    nodes = [helper.make_node("IsNaN", ["x"], ["nan"]), helper.make_node("Where", ["nan", "fill", "x"], ["imputed"]),
+             helper.make_node("Clip", ["imputed", "lo", "hi"], ["clipped"]),
+             helper.make_node("Mul", ["clipped", "scale"], ["arg"]), helper.make_node("Sin", ["arg"], ["s"]),
+             helper.make_node("Pow", ["s", "two"], ["s2"]), helper.make_node("Mul", ["s2", "m2"], ["e"]),
+             helper.make_node("Exp", ["e"], ["k"]), helper.make_node("Einsum", ["k", "k"], ["std"], equation="ij,ij->j"),
+             helper.make_node("Max", ["clipped", "zero"], ["pos"]),
+             helper.make_node("CumSum", ["pos", "ax"], ["cum"]),
+             helper.make_node("Sum", ["k", "pos", "clipped"], ["total"]),
+             helper.make_node("LogSoftmax", ["total"], ["logp"], axis=1)]
+    outputs = ["clipped", "std", "cum", "logp"]
+    graph = helper.make_graph(nodes, "f64b_sklearn", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [40, 9])],
+                              [helper.make_tensor_value_info(n, TensorProto.DOUBLE, None) for n in outputs],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    x = np.random.default_rng(25).normal(0, 1.5, (40, 9))
+    x[::7, 2] = np.nan
+    x[3, :3] = [-0.0, 1e-310, np.inf]
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for *_, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    for name, got, want in zip(outputs, session.run(None, {"x": x}), runner.cpu_session(model).run(None, {"x": x}),
+                               strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15, err_msg=name)
 
 

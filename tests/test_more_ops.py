@@ -195,7 +195,7 @@ def _repeats(shape, dtype, distinct: int, seed: int = 0) -> np.ndarray:
     return np.asarray(pool[rng.integers(0, distinct, shape)], dtype)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int64", "int8"])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "int8", "float64"])
 @pytest.mark.parametrize("is_sorted", [1, 0])
 def test_unique_flattened(ep_devices, dtype, is_sorted):
     """No axis: the elements, sorted or in order of first occurrence (bit for bit: no arithmetic)."""
@@ -224,6 +224,25 @@ def test_unique_slices(ep_devices, axis, is_sorted):
     x = np.concatenate([x, np.take(x, [1, 0], axis=axis)], axis=axis)  # (some slices repeat for sure)
     check_node("Unique", {"x": x}, 11, outputs=UNIQUE_OUTPUTS, axis=axis, sorted=is_sorted)
     check_node("Unique", {"x": x.astype(np.float32)}, 11, outputs=UNIQUE_OUTPUTS, axis=axis, sorted=is_sorted)
+    check_node("Unique", {"x": x.astype(np.float64)}, 11, outputs=UNIQUE_OUTPUTS, axis=axis, sorted=is_sorted)
+
+
+@pytest.mark.parametrize("is_sorted", [1, 0])
+def test_unique_float64_compares_in_double(ep_devices, is_sorted):
+    """float64 items compared in double (unique.comp's FLOAT64 variant): values a float32 compare would merge (1 and
+    1 + 2^-40), subnormals, infinities, both zeros (the first occurrence's sign kept), sorted and by pairs of slices;
+    the CPU EP's outputs to the bit."""
+    x = np.array([1.0, 1 + 2.0 ** -40, -0.0, 5e-324, 1.0, 0.0, -np.inf, 1 + 2.0 ** -40, 1e-310, np.inf, 5e-324, -1.0])
+    slices = np.stack([x[:6], x[6:], x[:6], x[:6] * (1 + 2.0 ** -52)])
+    for values, axis in ((x, None), (-x, None), (slices, 0)):
+        attrs = {"sorted": is_sorted} | ({} if axis is None else {"axis": axis})
+        got = check_node("Unique", {"x": values}, 11, outputs=UNIQUE_OUTPUTS, **attrs)
+        graph = helper.make_graph([helper.make_node("Unique", ["x"], [n for n, _ in UNIQUE_OUTPUTS], **attrs)], "g",
+                                  [helper.make_tensor_value_info("x", 11, values.shape)],
+                                  [onnx.ValueInfoProto(name=n) for n, _ in UNIQUE_OUTPUTS])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=10)
+        want = runner.cpu_session(model).run(None, {"x": values})
+        assert np.array_equal(got[0].view(np.int64), want[0].view(np.int64))  # (values to the bit: -0 kept)
 
 
 def test_unique_signed_zeros_empty_and_fewer_outputs(ep_devices):

@@ -384,16 +384,23 @@ def test_gather_elements_past_rank_6_stays_on_the_cpu_ep(ep_devices):
     np.testing.assert_array_equal(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])
 
 
-@pytest.mark.parametrize("opset, outputs, ratio", [(22, 2, 0.3), (22, 1, None), (13, 2, None), (12, 2, 0.0)])
-def test_dropout_at_inference(ep_devices, opset, outputs, ratio):
-    """Dropout outside training: the input, and an all-true mask; a training_mode input stays on the CPU EP."""
-    x = RNG.uniform(-1, 1, (3, 70)).astype(np.float32)
-    inputs = [("x", (F, x.shape))] + ([("r", (F, []))] if ratio is not None else [])
-    inits = {"r": np.array(ratio, np.float32)} if ratio is not None else None
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("opset, outputs, ratio", [(22, 2, 0.3), (22, 1, None), (13, 2, None), (12, 2, 0.0), (7, 2, None)])
+def test_dropout_at_inference(ep_devices, opset, outputs, ratio, dtype):
+    """Dropout outside training: the input, and an all-true mask (opsets 7-9: all 0 of X's type, as ORT's CPU EP);
+    float64 too (moved, never computed: NaN, -0 and subnormals keep their bits); a training_mode input stays on the
+    CPU EP."""
+    x = RNG.uniform(-1, 1, (3, 70)).astype(dtype)
+    x[0, :4] = [np.nan, -0.0, 1e-310 if dtype == np.float64 else 1e-40, -np.inf]
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    inputs = [("x", (t, x.shape))] + ([("r", (t, []))] if ratio is not None else [])
+    inits = {"r": np.array(ratio, dtype)} if ratio is not None else None
     got = _check(_model("Dropout", inputs, outputs, opset, inits), {"x": x}, "Dropout")
-    np.testing.assert_array_equal(got[0], x)
-    if outputs == 2:
+    assert got[0].dtype == x.dtype and np.array_equal(got[0].view(np.uint8), x.view(np.uint8))
+    if outputs == 2 and opset >= 10:
         assert got[1].dtype == np.bool_ and got[1].all()
+    elif outputs == 2:
+        assert got[1].dtype == x.dtype and not got[1].any()
     training = _model("Dropout", [("x", (F, x.shape)), ("r", (F, [])), ("t", (TensorProto.BOOL, []))], 2, 22,
                       {"r": np.array(0.5, np.float32), "t": np.array(True)})
     assert {ep for _, _, ep in runner.placement(runner.vkep_session(training))} == {"CPUExecutionProvider"}

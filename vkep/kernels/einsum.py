@@ -61,6 +61,7 @@ def _group(term: str, shape, letters: str) -> tuple[int, int]:
 
 class Einsum(Kernel):
     variadic = True
+    computes_float64 = True  # (float64 products and sums in double; its gathers move float64 as int64)
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:

@@ -46,6 +46,7 @@ def dispatch_wide(call, shader: str, code: int, n: int, dtype, push: dict, reads
 
 # shaders/binary.comp op codes chosen at run time (the others come from the manifest)
 OP_ADD, OP_FMOD, OP_MOD, OP_SHIFT_LEFT, OP_SHIFT_RIGHT, OP_FIRST, OP_ADD_SCALE, OP_ACCUMULATE = 0, 5, 6, 21, 22, 23, 24, 25
+OP_SUB_LOG = 27  # (FLOAT64: a - log(fmax(b, 1e-20f)), float64 LogSoftmax's last step)
 # shaders/unary.comp
 OP_CAST = 42
 # ONNX TensorProto element types → vkep dtype names (the ones the shaders have)
@@ -237,7 +238,8 @@ class BitShift(Binary):
 
 class Variadic(Binary):
     """Min, Max, Sum, Mean of 1..N broadcast inputs: y = x0 OP x1, then y = y OP xk in place (N - 1
-    dispatches; replayable up to 5 inputs). Mean scales in its last step."""
+    dispatches; replayable up to 5 inputs), the order of ORT's CPU EP. Mean scales in its last step. float64 Min, Max
+    and Sum in double (the CPU EP has no float64 Mean)."""
 
     variadic = True
 
@@ -252,12 +254,12 @@ class Variadic(Binary):
         y = call.output(0, out)
         if not y.size:
             return
-        dtype = shader_dtype(xs[0])
-        if len(xs) == 1:
+        if len(xs) == 1:  # (a copy: float64 moves as int64)
             _, n, members = self.plan(out, out)
-            dispatch_wide(call, self.spec.shader, OP_FIRST, n, dtype, {**members, "a": xs[0], "b": xs[0], "y": y},
-                          [xs[0]], [y])
+            dispatch_wide(call, self.spec.shader, OP_FIRST, n, moved_dtype(xs[0]),
+                          {**members, "a": xs[0], "b": xs[0], "y": y}, [xs[0]], [y])
             return
+        dtype = tensor_variant(xs[0], y)
         mean = self.spec.op == "Mean"
         # float16 Sum and Mean of three or more inputs add in float32 and round once, as ORT's CPU EP does
         # (rounding after every add loses a small term beside a large one that a later one cancels)
@@ -266,7 +268,11 @@ class Variadic(Binary):
         for k in range(1, len(xs)):
             a = xs[0] if k == 1 else acc  # acc = x0 OP x1 first, then acc = acc OP xk in place
             last = k == len(xs) - 1
-            _, n, members = self.plan(a.shape, xs[k].shape, out, 1.0 / len(xs) if mean and last else 1.0)
+            # (float64: each step in its two inputs' broadcast shape, as ORT's: min_max_double's ties follow its spans)
+            step = broadcast_shape(a.shape, xs[k].shape) if y.dtype == FLOAT64 and not last else out
+            if y.dtype == FLOAT64:
+                acc = y if step == out else call.scratch(step, FLOAT64)
+            _, n, members = self.plan(a.shape, xs[k].shape, step, 1.0 / len(xs) if mean and last else 1.0)
             if wide:  # (x0 + x1 of float16 is exact in float32)
                 code, types = (OP_ADD if k == 1 else OP_ACCUMULATE), ("float16", "float32")
             else:
@@ -279,7 +285,7 @@ class Variadic(Binary):
 
 class Where(Kernel):
     """y = c ? a : b over three broadcast inputs (shaders/where.comp: rank <= 5 after collapsing in its push block,
-    rank 6 from a persistent table)."""
+    rank 6 from a persistent table). A select: float64 moves as int64."""
 
     PUSH_RANK, TABLE_RANK = 5, 6  # (where.comp's)
 
@@ -300,9 +306,20 @@ class Where(Kernel):
             sets = [members["shape"], members["stride_c"], members["stride_a"], members["stride_b"]]
             table = call.persistent(struct.pack(f"<{4 * self.TABLE_RANK}I", *[v for s in sets for v in s]))
             members = {**members, **{k: [] for k in ("shape", "stride_c", "stride_a", "stride_b")}}
-        self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(c), shader_dtype(a)),
+        zeros = self.planned(("zeros", *key), lambda: self.cpu_ep_zeros(*key)) if a.dtype == FLOAT64 else 0
+        self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(c), moved_dtype(a)),
                          {**members, "c": c, "a": a, "b": b, "y": y, "table": table}, [c, a, b], [y],
-                         constants={"table": int(table is not None)})
+                         constants={"table": int(table is not None), "zeros": zeros})
+
+    @staticmethod
+    def cpu_ep_zeros(c: tuple[int, ...], a: tuple[int, ...], b: tuple[int, ...]) -> int:
+        """where.comp's ZEROS for float64: ORT 1.32's CPU EP selects X' = c ? X : 0 and Y' = c ? 0 : Y, then merges
+        them by X' != 0 ? X' : Y' over spans of their broadcast, so a -0 from X gives +0 (1); but where Y' is one value
+        a span of that merge and X' is not, by Y' != 0 ? Y' : X', so a -0 from Y does instead (2)."""
+        xs, ys = broadcast_shape(c, a), broadcast_shape(c, b)
+        out = broadcast_shape(xs, ys)
+        _, (sx, sy) = collapse(out, broadcast_strides(xs, out), broadcast_strides(ys, out))
+        return 2 if sy[-1] == 0 and sx[-1] != 0 else 1
 
 
 # string attributes passed to the shader as numbers

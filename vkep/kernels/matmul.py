@@ -129,8 +129,10 @@ def sliced_product(kernel: Kernel, call, a: Tensor, b: Tensor, partials: Tensor,
 def product(kernel: Kernel, call, a: Tensor, b: Tensor, out: Tensor, members: dict, batches: int) -> None:
     """out [batches, M, N] = A x B as product_members' `members` describe them, recorded through the MatMul kernel
     `kernel` composes (its modes, tiles and split-K): for kernels whose work includes a product (recurrent.py's
-    steps, ConvTranspose's columns)."""
-    kernel.composed("MatMul")._record(Redirect(call, [a, b, None], out), a, b, None, out.shape, members, batches)
+    steps, ConvTranspose's columns); float64 (Einsum's) through its FLOAT64 variant."""
+    mm, redirected = kernel.composed("MatMul"), Redirect(call, [a, b, None], out)
+    record = mm._record_float64 if a.dtype == "float64" else mm._record
+    record(redirected, a, b, None, out.shape, members, batches)
 
 
 def _interleave(nk: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from vkep.kernels import base
 from vkep.kernels.base import LOOP_BUDGET, Kernel, Tensor, UnsupportedError, axis_in, grid_1d, shader_dtype
 
 SHADER = "nonzero.comp"
@@ -62,7 +63,9 @@ class Unique(Kernel):
     first occurrence and count (items of one element: by a sort, up to SORT_MAX; else by comparing every pair, up to
     UNIQUE_WORK element comparisons), nonzero.comp counts and lists the first occurrences (the count read back sizes
     the outputs), then each distinct item takes its place (sorted, or in order of first occurrence) and every item
-    its inverse index."""
+    its inverse index. float64 items are compared in double."""
+
+    computes_float64 = True
 
     def compute(self, call) -> None:
         x = call.inputs[0]
@@ -94,7 +97,7 @@ class Unique(Kernel):
         words = call.scratch((4 * m + padded,), "int32")
         first, counts_of, flags, slot = (Tensor(words.addr + 4 * m * k, (m,), "int32", words.io) for k in range(4))
         order = Tensor(words.addr + 16 * m, (padded,), "int32", words.io) if sort else None
-        dtype, constants = shader_dtype(x), {"sorted": int(self.attrs["sorted"] != 0)}
+        dtype, constants = base.value_variant(x), {"sorted": int(self.attrs["sorted"] != 0)}
         push = {"x": x, "y": None, "indices": None, "inverse": None, "counts": None, "first": first,
                 "counts_of": counts_of, "flags": flags, "reps": None, "slot": slot, "order": order, "m": m,
                 "len": length, "inner": inner, "distinct": 0, "padded": padded, "ranked": int(sort)}

@@ -16,6 +16,7 @@ from vkep.kernels.base import (
     grid_1d,
     has_float64,
     shader_dtype,
+    value_variant,
 )
 from vkep.kernels.softmax import row_workgroup
 
@@ -232,7 +233,10 @@ def axis_runs(shape: tuple[int, ...], reduced: set[int]) -> tuple[list[tuple[int
 
 class AxesNorm(Kernel):
     """MeanVarianceNormalization (over `axes`, default [0, 2, 3]; axes out of range dropped and repeats merged, as
-    ORT's CPU EP does) and LpNormalization (p 1 or 2 along `axis`): one workgroup of axes_norm.comp a row."""
+    ORT's CPU EP does) and LpNormalization (p 1 or 2 along `axis`; float64 in double): one workgroup of axes_norm.comp
+    a row."""
+
+    computes_float64 = True
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
@@ -266,5 +270,5 @@ class AxesNorm(Kernel):
         for name, runs in (("kept", kept), ("red", red)):
             runs = [(1, 0)] * (AXES_RUNS - len(runs)) + runs
             members |= {f"{name}_dims": [s for s, _ in runs], f"{name}_strides": [st for _, st in runs]}
-        call.dispatch(self.spec.shader, shader_dtype(x), {"mode": mode, "local_size_x": wg},
+        call.dispatch(self.spec.shader, value_variant(x), {"mode": mode, "local_size_x": wg},
                       {**members, "x": x, "y": y}, grid_1d(members["rows"], 1), [x], [y])

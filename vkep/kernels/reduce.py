@@ -14,7 +14,6 @@ from vkep.kernels.base import (
     UnsupportedError,
     axis_in,
     grid_1d,
-    shader_dtype,
     value_variant,
 )
 
@@ -221,7 +220,9 @@ class TopK(Kernel):
 
 class CumSum(Kernel):
     """CumSum or CumProd (the manifest's `op` constant) along the axis given by the CPU input 1
-    (exclusive, reverse): a thread per line, or a workgroup per line for long lines."""
+    (exclusive, reverse): a thread per line, or a workgroup per line for long lines. float64 in double."""
+
+    computes_float64 = True
 
     def compute(self, call) -> None:
         x = call.inputs[0]
@@ -242,5 +243,5 @@ class CumSum(Kernel):
             split, wg, groups = 1, CUMSUM_WG, grid_1d(lines, 1)
         else:
             raise UnsupportedError(f"{self.spec.op}: lines of {length} elements are too long for one workgroup")
-        call.dispatch(self.spec.shader, shader_dtype(x), {**self.constants, "split": split, "local_size_x": wg}, push,
+        call.dispatch(self.spec.shader, value_variant(x), {**self.constants, "split": split, "local_size_x": wg}, push,
                       groups, [x], [y])

@@ -16,7 +16,7 @@ from vkep.kernels.base import (
     onnx_spec,
     shader_dtype,
 )
-from vkep.kernels.elementwise import dispatch_binary, dispatch_unary
+from vkep.kernels.elementwise import OP_SUB_LOG, dispatch_binary, dispatch_unary
 from vkep.kernels.reduce import LOOP_BUDGET, dispatch_reduce
 
 MLAS_ORDER = True  # float32 Softmax and LogSoftmax in the CPU EP's order where it applies (softmax.comp ORDER 1, 2)
@@ -52,19 +52,22 @@ def row_workgroup(length: int, passes: int) -> int:
     return wg
 
 
-def softmax_float64(call, x: Tensor, y: Tensor) -> None:
-    """float64 Softmax of x [outer, length, inner] along its middle axis, in the steps the CPU EP takes: the row's
-    max, x - max, exp, the sum, / sum, through the FLOAT64 variants of reduce.comp, binary.comp and unary.comp."""
+def softmax_float64(call, x: Tensor, y: Tensor, log: bool = False) -> None:
+    """float64 Softmax (or LogSoftmax) of x [outer, length, inner] along its middle axis, in the steps the CPU EP takes
+    (SoftmaxCPU<double>): the row's max, x - max, exp, the sum, then / sum (or x - max - log(fmax(sum, 1e-20f)): a NaN
+    sum gives log(1e-20f)), through the FLOAT64 variants of reduce.comp, binary.comp and unary.comp."""
     rows = call.scratch((x.shape[0], 1, x.shape[2]), "float64")
+    shifted = call.scratch(x.shape, "float64") if log else y
     dispatch_reduce(call, "ReduceMax", x, rows, {1})
-    dispatch_binary(call, onnx_spec("Sub").constants["op"], x, rows, y)
-    dispatch_unary(call, "unary.comp", {"op": onnx_spec("Exp").constants["op"]}, y, y, (0.0, 0.0))
+    dispatch_binary(call, onnx_spec("Sub").constants["op"], x, rows, shifted)
+    dispatch_unary(call, "unary.comp", {"op": onnx_spec("Exp").constants["op"]}, shifted, y, (0.0, 0.0))
     dispatch_reduce(call, "ReduceSum", y, rows, {1})
-    dispatch_binary(call, onnx_spec("Div").constants["op"], y, rows, y)
+    dispatch_binary(call, OP_SUB_LOG if log else onnx_spec("Div").constants["op"], shifted, rows, y)
 
 
 class Softmax(Kernel):
-    """The manifest's `mode` constant: 0 Softmax, 1 LogSoftmax, 2 Hardmax; float64 Softmax: softmax_float64."""
+    """The manifest's `mode` constant: 0 Softmax, 1 LogSoftmax, 2 Hardmax; float64 Softmax and LogSoftmax:
+    softmax_float64."""
 
     computes_float64 = True
 
@@ -81,7 +84,8 @@ class Softmax(Kernel):
             outer, length, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis:]), 1
         rows = outer * inner
         if x.dtype == "float64":
-            return softmax_float64(call, x.view(0, (outer, length, inner)), y.view(0, (outer, length, inner)))
+            return softmax_float64(call, x.view(0, (outer, length, inner)), y.view(0, (outer, length, inner)),
+                                   log=self.constants["mode"] == 1)
         push = {"x": x, "y": y, "rows": rows, "axis_len": length, "inner": inner}
         ordered = mlas_order(self, x.dtype, length)
         if ordered is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import struct
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, shader_dtype
+from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, moved_dtype, shader_dtype
 from vkep.kernels.movement import GATHER, WG, strided_members
 
 
@@ -104,6 +104,6 @@ class Dropout(Kernel):
             old = self.since_version < 10
             mask = call.output(1, x.shape, x.dtype if old else "bool")
             if mask.size:
-                call.dispatch(self.spec.shader, shader_dtype(mask), self.constants,
+                call.dispatch(self.spec.shader, moved_dtype(mask), self.constants,  # (opsets 7-9: 0 in any type)
                               {"y": mask, "start": 0 if old else 1, "delta": 0, "n": mask.size},
                               grid_1d(mask.size, WG), [], [mask])

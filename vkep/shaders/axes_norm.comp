@@ -5,7 +5,8 @@
 //         0/0 = NaN, as ORT's CPU EP);
 // MODE 1: LpNormalization p=1, y = x / sum(|x|); MODE 2: p=2, y = x / sqrt(sum(x^2)); a zero norm gives zeros.
 // MODE 3: MeanVarianceNormalization 1 with normalize_variance 0, y = x - mean(x).
-// Float32 only (the CPU EP has no other type). The workgroup size is specialization constant 1 (a power of two).
+// Float32, and (FLOAT64, common.glsl's VAL) float64 LpNormalization in double, as the CPU EP has them. The workgroup
+// size is specialization constant 1 (a power of two).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
@@ -22,9 +23,9 @@ layout(push_constant, scalar) uniform Push {
     GROUP_BASE;
 } pc;
 
-shared float partial[1024];
+shared VAL partial[1024];
 
-float group_sum(float v) {
+VAL group_sum(VAL v) {
     uint t = gl_LocalInvocationID.x;
     partial[t] = v;
     barrier();
@@ -32,7 +33,7 @@ float group_sum(float v) {
         if (t < s) partial[t] += partial[t + s];
         barrier();
     }
-    float r = partial[0];
+    VAL r = partial[0];
     barrier();
     return r;
 }
@@ -47,31 +48,29 @@ void main() {
     if (row >= pc.rows) return;
     uint t = gl_LocalInvocationID.x, base;
     OFFSET(row, pc.kept_dims, pc.kept_strides, base)
-    Tensor X = Tensor(pc.x);
-    Tensor Y = Tensor(pc.y);
-    float acc = 0.0;
+    VAL acc = VAL(0);
     for (uint j = t; j < pc.len; j += WG) {
         uint at; OFFSET(j, pc.red_dims, pc.red_strides, at)
-        float v = LOAD(X, base + at);
+        VAL v = LOAD_VAL(pc.x, base + at);
         acc += MODE == 0 || MODE == 3 ? v : (MODE == 1 ? abs(v) : v * v);
     }
-    float total = group_sum(acc);
-    float mean = total / float(pc.len), scale;
+    VAL total = group_sum(acc);
+    VAL mean = total / VAL(pc.len), scale;
     if (MODE == 0) {
-        acc = 0.0;
+        acc = VAL(0);
         for (uint j = t; j < pc.len; j += WG) {
             uint at; OFFSET(j, pc.red_dims, pc.red_strides, at)
-            float d = LOAD(X, base + at) - mean;
+            VAL d = LOAD_VAL(pc.x, base + at) - mean;
             acc += d * d;
         }
-        scale = sqrt(group_sum(acc) / float(pc.len));
+        scale = sqrt(group_sum(acc) / VAL(pc.len));
     } else {
-        scale = MODE == 1 ? total : MODE == 2 ? sqrt(total) : 1.0;
+        scale = MODE == 1 ? total : MODE == 2 ? sqrt(total) : VAL(1);
     }
     for (uint j = t; j < pc.len; j += WG) {
         uint at; OFFSET(j, pc.red_dims, pc.red_strides, at)
-        float v = LOAD(X, base + at);
-        float r = MODE == 0 ? (v - mean) / scale : MODE == 3 ? v - mean : (scale != 0.0 ? v / scale : 0.0);
-        STORE(Y, base + at, r);
+        VAL v = LOAD_VAL(pc.x, base + at);
+        VAL r = MODE == 0 ? (v - mean) / scale : MODE == 3 ? v - mean : (scale != VAL(0) ? v / scale : VAL(0));
+        STORE_VAL(pc.y, base + at, r);
     }
 }

@@ -7,8 +7,8 @@
 #include "common.glsl"
 #include "activation.glsl"
 #include "binary_ops.glsl"
-// FLOAT64: float64 a (and b, and y) in double: Add, Sub, Mul, Div; Pow (b float64, or int32/int64 as DTYPE); the
-// comparisons (y bool: DTYPE bool). The manifest lists float64 for these alone
+// FLOAT64: float64 a (and b, and y) in double: Add, Sub, Mul, Div, Min, Max, Mod; Pow (b float64, or int32/int64 as DTYPE);
+// the comparisons (y bool: DTYPE bool). The manifest lists float64 for these alone
 #ifdef FLOAT64
 #include "float64.glsl"
 #endif
@@ -146,6 +146,42 @@ bool compare(COMP_T x, COMP_T z) {
     }
 }
 
+#ifdef FLOAT64
+// Min and Max of doubles as ORT's CPU EP takes them: Eigen's cwiseMin/cwiseMax propagating NaN, of (first, second) =
+// (a, b), or (b, a) where a is one value for a span of its broadcast loop (the last collapsed dim) and b is not. They
+// differ where the two tie (+0 and -0): SSE2's packets of two take the second, and the scalar head and tail of a span
+// the first (Eigen peels an element where the span starts off 16 bytes: ORT's buffers are 64-byte aligned). (ORT splits
+// a large single span across threads: there the ties at its blocks' ends differ.)
+double min_max_double(uint i, double x, double z) {
+    uint last = pc.rank - 1u, span = pc.shape[last], start = i - i % span, head = start & 1u;
+    bool swap = pc.stride_a[last] == 0u && pc.stride_b[last] != 0u;
+    double f = swap ? z : x, s = swap ? x : z;
+    if (isnan(f)) return f;
+    if (isnan(s)) return s;
+    bool scalar = (head != 0u && i == start) || (((span - head) & 1u) != 0u && i == start + span - 1u);
+    bool take_f = OP == OP_MAX ? (scalar ? !(f < s) : f > s) : (scalar ? !(s < f) : f < s);
+    return take_f ? f : s;
+}
+
+// (Pow's scale: 1 where ORT's loop takes the exponent as one value per row of the base, Pow's host sets it)
+double arith_double(uint i, double x, double z) {
+    switch (OP) {
+    case OP_ADD: return x + z;
+    case OP_SUB: return x - z;
+    case OP_MUL: return x * z;
+    case OP_DIV: return x / z;
+    case OP_POW: return pow_double(x, z, pc.scale != 0.0);
+    case OP_FMOD: return fmod_double(x, z);
+    case OP_MOD: return mod_floor_double(x, z);
+    case OP_SUB_LOG: {  // (fmax drops NaN; 1e-20f, a float, as a double)
+        const double least = 9.999999682655225e-21LF;
+        return x - log_double(isnan(z) || z < least ? least : z);
+    }
+    default: return min_max_double(i, x, z);  // OP_MIN, OP_MAX
+    }
+}
+#endif
+
 void one(uint i) {
     uint ia = 0, ib = 0, rem = i;
     for (int d = int(pc.rank) - 1; d >= 0; --d) {
@@ -172,9 +208,7 @@ void one(uint i) {
     }
     STORE_Y(TensorY(pc.y), i, c ? 1 : 0);
 #else
-    // (Pow's scale: 1 where ORT's loop takes the exponent as one value per row of the base, Pow's host sets it)
-    Doubles(pc.y).v[i] = OP == OP_POW ? pow_double(x64, z64, pc.scale != 0.0) : OP == OP_ADD ? x64 + z64
-        : OP == OP_SUB ? x64 - z64 : OP == OP_MUL ? x64 * z64 : x64 / z64;
+    Doubles(pc.y).v[i] = arith_double(i, x64, z64);
 #endif
     return;
 #endif

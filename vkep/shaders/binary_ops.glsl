@@ -29,6 +29,7 @@
 #define OP_ADD_SCALE 24  // y = (a + b) * scale (the last step of Mean)
 #define OP_ACCUMULATE 25 // y = (a + b) * scale with a of y's type: a float16 Sum's float32 accumulator
 #define OP_MUL_GELU 26  // y = a * gelu(b), erf Gelu (com.microsoft BiasSplitGelu over the halves of a row)
+#define OP_SUB_LOG 27   // y = a - log(fmax(b, 1e-20f)), FLOAT64 only: float64 LogSoftmax's last step, as the CPU EP's
 #define OP_SCALE_ADD 40 // y = a * scale + b (ImageScaler, a bias per channel)
 
 // C's powf (C99 Annex F), which GLSL's pow() leaves undefined for x <= 0, infinities and NaN: the magnitude

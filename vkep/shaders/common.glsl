@@ -89,6 +89,17 @@ layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Int64Tensor 
 #ifdef FLOAT64
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Doubles { double v[]; };
 #endif
+// The values of a shader written for its types and FLOAT64 alike (cumsum.comp, unique.comp): VAL, COMP_T read from and
+// written to a Tensor, or in the FLOAT64 variant double through Doubles
+#ifdef FLOAT64
+#define VAL double
+#define LOAD_VAL(addr, i) Doubles(addr).v[i]
+#define STORE_VAL(addr, i, value) Doubles(addr).v[i] = (value)
+#else
+#define VAL COMP_T
+#define LOAD_VAL(addr, i) LOAD(Tensor(addr), i)
+#define STORE_VAL(addr, i, value) STORE(Tensor(addr), i, value)
+#endif
 
 // The address of an optional tensor, or `fallback` (a tensor the shader reads anyway) where it is absent (0), for
 // reading it as `v = LOAD(Tensor(PRESENT_OR(pc.opt, pc.x)), PRESENT_AT(pc.opt, i))` OUTSIDE any test of pc.opt and

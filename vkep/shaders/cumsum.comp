@@ -5,6 +5,7 @@
 // totals are scanned in shared memory, then each thread rescans its segment from the total of the segments
 // before it. The workgroup size is specialization constant 1 (see reduce.comp on
 // lavapipe's loop budget).
+// FLOAT64: float64 tensors summed in double (common.glsl's VAL).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -12,8 +13,8 @@
 layout(local_size_x_id = 1) in;
 layout(constant_id = 0) const uint SPLIT = 0;
 layout(constant_id = 2) const uint OP = 0;
-#define IDENTITY COMP_T(OP == 1 ? 1 : 0)
-COMP_T combine(COMP_T a, COMP_T b) { return OP == 1 ? a * b : a + b; }
+#define IDENTITY VAL(OP == 1 ? 1 : 0)
+VAL combine(VAL a, VAL b) { return OP == 1 ? a * b : a + b; }
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y;
@@ -21,16 +22,15 @@ layout(push_constant, scalar) uniform Push {
     GROUP_BASE;
 } pc;
 
-shared COMP_T sums[256];
+shared VAL sums[256];
 
 // scans positions [lo, hi) of a line starting from acc
-void scan(uint base, uint lo, uint hi, COMP_T acc) {
-    Tensor X = Tensor(pc.x), Y = Tensor(pc.y);
+void scan(uint base, uint lo, uint hi, VAL acc) {
     for (uint j = lo; j < hi; ++j) {
         uint i = base + (pc.reverse != 0 ? pc.len - 1 - j : j) * pc.inner;
-        COMP_T v = LOAD(X, i);
-        if (pc.exclusive != 0) { STORE(Y, i, acc); acc = combine(acc, v); }
-        else { acc = j == 0u ? v : combine(acc, v); STORE(Y, i, acc); }  // (the first element copied, as ORT: -0)
+        VAL v = LOAD_VAL(pc.x, i);
+        if (pc.exclusive != 0) { STORE_VAL(pc.y, i, acc); acc = combine(acc, v); }
+        else { acc = j == 0u ? v : combine(acc, v); STORE_VAL(pc.y, i, acc); }  // (the first element copied, as ORT: -0)
     }
 }
 
@@ -47,14 +47,13 @@ void main() {
     uint base = (line / pc.inner) * pc.len * pc.inner + line % pc.inner;
     uint seg = (pc.len + WG - 1) / WG;
     uint lo = min(t * seg, pc.len), hi = min(lo + seg, pc.len);
-    Tensor X = Tensor(pc.x);
-    COMP_T total = IDENTITY;
+    VAL total = IDENTITY;
     for (uint j = lo; j < hi; ++j)
-        total = combine(total, LOAD(X, base + (pc.reverse != 0 ? pc.len - 1 - j : j) * pc.inner));
+        total = combine(total, LOAD_VAL(pc.x, base + (pc.reverse != 0 ? pc.len - 1 - j : j) * pc.inner));
     sums[t] = total;
     barrier();
     for (uint off = 1; off < WG; off <<= 1) {  // inclusive scan of the segment totals
-        COMP_T v = t >= off ? sums[t - off] : IDENTITY;
+        VAL v = t >= off ? sums[t - off] : IDENTITY;
         barrier();
         sums[t] = combine(sums[t], v);
         barrier();

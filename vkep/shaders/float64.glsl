@@ -4,6 +4,8 @@
 // - eigen_exp, eigen_log, eigen_tanh: Eigen's pexp_double, plog_double and ptanh_double as ORT's Sigmoid, Log and Tanh
 //   of doubles run them (SSE2, no FMA: every multiply-add rounded twice, hence 'precise'), bit for bit on Mesa 22.3
 // - log_dd, pow_double: C's pow (glibc's, which ORT's Pow calls) within an ulp, the log carried in two doubles
+// - fmod_double, mod_floor_double: Mod, exact
+// - eigen_sin_cos: Eigen's psincos_double as the CPU EP's Sin and Cos; sin_cos_accurate_double: C's sin and cos (glibc's)
 // Needs common.glsl with FLOAT64 defined.
 #ifndef VKEP_FLOAT64_GLSL
 #define VKEP_FLOAT64_GLSL
@@ -226,6 +228,164 @@ precise double pow_double(double x, double y, bool scalar) {
         }
     }
     return odd && sign_bit(x) ? -r : r;
+}
+
+// C's fmod (the CPU EP's double Mod, fmod=1), exact: long division on the integer significands (subnormals included,
+// which Mesa 26 would flush in arithmetic), 11 bits a step (r < 2^53). The sign of the dividend, also for a zero result;
+// x mod ±inf = x, NaN for x infinite or z zero (fmod_c of binary_ops.glsl in double)
+double fmod_double(double x, double z) {
+    if (isnan(x) || isnan(z) || isinf(x) || z == 0.0LF) return D_NAN;
+    if (isinf(z)) return x;
+    const uint64_t hidden = 0x10000000000000UL, fraction = hidden - 1UL;
+    uint64_t bx = packUint2x32(unpackDouble2x32(x)), bz = packUint2x32(unpackDouble2x32(z));
+    uint64_t sign = bx & 0x8000000000000000UL, mx = bx & fraction, mz = bz & fraction;
+    int ex = int((bx >> 52) & 0x7ffUL), ez = int((bz >> 52) & 0x7ffUL);
+    if (ex != 0) mx |= hidden; else ex = 1;  // (a subnormal's exponent is 1)
+    if (ez != 0) mz |= hidden; else ez = 1;
+    if (ex < ez || (ex == ez && mx < mz)) return x;  // |x| < |z|
+    uint64_t r = mx % mz;
+    for (int k = ex - ez; k > 0; k -= 11) r = (r << min(k, 11)) % mz;
+    int e = ez;
+    while (r != 0UL && r < hidden && e > 1) { r <<= 1; --e; }  // normalise down to exponent 1 (a subnormal stays so)
+    uint64_t bits = r < hidden ? r : ((uint64_t(e) << 52) | (r & fraction));
+    return packDouble2x32(unpackUint2x32(bits | sign));  // (r 0: a zero of x's sign)
+}
+
+// numpy's mod (ONNX Mod fmod=0, which the CPU EP runs for doubles from opset 28): the sign of the divisor
+double mod_floor_double(double x, double z) {
+    double r = fmod_double(x, z);
+    if (r == 0.0LF) return packDouble2x32(uvec2(0u, z < 0.0LF ? 0x80000000u : 0u));  // (from bits: unary.comp's Sign)
+    return (r < 0.0LF) != (z < 0.0LF) ? r + z : r;
+}
+
+// ---- sin and cos ----------------------------------------------------------------------------------------------------
+// 2/pi's first 1216 bits after the point (TWO_OVER_PI of unary_ops.glsl, longer), behind two zero words: the window of
+// |x| >= pi/4 starts at table bit 9, that of the largest double at 1033
+const uint TWO_OVER_PI_D[40] = uint[40](
+    0u, 0u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u, 0xdb629599u, 0x3c439041u, 0xfe5163abu, 0xdebbc561u,
+    0xb7246e3au, 0x424dd2e0u, 0x06492eeau, 0x09d1921cu, 0xfe1deb1cu, 0xb129a73eu, 0xe88235f5u, 0x2ebb4484u,
+    0xe99c7026u, 0xb45f7e41u, 0x3991d639u, 0x835339f4u, 0x9c845f8bu, 0xbdf9283bu, 0x1ff897ffu, 0xde05980fu,
+    0xef2f118bu, 0x5a0a6d1fu, 0x6d367ecfu, 0x27cb09b7u, 0x4f463f66u, 0x9e5fea2du, 0x7527bac7u, 0xebe5f17bu,
+    0x3d0739f7u, 0x8a5292eau, 0x6bfb5fb1u, 0x1f8d5d08u, 0x56033046u, 0xfc7b6babu);
+
+// x = q pi/2 + r for finite |x| >= pi/4: q modulo 4, and r (|r| <= pi/4) in two doubles within ~2^-105 relative. Payne
+// and Hanek's reduction as unary_ops.glsl's reduce_half_pi, in 32-bit limbs: |x| = m 2^k, and 2/pi's bits b_i (worth
+// 2^-i) before b_(k-1) give multiples of 4, so m times the 192 bits from b_(k-1) on (table bit k + 62), modulo 2^192, is
+// x 2/pi modulo 4 with 190 bits of fraction (the bits left off add below 2^-137)
+precise dvec2 reduce_half_pi_dd(double x, out uint q) {
+    uvec2 b = unpackDouble2x32(abs(x));
+    int k = int(b.y >> 20) - 1075;
+    uint m_lo = b.x, m_hi = (b.y & 0xfffffu) | 0x100000u, o = uint(k + 62), w = o >> 5, s = o & 31u;
+    uint p[6], hi[6];  // m_lo W and m_hi W, least significant limb first (modulo 2^192)
+    uint64_t c_lo = 0UL, c_hi = 0UL;
+    for (int t = 0; t < 6; ++t) {
+        uint a = TWO_OVER_PI_D[w + 5u - uint(t)], next = TWO_OVER_PI_D[w + 6u - uint(t)];
+        uint g = s == 0u ? a : (a << s) | (next >> (32u - s));
+        uint64_t pl = uint64_t(g) * m_lo + c_lo, ph = uint64_t(g) * m_hi + c_hi;
+        p[t] = uint(pl);
+        hi[t] = uint(ph);
+        c_lo = pl >> 32;
+        c_hi = ph >> 32;
+    }
+    uint64_t c = 0UL;  // p += hi 2^32
+    for (int t = 1; t < 6; ++t) {
+        uint64_t sum = uint64_t(p[t]) + hi[t - 1] + c;
+        p[t] = uint(sum);
+        c = sum >> 32;
+    }
+    q = p[5] >> 30;  // (bits 190 and 191; the fraction's first 128 bits below them)
+    uint64_t f0 = (packUint2x32(uvec2(p[4], p[5])) << 2) | (p[3] >> 30);
+    uint64_t f1 = (packUint2x32(uvec2(p[2], p[3])) << 2) | (p[1] >> 30);
+    bool negative = (f0 >> 63) != 0UL;  // a fraction of 1/2 or more: q rounds up, r is 1 - it below 0
+    if (negative) {
+        q += 1u;
+        f1 = ~f1 + 1UL;
+        f0 = ~f0 + (f1 == 0UL ? 1UL : 0UL);
+    }
+    int shift = 0;  // normalise the 128 bits (x 2/pi is never within 2^-64 of an integer) to two 53-bit doubles
+    if (f0 == 0UL) { f0 = f1; f1 = 0UL; shift = 64; }
+    uint top = uint(f0 >> 32);
+    int lz = top != 0u ? 31 - findMSB(top) : 63 - findMSB(uint(f0));
+    if (lz > 0) { f0 = (f0 << lz) | (f1 >> (64 - lz)); f1 <<= lz; }
+    shift += lz;
+    double d0 = double(f0 >> 11) * two_to(-53 - shift);
+    double d1 = double(((f0 & 0x7ffUL) << 42) | (f1 >> 22)) * two_to(-106 - shift);
+    dvec2 r = dd_mul(fast_two_sum_d(d0, d1), dvec2(1.5707963267948966LF, 6.123233995736766e-17LF));  // pi/2
+    r = negative ? -r : r;
+    if (x < 0.0LF) {
+        q = 0u - q;
+        r = -r;
+    }
+    return r;
+}
+
+precise dvec2 dd_div_d(dvec2 a, double d) {
+    double q1 = a.x / d;
+    dvec2 p = two_prod_d(q1, d);
+    return fast_two_sum_d(q1, (((a.x - p.x) - p.y) + a.y) / d);
+}
+
+// sin or cos of x (finite) within ~2^-100 relative before the last rounding: C's sin and cos (glibc's, which the CPU EP's
+// Eigen calls past 1e14 and for a packet's odd element), equal to them but where the value is that close to a tie. The
+// reduction above, then Taylor's series of r in two doubles, nested (14 terms: 2^-112 at pi/4)
+precise double sin_cos_accurate_double(double x, bool cosine) {
+    if (x == 0.0LF) return cosine ? 1.0LF : x;  // (keeps -0)
+    uint q = 0u;
+    dvec2 r = abs(x) < 0.78539816339744830962LF ? dvec2(x, 0.0LF) : reduce_half_pi_dd(x, q);
+    q += cosine ? 1u : 0u;
+    bool odd = (q & 1u) != 0u;  // cos of r, else sin
+    dvec2 r2 = dd_mul(r, r), t = dvec2(1.0LF, 0.0LF);
+    for (int j = 14; j >= 1; --j) {
+        t = dd_add(dvec2(1.0LF, 0.0LF), -dd_div_d(dd_mul(r2, t), double(odd ? (2 * j - 1) * 2 * j : 2 * j * (2 * j + 1))));
+    }
+    double v = odd ? t.x : dd_mul(r, t).x;
+    return (q & 2u) != 0u ? -v : v;
+}
+
+// c4 z^4 + ... + c0 by Horner's rule as Eigen's pmadd chains take it (each product rounded, then the sum)
+precise double eigen_poly4(double z, double c4, double c3, double c2, double c1, double c0) {
+    return (((c4 * z + c3) * z + c2) * z + c1) * z + c0;
+}
+
+// Eigen's psincos_double, the CPU EP's double Sin and Cos (SSE2 packets of two, no FMA: 'precise'): |x| = q pi/2 + s with
+// pi/2 in 2 parts while both lanes of the packet are below 15, else in 4 with q split at 2^24 (`medium`: the packet's
+// lanes decide together); Pade forms of sin and cos by q's parity, the sign from q's second bit (and x's for sin). Finite
+// |x| <= 1e14 (beyond, Eigen calls C's)
+precise double eigen_sin_cos(double x, bool medium, bool cosine) {
+    const double two_over_pi = 0.63661977236758134307553505349006LF;
+    const double a = -1.570796325802803LF, b = -9.920935184482005e-10LF;
+    double xa = abs(x), s;
+    int64_t q;
+    if (medium) {
+        double q_high = floor(xa * (two_over_pi / 16777216.0LF)) * 16777216.0LF;
+        double q_low_noround = xa * two_over_pi - q_high;
+        q = int64_t(q_low_noround + 0.5LF);
+        double q_low = double(q);
+        const double c = -6.123234014771656e-17LF, d = 1.903488962019325e-25LF;
+        s = a * q_high + xa;
+        s = a * q_low + s;
+        s = b * q_high + s;
+        s = b * q_low + s;
+        s = c * q_high + s;
+        s = c * q_low + s;
+        s = d * (q_low + q_high) + s;
+    } else {
+        q = int64_t(xa * two_over_pi + 0.5LF);
+        double qd = double(q);
+        s = a * qd + xa;
+        s = b * qd + s;
+    }
+    double ss = s * s;
+    double cn = eigen_poly4(ss, 80737373.0LF, -13853547000.0LF, 727718024880.0LF, -11275015752000.0LF, 23594700729600.0LF);
+    double cd = eigen_poly4(ss, 147173.0LF, 39328920.0LF, 5772800880.0LF, 522334612800.0LF, 23594700729600.0LF);
+    double sn = eigen_poly4(ss, 4585922449.0LF, -1066023933480.0LF, 83284044283440.0LF, -2303682236856000.0LF,
+                            15605159573203200.0LF);
+    double sd = eigen_poly4(ss, 1029037.0LF, 345207016.0LF, 61570292784.0LF, 6603948711360.0LF, 346781323848960.0LF);
+    bool even = (q & 1L) == 0L;
+    double v = cosine == even ? cn / cd : (s * sn) / (45.0LF * sd);
+    uint sign = cosine ? uint(q + 1L) << 30 : unpackDouble2x32(x).y ^ (uint(q) << 30);
+    uvec2 bits = unpackDouble2x32(v);
+    return packDouble2x32(uvec2(bits.x, bits.y ^ (sign & 0x80000000u)));
 }
 
 #endif

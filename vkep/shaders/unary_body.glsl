@@ -74,7 +74,7 @@ COMP_TY to_int(float r) {
 #ifdef FLOAT64
 #include "float64.glsl"
 // unary.comp's FLOAT64 variants: float64 Neg, Abs, Relu, Sqrt, Reciprocal, Floor, Ceil, Round, Sign, Exp, Log, Sigmoid,
-// IsNaN and IsInf, and unary_mlas.comp's Tanh (unary_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
+// Clip, Shrink, IsNaN and IsInf, and unary_mlas.comp's Tanh (unary_double), Sin and Cos (sin_cos_double), and Cast between float64 and the variant's DTYPE. F64 says which side is float64. Casts follow ORT's CPU EP: float64
 // to float16 through float32 (two roundings), to integers as to_int below, integers to float64 rounded once.
 layout(constant_id = 3) const uint F64 = 3;  // 1: float64 in, DTYPE out; 2: DTYPE in, float64 out; 3: both
 
@@ -112,6 +112,16 @@ double unary_double(double v) {
     case OP_FLOOR: return floor(v);
     case OP_CEIL: return ceil(v);
     case OP_ROUND: return roundEven(v);
+    case OP_CLIP: {
+        // the CPU EP's X.cwiseMax(min).cwiseMin(max): each keeps its first operand on a tie or NaN (SSE's maxpd/minpd
+        // with Eigen's operands as std::max/min's), so NaN stays, min > max gives max, and between zeros x's sign, then
+        // the bound's; absent bounds: the lowest and highest doubles
+        double lo = Doubles(PRESENT_OR(pc.lo, pc.x)).v[0], hi = Doubles(PRESENT_OR(pc.hi, pc.x)).v[0];
+        double bottom = pc.lo != 0 ? lo : -1.7976931348623157e308LF, top = pc.hi != 0 ? hi : 1.7976931348623157e308LF;
+        double r = v < bottom ? bottom : v;
+        return top < r ? top : r;
+    }
+    case OP_SHRINK: return double(unary_float(OP, float(v), pc.alpha, pc.beta));  // (the CPU EP's: in float)
     case OP_SIGN: {  // made from bits: lavapipe gave -0 for a select of 0.0 (zeros' signs taken as insignificant)
         uvec2 b = unpackDouble2x32(v);
         bool zero = ((b.y & 0x7fffffffu) | b.x) == 0u;
@@ -121,9 +131,26 @@ double unary_double(double v) {
     }
 }
 
+#ifdef MLAS_OPS
+// Sin or Cos of x[i] as the CPU EP's Eigen computes it over its contiguous, 16-byte aligned tensor: packets of two
+// elements (2j, 2j + 1), whose lanes reduce alike (eigen_sin_cos's `medium`), C's sin or cos past 1e14 and for the odd
+// element left at the end. (The partner's index is clamped, not tested: common.glsl's PRESENT_OR)
+double sin_cos_double(uint i, double v) {
+    bool cosine = OP == OP_COS;
+    double partner = abs(Doubles(pc.x).v[min(i ^ 1u, pc.n - 1u)]);
+    if (isnan(v) || isinf(v)) return D_NAN;
+    if (abs(v) > 1.0e14LF || (i ^ 1u) >= pc.n) return sin_cos_accurate_double(v, cosine);
+    return eigen_sin_cos(v, abs(v) >= 15.0LF || partner >= 15.0LF, cosine);  // (a NaN partner: not >= 15)
+}
+#endif
+
 void one(uint i) {
     double v = (F64 & 1) != 0 ? Doubles(pc.x).v[i] : double(LOAD(Tensor(pc.x), i));
+#ifdef MLAS_OPS
+    double r = OP == OP_SIN || OP == OP_COS ? sin_cos_double(i, v) : unary_double(v);
+#else
     double r = unary_double(v);
+#endif
     if ((F64 & 2) != 0) {
         Doubles(pc.y).v[i] = r;
         return;

@@ -14,7 +14,7 @@
 // of two, in device memory); MODE 4 walks the sorted order in 64 chunks (a scan): each group of equal items has
 // its head (its first occurrence), so first[], counts_of[] and flags[] as MODE 0 writes them, and slot[head] = the
 // group's rank (MODE 1 then reads its place there: `ranked`).
-// A zero address: that output is not wanted. Loops per invocation: m * len (MODE 0), distinct * len (MODE 1),
+// FLOAT64: float64 items, compared in double (common.glsl's VAL). A zero address: that output is not wanted. Loops per invocation: m * len (MODE 0), distinct * len (MODE 1),
 // log2(padded)^2 / 2 * padded / 128 (MODE 3), 2 * m / 64 + 64 (MODE 4). MODE 3 and 4 take items of one element.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -36,8 +36,8 @@ layout(push_constant, scalar) uniform Push {
 
 uint at(uint item, uint e) { return ((e / pc.inner) * pc.m + item) * pc.inner + e % pc.inner; }
 
-bool is_nan(COMP_T v) {
-#if IS_FLOAT
+bool is_nan(VAL v) {
+#if IS_FLOAT || defined(FLOAT64)
     return isnan(v);
 #else
     return false;
@@ -46,9 +46,8 @@ bool is_nan(COMP_T v) {
 
 // -1, 0, 1: item a before, equal to, after item b
 int compare(uint a, uint b) {
-    Tensor X = Tensor(pc.x);
     for (uint e = 0u; e < pc.len; ++e) {
-        COMP_T va = LOAD(X, at(a, e)), vb = LOAD(X, at(b, e));
+        VAL va = LOAD_VAL(pc.x, at(a, e)), vb = LOAD_VAL(pc.x, at(b, e));
         bool na = is_nan(va), nb = is_nan(vb);
         if (na || nb) {
             if (na && nb) continue;
@@ -63,7 +62,7 @@ int compare(uint a, uint b) {
 
 // compare() for items of one element (MODE 3, 4), without a loop (lavapipe counts every iteration)
 int compare_one(uint a, uint b) {
-    COMP_T va = LOAD(Tensor(pc.x), a), vb = LOAD(Tensor(pc.x), b);
+    VAL va = LOAD_VAL(pc.x, a), vb = LOAD_VAL(pc.x, b);
     bool na = is_nan(va), nb = is_nan(vb);
     if (na || nb) return na == nb ? 0 : (na ? 1 : -1);
     return va == vb ? 0 : (va < vb ? -1 : 1);
@@ -158,11 +157,9 @@ void main() {
         slot.v[item] = place;
         if (pc.indices != 0) Int64Tensor(pc.indices).v[place] = int64_t(item);
         if (pc.counts != 0) Int64Tensor(pc.counts).v[place] = int64_t(Words(pc.counts_of).v[item]);
-        Tensor X = Tensor(pc.x);
-        Tensor Y = Tensor(pc.y);
         for (uint e = 0u; e < pc.len; ++e) {
             uint o = e / pc.inner, k = e % pc.inner;
-            Y.v[(o * pc.distinct + place) * pc.inner + k] = X.v[at(item, e)];
+            STORE_VAL(pc.y, (o * pc.distinct + place) * pc.inner + k, LOAD_VAL(pc.x, at(item, e)));
         }
     } else {
         if (i >= pc.m || pc.inverse == 0) return;

@@ -12,6 +12,10 @@ layout(local_size_x = 64) in;
 // 1: the dims are in the table (a specialization constant: Mesa 26's lavapipe performs a load whatever a runtime
 // test of its address says, and a load from address 0 crashes, common.glsl's PRESENT_OR)
 layout(constant_id = 0) const uint TABLE = 0;
+// float64 moved as int64, zeros as ORT 1.32's CPU EP gives them: it merges X' = c ? X : 0 and Y' = c ? 0 : Y by
+// X' != 0 ? X' : Y', so a -0 taken from X comes out +0 (1), but where its merge reads Y' as one value a span it takes
+// Y' != 0 ? Y' : X', and a -0 taken from Y does instead (2: elementwise.Where decides)
+layout(constant_id = 1) const uint ZEROS = 0;
 layout(buffer_reference, scalar, buffer_reference_align = 4) readonly buffer Words { uint v[]; };
 layout(push_constant, scalar) uniform Push {
     uint64_t c, a, b, y;
@@ -47,5 +51,9 @@ void main() {
     }
     // copy the stored value itself: no conversion through the compute type
     bool take_a = LOAD(Tensor(pc.c), ic) != 0;
-    TensorY(pc.y).v[i] = take_a ? TensorY(pc.a).v[ia] : TensorY(pc.b).v[ib];
+    STORE_TY v = take_a ? TensorY(pc.a).v[ia] : TensorY(pc.b).v[ib];
+#if DTYPE_Y == 3
+    if (ZEROS != 0u && v == (-9223372036854775807L - 1L) && take_a == (ZEROS == 1u)) v = 0;  // (-0's bits)
+#endif
+    TensorY(pc.y).v[i] = v;
 }
