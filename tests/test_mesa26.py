@@ -6,7 +6,8 @@ files below, run there, caught (fused.comp now hides each step's operands from i
 recurrent.comp still reads its bias and peepholes under a test of their addresses (the pattern that crashed
 that driver elsewhere: common.glsl PRESENT_OR); test_profile.py because that root's validation layer (1.4) checks
 that a timestamp query read back was reset, which Debian 12's does not (the profiler read the pairs a flush had
-just begun in the next, unsubmitted command buffer). test_coopmat.py runs itself
+just begun in the next, unsubmitted command buffer); test_nms.py because nms.comp's box loads, hoisted above
+the test of a winner's index, read before the boxes (a fault where a staged input starts a block). test_coopmat.py runs itself
 there on its own (its cases need the driver's cooperative matrices).
 """
 
@@ -21,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 WRAPPER = ROOT / ".cache" / "trixie" / "run"
-FILES = ["test_fusion.py", "test_epilogue.py", "test_recurrent.py", "test_profile.py"]
+FILES = ["test_fusion.py", "test_epilogue.py", "test_recurrent.py", "test_profile.py", "test_nms.py"]
 
 
 def run_pytest_on_mesa_26(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:

@@ -110,6 +110,9 @@ def host_copy(device, host_src: int, host_dst: int, n: int, count: str) -> None:
     _memmove(host_dst, host_src, n)
 
 
+STAGING_SLACK = 256  # (see stage)
+
+
 @host_operation("staging copy", 1)
 def stage(device, host_src: int, n: int, small: bool = False) -> tuple[int, int]:
     """A device copy of host memory vkep does not own: (the staging pool's chunk, its device address). The
@@ -117,10 +120,13 @@ def stage(device, host_src: int, n: int, small: bool = False) -> tuple[int, int]
     so that it returns only when that work completed; hence no wait here. `small`: a copy by choice
     (external.STAGE_BELOW), counted apart."""
     _count(device, *(("small_copies", "small_bytes") if small else ("staging_copies", "staging_bytes")), n)
-    staging = device.memory.staging_pool.alloc(max(n, 1))
+    # (STAGING_SLACK bytes of the chunk on each side: a shader whose compiler hoists a load above its bounds test
+    # reads a little before or past a tensor, which a chunk at the start or end of a block would turn into a fault,
+    # as Mesa 26 did with nms.comp)
+    staging = device.memory.staging_pool.alloc(n + 2 * STAGING_SLACK)
     if n:
-        _memmove(device.memory.host_pointer(staging), host_src, n)
-    return staging, device.memory.device_address(staging)
+        _memmove(device.memory.host_pointer(staging) + STAGING_SLACK, host_src, n)
+    return staging, device.memory.device_address(staging) + STAGING_SLACK
 
 
 def device_copy(device, src: int, dst: int, n: int, stream=None) -> None:

@@ -604,7 +604,10 @@ def _on_run_end(this, run_options, sync_stream):
     ep = ep_of(this)
     capture.end_run(ep, run_options)
     if ep.run_end_values and ep.device is not None:
-        waiting.limit, waiting.label = ep.wait_limit, "the run's outputs"
+        reporters = [k.label for k in ep.kernels if getattr(k, "reports_errors", False)]
+        waiting.limit, waiting.label = ep.wait_limit, "the run's end" + (
+            f" (nodes that check their indices: {', '.join(reporters[:4])}{', ...' if len(reporters) > 4 else ''})"
+            if reporters else "")
         try:
             ep.gpu.default_stream().finish()
         finally:

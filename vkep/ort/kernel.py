@@ -50,6 +50,7 @@ class KernelInstance:
         self.impl = impl
         self.node_name = node_name
         self.label = f"{spec.op} node {node_name!r}"  # (how waits, errors and logs name it)
+        self.reports_errors = False  # its shaders may set the device's error word (an index out of range)
         self.cpu_inputs = frozenset(spec.cpu_inputs)
         self.cpu_outputs = frozenset(spec.cpu_outputs)
         self.pipelines: dict[tuple, object] = {}
@@ -234,6 +235,7 @@ class KernelCall:
             gpu.memory.host_pool.free(staging)
 
     def error_word(self) -> Tensor:
+        self.kernel.reports_errors = True  # (an error the run's end finds names the nodes that may have set it)
         return Tensor(self.kernel.gpu.error_word, (1,), "int32", Tensor.PERSISTENT)
 
     def dispatch(self, shader, dtype, constants, push, groups, reads, writes) -> None:

@@ -107,7 +107,9 @@ void main() {
         uint top_box = best_index[0];
         barrier();  // (every lane has read the winner before the next round writes the scratch)
         if (top_box == 0xFFFFFFFFu) break;
-        vec4 chosen_box = corners(b, top_box);
+        // (clamped although the break leaves a valid index: Mesa 26's LLVM hoists corners' loads above the break,
+        // and box 0xFFFFFFFF reads 16 bytes before the boxes, a fault where they start a block: a staged input)
+        vec4 chosen_box = corners(b, min(top_box, n - 1u));
         for (uint i = lane; i < n; i += WG)
             if (alive.v[bc * n + i] != 0u && (i == top_box || suppresses(chosen_box, corners(b, i))))
                 alive.v[bc * n + i] = 0u;
