@@ -9,7 +9,6 @@ unwritten cache slot) cannot turn a row into NaN as it would in the reference.""
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -23,6 +22,7 @@ from vkep.kernels.base import (
     UnsupportedError,
     float_bits,
     grid_1d,
+    holds_constant,
     implementation,
     onnx_spec,
     padded,
@@ -293,13 +293,6 @@ def _halves(t: Tensor, shape: tuple[int, ...]) -> list[Tensor]:
     return [t.view(size * i, shape) for i in (0, 1)]
 
 
-@functools.cache
-def _constant(call, t: Tensor) -> bool:
-    """Whether a planning call (GetCapability's dry run) says the graph holds `t` as a constant."""
-    holds = getattr(call, "holds_constant", None)
-    return bool(holds and holds(t))
-
-
 class ContribAttention(Kernel):
     """com.microsoft Attention (BERT exports of ORT's transformer optimizer): Q, K and V projected by one
     packed weight (matmul.comp through the Gemm kernel, one dispatch each), the mask_index (right/left padding
@@ -387,7 +380,7 @@ class ContribAttention(Kernel):
         """Q, K and V by `project(a, b, c, out, offset)` (input rows by one projection's packed weight block,
         its bias, into its block of the scratch; offset: the projection's first column), then the attention over
         the past keys and values and the new ones, writing the present ones where the node has that output."""
-        if not self.w_packed and (w.addr or not _constant(call, w)):
+        if not self.w_packed and (w.addr or not holds_constant(call, w)):
             # (planning at GetCapability runs before packing, at address 0: the graph says whether it will pack)
             raise UnsupportedError("Attention: weights that are not constant (they are packed per projection)")
         if len(x.shape) != 3:

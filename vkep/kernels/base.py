@@ -64,6 +64,13 @@ def declines_float64(info, input_types, out_type: str | None = None) -> str | No
     return None
 
 
+def holds_constant(call, t: Tensor) -> bool:
+    """Whether a planning call (GetCapability's dry run, warmup.DryCall) says the graph holds `t` as a constant: a
+    weight the run's kernel will have packed (a run's Call answers no)."""
+    holds = getattr(call, "holds_constant", None)
+    return bool(holds and holds(t))
+
+
 def value_variant(t: Tensor) -> str:
     """The variant of a shader that reads `t`'s values: its type's, or for float64 the shader's FLOAT64 variant."""
     return "float32" + FLOAT64_SUFFIX if t.dtype == "float64" else shader_dtype(t)

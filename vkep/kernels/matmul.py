@@ -16,6 +16,7 @@ from vkep.kernels.base import (
     Tensor,
     UnsupportedError,
     grid_1d,
+    holds_constant,
     shader_dtype,
     value_variant,
 )
@@ -487,7 +488,7 @@ class MatMulBnb4(MatMul):
 
     def compute(self, call) -> None:
         a, b = call.inputs[0], call.inputs[2]  # (the float weight, packed in absmax's place)
-        if b is not None and b.io != Tensor.PERSISTENT and getattr(call, "holds_constant", lambda t: False)(b):
+        if b is not None and b.io != Tensor.PERSISTENT and holds_constant(call, b):
             b = Tensor(b.addr, (int(self.attrs["K"]), int(self.attrs["N"])), "float32", b.io)  # (a dry run: unpacked)
         elif b is None or b.io != Tensor.PERSISTENT:
             raise UnsupportedError("MatMulBnb4: B and absmax not packed (they must be constant initializers)")
