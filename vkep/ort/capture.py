@@ -166,18 +166,16 @@ def _rewind_states(ep, first: bool) -> None:
     memory that kernels carry from run to run (a random engine's draws, Call.state) goes back, before each of those
     runs but the first, to what it held before the first, so that the run the application sees continues from
     where its previous Run left it (the CPU EP runs once)."""
-    kernels = [k for k in ep.kernels if getattr(k.impl, "draws_on", False)]
-    if not kernels or ep.device is None:
+    states = [state for k in ep.kernels if k.impl.draws_on for state in k.states()]
+    if ep.device is None:
         return
     gpu = ep.gpu
     if first:
-        ep.states_before_capture = {id(k): [(a, transfer.read(gpu, a, n)) for a, n in k.states()] for k in kernels}
+        ep.states_before_capture = {address: transfer.read(gpu, address, nbytes) for address, nbytes in states}
         return
-    for kernel in kernels:
-        saved = dict(ep.states_before_capture.get(id(kernel), []))
-        for address, nbytes in kernel.states():  # (made since: zeroed, as a first run finds it)
-            data = saved.get(address, bytes(nbytes))
-            transfer.upload(gpu, int(api.ffi.cast("uintptr_t", api.ffi.from_buffer(data))), address, nbytes)
+    for address, nbytes in states:  # (one made since: zeroed, as a first run finds it)
+        data = ep.states_before_capture.get(address, bytes(nbytes))
+        transfer.upload(gpu, int(api.ffi.cast("uintptr_t", api.ffi.from_buffer(data))), address, nbytes)
 
 
 def end_run(ep, run_options) -> None:

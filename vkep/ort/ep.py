@@ -8,7 +8,7 @@ import re
 
 from vkep import options
 from vkep.gpu.device import SWITCHED_FEATURES
-from vkep.gpu.stream import waiting
+from vkep.gpu.stream import IndexOutOfRange, waiting
 from vkep.kernels import manifest
 from vkep.kernels.base import (
     DTYPE_FEATURES,
@@ -166,7 +166,7 @@ class Ep:
         self.graphs: dict[int, object] = {}  # graph annotation id → capture.CapturedGraph
         self.runs_before_capture: dict[int, int] = {}
         self.capturing = None  # the CapturedGraph of the run now being captured
-        self.states_before_capture: dict[int, list] = {}  # kernel → its Call.state memory before ORT's warm-up runs
+        self.states_before_capture: dict[int, bytes] = {}  # Call.state memory (address → bytes) before ORT's warm-ups
         self.profilers: list = []  # ORT's profilers of this session that are profiling now (profiler.py)
         if self.device is not None:
             forced = frozenset(s for s in SWITCH_OPTIONS if self.settings[s] is True)
@@ -604,12 +604,15 @@ def _on_run_end(this, run_options, sync_stream):
     ep = ep_of(this)
     capture.end_run(ep, run_options)
     if ep.run_end_values and ep.device is not None:
-        reporters = [k.label for k in ep.kernels if getattr(k, "reports_errors", False)]
-        waiting.limit, waiting.label = ep.wait_limit, "the run's end" + (
-            f" (nodes that check their indices: {', '.join(reporters[:4])}{', ...' if len(reporters) > 4 else ''})"
-            if reporters else "")
+        waiting.limit, waiting.label = ep.wait_limit, "the run's end"
         try:
             ep.gpu.default_stream().finish()
+        except IndexOutOfRange as exc:  # (named here, not on every run: the session's nodes that check indices)
+            reporters = [k.label for k in ep.kernels if k.reports_errors]
+            if not reporters:
+                raise
+            more = ", ..." if len(reporters) > 4 else ""
+            raise IndexOutOfRange(f"{exc}; nodes that check their indices: {', '.join(reporters[:4])}{more}") from None
         finally:
             waiting.limit = waiting.label = None
 
