@@ -342,41 +342,52 @@ def chains(n_trees: int, depth: int) -> onnx.NodeProto:
         leaf_weights=numpy_helper.from_array(np.arange(leaves, dtype=np.float32), "leaf_weights"), **a)
 
 
-def test_past_the_loop_budget_stays_on_the_cpu_ep(ep_devices):
-    """Ensembles whose walk passes lavapipe's loop budget are declined at GetCapability: one tree deeper than it (the
-    CPU EP itself crashes on a chain 30,000 deep: only the decision is checked), and many trees that together pass it
-    (the CPU EP runs them)."""
+def test_a_tree_past_the_loop_budget_stays_on_the_cpu_ep(ep_devices):
+    """One tree deeper than lavapipe's loop budget is declined at GetCapability (the CPU EP itself crashes on a
+    chain 30,000 deep: only the decision is checked)."""
     deep = chains(1, LOOP_BUDGET + 10)
     assert "loop budget" in trees.TreeEnsemble.declines(None, _attrs(deep), 5, [2], ["float32"])
+
+
+def test_a_forest_past_the_loop_budget_runs_in_runs_of_trees(ep_devices):
+    """Trees that together pass one invocation's loop budget are walked a run of trees a dispatch, the sums carried
+    from one to the next: 400 chains 150 deep (2 dispatches) bit for bit with the CPU EP."""
     wide = chains(400, 150)
-    assert "loop budget" in trees.TreeEnsemble.declines(None, _attrs(wide), 5, [2], ["float32"])
     model = model_of(wide, "float32", "float32", 1, 5)
-    session = runner.vkep_session(model)
-    assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
-    x = inputs(3, np.float32)
-    np.testing.assert_array_equal(session.run(None, {"X": x})[0], runner.cpu_session(model).run(None, {"X": x})[0])
-    fits = chains(300, 150)
-    assert trees.TreeEnsemble.declines(None, _attrs(fits), 5, [2], ["float32"]) is None
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    assert len(trees.TreeEnsemble.packed_once(_attrs(wide), "float32").runs()) == 2
+    for rows in (1, 3, 120):
+        x = inputs(rows, np.float32)
+        np.testing.assert_array_equal(session.run(None, {"X": x})[0], runner.cpu_session(model).run(None, {"X": x})[0])
 
 
-def test_a_forest_past_the_budget_is_declined_before_it_is_packed(monkeypatch):
-    """The nodes_* form's least loop iterations (its trees, and the most branches on a path, found in numpy) decline a
-    forest past the budget without packing it (a LightGBM forest of 4.85 M nodes took 125 s to pack first); the
-    bound never passes the packed walk's count, so a forest within the budget is still packed and judged."""
-    def chain(depth: int):
-        return ("leaf", 0, 1.0) if depth == 0 else (0, 1, 0.5, 0, ("leaf", 0, 0.25), chain(depth - 1))
-    packed: list[str] = []
-    real = trees.TreeEnsembleRegressor.ensemble.__func__
-    monkeypatch.setattr(trees.TreeEnsembleRegressor, "ensemble",
-                        classmethod(lambda cls, attrs, x_dtype: packed.append("packed") or real(cls, attrs, x_dtype)))
-    attrs = v3_attributes([chain(16)] * 3_400, 1, "target", False) | {"n_targets": 1}
-    assert trees._least_loop_iterations(attrs) == 3_400 * (2 + 16)
-    reason = trees.TreeEnsembleRegressor.declines(None, attrs, 1, [2], ["float32"])
-    assert "at least 61200 loop iterations" in reason and not packed
-    for forest in (random_trees(3, 60, 2, modes=range(6), single_leaf_trees=False), [chain(40)] * 20):
-        attrs = v3_attributes(forest, 2, "target", False) | {"n_targets": 2}
-        assert trees._least_loop_iterations(attrs) <= trees.TreeEnsembleRegressor.ensemble(attrs,
-                                                                                            "float32").loop_iterations()
+@pytest.mark.parametrize("budget", [300, 1000])
+@pytest.mark.parametrize("aggregate", AGGREGATES)
+def test_runs_of_trees_split_the_cpu_eps_chunks_anywhere(ep_devices, monkeypatch, aggregate, budget):
+    """With a budget of a few trees a dispatch, the runs of trees end inside and at the ends of ORT's chunks (each
+    tree one chunk at one row, one chunk for a few rows, a chunk per thread for many): every aggregate, several
+    targets with SOFTMAX, and a classifier, bit for bit with the CPU EP (SOFTMAX within 1e-5)."""
+    monkeypatch.setattr(trees, "LOOP_BUDGET", budget)
+    forest = random_trees(3, 150, 1, max_depth=4)
+    check(model_of(v5_node(forest, 1, "float32", aggregate), "float32", "float32", 1, 5), "float32", exact=True,
+          rows=[1, 7, 120])
+    forest = random_trees(4, 90, 3, max_depth=5)
+    check(model_of(v5_node(forest, 3, "float64", aggregate, "SOFTMAX"), "float64", "float64", 3, 5), "float64",
+          exact=False, rows=[1, 60])
+    classes, ids, base, post, _ = CLASSIFIERS["boosting3"]
+    forest = random_trees(5, 100, ids, modes=range(6), single_leaf_trees=False)
+    # (and as LightGBM and XGBoost write them: each tree's leaves for one class, tree k's for class k % 3, so each
+    # target walks a third of the trees)
+    boosted = [_map_leaves(tree, lambda t, w, k=k: (k % classes, w)) for k, tree in enumerate(forest)]
+    for trees_ in (forest, boosted):
+        node = helper.make_node("TreeEnsembleClassifier", ["X"], ["label", "probabilities"], domain=ML,
+                                classlabels_int64s=[3, 5, 9], post_transform=post,
+                                **v3_attributes(trees_, ids, "class", False, base))
+        check(model_of(node, "float32", ["int64", "float32"], classes, 1), "float32", exact=False, rows=[1, 7, 60])
+    lists, starts = trees.TreeEnsembleClassifier.packed_once(
+        {**v3_attributes(boosted, ids, "class", False, base), "classlabels_int64s": [3, 5, 9]}, "float32").tree_lists()
+    assert np.array_equal(lists[starts[1]:starts[2]], np.arange(1, 100, 3))
 
 
 def test_float64_needs_shader_float64():

@@ -80,9 +80,25 @@ def _hashable(value):
     """An attribute's value as a dictionary key (lists as tuples, arrays by type, shape and bytes)."""
     if isinstance(value, np.ndarray):
         return value.dtype.str, value.shape, value.tobytes()
-    if isinstance(value, (list, tuple)):
-        return tuple(_hashable(v) for v in value)
+    if isinstance(value, (list, tuple)):  # (a list of numbers at C speed: a forest's attributes hold millions)
+        nested = any(isinstance(v, (list, tuple, np.ndarray)) for v in value[:1])
+        return tuple(_hashable(v) for v in value) if nested else tuple(value)
     return value
+
+
+def offset_tables(header: tuple[str, ...], **arrays) -> bytes:
+    """One table for a shader (its `tables` push member): a header of uint32 byte offsets, one for each name of
+    `header` in order, then each array at its offset, aligned to 8 bytes (a name not given: an empty array)."""
+    blob = bytearray(bytes(-(-4 * len(header) // 8) * 8))
+    offsets = []
+    for name in header:
+        offsets.append(len(blob))
+        arr = arrays.get(name)
+        if arr is not None:
+            blob += np.ascontiguousarray(arr).tobytes()
+        blob += bytes(-len(blob) % 8)
+    blob[:4 * len(header)] = np.array(offsets, np.uint32).tobytes()
+    return bytes(blob)
 
 
 PACKED_CACHE = 4  # attribute packings kept (_PACKED)

@@ -22,6 +22,7 @@ from vkep.kernels.base import (
     UnsupportedError,
     grid_1d,
     has_float64,
+    offset_tables,
     pack_once,
 )
 
@@ -95,20 +96,6 @@ class Model:
         return max(F, C * F + 3 * C) if not self.vectors else max(F, V)
 
 
-def _tables(**arrays) -> bytes:
-    """The header of byte offsets (HEADER order), then each array at an offset aligned to 8 bytes."""
-    blob = bytearray(bytes(-(-4 * len(HEADER) // 8) * 8))
-    offsets = []
-    for name in HEADER:
-        offsets.append(len(blob))
-        arr = arrays.get(name)
-        if arr is not None:
-            blob += np.ascontiguousarray(arr).tobytes()
-        blob += bytes(-len(blob) % 8)
-    blob[:4 * len(HEADER)] = np.array(offsets, np.uint32).tobytes()
-    return bytes(blob)
-
-
 def _kernel_params(attrs: dict, op: str) -> tuple[float, float, float]:
     params = attrs.get("kernel_params")
     if params is None:  # (the CPU EP fails the session)
@@ -137,7 +124,7 @@ def linear_classifier(attrs: dict) -> Model:
         labels = labels if second else [0, 1]
     elif len(labels) < C:  # (the CPU EP reads past the labels)
         raise UnsupportedError(f"{len(labels)} class labels for {C} classes")
-    return Model(_tables(coefs=coefs, intercepts=intercepts, labels=np.array(labels, np.int64)), len(coefs) // C, C,
+    return Model(offset_tables(HEADER, coefs=coefs, intercepts=intercepts, labels=np.array(labels, np.int64)), len(coefs) // C, C,
                  post=post, flags=flags, labels=len(labels))
 
 
@@ -148,7 +135,7 @@ def linear_regressor(attrs: dict) -> Model:
     if targets is None or targets <= 0 or len(coefs) == 0 or len(coefs) % targets:
         raise UnsupportedError(f"{len(coefs)} coefficients for {targets} targets")
     flags = INTERCEPT if len(intercepts) == targets else 0
-    return Model(_tables(coefs=coefs, intercepts=intercepts), len(coefs) // targets, int(targets), post=_post(attrs),
+    return Model(offset_tables(HEADER, coefs=coefs, intercepts=intercepts), len(coefs) // targets, int(targets), post=_post(attrs),
                  flags=flags)
 
 
@@ -163,11 +150,11 @@ def svm_regressor(attrs: dict) -> Model:
     flags = ONE_CLASS if attrs.get("one_class") else 0
     name = attrs.get("kernel_type") or "LINEAR"
     if V == 0:
-        return Model(_tables(coefs=coefs, intercepts=rho[:1]), len(coefs), 1,
+        return Model(offset_tables(HEADER, coefs=coefs, intercepts=rho[:1]), len(coefs), 1,
                      flags=flags | (INTERCEPT if rho[0] != 0 else 0))
     if len(svs) == 0 or len(svs) % V or len(coefs) < V:
         raise UnsupportedError(f"{len(svs)} support vector values and {len(coefs)} coefficients for {V} vectors")
-    return Model(_tables(coefs=coefs, intercepts=rho[:1], svs=svs), len(svs) // V, 1, V, flags=flags | INTERCEPT,
+    return Model(offset_tables(HEADER, coefs=coefs, intercepts=rho[:1], svs=svs), len(svs) // V, 1, V, flags=flags | INTERCEPT,
                  kernel=KERNELS.index(name) if name in KERNELS else 3, gamma=gamma, coef0=coef0, degree=degree,
                  c=coef0 if name != "LINEAR" else 0.0)
 
@@ -191,7 +178,7 @@ def svm_classifier(attrs: dict) -> Model:
     if V == 0:  # liblinear: MODE 1 writes the scores to y
         if len(coefs) % C:
             raise UnsupportedError(f"{len(coefs)} coefficients for {C} classes")
-        return Model(_tables(svs=coefs, labels=labels), len(coefs) // C, C, 0, post, flags, LINEAR, c=float(rho[0]),
+        return Model(offset_tables(HEADER, svs=coefs, labels=labels), len(coefs) // C, C, 0, post, flags, LINEAR, c=float(rho[0]),
                      labels=C, svm_classifier=True)
     if (len(per_class) != C or len(svs) == 0 or len(svs) % V or len(coefs) < (C - 1) * V or len(rho) < pairs
             or (len(proba) and len(proba) < pairs)):
@@ -202,7 +189,7 @@ def svm_classifier(attrs: dict) -> Model:
     name = attrs.get("kernel_type") or "LINEAR"
     kernel = KERNELS.index(name) if name in KERNELS else 3
     starts = np.cumsum([0] + per_class[:-1]).astype(np.uint32)
-    return Model(_tables(coefs=coefs, svs=svs, rho=rho, proba=proba, probb=probb, labels=labels, starts=starts,
+    return Model(offset_tables(HEADER, coefs=coefs, svs=svs, rho=rho, proba=proba, probb=probb, labels=labels, starts=starts,
                          counts=np.array(per_class, np.uint32)),
                  len(svs) // V, C, V, post, flags | SVC, kernel, gamma, coef0, degree,
                  c=coef0 if kernel != LINEAR else 0.0, labels=C, svm_classifier=True)

@@ -4,14 +4,17 @@
 Each node's attributes are packed once, at session creation, into one layout (`Packed`): every tree's branches and
 leaves as NODE_WORDS words each (feature, mode and missing-value track, true and false node, a set's place), the
 thresholds, the leaves' weights and targets in the order ORT adds them, the roots in ORT's order of trees, the
-members of BRANCH_MEMBER sets and the base values. shaders/tree_ensemble.comp walks them: one invocation per
-(sample, target) adds every tree's leaf in order (ORT's order and type of accumulation: bit for bit), with the
-walk bounded by the deepest tree; SOFTMAX / SOFTMAX_ZERO and a classifier's labels take a second pass per sample.
+members of BRANCH_MEMBER sets and the base values (in numpy: a LightGBM forest has millions of nodes).
+shaders/tree_ensemble.comp walks them: one invocation per (sample, target) adds every tree's leaf in order (ORT's
+order and type of accumulation: bit for bit), with the walk bounded by the deepest tree; a forest past one
+invocation's loop budget is walked in runs of trees, a dispatch each, the sums carried from one to the next in
+scratch memory. SOFTMAX / SOFTMAX_ZERO and a classifier's labels take a second pass per sample.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -25,6 +28,7 @@ from vkep.kernels.base import (
     UnsupportedError,
     grid_1d,
     has_float64,
+    offset_tables,
     pack_once,
 )
 
@@ -42,6 +46,9 @@ SOFTMAXES = (1, 3)
 # has 1 SOFTMAX and 2 LOGISTIC; vkep follows the CPU EP
 ORT_POSTS = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
 SCORE, SOFTMAX, CLASSIFY = 0, 1, 2  # tree_ensemble.comp's MODEs
+# (tree_ensemble.comp's tables)
+HEADER = ("nodes", "values", "weights", "targets", "roots", "sets", "base", "labels", "tree_lists", "list_starts")
+CARRIED = 3  # values a (sample, target) carries from one run of trees to the next (tree_ensemble.comp: state)
 ONE_TARGET, USE_BASE, CLASS_SUMS, BINARY, POSITIVE = 1, 2, 4, 8, 16  # tree_ensemble.comp's flags
 # ORT's TreeEnsembleCommon: parallel_tree_ (trees past which one row's trees are added apart) and parallel_N_ (rows
 # past which the rows' trees are split among the threads)
@@ -85,10 +92,52 @@ class Packed:
     def wide(self) -> bool:
         return self.values.dtype == np.float64
 
-    def loop_iterations(self) -> int:
-        """tree_ensemble.comp's loop iterations in one invocation (lavapipe's budget: LOOP_BUDGET)."""
+    def tree_iterations(self) -> int:
+        """tree_ensemble.comp's loop iterations for one tree of a walk (at most)."""
         biggest_set = int(self.nodes[:, 5].max()) if len(self.nodes) else 0
-        return len(self.roots) * (2 + self.depth * (1 + biggest_set) + self.max_weights) + 3 * self.n_targets
+        return 2 + self.depth * (1 + biggest_set) + self.max_weights
+
+    def runs(self) -> list[tuple[int, int]]:
+        """The runs of trees (first, end) of tree_ensemble.comp's dispatches: as many trees each as one
+        invocation's loop budget (LOOP_BUDGET) walks, less a second pass's loops over the targets."""
+        # (less a search of the tree lists: at most 33 steps)
+        step = (LOOP_BUDGET - 3 * self.n_targets - 64) // self.tree_iterations()
+        if step < 1:
+            raise UnsupportedError(f"a tree {self.depth} branches deep (past the loop budget)")
+        trees = len(self.roots)
+        return [(a, min(a + step, trees)) for a in range(0, trees, step)] or [(0, 0)]
+
+    def tree_lists(self) -> tuple[np.ndarray, np.ndarray]:
+        """The trees each target walks, in order: (the lists one after the other, where each target's starts and
+        the last ends). A tree none of whose leaves has a weight for a target adds nothing to it (a boosted
+        classifier's trees are each for one class), but one target adds every leaf's first weight: every tree."""
+        trees = np.arange(len(self.roots), dtype=np.uint32)
+        hits = None if self.n_targets == 1 else self._tree_targets()
+        if hits is None:
+            return np.tile(trees, self.n_targets), np.arange(self.n_targets + 1, dtype=np.uint32) * len(trees)
+        keys = np.unique(hits[1] * len(trees) + hits[0])
+        starts = np.searchsorted(keys, np.arange(self.n_targets + 1) * len(trees))
+        return (keys % len(trees)).astype(np.uint32), starts.astype(np.uint32)
+
+    def _tree_targets(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(tree, target) of every weight of a leaf each tree reaches, walked level by level from the roots; None
+        where the trees share so many nodes that the walk grows past the nodes (then every tree is walked)."""
+        node, tree = self.roots.astype(np.int64), np.arange(len(self.roots), dtype=np.int64)
+        leaf = self.nodes[:, 1] & 0xFF == LEAF
+        found_trees, found_targets = [], []
+        while node.size:
+            if node.size > 2 * len(self.nodes):
+                return None
+            at = leaf[node]
+            first, count = self.nodes[node[at], 0].astype(np.int64), self.nodes[node[at], 2].astype(np.int64)
+            # each leaf's weights: first, first + 1, ..., first + count - 1
+            weight = np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())
+            found_trees.append(np.repeat(tree[at], count))
+            found_targets.append(self.targets[weight].astype(np.int64))
+            branch = node[~at]
+            node = self.nodes[branch, 2:4].astype(np.int64).ravel()
+            tree = np.repeat(tree[~at], 2)
+        return np.concatenate(found_trees), np.concatenate(found_targets)
 
 
 class _Builder:
@@ -134,32 +183,21 @@ class _Builder:
 
 
 def _depth(nodes: np.ndarray, roots: list[int]) -> int:
-    """The most branches on a path from a root to a leaf (UnsupportedError past LOOP_BUDGET or on a cycle)."""
-    depth: dict[int, int] = {}
-    for root in roots:
-        stack, on_path = [(root, False)], set()
-        while stack:
-            node, done = stack.pop()
-            if node in depth:
-                continue
-            if nodes[node, 1] & 0xFF == LEAF:
-                depth[node] = 0
-                continue
-            kids = (int(nodes[node, 2]), int(nodes[node, 3]))
-            if done:
-                on_path.discard(node)
-                depth[node] = 1 + max(depth[k] for k in kids)
-                if depth[node] > LOOP_BUDGET:
-                    raise UnsupportedError(f"a tree {depth[node]} branches deep (past the loop budget)")
-                continue
-            if node in on_path:
-                raise UnsupportedError("a tree with a cycle")
-            on_path.add(node)
-            stack.append((node, True))
-            stack.extend((k, False) for k in kids if k not in depth)
-            if any(k in on_path for k in kids):
-                raise UnsupportedError("a tree with a cycle")
-    return max((depth[r] for r in roots), default=0)
+    """The most branches on a path from a root to a leaf, walked level by level (UnsupportedError past LOOP_BUDGET
+    or on a cycle: a walk longer than the branches)."""
+    branch = nodes[:, 1] & 0xFF != LEAF
+    level = np.unique(np.asarray(roots, np.int64))
+    level, depth = level[branch[level]], 0
+    while level.size:
+        depth += 1
+        if depth > LOOP_BUDGET:
+            raise UnsupportedError(f"a tree {depth} branches deep (past the loop budget)")
+        if depth > int(branch.sum()):
+            raise UnsupportedError("a tree with a cycle")
+        below = np.zeros(len(nodes), bool)  # (a mask, not np.unique: levels of a large forest hold 100,000s)
+        below[nodes[level, 2:4].ravel()] = True
+        level = np.flatnonzero(below & branch)
+    return depth
 
 
 def _array(attrs: dict, name: str):
@@ -269,10 +307,10 @@ def pack_v3(attrs: dict, x_dtype: str, prefix: str = "target") -> Packed:
     dtype = np.float64 if present or x_dtype == "float64" else np.float32
     if any(tensors[k].dtype != np.float64 for k in present):
         raise UnsupportedError("*_as_tensor attributes not of type double")
-    ints = {name: list(attrs.get(name) or []) for name in (
+    ints = {name: attrs.get(name) or [] for name in (
         "nodes_falsenodeids", "nodes_featureids", "nodes_missing_value_tracks_true", "nodes_nodeids",
         "nodes_treeids", "nodes_truenodeids", f"{prefix}_ids", f"{prefix}_nodeids", f"{prefix}_treeids")}
-    modes = list(attrs.get("nodes_modes") or [])
+    modes = attrs.get("nodes_modes") or []
     values = tensors["nodes_values_as_tensor"]
     values = np.asarray(attrs.get("nodes_values") or [], np.float32) if values is None else values
     weights = tensors[f"{prefix}_weights_as_tensor"]
@@ -281,85 +319,78 @@ def pack_v3(attrs: dict, x_dtype: str, prefix: str = "target") -> Packed:
     base = np.asarray(attrs.get("base_values") or [], np.float32) if base is None else base
     n = len(ints["nodes_treeids"])
     n_targets = int(attrs.get("n_targets") or 0)
+    target = np.asarray(ints[f"{prefix}_ids"], np.int64)
     if (any(len(ints[k]) != n for k in ("nodes_falsenodeids", "nodes_featureids", "nodes_nodeids",
                                         "nodes_truenodeids"))
             or len(modes) != n or len(values) != n or n_targets <= 0 or n == 0
             or len(ints["nodes_missing_value_tracks_true"]) > n
             or any(len(ints[f"{prefix}_{k}"]) != len(weights) for k in ("ids", "nodeids", "treeids"))
-            or any(not 0 <= t < n_targets for t in ints[f"{prefix}_ids"])):
+            or not np.all((target >= 0) & (target < n_targets))):
         raise UnsupportedError(f"{prefix} ensemble with inconsistent attributes")
     aggregate = AGGREGATES.get(attrs.get("aggregate_function") or "SUM")
     post = POSTS.get(attrs.get("post_transform") or "NONE")
-    if aggregate is None or post is None or any(m != "LEAF" and m not in MODES for m in modes):
+    code = np.fromiter(map({"LEAF": LEAF, **MODES}.get, modes, itertools.repeat(255)), np.uint32, n)
+    if aggregate is None or post is None or np.any(code == 255):
         raise UnsupportedError(f"{prefix} ensemble: aggregate_function {attrs.get('aggregate_function')}, "
                                f"post_transform {attrs.get('post_transform')}, modes {sorted(set(modes))}")
-    index: dict[tuple[int, int], int] = {}
-    for i, key in enumerate(zip(ints["nodes_treeids"], ints["nodes_nodeids"], strict=True)):
-        if key in index:
-            raise UnsupportedError(f"node {key[1]} of tree {key[0]} twice")
-        index[key] = i
-    # the weights of each leaf, in ORT's order: sorted by (tree, node), then as listed
-    leaf_weights: dict[int, list] = {}
-    order = sorted(range(len(weights)), key=lambda k: (ints[f"{prefix}_treeids"][k], ints[f"{prefix}_nodeids"][k], k))
-    for k in order:
-        i = index.get((ints[f"{prefix}_treeids"][k], ints[f"{prefix}_nodeids"][k]))
-        if i is None:
-            raise UnsupportedError("a weight of a node that does not exist")
-        if modes[i] == "LEAF":  # (ORT ignores the weights of branches)
-            leaf_weights.setdefault(i, []).append((ints[f"{prefix}_ids"][k], weights[k]))
-    b = _Builder(dtype)
-    missing = ints["nodes_missing_value_tracks_true"]
-    for i in range(n):
-        if modes[i] == "LEAF":
-            if i not in leaf_weights:
-                raise UnsupportedError("a leaf without weights")
-            b.leaf(leaf_weights[i])
-        else:
-            b.branch(ints["nodes_featureids"][i], MODES[modes[i]], i < len(missing) and missing[i] == 1, values[i])
-    for i in range(n):
-        if modes[i] != "LEAF":
-            tree = ints["nodes_treeids"][i]
-            kids = [index.get((tree, ints[k][i])) for k in ("nodes_truenodeids", "nodes_falsenodeids")]
-            if None in kids or i in kids:
-                raise UnsupportedError(f"node {ints['nodes_nodeids'][i]} of tree {tree}: a child missing or itself")
-            b.link(i, *kids)
+    leaf = code == LEAF
+    trees, ids = (np.asarray(ints[k], np.int64) for k in ("nodes_treeids", "nodes_nodeids"))
+    locate = _Locator(trees, ids)
+    # the weights of each leaf, in ORT's order: sorted by (tree, node), then as listed; ORT ignores branches' weights
+    at = locate(np.asarray(ints[f"{prefix}_treeids"], np.int64), np.asarray(ints[f"{prefix}_nodeids"], np.int64))
+    if np.any(at < 0):
+        raise UnsupportedError("a weight of a node that does not exist")
+    kept = np.flatnonzero(leaf[at])
+    kept = kept[np.argsort(at[kept], kind="stable")]  # (a node's weights in the order listed: its (tree, node) is one)
+    counts = np.bincount(at[kept], minlength=n)
+    if np.any(leaf & (counts == 0)):
+        raise UnsupportedError("a leaf without weights")
+    first = np.cumsum(counts) - counts
+    feature = np.asarray(ints["nodes_featureids"], np.int64)
+    if np.any(feature[~leaf] < 0):
+        raise UnsupportedError(f"feature id {int(feature[~leaf].min())}")
+    missing = np.zeros(n, bool)
+    missing[:len(ints["nodes_missing_value_tracks_true"])] = np.asarray(ints["nodes_missing_value_tracks_true"]) == 1
+    kids = [locate(trees, np.asarray(ints[k], np.int64)) for k in ("nodes_truenodeids", "nodes_falsenodeids")]
+    bad = np.flatnonzero(~leaf & ((kids[0] < 0) | (kids[1] < 0) | (kids[0] == np.arange(n))
+                                  | (kids[1] == np.arange(n))))
+    if bad.size:
+        raise UnsupportedError(f"node {ids[bad[0]]} of tree {trees[bad[0]]}: a child missing or itself")
+    nodes = np.zeros((n, NODE_WORDS), np.uint32)
+    nodes[:, 0] = np.where(leaf, first, feature)
+    nodes[:, 1] = np.where(leaf, LEAF, code | (missing.astype(np.uint32) << 8))
+    nodes[:, 2] = np.where(leaf, counts, kids[0])
+    nodes[:, 3] = np.where(leaf, 0, kids[1])
     # ORT's roots: the first node of each run of nodes of one tree, in the order listed
-    trees = ints["nodes_treeids"]
-    roots = [i for i in range(n) if i == 0 or trees[i] != trees[i - 1]]
-    return b.packed(roots, base.tolist(), n_targets, aggregate, post)
-
-
-def _least_loop_iterations(attrs: dict) -> int:
-    """A lower bound of Packed.loop_iterations for the nodes_* form of an ensemble, in numpy without packing it: its
-    trees (ORT's roots: runs of one tree id) times 2 plus the most branches on a path from a root, walked level by
-    level and stopped once past the loop budget (packing a LightGBM forest of 4.85 M nodes in Python took 125 s
-    before declining it at the budget). 0 where the attributes do not give it."""
-    trees = np.asarray(attrs.get("nodes_treeids") or [], np.int64)
-    nodes = np.asarray(attrs.get("nodes_nodeids") or [], np.int64)
-    kids = [np.asarray(attrs.get(k) or [], np.int64) for k in ("nodes_truenodeids", "nodes_falsenodeids")]
-    n = len(trees)
-    if n == 0 or any(len(a) != n for a in (nodes, *kids)) or len(attrs.get("nodes_modes") or []) != n:
-        return 0
-    branch = np.array([m != "LEAF" for m in attrs["nodes_modes"]])
     roots = np.flatnonzero(np.r_[True, trees[1:] != trees[:-1]])
-    width = int(max(nodes.max(), *(k.max() for k in kids))) + 1
-    if nodes.min() < 0 or min(k.min() for k in kids) < 0:
-        return 0
-    keys = trees * width + nodes
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
+    return Packed(nodes, np.where(leaf, 0, values).astype(dtype), np.asarray(weights)[kept].astype(dtype),
+                  target[kept].astype(np.uint32), roots.astype(np.uint32), np.zeros(0, dtype),
+                  np.asarray(base.tolist(), dtype), n_targets, _depth(nodes, roots), int(counts.max(initial=0)),
+                  int(feature[~leaf].max(initial=-1)), aggregate, post)
 
-    def index(child: np.ndarray, at: np.ndarray) -> np.ndarray:  # (the nodes a branch names; -1 where none)
-        wanted = trees[at] * width + child[at]
-        pos = np.minimum(np.searchsorted(ordered, wanted), n - 1)
-        return np.where(ordered[pos] == wanted, order[pos], -1)
-    level, depth = roots[branch[roots]], 0
-    while level.size and len(roots) * (2 + depth) <= LOOP_BUDGET and depth <= n:
-        depth += 1
-        below = np.concatenate([index(k, level) for k in kids])
-        below = below[below >= 0]
-        level = np.unique(below[branch[below]])
-    return len(roots) * (2 + depth)
+
+class _Locator:
+    """Each (tree, node id)'s place in the nodes_* lists (-1 where none); UnsupportedError on a node listed
+    twice."""
+
+    def __init__(self, trees: np.ndarray, ids: np.ndarray):
+        if ids.size and ids.min() < 0:  # (keys tree * width + id are one to one for ids in [0, width) only)
+            raise UnsupportedError(f"node id {ids.min()}")
+        self.width = int(ids.max(initial=0)) + 1
+        keys = trees * self.width + ids
+        self.order = np.argsort(keys, kind="stable")
+        self.keys = keys[self.order]
+        twice = np.flatnonzero(self.keys[1:] == self.keys[:-1])
+        if twice.size:
+            i = self.order[twice[0]]
+            raise UnsupportedError(f"node {ids[i]} of tree {trees[i]} twice")
+
+    def __call__(self, trees: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        if not self.keys.size:
+            return np.full(len(ids), -1)
+        wanted = trees * self.width + ids
+        pos = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)
+        return np.where((self.keys[pos] == wanted) & (ids >= 0) & (ids < self.width), self.order[pos], -1)
 
 
 class TreeEnsembleBase(Kernel):
@@ -383,15 +414,10 @@ class TreeEnsembleBase(Kernel):
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         if input_ranks and input_ranks[0] not in (1, 2, -1):
             return f"{cls.__name__} of an input of rank {input_ranks[0]}"
-        least = _least_loop_iterations(attrs)
-        if least > LOOP_BUDGET:  # (before packing: a large forest takes minutes to pack in Python)
-            return f"{cls.__name__}: at least {least} loop iterations a walk (loop budget)"
         try:
-            packed = cls.packed_once(attrs, (input_types or [None])[0] or "float32")
+            cls.packed_once(attrs, (input_types or [None])[0] or "float32").runs()
         except UnsupportedError as exc:
             return f"{cls.__name__}: {exc}"
-        if packed.loop_iterations() > LOOP_BUDGET:
-            return f"{cls.__name__}: {len(packed.roots)} trees {packed.depth} deep (loop budget)"
         return None
 
     @classmethod
@@ -410,16 +436,14 @@ class TreeEnsembleBase(Kernel):
         self.x_dtype = input_types[0] if input_types and input_types[0] else "float32"
         self.packed = self.packed_once(attrs, self.x_dtype)
         p = self.packed
-        # one persistent buffer: the nodes, then each other array at an offset aligned to 8 bytes
-        blob, self.offsets = bytearray(), {}
-        for name, arr in (("nodes", p.nodes), ("values", p.values), ("weights", p.weights), ("targets", p.targets),
-                          ("roots", p.roots), ("sets", p.sets), ("base", p.base)):
-            self.offsets[name] = len(blob)
-            blob += arr.tobytes()
-            blob += bytes(-len(blob) % 8)
-        self.tables = bytes(blob) or bytes(8)
-        del self.offsets["nodes"]
-        self.offsets["labels"] = 0
+        lists, starts = p.tree_lists()
+        self.tables = offset_tables(HEADER, nodes=p.nodes, values=p.values, weights=p.weights, targets=p.targets,
+                                    roots=p.roots, sets=p.sets, base=p.base, labels=self.labels(attrs),
+                                    tree_lists=lists, list_starts=starts)
+
+    def labels(self, attrs: dict) -> np.ndarray | None:
+        """A classifier's int64 class labels (the tables' last array)."""
+        return None
 
     def y_dtype(self) -> str:
         return self.x_dtype
@@ -446,13 +470,20 @@ class TreeEnsembleBase(Kernel):
         constants = {"x64": int(x.dtype == "float64"), "th64": int(p.wide), "y64": int(y_dtype == "float64")}
         flags = ((ONE_TARGET if one else 0) | (USE_BASE if len(p.base) == (1 if one else p.n_targets) else 0)
                  | self.flags)
-        push = {**self.offsets, "tables": call.persistent(self.tables), "x": x, "y": y, "scores": scores,
+        runs = p.runs()
+        # (the sums of a (sample, target) carried from one run of trees to the next)
+        state = call.scratch((CARRIED, y.size), "float64" if wide else "float32") if len(runs) > 1 else None
+        push = {"tables": call.persistent(self.tables), "x": x, "y": y, "scores": scores, "state": state,
                 "label": label, "n": y.size, "n_targets": p.n_targets, "stride": stride, "n_trees": len(p.roots),
                 "depth": p.depth, "max_weights": p.max_weights if not one else 1, "aggregate": p.aggregate,
                 "post": p.post, "flags": flags, "n_base": len(p.base),
-                "chunks": tree_chunks(n, len(p.roots), one, host.cpu_ep_threads())}
-        call.dispatch(SHADER, dtype, {**constants, "mode": SCORE}, push, grid_1d(y.size, WG), [x],
-                      [scores if second is not None else y])
+                "chunks": tree_chunks(n, len(p.roots), one, host.cpu_ep_threads()), "first_tree": 0,
+                "end_tree": len(p.roots)}
+        for first, end in runs:
+            carried = [state] if state is not None else []
+            call.dispatch(SHADER, dtype, {**constants, "mode": SCORE}, {**push, "first_tree": first, "end_tree": end},
+                          grid_1d(y.size, WG), [x] + (carried if first else []),
+                          carried if end < len(p.roots) else [scores if second is not None else y])
         if second is not None:
             call.dispatch(SHADER, dtype, {**constants, "mode": second}, {**push, "n": n}, grid_1d(n, WG), [scores],
                           [scores, y] + ([label] if label is not None else []))
@@ -495,14 +526,14 @@ class TreeEnsembleClassifier(TreeEnsembleBase):
             raise UnsupportedError(f"{len(packed.base)} base values for {len(labels)} classes")
         return packed
 
+    def labels(self, attrs: dict) -> np.ndarray | None:
+        return np.array(attrs["classlabels_int64s"], np.int64)
+
     def __init__(self, spec, attrs, since_version, input_types):
         super().__init__(spec, attrs, since_version, input_types)
-        labels = np.array(attrs["classlabels_int64s"], np.int64)
-        self.offsets["labels"] = len(self.tables)
-        self.tables += labels.tobytes()
         weights = _array(attrs, "class_weights_as_tensor")
         weights = np.asarray(attrs.get("class_weights") or [], np.float32) if weights is None else weights
-        binary = len(labels) == 2 and len(set(attrs.get("class_ids") or [])) == 1
+        binary = len(attrs["classlabels_int64s"]) == 2 and len(set(attrs.get("class_ids") or [])) == 1
         self.flags = CLASS_SUMS | (BINARY if binary else 0) | (0 if np.any(weights < 0) else POSITIVE)
 
     def y_dtype(self) -> str:

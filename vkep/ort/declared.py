@@ -209,4 +209,13 @@ def attribute(node, name: str, kind: str):
         return ffi.string(buf, size[0]).decode()
     if kind == "strings":  # each string ends with a NUL
         return bytes(ffi.buffer(buf, size[0])).decode().split("\0")[:-1]
-    return list(buf)[: size[0] // ffi.sizeof(ctype)] if kind in ("ints", "floats") else buf[0]
+    return c_list(buf, size[0] // ffi.sizeof(ctype)) if kind in ("ints", "floats") else buf[0]
+
+
+def c_list(buf, count: int) -> list:
+    """The first `count` numbers of a cffi array of int64_t or float as a list (through numpy: a forest's
+    attributes hold millions, which list(buf) reads one by one)."""
+    import numpy as np
+
+    dtype = np.int64 if api.ffi.typeof(buf).item.cname == "int64_t" else np.float32
+    return np.frombuffer(api.ffi.buffer(buf, count * np.dtype(dtype).itemsize), dtype).tolist()

@@ -5,7 +5,8 @@
 // MODE 0: one invocation per (sample, target): every tree in order, each walked from its root to a leaf (at most
 //   `depth` branches), the leaf's weights for the target aggregated in the order ORT adds them (SUM, AVERAGE,
 //   MIN, MAX), then the base value; with post transform per element (or none) the output is written here, else
-//   the score goes to `scores` for MODE 1.
+//   the score goes to `scores` for MODE 1. A dispatch walks the trees [first_tree, end_tree): a forest past one
+//   invocation's loop budget takes several, the sums carried from one to the next in `state`.
 // MODE 1: one invocation per sample: SOFTMAX or SOFTMAX_ZERO over the sample's scores.
 // MODE 2: one invocation per sample: TreeEnsembleClassifier's label and probabilities from the sample's class sums
 //   (MODE 0 with CLASSIFY: `scores` holds the sums, then whether each class had a weight), as ORT's
@@ -35,14 +36,25 @@ layout(buffer_reference, scalar, buffer_reference_align = 4) buffer Floats { flo
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Ints64 { int64_t v[]; };
 
 layout(push_constant, scalar) uniform Push {
-    uint64_t x, y, tables, scores, label;  // tables: trees.py's packed arrays, one after the other (offsets below)
+    uint64_t x, y, tables, scores, label, state;  // tables: trees.py's packed arrays after a header of offsets
     uint n, n_targets, stride, n_trees, depth, max_weights;
     uint aggregate, post, flags, chunks, n_base;
-    uint values, weights, targets, roots, sets, base, labels;
+    uint first_tree, end_tree;  // this dispatch's trees
     GROUP_BASE;
 } pc;
 
-#define TABLE(name) (pc.tables + uint64_t(pc.name))
+// tables' header (trees.py HEADER): the byte offset of each array
+#define AT_nodes 0u
+#define AT_values 1u
+#define AT_weights 2u
+#define AT_targets 3u
+#define AT_roots 4u
+#define AT_sets 5u
+#define AT_base 6u
+#define AT_labels 7u
+#define AT_tree_lists 8u   // the trees each target walks, one list after the other
+#define AT_list_starts 9u  // where each target's list starts (and the last ends)
+#define TABLE(name) (pc.tables + uint64_t(Words(pc.tables).w[AT_##name]))
 // node words (trees.py NODE_WORDS), the first table: feature or first weight, mode | missing track true << 8, true node or weight
 // count, false node, first set member, set members
 #define NODE_WORDS 6u
@@ -109,7 +121,7 @@ REAL load(uint64_t addr, uint i, bool wide) {
 }
 
 bool branch_true(uint node, uint row) {
-    Words N = Words(pc.tables);
+    Words N = Words(TABLE(nodes));
     uint word = N.w[node * NODE_WORDS + 1u];
     uint mode = word & 0xFFu;
     REAL v = feature(row + N.w[node * NODE_WORDS]);
@@ -152,44 +164,93 @@ float logistic(float v) {
     return v < 0.0 ? 1.0 - e : e;
 }
 
+// the run of trees (ThreadPool::PartitionWork's chunk) tree j is in
+uint chunk_of(uint j, uint per_chunk, uint extra) {
+    if (per_chunk == 0u) return j;  // (fewer trees than chunks: one each)
+    uint wide = extra * (per_chunk + 1u);  // (the first `extra` chunks hold one tree more)
+    return j < wide ? j / (per_chunk + 1u) : extra + (j - wide) / per_chunk;
+}
+
+uint chunk_start(uint b, uint per_chunk, uint extra) { return b * per_chunk + min(b, extra); }
+
+// the sum so far (score, has) merged with chunk b's (part, part_has), as ORT merges its threads' sums in order
+void merge(uint b, inout REAL score, inout bool has, REAL part, bool part_has) {
+    if (b == 0u) {
+        score = part;
+        has = part_has;
+    } else if (pc.aggregate == AGG_MIN || pc.aggregate == AGG_MAX) {  // MergePrediction(1)
+        if (part_has) score = has && (pc.aggregate == AGG_MIN ? score < part : score > part) ? score : part;
+        has = has || part_has;
+    } else if (part_has || FLAG(ONE_TARGET)) {
+        score = rnd(score + part);
+        has = true;
+    }
+}
+
 void score_target(uint o) {
     uint s = o / pc.n_targets, t = o % pc.n_targets, row = s * pc.stride;
-    Words N = Words(pc.tables), R = Words(TABLE(roots)), T = Words(TABLE(targets));
+    Words N = Words(TABLE(nodes)), R = Words(TABLE(roots)), T = Words(TABLE(targets));
+    Words L = Words(TABLE(tree_lists)), S = Words(TABLE(list_starts));
     // ORT's threads each add a chunk of the trees (ThreadPool::PartitionWork), whose sums are then merged in order
     uint per_chunk = pc.n_trees / pc.chunks, extra = pc.n_trees % pc.chunks;
-    precise REAL score = REAL(0.0);
-    bool has = false;
-    for (uint b = 0u; b < pc.chunks; ++b) {
-        uint start = b * per_chunk + min(b, extra), end = start + per_chunk + (b < extra ? 1u : 0u);
-        precise REAL part = REAL(0.0);
-        bool part_has = false;
-        for (uint j = start; j < end; ++j) {
-            uint node = R.w[j];
-            for (uint d = 0u; d < pc.depth; ++d) {
-                if ((N.w[node * NODE_WORDS + 1u] & 0xFFu) == LEAF) break;
-                node = N.w[node * NODE_WORDS + (branch_true(node, row) ? 2u : 3u)];
-            }
-            uint first = N.w[node * NODE_WORDS], count = N.w[node * NODE_WORDS + 2u];
-            for (uint k = 0u; k < pc.max_weights; ++k) {
-                // (one target: ORT adds each leaf's first weight, whatever its target)
-                if (k >= count || (FLAG(ONE_TARGET) ? k > 0u : T.w[first + k] != t)) continue;
-                REAL w = th(TABLE(weights), first + k);
-                if (pc.aggregate == AGG_MIN) part = !part_has || w < part ? w : part;
-                else if (pc.aggregate == AGG_MAX) part = !part_has || w > part ? w : part;
-                else part = rnd(part + w);
-                part_has = true;
-            }
+    precise REAL score = REAL(0.0), part = REAL(0.0);
+    bool has = false, part_has = false;
+    if (pc.first_tree > 0u) {  // (the sums so far, carried from the dispatch before)
+        score = load(pc.state, o, true);
+        part = load(pc.state, pc.n + o, true);
+        uint bits = uint(load(pc.state, 2u * pc.n + o, true));
+        has = (bits & 1u) != 0u;
+        part_has = (bits & 2u) != 0u;
+    }
+    // the chunk open (its sum in part): the first tree's; the target's trees in chunks between add nothing
+    uint b = chunk_of(pc.first_tree, per_chunk, extra);
+    if (chunk_start(b, per_chunk, extra) >= pc.first_tree) {
+        part = REAL(0.0);
+        part_has = false;
+    }
+    // the target's first tree from first_tree on: a binary search of its list
+    uint lo = S.w[t], hi = S.w[t + 1u];
+    while (lo < hi) {
+        uint mid = (lo + hi) / 2u;
+        if (L.w[mid] < pc.first_tree) lo = mid + 1u; else hi = mid;
+    }
+    for (uint i = lo; i < S.w[t + 1u]; ++i) {
+        uint j = L.w[i];
+        if (j >= pc.end_tree) break;
+        uint bj = chunk_of(j, per_chunk, extra);
+        if (bj != b) {
+            merge(b, score, has, part, part_has);
+            b = bj;
+            part = REAL(0.0);
+            part_has = false;
         }
-        if (b == 0u) {
-            score = part;
-            has = part_has;
-        } else if (pc.aggregate == AGG_MIN || pc.aggregate == AGG_MAX) {  // MergePrediction(1)
-            if (part_has) score = has && (pc.aggregate == AGG_MIN ? score < part : score > part) ? score : part;
-            has = has || part_has;
-        } else if (part_has || FLAG(ONE_TARGET)) {
-            score = rnd(score + part);
-            has = true;
+        uint node = R.w[j];
+        for (uint d = 0u; d < pc.depth; ++d) {
+            if ((N.w[node * NODE_WORDS + 1u] & 0xFFu) == LEAF) break;
+            node = N.w[node * NODE_WORDS + (branch_true(node, row) ? 2u : 3u)];
         }
+        uint first = N.w[node * NODE_WORDS], count = N.w[node * NODE_WORDS + 2u];
+        for (uint k = 0u; k < pc.max_weights; ++k) {
+            // (one target: ORT adds each leaf's first weight, whatever its target)
+            if (k >= count || (FLAG(ONE_TARGET) ? k > 0u : T.w[first + k] != t)) continue;
+            REAL w = th(TABLE(weights), first + k);
+            if (pc.aggregate == AGG_MIN) part = !part_has || w < part ? w : part;
+            else if (pc.aggregate == AGG_MAX) part = !part_has || w > part ? w : part;
+            else part = rnd(part + w);
+            part_has = true;
+        }
+    }
+    // (a chunk that goes on past end_tree is merged in a later dispatch; one merged here carries nothing on)
+    if (chunk_start(b + 1u, per_chunk, extra) <= pc.end_tree) {
+        merge(b, score, has, part, part_has);
+        part = REAL(0.0);
+        part_has = false;
+    }
+    if (pc.end_tree < pc.n_trees) {
+        store(pc.state, o, score, true);
+        store(pc.state, pc.n + o, part, true);
+        store(pc.state, 2u * pc.n + o, REAL((has ? 1u : 0u) | (part_has ? 2u : 0u)), true);
+        return;
     }
     if (FLAG(CLASSIFY)) {
         store(pc.scores, o, score, true);
