@@ -232,19 +232,26 @@ def test_where_broadcast(ep_devices, dtype, shapes):
     _check("Where", {"c": c, "a": a, "b": b}, dtype, want=want)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
 @pytest.mark.parametrize("shapes", [[(2, 3, 4), (3, 1), (4,)], [(2, 1, 3, 1, 2, 2), (1, 4, 1, 5, 1, 1), (2,)],
                                     [(3, 1), (3, 4), (3, 1)], [(), (5,), ()], [(3, 4), (), (3, 4)], [(1, 4), (3, 1), (4,)]])
-def test_float64_where_moves_the_bits(ep_devices, shapes):
-    """float64 Where: a select, moved as int64 (no double arithmetic: no shaderFloat64 needed); NaN, infinities and
-    subnormals keep their bits, rank 5 in the push block and rank 6 from the table, the CPU EP's result to the bit. -0
-    as ORT 1.32's merge of its two selections gives it: +0 where taken from X, and from Y where Y's selection is one
-    value a span of the merge (where.comp's ZEROS)."""
+def test_float_where_moves_the_bits(ep_devices, shapes, dtype):
+    """float Where: a select (float64 moved as int64: no double arithmetic, no shaderFloat64 needed); NaN, infinities
+    and subnormals keep their bits, rank 5 in the push block and rank 6 from the table, the CPU EP's result to the
+    bit. -0 as ORT 1.32's merge of its two selections gives it: +0 where taken from X, and from Y where Y's selection
+    is one value a span of the merge (where.comp's ZEROS)."""
     c = RNG.integers(0, 2, size=shapes[0]).astype(bool)
-    special = np.array([NAN, -0.0, -0.0, 0.0, INF, -INF, 5e-324, -1e-310, 1e308])
-    a, b = (np.array(RNG.choice(special, size=s)) for s in shapes[1:])
+    info = np.finfo(dtype)
+    special = np.array([NAN, -0.0, -0.0, 0.0, INF, -INF, info.smallest_subnormal, -info.smallest_normal / 3, info.max],
+                       dtype)
+    a, b = (np.array(RNG.choice(special, size=s), dtype) for s in shapes[1:])
+    bits = {"float64": np.int64, "float32": np.int32, "float16": np.int16}[dtype]
     for feeds in ({"c": c, "a": a, "b": b}, {"c": c, "a": np.full_like(a, -0.0), "b": np.full_like(b, -0.0)}):
-        got, want = _f64_session_and_cpu("Where", feeds)
-        assert np.array_equal(got.view(np.int64), want.view(np.int64))
+        model = _model("Where", feeds, np.dtype(dtype), 16, None)
+        session = runner.vkep_session(model, disable_cpu_fallback=True)
+        assert {ep for *_, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+        got, want = session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0]
+        assert np.array_equal(got.view(bits), want.view(bits))
 
 
 # ---- Clip ------------------------------------------------------------------------------------------------

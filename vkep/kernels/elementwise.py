@@ -53,6 +53,7 @@ OP_CAST = 42
 ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16",
               11: "float64", 12: "uint32", 13: "uint64"}
 FLOAT64 = "float64"
+SIGNED_ZEROS = ("float64", "float32", "float16")  # the types Where gives the CPU EP's zeros (where.comp ZEROS)
 UNSIGNED_WIDE = {"uint32", "uint64"}  # (no variants of their own: moved as int32 and int64)
 
 
@@ -306,14 +307,14 @@ class Where(Kernel):
             sets = [members["shape"], members["stride_c"], members["stride_a"], members["stride_b"]]
             table = call.persistent(struct.pack(f"<{4 * self.TABLE_RANK}I", *[v for s in sets for v in s]))
             members = {**members, **{k: [] for k in ("shape", "stride_c", "stride_a", "stride_b")}}
-        zeros = self.planned(("zeros", *key), lambda: self.cpu_ep_zeros(*key)) if a.dtype == FLOAT64 else 0
+        zeros = self.planned(("zeros", *key), lambda: self.cpu_ep_zeros(*key)) if a.dtype in SIGNED_ZEROS else 0
         self.dispatch_1d(call, n, WORKGROUP, variant(shader_dtype(c), moved_dtype(a)),
                          {**members, "c": c, "a": a, "b": b, "y": y, "table": table}, [c, a, b], [y],
                          constants={"table": int(table is not None), "zeros": zeros})
 
     @staticmethod
     def cpu_ep_zeros(c: tuple[int, ...], a: tuple[int, ...], b: tuple[int, ...]) -> int:
-        """where.comp's ZEROS for float64: ORT 1.32's CPU EP selects X' = c ? X : 0 and Y' = c ? 0 : Y, then merges
+        """where.comp's ZEROS for float64, float32 and float16: ORT 1.32's CPU EP selects X' = c ? X : 0 and Y' = c ? 0 : Y, then merges
         them by X' != 0 ? X' : Y' over spans of their broadcast, so a -0 from X gives +0 (1); but where Y' is one value
         a span of that merge and X' is not, by Y' != 0 ? Y' : X', so a -0 from Y does instead (2)."""
         xs, ys = broadcast_shape(c, a), broadcast_shape(c, b)

@@ -12,7 +12,7 @@ layout(local_size_x = 64) in;
 // 1: the dims are in the table (a specialization constant: Mesa 26's lavapipe performs a load whatever a runtime
 // test of its address says, and a load from address 0 crashes, common.glsl's PRESENT_OR)
 layout(constant_id = 0) const uint TABLE = 0;
-// float64 moved as int64, zeros as ORT 1.32's CPU EP gives them: it merges X' = c ? X : 0 and Y' = c ? 0 : Y by
+// float64 moved as int64; zeros of float64, float32 and float16 as ORT 1.32's CPU EP gives them: it merges X' = c ? X : 0 and Y' = c ? 0 : Y by
 // X' != 0 ? X' : Y', so a -0 taken from X comes out +0 (1), but where its merge reads Y' as one value a span it takes
 // Y' != 0 ? Y' : X', and a -0 taken from Y does instead (2: elementwise.Where decides)
 layout(constant_id = 1) const uint ZEROS = 0;
@@ -52,8 +52,11 @@ void main() {
     // copy the stored value itself: no conversion through the compute type
     bool take_a = LOAD(Tensor(pc.c), ic) != 0;
     STORE_TY v = take_a ? TensorY(pc.a).v[ia] : TensorY(pc.b).v[ib];
+    // (-0's bits, compared as bits: a float compare takes +0 for -0, and a compiler may fold the select away)
 #if DTYPE_Y == 3
-    if (ZEROS != 0u && v == (-9223372036854775807L - 1L) && take_a == (ZEROS == 1u)) v = 0;  // (-0's bits)
+    if (ZEROS != 0u && v == (-9223372036854775807L - 1L) && take_a == (ZEROS == 1u)) v = 0;
+#elif DTYPE_Y == 0 || DTYPE_Y == 1  // (float16's -0 widens to float's)
+    if (ZEROS != 0u && floatBitsToUint(float(v)) == 0x80000000u && take_a == (ZEROS == 1u)) v = STORE_TY(0.0);
 #endif
     TensorY(pc.y).v[i] = v;
 }
