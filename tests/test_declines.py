@@ -155,7 +155,8 @@ def test_tensor_larger_than_the_device_can_allocate_is_declined(ep_devices):
                                           ("Dropout", False), ("LayerNormalization", True),
                                           ("BatchNormalization", True), ("MaxPool", True),
                                           ("ScatterElements-add", True), ("ScatterElements-max", True),
-                                          ("ScatterElements", False)])
+                                          ("ScatterElements", False), ("RandomUniformLike", True),
+                                          ("RandomNormalLike", True)])
 def test_float64_ops_decline_without_shader_float64_where_they_compute(op, computes):
     """The float64 ops added on the f64b and f64c branches: those computing in double (FLOAT64 variants) decline
     float64 on a device without shaderFloat64; Where, Dropout and ScatterElements without a reduction only move
