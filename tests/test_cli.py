@@ -169,16 +169,17 @@ def test_decline_reasons_name_the_op_the_types_or_the_kernels_reason(ep_devices,
     graph = helper.make_graph(
         [helper.make_node("Cast", ["x"], ["x64"], name="widen", to=TensorProto.DOUBLE),  # (on vkep: float64 kernels)
          helper.make_node("Unsqueeze", ["x64", "zero"], ["x3"], name="batch"),
-         helper.make_node("MaxPool", ["x3"], ["r"], name="pool64", kernel_shape=[2]),
+         helper.make_node("ScatterND", ["x3", "first", "x3"], ["r"], name="scatter64"),
          helper.make_node("Cast", ["x"], ["u"], name="to_uint32", to=TensorProto.UINT32),
          helper.make_node("Einsum", ["x", "x"], ["d"], name="row_sums", equation="ij,jk->i"),
          helper.make_node("Relu", ["x"], ["y"], name="relu32")], "declines",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
-        [helper.make_tensor_value_info("r", TensorProto.DOUBLE, [1, 4, 3]),
+        [helper.make_tensor_value_info("r", TensorProto.DOUBLE, [1, 4, 4]),
          helper.make_tensor_value_info("u", TensorProto.UINT32, [4, 4]),
          helper.make_tensor_value_info("d", TensorProto.FLOAT, [4]),
          helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])],
-        [numpy_helper.from_array(np.array([0], np.int64), "zero")])
+        [numpy_helper.from_array(np.array([0], np.int64), "zero"), numpy_helper.from_array(np.array([[0]], np.int64),
+                                                                                              "first")])
     path = tmp_path / "declines.onnx"
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", models.OPSET)])
     model.ir_version = 99  # no ORT reads it: the model, not its inputs, is the problem
@@ -193,7 +194,8 @@ def test_decline_reasons_name_the_op_the_types_or_the_kernels_reason(ep_devices,
     assert report["placement"]["on_vkep"] == 3 and report["placement"]["nodes"] == 6
     why = {e["op"]: [w["reason"] for w in e["why"]] for e in report["placement"]["left_to_other_eps"]}
     assert why["Cast"] == ["Cast from float32 to uint32 (uint32 and uint64 only to and from int32 and int64)"]
-    assert why["MaxPool"][0].startswith("no vkep MaxPool kernel for types (float64) -> ("), why["MaxPool"]
+    assert why["ScatterND"][0].startswith("no vkep ScatterND kernel for types (float64, int64, float64) -> ("), \
+        why["ScatterND"]
     assert why["Einsum"] == ["Einsum 'ij,jk->i': sums over an index of one operand"]
 
 

@@ -152,18 +152,24 @@ def test_tensor_larger_than_the_device_can_allocate_is_declined(ep_devices):
                                           ("Sin", True), ("Cos", True), ("CumSum", True), ("Einsum", True),
                                           ("LogSoftmax", True), ("Unique", True),
                                           ("Shrink", True), ("LpNormalization", True), ("Where", False),
-                                          ("Dropout", False)])
+                                          ("Dropout", False), ("LayerNormalization", True),
+                                          ("BatchNormalization", True), ("MaxPool", True),
+                                          ("ScatterElements-add", True), ("ScatterElements-max", True),
+                                          ("ScatterElements", False), ("RandomUniformLike", True),
+                                          ("RandomNormalLike", True)])
 def test_float64_ops_decline_without_shader_float64_where_they_compute(op, computes):
-    """The float64 ops added on the f64b branch: those computing in double (FLOAT64 variants) decline float64 on a
-    device without shaderFloat64; Where and Dropout only move float64 (as int64) and run there."""
+    """The float64 ops added on the f64b and f64c branches: those computing in double (FLOAT64 variants) decline
+    float64 on a device without shaderFloat64; Where, Dropout and ScatterElements without a reduction only move
+    float64 (as int64) and run there."""
     from types import SimpleNamespace
 
     from vkep.kernels import manifest
     from vkep.kernels.base import implementation
 
+    op, _, reduction = op.partition("-")
     spec = [s for s in manifest.load() if s.op == op and s.domain in ("", "ai.onnx")][-1]
     kind = implementation(spec)
-    attrs = {"fmod": 1} if op == "Mod" else {}
+    attrs = {"fmod": 1} if op == "Mod" else {"reduction": reduction} if reduction else {}
     without, with_ = SimpleNamespace(features={}), SimpleNamespace(features={"shaderFloat64": True})
     types = (["bool"] if op == "Where" else []) + ["float64", "float64"]
     assert ("shaderFloat64" in (kind.declines_on(without, attrs, types) or "")) == computes

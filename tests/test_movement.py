@@ -211,6 +211,37 @@ def test_scatter_elements_duplicates_int64(ep_devices, reduction):
     _check(model, {"d": data, "i": idx, "u": upd}, "ScatterElements")
 
 
+F64_SCATTERED = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-310, 5e-324, 1e300, -1e300, 1e-300]
+
+
+@pytest.mark.parametrize("op,opset,reduction", [("Scatter", 9, None), ("ScatterElements", 11, None),
+                                                ("ScatterElements", 16, "none"), ("ScatterElements", 16, "add"),
+                                                ("ScatterElements", 16, "mul"), ("ScatterElements", 18, "max"),
+                                                ("ScatterElements", 18, "min")])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_float64_scatter_elements_equals_the_cpu_ep(ep_devices, op, opset, reduction, axis):
+    """float64 ScatterElements (and Scatter): moved as int64 without a reduction; add, mul, max and min in double
+    (scatter.comp's FLOAT64 variant) in the updates' order, max and min as the CPU EP: the update unless the value
+    there is greater (less), so a NaN update is taken, a NaN there replaced and a tie of zeros gives the update's.
+    Bit for bit, with repeated and negative indices (int32 and int64), NaN, infinities, -0, subnormals and products
+    past the range."""
+    from test_norm import assert_bits_equal, float64_outputs
+
+    rng = np.random.default_rng(opset + axis)
+    data = rng.normal(0, 4, (4, 5, 3))
+    shape = list(data.shape)
+    shape[axis] = 6  # (more updates than the axis has: targets repeat)
+    upd = rng.normal(0, 4, shape)
+    for t in (data, upd):
+        t.flat[rng.choice(t.size, t.size // 3, replace=False)] = rng.choice(F64_SCATTERED, t.size // 3)
+    length = data.shape[axis]
+    attrs = {"axis": axis} | ({"reduction": reduction} if reduction else {})
+    for itype in (np.int64, np.int32):
+        idx = rng.integers(-length, length, shape).astype(itype)
+        got, want = float64_outputs(op, opset, {"d": data, "i": idx, "u": upd}, [("y", TensorProto.DOUBLE)], **attrs)
+        assert_bits_equal(got[0], want[0])
+
+
 def test_expand_bidirectional_and_tile(ep_devices):
     x = RNG.standard_normal((3, 1, 4)).astype(np.float32)
     model = _model("Expand", [("x", (F, x.shape)), ("s", 0)], inits={"s": np.array([2, 1, 5, 1], np.int64)})

@@ -230,3 +230,89 @@ def test_layer_norms_equal_the_cpu_ep_bit_for_bit(ep_devices, op):
         x = rng.normal(0.5, 2, (32, length)).astype(np.float32)
         for got, want, out in zip(session.run(None, {"x": x}), cpu.run(None, {"x": x}), outs, strict=True):
             assert np.array_equal(got, want), f"{op} of {length}: {out} {np.count_nonzero(got != want)} values apart"
+
+
+F64_SPECIAL = [[np.nan, 1.0, 2.0, 3.0], [np.inf, 1.0, 2.0, 3.0], [-np.inf, -1.0, 2.0, 3.0], [1e300, -1e300, 1.0, 2.0],
+               [1e-310, 5e-324, -0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [-0.0, -0.0, -0.0, -0.0], [1e154, 1e154, -1e154, 3.0]]
+
+
+def float64_outputs(op: str, opset: int, feeds: dict, outs: list[tuple[str, int]],
+                    **attrs) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(vkep's, the CPU EP's) outputs of one node reading `feeds` (None: an absent optional input), every node on
+    vkep; `outs` are (name, ONNX element type)."""
+    from onnx import helper
+
+    from vkep import runner
+
+    given = {k: v for k, v in feeds.items() if v is not None}
+    inputs = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+              for k, v in given.items()]
+    node = helper.make_node(op, [k if v is not None else "" for k, v in feeds.items()], [n for n, _ in outs], **attrs)
+    graph = helper.make_graph([node], op, inputs, [helper.make_tensor_value_info(n, t, None) for n, t in outs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for *_, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    got = session.run(None, given)
+    np.testing.assert_array_equal(session.run(None, given)[0], got[0])  # (the replayed plan)
+    return got, runner.cpu_session(model).run(None, given)
+
+
+def assert_bits_equal(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal to the bit (any NaN for a NaN)."""
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.uint8), want[~nan].view(np.uint8)) if got.size else True, \
+        f"{np.count_nonzero(got[~nan] != want[~nan])} values apart"
+
+
+@pytest.mark.parametrize("shape,axis,scale_shape,bias_shape", [
+    ((8, 4), -1, (4,), (4,)),
+    ((8, 4), -1, (4,), None),
+    ((8, 4), -1, (1,), None),            # (the sums' path adds a 0 bias: -0 comes out +0)
+    ((2, 3, 4), 1, (3, 4), None),
+    ((2, 3, 4), 1, (1, 3, 4), (3, 4)),   # scale and bias of the row's size: Welford's loop
+    ((2, 3, 4), 1, (4,), (3, 4)),        # broadcast: the sums of x and x^2
+    ((2, 3, 4, 5), -3, (3, 1, 1), (3, 1, 1)),
+    ((2, 3, 4), 2, (2, 3, 1), None),     # scale broadcast over X, not only the normalized dims
+    ((2, 3, 4), 0, (2, 3, 4), (2, 3, 4)),
+    ((3, 2000), -1, (2000,), (2000,)),
+    ((2, 70000), -1, (70000,), None),    # past one lane's loop budget: walked in three pieces
+    ((2, 70000), -1, (1,), (70000,)),    # and so with the sums
+    ((0, 4), -1, (4,), (4,)),
+])
+def test_float64_layer_norm_equals_the_cpu_ep(ep_devices, shape, axis, scale_shape, bias_shape):
+    """float64 LayerNormalization in double as ORT 1.32's CPU EP computes it (found by emulating it in numpy): where
+    scale and bias have the row's size, Welford's loop in order (d = x - mean; mean += d / k; M2 += d * (x - mean)),
+    else the sums of x and x^2 (var = E[x^2] - mean^2); root = sqrt(var + eps) with the float epsilon widened;
+    y = (x - mean) / root * scale + bias, each step rounded; Mean and InvStdDev (1 / root) as floats. Bit for bit,
+    with NaN, infinities, -0, subnormals, huge values and constant rows."""
+    from onnx import TensorProto
+
+    rng = np.random.default_rng(len(shape) + axis)
+    x = rng.normal(0.5, 2, shape)
+    special = np.ravel(F64_SPECIAL)[:x.size]
+    x.flat[:special.size] = special  # (rows of 4 each one of F64_SPECIAL's)
+    feeds = {"x": x, "scale": rng.normal(1, 0.3, scale_shape),
+             "b": rng.normal(0, 0.3, bias_shape) if bias_shape else None}
+    outs = [("y", TensorProto.DOUBLE), ("mean", TensorProto.FLOAT), ("inv_std_dev", TensorProto.FLOAT)]
+    got, want = float64_outputs("LayerNormalization", 17, feeds, outs, axis=axis, epsilon=1e-3)
+    for g, w in zip(got, want, strict=True):
+        assert_bits_equal(g, w)
+
+
+@pytest.mark.parametrize("opset", [9, 15])
+@pytest.mark.parametrize("shape", [(2, 4), (2, 4, 5, 3), (1, 4, 2, 3, 2)])
+def test_float64_batch_norm_equals_the_cpu_ep(ep_devices, opset, shape):
+    """float64 BatchNormalization (inference) as the CPU EP fuses it in double: inv = 1 / sqrt(var + eps),
+    s = inv * scale, b = bias - mean * s, y = x * s + b; bit for bit, with NaN, infinities, -0 and subnormals."""
+    from onnx import TensorProto
+
+    rng = np.random.default_rng(shape[-1])
+    x = rng.normal(0, 3, shape)
+    x.flat[:8] = [np.nan, np.inf, -np.inf, -0.0, 1e-310, 5e-324, 1e300, -1e300]
+    c = shape[1]
+    feeds = {"x": x, "scale": rng.normal(1, 0.5, c), "b": rng.normal(0, 1, c), "mean": rng.normal(0, 1, c),
+             "var": np.array([1e-300, 0.0, 2.5, 1e300])}
+    got, want = float64_outputs("BatchNormalization", opset, feeds, [("y", TensorProto.DOUBLE)], epsilon=1e-3)
+    assert_bits_equal(got[0], want[0])

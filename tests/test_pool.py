@@ -131,3 +131,26 @@ def test_window_larger_than_its_padded_input_runs_as_the_cpu_ep(ep_devices, op, 
     got, want = session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0]
     assert got.shape == want.shape == (1, 2, 2, 1)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("case", [c for c in POOL_CASES if c.startswith("max_")])
+@pytest.mark.parametrize("indices", [False, True])
+def test_float64_max_pool_equals_the_cpu_ep(ep_devices, case, indices):
+    """float64 MaxPool (pool.comp's FLOAT64 variant) as the CPU EP's MaxPool<double>: the window's first tap taken
+    whatever it is, then a greater one, so a NaN first in its window stays and a window of -inf gives -inf (float's
+    MLAS path skips NaN); with its Indices (storage_order 0 and 1), 1-D to 3-D, pads, dilations, ceil_mode, auto_pad.
+    Bit for bit, with NaN, infinities, -0, subnormals and huge values."""
+    from onnx import TensorProto
+    from test_norm import assert_bits_equal, float64_outputs
+
+    _, shape, attrs = POOL_CASES[case]
+    rng = np.random.default_rng(len(case))
+    x = rng.normal(0, 1e3, shape)
+    special = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-310, 5e-324, 1.7e308, -1.7e308]
+    x.flat[rng.choice(x.size, x.size // 4, replace=False)] = rng.choice(special, x.size // 4)
+    x[0, 0, :2] = -np.inf  # (a window of -inf)
+    outs = [("y", TensorProto.DOUBLE)] + ([("indices", TensorProto.INT64)] if indices else [])
+    for order in (0, 1) if indices and len(shape) == 4 else (0,):
+        got, want = float64_outputs("MaxPool", 12, {"x": x}, outs, storage_order=order, **attrs)
+        for g, w in zip(got, want, strict=True):
+            assert_bits_equal(g, w) if g.dtype == np.float64 else np.testing.assert_array_equal(g, w)

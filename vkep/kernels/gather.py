@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, moved_dtype, shader_dtype
+from vkep.kernels.base import (
+    Kernel,
+    Tensor,
+    UnsupportedError,
+    axis_in,
+    declines_float64,
+    grid_1d,
+    moved_dtype,
+    shader_dtype,
+    value_variant,
+)
 from vkep.kernels.movement import MAX_RANK, WG, _check_size, contiguous_strides
 from vkep.kernels.nonzero import place_nonzero
 
@@ -86,7 +96,13 @@ class Gather(_Indexed):
 
 
 class Scatter(_Indexed):
-    """ScatterND and ScatterElements (and Scatter, its name before opset 11): copy data to the output, then write the updates."""
+    """ScatterND and ScatterElements (and Scatter, its name before opset 11): copy data to the output, then write the
+    updates. float64 moves as int64, and reduces in double (scatter.comp's FLOAT64 variant)."""
+
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types: list[str | None]) -> str | None:
+        """(float64 with a reduction computes in double: shaderFloat64; without one it only moves)"""
+        return declines_float64(info, input_types) if attrs.get("reduction", "none") != "none" else None
 
     def _plan(self, shape, ishape, ushape) -> tuple:
         _check_size(shape)
@@ -124,10 +140,11 @@ class Scatter(_Indexed):
         y = call.output(0, x.shape)
         if not y.size:
             return
-        dtype, i64 = shader_dtype(x), _idx64(idx)
-        call.dispatch("scatter.comp", dtype, {"mode": COPY, "idx64": i64, "reduce": 0},
+        moved, i64 = moved_dtype(x), _idx64(idx)
+        call.dispatch("scatter.comp", moved, {"mode": COPY, "idx64": i64, "reduce": 0},
                       {**copy, "x": x, "idx": None, "upd": None, "y": y, "err": None}, grid_1d(y.size, WG), [x], [y])
         if members["n"]:
+            dtype = value_variant(x) if self.reduction else moved
             call.dispatch("scatter.comp", dtype, {"mode": mode, "idx64": i64, "reduce": self.reduction},
                           {**members, "x": None, "idx": idx, "upd": upd, "y": y, "err": call.error_word()},
                           grid_1d(members["n"], WG), [idx, upd, y], [y])

@@ -84,28 +84,46 @@ def dispatch_norm(kernel: Kernel, call, mode: int, x: Tensor, scale: Tensor, bia
                   extra: list[Tensor | None], rows: int, length: int, index: tuple[int, int, int, int], eps: float,
                   reads: list[Tensor], writes: list[Tensor], skip: Skip | None = None, order: int = ORDER_TREE) -> None:
     """One dispatch of norm.comp: `extra` its mean and inv tensors (the statistics written, or BatchNormalization's
-    mean and variance read), `index` scale's and bias's (div, mod), `order` the rows' (ORDER_*)."""
+    mean and variance read), `index` scale's and bias's (div, mod), `order` the rows' (ORDER_*). float64
+    LayerNormalization walks its rows in pieces of SERIAL_MAX elements, a dispatch each (norm.comp's
+    layer_norm_double)."""
     sdiv, smod, bdiv, bmod = index
     push = {"x": x, "scale": scale, "bias": bias, "y": y, "mean": extra[0], "inv": extra[1],
             "skip": skip.skip if skip else None, "skip_bias": skip.bias if skip else None,
             "sum": skip.sum if skip else None, "rows": rows, "len": length, "sdiv": sdiv, "smod": smod, "bdiv": bdiv,
-            "bmod": bmod, "skip_mod": skip.skip_mod if skip else 1, "eps": eps}
+            "bmod": bmod, "skip_mod": skip.skip_mod if skip else 1, "eps": eps, "state": None, "start": 0}
     if mode == MODE_BATCH:
         wg, groups = WG, grid_1d(rows * length, WG)
     else:
         wg, groups = row_workgroup(length, 3), grid_1d(rows, 1)
+    constants = {"mode": mode, "local_size_x": wg, "order": order, "x64": int(x.dtype == "float64"), "sums": 0,
+                 "piece": SERIAL_MAX}
+    if x.dtype == "float64":
+        if mode == MODE_MEAN_VAR:
+            # (the CPU EP's LayerNormalization<double> sums x and x^2 where scale or bias has not the row's size)
+            constants.update(order=ORDER_SCALAR, sums=int(scale.size != length or (bias is not None and
+                                                                                    bias.size != length)))
+            state = call.scratch((rows, 2), "float64") if length > SERIAL_MAX else None
+            for start in range(0, length - SERIAL_MAX, SERIAL_MAX):  # (the pieces before the last)
+                call.dispatch(kernel.spec.shader, value_variant(x), constants, {**push, "state": state, "start": start},
+                              groups, [x] + ([state] if start else []), [state])
+            push.update(state=state, start=max(0, (length - 1) // SERIAL_MAX * SERIAL_MAX))
+            reads = reads + ([state] if state is not None else [])
+        call.dispatch(kernel.spec.shader, value_variant(x), constants, push, groups, reads, writes)
+        return
     dtype: str | tuple[str, str] = (shader_dtype(x), shader_dtype(y))
     if order != ORDER_TREE and x.dtype == y.dtype == "float32" and kernel.device_info is not None \
             and has_float64(kernel.device_info):
         dtype = "float32" + FLOAT64_SUFFIX  # (its sqrt and fused products exact; ORDER_MLAS's double sum)
-    call.dispatch(kernel.spec.shader, dtype, {"mode": mode, "local_size_x": wg, "order": order}, push, groups,
-                  reads, writes)
+    call.dispatch(kernel.spec.shader, dtype, constants, push, groups, reads, writes)
 
 
 class LayerNorm(Kernel):
     """LayerNormalization (mode 0, outputs Y, Mean, InvStdDev) and RMSNormalization / com.microsoft's
     SimplifiedLayerNormalization (mode 1, outputs Y, InvStdDev): rows are the dims from `axis` on; Scale
-    (and B) broadcast over X."""
+    (and B) broadcast over X. float64 LayerNormalization in double (norm.comp's X64)."""
+
+    computes_float64 = True
 
     def compute(self, call) -> None:
         x, scale = call.inputs[:2]
@@ -184,7 +202,10 @@ class ChannelNorm(Kernel):
 
 
 class BatchNorm(Kernel):
-    """BatchNormalization in inference mode: y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + B[c]."""
+    """BatchNormalization in inference mode: y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + B[c] (float64 in
+    double, as the CPU EP fuses it: norm.comp's X64)."""
+
+    computes_float64 = True
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, shader_dtype
+from vkep.kernels.base import LOOP_BUDGET, Kernel, UnsupportedError, grid_1d, shader_dtype, value_variant
 from vkep.kernels.conv import MAX_SPATIAL, as_3d, check_size
 from vkep.kernels.movement import contiguous_strides, dispatch_gather, host_values
 from vkep.kernels.reduce import reduce_geometry, reduce_op_code, reduce_plan
@@ -56,9 +56,11 @@ def pool_geometry(in_dims, kernel, strides, dilations, pads, auto_pad: str,
 
 
 class Pool(Kernel):
-    """The manifest's `op` constant (pool.comp's OP) picks max / average / Lp."""
+    """The manifest's `op` constant (pool.comp's OP) picks max / average / Lp; float64 MaxPool in double (pool.comp's
+    FLOAT64 variant)."""
 
     is_global = False
+    computes_float64 = True
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -108,7 +110,8 @@ class Pool(Kernel):
                 return reduction
             raise UnsupportedError(f"{self.spec.op}: a window of {kernel} taps is too large for one invocation")
         if self.op == OP_MAX and not self.is_global and n <= 2 and kh * kw <= FIXED_WINDOW_TAPS \
-                and (self.output_count or 1) == 1:  # (pool.comp's unrolled window: no Indices output)
+                and (self.output_count or 1) == 1 and (self.input_types or ["float32"])[0] != "float64":
+            # (pool.comp's unrolled window: no Indices output, float's rule of skipping NaN)
             constants.update(kh_fixed=kh, kw_fixed=kw)
         return out_shape, total, self.spec.shader, constants, members, grid_1d(total, WORKGROUP)
 
@@ -137,7 +140,7 @@ class Pool(Kernel):
             return
         writes = [y] + ([indices] if indices is not None else [])
         tensors = {"x": x, "y": y} if shader != self.spec.shader else {"x": x, "y": y, "indices": indices}
-        call.dispatch(shader, shader_dtype(x), constants, {**members, **tensors}, groups, [x], writes)
+        call.dispatch(shader, value_variant(x), constants, {**members, **tensors}, groups, [x], writes)
 
 
 class NhwcMaxPool(Pool):

@@ -20,12 +20,15 @@ import numpy as np
 
 from vkep.kernels.base import (
     FLOAT64_SUFFIX,
+    ITEMSIZE,
     LOOP_BUDGET,
     Kernel,
     UnsupportedError,
+    declines_float64,
     grid_1d,
     has_float64,
 )
+from vkep.kernels.elementwise import Float32Outputs
 
 MODULUS = 2**31 - 1  # minstd_rand0's
 SHADER = "random.comp"  # (every op here: the manifest's Like entries name none, see kernels.yaml)
@@ -38,7 +41,7 @@ NO_ROWS = {"x": None, "cdf": None, "classes": 0, "samples": 0, "y64": 0}  # (ran
 # mean of pi / 4; 70%, more than 6 deviations below, still leaves them under the budget)
 NORMAL_PER_DISPATCH = 1 << 20
 assert (NORMAL_PER_DISPATCH // 2) // (ROUND_PAIRS * 7 // 10) * ROUND_STEPS < LOOP_BUDGET
-FLOAT, INT32, INT64 = 1, 6, 7  # ONNX's element types: vkep draws float32 (the CPU EP also has double)
+FLOAT, FLOAT16, INT32, INT64, DOUBLE = 1, 10, 6, 7, 11  # ONNX's element types (vkep draws those of the CPU EP)
 PROCESS_SEED = int.from_bytes(os.urandom(4), "little")  # (the unseeded nodes': the first's, then one more each)
 _unseeded = itertools.count()
 
@@ -54,8 +57,20 @@ def engine_state(seed: float | None) -> int:
     return (word & 0xFFFFFFFF) % MODULUS or 1
 
 
+def output_type(like: bool, attrs: dict, input_types) -> int | None:
+    """The ONNX element type a random op draws: its dtype, or a Like form's input's (None: one the CPU EP cannot infer
+    from a type other than float32, float64 and float16)."""
+    dtype = attrs.get("dtype")
+    if like and dtype is None:  # (the CPU EP takes the input's type: float, double or float16)
+        given = input_types[0] if input_types else None
+        return {None: FLOAT, "float32": FLOAT, "float64": DOUBLE, "float16": FLOAT16}.get(given)
+    return FLOAT if dtype is None else dtype
+
+
 class Random(Kernel):
-    """One of the four ops: `normal` by name; the shape from the `shape` attribute or (Like) the input's."""
+    """One of the four ops: `normal` by name; the shape from the `shape` attribute or (Like) the input's. float64
+    values as the CPU EP's distributions of double draw them, two draws a value (random.comp's y64; declined
+    without shaderFloat64); a float16 input's Like as float32's values rounded to float16, as the CPU EP."""
 
     draws_on = True
 
@@ -64,42 +79,59 @@ class Random(Kernel):
         self.normal = "Normal" in self.spec.op
         self.seeded = engine_state(self.attrs.get("seed"))
         self.like = self.spec.op.endswith("Like")
+        drawn = output_type(self.like, self.attrs, self.input_types)
+        self.doubles, self.halves = drawn == DOUBLE, drawn == FLOAT16
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        dtype = attrs.get("dtype")
-        if spec.op.endswith("Like") and dtype is None:  # (the CPU EP takes the input's type: float or double)
-            given = input_types[0] if input_types else None
-            if given is not None and given not in ("float32", "float64"):
-                return f"{spec.op} of a {given} input without dtype (the CPU EP cannot infer the output's type)"
-            dtype = None if given == "float32" else 11
-        if dtype not in (None, FLOAT):
-            return f"{spec.op} of dtype {dtype}: vkep draws float32 (the CPU EP's double takes two draws a value)"
+        dtype = output_type(spec.op.endswith("Like"), attrs, input_types)
+        if dtype is None:
+            return f"{spec.op} of a {input_types[0]} input without dtype (the CPU EP cannot infer the output's type)"
+        if dtype not in (FLOAT, DOUBLE) and not (dtype == FLOAT16 and attrs.get("dtype") is None):
+            return f"{spec.op} of dtype {dtype}: the CPU EP draws float32 and float64 (and float16 as a float16 " \
+                "input's Like)"
         return None
 
+    @classmethod
+    def declines_on(cls, info, attrs: dict, input_types) -> str | None:
+        # (RandomUniform and RandomNormal have no input: their dtype decides, as the Like forms' does where given)
+        return declines_float64(info, [], "float64") if output_type(True, attrs, input_types) == DOUBLE else None
+
     def compute(self, call) -> None:
+        if self.halves:  # (the CPU EP's float16 Like: its float32 values rounded to float16)
+            wide = Float32Outputs(call)
+            self.draw(wide)
+            wide.finish()
+        else:
+            self.draw(call)
+
+    def draw(self, call) -> None:
         shape = tuple(call.inputs[0].shape) if self.like else tuple(self.attrs["shape"])
-        y = call.output(0, shape, "float32")
+        y = call.output(0, shape, "float64" if self.doubles else "float32")
         n = y.size
         if n == 0:
             return
         state = call.state(8)
+        wide = self.doubles or self.device_info is None or has_float64(self.device_info)
+        dtype = "float32" + FLOAT64_SUFFIX if wide else "float32"  # (double values, or normal's log in double)
         if self.normal:
-            dtype = "float32" + FLOAT64_SUFFIX if self.device_info is None or has_float64(self.device_info) \
-                else "float32"
             # one workgroup draws in order, within lavapipe's loop budget: an even count a dispatch, so that no pair
             # is split, the next dispatch going on from the engine's state on the device
             for first in range(0, n, NORMAL_PER_DISPATCH):
-                part = y.view(4 * first, (min(NORMAL_PER_DISPATCH, n - first),))
+                part = y.view(ITEMSIZE[y.dtype] * first, (min(NORMAL_PER_DISPATCH, n - first),))
                 push = {**NO_ROWS, "y": part, "state": state, "seeded": self.seeded, "n": part.size,
-                        "a": float(self.attrs.get("mean", 0.0)), "b": float(self.attrs.get("scale", 1.0))}
+                        "a": float(self.attrs.get("mean", 0.0)), "b": float(self.attrs.get("scale", 1.0)),
+                        "y64": int(self.doubles)}
                 call.dispatch(SHADER, dtype, {"mode": NORMAL}, push, (1, 1, 1), [state], [part, state])
             return
         low, high = np.float32(self.attrs.get("low", 0.0)), np.float32(self.attrs.get("high", 1.0))
+        # (the distribution's b - a: in float, or for doubles in double in the shader)
         push = {**NO_ROWS, "y": y, "state": state, "seeded": self.seeded, "n": n, "a": float(low),
-                "b": float(high - low)}
-        call.dispatch(SHADER, "float32", {"mode": UNIFORM}, push, grid_1d(n, WG), [state], [y])
-        call.dispatch(SHADER, "float32", {"mode": ADVANCE}, push, (1, 1, 1), [], [state])
+                "b": float(high) if self.doubles else float(high - low), "y64": int(self.doubles)}
+        call.dispatch(SHADER, dtype if self.doubles else "float32", {"mode": UNIFORM}, push, grid_1d(n, WG), [state],
+                      [y])
+        call.dispatch(SHADER, "float32", {"mode": ADVANCE}, {**push, "n": n * (2 if self.doubles else 1)}, (1, 1, 1),
+                      [], [state])
 
 
 class Multinomial(Random):

@@ -169,8 +169,19 @@ precise dvec2 log_dd(double v) {
     dvec2 sd = fast_two_sum_d(s, (((f - sp.x) - sp.y) - s * den.y) / den.x);
     dvec2 s2 = dd_mul(sd, sd), s3 = dd_mul(s2, sd);
     dvec2 t3 = dd_mul(s3, dvec2(0.6666666666666666LF, 3.700743415417188e-17LF));  // 2/3 in two doubles
+    // (the series' 2 / (2j + 1), j = 11 .. 2, by hand: a loop here counts against lavapipe's loop budget wherever the
+    // compiler leaves it rolled, as in random.comp's rounds of normal pairs)
     double z = s2.x, r = 2.0LF / 25.0LF;
-    for (int j = 11; j >= 2; --j) r = r * z + 2.0LF / double(2 * j + 1);
+    r = r * z + 2.0LF / 23.0LF;
+    r = r * z + 2.0LF / 21.0LF;
+    r = r * z + 2.0LF / 19.0LF;
+    r = r * z + 2.0LF / 17.0LF;
+    r = r * z + 2.0LF / 15.0LF;
+    r = r * z + 2.0LF / 13.0LF;
+    r = r * z + 2.0LF / 11.0LF;
+    r = r * z + 2.0LF / 9.0LF;
+    r = r * z + 2.0LF / 7.0LF;
+    r = r * z + 2.0LF / 5.0LF;
     dvec2 lm = dd_add(dvec2(2.0LF * sd.x, 2.0LF * sd.y), t3);
     lm = fast_two_sum_d(lm.x, lm.y + s3.x * s2.x * r);
     const double ln2_hi = 6.93147180369123816490e-01LF, ln2_lo = 1.90821492927058770002e-10LF;  // (hi: 32 zero bits)

@@ -15,6 +15,9 @@
 // the workgroup's tree (0), or ORT 1.32's CPU EP's to the last bit: its scalar loop (1: the skip norms, and
 // the LayerNormalization kernel where MLAS has no vector kernel), or MLAS's AVX2 kernel (2: the FLOAT64
 // variant, which sums the mean in double as it does).
+// X64 (specialization constant 3, FLOAT64 variant only): float64 tensors (X, Y, scale, bias, BatchNormalization's
+// statistics; the Mean and InvStdDev outputs stay float), computed in double as ORT 1.32's CPU EP does
+// (layer_norm_double, batch_norm_double).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "precise.glsl"
@@ -24,13 +27,17 @@ layout(local_size_x_id = 1) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 2) const uint ORDER = 0;
 const uint ORDER_SCALAR = 1, ORDER_MLAS = 2;
+layout(constant_id = 3) const uint X64 = 0;
+layout(constant_id = 4) const uint SUMS = 0;  // (X64, MODE 0) the CPU EP's sums for broadcast scale or bias
+layout(constant_id = 5) const uint PIECE = 32768;  // (X64, MODE 0) the elements one lane walks a dispatch
 
 layout(buffer_reference, scalar, buffer_reference_align = 4) buffer FloatTensor { float v[]; };
 
 layout(push_constant, scalar) uniform Push {
-    uint64_t x, scale, bias, y, mean, inv, skip, skip_bias, sum;
+    uint64_t x, scale, bias, y, mean, inv, skip, skip_bias, sum, state;  // (state, start: X64 MODE 0's pieces)
     uint rows, len, sdiv, smod, bdiv, bmod, skip_mod;
     float eps;
+    uint start;
     GROUP_BASE;
 } pc;
 
@@ -150,6 +157,75 @@ vec2 mlas_statistics(uint base) {
     barrier();
     return vec2(mean, partial[9]);
 }
+
+// the scale and the bias (read from a valid address either way) of element g, float64 tensors
+double scale_d(uint g) { return Doubles(pc.scale).v[(g / pc.sdiv) % pc.smod]; }
+double bias_d(uint g) { return Doubles(PRESENT_OR(pc.bias, pc.scale)).v[PRESENT_AT(pc.bias, (g / pc.bdiv) % pc.bmod)]; }
+
+shared double partial_d[2];
+
+// MODE 0 of float64 tensors (X64): the row's mean and sqrt(var + eps) as the CPU EP's LayerNormalization<double>,
+// one lane walking the row in order: where scale and bias have the row's size its Welford loop (d = x - mean;
+// mean += d / k; M2 += d * (x - mean); var = M2 / n), where they broadcast otherwise (SUMS) its sums
+// (var = sum(x^2) / n - mean^2). A row past one lane's loop budget is walked in pieces of PIECE elements from
+// `start`, a dispatch each, the running pair kept at `state` (two doubles a row) between them; the last piece
+// writes y = (x - mean) / root * scale (+ bias; the sums' path adds +0 for an absent one, making -0 +0).
+void layer_norm_double(uint row) {
+    uint t = gl_LocalInvocationID.x, base = row * pc.len, end = min(pc.start + PIECE, pc.len);
+    double n = double(pc.len);
+    if (t == 0) {
+        precise double a = 0.0LF, b = 0.0LF;  // (the running mean and M2, or the sums of x and x^2)
+        if (pc.start != 0) {
+            a = Doubles(pc.state).v[2 * row];
+            b = Doubles(pc.state).v[2 * row + 1];
+        }
+        for (uint j = pc.start; j < end; ++j) {
+            double v = Doubles(pc.x).v[base + j];
+            if (SUMS != 0) {
+                a += v;
+                b += v * v;
+            } else {
+                precise double d = v - a;
+                a += d / double(j + 1);
+                b += d * (v - a);
+            }
+        }
+        if (end < pc.len) {
+            Doubles(pc.state).v[2 * row] = a;
+            Doubles(pc.state).v[2 * row + 1] = b;
+        }
+        partial_d[0] = a;
+        partial_d[1] = b;
+    }
+    if (end < pc.len) return;  // (uniform: the next piece goes on)
+    barrier();
+    precise double mean = partial_d[0], m2 = partial_d[1], var;
+    if (SUMS != 0) {
+        mean = mean / n;
+        var = m2 / n - mean * mean;
+    } else {
+        var = m2 / n;
+    }
+    precise double root = sqrt(var + double(pc.eps));
+    for (uint j = t; j < pc.len; j += WG) {
+        double bias = bias_d(base + j);
+        precise double value = (Doubles(pc.x).v[base + j] - mean) / root * scale_d(base + j);
+        if (pc.bias != 0 || SUMS != 0) value += pc.bias != 0 ? bias : 0.0LF;  // (the sums' path adds a 0 bias: -0 + 0)
+        Doubles(pc.y).v[base + j] = value;
+    }
+    precise double inv = 1.0LF / root;
+    if (t == 0 && pc.mean != 0) FloatTensor(pc.mean).v[row] = float(mean);
+    if (t == 0 && pc.inv != 0) FloatTensor(pc.inv).v[row] = float(inv);
+}
+
+// MODE 2 of float64 tensors (X64), element i of channel c: the CPU EP's BatchNormalization<double>
+void batch_norm_double(uint i, uint c) {
+    precise double inv = 1.0LF / sqrt(Doubles(pc.inv).v[c] + double(pc.eps));
+    precise double scale = inv * Doubles(pc.scale).v[c];
+    precise double bias = Doubles(pc.bias).v[c] - Doubles(pc.mean).v[c] * scale;
+    precise double y = Doubles(pc.x).v[i] * scale + bias;
+    Doubles(pc.y).v[i] = y;
+}
 #else
 #define rounded_sqrt sqrt
 #endif
@@ -161,6 +237,12 @@ void main() {
         uint i = FLAT_ID(WG);
         if (i >= pc.rows * pc.len) return;
         uint c = (i / pc.sdiv) % pc.smod;
+#ifdef FLOAT64
+        if (X64 != 0) {
+            batch_norm_double(i, c);
+            return;
+        }
+#endif
         float inv = inversesqrt(float(TensorY(pc.inv).v[c]) + pc.eps);
         float v = (LOAD(X, i) - float(TensorY(pc.mean).v[c])) * inv;
         STORE_Y(Y, i, affine(v, i));
@@ -171,6 +253,10 @@ void main() {
     uint t = gl_LocalInvocationID.x;
     uint base = row * pc.len;
 #ifdef FLOAT64
+    if (X64 != 0) {
+        layer_norm_double(row);
+        return;
+    }
     if (ORDER == ORDER_MLAS) {
         vec2 stats = mlas_statistics(base);
         float mean = stats.x, inv = stats.y;

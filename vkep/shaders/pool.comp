@@ -4,6 +4,8 @@
 // MaxPool's optional Indices output (int64, address 0 if absent) is the flat index of the first maximum,
 // row-major, or column-major over the spatial dims when STORAGE_ORDER = 1.
 // AveragePool with COUNT_PAD divides by the taps inside the padded input (ORT's CPU EP convention).
+// The FLOAT64 variant: float64 MaxPool in double, as the CPU EP's MaxPool<double> (pool_functors.h): the window's
+// first tap taken whatever it is (NaN, -inf), then any greater one (a NaN first stays; a window of -inf gives -inf).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
@@ -19,6 +21,16 @@ layout(constant_id = 3) const uint STORAGE_ORDER = 0;
 // loops' 8-tap steps as 8 masked loads each, each a loop over the lanes (resnet50's 3x3 stride-2 MaxPool: 3 x 8)
 layout(constant_id = 4) const uint KH_FIXED = 0;
 layout(constant_id = 5) const uint KW_FIXED = 0;
+
+#ifdef FLOAT64
+#define POOL_T double
+#define LOWEST (-1.7976931348623157e308LF)
+const bool FIRST_TAKEN = true;
+#else
+#define POOL_T float
+#define LOWEST -3.402823466e38
+const bool FIRST_TAKEN = false;
+#endif
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y, indices;
@@ -66,7 +78,8 @@ void main() {
     }
     // max starts at the lowest float and takes only what is greater, as ORT's CPU EP: NaN is skipped
     // (a window of NaN and -inf gives -FLT_MAX); the index is the first tap's until something is greater
-    float acc = OP == 0 ? -3.402823466e38 : 0.0;
+    // (FLOAT64: the first tap's value too)
+    POOL_T acc = OP == 0 ? LOWEST : POOL_T(0);
     uint best = 0, count = 0;
     bool found = false;
     for (uint a = 0; a < pc.kd; ++a) {
@@ -83,21 +96,22 @@ void main() {
                     int w = w0 + int(c * pc.dw);
                     if (c >= pc.kw || uint(w) >= pc.iw) continue;
                     uint at = (uint(d) * pc.ih + uint(h)) * pc.iw + uint(w);
-                    float v = LOAD(X, base + at);
+                    POOL_T v = LOAD_VAL(pc.x, base + at);
                     if (OP == 0) {
                         uint index = STORAGE_ORDER == 0 ? at : (uint(w) * pc.ih + uint(h)) * pc.id + uint(d);
+                        bool first = !found;
                         if (!found) {
                             best = index;
                             found = true;
                         }
-                        if (v > acc) {
+                        if (v > acc || (FIRST_TAKEN && first)) {
                             acc = v;
                             best = index;
                         }
                     } else if (OP == 1) {
                         acc += v;
                     } else {
-                        acc += P == 1 ? abs(v) : (P == 2 ? v * v : pow_nonnegative(abs(v), float(P)));
+                        acc += P == 1 ? abs(v) : (P == 2 ? v * v : POOL_T(pow_nonnegative(float(abs(v)), float(P))));
                     }
                     ++count;
                 }
@@ -109,10 +123,10 @@ void main() {
             count = padded_taps(d0, pc.kd, pc.dd, pc.id, pc.ped) * padded_taps(h0, pc.kh, pc.dh, pc.ih, pc.peh)
                   * padded_taps(w0, pc.kw, pc.dw, pc.iw, pc.pew);
         }
-        acc /= float(count);
+        acc /= POOL_T(count);
     } else if (OP == 2) {
-        acc = P == 1 ? acc : (P == 2 ? sqrt(acc) : pow_nonnegative(acc, 1.0 / float(P)));
+        acc = P == 1 ? acc : (P == 2 ? sqrt(acc) : POOL_T(pow_nonnegative(float(acc), 1.0 / float(P))));
     }
-    STORE(Tensor(pc.y), i, acc);
+    STORE_VAL(pc.y, i, acc);
     if (OP == 0 && pc.indices != 0) Int64Tensor(pc.indices).v[i] = int64_t(nc) * int64_t(isz) + int64_t(best);
 }

@@ -16,7 +16,10 @@
 //   exp(x - the largest finite x) summed over the finite ones (Eigen's exp in packets of two, C's for an odd last
 //   class), then `samples` draws a row, each a double of two draws (generate_canonical<double, 53>) times the total,
 //   placed by upper_bound; a row takes its draws after the rows before it. MODE 2 then advances state.
-// FLOAT64: the log in double, rounded once (within an ulp of glibc's logf, which the CPU EP calls); else GLSL's.
+// FLOAT64: the log in double, rounded once (within an ulp of glibc's logf, which the CPU EP calls); else GLSL's. With
+//   y64, MODE 0 and 1 draw doubles as the CPU EP's uniform_real_distribution<double> and normal_distribution<double>:
+//   each value a generate_canonical<double, 53> of two draws (a normal pair four), b - a and the polar method in
+//   double, the log glibc's (log_double); MODE 0 is given a = low and b = high then, MODE 2 advances 2 n.
 // Every float operation is 'precise': the CPU EP's are rounded one at a time.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -43,7 +46,7 @@ layout(push_constant, scalar) uniform Push {
     uint seeded;        // the engine's state once seeded, 1 .. 2^31 - 2
     uint n;             // the values y takes (MODE 3: its rows)
     float a, b;         // MODE 0: low, high - low; 1: mean, scale
-    uint classes, samples, y64;  // MODE 3: y's type int64 (else int32)
+    uint classes, samples, y64;  // y64: y's elements are 64-bit (MODE 3 int64, else int32; MODE 0/1 double)
     GROUP_BASE;
 } pc;
 
@@ -79,24 +82,87 @@ precise float log_of(float v) {
 #endif
 }
 
+#ifdef FLOAT64
+// generate_canonical<double, 53> of two draws: (x1 - 1) + (x2 - 1) R over R^2 (R = 2^31 - 2; R^2 rounded to double)
+precise double canonical_double(uint x1, uint x2) {
+    const double r = 2147483646.0LF;
+    double u = (double(x1 - 1u) + double(x2 - 1u) * r) / 4611686009837453316.0LF;
+    return u >= 1.0LF ? packDouble2x32(uvec2(0xFFFFFFFFu, 0x3FEFFFFFu)) : u;
+}
+
+#endif
+
 shared uint counts[WG];
 shared uint final_pair;  // the run's pair (counted from its first) that gave the last value
 
+// the pair the engine gives from state `at` (advanced past it): float's of two draws, or (FLOAT64 with y64) double's
+// of four, each value a generate_canonical<double, 53> of two; (2u - 1, 2v - 1), the pair's r2 out
+#ifdef FLOAT64
+#define PAIR dvec2
+#else
+#define PAIR vec2
+#endif
+precise PAIR next_pair(inout uint at) {
+    uint first = mul_mod(at, MULTIPLIER);
+    at = mul_mod(first, MULTIPLIER);
+#ifdef FLOAT64
+    if (pc.y64 != 0u) {
+        uint third = mul_mod(at, MULTIPLIER), fourth = mul_mod(third, MULTIPLIER);
+        precise dvec2 p = dvec2(2.0LF * canonical_double(first, at) - 1.0LF,
+                                2.0LF * canonical_double(third, fourth) - 1.0LF);
+        at = fourth;
+        return p;
+    }
+#endif
+    precise vec2 p = vec2(2.0 * canonical(first) - 1.0, 2.0 * canonical(at) - 1.0);
+    return PAIR(p);
+}
+
+// whether a pair is kept (0 < r2 <= 1), in its type
+bool kept_pair(PAIR q) {
+#ifdef FLOAT64
+    if (pc.y64 != 0u) {
+        precise double r2 = q.x * q.x + q.y * q.y;
+        return !(r2 > 1.0LF || r2 == 0.0LF);
+    }
+#endif
+    precise vec2 p = vec2(q);
+    precise float r2 = p.x * p.x + p.y * p.y;
+    return !(r2 > 1.0 || r2 == 0.0);
+}
+
+// the two values of a kept pair, at y[k] and y[k + 1] (the second where k + 1 < n): y m and x m (m = sqrt(-2 log r2
+// / r2)) times scale plus mean, in float, or double with glibc's log (log_double)
+void store_pair(PAIR q, uint k) {
+#ifdef FLOAT64
+    if (pc.y64 != 0u) {
+        precise double r2 = q.x * q.x + q.y * q.y;
+        precise double m = sqrt(-2.0LF * log_double(r2) / r2);
+        precise dvec2 v = dvec2(q.y * m, q.x * m) * double(pc.b) + double(pc.a);
+        Doubles(pc.y).v[k] = v.x;
+        if (k + 1u < pc.n) Doubles(pc.y).v[k + 1u] = v.y;
+        return;
+    }
+#endif
+    precise vec2 p = vec2(q);
+    precise float r2 = p.x * p.x + p.y * p.y;
+    precise float m = sqrt(-2.0 * log_of(r2) / r2);
+    precise vec2 v = vec2(p.y * m, p.x * m) * pc.b + pc.a;
+    STORE(Tensor(pc.y), k, v.x);
+    if (k + 1u < pc.n) STORE(Tensor(pc.y), k + 1u, v.y);
+}
+
 void normal() {
     uint lane = gl_LocalInvocationID.x, needed = (pc.n + 1u) / 2u;  // pairs kept
-    uint64_t drawn = Drawn(pc.state).v;
-    uint jump = power(MULTIPLIER, 2u * WG * CHUNK);  // a round's draws
-    uint x = after(drawn + 2ul * lane * CHUNK), kept = 0u;
+    uint64_t drawn = Drawn(pc.state).v, per_pair = pc.y64 != 0u ? 4ul : 2ul;  // (draws a pair)
+    uint jump = power(MULTIPLIER, uint(per_pair) * WG * CHUNK);  // a round's draws
+    uint x = after(drawn + per_pair * lane * CHUNK), kept = 0u;
     for (uint round = 0u; kept < needed; ++round) {
-        precise vec2 pairs[CHUNK];
+        PAIR pairs[CHUNK];
         uint mask = 0u, count = 0u, at = x;
         for (uint c = 0u; c < CHUNK; ++c) {
-            uint first = mul_mod(at, MULTIPLIER);
-            at = mul_mod(first, MULTIPLIER);
-            precise vec2 p = vec2(2.0 * canonical(first) - 1.0, 2.0 * canonical(at) - 1.0);
-            precise float r2 = p.x * p.x + p.y * p.y;
-            pairs[c] = p;
-            if (!(r2 > 1.0 || r2 == 0.0)) {
+            pairs[c] = next_pair(at);
+            if (kept_pair(pairs[c])) {
                 mask |= 1u << c;
                 count++;
             }
@@ -115,12 +181,7 @@ void normal() {
         for (uint c = 0u; c < CHUNK; ++c) {
             if ((mask & (1u << c)) == 0u) continue;
             if (before < needed) {
-                precise vec2 p = pairs[c];
-                precise float r2 = p.x * p.x + p.y * p.y;
-                precise float m = sqrt(-2.0 * log_of(r2) / r2);
-                precise vec2 v = vec2(p.y * m, p.x * m) * pc.b + pc.a;
-                STORE(Tensor(pc.y), 2u * before, v.x);
-                if (2u * before + 1u < pc.n) STORE(Tensor(pc.y), 2u * before + 1u, v.y);
+                store_pair(pairs[c], 2u * before);
                 if (before == needed - 1u) final_pair = round * WG * CHUNK + lane * CHUNK + c;
             }
             before++;
@@ -128,17 +189,10 @@ void normal() {
         kept += total;
         barrier();  // (counts is rewritten next round; final_pair is written)
     }
-    if (lane == 0u) Drawn(pc.state).v = drawn + 2ul * (uint64_t(final_pair) + 1ul);
+    if (lane == 0u) Drawn(pc.state).v = drawn + per_pair * (uint64_t(final_pair) + 1ul);
 }
 
 #ifdef FLOAT64
-// generate_canonical<double, 53> of two draws: (x1 - 1) + (x2 - 1) R over R^2 (R = 2^31 - 2; R^2 rounded to double)
-precise double canonical_double(uint x1, uint x2) {
-    const double r = 2147483646.0LF;
-    double u = (double(x1 - 1u) + double(x2 - 1u) * r) / 4611686009837453316.0LF;
-    return u >= 1.0LF ? packDouble2x32(uvec2(0xFFFFFFFFu, 0x3FEFFFFFu)) : u;
-}
-
 void multinomial(uint row) {
     uint base = row * pc.classes;
     float largest = uintBitsToFloat(0xFF7FFFFFu);  // (the lowest float)
@@ -191,6 +245,15 @@ void main() {
         return;
     }
     if (i >= pc.n) return;
+#ifdef FLOAT64
+    if (pc.y64 != 0u) {  // (uniform_real_distribution<double>: two draws a value, b - a in double)
+        uint first = after(Drawn(pc.state).v + 2ul * uint64_t(i) + 1ul);
+        precise double d = canonical_double(first, mul_mod(first, MULTIPLIER)) * (double(pc.b) - double(pc.a))
+                         + double(pc.a);
+        Doubles(pc.y).v[i] = d;
+        return;
+    }
+#endif
     precise float u = canonical(after(Drawn(pc.state).v + uint64_t(i) + 1ul));
     STORE(Tensor(pc.y), i, u * pc.b + pc.a);
 }

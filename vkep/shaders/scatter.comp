@@ -2,6 +2,10 @@
 // ScatterND / ScatterElements in two dispatches: MODE 0 copies data into the output, then one of the
 // scatter modes writes the updates. Duplicate targets are only ever written by one invocation, in
 // index order, so every reduction (REDUCE 0 none, 1 add, 2 mul, 3 max, 4 min) is exact and ordered.
+// The FLOAT64 variant (common.glsl's VAL) reduces float64 updates in double, max and min as the CPU EP does (found by
+// trying it): the update is taken unless the value there is greater (max) or less (min), so a NaN in the update is
+// taken, one in the output replaced, and a tie of -0 and +0 gives the update's; float64 moves (the copy, reduction
+// none) take the int64 variant.
 //   MODE 1 ScatterND, no reduction: one invocation per update element; p0 inner (slice size), p1 K
 //   MODE 2 ScatterND, reduction: one invocation per slice position r < inner, looping over the p2 rows
 //   MODE 3 ScatterElements: one invocation per update line along the axis; dims = updates' shape,
@@ -42,18 +46,22 @@ uint index_at(uint k, uint len) {
     return uint(clamp(v, 0, int(len) - 1));
 }
 
-void put(uint dst, COMP_T u) {
-    Tensor Y = Tensor(pc.y);
+void put(uint dst, VAL u) {
     if (REDUCE == 0) {
-        STORE(Y, dst, u);
+        STORE_VAL(pc.y, dst, u);
         return;
     }
-    COMP_T v = LOAD(Y, dst);
+    VAL v = LOAD_VAL(pc.y, dst);
     if (REDUCE == 1) v = v + u;
     else if (REDUCE == 2) v = v * u;
+#ifdef FLOAT64
+    else if (REDUCE == 3) v = v > u ? v : u;
+    else v = v < u ? v : u;
+#else
     else if (REDUCE == 3) v = max(v, u);
     else v = min(v, u);
-    STORE(Y, dst, v);
+#endif
+    STORE_VAL(pc.y, dst, v);
 }
 
 uint nd_target(uint row, uint r) {
@@ -69,9 +77,9 @@ void main() {
     if (MODE == 0) {
         STORE(Tensor(pc.y), i, LOAD(Tensor(pc.x), i));
     } else if (MODE == 1) {
-        put(nd_target(i / pc.p0, i % pc.p0), LOAD(U, i));
+        put(nd_target(i / pc.p0, i % pc.p0), LOAD_VAL(pc.upd, i));
     } else if (MODE == 2) {
-        for (uint row = 0; row < pc.p2; ++row) put(nd_target(row, i), LOAD(U, row * pc.p0 + i));
+        for (uint row = 0; row < pc.p2; ++row) put(nd_target(row, i), LOAD_VAL(pc.upd, row * pc.p0 + i));
     } else if (MODE == 4) {
         uint r = i % pc.p0, line = i / pc.p0;
         uint row = line % pc.p1, outer = line / pc.p1;
@@ -94,7 +102,7 @@ void main() {
         }
         for (uint l = 0; l < len; ++l) {
             uint k = base + l * inner;
-            put(dst + index_at(k, pc.p1) * pc.strides[axis], LOAD(U, k));
+            put(dst + index_at(k, pc.p1) * pc.strides[axis], LOAD_VAL(pc.upd, k));
         }
     }
 }
