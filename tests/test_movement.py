@@ -419,8 +419,8 @@ def test_gather_elements_past_rank_6_stays_on_the_cpu_ep(ep_devices):
 @pytest.mark.parametrize("opset, outputs, ratio", [(22, 2, 0.3), (22, 1, None), (13, 2, None), (12, 2, 0.0), (7, 2, None)])
 def test_dropout_at_inference(ep_devices, opset, outputs, ratio, dtype):
     """Dropout outside training: the input, and an all-true mask (opsets 7-9: all 0 of X's type, as ORT's CPU EP);
-    float64 too (moved, never computed: NaN, -0 and subnormals keep their bits); a training_mode input stays on the
-    CPU EP."""
+    float64 too (moved, never computed: NaN, -0 and subnormals keep their bits); float64 with a training_mode input
+    stays on the CPU EP (training mode: test_random)."""
     x = RNG.uniform(-1, 1, (3, 70)).astype(dtype)
     x[0, :4] = [np.nan, -0.0, 1e-310 if dtype == np.float64 else 1e-40, -np.inf]
     t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
@@ -432,6 +432,6 @@ def test_dropout_at_inference(ep_devices, opset, outputs, ratio, dtype):
         assert got[1].dtype == np.bool_ and got[1].all()
     elif outputs == 2:
         assert got[1].dtype == x.dtype and not got[1].any()
-    training = _model("Dropout", [("x", (F, x.shape)), ("r", (F, [])), ("t", (TensorProto.BOOL, []))], 2, 22,
-                      {"r": np.array(0.5, np.float32), "t": np.array(True)})
+    training = _model("Dropout", [("x", (TensorProto.DOUBLE, x.shape)), ("r", (F, [])), ("t", (TensorProto.BOOL, []))],
+                      2, 22, {"r": np.array(0.5, np.float32), "t": np.array(True)})
     assert {ep for _, _, ep in runner.placement(runner.vkep_session(training))} == {"CPUExecutionProvider"}

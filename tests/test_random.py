@@ -226,3 +226,115 @@ def test_multinomial_equals_the_cpu_ep(ep_devices, shape, samples, dtype):
     for got, want in _runs(model, {"x": logits}):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+def _dropout(x_type: str, ratio, training, mask: bool = True, shape=(30, 7), **attrs):
+    """A Dropout of -x_negated: ratio and training_mode constants (a value) or graph inputs (None), the mask an output
+    where `mask`."""
+    from onnx import numpy_helper
+
+    inputs = [helper.make_tensor_value_info("x_negated", PROTO[x_type], list(shape))]
+    inits = []
+    for name, value, proto in (("ratio", ratio, TensorProto.FLOAT), ("training", training, TensorProto.BOOL)):
+        if value is None:
+            inputs.append(helper.make_tensor_value_info(name, proto, []))
+        else:
+            inits.append(numpy_helper.from_array(np.array(value, np.float32 if name == "ratio" else bool), name))
+    outs = ["y", "mask"] if mask else ["y"]
+    # (Dropout reads a device tensor, Neg's: its plan replays, where a host input is staged anew each run)
+    nodes = [helper.make_node("Neg", ["x_negated"], ["x"]), helper.make_node("Dropout", ["x", "ratio", "training"],
+                                                                            outs, **attrs)]
+    graph = helper.make_graph(nodes, "dropout", inputs, [helper.make_tensor_value_info(n, PROTO[x_type]
+                              if n == "y" else TensorProto.BOOL, None) for n in outs], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+def _assert_same_values(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal to the bit but for NaN's sign and payload (NaN where the CPU EP has one), -0 included."""
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.uint8), want[~nan].view(np.uint8))
+
+
+def _special(shape, x_type):
+    x = np.random.default_rng(4).standard_normal(shape).astype(x_type)
+    x.flat[:5] = [np.nan, np.inf, -np.inf, -0.0, 1e-40 if x_type == "float32" else 0.0]
+    return {"x_negated": x}
+
+
+@pytest.mark.parametrize("x_type", ["float32", "float16"])
+@pytest.mark.parametrize("seed", [7, -3, 0, 2**40 + 5])
+@pytest.mark.parametrize("ratio", [0.3, 0.999])
+def test_dropout_training_equals_the_cpu_ep(ep_devices, x_type, seed, ratio):
+    """Dropout in training mode draws as the CPU EP: a new engine each run seeded with seed + the runs before
+    (negative seeds as uint64), element i kept where draw i + 1 >= ratio, y = kept * x / (1 - ratio) in float
+    (NaN and -0 as that product gives them; float16 rounded once): mask and y to the bit (NaN's sign aside) over 4
+    runs, the last two replayed natively."""
+    model = _dropout(x_type, ratio, True, seed=seed)
+    session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    feeds = _special((30, 7), x_type)
+    before = vkep.stats()["process"]["nodes_replayed_natively"]
+    for _ in range(4):
+        (y, mask), (want_y, want_mask) = session.run(None, feeds), cpu.run(None, feeds)
+        np.testing.assert_array_equal(mask, want_mask)
+        _assert_same_values(y, want_y)
+    assert vkep.stats()["process"]["nodes_replayed_natively"] - before == 2  # (runs 3 and 4: 2 records the plan)
+
+
+def test_dropout_training_mode_from_the_application(ep_devices):
+    """ratio and training_mode as graph inputs, read on the host each run: training runs draw (and count towards the
+    next seed, as the CPU EP's NextSeed), inference runs copy X with an all-true mask, and a ratio of 0 drops
+    nothing; each run equal to the CPU EP's. A ratio outside [0, 1) fails the run on both."""
+    model = _dropout("float32", None, None, seed=11, shape=(50,))
+    session, cpu = runner.vkep_session(model, disable_cpu_fallback=True), runner.cpu_session(model)
+    x = _special((50,), "float32")["x_negated"]
+    for ratio, training in ((0.5, True), (0.5, False), (0.25, True), (0.0, True), (0.5, True), (0.5, False)):
+        feeds = {"x_negated": x, "ratio": np.array(ratio, np.float32), "training": np.array(training)}
+        (y, mask), (want_y, want_mask) = session.run(None, feeds), cpu.run(None, feeds)
+        np.testing.assert_array_equal(mask, want_mask)
+        _assert_same_values(y, want_y)
+    feeds = {"x_negated": x, "ratio": np.array(1.5, np.float32), "training": np.array(True)}
+    for s in (session, cpu):
+        with pytest.raises(Exception, match="ratio"):
+            s.run(None, feeds)
+
+
+def test_dropout_training_without_a_mask_and_unseeded(ep_devices):
+    """A training Dropout whose mask is not an output (ORT's optimizer removes such a node: kept here with the
+    optimizations off) draws into scratch; unseeded nodes draw apart and keep about 1 - ratio of the values."""
+    import onnxruntime as ort
+
+    model = _dropout("float32", 0.5, True, mask=False, seed=9, shape=(4000,))
+    so = runner.session_options(True, 0, None, None, None)
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), sess_options=so, enable_fallback=0)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    cpu_so = ort.SessionOptions()
+    cpu_so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    cpu = ort.InferenceSession(model.SerializeToString(), sess_options=cpu_so, providers=["CPUExecutionProvider"])
+    x = {"x_negated": np.ones(4000, np.float32)}
+    for _ in range(2):
+        np.testing.assert_array_equal(session.run(None, x)[0], cpu.run(None, x)[0])
+    kept = [(runner.vkep_session(_dropout("float32", 0.5, True, shape=(4000,))).run(None, x)[1]) for _ in range(2)]
+    assert not np.array_equal(*kept) and all(0.45 < k.mean() < 0.55 for k in kept)
+
+
+def test_dropout_training_under_graph_capture(ep_devices):
+    """Under enable_graph_capture the first Run's warm-up draw is taken back (capture._rewind_states): every Run
+    gives the CPU EP's run."""
+    import onnxruntime as ort
+    from test_graph_capture import CAPTURE, _bound, _memory_info
+
+    model = _dropout("float32", 0.4, True, shape=(6, 5), seed=21)
+    session, cpu = runner.vkep_session(model, ep_options=CAPTURE), runner.cpu_session(model)
+    binding, values = _bound(session, ep_devices, {"x_negated": (6, 5)}, {"y": (6, 5)})
+    mask = ort.OrtValue.ortvalue_from_shape_and_type([6, 5], np.bool_, memory_info=_memory_info(ep_devices))
+    binding.bind_ortvalue_output("mask", mask)
+    x = np.zeros((6, 5), np.float32)
+    values["x_negated"].update_inplace(x)
+    for _ in range(3):
+        session.run_with_iobinding(binding)
+        want_y, want_mask = cpu.run(None, {"x_negated": x})
+        np.testing.assert_array_equal(mask.numpy(), want_mask)
+        _assert_same_values(values["y"].numpy(), want_y)

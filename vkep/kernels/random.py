@@ -35,8 +35,9 @@ SHADER = "random.comp"  # (every op here: the manifest's Like entries name none,
 WG = 64  # (random.comp)
 ROUND_PAIRS = 64 * 16  # pairs random.comp's normal mode takes a round (WG x CHUNK)
 ROUND_STEPS = 2 * 16 + 2 * 6  # loop steps a round may count against lavapipe's budget (its loops, if not unrolled)
-UNIFORM, NORMAL, ADVANCE, MULTINOMIAL = 0, 1, 2, 3  # random.comp's MODE
-NO_ROWS = {"x": None, "cdf": None, "classes": 0, "samples": 0, "y64": 0}  # (random.comp's Multinomial members)
+UNIFORM, NORMAL, ADVANCE, MULTINOMIAL, DROPOUT = 0, 1, 2, 3, 4  # random.comp's MODE
+# (random.comp's members of the other modes)
+NO_ROWS = {"x": None, "cdf": None, "classes": 0, "samples": 0, "y64": 0, "mask": None, "seed": (0, 0)}
 # normal values a dispatch draws (even: no pair is split): 2^19 pairs take ~730 rounds (78.5% of pairs are kept, the
 # mean of pi / 4; 70%, more than 6 deviations below, still leaves them under the budget)
 NORMAL_PER_DISPATCH = 1 << 20
@@ -163,9 +164,31 @@ class Multinomial(Random):
         y64 = self.attrs.get("dtype", INT32) == INT64
         y = call.output(0, (batch, samples), "int64" if y64 else "int32")
         state, cdf = call.state(8), call.scratch((batch * classes,), "float64")
-        push = {"y": y, "state": state, "seeded": self.seeded, "n": batch, "a": 0.0, "b": 0.0, "x": x, "cdf": cdf,
-                "classes": classes, "samples": samples, "y64": int(y64)}
+        push = {**NO_ROWS, "y": y, "state": state, "seeded": self.seeded, "n": batch, "a": 0.0, "b": 0.0, "x": x,
+                "cdf": cdf, "classes": classes, "samples": samples, "y64": int(y64)}
         call.dispatch(SHADER, "float32" + FLOAT64_SUFFIX, {"mode": MULTINOMIAL}, push, grid_1d(batch, WG),
                       [x, state], [y, cdf])
         call.dispatch(SHADER, "float32", {"mode": ADVANCE}, {**push, "n": 2 * batch * samples}, (1, 1, 1),
                       [], [state])
+
+
+def dropout_seed(seed: int | None) -> int:
+    """The uint64 a training-mode Dropout's engine is seeded from, plus its runs before (the CPU EP's RandomGenerator
+    of the `seed` attribute); unseeded nodes as the random ops' (engine_state)."""
+    if seed is None:
+        return PROCESS_SEED + next(_unseeded)
+    return int(seed) & (2**64 - 1)
+
+
+def draw_dropout(call, seed: int, ratio: float, x, y, mask) -> None:
+    """Dropout in training mode, as the CPU EP draws it (random.comp MODE 4): a new engine each run seeded with `seed`
+    plus the node's runs before (its state), element i kept where draw i + 1's uniform float is >= ratio: `mask`
+    (scratch where the node has none), y = kept * x / (1 - ratio) in float."""
+    state = call.state(8)
+    if mask is None:
+        mask = call.scratch(x.shape, "bool")
+    push = {**NO_ROWS, "y": y, "state": state, "seeded": 1, "n": x.size, "x": x, "mask": mask,
+            "seed": (seed & 0xFFFFFFFF, seed >> 32),
+            "a": float(np.float32(ratio)), "b": float(np.float32(1) - np.float32(ratio))}
+    call.dispatch(SHADER, (x.dtype, "bool"), {"mode": DROPOUT}, push, grid_1d(x.size, WG), [x, state], [y, mask])
+    call.dispatch(SHADER, "float32", {"mode": ADVANCE}, {**push, "n": 1}, (1, 1, 1), [], [state])

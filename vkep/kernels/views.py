@@ -1,4 +1,4 @@
-"""Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference Dropout: a new shape over the same bytes.
+"""Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout at inference: a new shape over the same bytes.
 
 The manifest lets ORT alias output 0 to input 0; when it does, nothing is recorded at all. When it
 does not (e.g. the output is a graph output), the bytes are copied: by a dispatch of strided_copy.comp over
@@ -11,6 +11,9 @@ from __future__ import annotations
 import math
 import struct
 
+import numpy as np
+
+from vkep.kernels import random
 from vkep.kernels.base import Kernel, Tensor, UnsupportedError, axis_in, grid_1d, moved_dtype, shader_dtype
 from vkep.kernels.movement import GATHER, WG, strided_members
 
@@ -87,18 +90,50 @@ class View(Kernel):
 
 
 class Dropout(Kernel):
-    """Dropout at inference: the output is the input (aliased where ORT allows), the optional mask all
-    true (fill.comp). Training mode draws random numbers that could not match ORT's: such nodes are
-    declined and stay on the CPU EP."""
+    """Dropout: at inference the output is the input (aliased where ORT allows), the optional mask all true
+    (fill.comp). In training mode (opset 12 on, its ratio and training_mode read on the host) the values the CPU EP
+    draws (random.draw_dropout); float64 X in training mode is left to the CPU EP."""
+
+    draws_on = True  # (training mode: a new engine each run, seeded by the runs before)
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        if len(input_ranks) > 2 and input_ranks[2] is not None:
-            return "a training_mode input (training draws random numbers)"
+        if len(input_ranks) > 2 and input_ranks[2] is not None and input_types and input_types[0] == "float64":
+            return "float64 Dropout with a training_mode input (its draws are float32 only here)"
         return None
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.seed = random.dropout_seed(self.attrs.get("seed"))
+
+    def training_ratio(self, call) -> float | None:
+        """The ratio where this run drops values (training_mode true and ratio not 0), else None; an error where the
+        CPU EP fails the run (a ratio outside [0, 1) or of more than one value)."""
+        inputs = list(call.inputs) + [None, None]
+        ratio, training = inputs[1], inputs[2]
+        value = 0.5
+        if ratio is not None:
+            values = np.frombuffer(call.read_host(ratio), ratio.dtype)
+            if values.size != 1:
+                raise UnsupportedError("Dropout: ratio input should have a single value (the CPU EP fails the run)")
+            value = float(np.float32(values[0]))
+            if not 0.0 <= value < 1.0:
+                raise UnsupportedError(f"Dropout: ratio {value} is outside [0, 1) (the CPU EP fails the run)")
+        if training is None or not training.size or not call.read_host(training)[0] or value == 0.0:
+            return None
+        return value
 
     def compute(self, call) -> None:
         x = call.inputs[0]
+        ratio = self.training_ratio(call) if self.since_version >= 12 else None
+        if ratio is not None:
+            if x.dtype == "float64":
+                raise UnsupportedError("float64 Dropout in training mode")
+            y = call.output(0, x.shape)
+            mask = call.output(1, x.shape, "bool") if (self.output_count or 1) > 1 else None
+            if x.size:
+                random.draw_dropout(call, self.seed, ratio, x, y, mask)
+            return
         copy_bytes(call, x, call.output(0, x.shape))
         if (self.output_count or 1) > 1:  # (opsets 7-9: a mask of X's type, all 0 from ORT's CPU EP)
             old = self.since_version < 10

@@ -16,6 +16,10 @@
 //   exp(x - the largest finite x) summed over the finite ones (Eigen's exp in packets of two, C's for an odd last
 //   class), then `samples` draws a row, each a double of two draws (generate_canonical<double, 53>) times the total,
 //   placed by upper_bound; a row takes its draws after the rows before it. MODE 2 then advances state.
+// MODE 4, Dropout in training mode (the (X, bool) variants: DTYPE_Y is the mask's), an invocation an element: ORT's
+//   CPU EP seeds a new engine each run with the node's seed plus its runs before (RandomGenerator::NextSeed; state
+//   counts the runs, MODE 2 then advances it by 1); element i is kept where u(draw i + 1) >= ratio: mask[i], and
+//   y[i] = (kept ? 1 : 0) * x[i] / (1 - ratio) in float (NaN and -0 as that product gives them; float16 rounded once).
 // FLOAT64: the log in double, rounded once (within an ulp of glibc's logf, which the CPU EP calls); else GLSL's. With
 //   y64, MODE 0 and 1 draw doubles as the CPU EP's uniform_real_distribution<double> and normal_distribution<double>:
 //   each value a generate_canonical<double, 53> of two draws (a normal pair four), b - a and the polar method in
@@ -42,11 +46,13 @@ layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Longs { int6
 
 layout(push_constant, scalar) uniform Push {
     uint64_t y, state;  // state: the draws the engine has made (uint64)
-    uint64_t x, cdf;    // MODE 3: the logits and a double a logit of scratch
+    uint64_t mask;      // MODE 4: the mask (bool)
+    uint64_t x, cdf;    // MODE 3: the logits and a double a logit of scratch; MODE 4: X
     uint seeded;        // the engine's state once seeded, 1 .. 2^31 - 2
     uint n;             // the values y takes (MODE 3: its rows)
     float a, b;         // MODE 0: low, high - low; 1: mean, scale
     uint classes, samples, y64;  // y64: y's elements are 64-bit (MODE 3 int64, else int32; MODE 0/1 double)
+    uvec2 seed;         // MODE 4: the seed attribute as uint64, low word first (a: ratio, b: 1 - ratio)
     GROUP_BASE;
 } pc;
 
@@ -227,7 +233,26 @@ void multinomial(uint row) {
 }
 #endif
 
+#if DTYPE_Y == 4
+void dropout(uint i) {
+    uint64_t seeded = (pack64(pc.seed) + Drawn(pc.state).v) % MODULUS;  // (uint64 as the engine's seed: wraps past 2^64)
+    uint x0 = seeded == 0ul ? 1u : uint(seeded);
+    precise float u = canonical(mul_mod(x0, power(MULTIPLIER, uint((uint64_t(i) + 1ul) % (MODULUS - 1ul)))));
+    bool kept = u >= pc.a;
+    precise float v = (kept ? 1.0 : 0.0) * LOAD(Tensor(pc.x), i);
+    STORE(Tensor(pc.y), i, v / pc.b);
+    TensorY(pc.mask).v[i] = uint8_t(kept ? 1u : 0u);
+}
+#endif
+
 void main() {
+#if DTYPE_Y == 4
+    if (MODE == 4u) {
+        uint i = FLAT_ID(WG);
+        if (i < pc.n) dropout(i);
+        return;
+    }
+#endif
     if (MODE == 1u) {
         normal();
         return;
