@@ -242,6 +242,24 @@ def test_float64_scatter_elements_equals_the_cpu_ep(ep_devices, op, opset, reduc
         assert_bits_equal(got[0], want[0])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+@pytest.mark.parametrize("reduction", ["max", "min"])
+def test_scatter_elements_max_min_with_nan_as_the_cpu_ep(ep_devices, dtype, reduction):
+    """ScatterElements' max and min as the CPU EP: the update unless the value there is greater (less), so a NaN
+    update is taken and a NaN there replaced, a tie of zeros the update's (GLSL's max and min, which float32 and
+    float16 took before, gave 1 for max(1, NaN) and kept 5 through min(5, NaN, 7), where the CPU EP gives NaN, 7)."""
+    from test_norm import float64_outputs
+
+    data = np.array([np.nan, 1.0, np.nan, 2.0, 0.0, -0.0, 5.0, np.nan], dtype)
+    idx = np.array([0, 1, 2, 3, 4, 5, 6, 6, 7, 7], np.int64)
+    upd = np.array([1.0, np.nan, np.nan, 3.0, -0.0, 0.0, np.nan, 7.0, 3.0, np.nan], dtype)
+    got, want = float64_outputs("ScatterElements", 18, {"d": data, "i": idx, "u": upd},
+                                [("y", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))], axis=0, reduction=reduction)
+    np.testing.assert_array_equal(got[0], want[0])
+    numbers = ~np.isnan(want[0])
+    assert np.array_equal(np.signbit(got[0][numbers]), np.signbit(want[0][numbers]))
+
+
 def test_expand_bidirectional_and_tile(ep_devices):
     x = RNG.standard_normal((3, 1, 4)).astype(np.float32)
     model = _model("Expand", [("x", (F, x.shape)), ("s", 0)], inits={"s": np.array([2, 1, 5, 1], np.int64)})

@@ -79,11 +79,13 @@ def test_seeded_normal_within_two_ulps_of_the_cpu_ep(ep_devices, op, shape, attr
         assert np.mean(got == want) > 0.99
 
 
-def test_bernoulli_equals_the_cpu_ep(ep_devices):
-    """Bernoulli-15, which ORT expands into RandomUniformLike (the seed kept), Greater and Cast."""
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_bernoulli_equals_the_cpu_ep(ep_devices, dtype):
+    """Bernoulli-15, which ORT expands into RandomUniformLike (the seed kept; float64 probabilities draw doubles),
+    Greater and Cast."""
     shape = [40, 25]
-    probabilities = np.random.default_rng(0).uniform(0, 1, shape).astype(np.float32)
-    model = _model("Bernoulli", shape, opset=15, seed=2.0)
+    probabilities = np.random.default_rng(0).uniform(0, 1, shape).astype(dtype)
+    model = _model("Bernoulli", shape, dtype, opset=15, seed=2.0)
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     assert "RandomUniformLike" in {op for _, op, ep in runner.placement(session) if ep == "VulkanExecutionProvider"}
     cpu = runner.cpu_session(model)

@@ -99,6 +99,8 @@ class Scatter(_Indexed):
     """ScatterND and ScatterElements (and Scatter, its name before opset 11): copy data to the output, then write the
     updates. float64 moves as int64, and reduces in double (scatter.comp's FLOAT64 variant)."""
 
+    computes_float64 = True  # (with a reduction: declines_on)
+
     @classmethod
     def declines_on(cls, info, attrs: dict, input_types: list[str | None]) -> str | None:
         """(float64 with a reduction computes in double: shaderFloat64; without one it only moves)"""

@@ -174,11 +174,11 @@ void layer_norm_double(uint row) {
     uint t = gl_LocalInvocationID.x, base = row * pc.len, end = min(pc.start + PIECE, pc.len);
     double n = double(pc.len);
     if (t == 0) {
-        precise double a = 0.0LF, b = 0.0LF;  // (the running mean and M2, or the sums of x and x^2)
-        if (pc.start != 0) {
-            a = Doubles(pc.state).v[2 * row];
-            b = Doubles(pc.state).v[2 * row + 1];
-        }
+        // (the running mean and M2, or the sums of x and x^2: zeros, or the last piece's, read outside any test of
+        // the state's address, as common.glsl's PRESENT_OR says)
+        double a0 = Doubles(PRESENT_OR(pc.state, pc.x)).v[PRESENT_AT(pc.state, 2 * row)];
+        double b0 = Doubles(PRESENT_OR(pc.state, pc.x)).v[PRESENT_AT(pc.state, 2 * row + 1)];
+        precise double a = pc.start != 0 ? a0 : 0.0LF, b = pc.start != 0 ? b0 : 0.0LF;
         for (uint j = pc.start; j < end; ++j) {
             double v = Doubles(pc.x).v[base + j];
             if (SUMS != 0) {

@@ -2,10 +2,10 @@
 // ScatterND / ScatterElements in two dispatches: MODE 0 copies data into the output, then one of the
 // scatter modes writes the updates. Duplicate targets are only ever written by one invocation, in
 // index order, so every reduction (REDUCE 0 none, 1 add, 2 mul, 3 max, 4 min) is exact and ordered.
-// The FLOAT64 variant (common.glsl's VAL) reduces float64 updates in double, max and min as the CPU EP does (found by
-// trying it): the update is taken unless the value there is greater (max) or less (min), so a NaN in the update is
-// taken, one in the output replaced, and a tie of -0 and +0 gives the update's; float64 moves (the copy, reduction
-// none) take the int64 variant.
+// Max and min as the CPU EP does them (found by trying it): the update is taken unless the value there is greater
+// (max) or less (min), so a NaN in the update is taken, one in the output replaced, and a tie of -0 and +0 gives the
+// update's. The FLOAT64 variant (common.glsl's VAL) reduces float64 updates in double; float64 moves (the copy,
+// reduction none) take the int64 variant.
 //   MODE 1 ScatterND, no reduction: one invocation per update element; p0 inner (slice size), p1 K
 //   MODE 2 ScatterND, reduction: one invocation per slice position r < inner, looping over the p2 rows
 //   MODE 3 ScatterElements: one invocation per update line along the axis; dims = updates' shape,
@@ -54,13 +54,8 @@ void put(uint dst, VAL u) {
     VAL v = LOAD_VAL(pc.y, dst);
     if (REDUCE == 1) v = v + u;
     else if (REDUCE == 2) v = v * u;
-#ifdef FLOAT64
-    else if (REDUCE == 3) v = v > u ? v : u;
+    else if (REDUCE == 3) v = v > u ? v : u;  // (the CPU EP's max and min: see above; GLSL's leave NaN undefined)
     else v = v < u ? v : u;
-#else
-    else if (REDUCE == 3) v = max(v, u);
-    else v = min(v, u);
-#endif
     STORE_VAL(pc.y, dst, v);
 }
 
