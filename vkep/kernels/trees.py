@@ -115,9 +115,10 @@ class Packed:
         hits = None if self.n_targets == 1 else self._tree_targets()
         if hits is None:
             return np.tile(trees, self.n_targets), np.arange(self.n_targets + 1, dtype=np.uint32) * len(trees)
-        keys = np.unique(hits[1] * len(trees) + hits[0])
-        starts = np.searchsorted(keys, np.arange(self.n_targets + 1) * len(trees))
-        return (keys % len(trees)).astype(np.uint32), starts.astype(np.uint32)
+        walks = np.zeros((self.n_targets, len(trees)), bool)  # (target, tree): the tree adds to the target
+        walks[hits[1], hits[0]] = True
+        target, tree = np.nonzero(walks)  # (in target order, then tree order)
+        return tree.astype(np.uint32), np.searchsorted(target, np.arange(self.n_targets + 1)).astype(np.uint32)
 
     def _tree_targets(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(tree, target) of every weight of a leaf each tree reaches, walked level by level from the roots; None
@@ -194,9 +195,10 @@ def _depth(nodes: np.ndarray, roots: list[int]) -> int:
             raise UnsupportedError(f"a tree {depth} branches deep (past the loop budget)")
         if depth > int(branch.sum()):
             raise UnsupportedError("a tree with a cycle")
-        below = np.zeros(len(nodes), bool)  # (a mask, not np.unique: levels of a large forest hold 100,000s)
-        below[nodes[level, 2:4].ravel()] = True
-        level = np.flatnonzero(below & branch)
+        below = nodes[level, 2:4].ravel().astype(np.int64)
+        if below.size > len(nodes):  # (trees that share nodes: each once, so that a level never passes the nodes)
+            below = np.unique(below)
+        level = below[branch[below]]
     return depth
 
 
