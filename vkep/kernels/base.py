@@ -260,6 +260,8 @@ class Kernel:
 
     output_count: int | None = None  # how many outputs the node has (set by the runtime)
     draws_on = False  # its outputs continue from its earlier runs (a random engine's state, Call.state)
+    # its INTS and FLOATS attributes are read as numpy arrays (int64, float32), not lists: a forest's hold millions
+    array_attributes = False
     device_info = None  # the gpu.device.PhysicalDeviceInfo it runs on (set by the runtime)
     # (shape, dtype) per input as the graph declares it, None when a shape is symbolic (set by the runtime)
     declared_inputs: list[tuple] | None = None

@@ -207,6 +207,13 @@ def _array(attrs: dict, name: str):
     return None if value is None else np.asarray(value)
 
 
+def _values(attrs: dict, name: str, dtype=np.int64) -> np.ndarray:
+    """An INTS or FLOATS attribute as an array of `dtype` (empty where absent): the kernels read them as arrays
+    (array_attributes), tests and other callers may give lists."""
+    value = attrs.get(name)
+    return np.asarray([] if value is None else value, dtype)
+
+
 def pack_v5(attrs: dict, x_dtype: str) -> Packed:
     """TreeEnsemble (ai.onnx.ml 5): the trees ORT builds from it (tree_ensemble_attribute.h, convert_to_v3), in
     the input's type (float32 or float64) as ORT's TreeEnsemble<T>."""
@@ -217,7 +224,7 @@ def pack_v5(attrs: dict, x_dtype: str) -> Packed:
         if value is not None and name != "nodes_modes" and value.dtype != dtype:
             raise UnsupportedError(f"TreeEnsemble: {name} of type {value.dtype} with a {x_dtype} input")
         tensors[name] = value
-    ints = {name: list(attrs.get(name) or []) for name in (
+    ints = {name: _values(attrs, name).tolist() for name in (
         "leaf_targetids", "nodes_falseleafs", "nodes_falsenodeids", "nodes_featureids", "nodes_trueleafs",
         "nodes_truenodeids", "tree_roots", "nodes_missing_value_tracks_true")}
     weights, splits, modes = tensors["leaf_weights"], tensors["nodes_splits"], tensors["nodes_modes"]
@@ -309,19 +316,19 @@ def pack_v3(attrs: dict, x_dtype: str, prefix: str = "target") -> Packed:
     dtype = np.float64 if present or x_dtype == "float64" else np.float32
     if any(tensors[k].dtype != np.float64 for k in present):
         raise UnsupportedError("*_as_tensor attributes not of type double")
-    ints = {name: attrs.get(name) or [] for name in (
+    ints = {name: _values(attrs, name) for name in (
         "nodes_falsenodeids", "nodes_featureids", "nodes_missing_value_tracks_true", "nodes_nodeids",
         "nodes_treeids", "nodes_truenodeids", f"{prefix}_ids", f"{prefix}_nodeids", f"{prefix}_treeids")}
     modes = attrs.get("nodes_modes") or []
     values = tensors["nodes_values_as_tensor"]
-    values = np.asarray(attrs.get("nodes_values") or [], np.float32) if values is None else values
+    values = _values(attrs, "nodes_values", np.float32) if values is None else values
     weights = tensors[f"{prefix}_weights_as_tensor"]
-    weights = np.asarray(attrs.get(f"{prefix}_weights") or [], np.float32) if weights is None else weights
+    weights = _values(attrs, f"{prefix}_weights", np.float32) if weights is None else weights
     base = tensors["base_values_as_tensor"]
-    base = np.asarray(attrs.get("base_values") or [], np.float32) if base is None else base
+    base = _values(attrs, "base_values", np.float32) if base is None else base
     n = len(ints["nodes_treeids"])
     n_targets = int(attrs.get("n_targets") or 0)
-    target = np.asarray(ints[f"{prefix}_ids"], np.int64)
+    target = ints[f"{prefix}_ids"]
     if (any(len(ints[k]) != n for k in ("nodes_falsenodeids", "nodes_featureids", "nodes_nodeids",
                                         "nodes_truenodeids"))
             or len(modes) != n or len(values) != n or n_targets <= 0 or n == 0
@@ -336,10 +343,10 @@ def pack_v3(attrs: dict, x_dtype: str, prefix: str = "target") -> Packed:
         raise UnsupportedError(f"{prefix} ensemble: aggregate_function {attrs.get('aggregate_function')}, "
                                f"post_transform {attrs.get('post_transform')}, modes {sorted(set(modes))}")
     leaf = code == LEAF
-    trees, ids = (np.asarray(ints[k], np.int64) for k in ("nodes_treeids", "nodes_nodeids"))
+    trees, ids = ints["nodes_treeids"], ints["nodes_nodeids"]
     locate = _Locator(trees, ids)
     # the weights of each leaf, in ORT's order: sorted by (tree, node), then as listed; ORT ignores branches' weights
-    at = locate(np.asarray(ints[f"{prefix}_treeids"], np.int64), np.asarray(ints[f"{prefix}_nodeids"], np.int64))
+    at = locate(ints[f"{prefix}_treeids"], ints[f"{prefix}_nodeids"])
     if np.any(at < 0):
         raise UnsupportedError("a weight of a node that does not exist")
     kept = np.flatnonzero(leaf[at])
@@ -348,12 +355,12 @@ def pack_v3(attrs: dict, x_dtype: str, prefix: str = "target") -> Packed:
     if np.any(leaf & (counts == 0)):
         raise UnsupportedError("a leaf without weights")
     first = np.cumsum(counts) - counts
-    feature = np.asarray(ints["nodes_featureids"], np.int64)
+    feature = ints["nodes_featureids"]
     if np.any(feature[~leaf] < 0):
         raise UnsupportedError(f"feature id {int(feature[~leaf].min())}")
     missing = np.zeros(n, bool)
-    missing[:len(ints["nodes_missing_value_tracks_true"])] = np.asarray(ints["nodes_missing_value_tracks_true"]) == 1
-    kids = [locate(trees, np.asarray(ints[k], np.int64)) for k in ("nodes_truenodeids", "nodes_falsenodeids")]
+    missing[:len(ints["nodes_missing_value_tracks_true"])] = ints["nodes_missing_value_tracks_true"] == 1
+    kids = [locate(trees, ints[k]) for k in ("nodes_truenodeids", "nodes_falsenodeids")]
     bad = np.flatnonzero(~leaf & ((kids[0] < 0) | (kids[1] < 0) | (kids[0] == np.arange(n))
                                   | (kids[1] == np.arange(n))))
     if bad.size:
@@ -398,6 +405,8 @@ class _Locator:
 class TreeEnsembleBase(Kernel):
     """One walk of the packed trees per (sample, target), and for SOFTMAX or a classifier a pass per sample
     (module doc)."""
+
+    array_attributes = True
 
     classifier = False  # outputs: (label, probabilities), finished by tree_ensemble.comp's MODE 2
     flags = 0  # tree_ensemble.comp's flags the kind of ensemble adds
@@ -520,7 +529,7 @@ class TreeEnsembleClassifier(TreeEnsembleBase):
     def ensemble(cls, attrs: dict, x_dtype: str) -> Packed:
         if attrs.get("classlabels_strings"):
             raise UnsupportedError("string class labels")
-        labels = list(attrs.get("classlabels_int64s") or [])
+        labels = _values(attrs, "classlabels_int64s")
         if len(labels) < 2:
             raise UnsupportedError(f"{len(labels)} class labels")
         packed = pack_v3({**attrs, "n_targets": len(labels), "aggregate_function": "SUM"}, x_dtype, "class")
@@ -529,13 +538,13 @@ class TreeEnsembleClassifier(TreeEnsembleBase):
         return packed
 
     def labels(self, attrs: dict) -> np.ndarray | None:
-        return np.array(attrs["classlabels_int64s"], np.int64)
+        return _values(attrs, "classlabels_int64s")
 
     def __init__(self, spec, attrs, since_version, input_types):
         super().__init__(spec, attrs, since_version, input_types)
         weights = _array(attrs, "class_weights_as_tensor")
-        weights = np.asarray(attrs.get("class_weights") or [], np.float32) if weights is None else weights
-        binary = len(attrs["classlabels_int64s"]) == 2 and len(set(attrs.get("class_ids") or [])) == 1
+        weights = _values(attrs, "class_weights", np.float32) if weights is None else weights
+        binary = len(attrs["classlabels_int64s"]) == 2 and len(np.unique(_values(attrs, "class_ids"))) == 1
         self.flags = CLASS_SUMS | (BINARY if binary else 0) | (0 if np.any(weights < 0) else POSITIVE)
 
     def y_dtype(self) -> str:

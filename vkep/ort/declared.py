@@ -178,8 +178,9 @@ def ortvalue_array(value):
     return array
 
 
-def attribute(node, name: str, kind: str):
-    """An attribute of a graph node (None when absent or of a kind not read here)."""
+def attribute(node, name: str, kind: str, as_array: bool = False):
+    """An attribute of a graph node (None when absent or of a kind not read here); INTS and FLOATS as numpy arrays
+    where `as_array`."""
     lib, ffi = api.lib, api.ffi
     attr = ffi.new("const OrtOpAttr**")
     status = lib.ort_Node_GetAttributeByName(node, name.encode(), attr)
@@ -209,13 +210,14 @@ def attribute(node, name: str, kind: str):
         return ffi.string(buf, size[0]).decode()
     if kind == "strings":  # each string ends with a NUL
         return bytes(ffi.buffer(buf, size[0])).decode().split("\0")[:-1]
-    return c_list(buf, size[0] // ffi.sizeof(ctype)) if kind in ("ints", "floats") else buf[0]
+    return c_list(buf, size[0] // ffi.sizeof(ctype), as_array) if kind in ("ints", "floats") else buf[0]
 
 
-def c_list(buf, count: int) -> list:
-    """The first `count` numbers of a cffi array of int64_t or float as a list (through numpy: a forest's
-    attributes hold millions, which list(buf) reads one by one)."""
+def c_list(buf, count: int, as_array: bool = False):
+    """The first `count` numbers of a cffi array of int64_t or float as a list, or a numpy array of their own where
+    `as_array` (through numpy: a forest's attributes hold millions, which list(buf) reads one by one)."""
     import numpy as np
 
     dtype = np.int64 if api.ffi.typeof(buf).item.cname == "int64_t" else np.float32
-    return np.frombuffer(api.ffi.buffer(buf, count * np.dtype(dtype).itemsize), dtype).tolist()
+    values = np.frombuffer(api.ffi.buffer(buf, count * np.dtype(dtype).itemsize), dtype)
+    return values.copy() if as_array else values.tolist()

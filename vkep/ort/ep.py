@@ -463,8 +463,9 @@ def spec_of(node, specs) -> tuple:
 def node_attributes(node, spec) -> dict:
     """The attributes the manifest entry names, as the graph node sets them (else their defaults)."""
     attrs = {a.name: a.default for a in spec.attributes}
+    as_array = implementation(spec).array_attributes
     for a in spec.attributes:
-        value = declared.attribute(node, a.name, a.kind)
+        value = declared.attribute(node, a.name, a.kind, as_array)
         if value is not None:
             attrs[a.name] = value
     return attrs

@@ -528,7 +528,7 @@ def _read_attributes(info, spec, strings: dict | None) -> dict:
                 api.check(fn(info, name, ffi.NULL, size))
                 buf = ffi.new(ctype, size[0])
                 api.check(fn(info, name, buf, size))
-                value = declared.c_list(buf, size[0])
+                value = declared.c_list(buf, size[0], implementation(spec).array_attributes)
         except api.OrtError:
             if attr.default is None and not attr.optional:
                 raise api.OrtError(f"{spec.op}: required attribute {attr.name!r} is missing",
