@@ -70,7 +70,8 @@ def test_matmul_nbits_declines_what_it_cannot_run(ep_devices):
 
 
 def _mha(q_len: int, kv_len: int, heads: int = 2, head_size: int = 8, attention_bias: bool = False, past: int = 0,
-         unidirectional: int = 0, key_padding_mask: bool = False, dtype=np.float32, seed: int = 0):
+         unidirectional: int = 0, key_padding_mask: bool = False, dtype=np.float32, seed: int = 0,
+         qkv_bias: bool = False):
     rng = np.random.default_rng(seed)
     hidden = heads * head_size
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
@@ -78,6 +79,9 @@ def _mha(q_len: int, kv_len: int, heads: int = 2, head_size: int = 8, attention_
              "k": rng.standard_normal((2, kv_len, hidden)).astype(dtype),
              "v": rng.standard_normal((2, kv_len, hidden)).astype(dtype)}
     names = ["q", "k", "v", "", "", ""]
+    if qkv_bias:  # (the bias input: query's, key's and value's, as ORT's optimizer writes for cross-attention)
+        feeds["qkv_bias"] = rng.standard_normal(3 * hidden).astype(dtype)
+        names[3] = "qkv_bias"
     if key_padding_mask:
         feeds["kpm"] = np.ones((2, kv_len), np.int32)
         names[4] = "kpm"
@@ -111,8 +115,11 @@ def _mha(q_len: int, kv_len: int, heads: int = 2, head_size: int = 8, attention_
     {"q_len": 4, "kv_len": 4, "heads": 4, "head_size": 16, "dtype": np.float16},
     {"q_len": 2, "kv_len": 2, "past": 3, "unidirectional": 1},
     {"q_len": 3, "kv_len": 3, "past": 4, "unidirectional": 1, "attention_bias": True},
+    {"q_len": 5, "kv_len": 7, "qkv_bias": True},
+    {"q_len": 1, "kv_len": 1, "past": 9, "qkv_bias": True, "attention_bias": True},
+    {"q_len": 4, "kv_len": 6, "heads": 4, "head_size": 16, "dtype": np.float16, "qkv_bias": True},
 ], ids=["cross", "attention_bias", "causal", "decode_with_past", "past_and_bias", "float16", "causal_with_past",
-        "causal_past_bias"])
+        "causal_past_bias", "qkv_bias_cross", "qkv_bias_with_past", "qkv_bias_float16"])
 def test_multi_head_attention_as_the_cpu_ep(ep_devices, case):
     model, feeds = _mha(**case)
     session = runner.vkep_session(model, disable_cpu_fallback=True)

@@ -292,9 +292,10 @@ def _lanes_plan(m: int, n: int, k: int, block: int, bits: int, int8_a: int) -> t
 
 class ContribMultiHeadAttention(Attention):
     """com.microsoft's MultiHeadAttention as ONNX's Attention (opset 23) over 3-D query, key and value, with
-    attention_bias as the additive mask and a 4-D past KV cache. Left to the CPU EP: packed QKV or 4-D/5-D
-    key and value, the bias input, key_padding_mask, past_sequence_length, cache_indirection, and a
-    unidirectional mask over query and key of other lengths without a past (aligned otherwise by ORT)."""
+    attention_bias as the additive mask and a 4-D past KV cache; the bias input ([q, k, v hidden sizes]) added to
+    query, key and value first, as the CPU EP adds it (binary.comp's add into scratch). Left to the CPU EP: packed
+    QKV or 4-D/5-D key and value, key_padding_mask, past_sequence_length, cache_indirection, and a unidirectional
+    mask over query and key of other lengths without a past (aligned otherwise by ORT)."""
 
     @staticmethod
     def onnx_attrs(attrs: dict) -> dict:
@@ -306,8 +307,7 @@ class ContribMultiHeadAttention(Attention):
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         ranks = padded(input_ranks, 10)
         types = padded(input_types, 10)
-        for index, name in ((3, "bias"), (4, "key_padding_mask"), (8, "past_sequence_length"),
-                            (9, "cache_indirection")):
+        for index, name in ((4, "key_padding_mask"), (8, "past_sequence_length"), (9, "cache_indirection")):
             if ranks[index] is not None:
                 return f"the {name} input"
         if ranks[1] not in (3, -1) or ranks[2] not in (3, -1):
@@ -327,8 +327,27 @@ class ContribMultiHeadAttention(Attention):
         if self.attrs["is_causal"] and past_k is None and q.shape[1] != k.shape[1]:
             # (ORT aligns that mask otherwise than ONNX's Attention: measured different)
             raise UnsupportedError("MultiHeadAttention: unidirectional over query and key of other lengths")
+        if inputs[3] is not None:
+            inputs[:3] = self.biased(call, inputs[:3], inputs[3])
         call.inputs = [inputs[i] for i in MHA_TO_ONNX] + [None]
         super().compute(call)
+
+
+    @staticmethod
+    def biased(call, qkv: list[Tensor], bias: Tensor) -> list[Tensor]:
+        """query, key and value plus their parts of `bias` (the CPU EP's MaybeTransposeToBNSHAndAddBias: an add
+        rounded to the tensors' type), each into scratch."""
+        widths = [t.shape[-1] for t in qkv]
+        if len(bias.shape) != 1 or bias.shape[0] != sum(widths):
+            raise UnsupportedError(f"MultiHeadAttention: bias {bias.shape} for query, key and value widths {widths}")
+        out, at = [], 0
+        for t, width in zip(qkv, widths, strict=True):
+            biased = call.scratch(t.shape, t.dtype)
+            if t.size:
+                dispatch_binary(call, OP_ADD, t, bias.view(at * ITEMSIZE[bias.dtype], (width,)), biased)
+            out.append(biased)
+            at += width
+        return out
 
 
 MHA_TO_ONNX = (0, 1, 2, 5, 6, 7)  # query, key, value, attention_bias (ONNX's attn_mask), past_key, past_value
