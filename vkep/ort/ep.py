@@ -577,7 +577,9 @@ def _no_kernel(node, ep: Ep) -> str:
         ranges = ", ".join(f"{a}-{b}" if b < manifest.MAX_VERSION else f"{a}+"
                            for s in candidates for a, b in s.version_ranges())
         return f"vkep's {qualified} covers opset versions {ranges}, not {version}"
-    ins, outs = ([t or "?" for t in _ranks_and_types(declared.values(node, outputs))[1]] for outputs in (False, True))
+    # (a type vkep has no tensors of: string, or not a tensor at all, a sequence or a map)
+    ins, outs = ([t or "string or non-tensor" for t in _ranks_and_types(declared.values(node, outputs))[1]]
+                 for outputs in (False, True))
     allowed = sorted({t for ts in kernel_types(spec, ep.info).values() for t in ts})  # (as in _build_registry)
     return (f"no vkep {qualified} kernel for types ({', '.join(ins)}) -> ({', '.join(outs)}) "
             f"(it takes {', '.join(allowed)})")
