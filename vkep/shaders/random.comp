@@ -239,8 +239,14 @@ void dropout(uint i) {
     uint x0 = seeded == 0ul ? 1u : uint(seeded);
     precise float u = canonical(mul_mod(x0, power(MULTIPLIER, uint((uint64_t(i) + 1ul) % (MODULUS - 1ul)))));
     bool kept = u >= pc.a;
-    precise float v = (kept ? 1.0 : 0.0) * LOAD(Tensor(pc.x), i);
-    STORE(Tensor(pc.y), i, v / pc.b);
+    float x = LOAD(Tensor(pc.x), i);
+    // a dropped element is 0 * x: NaN for NaN and infinities, else a zero of x's sign; written out as bits, as Mesa
+    // 26's compiler folds (kept ? 1 : 0) * x into kept ? x : 0 ('precise' or not)
+    uint bits = floatBitsToUint(x);
+    float dropped = (bits & 0x7F800000u) == 0x7F800000u ? uintBitsToFloat(0x7FC00000u)
+                                                         : uintBitsToFloat(bits & 0x80000000u);
+    precise float v = kept ? x / pc.b : dropped / pc.b;
+    STORE(Tensor(pc.y), i, v);
     TensorY(pc.mask).v[i] = uint8_t(kept ? 1u : 0u);
 }
 #endif
