@@ -340,3 +340,22 @@ def test_dropout_training_under_graph_capture(ep_devices):
         want_y, want_mask = cpu.run(None, {"x_negated": x})
         np.testing.assert_array_equal(mask.numpy(), want_mask)
         _assert_same_values(values["y"].numpy(), want_y)
+
+
+@pytest.mark.parametrize("classes,samples,on_vkep", [(2, 14_000, True), (2, 25_000, False), (3, 19_000, False),
+                                                     (1000, 4_700, True)])
+def test_multinomial_within_lavapipes_loop_count(ep_devices, classes, samples, on_vkep):
+    """Multinomial's samples a row run in one invocation: within lavapipe's 65,535 loop steps (a sample costs its
+    loop's step, its binary search and the search's leaving pass: 2 classes ran right up to 16,382 samples and were
+    cut short past them, a wrong answer before) vkep runs it, past them it leaves the node to the CPU EP; equal to
+    the CPU EP either way."""
+    graph = helper.make_graph(
+        [helper.make_node("Multinomial", ["x"], ["y"], sample_size=samples, seed=3.0, dtype=TensorProto.INT64)],
+        "multinomial", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, classes])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    session, cpu = runner.vkep_session(model), runner.cpu_session(model)
+    placed = {ep for _, _, ep in runner.placement(session)}
+    assert placed == {"VulkanExecutionProvider" if on_vkep else "CPUExecutionProvider"}
+    feeds = {"x": np.zeros((1, classes), np.float32)}
+    np.testing.assert_array_equal(session.run(None, feeds)[0], cpu.run(None, feeds)[0])

@@ -158,7 +158,9 @@ class Multinomial(Random):
         for what, value in (("batch_size", batch), ("num_classes", classes), ("num_samples", samples)):
             if value < 1:
                 raise UnsupportedError(f"Multinomial: {what} is < 1")
-        if 2 * classes + samples * classes.bit_length() > LOOP_BUDGET:
+        # (lavapipe's count: each loop's leaving pass too; a sample its loop's step, its search and the search's
+        # leaving: 2 classes and 16,382 samples were the most one invocation ran right)
+        if 2 * (classes + 1) + samples * (classes.bit_length() + 2) > LOOP_BUDGET:
             raise UnsupportedError(f"Multinomial: {classes} classes and {samples} samples take one invocation too "
                                    "many loop steps")
         y64 = self.attrs.get("dtype", INT32) == INT64
