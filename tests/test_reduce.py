@@ -178,6 +178,21 @@ def test_topk_long_rows_and_ties(ep_devices):
     check_node("TopK", {"x": _data((2, 5))}, 10, {"k": np.array([5], np.int64)}, outputs)
 
 
+@pytest.mark.parametrize("k", [1, 64, 1024])
+def test_topk_longest_rows_it_takes(ep_devices, k):
+    """The longest rows TopK's check lets through (chunks of TOPK_MAX merged with the best so far, TOPK_CHUNK_LOOPS
+    loop steps each) stay within lavapipe's 65,535 a workgroup, where its loops would end early and the result come
+    out wrong (at 400 steps a chunk: rows of 148-150 chunks for k 64 and 1024 did); a row one chunk longer is left
+    to the CPU EP."""
+    from vkep.kernels.base import LOOP_BUDGET
+    from vkep.kernels.reduce import TOPK_CHUNK_LOOPS, TOPK_MAX
+
+    chunks = LOOP_BUDGET // TOPK_CHUNK_LOOPS
+    outputs = [("values", None), ("indices", np.int64)]
+    longest = TOPK_MAX + (chunks - 1) * (TOPK_MAX - k)
+    check_node("TopK", {"x": _data((1, longest))}, 11, {"k": np.array([k], np.int64)}, outputs)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int64"])
 def test_cumsum(ep_devices, dtype):
     x = _data((3, 4, 5), dtype)

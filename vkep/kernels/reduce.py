@@ -25,7 +25,10 @@ CUMSUM_SERIAL = 4096  # longest line cumsum.comp scans with one thread ...
 CUMSUM_SERIAL_FLOAT = LOOP_BUDGET - 64
 CUMSUM_WG = 256
 TOPK_MAX = 2048  # elements topk.comp sorts at once in shared memory
-TOPK_CHUNK_LOOPS = 400  # loop iterations topk.comp spends per chunk of TOPK_MAX
+# loop iterations topk.comp spends a chunk of TOPK_MAX, as lavapipe counts them (each loop's leaving pass too):
+# measured 434-443 at k 16 to 1024 (the most chunks one invocation ran right: 150, 148, 148, 149; 400 let rows of
+# 148-150 chunks through, cut short: a wrong answer)
+TOPK_CHUNK_LOOPS = 450
 # float32 and float64 sums, means, max and min of contiguous rows as the CPU EP makes them (reduce.comp ORDER 1:
 # the sums' rounding, which NaN the max and min keep)
 EIGEN_ORDER = True
