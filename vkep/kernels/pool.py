@@ -55,6 +55,13 @@ def pool_geometry(in_dims, kernel, strides, dilations, pads, auto_pad: str,
     return out, begin, end
 
 
+def window_loops(kd: int, kh: int, kw: int) -> int:
+    """pool.comp's loop steps over one window, as lavapipe counts them (a loop's leaving pass too): its planes,
+    each plane's rows, each row's taps 8 at a time. (Counted without the leaving passes, a MaxPool window of
+    25,000 x 1 passed as 50,001 steps and was cut short: its last rows' maximum missed.)"""
+    return kd * (2 + kh * (2 + -(-kw // 8)))
+
+
 class Pool(Kernel):
     """The manifest's `op` constant (pool.comp's OP) picks max / average / Lp; float64 MaxPool in double (pool.comp's
     FLOAT64 variant)."""
@@ -101,10 +108,10 @@ class Pool(Kernel):
                                     ("sd sh sw", strides, 1), ("dd dh dw", dilations, 1), ("pd ph pw", begin, 0),
                                     ("ped peh pew", end, 0)):
             members.update(zip(names.split(), as_3d(values, fill), strict=True))
-        # loop iterations of one invocation (rows step 8 taps at a time): within lavapipe's budget, or a
-        # clear error rather than a window silently cut short
+        # loop iterations of one invocation: within lavapipe's budget, or a clear error rather than a window
+        # silently cut short
         kd, kh, kw = as_3d(kernel, 1)
-        if kd * (1 + kh * (1 + -(-kw // 8))) > LOOP_BUDGET:
+        if window_loops(kd, kh, kw) > LOOP_BUDGET:
             reduction = self._as_reduction(xs, p)
             if reduction is not None:
                 return reduction
@@ -240,7 +247,7 @@ class MaxRoiPool(Kernel):
                                    f"spatial_scale {scale} (X 4-D, rois [n, 5], two positive pooled sizes, a positive "
                                    f"scale: the CPU EP refuses others)")
         n, c, h, w = x.shape
-        if h * (1 + -(-w // 8)) > LOOP_BUDGET:
+        if window_loops(1, h, w) > LOOP_BUDGET:
             raise UnsupportedError(f"MaxRoiPool: an image of {h} x {w} (a bin may cover it: past one invocation's loops)")
         y = call.output(0, (rois.shape[0], c, *pooled))
         if not y.size:
