@@ -450,6 +450,7 @@ class TreeEnsembleBase(Kernel):
         super().__init__(spec, attrs, since_version, input_types)
         self.x_dtype = input_types[0] if input_types and input_types[0] else "float32"
         self.packed = self.packed_once(attrs, self.x_dtype)
+        self.runs = self.packed.runs()  # (once: it scans every node's set size, millions in a forest)
         p = self.packed
         lists, starts = p.tree_lists()
         self.tables = offset_tables(HEADER, nodes=p.nodes, values=p.values, weights=p.weights, targets=p.targets,
@@ -485,16 +486,15 @@ class TreeEnsembleBase(Kernel):
         constants = {"x64": int(x.dtype == "float64"), "th64": int(p.wide), "y64": int(y_dtype == "float64")}
         flags = ((ONE_TARGET if one else 0) | (USE_BASE if len(p.base) == (1 if one else p.n_targets) else 0)
                  | self.flags)
-        runs = p.runs()
         # (the sums of a (sample, target) carried from one run of trees to the next)
-        state = call.scratch((CARRIED, y.size), "float64" if wide else "float32") if len(runs) > 1 else None
+        state = call.scratch((CARRIED, y.size), "float64" if wide else "float32") if len(self.runs) > 1 else None
         push = {"tables": call.persistent(self.tables), "x": x, "y": y, "scores": scores, "state": state,
                 "label": label, "n": y.size, "n_targets": p.n_targets, "stride": stride, "n_trees": len(p.roots),
                 "depth": p.depth, "max_weights": p.max_weights if not one else 1, "aggregate": p.aggregate,
                 "post": p.post, "flags": flags, "n_base": len(p.base),
                 "chunks": tree_chunks(n, len(p.roots), one, host.cpu_ep_threads()), "first_tree": 0,
                 "end_tree": len(p.roots)}
-        for first, end in runs:
+        for first, end in self.runs:
             carried = [state] if state is not None else []
             call.dispatch(SHADER, dtype, {**constants, "mode": SCORE}, {**push, "first_tree": first, "end_tree": end},
                           grid_1d(y.size, WG), [x] + (carried if first else []),
