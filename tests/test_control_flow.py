@@ -185,3 +185,103 @@ def test_scan_and_the_makers_of_its_body_outputs_share_an_ep(ep_devices):
         for got, want in zip(session.run(None, feeds), expected, strict=True):
             np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=case.rtol,
                                        atol=case.atol)
+
+
+def _recurrent_loop(n: int = 128):
+    """A Loop as tf2onnx writes a recurrent layer: the body's condition (Less of a counter), a counter, a state
+    carried from step to step (MatMul, Add, Tanh) and the state again as a scan output; every one made by a vkep
+    node, and the state's maker the heaviest."""
+    i64 = TensorProto.INT64
+    body = helper.make_graph(
+        [helper.make_node("Add", ["t_in", "one"], ["t_out"]),
+         helper.make_node("Less", ["t_out", "steps"], ["cond_out"]),
+         helper.make_node("MatMul", ["h_in", "w"], ["hw"]),
+         helper.make_node("Add", ["hw", "x"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["h_out"]),
+         helper.make_node("Mul", ["h_out", "half"], ["seq_out"])],
+        "body",
+        [_vi("i", i64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("t_in", i64, []), _vi("h_in", F32, [4, n])],
+        [_vi("cond_out", TensorProto.BOOL, []), _vi("t_out", i64, []), _vi("h_out", F32, [4, n]),
+         _vi("seq_out", F32, [4, n])])
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.uniform(-0.3, 0.3, (n, n)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array(1, np.int64), "one"), numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["", "cond", "t0", "h0"], ["t", "h", "seq"], body=body)], "rnn",
+        [_vi("cond", TensorProto.BOOL, []), _vi("t0", i64, []), _vi("h0", F32, [4, n]), _vi("x", F32, [4, n]),
+         _vi("steps", i64, [])],
+        [_vi("t", i64), _vi("h"), _vi("seq")], inits)
+    return _model(graph)
+
+
+def test_a_loop_body_waits_once_an_iteration(ep_devices):
+    """ORT's Loop reads the body's outputs with the CPU once the body has run; only their last producer waits for
+    the device (vkep/ort/subgraph_waits.py), after the first iteration has shown which it is. The four producers
+    here each submitted and waited, every iteration, before: the run made 4 submits an iteration."""
+    import vkep
+
+    model, n, steps = _recurrent_loop(), 128, 40
+    rng = np.random.default_rng(2)
+    feeds = {"cond": np.array(True), "t0": np.array(0, np.int64), "h0": rng.uniform(-1, 1, (4, n)).astype(np.float32),
+             "x": rng.uniform(-1, 1, (4, n)).astype(np.float32), "steps": np.array(steps, np.int64)}
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    cpu = runner.cpu_session(model)
+    want = cpu.run(None, feeds)
+    assert set(_ops_on(session)) == {"VulkanExecutionProvider"}, _ops_on(session)
+    for run in range(3):
+        vkep.reset_stats()
+        got = session.run(None, {**feeds, "h0": feeds["h0"] * (1 + run)}) if run else session.run(None, feeds)
+        want = cpu.run(None, {**feeds, "h0": feeds["h0"] * (1 + run)}) if run else want
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+        assert got[2].shape == (steps, 4, n)
+        submits = sum(d["submits"] for d in vkep.stats().values() if "submits" in d)
+        if run:  # (the first run learns the order)
+            assert submits <= steps + 4, submits
+
+
+def test_loop_bodies_in_concurrent_runs(ep_devices):
+    """Two threads run the same Loop at once: each body's wait still covers its own producers' work."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    model, n = _recurrent_loop(64), 64
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    cpu = runner.cpu_session(model)
+    rng = np.random.default_rng(3)
+    feeds = [{"cond": np.array(True), "t0": np.array(0, np.int64), "h0": rng.uniform(-1, 1, (4, n)).astype(np.float32),
+              "x": rng.uniform(-1, 1, (4, n)).astype(np.float32), "steps": np.array(s, np.int64)} for s in (17, 29)] * 4
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda f: session.run(None, f), feeds))
+    for f, got in zip(feeds, results, strict=True):
+        for g, w in zip(got, cpu.run(None, f), strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_an_if_with_outputs_from_several_nodes(ep_devices):
+    """Each branch makes three outputs with three vkep nodes; the If reads all of them once its branch has run."""
+    def branch(name, op):
+        nodes = [helper.make_node(op, ["x", "x"], [f"{name}_a"]), helper.make_node("Sin", [f"{name}_a"], [f"{name}_b"]),
+                 helper.make_node("MatMul", [f"{name}_b", "x"], [f"{name}_c"])]
+        return helper.make_graph(nodes, name, [], [_vi(f"{name}_{k}", F32, [64, 64]) for k in "abc"])
+
+    nodes = [helper.make_node("If", ["c"], ["a", "b", "c_"], then_branch=branch("then", "Add"),
+                              else_branch=branch("else", "Mul"))]
+    graph = helper.make_graph(nodes, "if3", [_vi("c", TensorProto.BOOL, []), _vi("x", F32, [64, 64])],
+                              [_vi("a"), _vi("b"), _vi("c_")])
+    x = np.random.default_rng(4).uniform(-1, 1, (64, 64)).astype(np.float32)
+    _check(_model(graph), [{"c": np.array(c), "x": x * k} for k in (1, 2) for c in (True, False, True)])
+
+
+def test_loop_bodies_that_name_their_values_alike(ep_devices):
+    """Two Loops whose bodies are copies, value names and all (ONNX allows it in sibling subgraphs): vkep knows a
+    kernel's outputs by name only, so neither body's producers can tell their group from the other's; they all
+    keep their waits (subgraph_waits.py), and both Loops equal the CPU EP."""
+    loop = _recurrent_loop(96).graph.node[0]
+    second = helper.make_node("Loop", ["", "cond", "t0", "h"], ["t2", "h2", "seq2"], body=loop.attribute[0].g)
+    graph = _recurrent_loop(96).graph
+    graph.node.append(second)
+    graph.output.extend([_vi("t2", TensorProto.INT64), _vi("h2"), _vi("seq2")])
+    rng = np.random.default_rng(5)
+    feeds = [{"cond": np.array(True), "t0": np.array(0, np.int64), "h0": rng.uniform(-1, 1, (4, 96)).astype(np.float32),
+              "x": rng.uniform(-1, 1, (4, 96)).astype(np.float32), "steps": np.array(s, np.int64)} for s in (23, 31, 23)]
+    _check(_model(graph), feeds)

@@ -24,6 +24,7 @@ from vkep.ort import abi, api, capture, declared, ties, warmup
 from vkep.ort.api import status_callback
 from vkep.ort.log import INFO, VERBOSE, Logger
 from vkep.ort.memory import allocators_of
+from vkep.ort.subgraph_waits import SubgraphOutputs
 
 EPS: dict[int, Ep] = {}
 EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE = 27
@@ -156,6 +157,7 @@ class Ep:
         # outputs that nothing else reads on the host) only after it, which OnRunEnd waits for
         self.host_read_values: set[str] = set()
         self.run_end_values: set[str] = set()
+        self.subgraph_outputs: dict[str, SubgraphOutputs] = {}  # a subgraph's output read by its If, Loop or Scan
         # a node's output names → its STRINGS attributes, which ORT's kernel info cannot read (see _refused)
         self.node_strings: dict[tuple[str, ...], dict[str, list[str] | None]] = {}
         # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
@@ -208,12 +210,19 @@ class Ep:
             self.log.info(f"runs on {self.device.describe()} ({why}); options: "
                           + ", ".join(f"{k}={v}" for k, v in sorted(given_options.items())))
 
-    def host_reads_of(self, names, cpu_outputs=frozenset()) -> tuple[frozenset[int], frozenset[int]]:
-        """(the outputs the host reads during the run, those it reads after it) among a kernel's output `names`
-        (a `cpu_outputs` output is host memory on every device: nothing to wait for or to count)."""
+    def note_host_reads(self, kernel, names) -> None:
+        """Which of a kernel's outputs (by `names`) the host reads during the run (its Compute waits for them) and
+        after it (OnRunEnd waits), and the subgraph whose If, Loop or Scan reads them (only its last producer
+        waits, once known: subgraph_waits.py). A `cpu_outputs` output is host memory on every device: nothing to
+        wait for or to count."""
+        cpu_outputs = kernel.cpu_outputs
         during = frozenset(j for j, name in enumerate(names) if name in self.host_read_values) - cpu_outputs
-        after = frozenset(j for j, name in enumerate(names) if name in self.run_end_values) - cpu_outputs - during
-        return during, after
+        group = next((self.subgraph_outputs[n] for n in names if n in self.subgraph_outputs), None)
+        if group is not None:
+            during |= group.join(kernel, names)
+        kernel.host_read_outputs = during
+        kernel.run_end_outputs = frozenset(
+            j for j, name in enumerate(names) if name in self.run_end_values) - cpu_outputs - during
 
     def _switched_off(self, info) -> set[str]:
         """The feature switches (EP options fp16, int8, subgroups) this session sets to 0. (At auto, a device
@@ -392,11 +401,14 @@ def _note_host_readers(ep: Ep, claimed: list, main_graph: bool) -> None:
     (_host_reads). ORT gives such an EP no stream: the producer of each one waits for its GPU work before its
     Compute returns (docs/design.md, "Host access and reused memory"), but for the main graph's outputs that
     nothing else reads on the host: ORT hands those to the application after the run, and OnRunEnd waits once
-    for all of them (a subgraph's outputs are read by its If, Loop or Scan at once)."""
+    for all of them; and a subgraph's outputs, which its If, Loop or Scan reads once the subgraph has run: their
+    last producer waits (subgraph_waits.py)."""
     lib, ffi = api.lib, api.ffi
     mine = {api.address(n) for n in claimed}
     name = ffi.new("const char**")
+    read_by_parent = set()
     for node in claimed:
+        flows = ties.is_control_flow(node)
         for value in declared.value_infos(node, outputs=True):
             if value == ffi.NULL:
                 continue
@@ -404,7 +416,11 @@ def _note_host_readers(ep: Ep, claimed: list, main_graph: bool) -> None:
             if _consumers_read(value, mine, ep.specs):
                 ep.host_read_values.add(ffi.string(name[0]).decode())
             elif _is_graph_output(value):
-                (ep.run_end_values if main_graph else ep.host_read_values).add(ffi.string(name[0]).decode())
+                # (an If, Loop or Scan node's outputs: its own subgraph's producers waited for them)
+                into = ep.run_end_values if main_graph else ep.host_read_values if flows else read_by_parent
+                into.add(ffi.string(name[0]).decode())
+    group = SubgraphOutputs(read_by_parent)
+    ep.subgraph_outputs.update((n, group) for n in read_by_parent)
 
 
 def _is_graph_output(value) -> bool:

@@ -252,7 +252,7 @@ def _compile(this, graphs, fused_nodes, count, node_compute_infos, ep_context_no
             impl.constant_tensors.extend(kernel.hold_constant(k, array, dtype=dtype) for k, array in enumerate(constants))
         impl.output_count, impl.device_info = len(outputs), ep.info
         impl.declared_inputs = _declared(declared.values(fused_nodes[i]))
-        kernel.host_read_outputs, kernel.run_end_outputs = ep.host_reads_of(outputs)
+        ep.note_host_reads(kernel, outputs)
         kernel.wait_limit, kernel.ep = ep.wait_limit, ep
         ep.kernels.append(kernel)
         warmup.start_ahead(kernel)

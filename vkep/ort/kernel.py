@@ -66,6 +66,7 @@ class KernelInstance:
         # the application reads, complete when the run ends (ep.on_run_end waits)
         self.host_read_outputs: frozenset[int] = frozenset()
         self.run_end_outputs: frozenset[int] = frozenset()
+        self.subgraph_outputs = None  # the SubgraphOutputs it makes some of (subgraph_waits.py)
         self.prepack_cache = "vkep"  # or "ort": ORT's shared pre-packed weight cache, where it offers one
         self.wait_limit: float | None = None  # the EP option wait_limit_s: seconds a wait may take
         self.shared_layouts: dict[int, tuple] = {}  # input index → (shape, dtype) of a weight ORT shares
@@ -588,7 +589,7 @@ def _kernel_create(state, info, out):
     impl.declared_inputs = _declared_inputs(info, input_types)
     if ep is not None:
         # (a `cpu_outputs` output is host memory on every device: nothing to wait for or to count)
-        kernel.host_read_outputs, kernel.run_end_outputs = ep.host_reads_of(output_names, kernel.cpu_outputs)
+        ep.note_host_reads(kernel, output_names)
         kernel.prepack_cache = ep.prepack_cache
         kernel.wait_limit = ep.wait_limit
         kernel.ep = ep
@@ -713,6 +714,8 @@ def _kernel_compute(kernel_id, ctx, io):
                 waiting.limit = waiting.label = None
         if call.replayable:
             call.save_plan(io)
+        if kernel.subgraph_outputs is not None:
+            kernel.subgraph_outputs.executed(kernel)
         # with no staged host input and no scratch memory (freed below), its dispatches can be recorded
         # again (vkep dev)
         kernel.last_ops = call.ops if not foreign and not call.took_scratch else []

@@ -19,7 +19,7 @@ from vkep.ort import api, declared
 CONTROL_FLOW = ("If", "Loop", "Scan")
 
 
-def _is_control_flow(node) -> bool:
+def is_control_flow(node) -> bool:
     return declared.op_type(node) in CONTROL_FLOW and declared.domain(node) in ("", "ai.onnx")
 
 
@@ -95,9 +95,9 @@ def tied(node, graph) -> list | None:
                 return None
             parent[0] = ffi.NULL
             api.check(lib.ort_Graph_GetParentNode(where, parent))
-            if parent[0] != ffi.NULL and _is_control_flow(parent[0]):
+            if parent[0] != ffi.NULL and is_control_flow(parent[0]):
                 todo.append((parent[0], None))
-        if _is_control_flow(current):  # tied to the nodes that make its subgraphs' outputs
+        if is_control_flow(current):  # tied to the nodes that make its subgraphs' outputs
             for branch in _subgraphs(current):
                 todo.extend((maker, branch) for maker in _output_makers(branch))
     return list(found.values())
