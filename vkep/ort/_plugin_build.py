@@ -79,6 +79,8 @@ ORT_SLOTS = [
     ("Node_GetSubgraphs", "OrtStatus*", "const OrtNode* node, const OrtGraph** out, size_t n, const char** names",
      "node, out, n, names"),
     ("Node_GetGraph", "OrtStatus*", "const OrtNode* node, const OrtGraph** out", "node, out"),
+    ("KernelInfo_GetInputName", "OrtStatus*", "const OrtKernelInfo* info, size_t i, char* out, size_t* size",
+     "info, i, out, size"),
     ("KernelInfo_GetOutputName", "OrtStatus*", "const OrtKernelInfo* info, size_t i, char* out, size_t* size",
      "info, i, out, size"),
     ("GetValueInfoTypeInfo", "OrtStatus*", "const OrtValueInfo* v, const OrtTypeInfo** out", "v, out"),

@@ -33,7 +33,7 @@ ORT_API: dict[str, int] = {
     "KernelInfoGetAttributeArray_int64": 163, "CreatePrepackedWeightsContainer": 166,
     "ReleasePrepackedWeightsContainer": 167, "CreateSessionFromArrayWithPrepackedWeightsContainer": 169,
     "KernelContext_GetGPUComputeStream": 193, "KernelInfo_GetInputCount": 230, "KernelInfo_GetOutputCount": 231,
-    "KernelInfo_GetOutputName": 233, "KernelInfo_GetInputTypeInfo": 234, "KernelInfoGetAttribute_tensor": 236,
+    "KernelInfo_GetInputName": 232, "KernelInfo_GetOutputName": 233, "KernelInfo_GetInputTypeInfo": 234, "KernelInfoGetAttribute_tensor": 236,
     "HasSessionConfigEntry": 237, "GetSessionConfigEntry": 238, "KernelInfo_GetNodeName": 244,
     "Logger_LogMessage": 247, "Logger_GetLoggingSeverityLevel": 248, "ReadOpAttr": 272, "GetValueInfoName": 289,
     "GetValueInfoTypeInfo": 290, "CreateKeyValuePairs": 295, "AddKeyValuePair": 296, "GetKeyValue": 297,

@@ -24,7 +24,7 @@ from vkep.ort import abi, api, capture, declared, ties, warmup
 from vkep.ort.api import status_callback
 from vkep.ort.log import INFO, VERBOSE, Logger
 from vkep.ort.memory import allocators_of
-from vkep.ort.subgraph_waits import SubgraphOutputs
+from vkep.ort.subgraph_waits import ParentReads
 
 EPS: dict[int, Ep] = {}
 EP_VERSION_WITH_DEFAULT_MEMORY_DEVICE = 27
@@ -157,7 +157,7 @@ class Ep:
         # outputs that nothing else reads on the host) only after it, which OnRunEnd waits for
         self.host_read_values: set[str] = set()
         self.run_end_values: set[str] = set()
-        self.subgraph_outputs: dict[str, SubgraphOutputs] = {}  # a subgraph's output read by its If, Loop or Scan
+        self.parent_reads = ParentReads()  # subgraphs' outputs that their If, Loop or Scan reads
         # a node's output names → its STRINGS attributes, which ORT's kernel info cannot read (see _refused)
         self.node_strings: dict[tuple[str, ...], dict[str, list[str] | None]] = {}
         # (node name, op type) → why GetCapability left the node to another EP (`vkep run` prints it)
@@ -210,16 +210,14 @@ class Ep:
             self.log.info(f"runs on {self.device.describe()} ({why}); options: "
                           + ", ".join(f"{k}={v}" for k, v in sorted(given_options.items())))
 
-    def note_host_reads(self, kernel, names) -> None:
+    def note_host_reads(self, kernel, names: tuple[str, ...], makers: list[tuple[str, ...] | None]) -> None:
         """Which of a kernel's outputs (by `names`) the host reads during the run (its Compute waits for them) and
-        after it (OnRunEnd waits), and the subgraph whose If, Loop or Scan reads them (only its last producer
-        waits, once known: subgraph_waits.py). A `cpu_outputs` output is host memory on every device: nothing to
-        wait for or to count."""
+        after it (OnRunEnd waits); of the former, those a subgraph's If, Loop or Scan reads, which only their last
+        producer waits for once known (subgraph_waits.py; `makers[j]`: the input names of the node that makes
+        output j). A `cpu_outputs` output is host memory on every device: nothing to wait for or to count."""
         cpu_outputs = kernel.cpu_outputs
         during = frozenset(j for j, name in enumerate(names) if name in self.host_read_values) - cpu_outputs
-        group = next((self.subgraph_outputs[n] for n in names if n in self.subgraph_outputs), None)
-        if group is not None:
-            during |= group.join(kernel, names)
+        during |= self.parent_reads.join(kernel, names, makers)
         kernel.host_read_outputs = during
         kernel.run_end_outputs = frozenset(
             j for j, name in enumerate(names) if name in self.run_end_values) - cpu_outputs - during
@@ -406,7 +404,7 @@ def _note_host_readers(ep: Ep, claimed: list, main_graph: bool) -> None:
     lib, ffi = api.lib, api.ffi
     mine = {api.address(n) for n in claimed}
     name = ffi.new("const char**")
-    read_by_parent = set()
+    read_by_parent: set[tuple[str, tuple[str, ...]]] = set()  # (output name, its producer's input names)
     for node in claimed:
         flows = ties.is_control_flow(node)
         for value in declared.value_infos(node, outputs=True):
@@ -417,10 +415,11 @@ def _note_host_readers(ep: Ep, claimed: list, main_graph: bool) -> None:
                 ep.host_read_values.add(ffi.string(name[0]).decode())
             elif _is_graph_output(value):
                 # (an If, Loop or Scan node's outputs: its own subgraph's producers waited for them)
-                into = ep.run_end_values if main_graph else ep.host_read_values if flows else read_by_parent
-                into.add(ffi.string(name[0]).decode())
-    group = SubgraphOutputs(read_by_parent)
-    ep.subgraph_outputs.update((n, group) for n in read_by_parent)
+                if main_graph or flows:
+                    (ep.run_end_values if main_graph else ep.host_read_values).add(ffi.string(name[0]).decode())
+                else:
+                    read_by_parent.add((ffi.string(name[0]).decode(), declared.names(node)))
+    ep.parent_reads.add_graph(read_by_parent)
 
 
 def _is_graph_output(value) -> bool:

@@ -574,7 +574,7 @@ def _kernel_create(state, info, out):
         return
     outputs = ffi.new("size_t*")
     api.check(lib.ort_KernelInfo_GetOutputCount(info, outputs))
-    output_names = _output_names(info, outputs[0])
+    output_names = _value_names(info, outputs[0])
     ep_ptr = ffi.new("const OrtEp**")
     api.check(lib.ep_KernelInfo_GetEp(info, ep_ptr))
     ep = EPS.get(api.address(ep_ptr[0]))
@@ -589,7 +589,7 @@ def _kernel_create(state, info, out):
     impl.declared_inputs = _declared_inputs(info, input_types)
     if ep is not None:
         # (a `cpu_outputs` output is host memory on every device: nothing to wait for or to count)
-        ep.note_host_reads(kernel, output_names)
+        ep.note_host_reads(kernel, output_names, [_value_names(info, count[0], inputs=True)] * len(output_names))
         kernel.prepack_cache = ep.prepack_cache
         kernel.wait_limit = ep.wait_limit
         kernel.ep = ep
@@ -615,16 +615,17 @@ def _declared_inputs(info, input_types: list[str]) -> list[tuple] | None:
     return out
 
 
-def _output_names(info, count: int) -> tuple[str, ...]:
-    """The names of the node's outputs, as GetCapability saw them (declared.output_names)."""
+def _value_names(info, count: int, inputs: bool = False) -> tuple[str, ...]:
+    """The names of the node's outputs (or inputs), as GetCapability saw them (declared.names)."""
     lib, ffi = api.lib, api.ffi
+    get = lib.ort_KernelInfo_GetInputName if inputs else lib.ort_KernelInfo_GetOutputName
     size = ffi.new("size_t*")
     names = []
     for i in range(count):
         size[0] = 0
-        api.check(lib.ort_KernelInfo_GetOutputName(info, i, ffi.NULL, size))
+        api.check(get(info, i, ffi.NULL, size))
         buf = ffi.new("char[]", max(size[0], 1))
-        api.check(lib.ort_KernelInfo_GetOutputName(info, i, buf, size))
+        api.check(get(info, i, buf, size))
         names.append(ffi.string(buf).decode())
     return tuple(names)
 
