@@ -285,3 +285,45 @@ def test_loop_bodies_that_name_their_values_alike(ep_devices):
     feeds = [{"cond": np.array(True), "t0": np.array(0, np.int64), "h0": rng.uniform(-1, 1, (4, 96)).astype(np.float32),
               "x": rng.uniform(-1, 1, (4, 96)).astype(np.float32), "steps": np.array(s, np.int64)} for s in (23, 31, 23)]
     _check(_model(graph), feeds)
+
+
+def test_a_loop_body_with_an_if_and_an_inner_loop(ep_devices):
+    """Body outputs made inside a nested If (by its branch's producers) and by an inner Loop, beside the body's own
+    producers: each subgraph's last producer waits for its own (subgraph_waits.py), and the outer Loop reads all
+    of them complete."""
+    n, i64, b = 64, TensorProto.INT64, TensorProto.BOOL
+
+    def branch(name, op):
+        nodes = [helper.make_node("MatMul", ["h_in", "w"], [f"{name}_p"]), helper.make_node(op, [f"{name}_p"], [f"{name}_h"]),
+                 helper.make_node("Mul", [f"{name}_h", "half"], [f"{name}_s"])]
+        return helper.make_graph(nodes, name, [], [_vi(f"{name}_h", F32, [4, n]), _vi(f"{name}_s", F32, [4, n])])
+
+    inner = helper.make_graph(
+        [helper.make_node("Identity", ["ic_in"], ["ic_out"]), helper.make_node("Sin", ["acc_in"], ["acc_s"]),
+         helper.make_node("Add", ["acc_s", "h_in"], ["acc_out"])], "inner",
+        [_vi("j", i64, []), _vi("ic_in", b, []), _vi("acc_in", F32, [4, n])],
+        [_vi("ic_out", b, []), _vi("acc_out", F32, [4, n])])
+    body = helper.make_graph(
+        [helper.make_node("Add", ["t_in", "one"], ["t_out"]),
+         helper.make_node("Less", ["t_out", "steps"], ["cond_out"]),
+         helper.make_node("Mod", ["t_in", "two"], ["parity"]),
+         helper.make_node("Cast", ["parity"], ["odd"], to=b),
+         helper.make_node("If", ["odd"], ["h_out", "seq_out"], then_branch=branch("then", "Tanh"),
+                          else_branch=branch("else", "Sigmoid")),
+         helper.make_node("Loop", ["three", "", "h_out"], ["acc"], body=inner)],
+        "body", [_vi("i", i64, []), _vi("cond_in", b, []), _vi("t_in", i64, []), _vi("h_in", F32, [4, n])],
+        [_vi("cond_out", b, []), _vi("t_out", i64, []), _vi("h_out", F32, [4, n]), _vi("seq_out", F32, [4, n]),
+         _vi("acc", F32, [4, n])])
+    rng = np.random.default_rng(6)
+    inits = [numpy_helper.from_array(rng.uniform(-0.3, 0.3, (n, n)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array(1, np.int64), "one"), numpy_helper.from_array(np.array(2, np.int64), "two"),
+             numpy_helper.from_array(np.array(3, np.int64), "three"),
+             numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["", "cond", "t0", "h0"], ["t", "h", "seq", "accs"], body=body)], "nested",
+        [_vi("cond", b, []), _vi("t0", i64, []), _vi("h0", F32, [4, n]), _vi("steps", i64, [])],
+        [_vi("t", i64), _vi("h"), _vi("seq"), _vi("accs")], inits)
+    feeds = [{"cond": np.array(True), "t0": np.array(0, np.int64), "h0": rng.uniform(-1, 1, (4, n)).astype(np.float32),
+              "steps": np.array(s, np.int64)} for s in (9, 14, 9)]
+    session = _check(_model(graph), feeds)
+    assert set(_ops_on(session)) == {"VulkanExecutionProvider"}, _ops_on(session)
