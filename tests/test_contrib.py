@@ -21,7 +21,10 @@ def _matmul_nbits(k: int, n: int, bits: int, block: int, zero_points: bool, bias
     inits = [numpy_helper.from_array(b, "b"),
              numpy_helper.from_array((rng.uniform(0.01, 0.1, n * blocks)).astype(dtype), "scales")]
     names = ["a", "b", "scales"]
-    if zero_points:
+    if zero_points == "float":  # (ORT's HQQ quantizer: zero points of A's type, one a block, not integers)
+        inits.append(numpy_helper.from_array(rng.uniform(0, 2**bits - 1, n * blocks).astype(dtype), "zp"))
+        names.append("zp")
+    elif zero_points:
         inits.append(numpy_helper.from_array(rng.integers(0, 256, (n, (blocks * bits + 7) // 8), dtype=np.uint8), "zp"))
         names.append("zp")
     if bias:
@@ -47,6 +50,34 @@ def test_matmul_nbits_as_the_cpu_ep(ep_devices, bits, block, zero_points, bias, 
     want = runner.cpu_session(model).run(None, feeds)[0]
     for _ in range(2):
         np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("block", [16, 32, 128])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("k,a_shape", [(64, [1, 64]), (40, [2, 3, 40]), (256, [5, 256])])
+def test_matmul_nbits_float_zero_points(ep_devices, block, bias, k, a_shape):
+    """ORT's HQQ quantizer writes float zero points: the CPU EP dequantizes each weight as q * scale + (-scale *
+    zp) and multiplies in float (whatever its accuracy_level); vkep follows (the tenth survey: every
+    MatMulNBits of HQQ'd bert, gpt2, llama and t5 was left to the CPU EP)."""
+    model, feeds = _matmul_nbits(k, 24, 4, block, "float", bias, a_shape, np.float32)
+    model.graph.node[0].attribute.append(helper.make_attribute("accuracy_level", 4))
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    for _ in range(2):
+        np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bits,dtype", [(8, np.float32), (4, np.float16)])
+def test_matmul_nbits_float_zero_points_it_declines(ep_devices, bits, dtype):
+    """8-bit weights with float zero points (the CPU EP fails them) and float16 ones (the CPU EP does not
+    dequantize them by their values) stay on the CPU EP."""
+    model, _ = _matmul_nbits(64, 8, bits, 32, "float", False, [1, 64], dtype)
+    if bits == 8:  # (the CPU EP's own error, as without vkep)
+        with pytest.raises(Exception, match="does not support 8-bit weights with floating-point zero points"):
+            runner.vkep_session(model)
+        return
+    assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
 
 
 def test_matmul_nbits_float16(ep_devices):

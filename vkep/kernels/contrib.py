@@ -172,6 +172,11 @@ class MatMulNBits(Kernel):
             return f"block_size={block} (a power of two from 16)"
         if len(input_ranks) > 4 and input_ranks[4] is not None:
             return "g_idx (act-order)"
+        zp_type = padded(input_types, 4)[3]
+        if zp_type not in (None, "uint8") and (zp_type != "float32" or input_types[0] != "float32"
+                                               or attrs.get("bits", 4) != 4):
+            # (the CPU EP dequantizes float zero points for 4 bits only, and float16 ones not as their values say)
+            return f"{zp_type} zero points with {input_types[0]} A and bits={attrs.get('bits', 4)}"
         # (accuracy_level 4 reads each block of A twice: its max |a|, then its int8 dot product)
         passes = 2 if attrs.get("accuracy_level", 0) == 4 else 1
         if attrs.get("K", 0) * passes + -(-attrs.get("K", 0) // max(block, 1)) > LOOP_BUDGET:
@@ -184,7 +189,8 @@ class MatMulNBits(Kernel):
         subgroup loads 256 contiguous bytes per step, one 64-bit load per column; the scales [N, blocks]
         as float32 [ceil(N / 32)][blocks][8 lanes][COLS], two per 64-bit load."""
         info = self.device_info
-        if index not in (1, 2) or info is None or info.device_type != "cpu" or info.subgroup_size != LANES:
+        if (index not in (1, 2) or info is None or info.device_type != "cpu" or info.subgroup_size != LANES
+                or self.float_zero_points):
             return weight, "raw"
         if index == 2 and 1 not in self.lanes_packed:  # (B stays as the node has it: so do the scales)
             return weight, "raw"
@@ -207,6 +213,12 @@ class MatMulNBits(Kernel):
     def lanes(self) -> bool:
         return 1 in self.lanes_packed
 
+    @property
+    def float_zero_points(self) -> bool:
+        """Zero points of A's type (ORT's HQQ quantizer writes them): the CPU EP dequantizes B to float, each
+        weight q * scale + (-scale * zp), and multiplies in float whatever the accuracy_level."""
+        return padded(self.input_types, 4)[3] not in (None, "uint8")
+
     def compute(self, call) -> None:
         inputs = padded(call.inputs, 6)
         a, b, scales, zp, _, bias = inputs[:6]
@@ -226,14 +238,14 @@ class MatMulNBits(Kernel):
         if m * n > MAX_ELEMENTS:
             raise UnsupportedError(f"MatMulNBits: {m} x {n} outputs")
         reads = [t for t in (a, b, scales, zp, bias) if t is not None]
-        int8_a = int(self.attrs.get("accuracy_level", 0) == 4 and a.dtype == "float32")
+        int8_a = int(self.attrs.get("accuracy_level", 0) == 4 and a.dtype == "float32" and not self.float_zero_points)
         if self.lanes:
             rows, split, groups = self.planned((m,), lambda: _lanes_plan(m, n, k, block, bits, int8_a))
             a64 = int(bits == 4 and k % 2 == 0 and a.dtype == "float32")
             constants = {"bits": bits, "int8_a": int8_a, "lanes": 1, "rows": rows, "split": split, "cols": COLS,
                          "a64": a64, "has_zp": int(zp is not None), "scales_packed": int(2 in self.lanes_packed)}
         else:
-            constants, groups = {"bits": bits, "int8_a": int8_a}, grid_1d(m * n, 64)
+            constants, groups = {"bits": bits, "int8_a": int8_a, "float_zp": int(self.float_zero_points)}, grid_1d(m * n, 64)
         call.dispatch(self.spec.shader, shader_dtype(a), constants,
                       {"a": a, "b": b, "scales": scales, "zp": zp, "bias": bias, "y": y, "m": m, "n": n, "k": k,
                        "block": block, "blocks": blocks}, groups, reads, [y])

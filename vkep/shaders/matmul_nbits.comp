@@ -2,7 +2,9 @@
 // com.microsoft MatMulNBits: Y[m, n] = sum_k A[m, k] * (q[n, k] - zp[n, k / block]) * scale[n, k / block]
 // (+ bias[n]), the weights quantized to BITS (4 or 8) in blocks of `block` along K as ORT packs them:
 // B is [N][blocks][block * BITS / 8] bytes, a byte's low nibble first; scales [N * blocks] of A's type;
-// zero points absent (2^(BITS-1)) or bytes packed like B, ceil(blocks * BITS / 8) per row of B.
+// zero points absent (2^(BITS-1)) or bytes packed like B, ceil(blocks * BITS / 8) per row of B; or (FLOAT_ZP,
+// ORT's HQQ quantizer) of A's type, [N * blocks], each weight then q * scale + (-scale * zp) as the CPU EP
+// dequantizes it (DequantizeBlockwise<float, float>, before its float SGEMM).
 // Accumulates in float32 (A's type: DTYPE = DTYPE_Y).
 // INT8_A (accuracy_level 4, as ORT's CPU EP computes it: MLAS's CompInt8): each block of A's row is quantized
 // to int8 (scale max|a| / 127, round to nearest even), its integer dot product with the weights' block is
@@ -37,6 +39,7 @@ layout(constant_id = 5) const uint COLS = 1;   // LANES: columns per lane (1..CO
 layout(constant_id = 6) const uint A64 = 0;    // LANES: A read 2 elements per load (K even, float32 A)
 layout(constant_id = 7) const uint HAS_ZP = 1; // LANES: zero points given (else 2^(BITS-1), no loads)
 layout(constant_id = 8) const uint SCALES_PACKED = 1;  // LANES: scales re-laid at prepack (else as given)
+layout(constant_id = 9) const uint FLOAT_ZP = 0;  // zero points of A's type (LANES = 0, INT8_A = 0)
 #define ROWS_MAX 8
 #define COLS_MAX 4
 #define KC (64 / BITS)  // weights per 64-bit chunk (a block holds whole chunks: block >= 16)
@@ -57,6 +60,7 @@ uint nibble_or_byte(Bytes t, uint row_start, uint j) {
 }
 
 float zero_point(uint col, uint kb) {
+    if (FLOAT_ZP != 0) return LOAD(Tensor(pc.zp), col * pc.blocks + kb);
     float zp = float(nibble_or_byte(Bytes(PRESENT_OR(pc.zp, pc.b)), PRESENT_AT(pc.zp, col * ((pc.blocks * BITS + 7) / 8)),
                                     PRESENT_AT(pc.zp, kb)));
     return pc.zp != 0 ? zp : float(1u << (BITS - 1));
@@ -86,6 +90,12 @@ void per_element() {
                 dot += int(roundEven(scaled)) * (int(nibble_or_byte(B, base, k - k0)) - izp);
             }
             acc += float(dot) * (precise_div(amax, 127.0) * scale);
+        } else if (FLOAT_ZP != 0) {
+            float adjust = -scale * zp;
+            for (uint k = k0; k < kend; ++k) {
+                precise float w = float(nibble_or_byte(B, base, k - k0)) * scale + adjust;
+                acc += LOAD(A, row * pc.k + k) * w;
+            }
         } else {
             for (uint k = k0; k < kend; ++k)
                 acc += LOAD(A, row * pc.k + k) * ((float(nibble_or_byte(B, base, k - k0)) - zp) * scale);
