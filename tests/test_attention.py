@@ -67,6 +67,21 @@ def test_nonpad_kv_seqlen(ep_devices):
     check_node("Attention", feeds, 24, input_order=["q", "k", "v", "", "", "", "lens"], is_causal=1)
 
 
+@pytest.mark.parametrize("keys", [60_000, 125_000])
+def test_many_keys_within_lavapipes_loop_count(ep_devices, keys):
+    """64 query rows take the two products (by_products) while one dispatch of the weighted values' product sums
+    their keys (matmul.tiled_loops); 125,000 keys took matmul.comp's tiled mode under the old count, which cut the
+    sum short (y 2.6e-11 for 7: the last key, which holds every weight, was missed); now MODE 0. Equal to the CPU EP."""
+    q = np.ones((1, 1, 64, 1), np.float32)
+    k = np.full((1, 1, keys, 1), 0.01, np.float32)
+    v = np.random.default_rng(0).standard_normal((1, 1, keys, 1)).astype(np.float32)
+    k[0, 0, -1], v[0, 0, -1] = 30.0, 7.0  # (the last key's weight is ~1)
+    feeds = {"q": q, "k": k, "v": v}
+    model = _model(23, feeds, list(feeds), ["y"])
+    np.testing.assert_allclose(_on_vkep(model, feeds)[0], runner.cpu_session(model).run(None, feeds)[0],
+                               **tolerance(np.float32))
+
+
 def _model(opset: int, inputs: dict[str, np.ndarray], order: list[str], outputs: list[str], **attrs):
     infos = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
              for n, a in inputs.items()]

@@ -133,6 +133,40 @@ def test_conv_with_many_input_channels_past_the_loop_budget(ep_devices):
     check("Conv", {"x": (1, 8192, 4, 4), "w": (2, 8192, 3, 3)}, loose={"rtol": 1e-3, "atol": 1e-3})
 
 
+@pytest.mark.parametrize(("channels", "where"), [(19_999, "VulkanExecutionProvider"), (20_000, "CPUExecutionProvider"),
+                                               (29_999, "CPUExecutionProvider")])
+def test_conv_gemm_mode_within_lavapipes_loop_count(ep_devices, channels, where):
+    """conv.comp's MODE_GEMM (here: two groups, a 1x1 kernel of stride 2) loops over a group's channels and each
+    channel's taps, whose loop costs taps + 1 steps as lavapipe counts them: 3 a channel here, not 2. 19,999
+    channels (60,000 steps) run on vkep; 20,000 and 29,999 (which the old count took, and lavapipe cut short: y 0.022
+    for 5.03) go to the CPU EP. The decisive channel last in each group; equal to the CPU EP."""
+    shapes = {"x": (1, 2 * channels, 1, 1), "w": (16, channels, 1, 1)}
+    x, w = np.full(shapes["x"], 1e-3, np.float32), np.full(shapes["w"], 1e-3, np.float32)
+    x[0, channels - 1], x[0, -1], w[:, -1] = 1.0, 1.0, 5.0
+    model = single_node("Conv", shapes, 22, group=2, strides=[2, 2])
+    session = runner.vkep_session(model)
+    np.testing.assert_allclose(session.run(None, {"x": x, "w": w})[0],
+                               runner.cpu_session(model).run(None, {"x": x, "w": w})[0], rtol=1e-5)
+    assert {ep for _, _, ep in runner.placement(session)} == {where}
+
+
+@pytest.mark.parametrize(("taps", "where"), [(19_998, "VulkanExecutionProvider"), (19_999, "CPUExecutionProvider"),
+                                           (29_998, "CPUExecutionProvider")])
+def test_conv_transpose_taps_within_lavapipes_loop_count(ep_devices, taps, where):
+    """conv_transpose.comp's taps loops and channel loop each cost a leaving pass as lavapipe counts them: a tap of
+    one channel 3 steps, not 2. Two groups of one channel (conv_transpose.comp), a 1 x taps kernel whose every tap
+    lands on the input (pads taps - 1: one output each): 19,998 taps (59,999 steps) run on vkep; 19,999 and 29,998
+    (which the old count took, and lavapipe cut short: y 0.022 for 5.03) go to the CPU EP. The decisive tap last."""
+    shapes = {"x": (1, 2, 1, taps), "w": (2, 1, 1, taps)}
+    x, w = np.full(shapes["x"], 1e-3, np.float32), np.full(shapes["w"], 1e-3, np.float32)
+    x[0, :, 0, 0], w[:, :, 0, -1] = 1.0, 5.0  # (the last tap reads the first input)
+    model = single_node("ConvTranspose", shapes, 22, group=2, pads=[0, taps - 1, 0, taps - 1])
+    session = runner.vkep_session(model)
+    np.testing.assert_allclose(session.run(None, {"x": x, "w": w})[0],
+                               runner.cpu_session(model).run(None, {"x": x, "w": w})[0], rtol=1e-5)
+    assert {ep for _, _, ep in runner.placement(session)} == {where}
+
+
 def test_conv_transpose_past_the_loop_budget(ep_devices):
     """Shapes the graph declares: the node is declined at GetCapability (planned dry) and runs on the CPU EP.
     Shapes known only at run time: the run fails with a clear error."""

@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from test_conv import kernels
 
 from vkep import runner
 from vkep.gpu import device
-from vkep.kernels import base, host, mlas_gemm
+from vkep.kernels import base, host, matmul, mlas_gemm
 
 F = TensorProto.FLOAT
 
@@ -135,13 +136,53 @@ def test_large_products_keep_the_tiles(ep_devices):
     f32, f16 = (type("T", (), {"dtype": t})() for t in ("float32", "float16"))
 
     def product(macs: int) -> dict:
-        return {"M": 64, "N": 64, "K": macs // 4096}
+        k = macs // 4096
+        return matmul.product_members(64, 64, k, a=(0, 0, k, 1), b=(0, 0, 64, 1))
     assert mlas_gemm.variant(computed, f32, f32, product(mlas_gemm.MAX_MACS), 1) is not None
     assert mlas_gemm.variant(computed, f32, f32, product(mlas_gemm.MAX_MACS + 4096), 1) is None
     assert mlas_gemm.variant(weights, f32, f32, product(mlas_gemm.MAX_MACS_CONSTANT_B), 1) is not None
     assert mlas_gemm.variant(weights, f32, f32, product(mlas_gemm.MAX_MACS_CONSTANT_B + 4096), 1) is None
     assert mlas_gemm.variant(computed, f32, f32, product(mlas_gemm.MAX_MACS), 2) is None
     assert mlas_gemm.variant(computed, f16, f16, product(4096), 1) is None
+
+
+# (op, A, B, attributes, B constant, on mlas_gemm.comp): the longest K of an invocation's loop budget as lavapipe counts
+# it (mlas_gemm.invocation_loops: 4 rows' FMA3 chain in pairs 3 steps a 1 of K; one row of B transposed, 4 columns
+# one by one through the M1 kernel k + 23 each; one row of a packed B in pairs 1.5 a 1 of K), then past it (matmul.comp,
+# within float32 rounding). The old count (K up to 60,000, 1 step each) took 8 x 20,001 x 8 and both K 60,000 Gemms
+# and cut them short (y 0 for 5.02 and 5.06)
+LONG_K = [("MatMul", (4, 19570), (19570, 4), {}, False, True), ("MatMul", (4, 19572), (19572, 4), {}, False, False),
+          ("MatMul", (8, 20001), (20001, 8), {}, False, False),
+          ("Gemm", (1, 14977), (4, 14977), {"transB": 1}, False, True),
+          ("Gemm", (1, 60000), (4, 60000), {"transB": 1}, False, False),
+          ("Gemm", (1, 38356), (4, 38356), {"transB": 1}, True, True),
+          ("Gemm", (1, 60000), (4, 60000), {"transB": 1}, True, False)]
+
+
+@pytest.mark.parametrize("op,a_shape,b_shape,attrs,constant,exact", LONG_K,
+                         ids=[f"{c[0]}{c[1]}x{c[2]}{'c' if c[4] else ''}" for c in LONG_K])
+def test_long_k_within_lavapipes_loop_count(ep_devices, op, a_shape, b_shape, attrs, constant, exact):
+    """The decisive terms last (A's last column 1, B's last row 5, the rest 1e-3): a loop cut short misses them."""
+    if not _follows():
+        pytest.skip("vkep follows MLAS's order on x86-64 with AVX2 and FMA")
+    a, b = np.full(a_shape, 1e-3, np.float32), np.full(b_shape, 1e-3, np.float32)
+    a[:, -1] = 1.0
+    if attrs.get("transB"):
+        b[:, -1] = 5.0
+    else:
+        b[-1] = 5.0
+    inputs = {"a": a_shape} if constant else {"a": a_shape, "b": b_shape}
+    model = _model([helper.make_node(op, ["a", "b"], ["y"], **attrs)], inputs, {"b": b} if constant else {})
+    feeds = {"a": a} if constant else {"a": a, "b": b}
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    got, want = session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0]
+    shaders = {shader for i, k in kernels().items() if i > first for shader, _, _ in k.pipelines}
+    if exact:  # (mlas_gemm.comp: bit for bit)
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert ("mlas_gemm.comp" in shaders) == exact, shaders
 
 
 @pytest.mark.parametrize("shape,axis,opset", [((64, 16), -1, 13), ((3, 12, 16, 16), -1, 13), ((4, 5, 7), 1, 13),

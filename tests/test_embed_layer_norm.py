@@ -4,6 +4,8 @@ an id outside its table fails the run on both EPs and the session stays usable."
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from onnx import helper, numpy_helper
@@ -90,3 +92,18 @@ def test_an_id_outside_its_table_fails_the_run(ep_devices):
     good = _feeds(True, True, None, 3)
     for got, want in zip(session.run(None, good), runner.cpu_session(model).run(None, good), strict=True):
         assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize(("hidden", "where"), [(19_999, "VulkanExecutionProvider"), (20_000, "CPUExecutionProvider"),
+                                             (22_000, "CPUExecutionProvider")])
+def test_wide_rows_within_lavapipes_loop_count(ep_devices, monkeypatch, hidden, where):
+    """An invocation a token walks its row three times (3 x (hidden + 1) loop steps): rows of 19,999 run on vkep,
+    wider ones go to the CPU EP (nothing counted them: 22,000 came out 4.0 apart, lavapipe cut the last pass short).
+    Equal to the CPU EP."""
+    here = sys.modules[__name__]
+    for name, value in (("H", hidden), ("B", 1), ("S", 2)):
+        monkeypatch.setattr(here, name, value)
+    model, feeds = _model(False, False, None, 2), _feeds(False, False, None)
+    session = runner.vkep_session(model)
+    np.testing.assert_array_equal(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])
+    assert {ep for _, _, ep in runner.placement(session)} == {where}

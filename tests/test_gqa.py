@@ -346,3 +346,14 @@ def test_gqa_without_present_outputs(ep_devices, case):
     assert {ep for _, _, ep in runner.placement(session)} == {VULKAN}
     for _ in range(2):
         np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_prompt_over_a_long_cache_within_lavapipes_loop_count(ep_devices):
+    """32 query rows over 125,032 keys: attention.by_products' weighted values are a product of K = the keys, which
+    matmul.comp's tiled mode cut short past lavapipe's loop count (it counted 1 step a 16 of K, not 11: y 7 apart, the
+    last cached key, which holds every weight, missed); such keys now take MODE 0. Equal to the CPU EP."""
+    past = 125_000
+    model, feeds = gqa_case(seq=32, heads=2, kv_heads=1, head=16, past=past, buffer=past)
+    feeds["past_key"][0, 0, past - 1] = 30.0 * np.sign(feeds["query"][0, :, :16].sum(0))
+    feeds["past_value"][0, 0, past - 1] = 7.0
+    _check(model, feeds, runs=1)

@@ -223,6 +223,27 @@ def test_broadcast_mode_long_k(ep_devices):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=3e-3)
 
 
+@pytest.mark.parametrize(("k", "broadcast", "split"), [(87_264, False, False), (87_265, False, True),
+                                                     (125_000, True, True)])
+def test_tiled_mode_long_k_within_lavapipes_loop_count(ep_devices, monkeypatch, k, broadcast, split):
+    """matmul.comp's tiled mode spends 11 loop steps a step of 16 of K as lavapipe counts them (matmul.tiled_loops:
+    its A and B staging loops), not 1: K = 87,264 is the longest it sums in one dispatch (59,995 steps); past it the
+    product is split (splitk.comp). K = 125,000 (past the broadcast mode's 120,000) took the tiled mode whole under the
+    old count and missed its last terms: y 0.095 for 5.1. The decisive terms last, equal to the CPU EP."""
+    from test_conv import kernels
+
+    monkeypatch.setattr(matmul, "BROADCAST", broadcast)  # (off: K past the registers mode's 60,000 takes the tiles)
+    inputs = {"a": (20, k), "b": (k, 9)}
+    feeds = {"a": np.full(inputs["a"], 1e-3, np.float32), "b": np.full(inputs["b"], 1e-3, np.float32)}
+    feeds["a"][:, -1], feeds["b"][-1] = 1.0, 5.0
+    model = single_node("MatMul", inputs, 13)
+    first = max(kernels(), default=0)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-3)
+    assert (("splitk.comp", "float32") in _shaders_since(first, "MatMul")) == split
+
+
 SPLIT_CASES = {
     # (op, inputs, attributes, workgroups the device runs at once): K cut into slices, summed by splitk.comp
     "k_past_one_dispatch": ("MatMul", {"a": (3, 1_000_000), "b": (1_000_000, 5)}, {}, 2),  # (no mode sums it whole)

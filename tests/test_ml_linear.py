@@ -153,6 +153,30 @@ def test_linear_classifier_binary(ep_devices, post, labels):
           atol=tol(post))
 
 
+@pytest.mark.parametrize("op", ["LinearClassifier", "LinearRegressor"])
+def test_most_classes_within_lavapipes_loop_count(ep_devices, op):
+    """One invocation a sample loops over every class's product: 24 loop steps a class of one feature as lavapipe
+    counts them (ml_linear.gemm_loops), not 1. 2,222 classes (the most the count takes: 59,998 steps) run on vkep,
+    the winning class last; 2,223 and 15,000 (which the old count of features + 3 a class took, and lavapipe cut
+    short: label 2,730 of 14,999) are left to the CPU EP, all equal to it."""
+    for classes, where in [(2222, VKEP), (15000, "CPUExecutionProvider"), (2223, "CPUExecutionProvider")]:
+        coefficients = np.arange(classes, dtype=np.float32) / classes  # (the last class's score the largest)
+        if op == "LinearClassifier":
+            node = helper.make_node(op, ["X"], ["L", "S"], domain=ML, classlabels_ints=list(range(classes)),
+                                    coefficients=coefficients.tolist(), intercepts=[0.0] * classes,
+                                    post_transform="SOFTMAX")
+        else:
+            node = helper.make_node(op, ["X"], ["Y"], domain=ML, targets=classes, coefficients=coefficients.tolist(),
+                                    post_transform="SOFTMAX")
+        model = model_of(node, features=1)
+        session, cpu = runner.vkep_session(model), runner.cpu_session(model)
+        for rows in (1, 2):  # (one row: the M1 kernel; two: MlasSgemmKernelFma3)
+            x = np.ones((rows, 1), np.float32)
+            for g, w in zip(session.run(None, {"X": x}), cpu.run(None, {"X": x}), strict=True):
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-7, err_msg=f"{classes} classes, {rows} rows")
+        assert {ep for _, _, ep in runner.placement(session)} == {where}, classes
+
+
 # ---- SVMRegressor ---------------------------------------------------------------------------------------------
 
 def svm_regressor(rng, kernel: str, vectors: int, one_class: int = 0, degree: float = 3.0) -> onnx.NodeProto:

@@ -29,7 +29,7 @@ from vkep.kernels.base import (
     shader_dtype,
 )
 from vkep.kernels.elementwise import Float32Outputs, as_float32, broadcast_strides
-from vkep.kernels.matmul import product, product_members
+from vkep.kernels.matmul import MAX_LOOP, product, product_members, tiled_loops
 from vkep.kernels.movement import dispatch_gather
 
 CHUNK = 2048  # keys whose scores stay in shared memory (attention.comp)
@@ -98,11 +98,12 @@ def present_copy(batch: int, heads: int, width: int, rows: int, cache_len: int, 
 def products_fit(q: Tensor, constants: dict, members: dict) -> bool:
     """Whether by_products takes an attention (no past or qk output asked): float32 without softcap or a sink, a
     KV head's query rows enough for a product (a decode step's few rows: MODE 0 reads only the keys it attends),
-    keys to attend, and scores of at most SCORES_MAX bytes."""
+    keys to attend, and scores of at most SCORES_MAX bytes, keys that one dispatch of a product sums (more: MODE 0)."""
     p = members
     keys = _attended_keys(constants, members)
     return (q.dtype == "float32" and not constants["softcap_bits"] and not constants["sink"] and keys > 0
-            and p["group"] * p["sq"] >= PRODUCT_ROWS and 4 * p["rows"] * keys <= SCORES_MAX)
+            and p["group"] * p["sq"] >= PRODUCT_ROWS and 4 * p["rows"] * keys <= SCORES_MAX
+            and tiled_loops(keys) <= MAX_LOOP)  # (the weighted values' K: summed in one dispatch in any mode)
 
 
 def _attended_keys(constants: dict, members: dict) -> int:

@@ -385,6 +385,10 @@ class EmbedLayerNorm(Kernel):
         hidden = word.shape[1]
         if (segment_ids is None) != (segment is None):
             raise UnsupportedError(f"{self.spec.op}: segment_ids and segment_embedding come together")
+        # an invocation a token walks its row 3 times (the sum, the squares, the output); mask_index's a batch row
+        if 3 * (hidden + 1) > LOOP_BUDGET or seq + 1 > LOOP_BUDGET:
+            raise UnsupportedError(f"{self.spec.op}: rows of {hidden} (sequences of {seq}) past one invocation's loop "
+                                   "budget")
         out_type = "float32" if quant else word.dtype
         y = call.output(0, (batches, seq, hidden), out_type)
         mask_index = call.output(1, (batches,), "int32") if (self.output_count or 1) > 1 else None

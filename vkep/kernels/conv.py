@@ -340,7 +340,8 @@ class Conv(ConvBase):
         # each invocation loops over the group's input channels, and in MODE_GEMM over each channel's taps
         # (the direct mode unrolls them, MODE_POINTWISE has one): within lavapipe's budget, or a clear error
         # rather than a sum silently cut short
-        taps = math.prod(k3) if mode == MODE_GEMM else 0
+        # (lavapipe counts a loop's leaving pass too: MODE_GEMM's taps loop costs taps + 1 a channel)
+        taps = math.prod(k3) + 1 if mode == MODE_GEMM else 0
         if cg * (1 + taps) + 1 > LOOP_BUDGET:
             raise UnsupportedError(f"Conv: {cg} input channels x {k3} taps exceed one invocation's loop budget")
         members = _conv_members(cg, mg, group, xs, out, strides, dilations, begin, k3, wn)
@@ -434,7 +435,8 @@ class ConvTranspose(ConvBase):
         check_size(xs, ws, out_shape)
         groups = grid_1d(math.prod(out_shape[1:]), WORKGROUP)
         kd, kh, kw = as_3d(kernel, 1)
-        if kd * (1 + kh * (1 + kw * (1 + cg))) > LOOP_BUDGET:  # the taps' loops around the channel loop
+        # the taps' loops around the channel loop, each with its leaving pass (lavapipe counts it)
+        if 1 + kd * (2 + kh * (2 + kw * (2 + cg))) > LOOP_BUDGET:
             raise UnsupportedError(f"ConvTranspose: {cg} input channels x {kernel} taps exceed one invocation's "
                                    "loop budget")
         (i_d, ih, iw), (od, oh, ow), (pd, ph, pw) = as_3d(xs[2:], 1), as_3d(out, 1), as_3d(begin, 0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from vkep.kernels.base import (
+    LOOP_BUDGET,
     Kernel,
     Tensor,
     UnsupportedError,
@@ -118,6 +119,9 @@ class Scatter(_Indexed):
                 mode, n = SCATTER_ND, rows * inner
             else:
                 mode, n = SCATTER_ND_REDUCE, inner
+            # (a reduction: an invocation walks every row, each its K indices: rows x (K + 2) loop steps at most)
+            if self.reduction and rows * (k + 2) + 4 > LOOP_BUDGET:
+                raise UnsupportedError(f"ScatterND: a reduction over {rows} rows past one invocation's loop budget")
             members = _members(n, [inner, k, rows], 0, shape[:k], contiguous_strides(shape)[:k])
         else:
             rank = len(shape)
@@ -125,6 +129,9 @@ class Scatter(_Indexed):
             if len(ishape) != rank or ushape != ishape:
                 raise UnsupportedError(f"ScatterElements: indices {ishape}, updates {ushape}, data {shape}")
             mode = SCATTER_ELEMENTS
+            # (an invocation walks an update line along the axis, and the dimensions twice)
+            if ushape[axis] + 2 * rank + 4 > LOOP_BUDGET:
+                raise UnsupportedError(f"ScatterElements: lines of {ushape[axis]} past one invocation's loop budget")
             n = math.prod(ushape) // ushape[axis] if ushape[axis] else 0
             members = _members(n, [axis, shape[axis]], rank, ushape, contiguous_strides(shape))
         return _members(math.prod(shape), []), (mode, members)

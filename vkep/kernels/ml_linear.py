@@ -41,6 +41,11 @@ XT = {"float32": 0, "float64": 1, "int32": 2, "int64": 3}  # ml_linear.comp's XT
 PROBABILITY_LOOPS = 100  # multiclass_probability's iterations at most
 
 
+def gemm_loops(k: int) -> int:
+    """The most loop steps of one gemm_element of K = k as lavapipe counts them (leaving passes too; measured): the M1
+    kernel's eight lanes k + 23, MlasSgemmKernelFma3 k + 2 a K block (of 128 or more) + up to 14 (the stride's halvings)."""
+    return k + max(23, 2 * -(-k // 128) + 14)
+
 
 def column_threads(rows: int, cols: int, k: int) -> int:
     """The threads among which MLAS's MlasGemmBatch splits the output columns of ORT's Gemm (rows x cols, K = k) in
@@ -88,12 +93,14 @@ class Model:
     def loop_iterations(self) -> int:
         """The most loop iterations of one invocation of any of its dispatches (lavapipe's budget: LOOP_BUDGET)."""
         C, V, F = self.targets, self.vectors, self.features
+        kernels = gemm_loops(F)  # MODE 1 (RBF: F + 1)
         if self.svm_classifier:
             classify = (C - 1) * V + 3 * C * C + 3 * self.width
             if self.flags & PROBABILITIES:
                 classify += PROBABILITY_LOOPS * (2 * C * C + 3 * C) + 2 * C * C
-            return max(F, classify)
-        return max(F, C * F + 3 * C) if not self.vectors else max(F, V)
+            return max(kernels, classify)
+        # MODE 0: a gemm_element a target, then the post transform's three passes over the row
+        return C * gemm_loops(F) + 3 * C + 4 if not self.vectors else max(kernels, gemm_loops(V) + 4)
 
 
 def _kernel_params(attrs: dict, op: str) -> tuple[float, float, float]:

@@ -12,7 +12,7 @@ larger ones take matmul.comp's tiles (within float32 rounding of the CPU EP)."""
 from __future__ import annotations
 
 from vkep.kernels import host
-from vkep.kernels.base import Kernel, Tensor
+from vkep.kernels.base import LOOP_BUDGET, Kernel, Tensor
 
 ENABLED = True  # the switch: False sends every product to matmul.comp
 # Multiply-adds (batches x M x N x K) up to which a product takes this path: its cost. It runs ~0.2-0.4 G multiply-adds
@@ -25,7 +25,7 @@ ENABLED = True  # the switch: False sends every product to matmul.comp
 # trueocr's Gemms 16-24 ms), and Kokoro-82M's durations stay the CPU EP's to the bit at 2^20 (seeds 0-6)
 MAX_MACS = 1 << 24
 MAX_MACS_CONSTANT_B = 1 << 20
-MAX_K = 60_000  # one invocation's loop steps over K (lavapipe stops a loop at 65,535 iterations)
+M1_LOOPS = 23  # loop steps of an M1 element beyond its K as lavapipe counts them (measured: ml_linear.gemm_loops)
 SHADER = "mlas_gemm.comp"
 WG = 64  # mlas_gemm.comp's workgroup
 BLOCK = 4  # ... and the rows and columns of y an invocation computes (its RB, CB)
@@ -35,13 +35,37 @@ PACKED, TRANS_A, TRANS_B, INTERLEAVED, COLUMNS, A_PAIRS, B_PAIRS = 1, 2, 4, 8, 1
 def variant(kernel: Kernel, a: Tensor, b: Tensor, members: dict, batches: int) -> str | None:
     """The dtype of the mlas_gemm.comp variant that computes this product as the CPU EP does, or None where vkep
     does not follow it: another host (MLAS adds in another order there), another type, a product past MAX_MACS or
-    MAX_K."""
+    an invocation past lavapipe's loop budget (invocation_loops)."""
     m, n, k = members["M"], members["N"], members["K"]
-    bound = MAX_MACS_CONSTANT_B if getattr(kernel, "b_constant", False) else MAX_MACS
+    packed = getattr(kernel, "b_constant", False)
+    bound = MAX_MACS_CONSTANT_B if packed else MAX_MACS
     if (not ENABLED or kernel.device_info is None or a.dtype != "float32" or b.dtype != "float32" or k == 0
-            or k > MAX_K or batches * m * n * k > bound or not host.mlas_fma3()):
+            or batches * m * n * k > bound or not host.mlas_fma3()):
+        return None
+    interleaved = getattr(kernel, "b_interleaved", False)
+    pairs = interleaved or _pairs(members, "a", "a_m") or _pairs(members, "b", "b_n")
+    trans_b = bool(getattr(kernel, "attrs", {}).get("transB")) and len(getattr(b, "shape", ())) > 1
+    if invocation_loops(m, n, k, pairs=pairs, packed=packed, trans_b=trans_b) > LOOP_BUDGET:
         return None
     return "float32"
+
+
+def invocation_loops(m: int, n: int, k: int, *, pairs: bool, packed: bool, trans_b: bool) -> int:
+    """The most loop steps of one mlas_gemm.comp invocation as lavapipe counts them (measured): its block's FMA3
+    chain (mlas_fma3_block) costs rows + 2 a step of K (a step: 1 of K, 2 with pairs), its row loop's passes and
+    leaving pass included; an element the M1 kernel computes alone (a column of y, or B transposed, where a thread's
+    share may be one row: fewer rows than twice the CPU EP's threads) k + M1_LOOPS; a row of mlas_m1_block k / 4 +
+    M1_LOOPS. One row is either; more rows may take both."""
+    rows = min(BLOCK, m)
+    fma3 = (rows + 2) * (-(-k // 2) if pairs else k) + 8 * -(-k // 128) + 64
+    if packed:  # (no M1 kernels for a packed B)
+        return fma3
+    one_row_shares = m < 2 * host.cpu_ep_threads()
+    if n == 1 or trans_b:
+        m1 = rows * min(BLOCK, n) * (k + M1_LOOPS) if n == 1 or one_row_shares else 0
+    else:
+        m1 = rows * (-(-k // 4) + M1_LOOPS) if one_row_shares else 0
+    return max(fma3, m1) if m == 1 else fma3 + m1
 
 
 def record(kernel: Kernel, call, dtype: str, a: Tensor, b: Tensor, c: Tensor | None, out_shape: tuple[int, ...],
