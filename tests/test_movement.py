@@ -140,17 +140,17 @@ def test_concat_many_inputs_and_empty(ep_devices):
     _check(model, xs, "Concat")
 
 
-@pytest.mark.parametrize("op,count", [("Concat", 28), ("Concat", 64), ("Sum", 25), ("Max", 33)])
+@pytest.mark.parametrize("op,count", [("Concat", 28), ("Concat", 64), ("Concat", 256), ("Sum", 25), ("Max", 33)])
 def test_nodes_of_more_inputs_than_a_plan_replays(ep_devices, op, count):
     """skl2onnx's PolynomialFeatures (degree 2, 6 features) is a Concat of 28 [N, 1] columns: the trampoline passes
-    up to 64 inputs (a plan replays up to 24: these take Python's path every run)."""
+    up to 256 inputs (a plan replays up to 24: these take Python's path every run)."""
     xs = {f"x{j}": RNG.standard_normal((3, 1)).astype(np.float32) for j in range(count)}
     model = _model(op, [(k, (F, v.shape)) for k, v in xs.items()], **({"axis": 1} if op == "Concat" else {}))
     _check(model, xs, op)
 
 
-def test_a_node_of_more_than_64_inputs_stays_on_the_cpu_ep(ep_devices):
-    xs = {f"x{j}": RNG.standard_normal((3, 1)).astype(np.float32) for j in range(65)}
+def test_a_node_of_more_than_256_inputs_stays_on_the_cpu_ep(ep_devices):
+    xs = {f"x{j}": RNG.standard_normal((3, 1)).astype(np.float32) for j in range(257)}
     model = _model("Concat", [(k, (F, v.shape)) for k, v in xs.items()], axis=1)
     assert {ep for _, _, ep in runner.placement(runner.vkep_session(model))} == {"CPUExecutionProvider"}
 

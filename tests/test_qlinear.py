@@ -637,7 +637,7 @@ def test_qlinear_average_pool(ep_devices, dtype, shape, attrs):
 
 def test_qlinear_pools_left_to_the_cpu_ep(ep_devices):
     """channels_last, 3-D average pools and a QLinearConcat of more tensors than the native trampoline passes
-    (64 inputs) stay on the CPU EP."""
+    (256 inputs) stay on the CPU EP."""
     rng = np.random.default_rng(3)
     params = _params(rng, "uint8", ("x_scale", "x_zp", "y_scale", "y_zp"))
     x = _ints(rng, (1, 4, 4, 4), "uint8")
@@ -648,8 +648,8 @@ def test_qlinear_pools_left_to_the_cpu_ep(ep_devices):
     x = _ints(rng, (1, 2, 4, 4, 4), "uint8")
     assert _placed(_model("QLinearAveragePool", {"x": x}, params, domain=MS, kernel_shape=[2, 2, 2])) == {
         "CPUExecutionProvider"}
-    tensors = {f"x{j}": _ints(rng, (2, 3), "uint8") for j in range(21)}  # (65 inputs)
-    names = ["y_scale", "y_zp"] + [n for j in range(21) for n in (f"x{j}", "x_scale", "x_zp")]
+    tensors = {f"x{j}": _ints(rng, (2, 3), "uint8") for j in range(85)}  # (257 inputs)
+    names = ["y_scale", "y_zp"] + [n for j in range(85) for n in (f"x{j}", "x_scale", "x_zp")]
     graph = helper.make_graph(
         [helper.make_node("QLinearConcat", names, ["y"], domain=MS, axis=0)], "concat",
         [helper.make_tensor_value_info(k, onnx.TensorProto.UINT8, v.shape) for k, v in tensors.items()],
@@ -889,3 +889,26 @@ def test_qdq_matmul_products_saturate_as_the_cpu_ep(ep_devices, x_type, k):
     exact = _requantize((xq - int(x_zp)) @ wq.astype(np.int64), (x_scale * np.float32(0.01)) / y_scale, x_zp, x_type)
     exact = (exact.astype(np.float32) - np.float32(x_zp)) * y_scale
     assert bool((got != exact).any()) == quantize.cpu_ep_saturates()
+
+
+@pytest.mark.parametrize("count", [21, 25, 49])
+def test_qlinear_concat_of_many_tensors(ep_devices, count):
+    """ORT's QOperator quantizer (quantize_static) writes densenet121's dense-block concats as QLinearConcat of
+    21-25 tensors (65-77 inputs, past the 64 the trampoline passed: the tenth survey), densenet201's of up to 49."""
+    rng = np.random.default_rng(count)
+    params = _params(rng, "uint8", ("y_scale", "y_zp"))
+    tensors = {f"x{j}": _ints(rng, (1, 2, 3, 3), "uint8") for j in range(count)}
+    scales = {f"s{j}": np.array(rng.uniform(0.01, 0.1), np.float32) for j in range(count)}
+    zps = {f"z{j}": np.array(rng.integers(0, 256), np.uint8) for j in range(count)}
+    names = ["y_scale", "y_zp"] + [n for j in range(count) for n in (f"x{j}", f"s{j}", f"z{j}")]
+    graph = helper.make_graph(
+        [helper.make_node("QLinearConcat", names, ["y"], domain=MS, axis=1)], "concat",
+        [helper.make_tensor_value_info(k, onnx.TensorProto.UINT8, v.shape) for k, v in tensors.items()],
+        [onnx.ValueInfoProto(name="y")],
+        [numpy_helper.from_array(v, k) for k, v in {**params, **scales, **zps}.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(MS, 1)],
+                              ir_version=10)
+    assert _placed(model) == {"VulkanExecutionProvider"}
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    for _ in range(2):
+        np.testing.assert_array_equal(session.run(None, tensors)[0], runner.cpu_session(model).run(None, tensors)[0])

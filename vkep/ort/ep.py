@@ -90,7 +90,7 @@ def _host_placed_inputs(spec, device) -> list[int]:
     return sorted(set(spec.cpu_inputs) | set(spec.prepack))
 
 
-MAX_PACKED_INPUTS = 64  # the trampoline's VKEP_MAX_IO
+MAX_PACKED_INPUTS = 256  # the trampoline's VKEP_MAX_IO
 # the inputs of an op of fixed inputs, at most (com.microsoft QEmbedLayerNormalization: 18); fewer memory types
 # to register for each of the thousands of KernelDefs (64 each added 0.15 s to a process's first session)
 MAX_FIXED_INPUTS = 24

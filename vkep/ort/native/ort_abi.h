@@ -221,9 +221,10 @@ typedef struct vkep_memory_handle { OrtExternalMemoryHandle base; int64_t id; } 
 typedef struct vkep_semaphore_handle { OrtExternalSemaphoreHandle base; int64_t id; } vkep_semaphore_handle;
 typedef struct vkep_loop_helper { OrtLoopKernelHelper base; int64_t device; } vkep_loop_helper;
 typedef struct vkep_scan_helper { OrtScanKernelHelper base; int64_t device; } vkep_scan_helper;
-/* a node's inputs the trampoline gathers (skl2onnx's PolynomialFeatures makes a Concat of 28; the mask of packed inputs
- * is 64 bits), and those of a node whose work a plan replays natively (more: Python's path every call) */
-#define VKEP_MAX_IO 64
+/* a node's inputs the trampoline gathers (skl2onnx's PolynomialFeatures makes a Concat of 28; ORT's QOperator
+ * quantizer a QLinearConcat of 3 per tensor + 2: 77 for densenet121's, 149 for densenet201's), and those of a node
+ * whose work a plan replays natively (more: Python's path every call) */
+#define VKEP_MAX_IO 256
 #define VKEP_PLAN_IO 24
 #define VKEP_MAX_RANK 8
 /* what the Compute trampoline gathers for Python: one entry per input */

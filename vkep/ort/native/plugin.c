@@ -300,14 +300,14 @@ static OrtStatus* vkep_compute(OrtKernelImpl* self, OrtKernelContext* ctx) {
     size_t n = 0, nout = 0;
     OrtStatus* s = ort_KernelContext_GetInputCount(ctx, &n);
     if (s) return s;
-    if (n > VKEP_MAX_IO) return ort_CreateStatus(2, "vkep: more than 64 inputs");
+    if (n > VKEP_MAX_IO) return ort_CreateStatus(2, "vkep: more than 256 inputs (VKEP_MAX_IO)");
     ort_KernelContext_GetOutputCount(ctx, &nout);
     io.n_inputs = (int32_t)n;
     io.n_outputs = (int32_t)nout;
     uint64_t packed = ((vkep_kernel*)self)->packed_mask;
     for (size_t i = 0; i < n; i++) {
         const OrtValue* v = NULL;
-        if (packed & (1ull << i)) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }  /* prepacked */
+        if (i < 64 && (packed & (1ull << i))) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }  /* prepacked */
         s = ort_KernelContext_GetInput(ctx, i, &v);
         if (s) return s;
         if (!v) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }
