@@ -78,7 +78,11 @@ def make_status(exc: BaseException):
     return lib.ort_CreateStatus(code, message.encode(errors="replace"))
 
 
-def _report(exc_type, exc, tb) -> None:
+def _report(exc_type, exc, tb, finalizing=sys.is_finalizing) -> None:
+    # (ORT may release sessions the application kept in globals after Python has torn vkep's modules down: their
+    # callbacks fail on the cleared globals, and there is no one left to tell)
+    if finalizing():
+        return
     from vkep.ort import log
 
     if isinstance(exc, interrupts.INTERRUPTS):
@@ -87,10 +91,10 @@ def _report(exc_type, exc, tb) -> None:
     log.report_exception(exc_type, exc, tb)
 
 
-def _status_on_error(exc_type, exc, tb):
+def _status_on_error(exc_type, exc, tb, finalizing=sys.is_finalizing):
     """An exception raised before a status callback's own handler (an interrupt lands at a function's first
-    instruction): the same status as any other."""
-    return make_status(exc)
+    instruction): the same status as any other. (None: cffi's default, NULL, as the interpreter shuts down.)"""
+    return None if finalizing() else make_status(exc)
 
 
 def status_callback(name: str):
