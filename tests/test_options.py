@@ -78,7 +78,7 @@ def test_bad_ep_options_fail_session_creation_and_the_process_goes_on(ep_devices
 
 
 def test_every_ep_option_accepts_its_default(ep_devices):
-    defaults = options.ep_option_defaults()
+    defaults = {s.name: s.default for s in options.EP_OPTIONS}
     assert options.parse_session(defaults) == options.parse_session({})
     runner.vkep_session(models.add_chain(3), ep_options=defaults)  # (allow_cpu_device=0: maybe no node on vkep)
 

@@ -283,9 +283,16 @@ def raw_environment(names) -> dict[str, str]:
     return {name: os.environ[name] for name in names if name in os.environ}
 
 
+# the options that choose the device: not published (ORT writes an OrtEpDevice's `ep_options` into the session
+# config before the application's, and logs "Config with key [...] already exists ... It will be overwritten" for
+# each one given again: every session on lavapipe gives allow_cpu_device=1, `vkep run`'s too)
+SELECTION_OPTIONS = ("device", "allow_cpu_device")
+
+
 def ep_option_defaults() -> dict[str, str]:
-    """What every OrtEpDevice publishes as its `ep_options`: each EP option with its default."""
-    return {s.name: s.default for s in EP_OPTIONS}
+    """What every OrtEpDevice publishes as its `ep_options`: each EP option with its default, but those that choose
+    the device (SELECTION_OPTIONS)."""
+    return {s.name: s.default for s in EP_OPTIONS if s.name not in SELECTION_OPTIONS}
 
 
 def parse_session(given: dict[str, str]) -> dict[str, Any]:
