@@ -148,11 +148,15 @@ class ContribRotary(RotaryEmbedding):
 ONNX_ORDER = (0, 2, 3, 1)  # ONNX's (X, cos_cache, sin_cache, position_ids) from com.microsoft's order
 
 
+FLOAT_ZERO_POINTS = ("float32", "float16")  # MatMulNBits' zero points of A's type (T3 = T1)
+
+
 class MatMulNBits(Kernel):
     """com.microsoft MatMulNBits: A [..., K] times 4- or 8-bit blockwise-quantized weights [N, K] (ORT's
-    packing, matmul_nbits.comp's header), dequantized in the shader; uint8 zero points or none. With
-    accuracy_level 4 and a float32 A, A is quantized to int8 per block as ORT's CPU EP does it (MLAS's
-    CompInt8), so that an LLM exported for the CPU EP picks the CPU EP's tokens.
+    packing, matmul_nbits.comp's header), dequantized in the shader; uint8 zero points, float ones (HQQ) or none.
+    With accuracy_level 4 (and integer zero points), A is quantized to int8 per block as ORT's CPU EP does it
+    (MLAS's CompInt8; a float16 A converted to float first), so that an LLM exported for the CPU EP picks the CPU
+    EP's tokens.
 
     On CPU devices with 8-wide subgroups (lavapipe) a constant B is re-laid for the shader's LANES mode
     (8 columns per subgroup, 64-bit loads; see pack): tools/bench_gemv.py measures it against the CPU EP."""
@@ -173,7 +177,7 @@ class MatMulNBits(Kernel):
         if len(input_ranks) > 4 and input_ranks[4] is not None:
             return "g_idx (act-order)"
         zp_type = padded(input_types, 4)[3]
-        if zp_type not in (None, "uint8") and attrs.get("bits", 4) != 4:  # (the CPU EP refuses the session)
+        if zp_type in FLOAT_ZERO_POINTS and attrs.get("bits", 4) != 4:  # (the CPU EP refuses the session)
             return f"{zp_type} zero points with bits={attrs.get('bits', 4)} (float ones: 4 bits only)"
         # (accuracy_level 4 reads each block of A twice: its max |a|, then its int8 dot product)
         passes = 2 if attrs.get("accuracy_level", 0) == 4 else 1
@@ -215,7 +219,7 @@ class MatMulNBits(Kernel):
     def float_zero_points(self) -> bool:
         """Zero points of A's type (ORT's HQQ quantizer writes them): the CPU EP dequantizes B to float, each
         weight q * scale + (-scale * zp), and multiplies in float whatever the accuracy_level."""
-        return padded(self.input_types, 4)[3] not in (None, "uint8")
+        return padded(self.input_types, 4)[3] in FLOAT_ZERO_POINTS  # (an absent input's type is "" or None)
 
     def compute(self, call) -> None:
         inputs = padded(call.inputs, 6)
@@ -236,7 +240,8 @@ class MatMulNBits(Kernel):
         if m * n > MAX_ELEMENTS:
             raise UnsupportedError(f"MatMulNBits: {m} x {n} outputs")
         reads = [t for t in (a, b, scales, zp, bias) if t is not None]
-        int8_a = int(self.attrs.get("accuracy_level", 0) == 4 and a.dtype == "float32" and not self.float_zero_points)
+        # (float16 A too: the CPU EP converts it to float, then quantizes it as float32 A; survey 10's W-1)
+        int8_a = int(self.attrs.get("accuracy_level", 0) == 4 and not self.float_zero_points)
         if self.lanes:
             rows, split, groups = self.planned((m,), lambda: _lanes_plan(m, n, k, block, bits, int8_a))
             a64 = int(bits == 4 and k % 2 == 0 and a.dtype == "float32")

@@ -60,7 +60,9 @@ uint nibble_or_byte(Bytes t, uint row_start, uint j) {
 }
 
 float zero_point(uint col, uint kb) {
-    if (FLOAT_ZP != 0) return LOAD(Tensor(pc.zp), col * pc.blocks + kb);
+    // (every load through PRESENT_OR: lavapipe's compiler runs a branch's loads whatever the branch, a constant
+    // one too, and an absent input's address is 0: a plain LOAD(Tensor(pc.zp)) here crashed the process)
+    if (FLOAT_ZP != 0) return LOAD(Tensor(PRESENT_OR(pc.zp, pc.scales)), PRESENT_AT(pc.zp, col * pc.blocks + kb));
     float zp = float(nibble_or_byte(Bytes(PRESENT_OR(pc.zp, pc.b)), PRESENT_AT(pc.zp, col * ((pc.blocks * BITS + 7) / 8)),
                                     PRESENT_AT(pc.zp, kb)));
     return pc.zp != 0 ? zp : float(1u << (BITS - 1));
