@@ -167,7 +167,7 @@ class MatMulNBits(Kernel):
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        if attrs.get("bits", 4) not in (4, 8):
+        if attrs.get("bits", 4) not in (2, 4, 8):
             return f"bits={attrs.get('bits')}"
         if attrs.get("weight_prepacked", 0):
             return "weight_prepacked=1 (a layout of another EP's)"
@@ -192,7 +192,7 @@ class MatMulNBits(Kernel):
         as float32 [ceil(N / 32)][blocks][8 lanes][COLS], two per 64-bit load."""
         info = self.device_info
         if (index not in (1, 2) or info is None or info.device_type != "cpu" or info.subgroup_size != LANES
-                or self.float_zero_points):
+                or self.float_zero_points or int(self.attrs["bits"]) == 2):
             return weight, "raw"
         if index == 2 and 1 not in self.lanes_packed:  # (B stays as the node has it: so do the scales)
             return weight, "raw"
@@ -240,8 +240,10 @@ class MatMulNBits(Kernel):
         if m * n > MAX_ELEMENTS:
             raise UnsupportedError(f"MatMulNBits: {m} x {n} outputs")
         reads = [t for t in (a, b, scales, zp, bias) if t is not None]
-        # (float16 A too: the CPU EP converts it to float, then quantizes it as float32 A; survey 10's W-1)
-        int8_a = int(self.attrs.get("accuracy_level", 0) == 4 and not self.float_zero_points)
+        # (float16 A too: the CPU EP converts it to float, then quantizes it as float32 A; survey 10's W-1. MLAS has
+        # no 2-bit CompInt8 kernel for blocks of 16: the CPU EP multiplies those in float, measured)
+        int8_a = int(self.attrs.get("accuracy_level", 0) == 4 and not self.float_zero_points
+                     and not (bits == 2 and block < 32))
         if self.lanes:
             rows, split, groups = self.planned((m,), lambda: _lanes_plan(m, n, k, block, bits, int8_a))
             a64 = int(bits == 4 and k % 2 == 0 and a.dtype == "float32")

@@ -1,6 +1,6 @@
 #version 450
 // com.microsoft MatMulNBits: Y[m, n] = sum_k A[m, k] * (q[n, k] - zp[n, k / block]) * scale[n, k / block]
-// (+ bias[n]), the weights quantized to BITS (4 or 8) in blocks of `block` along K as ORT packs them:
+// (+ bias[n]), the weights quantized to BITS (2, 4 or 8; 2 with LANES = 0 only) in blocks of `block` along K as ORT packs them:
 // B is [N][blocks][block * BITS / 8] bytes, a byte's low nibble first; scales [N * blocks] of A's type;
 // zero points absent (2^(BITS-1)) or bytes packed like B, ceil(blocks * BITS / 8) per row of B; or (FLOAT_ZP,
 // ORT's HQQ quantizer) of A's type, [N * blocks], each weight then q * scale + (-scale * zp) as the CPU EP
@@ -53,8 +53,9 @@ layout(push_constant, scalar) uniform Push {
 layout(buffer_reference, scalar, buffer_reference_align = 1) buffer Bytes { uint8_t v[]; };
 layout(buffer_reference, scalar, buffer_reference_align = 8) buffer Words64 { uint64_t v[]; };
 
-uint nibble_or_byte(Bytes t, uint row_start, uint j) {
+uint nibble_or_byte(Bytes t, uint row_start, uint j) {  // (2 bits: four to a byte, the lowest first; LANES = 0)
     if (BITS == 8) return uint(t.v[row_start + j]);
+    if (BITS == 2) return (uint(t.v[row_start + j / 4]) >> (2 * (j & 3u))) & 3u;
     uint byte = uint(t.v[row_start + j / 2]);
     return (j & 1u) != 0 ? byte >> 4 : byte & 15u;
 }
