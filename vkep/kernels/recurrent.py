@@ -109,6 +109,22 @@ def step_reads(op: str, batch: int, hidden: int) -> int:
     return min(_pow2(GATES[op] * hidden, 64), 1024) * hidden * batch
 
 
+def step_loops(op: str, dtype: str, xw: bool, size: int, hidden: int, rows: int, units: int, lbr: bool) -> int:
+    """Loop steps lavapipe counts for a step of recurrent.comp's invocation (its gate rows, their dot products over
+    x and h, its hidden units; leaving passes and the dot products' tail loops included, which float32 pays more
+    for). Measured on Mesa 22.3 (one dispatch with the budget lifted, the step where Y first goes wrong) over RNN,
+    LSTM and GRU (with and without linear_before_reset), float32 and float16, hidden 1-1000, input 1-64: within a
+    step of each (3 below at a GRU with linear_before_reset of hidden 33). The count it replaced (8 multiply-adds
+    an iteration, 15% above measurements at hidden 64-256) fell short for small GRUs: 27.6 where a GRU with
+    linear_before_reset of hidden 1 spends 32, and 2,173 steps a dispatch came out wrong."""
+    f32 = dtype == "float32"
+    x = 0 if xw else size // 8 + (4 if f32 else 0)  # (XW: a load, no dot product)
+    gru_reset_first = op == "GRU" and not lbr
+    h_gate = (9 if f32 else 5) * (op == "GRU" and lbr)  # (h . Rh apart, in the rows' loop)
+    return (12 + rows * (5 + x + hidden // 8 + h_gate)
+            + units * (2 + gru_reset_first * ((10 if f32 else 6) + hidden // 8)))
+
+
 def _shared_bytes(op: str, hidden: int, imax: int = 4) -> int:
     """recurrent.comp's shared memory: h, aux, c and the gates, HMAX units each, and DynamicQuantizeLSTM's
     quantized step of X (IMAX)."""
@@ -187,16 +203,12 @@ class Recurrent(Kernel):
         if _shared_bytes(op, hidden, imax) > (info.max_shared_memory if info else SHARED_BYTES) and \
                 not self._stepped_applies(sizes):
             raise UnsupportedError(f"{op}: hidden_size {hidden} (input {size}) is beyond one workgroup's shared memory")
-        # loop iterations of one invocation per step (recurrent.comp: 8 multiply-adds an iteration), within
-        # lavapipe's budget: the sequence is split where it would not fit. Measured on lavapipe (Mesa 22.3, one
-        # dispatch with the budget lifted, the step where the output first goes wrong): 119.6 iterations a step
-        # for GRU with input and hidden 256, 86.9 with linear_before_reset, 77.5 RNN, 75-82 LSTM, 29.8 LSTM of
-        # 64; this bound is 15% above each
+        # loop steps of one invocation per step (step_loops), within lavapipe's budget, 15% above: the sequence
+        # is split where it would not fit
         xw = _xw_first(self.input_types[0], bool(self.flags & FLAG_QUANTIZED), size)
-        rows, units, dot_h = -(-gh // wg), -(-hidden // wg), -(-hidden // 8)
-        gru_reset_first = op == "GRU" and not self.attrs.get("linear_before_reset")
-        per_step = 1.15 * (16 + rows * (2 + (1 if xw else -(-size // 8)) + dot_h)
-                           + units * (4 + (dot_h + 4) * gru_reset_first))
+        rows, units = -(-gh // wg), -(-hidden // wg)
+        lbr = bool(self.attrs.get("linear_before_reset"))
+        per_step = 1.15 * step_loops(op, self.input_types[0], xw, size, hidden, rows, units, lbr)
         prologue = 4 * units + 8
         if integer_gemms:  # the min / max of X, then each step's of h (two reductions) and its quantized x, h
             levels = max(1, (wg - 1).bit_length())
