@@ -303,6 +303,32 @@ def test_qlinear_conv_edges(ep_devices, x_type, w_type):
     assert _run(model, {"x": empty}).shape == (0, 5, 4, 7)
 
 
+@pytest.mark.parametrize("op", ["QLinearConv", "ConvInteger"])
+@pytest.mark.parametrize("kernel,old_longest", [((1, 1), 19999), ((3, 3), 4615)])
+def test_most_channels_within_lavapipes_loop_count(ep_devices, op, kernel, old_longest):
+    """The most input channels conv_integer.comp takes (quantize.conv_integer_loops: 3 + kh (2 + kw) loop steps a
+    channel, as lavapipe counts them) give the CPU EP's answer, the product's last channel included; one more is
+    left to the CPU EP. The count before (1 + kh (1 + kw)) took `old_longest`, whose last channels were cut off
+    (a 1x1 conv of 19,999 channels ran 10,923 of them; now left to the CPU EP)."""
+    from vkep.kernels.base import LOOP_BUDGET
+
+    kh, kw = kernel
+    fixed, per_channel = quantize.conv_integer_loops(0, kh, kw), quantize.conv_integer_loops(1, kh, kw)
+    longest = (LOOP_BUDGET - fixed) // (per_channel - fixed)
+    for c in (old_longest, longest, longest + 1):
+        x, w = np.zeros((1, c, kh, kw), np.uint8), np.zeros((2, c, kh, kw), np.uint8)
+        x[0, 0, 0, 0], w[:, 0, 0, 0] = 1, 3
+        x[0, -1, -1, -1], w[:, -1, -1, -1] = 10, 10  # (the last channel's product decides)
+        consts = {"w": w} if op == "ConvInteger" else {
+            "x_scale": np.float32(1), "x_zp": np.uint8(0), "w": w, "w_scale": np.float32(1), "w_zp": np.uint8(0),
+            "y_scale": np.float32(1), "y_zp": np.uint8(0)}
+        model = _model(op, {"x": x}, consts)
+        session = runner.vkep_session(model)
+        np.testing.assert_array_equal(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])
+        on_vkep = {ep for _, _, ep in runner.placement(session)} == {VKEP}
+        assert on_vkep == (c <= longest), (c, on_vkep)
+
+
 # ---- com.microsoft QLinearAdd and QLinearMul -------------------------------------------------------------------
 
 # (A shape, B shape): every value against every value (256 x 256), each of ORT's span kinds (both vectors,

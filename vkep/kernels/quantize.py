@@ -273,6 +273,14 @@ class MatMulInteger(Kernel):
                           [t for t in ins.values() if t is not None], [y])
 
 
+def conv_integer_loops(cg: int, kh: int, kw: int) -> int:
+    """Loop steps conv_integer.comp's invocation spends (its exact products: channels, kernel rows, taps), as lavapipe
+    counts them: measured 3 + kh (2 + kw) a channel (1x1: 6, 3x3: 18, 5x5: 38; each loop's leaving pass and more),
+    where 1 + kh (1 + kw) let a 1x1 QLinearConv of 19,999 channels through that lost its last 9,000 (a wrong
+    answer); the saturating products' loop spends less (one step per two of cg x kh x kw)."""
+    return cg * (3 + kh * (2 + kw)) + 2
+
+
 def _fits_16_bits(op: str, **values: int) -> None:
     for name, v in values.items():
         if not 0 <= v < 65536:
@@ -360,7 +368,7 @@ class ConvInteger(ConvBase):
         _fits_16_bits(op, kernel_height=kh, kernel_width=kw, stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw,
                       pad_h=ph, pad_w=pw)  # (the attributes': ConvInteger.declines checks them at GetCapability)
         cg = c // group
-        if cg * (1 + kh * (1 + kw)) + 1 > LOOP_BUDGET:
+        if conv_integer_loops(cg, kh, kw) > LOOP_BUDGET:
             raise UnsupportedError(f"{op}: {cg} input channels x {kernel} taps exceed one invocation's loop budget")
         mg = m // group
         tm = 1 if mg == 1 else 4 if mg < 16 else 16  # (few channels a group: less work computed and dropped)
