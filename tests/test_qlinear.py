@@ -661,6 +661,30 @@ def test_qlinear_average_pool(ep_devices, dtype, shape, attrs):
         _run(_model("QLinearAveragePool", {"x": x}, params, domain=MS, **attrs), {"x": x})
 
 
+@pytest.mark.parametrize("kw", [1, 9])
+def test_qlinear_average_pool_tall_windows_within_lavapipes_loop_count(ep_devices, kw):
+    """The tallest windows QLinearAveragePool takes (pool.window_loops: each row and the rows' loop cost a leaving
+    pass, as in pool.comp) give the CPU EP's answer, their last rows included; a row more is left to the CPU EP.
+    The count before (kh (1 + ceil(kw / 8))) took windows of 30,000 x 1 rows, cut short (0 for 5: the window's
+    last rows, which hold its large values, never read)."""
+    from vkep.kernels.base import LOOP_BUDGET
+    from vkep.kernels.pool import window_loops
+
+    fixed, per_row = window_loops(1, 0, kw), window_loops(1, 1, kw) - window_loops(1, 0, kw)
+    longest = (LOOP_BUDGET - fixed) // per_row
+    for kh in (LOOP_BUDGET // (1 + -(-kw // 8)), longest, longest + 1):  # (the first: the old count's longest)
+        x = np.zeros((1, 1, kh, kw + 1), np.uint8)
+        x[0, 0, -2:, :] = 255  # (the window's last rows decide)
+        params = {"x_scale": np.float32(1), "x_zp": np.uint8(0), "y_scale": np.float32(100 / (kh * kw)),
+                  "y_zp": np.uint8(0)}
+        model = _model("QLinearAveragePool", {"x": x}, params, domain=MS, kernel_shape=[kh, kw])
+        session = runner.vkep_session(model)
+        got = session.run(None, {"x": x})[0]
+        np.testing.assert_array_equal(got, runner.cpu_session(model).run(None, {"x": x})[0])
+        assert got.min() > 0
+        assert ({ep for _, _, ep in runner.placement(session)} == {VKEP}) == (kh <= longest), kh
+
+
 def test_qlinear_pools_left_to_the_cpu_ep(ep_devices):
     """channels_last, 3-D average pools and a QLinearConcat of more tensors than the native trampoline passes
     (64 inputs) stay on the CPU EP."""

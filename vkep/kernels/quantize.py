@@ -39,6 +39,7 @@ from vkep.kernels.elementwise import (
     collapse,
     declines_rank,
 )
+from vkep.kernels.pool import window_loops
 
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
 ONNX_QUANTIZED = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 21: "uint4", 22: "int4"}  # TensorProto codes of output_dtype
@@ -616,7 +617,7 @@ class QLinearPool(Kernel):
         (ih, iw), (oh, ow), (kh, kw), (sh, sw), (ph, pw) = (
             (fill, *v) if n == 1 else tuple(v) for v, fill in ((spatial, 1), (out, 1), (kernel, 1), (strides, 1),
                                                                 (begin, 0)))
-        if kh * (1 + -(-kw // 8)) > LOOP_BUDGET:
+        if window_loops(1, kh, kw) > LOOP_BUDGET:  # (qlinear_pool.comp's rows and taps: pool.comp's loops)
             raise UnsupportedError(f"{op}: a window of {kernel} taps is too large for one invocation")
         return out_shape, 0, int(self.attrs.get("count_include_pad", 0) != 0), _pool_geometry(ih, iw, oh, ow, kh, kw,
                                                                                                 sh, sw, ph, pw)
