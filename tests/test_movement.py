@@ -407,6 +407,32 @@ def test_resize_the_kernel_cannot_plan_is_declined_at_creation(ep_devices):
     np.testing.assert_array_equal(session.run(None, {"x": x})[0], want)
 
 
+@pytest.mark.parametrize("mode,shape,out", [("linear", (1, 1, 4999, 1), (1, 1, 1, 1)),
+                                            ("linear", (1, 1, 5000, 1), (1, 1, 1, 1)),
+                                            ("linear", (1, 1, 54, 54), (1, 1, 1, 1)),
+                                            ("linear", (1, 1, 2048, 2048), (1, 1, 16, 16)),
+                                            ("cubic", (1, 1, 1024, 1024), (1, 1, 16, 16))])
+def test_antialiased_downscale_within_lavapipes_loop_count(ep_devices, mode, shape, out):
+    """An antialiased downscale by f reads 2 f (linear) or 4 f (cubic) taps a dim for each output (resize.comp's
+    loops over them: resize.tap_loops). Left unchecked, 2,048 x 2,048 to 16 x 16 (256 x 256 taps) gave 3.5 where
+    the CPU EP gives 43.8, lavapipe having ended the taps' loop; what passes the loop budget now stays on the CPU
+    EP (4,999 taps' pairs on vkep, 5,000 not), equal either way. The large values sit in the last taps."""
+    from vkep.kernels.base import LOOP_BUDGET
+    from vkep.kernels.resize import tap_loops
+
+    x = np.random.default_rng(2).uniform(0, 1, shape).astype(np.float32)
+    x[..., -max(1, shape[2] // 8):, -max(1, shape[3] // 8):] = 50.0
+    model = _model("Resize", [("x", (F, x.shape)), ("", 0), ("", 0), ("sz", 0)], opset=18,
+                   inits={"sz": np.array(out, np.int64)}, mode=mode, antialias=1)
+    session = runner.vkep_session(model)
+    want = runner.cpu_session(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-5)
+    dims = [[1, 1, 1.0, True]] + [[n, o, float(np.float32(o) / np.float32(n)), n == o] for n, o in
+                                  zip(shape[2:], out[2:], strict=True)]
+    on_vkep = [ep for _, _, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+    assert on_vkep == (tap_loops(1 if mode == "linear" else 2, 1, dims) <= LOOP_BUDGET), on_vkep
+
+
 def test_trilu_k_beyond_matrix(ep_devices):
     x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
     for k, upper in ((-10, 1), (10, 0), (2, 1), (-1, 0)):
