@@ -422,3 +422,21 @@ def test_long_sums_take_integer_float_slices(ep_devices, float_products):
     for g, c in zip(_on_vkep(quantized, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
         np.testing.assert_allclose(g, c, **FLOAT_TOL)
     assert float_products and set(float_products) == {768}
+
+
+@pytest.mark.parametrize("steps,batch,size", [(300, 256, 256), (2046, 2, 30000), (2047, 2, 30000)])
+def test_x_range_within_lavapipes_loop_count(ep_devices, steps, batch, size):
+    """X's range (recurrent_quant.comp's phase 0: one workgroup over all of X, recurrent.x_range_loops) stays within
+    lavapipe's loop count: at an element a loop step, X of 19.7M elements (300 steps of 256 rows of 256) missed its
+    largest value, the last, and every output was off by up to 1.4; 8 a step, 122.8M elements (2,046 steps of 2
+    rows of 30,000) are the most vkep takes, a step more stays on the CPU EP. Equal to the CPU EP each."""
+    from vkep.kernels import recurrent
+    from vkep.kernels.base import LOOP_BUDGET
+
+    quantized, _, feeds = _models(weights=np.int8, steps=steps, batch=batch, size=size, hidden=4, seed=1)
+    feeds["X"][-1, -1, -1] = 25.0  # (X's largest value, last: its scale)
+    session = runner.vkep_session(quantized)
+    for g, c in zip(session.run(None, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
+        np.testing.assert_array_equal(g, c)
+    on_vkep = {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    assert on_vkep == (recurrent.x_range_loops(steps, batch, size) <= LOOP_BUDGET) == (steps != 2047)

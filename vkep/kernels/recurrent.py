@@ -353,6 +353,14 @@ class Recurrent(Kernel):
                           reads, writes)
 
 
+def x_range_loops(steps: int, batch: int, size: int) -> int:
+    """Loop steps recurrent_quant.comp's phase 0 (one workgroup: X's min and max) spends, as lavapipe counts them: the
+    batch rows' lengths, then X 8 elements a lane a step, and its reduction. (At a step an element, X of 19.7M
+    elements, 300 steps of 256 rows of 256, ran past lavapipe's 65,535: its range missed the largest value, and every
+    output was off by up to 1.4.)"""
+    return batch + 2 + -(-(steps * batch * size) // (QUANT_WG * 8)) + 32
+
+
 class QuantizedProducts:
     """DynamicQuantizeLSTM's two GEMMs in a sequence run a step a dispatch, as ORT's CPU EP computes them
     (recurrent_quant.comp): X quantized once, over the steps its first GEMM takes, and multiplied by W in
@@ -380,6 +388,9 @@ class QuantizedProducts:
         """XW = X . W^T (before the steps). `multiply`: Recurrent._stepped's product by matmul.comp."""
         steps, batch, size = self.sizes["T"], self.sizes["batch"], self.sizes["I"]
         qp, xq = self.parts["qp"], self.parts["xq"]
+        if x_range_loops(steps, batch, size) > LOOP_BUDGET:
+            raise UnsupportedError(f"DynamicQuantizeLSTM: X of {steps * batch * size} elements is past one "
+                                   "workgroup's loop budget (its range)")
         self._dispatch(0, (1, 1, 1), QUANT_WG, {}, [self.x, self.lens], [qp])
         self._dispatch(1, grid_1d(steps * batch * size, STEP_WG), STEP_WG, {}, [self.x, qp], [xq])
         self._product(multiply, xq, 0, self.parts["xw"], steps * batch, 0)

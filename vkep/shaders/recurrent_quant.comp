@@ -58,10 +58,15 @@ void main() {
         for (uint b = 0; b < B; ++b) steps = max(steps, length_of(b));
         float lo = 0.0, hi = 0.0;
         Tensor X = Tensor(pc.x);
-        for (uint i = tid; i < steps * B * pc.I; i += WG) {
-            float v = LOAD(X, i);
-            lo = min(lo, v);
-            hi = max(hi, v);
+        uint n = steps * B * pc.I;
+        for (uint i0 = tid * 8u; i0 < n; i0 += WG * 8u) {  // (8 a loop step: lavapipe's loop budget, recurrent.py)
+            [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+                if (i0 + j < n) {
+                    float v = LOAD(X, i0 + j);
+                    lo = min(lo, v);
+                    hi = max(hi, v);
+                }
+            }
         }
         vec2 q = quantization(lo, hi);
         if (tid == 0) {
