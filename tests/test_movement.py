@@ -309,6 +309,24 @@ def test_range_negative_delta(ep_devices, dtype, elem):
     _check(model, feeds, "Range")
 
 
+def test_float_range_past_one_dispatchs_loop(ep_devices):
+    """A float Range sums delta in turn, one invocation's loop (fill.comp MODE 1, as the CPU EP rounds each sum): its
+    length is known only at run time, and past LOOP_BUDGET elements the run used to fail; it now takes a dispatch per
+    LOOP_BUDGET elements, each from the running value there (summed alike on the host). Bit for bit the CPU EP's,
+    at one dispatch's length, one more, and several."""
+    from vkep.kernels.base import LOOP_BUDGET
+
+    model = _model("Range", [("a", (F, [])), ("b", (F, [])), ("c", (F, []))])
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    start, delta = np.float32(0.1), np.float32(0.013)  # (every sum rounds)
+    for n in (LOOP_BUDGET, LOOP_BUDGET + 1, 2 * LOOP_BUDGET + 7):
+        feeds = {"a": np.array(start), "b": np.array(np.float32(start + np.float64(delta) * (n - 0.5))),
+                 "c": np.array(delta)}
+        got, want = session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0]
+        assert got.shape == want.shape == (n,)
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("mode,coord,nearest", [
     ("nearest", "asymmetric", "floor"), ("nearest", "half_pixel", "round_prefer_ceil"),
     ("linear", "pytorch_half_pixel", "floor"), ("linear", "align_corners", "floor"), ("cubic", "half_pixel", "floor"),
