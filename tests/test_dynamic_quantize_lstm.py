@@ -440,3 +440,21 @@ def test_x_range_within_lavapipes_loop_count(ep_devices, steps, batch, size):
         np.testing.assert_array_equal(g, c)
     on_vkep = {ep for _, _, ep in runner.placement(session)} == {VKEP}
     assert on_vkep == (recurrent.x_range_loops(steps, batch, size) <= LOOP_BUDGET) == (steps != 2047)
+
+
+def test_h_range_within_lavapipes_loop_count(ep_devices):
+    """h's range over a group of batch rows (recurrent_quant.comp's phase 2, a workgroup a group: recurrent.h_range_loops)
+    stays within lavapipe's loop count: at an element a loop step, 36,000 rows of hidden 512 (two groups of 18,000
+    on a 2-thread CPU EP) missed the last row's initial state, 5, and the outputs were off by up to 0.67; 8 a step
+    they are the CPU EP's."""
+    from vkep.kernels import quantize, recurrent
+    from vkep.kernels.base import LOOP_BUDGET
+
+    batch, hidden = 36000, 512
+    rows = quantize.cpu_ep_lstm_rows(batch, hidden)
+    assert recurrent.h_range_loops(rows, hidden) <= LOOP_BUDGET
+    quantized, _, feeds = _models(weights=np.int8, steps=1, batch=batch, size=1, hidden=hidden, h0=True, seed=1)
+    feeds["initial_h"][:, -1, -1] = 5.0  # (the last row's: its group's largest value)
+    session = runner.vkep_session(quantized, disable_cpu_fallback=True)  # (one run: 36,000 rows take seconds)
+    for g, c in zip(session.run(None, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
+        np.testing.assert_array_equal(g, c)

@@ -361,6 +361,13 @@ def x_range_loops(steps: int, batch: int, size: int) -> int:
     return batch + 2 + -(-(steps * batch * size) // (QUANT_WG * 8)) + 32
 
 
+def h_range_loops(rows: int, hidden: int) -> int:
+    """Loop steps recurrent_quant.comp's phase 2 (a workgroup a group of `rows` batch rows: h's min and max, then h
+    quantized, 8 elements a lane a step each, and the rows' parameters) spends, as lavapipe counts them. (At an
+    element a step, groups of 18,000 rows of hidden 512 passed lavapipe's 65,535 and missed the last rows' range.)"""
+    return 2 * -(-(rows * hidden) // (QUANT_WG * 8)) + -(-rows // QUANT_WG) + 40
+
+
 class QuantizedProducts:
     """DynamicQuantizeLSTM's two GEMMs in a sequence run a step a dispatch, as ORT's CPU EP computes them
     (recurrent_quant.comp): X quantized once, over the steps its first GEMM takes, and multiplied by W in
@@ -375,6 +382,9 @@ class QuantizedProducts:
         self.largest = largest  # the largest magnitude of W's and R's integers
         self.dirs, self.sizes = weights[0].shape[0], sizes
         self.rows = cpu_ep_lstm_rows(sizes["batch"], sizes["H"])
+        if h_range_loops(self.rows, sizes["H"]) > LOOP_BUDGET:
+            raise UnsupportedError(f"DynamicQuantizeLSTM: groups of {self.rows} rows of hidden {sizes['H']} are past "
+                                   "one workgroup's loop budget (their range)")
         self.push = {"x": x, "lens": lens, "h": parts["h"], "xq": parts["xq"], "hq": parts["hq"], "qp": parts["qp"],
                      "w": None, "dst": None, **{k: sizes[k] for k in ("T", "batch", "I", "H")}, "group": self.rows,
                      "step": 0, "y_given": int(y_given), "m": 0, "n": 0, "k": 0, "per_row": 0, "ints": None}
