@@ -458,3 +458,17 @@ def test_h_range_within_lavapipes_loop_count(ep_devices):
     session = runner.vkep_session(quantized, disable_cpu_fallback=True)  # (one run: 36,000 rows take seconds)
     for g, c in zip(session.run(None, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
         np.testing.assert_array_equal(g, c)
+
+
+@pytest.mark.parametrize("size,on_vkep", [(119993, True), (120011, False), (140009, False)])
+def test_integer_sums_within_lavapipes_loop_count(ep_devices, size, on_vkep):
+    """recurrent_quant.comp's phase 3 (the integer sums where neither matmul.comp nor integer_float's slices of K
+    can take them: here a prime K) sums a pair of K a loop step: inputs of up to 119,996 stay within the loop
+    budget; longer ones stay on the CPU EP. (An input of 140,009 was cut short and off by 0.23.)"""
+    quantized, _, feeds = _models(weights=np.int8, steps=1, batch=2, size=size, hidden=1, seed=1)
+    feeds["X"][..., :-1] *= 0.01
+    feeds["X"][..., -1] = 1.0  # (the last input decides)
+    session = runner.vkep_session(quantized)
+    for g, c in zip(session.run(None, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
+        np.testing.assert_array_equal(g, c)
+    assert ({ep for _, _, ep in runner.placement(session)} == {VKEP}) == on_vkep

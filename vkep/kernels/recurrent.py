@@ -435,6 +435,9 @@ class QuantizedProducts:
             integer_float.product(self.kernel, self.call, a, weights, ints, members, self.dirs)
             self._dispatch(4, scale_grid, STEP_WG, {**push, "ints": ints}, [ints, *reads[1:]], [out])
             return
+        if -(-k // 2) + 2 > LOOP_BUDGET:  # (phase 3's loop: a pair of K a step; past it, a prime K of 140,009 was
+            # cut short, wrong by 0.23)
+            raise UnsupportedError(f"DynamicQuantizeLSTM: K={k} past one invocation's loop budget (its integer sums)")
         tm = 4 if m >= 16 else 1  # (a few rows: each invocation one, more invocations)
         blocks = -(-m // tm) * -(-n // QUANT_TN)
         self._dispatch(3, grid_1d(blocks, STEP_WG)[:2] + (self.dirs,), STEP_WG, push, reads, [out],
