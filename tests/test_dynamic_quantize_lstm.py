@@ -422,3 +422,53 @@ def test_long_sums_take_integer_float_slices(ep_devices, float_products):
     for g, c in zip(_on_vkep(quantized, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
         np.testing.assert_allclose(g, c, **FLOAT_TOL)
     assert float_products and set(float_products) == {768}
+
+
+@pytest.mark.parametrize("steps,batch,size", [(300, 256, 256), (2046, 2, 30000), (2047, 2, 30000)])
+def test_x_range_within_lavapipes_loop_count(ep_devices, steps, batch, size):
+    """X's range (recurrent_quant.comp's phase 0: one workgroup over all of X, recurrent.x_range_loops) stays within
+    lavapipe's loop count: at an element a loop step, X of 19.7M elements (300 steps of 256 rows of 256) missed its
+    largest value, the last, and every output was off by up to 1.4; 8 a step, 122.8M elements (2,046 steps of 2
+    rows of 30,000) are the most vkep takes, a step more stays on the CPU EP. Equal to the CPU EP each."""
+    from vkep.kernels import recurrent
+    from vkep.kernels.base import LOOP_BUDGET
+
+    quantized, _, feeds = _models(weights=np.int8, steps=steps, batch=batch, size=size, hidden=4, seed=1)
+    feeds["X"][-1, -1, -1] = 25.0  # (X's largest value, last: its scale)
+    session = runner.vkep_session(quantized)
+    for g, c in zip(session.run(None, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
+        np.testing.assert_array_equal(g, c)
+    on_vkep = {ep for _, _, ep in runner.placement(session)} == {VKEP}
+    assert on_vkep == (recurrent.x_range_loops(steps, batch, size) <= LOOP_BUDGET) == (steps != 2047)
+
+
+def test_h_range_within_lavapipes_loop_count(ep_devices):
+    """h's range over a group of batch rows (recurrent_quant.comp's phase 2, a workgroup a group: recurrent.h_range_loops)
+    stays within lavapipe's loop count: at an element a loop step, 36,000 rows of hidden 512 (two groups of 18,000
+    on a 2-thread CPU EP) missed the last row's initial state, 5, and the outputs were off by up to 0.67; 8 a step
+    they are the CPU EP's."""
+    from vkep.kernels import quantize, recurrent
+    from vkep.kernels.base import LOOP_BUDGET
+
+    batch, hidden = 36000, 512
+    rows = quantize.cpu_ep_lstm_rows(batch, hidden)
+    assert recurrent.h_range_loops(rows, hidden) <= LOOP_BUDGET
+    quantized, _, feeds = _models(weights=np.int8, steps=1, batch=batch, size=1, hidden=hidden, h0=True, seed=1)
+    feeds["initial_h"][:, -1, -1] = 5.0  # (the last row's: its group's largest value)
+    session = runner.vkep_session(quantized, disable_cpu_fallback=True)  # (one run: 36,000 rows take seconds)
+    for g, c in zip(session.run(None, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
+        np.testing.assert_array_equal(g, c)
+
+
+@pytest.mark.parametrize("size,on_vkep", [(119993, True), (120011, False), (140009, False)])
+def test_integer_sums_within_lavapipes_loop_count(ep_devices, size, on_vkep):
+    """recurrent_quant.comp's phase 3 (the integer sums where neither matmul.comp nor integer_float's slices of K
+    can take them: here a prime K) sums a pair of K a loop step: inputs of up to 119,996 stay within the loop
+    budget; longer ones stay on the CPU EP. (An input of 140,009 was cut short and off by 0.23.)"""
+    quantized, _, feeds = _models(weights=np.int8, steps=1, batch=2, size=size, hidden=1, seed=1)
+    feeds["X"][..., :-1] *= 0.01
+    feeds["X"][..., -1] = 1.0  # (the last input decides)
+    session = runner.vkep_session(quantized)
+    for g, c in zip(session.run(None, feeds), runner.cpu_session(quantized).run(None, feeds), strict=True):
+        np.testing.assert_array_equal(g, c)
+    assert ({ep for _, _, ep in runner.placement(session)} == {VKEP}) == on_vkep

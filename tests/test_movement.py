@@ -329,6 +329,24 @@ def test_range_negative_delta(ep_devices, dtype, elem):
     _check(model, feeds, "Range")
 
 
+def test_float_range_past_one_dispatchs_loop(ep_devices):
+    """A float Range sums delta in turn, one invocation's loop (fill.comp MODE 1, as the CPU EP rounds each sum): its
+    length is known only at run time, and past LOOP_BUDGET elements the run used to fail; it now takes a dispatch per
+    LOOP_BUDGET elements, each from the running value there (summed alike on the host). Bit for bit the CPU EP's,
+    at one dispatch's length, one more, and several."""
+    from vkep.kernels.base import LOOP_BUDGET
+
+    model = _model("Range", [("a", (F, [])), ("b", (F, [])), ("c", (F, []))])
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    start, delta = np.float32(0.1), np.float32(0.013)  # (every sum rounds)
+    for n in (LOOP_BUDGET, LOOP_BUDGET + 1, 2 * LOOP_BUDGET + 7):
+        feeds = {"a": np.array(start), "b": np.array(np.float32(start + np.float64(delta) * (n - 0.5))),
+                 "c": np.array(delta)}
+        got, want = session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0]
+        assert got.shape == want.shape == (n,)
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("mode,coord,nearest", [
     ("nearest", "asymmetric", "floor"), ("nearest", "half_pixel", "round_prefer_ceil"),
     ("linear", "pytorch_half_pixel", "floor"), ("linear", "align_corners", "floor"), ("cubic", "half_pixel", "floor"),
@@ -425,6 +443,32 @@ def test_resize_the_kernel_cannot_plan_is_declined_at_creation(ep_devices):
     assert [ep for _, _, ep in runner.placement(session)] == ["CPUExecutionProvider"]
     want = runner.cpu_session(model).run(None, {"x": x})[0]
     np.testing.assert_array_equal(session.run(None, {"x": x})[0], want)
+
+
+@pytest.mark.parametrize("mode,shape,out", [("linear", (1, 1, 4999, 1), (1, 1, 1, 1)),
+                                            ("linear", (1, 1, 5000, 1), (1, 1, 1, 1)),
+                                            ("linear", (1, 1, 54, 54), (1, 1, 1, 1)),
+                                            ("linear", (1, 1, 2048, 2048), (1, 1, 16, 16)),
+                                            ("cubic", (1, 1, 1024, 1024), (1, 1, 16, 16))])
+def test_antialiased_downscale_within_lavapipes_loop_count(ep_devices, mode, shape, out):
+    """An antialiased downscale by f reads 2 f (linear) or 4 f (cubic) taps a dim for each output (resize.comp's
+    loops over them: resize.tap_loops). Left unchecked, 2,048 x 2,048 to 16 x 16 (256 x 256 taps) gave 3.5 where
+    the CPU EP gives 43.8, lavapipe having ended the taps' loop; what passes the loop budget now stays on the CPU
+    EP (4,999 taps' pairs on vkep, 5,000 not), equal either way. The large values sit in the last taps."""
+    from vkep.kernels.base import LOOP_BUDGET
+    from vkep.kernels.resize import tap_loops
+
+    x = np.random.default_rng(2).uniform(0, 1, shape).astype(np.float32)
+    x[..., -max(1, shape[2] // 8):, -max(1, shape[3] // 8):] = 50.0
+    model = _model("Resize", [("x", (F, x.shape)), ("", 0), ("", 0), ("sz", 0)], opset=18,
+                   inits={"sz": np.array(out, np.int64)}, mode=mode, antialias=1)
+    session = runner.vkep_session(model)
+    want = runner.cpu_session(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-5)
+    dims = [[1, 1, 1.0, True]] + [[n, o, float(np.float32(o) / np.float32(n)), n == o] for n, o in
+                                  zip(shape[2:], out[2:], strict=True)]
+    on_vkep = [ep for _, _, ep in runner.placement(session)] == ["VulkanExecutionProvider"]
+    assert on_vkep == (tap_loops(1 if mode == "linear" else 2, 1, dims) <= LOOP_BUDGET), on_vkep
 
 
 def test_trilu_k_beyond_matrix(ep_devices):

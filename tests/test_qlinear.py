@@ -303,6 +303,32 @@ def test_qlinear_conv_edges(ep_devices, x_type, w_type):
     assert _run(model, {"x": empty}).shape == (0, 5, 4, 7)
 
 
+@pytest.mark.parametrize("op", ["QLinearConv", "ConvInteger"])
+@pytest.mark.parametrize("kernel,old_longest", [((1, 1), 19999), ((3, 3), 4615)])
+def test_most_channels_within_lavapipes_loop_count(ep_devices, op, kernel, old_longest):
+    """The most input channels conv_integer.comp takes (quantize.conv_integer_loops: 3 + kh (2 + kw) loop steps a
+    channel, as lavapipe counts them) give the CPU EP's answer, the product's last channel included; one more is
+    left to the CPU EP. The count before (1 + kh (1 + kw)) took `old_longest`, whose last channels were cut off
+    (a 1x1 conv of 19,999 channels ran 10,923 of them; now left to the CPU EP)."""
+    from vkep.kernels.base import LOOP_BUDGET
+
+    kh, kw = kernel
+    fixed, per_channel = quantize.conv_integer_loops(0, kh, kw), quantize.conv_integer_loops(1, kh, kw)
+    longest = (LOOP_BUDGET - fixed) // (per_channel - fixed)
+    for c in (old_longest, longest, longest + 1):
+        x, w = np.zeros((1, c, kh, kw), np.uint8), np.zeros((2, c, kh, kw), np.uint8)
+        x[0, 0, 0, 0], w[:, 0, 0, 0] = 1, 3
+        x[0, -1, -1, -1], w[:, -1, -1, -1] = 10, 10  # (the last channel's product decides)
+        consts = {"w": w} if op == "ConvInteger" else {
+            "x_scale": np.float32(1), "x_zp": np.uint8(0), "w": w, "w_scale": np.float32(1), "w_zp": np.uint8(0),
+            "y_scale": np.float32(1), "y_zp": np.uint8(0)}
+        model = _model(op, {"x": x}, consts)
+        session = runner.vkep_session(model)
+        np.testing.assert_array_equal(session.run(None, {"x": x})[0], runner.cpu_session(model).run(None, {"x": x})[0])
+        on_vkep = {ep for _, _, ep in runner.placement(session)} == {VKEP}
+        assert on_vkep == (c <= longest), (c, on_vkep)
+
+
 # ---- com.microsoft QLinearAdd and QLinearMul -------------------------------------------------------------------
 
 # (A shape, B shape): every value against every value (256 x 256), each of ORT's span kinds (both vectors,
@@ -633,6 +659,30 @@ def test_qlinear_average_pool(ep_devices, dtype, shape, attrs):
         x = _ints(rng, shape, dtype)
         params = _params(rng, dtype, ("x_scale", "x_zp", "y_scale", "y_zp"), extreme=trial == 2)
         _run(_model("QLinearAveragePool", {"x": x}, params, domain=MS, **attrs), {"x": x})
+
+
+@pytest.mark.parametrize("kw", [1, 9])
+def test_qlinear_average_pool_tall_windows_within_lavapipes_loop_count(ep_devices, kw):
+    """The tallest windows QLinearAveragePool takes (pool.window_loops: each row and the rows' loop cost a leaving
+    pass, as in pool.comp) give the CPU EP's answer, their last rows included; a row more is left to the CPU EP.
+    The count before (kh (1 + ceil(kw / 8))) took windows of 30,000 x 1 rows, cut short (0 for 5: the window's
+    last rows, which hold its large values, never read)."""
+    from vkep.kernels.base import LOOP_BUDGET
+    from vkep.kernels.pool import window_loops
+
+    fixed, per_row = window_loops(1, 0, kw), window_loops(1, 1, kw) - window_loops(1, 0, kw)
+    longest = (LOOP_BUDGET - fixed) // per_row
+    for kh in (LOOP_BUDGET // (1 + -(-kw // 8)), longest, longest + 1):  # (the first: the old count's longest)
+        x = np.zeros((1, 1, kh, kw + 1), np.uint8)
+        x[0, 0, -2:, :] = 255  # (the window's last rows decide)
+        params = {"x_scale": np.float32(1), "x_zp": np.uint8(0), "y_scale": np.float32(100 / (kh * kw)),
+                  "y_zp": np.uint8(0)}
+        model = _model("QLinearAveragePool", {"x": x}, params, domain=MS, kernel_shape=[kh, kw])
+        session = runner.vkep_session(model)
+        got = session.run(None, {"x": x})[0]
+        np.testing.assert_array_equal(got, runner.cpu_session(model).run(None, {"x": x})[0])
+        assert got.min() > 0
+        assert ({ep for _, _, ep in runner.placement(session)} == {VKEP}) == (kh <= longest), kh
 
 
 def test_qlinear_pools_left_to_the_cpu_ep(ep_devices):

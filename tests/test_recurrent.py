@@ -321,6 +321,26 @@ def test_loop_budget_bound_holds(ep_devices, workgroups, monkeypatch):
     assert not np.allclose(unsplit.run(None, feeds)[0], want[0], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("hidden,size,old_longest", [(1, 1, 2173), (16, 8, 2086)])
+def test_longest_dispatch_within_lavapipes_loop_count(ep_devices, workgroups, hidden, size, old_longest):
+    """The most steps recurrent.comp takes in one dispatch (recurrent.step_loops, 15% above) stay within lavapipe's
+    65,535 loop steps: a GRU with linear_before_reset (PyTorch's) of float32 hidden 1 spends 32 a step (2,048 steps
+    ran right), of hidden 16 and input 8 35 (1,872); the count before (27.6 and 28.75: 8 multiply-adds an
+    iteration) put `old_longest` steps in one dispatch, whose end came out wrong (now two). A step past the
+    longest splits in two."""
+    from vkep.kernels.base import LOOP_BUDGET
+
+    per_step = 1.15 * recurrent.step_loops("GRU", "float32", False, size, hidden, 1, 1, True)
+    longest = int((LOOP_BUDGET - 12) // per_step)
+    for steps, dispatches in ((old_longest, 2), (longest, 1), (longest + 1, 2)):
+        model, feeds = _model("GRU", steps=steps, batch=1, hidden=hidden, size=size, linear_before_reset=1)
+        session = runner.vkep_session(model, disable_cpu_fallback=True)
+        want = runner.cpu_session(model).run(None, feeds)
+        for g, w in zip(session.run(None, feeds), want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+        assert _commands(session, feeds) == dispatches
+
+
 def test_batch_past_the_dispatch_limit(ep_devices, workgroups, monkeypatch):
     """More batch rows than a dispatch has workgroups in x (65,535) fold into z: with the limit made 7 here
     (70,000 rows take lavapipe 7 s a run), 20 rows run as 3 x 7 workgroups, the last one idle."""

@@ -92,6 +92,27 @@ def test_reduce(ep_devices, op, shape, axes, keepdims):
         _reduce(op, _data(shape), axes, opset, keepdims=keepdims)
 
 
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_longest_rows_in_eigens_order(ep_devices, op, dtype):
+    """The longest rows reduce.comp takes in Eigen's order (one invocation a row, reduce.eigen_loops: a loop step
+    per two packets, 4 doubles or 8 floats) stay within lavapipe's 65,535 loop steps; a row one longer is a
+    workgroup's reduction. At n // 8 steps for doubles too, a float64 row of 479,495 ran 119,870 steps, cut short
+    (its sum lost half the row, its max at the end was missed)."""
+    from vkep.kernels import host
+    from vkep.kernels.base import LOOP_BUDGET
+    from vkep.kernels.reduce import eigen_loops, eigen_order, reduce_plan
+
+    per_step = 4 if dtype == "float64" else 8
+    longest = (LOOP_BUDGET - eigen_loops(dtype, 0)) * per_step + per_step - 1
+    for n in (longest, longest + 1, (LOOP_BUDGET - 64) * 8 + 7):  # (the last: the old count's longest)
+        if host.cpu_flags():  # (Eigen's order is taken on x86-64 only)
+            assert eigen_order(dtype, 0, reduce_plan((1, n), {1}, True)[3]) == (n <= longest)
+        x = _data((1, n), dtype, low=0.0, high=1.0)
+        x[0, -12] = 5.0  # (the max near the end, in the loop over packets)
+        check_node(op, {"x": x}, 13 if op == "ReduceMax" else 11, axes=[1])
+
+
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceL2", "ReduceLogSumExp"])
 def test_reduce_float16(ep_devices, op):
     _reduce(op, _data((4, 300, 5), "float16"), [1], 18)

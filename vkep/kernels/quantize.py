@@ -39,6 +39,7 @@ from vkep.kernels.elementwise import (
     collapse,
     declines_rank,
 )
+from vkep.kernels.pool import window_loops
 
 MODE_QUANTIZE, MODE_DEQUANTIZE = 0, 1
 ONNX_QUANTIZED = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 21: "uint4", 22: "int4"}  # TensorProto codes of output_dtype
@@ -273,6 +274,14 @@ class MatMulInteger(Kernel):
                           [t for t in ins.values() if t is not None], [y])
 
 
+def conv_integer_loops(cg: int, kh: int, kw: int) -> int:
+    """Loop steps conv_integer.comp's invocation spends (its exact products: channels, kernel rows, taps), as lavapipe
+    counts them: measured 3 + kh (2 + kw) a channel (1x1: 6, 3x3: 18, 5x5: 38; each loop's leaving pass and more),
+    where 1 + kh (1 + kw) let a 1x1 QLinearConv of 19,999 channels through that lost its last 9,000 (a wrong
+    answer); the saturating products' loop spends less (one step per two of cg x kh x kw)."""
+    return cg * (3 + kh * (2 + kw)) + 2
+
+
 def _fits_16_bits(op: str, **values: int) -> None:
     for name, v in values.items():
         if not 0 <= v < 65536:
@@ -360,7 +369,7 @@ class ConvInteger(ConvBase):
         _fits_16_bits(op, kernel_height=kh, kernel_width=kw, stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw,
                       pad_h=ph, pad_w=pw)  # (the attributes': ConvInteger.declines checks them at GetCapability)
         cg = c // group
-        if cg * (1 + kh * (1 + kw)) + 1 > LOOP_BUDGET:
+        if conv_integer_loops(cg, kh, kw) > LOOP_BUDGET:
             raise UnsupportedError(f"{op}: {cg} input channels x {kernel} taps exceed one invocation's loop budget")
         mg = m // group
         tm = 1 if mg == 1 else 4 if mg < 16 else 16  # (few channels a group: less work computed and dropped)
@@ -608,7 +617,7 @@ class QLinearPool(Kernel):
         (ih, iw), (oh, ow), (kh, kw), (sh, sw), (ph, pw) = (
             (fill, *v) if n == 1 else tuple(v) for v, fill in ((spatial, 1), (out, 1), (kernel, 1), (strides, 1),
                                                                 (begin, 0)))
-        if kh * (1 + -(-kw // 8)) > LOOP_BUDGET:
+        if window_loops(1, kh, kw) > LOOP_BUDGET:  # (qlinear_pool.comp's rows and taps: pool.comp's loops)
             raise UnsupportedError(f"{op}: a window of {kernel} taps is too large for one invocation")
         return out_shape, 0, int(self.attrs.get("count_include_pad", 0) != 0), _pool_geometry(ih, iw, oh, ow, kh, kw,
                                                                                                 sh, sw, ph, pw)

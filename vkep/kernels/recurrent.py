@@ -109,6 +109,22 @@ def step_reads(op: str, batch: int, hidden: int) -> int:
     return min(_pow2(GATES[op] * hidden, 64), 1024) * hidden * batch
 
 
+def step_loops(op: str, dtype: str, xw: bool, size: int, hidden: int, rows: int, units: int, lbr: bool) -> int:
+    """Loop steps lavapipe counts for a step of recurrent.comp's invocation (its gate rows, their dot products over
+    x and h, its hidden units; leaving passes and the dot products' tail loops included, which float32 pays more
+    for). Measured on Mesa 22.3 (one dispatch with the budget lifted, the step where Y first goes wrong) over RNN,
+    LSTM and GRU (with and without linear_before_reset), float32 and float16, hidden 1-1000, input 1-64: within a
+    step of each (3 below at a GRU with linear_before_reset of hidden 33). The count it replaced (8 multiply-adds
+    an iteration, 15% above measurements at hidden 64-256) fell short for small GRUs: 27.6 where a GRU with
+    linear_before_reset of hidden 1 spends 32, and 2,173 steps a dispatch came out wrong."""
+    f32 = dtype == "float32"
+    x = 0 if xw else size // 8 + (4 if f32 else 0)  # (XW: a load, no dot product)
+    gru_reset_first = op == "GRU" and not lbr
+    h_gate = (9 if f32 else 5) * (op == "GRU" and lbr)  # (h . Rh apart, in the rows' loop)
+    return (12 + rows * (5 + x + hidden // 8 + h_gate)
+            + units * (2 + gru_reset_first * ((10 if f32 else 6) + hidden // 8)))
+
+
 def _shared_bytes(op: str, hidden: int, imax: int = 4) -> int:
     """recurrent.comp's shared memory: h, aux, c and the gates, HMAX units each, and DynamicQuantizeLSTM's
     quantized step of X (IMAX)."""
@@ -187,16 +203,12 @@ class Recurrent(Kernel):
         if _shared_bytes(op, hidden, imax) > (info.max_shared_memory if info else SHARED_BYTES) and \
                 not self._stepped_applies(sizes):
             raise UnsupportedError(f"{op}: hidden_size {hidden} (input {size}) is beyond one workgroup's shared memory")
-        # loop iterations of one invocation per step (recurrent.comp: 8 multiply-adds an iteration), within
-        # lavapipe's budget: the sequence is split where it would not fit. Measured on lavapipe (Mesa 22.3, one
-        # dispatch with the budget lifted, the step where the output first goes wrong): 119.6 iterations a step
-        # for GRU with input and hidden 256, 86.9 with linear_before_reset, 77.5 RNN, 75-82 LSTM, 29.8 LSTM of
-        # 64; this bound is 15% above each
+        # loop steps of one invocation per step (step_loops), within lavapipe's budget, 15% above: the sequence
+        # is split where it would not fit
         xw = _xw_first(self.input_types[0], bool(self.flags & FLAG_QUANTIZED), size)
-        rows, units, dot_h = -(-gh // wg), -(-hidden // wg), -(-hidden // 8)
-        gru_reset_first = op == "GRU" and not self.attrs.get("linear_before_reset")
-        per_step = 1.15 * (16 + rows * (2 + (1 if xw else -(-size // 8)) + dot_h)
-                           + units * (4 + (dot_h + 4) * gru_reset_first))
+        rows, units = -(-gh // wg), -(-hidden // wg)
+        lbr = bool(self.attrs.get("linear_before_reset"))
+        per_step = 1.15 * step_loops(op, self.input_types[0], xw, size, hidden, rows, units, lbr)
         prologue = 4 * units + 8
         if integer_gemms:  # the min / max of X, then each step's of h (two reductions) and its quantized x, h
             levels = max(1, (wg - 1).bit_length())
@@ -341,6 +353,21 @@ class Recurrent(Kernel):
                           reads, writes)
 
 
+def x_range_loops(steps: int, batch: int, size: int) -> int:
+    """Loop steps recurrent_quant.comp's phase 0 (one workgroup: X's min and max) spends, as lavapipe counts them: the
+    batch rows' lengths, then X 8 elements a lane a step, and its reduction. (At a step an element, X of 19.7M
+    elements, 300 steps of 256 rows of 256, ran past lavapipe's 65,535: its range missed the largest value, and every
+    output was off by up to 1.4.)"""
+    return batch + 2 + -(-(steps * batch * size) // (QUANT_WG * 8)) + 32
+
+
+def h_range_loops(rows: int, hidden: int) -> int:
+    """Loop steps recurrent_quant.comp's phase 2 (a workgroup a group of `rows` batch rows: h's min and max, then h
+    quantized, 8 elements a lane a step each, and the rows' parameters) spends, as lavapipe counts them. (At an
+    element a step, groups of 18,000 rows of hidden 512 passed lavapipe's 65,535 and missed the last rows' range.)"""
+    return 2 * -(-(rows * hidden) // (QUANT_WG * 8)) + -(-rows // QUANT_WG) + 40
+
+
 class QuantizedProducts:
     """DynamicQuantizeLSTM's two GEMMs in a sequence run a step a dispatch, as ORT's CPU EP computes them
     (recurrent_quant.comp): X quantized once, over the steps its first GEMM takes, and multiplied by W in
@@ -355,6 +382,9 @@ class QuantizedProducts:
         self.largest = largest  # the largest magnitude of W's and R's integers
         self.dirs, self.sizes = weights[0].shape[0], sizes
         self.rows = cpu_ep_lstm_rows(sizes["batch"], sizes["H"])
+        if h_range_loops(self.rows, sizes["H"]) > LOOP_BUDGET:
+            raise UnsupportedError(f"DynamicQuantizeLSTM: groups of {self.rows} rows of hidden {sizes['H']} are past "
+                                   "one workgroup's loop budget (their range)")
         self.push = {"x": x, "lens": lens, "h": parts["h"], "xq": parts["xq"], "hq": parts["hq"], "qp": parts["qp"],
                      "w": None, "dst": None, **{k: sizes[k] for k in ("T", "batch", "I", "H")}, "group": self.rows,
                      "step": 0, "y_given": int(y_given), "m": 0, "n": 0, "k": 0, "per_row": 0, "ints": None}
@@ -368,6 +398,9 @@ class QuantizedProducts:
         """XW = X . W^T (before the steps). `multiply`: Recurrent._stepped's product by matmul.comp."""
         steps, batch, size = self.sizes["T"], self.sizes["batch"], self.sizes["I"]
         qp, xq = self.parts["qp"], self.parts["xq"]
+        if x_range_loops(steps, batch, size) > LOOP_BUDGET:
+            raise UnsupportedError(f"DynamicQuantizeLSTM: X of {steps * batch * size} elements is past one "
+                                   "workgroup's loop budget (its range)")
         self._dispatch(0, (1, 1, 1), QUANT_WG, {}, [self.x, self.lens], [qp])
         self._dispatch(1, grid_1d(steps * batch * size, STEP_WG), STEP_WG, {}, [self.x, qp], [xq])
         self._product(multiply, xq, 0, self.parts["xw"], steps * batch, 0)
@@ -402,6 +435,9 @@ class QuantizedProducts:
             integer_float.product(self.kernel, self.call, a, weights, ints, members, self.dirs)
             self._dispatch(4, scale_grid, STEP_WG, {**push, "ints": ints}, [ints, *reads[1:]], [out])
             return
+        if -(-k // 2) + 2 > LOOP_BUDGET:  # (phase 3's loop: a pair of K a step; past it, a prime K of 140,009 was
+            # cut short, wrong by 0.23)
+            raise UnsupportedError(f"DynamicQuantizeLSTM: K={k} past one invocation's loop budget (its integer sums)")
         tm = 4 if m >= 16 else 1  # (a few rows: each invocation one, more invocations)
         blocks = -(-m // tm) * -(-n // QUANT_TN)
         self._dispatch(3, grid_1d(blocks, STEP_WG)[:2] + (self.dirs,), STEP_WG, push, reads, [out],

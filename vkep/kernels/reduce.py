@@ -101,6 +101,13 @@ def reduce_plan(shape: tuple[int, ...], axes: set[int], keepdims: bool) -> tuple
     return out_shape, n_out, n_red, members
 
 
+def eigen_loops(dtype: str, n_red: int) -> int:
+    """Loop steps reduce.comp's eigen_redux spends on a row of n_red, as lavapipe counts them: one a step of two
+    packets (8 floats, but 4 doubles: at n_red // 8 a float64 row of 479,495 ran 119,870, cut short), and 64 for the
+    leaving passes and the loops over the row's head and tail."""
+    return n_red // (4 if dtype == "float64" else 8) + 64
+
+
 def eigen_order(dtype: str, op: int, members: dict) -> bool:
     """Whether reduce.comp reduces in Eigen's order (ORDER 1), as ORT's CPU EP does for float32 and float64
     ReduceSum, ReduceMean, ReduceMax and ReduceMin over trailing axes (FastReduceKR: each row a contiguous run) on
@@ -110,12 +117,12 @@ def eigen_order(dtype: str, op: int, members: dict) -> bool:
     contiguous = all(d == 1 for d in red_dims[:-1]) and (red_strides[-1] == 1 or red_dims[-1] == 1)
     typed = dtype in ("float32", "float64") or dtype == "float16" and op in (2, 3)
     return (EIGEN_ORDER and typed and op in EIGEN_OPS and contiguous and members["n_red"] > 0
-            and members["n_red"] // 8 + 64 <= LOOP_BUDGET and host.cpu_flags() != frozenset())
+            and eigen_loops(dtype, members["n_red"]) <= LOOP_BUDGET and host.cpu_flags() != frozenset())
 
 
 def _record(call, code: int, x: Tensor, y: Tensor, members: dict, n_out: int, n_red: int) -> None:
     """One dispatch of reduce.comp's op `code` over reduce_plan's `members`: in Eigen's order where eigen_order takes
-    it (an invocation a row: its loop over n_red / 8 steps, within the budget), else as reduce_geometry splits it."""
+    it (an invocation a row: eigen_loops steps, within the budget), else as reduce_geometry splits it."""
     (split, wg), groups = reduce_geometry(n_red, n_out, 2 if code == 8 else 1)  # (log-sum-exp: two passes)
     order = int(eigen_order(x.dtype, code, members))
     if order:

@@ -10,7 +10,15 @@ import math
 
 import numpy as np
 
-from vkep.kernels.base import Kernel, UnsupportedError, axis_in, float_bits, grid_1d, shader_dtype
+from vkep.kernels.base import (
+    LOOP_BUDGET,
+    Kernel,
+    UnsupportedError,
+    axis_in,
+    float_bits,
+    grid_1d,
+    shader_dtype,
+)
 from vkep.kernels.movement import WG, _check_size, host_values, optional_input
 
 R = 4
@@ -21,6 +29,23 @@ COORDS = {"half_pixel": 0, "asymmetric": 1, "pytorch_half_pixel": 2, "tf_half_pi
 NEAREST = {"round_prefer_floor": 0, "round_prefer_ceil": 1, "floor": 2, "ceil": 3}
 SIMPLE = 4  # opset 10: floor, or ceil when downsampling
 IDENTITY_SAFE = {"half_pixel", "asymmetric", "pytorch_half_pixel", "align_corners", "half_pixel_symmetric"}
+
+
+def tap_loops(mode: int, antialias: int, dims: list[list]) -> int:
+    """Loop steps resize.comp's invocation spends as lavapipe counts them (MODE 0-2, `dims` _plan's [in, out, scale,
+    identity, ...] each): the dims' loop, each dim's taps (their weights' sum) and the taps' product, a dims' loop in
+    each (leaving passes included). Antialiasing widens a downscaled dim's kernel to 2 support / scale taps: a
+    linear Resize of 2,048 x 2,048 to 16 x 16 takes 256 x 256 taps an output (wrong past the loop limit: measured
+    longest right, rank 3, one dim 1 / H: H = 5,475 linear, 2,753 cubic; two dims H x H: 57)."""
+    rank, taps = len(dims), []
+    for _, _, scale, ident, *_ in dims:
+        if mode == 0 or ident:
+            taps.append(1)
+            continue
+        s = np.float32(min(scale, 1.0) if antialias else 1.0)
+        start = int(np.floor(np.float32(-1.0 if mode == 1 else -2.0) / s)) + 1  # (resize.comp's support)
+        taps.append(2 * (1 - start))
+    return rank + 2 + sum(t + 1 for t in taps) + math.prod(taps) * (rank + 2)
 
 
 class Resize(Kernel):
@@ -117,6 +142,8 @@ class Resize(Kernel):
         if len(dims) > R:
             raise UnsupportedError(f"Resize of {shape} to {out} interpolates over {len(dims)} > {R} dims")
         _check_size(out)
+        if tap_loops(self.constants["mode"], self.constants["antialias"], dims) > LOOP_BUDGET:
+            raise UnsupportedError(f"Resize of {shape} to {out}: its taps are past one invocation's loop budget")
         members = {"n": math.prod(out), "rank": len(dims),
                    "extrapolation": float(self.attrs.get("extrapolation_value", 0.0)),
                    "in_dims": [d[0] for d in dims], "out_dims": [d[1] for d in dims], "scale": [d[2] for d in dims],

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import struct
 
+import numpy as np
+
 from vkep.kernels.base import (
     LOOP_BUDGET,
     MAX_ELEMENTS,
@@ -50,14 +52,26 @@ class Range(Kernel):
         else:
             n = max(-((start - limit) // delta), 0)
             start_bits, delta_bits = start, delta
-        if n > (LOOP_BUDGET if t.dtype.startswith("float") else MAX_ELEMENTS):  # (a float Range: one loop)
+        if n > MAX_ELEMENTS:
             raise UnsupportedError(f"Range of {n} {t.dtype} elements")
         y = call.output(0, (n,))
-        if n:
-            accumulated = t.dtype.startswith("float")  # (fill.comp's MODE 1)
-            grid = (1, 1, 1) if accumulated else grid_1d(n, WG)
-            call.dispatch(self.spec.shader, shader_dtype(t), {"mode": int(accumulated)},
-                          {"y": y, "start": start_bits, "delta": delta_bits, "n": n}, grid, [], [y])
+        if n and t.dtype.startswith("float"):
+            # fill.comp's MODE 1 (one invocation adds delta n times, as the CPU EP) a dispatch per LOOP_BUDGET
+            # elements, each from the running value there, summed alike here (numpy's float32 accumulate: each sum
+            # rounded in turn). (Past one dispatch's loop, the run used to fail: a Range's length is known at run time.)
+            value = np.float32(start)
+            for first in range(0, n, LOOP_BUDGET):
+                count = min(LOOP_BUDGET, n - first)
+                part = y.view(4 * first, (count,))
+                call.dispatch(self.spec.shader, shader_dtype(t), {"mode": 1},
+                              {"y": part, "start": float_bits(float(value)), "delta": delta_bits, "n": count},
+                              (1, 1, 1), [], [part])
+                sums = np.full(count + 1, delta, np.float32)
+                sums[0] = value
+                value = np.add.accumulate(sums, dtype=np.float32)[count]  # (the value after this part's)
+        elif n:
+            call.dispatch(self.spec.shader, shader_dtype(t), {"mode": 0},
+                          {"y": y, "start": start_bits, "delta": delta_bits, "n": n}, grid_1d(n, WG), [], [y])
 
 
 class ConstantOfShape(Kernel):

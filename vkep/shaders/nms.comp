@@ -3,7 +3,9 @@
 // MODE 0: the candidates (every box, or those scoring above score_threshold) are marked alive; then, until none
 // is left or max_per_class are chosen, the alive box of the highest score (ties: the lower index) is chosen and
 // every alive box it overlaps by more than iou_threshold leaves (the IoU computed in ORT's order of float
-// operations). The chosen box indices go to chosen[bc * max_per_class + k], their count to counts[bc].
+// operations). The chosen box indices go to chosen[bc * max_per_class + k], their count to counts[bc]. A dispatch
+// takes the rounds [first_round, end_round) (lavapipe's loop budget: vkep/kernels/nms.py); one after the first
+// goes on from the alive flags and the count the one before left (where it ran out of boxes, so does this one).
 // MODE 1: after the kernel read the counts (the output's length is their sum), each workgroup writes its
 // (batch, class, box) triples at its place: the counts of the (batch, class) pairs before it.
 #extension GL_GOOGLE_include_directive : require
@@ -22,6 +24,7 @@ layout(push_constant, scalar) uniform Push {
     uint64_t boxes, scores, alive, chosen, counts, y;
     uint boxes_n, classes, max_per_class;
     float iou_threshold, score_threshold;
+    uint first_round, end_round;  // MODE 0: this dispatch's rounds (boxes chosen)
 } pc;
 
 shared float best_score[WG];
@@ -74,11 +77,15 @@ void main() {
     }
     Floats scores = Floats(pc.scores);
     // (box i's alive flag is only ever read and written by lane i % WG: no buffer barriers between the rounds)
-    for (uint i = lane; i < n; i += WG)
-        alive.v[bc * n + i] = HAS_SCORE_THRESHOLD == 0u || scores.v[bc * n + i] > pc.score_threshold ? 1u : 0u;
-    if (lane == 0u) chosen_count = 0u;
+    if (pc.first_round == 0u) {
+        for (uint i = lane; i < n; i += WG)
+            alive.v[bc * n + i] = HAS_SCORE_THRESHOLD == 0u || scores.v[bc * n + i] > pc.score_threshold ? 1u : 0u;
+        if (lane == 0u) chosen_count = 0u;
+    } else if (lane == 0u) {
+        chosen_count = counts.v[bc];  // (the dispatches before this one chose them)
+    }
     barrier();
-    for (uint k = 0u; k < pc.max_per_class; ++k) {
+    for (uint k = pc.first_round; k < pc.end_round; ++k) {
         // the alive box of the highest score, the lower index on a tie
         float top = 0.0;
         uint top_index = 0xFFFFFFFFu;

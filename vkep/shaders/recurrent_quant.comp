@@ -58,10 +58,15 @@ void main() {
         for (uint b = 0; b < B; ++b) steps = max(steps, length_of(b));
         float lo = 0.0, hi = 0.0;
         Tensor X = Tensor(pc.x);
-        for (uint i = tid; i < steps * B * pc.I; i += WG) {
-            float v = LOAD(X, i);
-            lo = min(lo, v);
-            hi = max(hi, v);
+        uint n = steps * B * pc.I;
+        for (uint i0 = tid * 8u; i0 < n; i0 += WG * 8u) {  // (8 a loop step: lavapipe's loop budget, recurrent.py)
+            [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+                if (i0 + j < n) {
+                    float v = LOAD(X, i0 + j);
+                    lo = min(lo, v);
+                    hi = max(hi, v);
+                }
+            }
         }
         vec2 q = quantization(lo, hi);
         if (tid == 0) {
@@ -79,17 +84,24 @@ void main() {
         uint d = gl_WorkGroupID.y, first = gl_WorkGroupID.x * pc.group, end = min(B, first + pc.group);
         Tensor Hs = Tensor(pc.h), HQ = Tensor(pc.hq);
         float lo = 0.0, hi = 0.0;
-        for (uint i = tid; i < (end - first) * H; i += WG) {
-            uint b = first + i / H;
-            if (pc.y_given == 0 || pc.step <= length_of(b)) {
-                float v = LOAD(Hs, (d * B + first) * H + i);
-                lo = min(lo, v);
-                hi = max(hi, v);
+        uint n = (end - first) * H;
+        for (uint i0 = tid * 8u; i0 < n; i0 += WG * 8u) {  // (8 a loop step, as phase 0)
+            [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+                uint i = i0 + j, b = first + i / H;
+                if (i < n && (pc.y_given == 0 || pc.step <= length_of(b))) {
+                    float v = LOAD(Hs, (d * B + first) * H + i);
+                    lo = min(lo, v);
+                    hi = max(hi, v);
+                }
             }
         }
         vec2 q = quantization(lo, hi);
-        for (uint i = tid; i < (end - first) * H; i += WG)
-            STORE(HQ, (d * B + first) * H + i, quantized(LOAD(Hs, (d * B + first) * H + i), q));
+        for (uint i0 = tid * 8u; i0 < n; i0 += WG * 8u) {
+            [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+                uint i = i0 + j;
+                if (i < n) STORE(HQ, (d * B + first) * H + i, quantized(LOAD(Hs, (d * B + first) * H + i), q));
+            }
+        }
         for (uint b = first + tid; b < end; b += WG) {
             STORE(QP, 2 + 2 * (d * B + b), q.x);
             STORE(QP, 3 + 2 * (d * B + b), q.y);
