@@ -78,7 +78,8 @@ class Unique(Kernel):
         length = outer * inner
         if m and not length:
             raise UnsupportedError("Unique of empty slices (ORT's CPU EP aborts)")
-        if m > SORT_MAX if length == 1 else m * length > LOOP_BUDGET or m * m * length > UNIQUE_WORK:
+        # (unique.comp's pairs: each of m items costs its element loop and two leaving passes, as lavapipe counts)
+        if m > SORT_MAX if length == 1 else m * (length + 2) > LOOP_BUDGET or m * m * length > UNIQUE_WORK:
             raise UnsupportedError(f"Unique of {m} items of {length} elements (unique.comp compares every pair)")
 
         def outputs(distinct: int) -> list[Tensor | None]:
