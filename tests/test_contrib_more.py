@@ -442,3 +442,13 @@ def test_matmul_bnb4_declines_what_the_cpu_ep_does_not_run(ep_devices):
     for model in (odd_block, fed_b, short):
         session = runner.vkep_session(model)
         assert {ep for _, _, ep in runner.placement(session)} == {"CPUExecutionProvider"}
+
+
+def test_matmul_bnb4_one_row_of_a_long_k(ep_devices):
+    """One row by a weight of K 18,000: the CPU EP's SGEMM reads the dequantized B transposed and unpacked, so each
+    element runs MLAS's M1 kernel (k + 23 loop steps as lavapipe counts them, 4 elements an invocation). mlas_gemm
+    counted it as a packed B read straight (MatMulBnb4 packs B: its `b_constant`), fewer steps than lavapipe's: the
+    sums came out cut short. Counted from how the product reads B, it takes matmul.comp's tiles."""
+    model = _bnb4_model(18_000, 4, 1, 64, seed=5)
+    feeds = {"a": np.random.default_rng(6).standard_normal((1, 18_000)).astype(np.float32)}
+    _same(model, feeds, exact=False, atol=2e-4, rtol=1e-5)

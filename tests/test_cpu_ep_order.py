@@ -138,12 +138,16 @@ def test_large_products_keep_the_tiles(ep_devices):
     def product(macs: int) -> dict:
         k = macs // 4096
         return matmul.product_members(64, 64, k, a=(0, 0, k, 1), b=(0, 0, 64, 1))
-    assert mlas_gemm.variant(computed, f32, f32, product(mlas_gemm.MAX_MACS), 1) is not None
-    assert mlas_gemm.variant(computed, f32, f32, product(mlas_gemm.MAX_MACS + 4096), 1) is None
-    assert mlas_gemm.variant(weights, f32, f32, product(mlas_gemm.MAX_MACS_CONSTANT_B), 1) is not None
-    assert mlas_gemm.variant(weights, f32, f32, product(mlas_gemm.MAX_MACS_CONSTANT_B + 4096), 1) is None
-    assert mlas_gemm.variant(computed, f32, f32, product(mlas_gemm.MAX_MACS), 2) is None
-    assert mlas_gemm.variant(computed, f16, f16, product(4096), 1) is None
+
+    def variant(kernel, t, members: dict, batches: int):  # (B read as the kernel's MatMul reads it: packed if constant)
+        return mlas_gemm.variant(kernel, t, t, members, batches, packed=kernel.b_constant, trans_b=False,
+                                 interleaved=False)
+    assert variant(computed, f32, product(mlas_gemm.MAX_MACS), 1) is not None
+    assert variant(computed, f32, product(mlas_gemm.MAX_MACS + 4096), 1) is None
+    assert variant(weights, f32, product(mlas_gemm.MAX_MACS_CONSTANT_B), 1) is not None
+    assert variant(weights, f32, product(mlas_gemm.MAX_MACS_CONSTANT_B + 4096), 1) is None
+    assert variant(computed, f32, product(mlas_gemm.MAX_MACS), 2) is None
+    assert variant(computed, f16, product(4096), 1) is None
 
 
 # (op, A, B, attributes, B constant, on mlas_gemm.comp): the longest K of an invocation's loop budget as lavapipe counts

@@ -165,10 +165,11 @@ class _Tiled(Kernel):
         """The node's own product: in the CPU EP's order where mlas_gemm takes it, else as _record."""
         if a.dtype == "float64":
             return self._record_float64(call, a, b, c, out_shape, members, batches)
-        dtype = mlas_gemm.variant(self, a, b, members, batches)
+        packed, trans_b = self._cpu_ep_reads_b(b)
+        dtype = mlas_gemm.variant(self, a, b, members, batches, packed=packed, trans_b=trans_b,
+                                  interleaved=self.b_interleaved)
         if dtype is None:
             return self._record(call, a, b, c, out_shape, members, batches)
-        packed, trans_b = self._cpu_ep_reads_b(b)
         mlas_gemm.record(self, call, dtype, a, b, c, out_shape, members, batches, packed=packed,
                          trans_a=bool(self.attrs.get("transA")) and len(a.shape) > 1, trans_b=trans_b,
                          interleaved=self.b_interleaved, folds=folds)

@@ -32,19 +32,18 @@ BLOCK = 4  # ... and the rows and columns of y an invocation computes (its RB, C
 PACKED, TRANS_A, TRANS_B, INTERLEAVED, COLUMNS, A_PAIRS, B_PAIRS = 1, 2, 4, 8, 16, 32, 64  # mlas_gemm.comp's flags
 
 
-def variant(kernel: Kernel, a: Tensor, b: Tensor, members: dict, batches: int) -> str | None:
+def variant(kernel: Kernel, a: Tensor, b: Tensor, members: dict, batches: int, *, packed: bool, trans_b: bool,
+            interleaved: bool) -> str | None:
     """The dtype of the mlas_gemm.comp variant that computes this product as the CPU EP does, or None where vkep
     does not follow it: another host (MLAS adds in another order there), another type, a product past MAX_MACS or
-    an invocation past lavapipe's loop budget (invocation_loops)."""
+    an invocation past lavapipe's loop budget (invocation_loops). `packed`, `trans_b`, `interleaved`: how the
+    product reads B, as `record` is then told."""
     m, n, k = members["M"], members["N"], members["K"]
-    packed = getattr(kernel, "b_constant", False)
-    bound = MAX_MACS_CONSTANT_B if packed else MAX_MACS
+    bound = MAX_MACS_CONSTANT_B if getattr(kernel, "b_constant", False) else MAX_MACS
     if (not ENABLED or kernel.device_info is None or a.dtype != "float32" or b.dtype != "float32" or k == 0
             or batches * m * n * k > bound or not host.mlas_fma3()):
         return None
-    interleaved = getattr(kernel, "b_interleaved", False)
     pairs = interleaved or _pairs(members, "a", "a_m") or _pairs(members, "b", "b_n")
-    trans_b = bool(getattr(kernel, "attrs", {}).get("transB")) and len(getattr(b, "shape", ())) > 1
     if invocation_loops(m, n, k, pairs=pairs, packed=packed, trans_b=trans_b) > LOOP_BUDGET:
         return None
     return "float32"
