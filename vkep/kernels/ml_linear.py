@@ -25,6 +25,7 @@ from vkep.kernels.base import (
     offset_tables,
     pack_once,
 )
+from vkep.kernels.mlas_gemm import M1_LOOPS
 
 SHADER = "ml_linear.comp"
 WG = 64  # ml_linear.comp's workgroup
@@ -43,8 +44,9 @@ PROBABILITY_LOOPS = 100  # multiclass_probability's iterations at most
 
 def gemm_loops(k: int) -> int:
     """The most loop steps of one gemm_element of K = k as lavapipe counts them (leaving passes too; measured): the M1
-    kernel's eight lanes k + 23, MlasSgemmKernelFma3 k + 2 a K block (of 128 or more) + up to 14 (the stride's halvings)."""
-    return k + max(23, 2 * -(-k // 128) + 14)
+    kernel's eight lanes k + M1_LOOPS (mlas_sgemm.glsl's, as mlas_gemm.comp's), MlasSgemmKernelFma3 k + 2 a K block
+    (of 128 or more) + up to 14 (the stride's halvings)."""
+    return k + max(M1_LOOPS, 2 * -(-k // 128) + 14)
 
 
 def column_threads(rows: int, cols: int, k: int) -> int:

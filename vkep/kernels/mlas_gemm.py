@@ -25,7 +25,8 @@ ENABLED = True  # the switch: False sends every product to matmul.comp
 # trueocr's Gemms 16-24 ms), and Kokoro-82M's durations stay the CPU EP's to the bit at 2^20 (seeds 0-6)
 MAX_MACS = 1 << 24
 MAX_MACS_CONSTANT_B = 1 << 20
-M1_LOOPS = 23  # loop steps of an M1 element beyond its K as lavapipe counts them (measured: ml_linear.gemm_loops)
+# loop steps of an M1 element (mlas_sgemm.glsl) beyond its K as lavapipe counts them (measured; ml_linear.gemm_loops too)
+M1_LOOPS = 23
 SHADER = "mlas_gemm.comp"
 WG = 64  # mlas_gemm.comp's workgroup
 BLOCK = 4  # ... and the rows and columns of y an invocation computes (its RB, CB)
