@@ -210,11 +210,12 @@ class Ep:
             self.log.info(f"runs on {self.device.describe()} ({why}); options: "
                           + ", ".join(f"{k}={v}" for k, v in sorted(given_options.items())))
 
-    def note_host_reads(self, kernel, names: tuple[str, ...], makers: list[tuple[str, ...] | None]) -> None:
+    def note_host_reads(self, kernel, names: tuple[str, ...], makers) -> None:
         """Which of a kernel's outputs (by `names`) the host reads during the run (its Compute waits for them) and
         after it (OnRunEnd waits); of the former, those a subgraph's If, Loop or Scan reads, which only their last
-        producer waits for once known (subgraph_waits.py; `makers[j]`: the input names of the node that makes
-        output j). A `cpu_outputs` output is host memory on every device: nothing to wait for or to count."""
+        producer waits for once known (subgraph_waits.py; `makers()[j]`: the input names of the node that makes
+        output j, asked only where needed). A `cpu_outputs` output is host memory on every device: nothing to wait
+        for or to count."""
         cpu_outputs = kernel.cpu_outputs
         during = frozenset(j for j, name in enumerate(names) if name in self.host_read_values) - cpu_outputs
         during |= self.parent_reads.join(kernel, names, makers)

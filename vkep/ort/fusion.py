@@ -252,8 +252,10 @@ def _compile(this, graphs, fused_nodes, count, node_compute_infos, ep_context_no
             impl.constant_tensors.extend(kernel.hold_constant(k, array, dtype=dtype) for k, array in enumerate(constants))
         impl.output_count, impl.device_info = len(outputs), ep.info
         impl.declared_inputs = _declared(declared.values(fused_nodes[i]))
-        makers = {name: declared.names(node) for node in nodes for name in declared.output_names(node)}
-        ep.note_host_reads(kernel, outputs, [makers.get(name) for name in outputs])
+        def makers(nodes=nodes, outputs=outputs) -> list:  # (the input names of each output's node)
+            made_by = {name: declared.names(node) for node in nodes for name in declared.output_names(node)}
+            return [made_by.get(name) for name in outputs]
+        ep.note_host_reads(kernel, outputs, makers)
         kernel.wait_limit, kernel.ep = ep.wait_limit, ep
         ep.kernels.append(kernel)
         warmup.start_ahead(kernel)

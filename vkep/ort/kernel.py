@@ -589,7 +589,8 @@ def _kernel_create(state, info, out):
     impl.declared_inputs = _declared_inputs(info, input_types)
     if ep is not None:
         # (a `cpu_outputs` output is host memory on every device: nothing to wait for or to count)
-        ep.note_host_reads(kernel, output_names, [_value_names(info, count[0], inputs=True)] * len(output_names))
+        ep.note_host_reads(kernel, output_names,
+                           lambda: [_value_names(info, count[0], inputs=True)] * len(output_names))
         kernel.prepack_cache = ep.prepack_cache
         kernel.wait_limit = ep.wait_limit
         kernel.ep = ep

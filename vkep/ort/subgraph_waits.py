@@ -23,6 +23,7 @@ matches in two groups, keeps its wait. Only the others stop waiting, and only fo
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 
 class ParentReads:
@@ -44,13 +45,17 @@ class ParentReads:
             self.names.add(key[0])
             self.by_key[key] = group if self.by_key.get(key, group) is group else None
 
-    def join(self, kernel, names: tuple[str, ...], makers: list[tuple[str, ...] | None]) -> frozenset[int]:
+    def join(self, kernel, names: tuple[str, ...], makers: Callable[[], list[tuple[str, ...] | None]]) -> frozenset[int]:
         """The outputs of a kernel (at session creation) that it waits for, until its group, if it is in one
-        without doubt, knows its last producer. `makers[j]`: the input names of the node that makes output j (a
-        fused kernel's nodes are not the kernel's node), None if not known."""
+        without doubt, knows its last producer. `makers()[j]`: the input names of the node that makes output j (a
+        fused kernel's nodes are not the kernel's node), None if not known; asked only of a kernel that makes such
+        an output."""
         # (a `cpu_outputs` output is written on the host, complete when its Compute returns)
         indices = frozenset(j for j, name in enumerate(names) if name in self.names and j not in kernel.cpu_outputs)
-        groups = {self.by_key.get((names[j], makers[j])) if makers[j] is not None else None for j in indices}
+        if not indices:
+            return indices
+        made_by = makers()
+        groups = {self.by_key.get((names[j], made_by[j])) if made_by[j] is not None else None for j in indices}
         if len(groups) == 1 and None not in groups:
             groups.pop().join(kernel, {names[j] for j in indices}, indices)
         return indices
