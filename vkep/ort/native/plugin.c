@@ -307,7 +307,7 @@ static OrtStatus* vkep_compute(OrtKernelImpl* self, OrtKernelContext* ctx) {
     uint64_t packed = ((vkep_kernel*)self)->packed_mask;
     for (size_t i = 0; i < n; i++) {
         const OrtValue* v = NULL;
-        if (i < 64 && (packed & (1ull << i))) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }  /* prepacked */
+        if (i < 8 * sizeof packed && (packed & (1ull << i))) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }  /* prepacked */
         s = ort_KernelContext_GetInput(ctx, i, &v);
         if (s) return s;
         if (!v) { io.types[i] = 0; io.ranks[i] = 0; io.ptrs[i] = 0; continue; }
