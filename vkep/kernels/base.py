@@ -415,7 +415,7 @@ def onnx_spec(op: str) -> KernelSpec:
     """The manifest entry of an ONNX-domain kernel that another kernel composes (the newest one)."""
     from vkep.kernels import manifest
 
-    return [s for s in manifest.load() if s.op == op and s.domain in ("", "ai.onnx")][-1]
+    return [s for s in manifest.registered() if s.op == op and s.domain in ("", "ai.onnx")][-1]
 
 
 class Redirect:

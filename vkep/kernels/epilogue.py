@@ -160,7 +160,7 @@ class WithActivation(FusedProducer):
     @classmethod
     def _producer_spec(cls):
         op, version, _ = cls.PRODUCER
-        return next(s for s in manifest.load() if s.op == op and s.domain == "" and version in s.since)
+        return next(s for s in manifest.registered() if s.op == op and s.domain == "" and version in s.since)
 
     def __init__(self, spec, attrs: dict, since_version: int, input_types: list[str]):
         producer_spec = self._producer_spec()
@@ -176,7 +176,7 @@ class WithActivation(FusedProducer):
         if activation:
             op, count = ACTIVATIONS[activation]
             params = [float(p) for p in self.activation_params(attrs)[:count]] + [0.0, 0.0]
-            code = next(s.constants["op"] for s in manifest.load() if s.op == op and s.domain == "")
+            code = next(s.constants["op"] for s in manifest.registered() if s.op == op and s.domain == "")
             steps.append(Step(KIND_UNARY, code, (value,), params[0], params[1]))
         producer.output_count = 1
         super().__init__(spec, producer, [0, 1, 2], Epilogue(steps, MODE_FULL if has_z else MODE_NONE) if steps

@@ -40,7 +40,7 @@ def reduce_op_code(op: str) -> int:
     """reduce.comp's op code of a reduction (its manifest entry's `op` constant)."""
     from vkep.kernels import manifest  # (at call time: the manifest names this module's kernels)
 
-    return next(s.constants["op"] for s in manifest.load() if s.op == op and s.impl == "reduce.Reduce")
+    return next(s.constants["op"] for s in manifest.registered() if s.op == op and s.impl == "reduce.Reduce")
 
 
 def reduce_geometry(n_red: int, n_out: int, passes: int = 1) -> tuple[tuple[int, int], tuple[int, int, int]]:

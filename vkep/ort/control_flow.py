@@ -149,7 +149,7 @@ def _scan_transpose(this, permutation, n, value, stream, output):
     host = InPlace(gpu, import_host)  # on a unified device ORT may hand over host memory as it is
     try:
         x, y = _tensor(host, value), _tensor(host, output)
-        spec = next(s for s in manifest.load() if s.op == "Transpose")
+        spec = next(s for s in manifest.registered() if s.op == "Transpose")
         kernel = implementation(spec)(spec, {"perm": [permutation[i] for i in range(n)]}, spec.since[-1], [x.dtype])
         kernel.compute(_DeviceCall(gpu, gpu_stream, [x], [y]))
     finally:

@@ -62,7 +62,7 @@ def kernel_types(spec, info) -> dict[str, list[str]]:
 
 def _build_registry(device, info):
     lib, ffi = api.lib, api.ffi
-    specs = manifest.load()
+    specs = manifest.registered()
     out = ffi.new("OrtKernelRegistry**")
     api.check(lib.ep_CreateKernelRegistry(out))
     registry = out[0]
