@@ -69,3 +69,23 @@ def test_unsupported_forms_stay_on_the_cpu_ep(ep_devices, equation, shapes):
     assert [ep for _, _, ep in runner.placement(session)] == ["CPUExecutionProvider"]
     feeds = {f"x{i}": np.full(s, 0.5, np.float32) for i, s in enumerate(shapes)}
     np.testing.assert_allclose(session.run(None, feeds)[0], runner.cpu_session(model).run(None, feeds)[0])
+
+
+@pytest.mark.parametrize("shapes_known", [True, False])
+def test_a_long_contraction_over_unfoldable_batches(ep_devices, shapes_known):
+    """K of 130,000 with two batch indices that do not fold into one (A's and B's outer strides non-zero): no
+    dispatch of matmul.comp sums it within lavapipe's loop count, so split-K takes it a dispatch a slice (its
+    one-dispatch slices use the batch's outer index). Its shapes seen at run time only, this failed the run; the
+    decisive product is the last of K."""
+    k = 130_000
+    shapes = [(2, 3, 2, k), (2, 2, k, 3)]
+    model = _model("aibk,bakj->abij", shapes if shapes_known else [["p", "q", "r", "s"], ["t", "u", "v", "w"]])
+    rng = np.random.default_rng(4)
+    feeds = {f"x{i}": rng.uniform(-1, 1, s).astype(np.float32) for i, s in enumerate(shapes)}
+    feeds["x0"][..., -1] = 1000.0
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    assert [op for _, op, _ in runner.placement(session)] == ["Einsum"]
+    want = runner.cpu_session(model).run(None, feeds)[0]
+    # (float32 sums of 130,000 terms in another order: within 1e-6 of the sum of magnitudes; one term lost is 1,000)
+    bound = np.einsum("aibk,bakj->abij", np.abs(feeds["x0"]).astype(np.float64), np.abs(feeds["x1"]))
+    assert np.all(np.abs(session.run(None, feeds)[0] - want) <= 1e-6 * bound)

@@ -18,6 +18,7 @@ from vkep.kernels.base import (
     grid_1d,
     holds_constant,
     shader_dtype,
+    tensor_bytes,
     value_variant,
 )
 from vkep.kernels.elementwise import Float32Outputs, as_float32, broadcast_shape, broadcast_strides, collapse
@@ -201,11 +202,12 @@ class _Tiled(Kernel):
         gives it (not interleaved), the batch in one index (its outer index is the slice's), K a multiple of
         the count (the slices' pair loads want an even length: chosen first)."""
         m, n, k = members["M"], members["N"], members["K"]
-        if (a.dtype != "float32" or self.b_interleaved or members["a_outer"] or members["b_outer"] or k < 2
-                or self.device_info is None):
+        if a.dtype != "float32" or self.b_interleaved or k < 2 or self.device_info is None:
             return 1
         if tiled_loops(k) > MAX_LOOP:  # past what the tiled mode of one dispatch can sum: slices of at most MAX_LOOP
-            want = -(-k // MAX_LOOP)
+            want = -(-k // MAX_LOOP)  # (with outer strides too: a dispatch a slice, see _record_split)
+        elif members["a_outer"] or members["b_outer"]:
+            return 1
         else:
             default = {**SPLIT_K, "tiles": os.cpu_count() or 2} if _on_cpu_device(self) else SPLIT_K
             split = tuning.choice(self.device_info, "splitk", default)
@@ -227,7 +229,16 @@ class _Tiled(Kernel):
         p = members
         m, n = p["M"], p["N"]
         partials = call.scratch((slices * batches, m, n), "float32")
-        self._product(call, a, b, None, lambda: partials, slice_members(members, batches, slices), slices * batches)
+        if p["a_outer"] or p["b_outer"]:  # (the batch's outer index is taken: a dispatch a slice, A and B viewed
+            ks = p["K"] // slices        # from the slice's start)
+            sliced = {**p, "K": ks}
+            for s in range(slices):
+                a_s, b_s, part = (t.view(tensor_bytes(start, t.dtype), (t.size - start,)) for t, start in (
+                    (a, s * ks * p["a_k"]), (b, s * ks * p["b_k"]), (partials, s * batches * m * n)))
+                self._product(call, a_s, b_s, None, lambda part=part: part, sliced, batches)
+        else:
+            self._product(call, a, b, None, lambda: partials, slice_members(members, batches, slices),
+                          slices * batches)
         count = batches * m * n
         call.dispatch("splitk.comp", shader_dtype(y), {},
                       {"partials": partials, "c": c, "y": y, "count": count, "slices": slices, "M": m, "N": n,
