@@ -372,7 +372,7 @@ def col2im(rng) -> Case | None:
                 {"image": np.array(image, np.int64), "block": np.array(block, np.int64)}, tol={"rtol": 0.0, "atol": 0.0})
 
 
-def tree_ensembles(rng) -> Case:
+def tree_ensembles(rng) -> Case | None:
     """ai.onnx.ml TreeEnsemble (5), TreeEnsembleRegressor and TreeEnsembleClassifier (1, 3): random trees of every
     node mode (sets for TreeEnsemble), NaN inputs, every aggregate and post transform, float32/float64, 0-70 rows."""
     from onnx import helper
@@ -403,6 +403,8 @@ def tree_ensembles(rng) -> Case:
     base = [float(b) for b in rng.standard_normal(classes)] if rng.random() < 0.5 else None
     attrs = v3_attributes(forest, targets, "class", as_tensor, base)
     attrs.update(classlabels_int64s=[int(v) for v in rng.choice(100, classes, replace=False)], post_transform=post)
+    if classes == 2 and targets == 1 and post == "PROBIT" and len(base or ()) != 2:
+        return None  # (ORT leaves the second probability unwritten, garbage: vkep declines it, test_tree_ensemble)
     return Case(op, 3 if as_tensor else 1, [x], attrs, outputs=2, domain="ai.onnx.ml", tol=tol)
 
 

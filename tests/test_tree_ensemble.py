@@ -446,3 +446,20 @@ def _attrs(node: onnx.NodeProto) -> dict:
         v = helper.get_attribute_value(a)
         out[a.name] = numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
     return out
+
+
+@pytest.mark.parametrize("ids,declined", [(1, True), (2, False)])
+def test_probit_of_two_classes_scored_by_one(ep_devices, ids, declined):
+    """Two classes that only class 0's weights score, PROBIT: ORT's CPU EP writes the first probability and leaves
+    the second as its memory was (garbage, run to run: a fuzz case, seed 870172), as for LinearClassifier: declined.
+    Weights for both classes: both written, on vkep."""
+    forest = random_trees(7, 12, ids, modes=range(6), single_leaf_trees=False)
+    node = helper.make_node("TreeEnsembleClassifier", ["X"], ["label", "probabilities"], domain=ML,
+                            classlabels_int64s=[4, 9], post_transform="PROBIT",
+                            **v3_attributes(forest, ids, "class", False, None))
+    attrs = {k: [x.decode() if isinstance(x, bytes) else x for x in v] if isinstance(v, list) else
+             v.decode() if isinstance(v, bytes) else v for k, v in _attrs(node).items()}  # (as ORT gives them)
+    reason = trees.TreeEnsembleClassifier.declines(None, attrs, 1, [2], ["float32"])
+    assert ("unwritten" in (reason or "")) == declined, reason
+    if not declined:
+        check(model_of(node, "float32", ["int64", "float32"], 2, 1), "float32", False)

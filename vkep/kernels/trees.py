@@ -539,6 +539,11 @@ class TreeEnsembleClassifier(TreeEnsembleBase):
         packed = pack_v3({**attrs, "n_targets": len(labels), "aggregate_function": "SUM"}, x_dtype, "class")
         if len(packed.base) not in ((0, 1, 2) if len(labels) == 2 else (0, len(labels))):
             raise UnsupportedError(f"{len(packed.base)} base values for {len(labels)} classes")
+        if (len(labels) == 2 and attrs.get("post_transform", "NONE") == "PROBIT" and len(packed.base) != 2
+                and set(_values(attrs, "class_ids").tolist()) == {0}):
+            # (ORT writes one score, leaving the second as its memory was: LinearClassifier's case too)
+            raise UnsupportedError("PROBIT of two classes that only class 0's weights score: ORT leaves the second "
+                                   "probability unwritten")
         return packed
 
     def labels(self, attrs: dict) -> np.ndarray | None:

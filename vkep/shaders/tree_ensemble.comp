@@ -330,6 +330,7 @@ void write_class_scores(uint s, uint count, float v[2], REAL w, int additional) 
     float f = float(r);
     if (pc.post == POST_PROBIT) {
         Floats(pc.y).v[at] = probit(f);
+        Floats(pc.y).v[at + 1u] = 0.0;  // (ORT leaves this one unwritten: where that is known, the node is declined)
     } else if (additional == 0 || additional == 1) {
         Floats(pc.y).v[at] = float(rnd(REAL(1.0) - r));
         Floats(pc.y).v[at + 1u] = f;
