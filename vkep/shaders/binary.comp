@@ -48,18 +48,71 @@ COMP_TY pow_op(uint ia, uint ib) {
     return float_to_y(pow_float(float(x), e));  // integer base, float exponent: as C, through float
 #else
     // both integers: as ORT, static_cast<T>(std::pow(x, e)); negative exponents truncate toward 0
+#if DTYPE == 3
+    if (e >= 9007199254740992l || e <= -9007199254740992l) e &= ~1l;  // (pow's double exponent: even past 2^53)
+#endif
     if (e < 0) {
         if (x == 1) return COMP_TY(1);
         if (x == -1) return (e & 1) != 0 ? COMP_TY(-1) : COMP_TY(1);
         if (x == 0) return float_to_y(uintBitsToFloat(0x7f800000u));
         return COMP_TY(0);
     }
+#if DTYPE_Y == 2
+    // int32: the power is exact in pow's double where it fits int32; past it the conversion back gives INT_MIN
+    // (x86-64's value for an out-of-range double), not the wrapped product
+    int64_t r = 1l, b = int64_t(x);
+    for (COMP_T k = e; k != 0; k >>= 1) {
+        if ((k & 1) != 0) {
+            r *= b;  // (|r|, |b| <= 2^31: no int64 overflow)
+            if (r > 2147483647l || r < -2147483648l) return -2147483647 - 1;
+        }
+        if ((k >> 1) != 0) {
+            b *= b;
+            if (b > 2147483648l) return -2147483647 - 1;  // (a bit of e is left: r will take this factor)
+        }
+    }
+    return int(r);
+#elif DTYPE_Y == 3
+    // int64: pow's double holds 53 bits, so a power past 2^53 comes back rounded to them (to nearest, ties to
+    // even), and one past int64 as INT64_MIN
+    const int64_t MIN64 = -9223372036854775807l - 1l;
+    int64_t r = 1l, b = x;
+    for (COMP_T k = e; k != 0; k >>= 1) {
+        if ((k & 1) != 0) {
+            if (b == MIN64 || r == MIN64) {  // (|b| or |r| is 2^63: the product fits only times 1 or 0)
+                int64_t other = b == MIN64 ? r : b;
+                if (abs(other) > 1l) return MIN64;
+                r = other == 0l ? 0l : MIN64;  // (-2^63 times -1 is 2^63: out of range, INT64_MIN too)
+            } else if (b != 0l && abs(r) > 9223372036854775807l / abs(b)) {
+                return MIN64;
+            } else {
+                r *= b;
+            }
+        }
+        if ((k >> 1) != 0) {
+            if (abs(b) > 3037000499l) return MIN64;  // (b * b > 2^63, and a bit of e is left for it)
+            b *= b;
+        }
+    }
+    uint64_t m = uint64_t(r < 0l ? -r : r);  // (r = INT64_MIN: 2^63, as the conversion gives it)
+    uint hi = uint(m >> 32);
+    int bits = hi != 0u ? findMSB(hi) + 33 : findMSB(uint(m)) + 1;
+    if (bits > 53) {
+        int shift = bits - 53;
+        uint64_t q = m >> shift, rest = m & ((1ul << shift) - 1ul), tie = 1ul << (shift - 1);
+        if (rest > tie || (rest == tie && (q & 1ul) != 0ul)) q += 1ul;
+        m = q << shift;
+    }
+    if (m >= 9223372036854775808ul) return MIN64;
+    return r < 0l ? -int64_t(m) : int64_t(m);
+#else
     COMP_TY r = COMP_TY(1);
     for (COMP_T k = e; k != 0; k >>= 1) {
         if ((k & 1) != 0) r *= x;
         x *= x;
     }
     return r;
+#endif
 #endif
 }
 
