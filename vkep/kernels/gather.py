@@ -43,6 +43,19 @@ def _members(n: int, p: list[int], rank: int = 0, dims=(), strides=()) -> dict:
             "strides": list(strides)}
 
 
+def _chunks(length: int, most: int) -> list[tuple[int, int]]:
+    """[first, end) runs of at most `most` covering range(length) (one, empty, for 0)."""
+    return [(first, min(first + most, length)) for first in range(0, length, most)] or [(0, 0)]
+
+
+def _range(mode: int, first: int, end: int) -> dict:
+    """scatter.comp's push members that bound a dispatch's walk: ScatterND's rows (p3, p2), ScatterElements' line
+    (p2, p3); the other modes walk nothing."""
+    if mode == SCATTER_ND_REDUCE:
+        return {"p3": first, "p2": end}
+    return {"p2": first, "p3": end} if mode == SCATTER_ELEMENTS else {}
+
+
 class _Indexed(Kernel):
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
@@ -116,12 +129,12 @@ class Scatter(_Indexed):
             if k > len(shape) or ushape != ishape[:-1] + shape[k:]:
                 raise UnsupportedError(f"ScatterND: updates {ushape} do not fit indices {ishape} / data {shape}")
             if self.reduction == 0:
-                mode, n = SCATTER_ND, rows * inner
+                mode, n, chunks = SCATTER_ND, rows * inner, [(0, rows)]
             else:
+                # (an invocation walks the rows in order, each its K indices: K + 2 loop steps a row; a dispatch
+                # takes as many rows as lavapipe's loop count allows, the next one the rows after them)
                 mode, n = SCATTER_ND_REDUCE, inner
-            # (a reduction: an invocation walks every row, each its K indices: rows x (K + 2) loop steps at most)
-            if self.reduction and rows * (k + 2) + 4 > LOOP_BUDGET:
-                raise UnsupportedError(f"ScatterND: a reduction over {rows} rows past one invocation's loop budget")
+                chunks = _chunks(rows, max(1, (LOOP_BUDGET - 4) // (k + 2)))
             members = _members(n, [inner, k, rows], 0, shape[:k], contiguous_strides(shape)[:k])
         else:
             rank = len(shape)
@@ -129,12 +142,12 @@ class Scatter(_Indexed):
             if len(ishape) != rank or ushape != ishape:
                 raise UnsupportedError(f"ScatterElements: indices {ishape}, updates {ushape}, data {shape}")
             mode = SCATTER_ELEMENTS
-            # (an invocation walks an update line along the axis, and the dimensions twice)
-            if ushape[axis] + 2 * rank + 4 > LOOP_BUDGET:
-                raise UnsupportedError(f"ScatterElements: lines of {ushape[axis]} past one invocation's loop budget")
+            # (an invocation walks its update line along the axis in order, and the dimensions twice: a dispatch
+            # takes as much of the line as lavapipe's loop count allows, the next one the rest)
+            chunks = _chunks(ushape[axis], LOOP_BUDGET - 2 * rank - 4)
             n = math.prod(ushape) // ushape[axis] if ushape[axis] else 0
             members = _members(n, [axis, shape[axis]], rank, ushape, contiguous_strides(shape))
-        return _members(math.prod(shape), []), (mode, members)
+        return _members(math.prod(shape), []), (mode, members, chunks)
 
     @property
     def reduction(self) -> int:
@@ -145,7 +158,7 @@ class Scatter(_Indexed):
 
     def compute(self, call) -> None:
         x, idx, upd = call.inputs[:3]
-        copy, (mode, members) = self._cached(call)
+        copy, (mode, members, chunks) = self._cached(call)
         y = call.output(0, x.shape)
         if not y.size:
             return
@@ -154,9 +167,10 @@ class Scatter(_Indexed):
                       {**copy, "x": x, "idx": None, "upd": None, "y": y, "err": None}, grid_1d(y.size, WG), [x], [y])
         if members["n"]:
             dtype = value_variant(x) if self.reduction else moved
-            call.dispatch("scatter.comp", dtype, {"mode": mode, "idx64": i64, "reduce": self.reduction},
-                          {**members, "x": None, "idx": idx, "upd": upd, "y": y, "err": call.error_word()},
-                          grid_1d(members["n"], WG), [idx, upd, y], [y])
+            for first, end in chunks:  # (in order: each dispatch reduces into what the one before left)
+                call.dispatch("scatter.comp", dtype, {"mode": mode, "idx64": i64, "reduce": self.reduction},
+                              {**members, **_range(mode, first, end), "x": None, "idx": idx, "upd": upd, "y": y,
+                               "err": call.error_word()}, grid_1d(members["n"], WG), [idx, upd, y], [y])
 
 
 class TensorScatter(Kernel):

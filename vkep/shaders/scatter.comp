@@ -7,9 +7,10 @@
 // update's. The FLOAT64 variant (common.glsl's VAL) reduces float64 updates in double; float64 moves (the copy,
 // reduction none) take the int64 variant.
 //   MODE 1 ScatterND, no reduction: one invocation per update element; p0 inner (slice size), p1 K
-//   MODE 2 ScatterND, reduction: one invocation per slice position r < inner, looping over the p2 rows
-//   MODE 3 ScatterElements: one invocation per update line along the axis; dims = updates' shape,
-//          strides = data strides, p0 axis, p1 data axis length
+//   MODE 2 ScatterND, reduction: one invocation per slice position r < inner, looping over the rows [p3, p2)
+//          (a dispatch each run of rows that lavapipe's loop count allows, in order)
+//   MODE 3 ScatterElements: one invocation per update line along the axis, its elements [p2, p3) (likewise);
+//          dims = updates' shape, strides = data strides, p0 axis, p1 data axis length
 //   MODE 4 TensorScatter: one invocation per update element, the update [outer, seq, inner] written at rows
 //          write_indices[b] + s of the cache [outer, max_seq, inner] (b = the outer row / dims[0]); p0 inner,
 //          p1 seq, p2 max_seq, p3 1: circular (rows mod max_seq), 0: linear (past the end: an index error);
@@ -74,7 +75,7 @@ void main() {
     } else if (MODE == 1) {
         put(nd_target(i / pc.p0, i % pc.p0), LOAD_VAL(pc.upd, i));
     } else if (MODE == 2) {
-        for (uint row = 0; row < pc.p2; ++row) put(nd_target(row, i), LOAD_VAL(pc.upd, row * pc.p0 + i));
+        for (uint row = pc.p3; row < pc.p2; ++row) put(nd_target(row, i), LOAD_VAL(pc.upd, row * pc.p0 + i));
     } else if (MODE == 4) {
         uint r = i % pc.p0, line = i / pc.p0;
         uint row = line % pc.p1, outer = line / pc.p1;
@@ -95,7 +96,7 @@ void main() {
             rem /= pc.dims[d];
             if (d != int(axis)) dst += c * pc.strides[d];
         }
-        for (uint l = 0; l < len; ++l) {
+        for (uint l = pc.p2; l < pc.p3; ++l) {
             uint k = base + l * inner;
             put(dst + index_at(k, pc.p1) * pc.strides[axis], LOAD_VAL(pc.upd, k));
         }
