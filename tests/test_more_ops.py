@@ -216,6 +216,23 @@ def test_unique_sorts_long_inputs(ep_devices, is_sorted):
     check_node("Unique", {"x": x}, 28, outputs=UNIQUE_OUTPUTS, sorted=is_sorted, axis=0)
 
 
+@pytest.mark.parametrize("is_sorted", [1, 0])
+def test_unique_sorts_past_one_workgroup(ep_devices, is_sorted):
+    """Past SORT_MAX items of one element the bitonic network runs a dispatch a step (they were left to the CPU EP:
+    survey 12's connected-components labels over a 320 x 320 map, 102,400 items): just past it, a pixel map's
+    labels, both zeros and infinities among floats (NaN: test_unique_nan_as_numpy), and a length the scan's loop
+    count still takes."""
+    from vkep.kernels import nonzero
+    rng = np.random.default_rng(9)
+    labels = rng.integers(0, 700, 102_400).astype(np.int64)
+    floats = _repeats((nonzero.SORT_MAX + 1,), "float32", 2000)
+    floats[::97], floats[5::89], floats[7::83] = np.inf, -0.0, 0.0
+    for x in (_repeats((nonzero.SORT_MAX + 1,), "int64", 30_000), labels, floats):
+        check_node("Unique", {"x": x}, 11, outputs=UNIQUE_OUTPUTS, sorted=is_sorted)
+    longest = max(m for m in range(1_800_000, 2_000_000, 64) if nonzero.groups_loops(m) <= nonzero.LOOP_BUDGET)
+    assert nonzero.groups_loops(longest + 64) > nonzero.LOOP_BUDGET  # (past it: declined, as Unique.compute says)
+
+
 @pytest.mark.parametrize("axis", [0, 1, -1, 2])
 @pytest.mark.parametrize("is_sorted", [1, 0])
 def test_unique_slices(ep_devices, axis, is_sorted):

@@ -53,9 +53,15 @@ def place_nonzero(call, x: Tensor, n: int, dims: tuple[int, ...], make_output: C
 
 UNIQUE = "unique.comp"
 UNIQUE_WG = 64  # unique.comp's workgroup
-FIRST, PLACE_DISTINCT, INVERSE, SORT, GROUPS = 0, 1, 2, 3, 4  # unique.comp's modes
+FIRST, PLACE_DISTINCT, INVERSE, SORT, GROUPS, SORT_STEP = 0, 1, 2, 3, 4, 5  # unique.comp's modes
 UNIQUE_WORK = 2**27  # element comparisons a node may take where unique.comp compares every pair of items
-SORT_MAX = 2**15  # items of one element sorted (one workgroup's bitonic network within lavapipe's loop budget)
+SORT_MAX = 2**15  # items of one element sorted by one workgroup's bitonic network (within lavapipe's loop budget)
+
+
+def groups_loops(m: int) -> int:
+    """Loop steps of unique.comp's scan of the sorted items (MODE 4): each of its 64 lanes walks its chunk twice
+    and the chunks before it."""
+    return 2 * -(-m // UNIQUE_WG) + UNIQUE_WG + 4
 
 
 class Unique(Kernel):
@@ -79,7 +85,10 @@ class Unique(Kernel):
         if m and not length:
             raise UnsupportedError("Unique of empty slices (ORT's CPU EP aborts)")
         # (unique.comp's pairs: each of m items costs its element loop and two leaving passes, as lavapipe counts)
-        if m > SORT_MAX if length == 1 else m * (length + 2) > LOOP_BUDGET or m * m * length > UNIQUE_WORK:
+        # (items of one element are sorted: past SORT_MAX a dispatch a step of the network, as far as the scan of
+        # the sorted items stays within lavapipe's loop count)
+        if groups_loops(m) > LOOP_BUDGET if length == 1 else m * (length + 2) > LOOP_BUDGET or m * m * length > \
+                UNIQUE_WORK:
             raise UnsupportedError(f"Unique of {m} items of {length} elements (unique.comp compares every pair)")
 
         def outputs(distinct: int) -> list[Tensor | None]:
@@ -93,7 +102,7 @@ class Unique(Kernel):
         if m == 0:
             outputs(0)
             return
-        sort = length == 1 and m <= SORT_MAX  # (single elements: a sort instead of comparing every pair)
+        sort = length == 1  # (single elements: a sort instead of comparing every pair)
         padded = 1 << max(m - 1, 1).bit_length() if sort else 0
         words = call.scratch((4 * m + padded,), "int32")
         first, counts_of, flags, slot = (Tensor(words.addr + 4 * m * k, (m,), "int32", words.io) for k in range(4))
@@ -101,9 +110,16 @@ class Unique(Kernel):
         dtype, constants = base.value_variant(x), {"sorted": int(self.attrs["sorted"] != 0)}
         push = {"x": x, "y": None, "indices": None, "inverse": None, "counts": None, "first": first,
                 "counts_of": counts_of, "flags": flags, "reps": None, "slot": slot, "order": order, "m": m,
-                "len": length, "inner": inner, "distinct": 0, "padded": padded, "ranked": int(sort)}
-        if sort:
+                "len": length, "inner": inner, "distinct": 0, "padded": padded, "ranked": int(sort), "step": 0}
+        if sort and m <= SORT_MAX:
             call.dispatch(UNIQUE, dtype, {"mode": SORT, **constants}, push, (1, 1, 1), [x], [order])
+        elif sort:  # (the network a step a dispatch: log2(padded) (log2(padded) + 1) / 2 of them, after the fill)
+            steps = [0] + [size << 8 | stride for size in range(1, padded.bit_length())
+                           for stride in range(size - 1, -1, -1)]
+            for step in steps:
+                call.dispatch(UNIQUE, dtype, {"mode": SORT_STEP, **constants}, {**push, "step": step},
+                              grid_1d(padded // 2, UNIQUE_WG), [x, order], [order])
+        if sort:
             call.dispatch(UNIQUE, dtype, {"mode": GROUPS, **constants}, push, (1, 1, 1), [x, order],
                           [first, counts_of, flags, slot])
         else:

@@ -14,6 +14,8 @@
 // of two, in device memory); MODE 4 walks the sorted order in 64 chunks (a scan): each group of equal items has
 // its head (its first occurrence), so first[], counts_of[] and flags[] as MODE 0 writes them, and slot[head] = the
 // group's rank (MODE 1 then reads its place there: `ranked`).
+// Past SORT_MAX items (one workgroup's network within lavapipe's loop count), MODE 5 sorts them a dispatch a step of
+// the network, an invocation a pair (`step`: log2 of the network's size << 8 | log2 of the stride; 0 fills `order`).
 // FLOAT64: float64 items, compared in double (common.glsl's VAL). A zero address: that output is not wanted. Loops per invocation: m * len (MODE 0), distinct * len (MODE 1),
 // log2(padded)^2 / 2 * padded / 128 (MODE 3), 2 * m / 64 + 64 (MODE 4). MODE 3 and 4 take items of one element.
 #extension GL_GOOGLE_include_directive : require
@@ -30,7 +32,7 @@ layout(buffer_reference, scalar, buffer_reference_align = 4) coherent buffer Sha
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y, indices, inverse, counts, first, counts_of, flags, reps, slot, order;
-    uint m, len, inner, distinct, padded, ranked;
+    uint m, len, inner, distinct, padded, ranked, step;
     GROUP_BASE;
 } pc;
 
@@ -97,6 +99,23 @@ void sort_items() {
     }
 }
 
+// one step of the bitonic network (MODE 5): the pairs sort_items' inner loop takes, each its own invocation
+void sort_step() {
+    Words order = Words(pc.order);
+    uint p = FLAT_ID(WG);
+    if (p >= pc.padded / 2u) return;
+    if (pc.step == 0u) {
+        order.v[2u * p] = 2u * p < pc.m ? 2u * p : PAD;
+        order.v[2u * p + 1u] = 2u * p + 1u < pc.m ? 2u * p + 1u : PAD;
+        return;
+    }
+    uint size = 1u << (pc.step >> 8u), stride = 1u << (pc.step & 0xffu);
+    uint a = (p / stride) * stride * 2u + p % stride, b = a + stride;
+    uint va = order.v[a], vb = order.v[b];
+    bool up = (a & size) == 0u;
+    if (before(vb, va) == up) { order.v[a] = vb; order.v[b] = va; }
+}
+
 // the groups of equal items in sorted order: each lane a chunk, heads counted, then each group's head and rank
 void scan_groups() {
     Words order = Words(pc.order), first = Words(pc.first), slot = Words(pc.slot);
@@ -128,6 +147,7 @@ void scan_groups() {
 void main() {
     if (MODE == 3) { sort_items(); return; }
     if (MODE == 4) { scan_groups(); return; }
+    if (MODE == 5) { sort_step(); return; }
     uint i = FLAT_ID(WG);
     Words first = Words(pc.first), slot = Words(pc.slot);
     if (MODE == 0) {
