@@ -45,12 +45,14 @@ def _check(model, feeds: dict, what: str) -> None:
 # one row of a constant B (packed: no M1), the columns' thread shares (K 300 over N 40: blocks from each share's
 # size), the rows' (3 rows over 2 threads: the last row alone takes the M1 kernel); one column of B computed (MLAS's
 # M1 kernel for a transposed B, A's rows its columns: a row share's blocks of 4, 2 and 1), batched, and constant
-# (packed: the FMA3 kernel); a long GEMV (many blocks of columns, their loads shared)
+# (packed: the FMA3 kernel); a long GEMV (many blocks of columns, their loads shared); many batches of few blocks
+# (folded into the grid: a box extractor's 102,400 products of 2 x 2 by 2 x 1 took 2.9 s, a workgroup each)
 MATMULS = [((1, 12, 16, 64), (1, 12, 64, 16), False), ((1, 12, 16, 16), (1, 12, 16, 64), False),
            ((1, 67), (67, 32), False), ((4, 1, 67), (67, 32), False), ((8, 768), (768, 96), True),
            ((1, 300), (300, 40), True), ((16, 300), (300, 40), False), ((3, 11000), (11000, 2), False),
            ((300, 77), (77, 1), False), ((3, 20, 9), (3, 9, 1), False), ((1000, 13), (13, 1), True),
-           ((1, 150), (150, 603), False)]
+           ((1, 150), (150, 603), False), ((102_400, 2, 2), (102_400, 2, 1), False),
+           ((7, 700, 3, 5), (7, 700, 5, 9), False)]
 
 
 @pytest.mark.parametrize("a_shape,b_shape,constant", MATMULS, ids=[f"{a}x{b}{'c' if c else ''}" for a, b, c in MATMULS])

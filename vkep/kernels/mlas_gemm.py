@@ -12,7 +12,7 @@ larger ones take matmul.comp's tiles (within float32 rounding of the CPU EP)."""
 from __future__ import annotations
 
 from vkep.kernels import host
-from vkep.kernels.base import LOOP_BUDGET, Kernel, Tensor
+from vkep.kernels.base import LOOP_BUDGET, Kernel, Tensor, grid_1d
 
 ENABLED = True  # the switch: False sends every product to matmul.comp
 # Multiply-adds (batches x M x N x K) up to which a product takes this path: its cost. It runs ~0.2-0.4 G multiply-adds
@@ -30,7 +30,7 @@ M1_LOOPS = 23
 SHADER = "mlas_gemm.comp"
 WG = 64  # mlas_gemm.comp's workgroup
 BLOCK = 4  # ... and the rows and columns of y an invocation computes (its RB, CB)
-PACKED, TRANS_A, TRANS_B, INTERLEAVED, COLUMNS, A_PAIRS, B_PAIRS = 1, 2, 4, 8, 16, 32, 64  # mlas_gemm.comp's flags
+PACKED, TRANS_A, TRANS_B, INTERLEAVED, COLUMNS, A_PAIRS, B_PAIRS, FOLDED = 1, 2, 4, 8, 16, 32, 64, 128  # its flags
 
 
 def variant(kernel: Kernel, a: Tensor, b: Tensor, members: dict, batches: int, *, packed: bool, trans_b: bool,
@@ -84,11 +84,14 @@ def record(kernel: Kernel, call, dtype: str, a: Tensor, b: Tensor, c: Tensor | N
     threads_m, threads_n = host.sgemm_threads(rows, n, k, gemms)
     flags = (PACKED * packed | TRANS_A * trans_a | TRANS_B * trans_b | INTERLEAVED * interleaved
              | COLUMNS * (threads_n > 1) | A_PAIRS * _pairs(members, "a", "a_m") | B_PAIRS * _pairs(members, "b", "b_n"))
-    push = {**members, "a": a, "b": b, "c": c, "y": y, "rows": rows, "threads": max(threads_m, threads_n),
-            "flags": flags}
     blocks = -(-m // BLOCK) * -(-n // BLOCK)
-    call.dispatch(SHADER, dtype, {}, push, (-(-blocks // WG), 1, batches), [a, b] + ([c] if c is not None else []),
-                  [y])
+    # (a workgroup's lanes over several batches' blocks; their count in flags' high bits: the push block is full,
+    # and batches x M x N x K <= MAX_MACS keeps it within 24 bits)
+    folded = batches > 1 and blocks < WG
+    push = {**members, "a": a, "b": b, "c": c, "y": y, "rows": rows, "threads": max(threads_m, threads_n),
+            "flags": flags | (FOLDED | batches << 8) * folded}
+    grid = grid_1d(batches * blocks, WG) if folded else (-(-blocks // WG), 1, batches)
+    call.dispatch(SHADER, dtype, {}, push, grid, [a, b] + ([c] if c is not None else []), [y])
 
 
 def _pairs(members: dict, t: str, row: str) -> bool:
