@@ -150,6 +150,11 @@ def test_large_products_keep_the_tiles(ep_devices):
     assert variant(weights, f32, product(mlas_gemm.MAX_MACS_CONSTANT_B + 4096), 1) is None
     assert variant(computed, f32, product(mlas_gemm.MAX_MACS), 2) is None
     assert variant(computed, f16, product(4096), 1) is None
+    # ConvTranspose's columns W^T X of a constant W: a weight layer's bound, whichever operand is the constant
+    for macs, exact in ((mlas_gemm.MAX_MACS_CONSTANT_B, True), (mlas_gemm.MAX_MACS_CONSTANT_B + 4096, False)):
+        found = mlas_gemm.variant(computed, f32, f32, product(macs), 1, packed=False, trans_b=False,
+                                  interleaved=False, weights=True)
+        assert (found is not None) == exact
 
 
 # (op, A, B, attributes, B constant, on mlas_gemm.comp): the longest K of an invocation's loop budget as lavapipe counts

@@ -34,13 +34,14 @@ PACKED, TRANS_A, TRANS_B, INTERLEAVED, COLUMNS, A_PAIRS, B_PAIRS, FOLDED = 1, 2,
 
 
 def variant(kernel: Kernel, a: Tensor, b: Tensor, members: dict, batches: int, *, packed: bool, trans_b: bool,
-            interleaved: bool) -> str | None:
+            interleaved: bool, weights: bool = False) -> str | None:
     """The dtype of the mlas_gemm.comp variant that computes this product as the CPU EP does, or None where vkep
     does not follow it: another host (MLAS adds in another order there), another type, a product past MAX_MACS or
     an invocation past lavapipe's loop budget (invocation_loops). `packed`, `trans_b`, `interleaved`: how the
-    product reads B, as `record` is then told."""
+    product reads B, as `record` is then told; `weights`: one operand is a constant (a weight layer's bound, as a
+    constant B's: ConvTranspose's W)."""
     m, n, k = members["M"], members["N"], members["K"]
-    bound = MAX_MACS_CONSTANT_B if getattr(kernel, "b_constant", False) else MAX_MACS
+    bound = MAX_MACS_CONSTANT_B if weights or getattr(kernel, "b_constant", False) else MAX_MACS
     if (not ENABLED or kernel.device_info is None or a.dtype != "float32" or b.dtype != "float32" or k == 0
             or batches * m * n * k > bound or not host.mlas_fma3()):
         return None
