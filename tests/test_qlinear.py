@@ -629,16 +629,22 @@ def _reference_global_pool(x, x_scale, x_zp, y_scale, y_zp) -> np.ndarray:
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
 @pytest.mark.parametrize("shape", [(1, 64, 7, 7), (2, 24, 13, 13), (1, 8, 1, 1), (1, 4, 56, 56), (1, 8, 10),
                                    (1, 2, 3, 4, 5), (0, 4, 3, 3), (1, 3, 300, 300)])
-def test_qlinear_global_average_pool(ep_devices, dtype, shape):
-    """Against the CPU EP and numpy (the int32 sum requantized), zero points at the extremes too."""
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_qlinear_global_average_pool(ep_devices, dtype, shape, channels_last):
+    """Against the CPU EP and numpy (the int32 sum requantized), zero points at the extremes too; channels_last:
+    [N, spatial..., C], as ORT's transpose optimizer leaves it in an NHWC model (survey 11's TFLite int8 nets)."""
     rng = np.random.default_rng(sum(shape))
     for trial in range(3):
         x = _ints(rng, shape, dtype)
         if trial == 2:
             x[...] = np.iinfo(dtype).max  # (the largest sums)
         params = _params(rng, dtype, ("x_scale", "x_zp", "y_scale", "y_zp"), extreme=trial > 0)
-        got = _run(_model("QLinearGlobalAveragePool", {"x": x}, params, domain=MS), {"x": x})
-        np.testing.assert_array_equal(got, _reference_global_pool(x, **params))
+        want = _reference_global_pool(x, **params)
+        if channels_last:
+            x, want = np.ascontiguousarray(np.moveaxis(x, 1, -1)), np.moveaxis(want, 1, -1)
+        got = _run(_model("QLinearGlobalAveragePool", {"x": x}, params, domain=MS, channels_last=channels_last),
+                   {"x": x})
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
@@ -653,12 +659,15 @@ def test_qlinear_global_average_pool(ep_devices, dtype, shape):
     ((1, 16, 7, 7), {"kernel_shape": [7, 7]}),  # the whole image: the CPU EP's global path
     ((1, 4, 3, 3), {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1]}),
     ((0, 4, 5, 5), {"kernel_shape": [3, 3]})])
-def test_qlinear_average_pool(ep_devices, dtype, shape, attrs):
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_qlinear_average_pool(ep_devices, dtype, shape, attrs, channels_last):
     rng = np.random.default_rng(len(shape) + len(attrs))
     for trial in range(3):
         x = _ints(rng, shape, dtype)
+        if channels_last:
+            x = np.ascontiguousarray(np.moveaxis(x, 1, -1))
         params = _params(rng, dtype, ("x_scale", "x_zp", "y_scale", "y_zp"), extreme=trial == 2)
-        _run(_model("QLinearAveragePool", {"x": x}, params, domain=MS, **attrs), {"x": x})
+        _run(_model("QLinearAveragePool", {"x": x}, params, domain=MS, channels_last=channels_last, **attrs), {"x": x})
 
 
 @pytest.mark.parametrize("kw", [1, 9])
@@ -686,15 +695,10 @@ def test_qlinear_average_pool_tall_windows_within_lavapipes_loop_count(ep_device
 
 
 def test_qlinear_pools_left_to_the_cpu_ep(ep_devices):
-    """channels_last, 3-D average pools and a QLinearConcat of more tensors than the native trampoline passes
-    (256 inputs) stay on the CPU EP."""
+    """3-D average pools and a QLinearConcat of more tensors than the native trampoline passes (256 inputs) stay on
+    the CPU EP."""
     rng = np.random.default_rng(3)
     params = _params(rng, "uint8", ("x_scale", "x_zp", "y_scale", "y_zp"))
-    x = _ints(rng, (1, 4, 4, 4), "uint8")
-    assert _placed(_model("QLinearGlobalAveragePool", {"x": x}, params, domain=MS, channels_last=1)) == {
-        "CPUExecutionProvider"}
-    assert _placed(_model("QLinearAveragePool", {"x": x}, params, domain=MS, kernel_shape=[2, 2],
-                          channels_last=1)) == {"CPUExecutionProvider"}
     x = _ints(rng, (1, 2, 4, 4, 4), "uint8")
     assert _placed(_model("QLinearAveragePool", {"x": x}, params, domain=MS, kernel_shape=[2, 2, 2])) == {
         "CPUExecutionProvider"}

@@ -558,14 +558,12 @@ class QLinearPool(Kernel):
     """com.microsoft QLinearGlobalAveragePool and QLinearAveragePool (manifest constant `global`) over NCHW
     8-bit tensors, as ORT's CPU EP computes them (qlinear_pool.comp): the global form, and an average pool
     whose window is the whole unpadded image, requantize an int32 sum; other windows average in float32.
-    Average pools with 1 or 2 spatial dims; channels_last is left to the CPU EP."""
+    Average pools with 1 or 2 spatial dims; channels_last ([N, spatial..., C]) too."""
 
     as_uint8 = False  # int8 tensors computed as the uint8 ones ORT's CPU EP makes of them (QLinearBinary's)
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
-        if attrs.get("channels_last", 0):
-            return f"{spec.op} with channels_last=1"
         rank = input_ranks[0]
         if not spec.constants.get("global") and rank is not None and rank not in (-1, 3, 4):
             return f"{spec.op} with X of rank {rank}: 1 or 2 spatial dims only"
@@ -581,8 +579,11 @@ class QLinearPool(Kernel):
         if y.size:
             ins = {"x": x, "x_scale": x_scale, "x_zp": xzp, "y_scale": y_scale, "y_zp": yzp}
             mode = 2 if signed and self.as_uint8 else int(signed)
-            call.dispatch(self.spec.shader, "uint8", {"global": is_global, "signed": mode, "count_pad": count_pad},
-                          {**geometry, **ins, "y": y, "n": y.size}, grid_1d(y.size, WG),
+            last = bool(self.attrs.get("channels_last", 0))
+            call.dispatch(self.spec.shader, "uint8", {"global": is_global, "signed": mode, "count_pad": count_pad,
+                                                      "channels_last": int(last)},
+                          {**geometry, **ins, "y": y, "n": y.size, "channels": x.shape[-1] if last else 1},
+                          grid_1d(y.size, WG),
                           [t for t in ins.values() if t is not None], [y])
 
     def _plan(self, xs: tuple[int, ...]) -> tuple:
@@ -590,7 +591,8 @@ class QLinearPool(Kernel):
         if len(xs) < 3:
             raise UnsupportedError(f"{op}: input {xs} has no spatial dims")
         n = len(xs) - 2
-        spatial = list(xs[2:])
+        last = bool(self.attrs.get("channels_last", 0))
+        spatial = list(xs[1:-1] if last else xs[2:])
         if self.spec.constants.get("global"):
             kernel, out, begin, end = spatial, [1] * n, [0] * n, [0] * n
         else:
@@ -602,7 +604,7 @@ class QLinearPool(Kernel):
             strides = list(self.attrs.get("strides") or [1] * n)
             out, begin, end = window_geometry(spatial, kernel, strides, [1] * n, self.attrs.get("pads"),
                                               self.attrs["auto_pad"], self.attrs.get("ceil_mode", 0))
-        out_shape = (*xs[:2], *out)
+        out_shape = (xs[0], *out, xs[-1]) if last else (*xs[:2], *out)
         if math.prod(out_shape) > MAX_ELEMENTS:
             raise UnsupportedError(f"{op}: output {out_shape} has more than {MAX_ELEMENTS} elements")
         # the CPU EP takes the global path where the window is the whole image and nothing is padded
