@@ -235,10 +235,15 @@ def test_log_softmax_equals_the_cpu_ep_bit_for_bit(ep_devices, shape, axis, opse
 @pytest.mark.parametrize("op,shape,axes,keepdims", [("ReduceSum", (1, 16, 50), [-1], 0), ("ReduceSum", (7, 33), [1], 1),
                                                      ("ReduceSum", (5, 100), None, 0), ("ReduceSum", (3, 7), [-1], 0),
                                                      ("ReduceSum", (2, 3, 4, 5), [2, 3], 0),
-                                                     ("ReduceMean", (6, 3, 70), [-1], 1), ("ReduceSum", (4, 2), [1], 0)])
+                                                     ("ReduceMean", (6, 3, 70), [-1], 1), ("ReduceSum", (4, 2), [1], 0),
+                                                     ("ReduceMean", (1, 96, 96, 64), [1, 2], 0),
+                                                     ("ReduceSum", (300, 40), [0], 1), ("ReduceMean", (1, 7, 7, 1280),
+                                                                                       [1, 2], 1)])
 def test_sums_equal_the_cpu_ep_bit_for_bit(ep_devices, op, shape, axes, keepdims):
     """ReduceSum and ReduceMean of float32 over trailing axes as ORT's CPU EP adds (Eigen's 4-float packets from each
-    row's first 16-byte aligned element: rows of every length mod 8 and starts mod 4, all axes, a short row)."""
+    row's first 16-byte aligned element: rows of every length mod 8 and starts mod 4, all axes, a short row); over
+    leading axes (an NHWC image's spatial mean, TFLite's MEAN through tf2onnx: 62 of 64 channels apart over 96 x 96
+    in vkep's tree) row by row in order, as its FastReduceRK adds."""
     if not _follows():
         pytest.skip("vkep follows the CPU EP's order on x86-64")
     x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)

@@ -120,11 +120,27 @@ def eigen_order(dtype: str, op: int, members: dict) -> bool:
             and eigen_loops(dtype, members["n_red"]) <= LOOP_BUDGET and host.cpu_flags() != frozenset())
 
 
+def rows_in_order(dtype: str, op: int, members: dict) -> bool:
+    """Whether reduce.comp sums in the CPU EP's row order (ORDER 2): float32 and float64 ReduceSum and ReduceMean over
+    one group of leading axes with the kept ones after it (FastReduceRK: the first row, then each next one added;
+    vkep's workgroups summed an NHWC image's spatial mean in a tree, 62 of 64 channels an ulp or more apart over
+    96 x 96), and for float64 also a group of middle axes (FastReduceKRK: Eigen's rowwise sums, in the same order
+    for doubles; float32's order there is Eigen's packets', not followed), an invocation an output: n_red loop steps
+    within the budget."""
+    red_dims, red_strides, out_dims = members["red_dims"], members["red_strides"], members["out_dims"]
+    one_group = all(d == 1 for d in red_dims[:-1]) and red_dims[-1] > 1
+    leading = all(d == 1 for d in out_dims[:-1])
+    return (EIGEN_ORDER and dtype in ("float32", "float64") and op in (0, 1) and one_group and red_strides[-1] > 1
+            and (leading or dtype == "float64") and members["n_red"] + 8 <= LOOP_BUDGET
+            and host.cpu_flags() != frozenset())
+
+
 def _record(call, code: int, x: Tensor, y: Tensor, members: dict, n_out: int, n_red: int) -> None:
     """One dispatch of reduce.comp's op `code` over reduce_plan's `members`: in Eigen's order where eigen_order takes
-    it (an invocation a row: eigen_loops steps, within the budget), else as reduce_geometry splits it."""
+    it (an invocation a row: eigen_loops steps, within the budget), in the CPU EP's row order where rows_in_order
+    does, else as reduce_geometry splits it."""
     (split, wg), groups = reduce_geometry(n_red, n_out, 2 if code == 8 else 1)  # (log-sum-exp: two passes)
-    order = int(eigen_order(x.dtype, code, members))
+    order = 1 if eigen_order(x.dtype, code, members) else 2 if rows_in_order(x.dtype, code, members) else 0
     if order:
         (split, wg), groups = (0, WG), grid_1d(n_out, WG)
     call.dispatch("reduce.comp", value_variant(x), {"op": code, "split": split, "local_size_x": wg, "order": order},

@@ -18,7 +18,9 @@ layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint SPLIT = 0;
 // 1 (SPLIT 0, float32 and float64 sums, means, max and min of contiguous rows: the reduced axes trailing): Eigen's
 // vectorised redux, as ORT's CPU EP computes them on x86-64 (ReduceAggregator*::FastReduceKR, Eigen built for SSE):
-// eigen_redux below
+// eigen_redux below. 2 (SPLIT 0, float32 and float64 sums and means over one group of leading or middle axes, the
+// kept ones trailing: an NHWC image's spatial mean): the CPU EP's FastReduceRK / KRK, the first reduced row and then
+// each next one added in order
 layout(constant_id = 3) const uint ORDER = 0;
 
 layout(push_constant, scalar) uniform Push {
@@ -227,6 +229,12 @@ void main() {
 #if IS_FLOAT
     if (ORDER == 1 && pc.n_red > 0u) {
         STORE_OUT(o, finish(eigen_redux(base, pc.n_red), m));
+        return;
+    }
+    if (ORDER == 2 && pc.n_red > 0u) {  // (the first element as it is: a sum of -0s stays -0)
+        ACC_T in_order = LOAD_X(base);
+        for (uint r = 1u; r < pc.n_red; ++r) in_order += LOAD_X(base + decode(r, pc.red_dims, pc.red_strides));
+        STORE_OUT(o, finish(in_order, m));
         return;
     }
 #endif
