@@ -441,10 +441,17 @@ def test_float64_needs_shader_float64():
 
 
 def _attrs(node: onnx.NodeProto) -> dict:
+    """The node's attributes as ORT gives them to a kernel: tensors as arrays, strings decoded."""
     out = {}
     for a in node.attribute:
         v = helper.get_attribute_value(a)
-        out[a.name] = numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
+        if isinstance(v, onnx.TensorProto):
+            v = numpy_helper.to_array(v)
+        elif isinstance(v, bytes):
+            v = v.decode()
+        elif isinstance(v, list):
+            v = [x.decode() if isinstance(x, bytes) else x for x in v]
+        out[a.name] = v
     return out
 
 
@@ -457,9 +464,7 @@ def test_probit_of_two_classes_scored_by_one(ep_devices, ids, declined):
     node = helper.make_node("TreeEnsembleClassifier", ["X"], ["label", "probabilities"], domain=ML,
                             classlabels_int64s=[4, 9], post_transform="PROBIT",
                             **v3_attributes(forest, ids, "class", False, None))
-    attrs = {k: [x.decode() if isinstance(x, bytes) else x for x in v] if isinstance(v, list) else
-             v.decode() if isinstance(v, bytes) else v for k, v in _attrs(node).items()}  # (as ORT gives them)
-    reason = trees.TreeEnsembleClassifier.declines(None, attrs, 1, [2], ["float32"])
+    reason = trees.TreeEnsembleClassifier.declines(None, _attrs(node), 1, [2], ["float32"])
     assert ("unwritten" in (reason or "")) == declined, reason
     if not declined:
         check(model_of(node, "float32", ["int64", "float32"], 2, 1), "float32", False)

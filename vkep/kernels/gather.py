@@ -48,14 +48,6 @@ def _chunks(length: int, most: int) -> list[tuple[int, int]]:
     return [(first, min(first + most, length)) for first in range(0, length, most)] or [(0, 0)]
 
 
-def _range(mode: int, first: int, end: int) -> dict:
-    """scatter.comp's push members that bound a dispatch's walk: ScatterND's rows (p3, p2), ScatterElements' line
-    (p2, p3); the other modes walk nothing."""
-    if mode == SCATTER_ND_REDUCE:
-        return {"p3": first, "p2": end}
-    return {"p2": first, "p3": end} if mode == SCATTER_ELEMENTS else {}
-
-
 class _Indexed(Kernel):
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
@@ -167,9 +159,11 @@ class Scatter(_Indexed):
                       {**copy, "x": x, "idx": None, "upd": None, "y": y, "err": None}, grid_1d(y.size, WG), [x], [y])
         if members["n"]:
             dtype = value_variant(x) if self.reduction else moved
-            for first, end in chunks:  # (in order: each dispatch reduces into what the one before left)
+            # (in order: each dispatch reduces into what the one before left; the walks of ScatterND's reduction and
+            # ScatterElements take [p3, p2), the other mode ignores them)
+            for first, end in chunks:
                 call.dispatch("scatter.comp", dtype, {"mode": mode, "idx64": i64, "reduce": self.reduction},
-                              {**members, **_range(mode, first, end), "x": None, "idx": idx, "upd": upd, "y": y,
+                              {**members, "p3": first, "p2": end, "x": None, "idx": idx, "upd": upd, "y": y,
                                "err": call.error_word()}, grid_1d(members["n"], WG), [idx, upd, y], [y])
 
 

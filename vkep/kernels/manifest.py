@@ -82,26 +82,20 @@ def registered() -> tuple[KernelSpec, ...]:
     return _read_once(tuple(manifest_paths()))
 
 
-@functools.cache
-def _read_once(paths: tuple[Path, ...]) -> tuple[KernelSpec, ...]:
-    specs = []
+def load(path: Path | str | None = None) -> list[KernelSpec]:
+    """Every kernel of the manifest (or of `path`), validated, read from the files now."""
+    return list(_read(tuple(manifest_paths()) if path is None else (Path(path),)))
+
+
+def _read(paths: tuple[Path, ...]) -> tuple[KernelSpec, ...]:
+    specs: list[KernelSpec] = []
     for p in paths:
         specs += _load_file(Path(p), first_index=len(specs))
     _check_unique(specs)
     return tuple(specs)
 
 
-def load(path: Path | str | None = None) -> list[KernelSpec]:
-    """Every kernel of the manifest (or of `path`), validated."""
-    if path is None:
-        specs = []
-        for p in manifest_paths():
-            specs += _load_file(p, first_index=len(specs))
-        _check_unique(specs)
-        return specs
-    specs = _load_file(Path(path))
-    _check_unique(specs)
-    return specs
+_read_once = functools.cache(_read)
 
 
 def _load_file(path: Path, first_index: int = 0) -> list[KernelSpec]:

@@ -66,7 +66,8 @@ def groups_loops(m: int) -> int:
 
 class Unique(Kernel):
     """Unique (opset 11) over the elements (no axis) or the slices along `axis`: unique.comp finds each item's
-    first occurrence and count (items of one element: by a sort, up to SORT_MAX; else by comparing every pair, up to
+    first occurrence and count (items of one element: by a sort, one workgroup's up to SORT_MAX, then a dispatch a
+    step of the network, as far as groups_loops allows; else by comparing every pair, up to
     UNIQUE_WORK element comparisons), nonzero.comp counts and lists the first occurrences (the count read back sizes
     the outputs), then each distinct item takes its place (sorted, or in order of first occurrence) and every item
     its inverse index. float64 items are compared in double."""
@@ -111,15 +112,15 @@ class Unique(Kernel):
         push = {"x": x, "y": None, "indices": None, "inverse": None, "counts": None, "first": first,
                 "counts_of": counts_of, "flags": flags, "reps": None, "slot": slot, "order": order, "m": m,
                 "len": length, "inner": inner, "distinct": 0, "padded": padded, "ranked": int(sort), "step": 0}
-        if sort and m <= SORT_MAX:
-            call.dispatch(UNIQUE, dtype, {"mode": SORT, **constants}, push, (1, 1, 1), [x], [order])
-        elif sort:  # (the network a step a dispatch: log2(padded) (log2(padded) + 1) / 2 of them, after the fill)
-            steps = [0] + [size << 8 | stride for size in range(1, padded.bit_length())
-                           for stride in range(size - 1, -1, -1)]
-            for step in steps:
-                call.dispatch(UNIQUE, dtype, {"mode": SORT_STEP, **constants}, {**push, "step": step},
-                              grid_1d(padded // 2, UNIQUE_WG), [x, order], [order])
         if sort:
+            if m <= SORT_MAX:
+                call.dispatch(UNIQUE, dtype, {"mode": SORT, **constants}, push, (1, 1, 1), [x], [order])
+            else:  # (the network a step a dispatch: log2(padded) (log2(padded) + 1) / 2 of them, after the fill)
+                steps = [0] + [size << 8 | stride for size in range(1, padded.bit_length())
+                               for stride in range(size - 1, -1, -1)]
+                for step in steps:
+                    call.dispatch(UNIQUE, dtype, {"mode": SORT_STEP, **constants}, {**push, "step": step},
+                                  grid_1d(padded // 2, UNIQUE_WG), [x, order], [order])
             call.dispatch(UNIQUE, dtype, {"mode": GROUPS, **constants}, push, (1, 1, 1), [x, order],
                           [first, counts_of, flags, slot])
         else:

@@ -555,12 +555,16 @@ class QLinearWhere(Kernel):
 
 
 class QLinearPool(Kernel):
-    """com.microsoft QLinearGlobalAveragePool and QLinearAveragePool (manifest constant `global`) over NCHW
-    8-bit tensors, as ORT's CPU EP computes them (qlinear_pool.comp): the global form, and an average pool
-    whose window is the whole unpadded image, requantize an int32 sum; other windows average in float32.
-    Average pools with 1 or 2 spatial dims; channels_last ([N, spatial..., C]) too."""
+    """com.microsoft QLinearGlobalAveragePool and QLinearAveragePool (manifest constant `global`) over 8-bit
+    tensors, NCHW or channels_last ([N, spatial..., C]), as ORT's CPU EP computes them (qlinear_pool.comp): the
+    global form, and an average pool whose window is the whole unpadded image, requantize an int32 sum; other
+    windows average in float32. Average pools with 1 or 2 spatial dims."""
 
     as_uint8 = False  # int8 tensors computed as the uint8 ones ORT's CPU EP makes of them (QLinearBinary's)
+
+    @property
+    def channels_last(self) -> bool:
+        return bool(self.attrs.get("channels_last", 0))
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
@@ -579,7 +583,7 @@ class QLinearPool(Kernel):
         if y.size:
             ins = {"x": x, "x_scale": x_scale, "x_zp": xzp, "y_scale": y_scale, "y_zp": yzp}
             mode = 2 if signed and self.as_uint8 else int(signed)
-            last = bool(self.attrs.get("channels_last", 0))
+            last = self.channels_last
             call.dispatch(self.spec.shader, "uint8", {"global": is_global, "signed": mode, "count_pad": count_pad,
                                                       "channels_last": int(last)},
                           {**geometry, **ins, "y": y, "n": y.size, "channels": x.shape[-1] if last else 1},
@@ -591,7 +595,7 @@ class QLinearPool(Kernel):
         if len(xs) < 3:
             raise UnsupportedError(f"{op}: input {xs} has no spatial dims")
         n = len(xs) - 2
-        last = bool(self.attrs.get("channels_last", 0))
+        last = self.channels_last
         spatial = list(xs[1:-1] if last else xs[2:])
         if self.spec.constants.get("global"):
             kernel, out, begin, end = spatial, [1] * n, [0] * n, [0] * n

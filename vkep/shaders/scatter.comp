@@ -9,7 +9,7 @@
 //   MODE 1 ScatterND, no reduction: one invocation per update element; p0 inner (slice size), p1 K
 //   MODE 2 ScatterND, reduction: one invocation per slice position r < inner, looping over the rows [p3, p2)
 //          (a dispatch each run of rows that lavapipe's loop count allows, in order)
-//   MODE 3 ScatterElements: one invocation per update line along the axis, its elements [p2, p3) (likewise);
+//   MODE 3 ScatterElements: one invocation per update line along the axis, its elements [p3, p2) (likewise);
 //          dims = updates' shape, strides = data strides, p0 axis, p1 data axis length
 //   MODE 4 TensorScatter: one invocation per update element, the update [outer, seq, inner] written at rows
 //          write_indices[b] + s of the cache [outer, max_seq, inner] (b = the outer row / dims[0]); p0 inner,
@@ -96,7 +96,7 @@ void main() {
             rem /= pc.dims[d];
             if (d != int(axis)) dst += c * pc.strides[d];
         }
-        for (uint l = pc.p2; l < pc.p3; ++l) {
+        for (uint l = pc.p3; l < pc.p2; ++l) {
             uint k = base + l * inner;
             put(dst + index_at(k, pc.p1) * pc.strides[axis], LOAD_VAL(pc.upd, k));
         }

@@ -79,20 +79,25 @@ bool before(uint a, uint b) {
 
 shared uint chunk_heads[WG], chunk_last[WG];
 
+uint first_entry(uint p) { return p < pc.m ? p : PAD; }  // `order` before the network: the items, then PAD
+
+// the network's pair p at (size, stride): its entries a and a + stride swapped where out of the pair's direction
+// (a macro: the one-workgroup sort's buffer is coherent, the dispatch-a-step sort's is not)
+#define COMPARE_SWAP(order, p, size, stride) {                                          \
+    uint a = ((p) / (stride)) * (stride) * 2u + (p) % (stride), b = a + (stride);      \
+    uint va = order.v[a], vb = order.v[b];                                              \
+    if (before(vb, va) == ((a & (size)) == 0u)) { order.v[a] = vb; order.v[b] = va; } \
+}
+
 void sort_items() {
     SharedWords order = SharedWords(pc.order);
     uint lane = gl_LocalInvocationID.x;
-    for (uint p = lane; p < pc.padded; p += WG) order.v[p] = p < pc.m ? p : PAD;
+    for (uint p = lane; p < pc.padded; p += WG) order.v[p] = first_entry(p);
     groupMemoryBarrier();  // (workgroup scope: the sort is one workgroup's; device scope needs a feature)
     barrier();
     for (uint size = 2u; size <= pc.padded; size <<= 1u) {
         for (uint stride = size >> 1u; stride > 0u; stride >>= 1u) {
-            for (uint p = lane; p < pc.padded / 2u; p += WG) {
-                uint a = (p / stride) * stride * 2u + p % stride, b = a + stride;
-                uint va = order.v[a], vb = order.v[b];
-                bool up = (a & size) == 0u;
-                if (before(vb, va) == up) { order.v[a] = vb; order.v[b] = va; }
-            }
+            for (uint p = lane; p < pc.padded / 2u; p += WG) COMPARE_SWAP(order, p, size, stride)
             groupMemoryBarrier();  // (workgroup scope: the sort is one workgroup's; device scope needs a feature)
             barrier();
         }
@@ -105,15 +110,11 @@ void sort_step() {
     uint p = FLAT_ID(WG);
     if (p >= pc.padded / 2u) return;
     if (pc.step == 0u) {
-        order.v[2u * p] = 2u * p < pc.m ? 2u * p : PAD;
-        order.v[2u * p + 1u] = 2u * p + 1u < pc.m ? 2u * p + 1u : PAD;
+        order.v[2u * p] = first_entry(2u * p);
+        order.v[2u * p + 1u] = first_entry(2u * p + 1u);
         return;
     }
-    uint size = 1u << (pc.step >> 8u), stride = 1u << (pc.step & 0xffu);
-    uint a = (p / stride) * stride * 2u + p % stride, b = a + stride;
-    uint va = order.v[a], vb = order.v[b];
-    bool up = (a & size) == 0u;
-    if (before(vb, va) == up) { order.v[a] = vb; order.v[b] = va; }
+    COMPARE_SWAP(order, p, 1u << (pc.step >> 8u), 1u << (pc.step & 0xffu))
 }
 
 // the groups of equal items in sorted order: each lane a chunk, heads counted, then each group's head and rank
