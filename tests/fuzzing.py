@@ -3,7 +3,8 @@ builder, the vkep / CPU EP pair, the comparison, and a record of which ops the f
 (so that a fuzzer whose every case vkep declines fails instead of passing vacuously).
 
 VKEP_FUZZ_EXAMPLES sets the examples per test (25 unless set); VKEP_FUZZ_SPECIAL=1 mixes NaN, ±Inf, −0,
-denormals and extreme values into float inputs.
+denormals and extreme values into float inputs. Runs are derandomized (the same cases every time) unless
+VKEP_FUZZ_FRESH=1: then each run draws new cases, or those of `pytest --hypothesis-seed=N`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from vkep import runner
 
 EXAMPLES = int(os.environ.get("VKEP_FUZZ_EXAMPLES", "25"))
 SPECIAL = os.environ.get("VKEP_FUZZ_SPECIAL", "0") not in ("", "0")
+FRESH = os.environ.get("VKEP_FUZZ_FRESH", "0") not in ("", "0")
 ONNX_TYPES = {"float32": onnx.TensorProto.FLOAT, "float16": onnx.TensorProto.FLOAT16, "int32": onnx.TensorProto.INT32,
               "int64": onnx.TensorProto.INT64, "int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
               "bool": onnx.TensorProto.BOOL, "float64": onnx.TensorProto.DOUBLE, "int16": onnx.TensorProto.INT16,
@@ -31,7 +33,7 @@ ONNX_TYPES = {"float32": onnx.TensorProto.FLOAT, "float16": onnx.TensorProto.FLO
               "uint64": onnx.TensorProto.UINT64}
 SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 1e-40, -1e-40, 3.4e38, -3.4e38, 1e38]
 
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=not FRESH,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
 # op -> how many fuzz cases ran that op on vkep (by ORT's assignment record), over this process

@@ -9,7 +9,8 @@ CPU EP fails, vkep may fail too but never answer something else.
 The default profile is quick (VKEP_FUZZ_EXAMPLES examples a test, 25 unless set) with finite values;
 `VKEP_FUZZ_EXAMPLES=2000 VKEP_FUZZ_SPECIAL=1 .venv/bin/python -m pytest tests/test_fuzz.py` is the long
 one, with NaN, ±Inf, −0, denormals and extreme values mixed in. Runs are derandomized (the same examples
-every time); a failure found once is kept below as an `@example`.
+every time; VKEP_FUZZ_FRESH=1 with `--hypothesis-seed=N` draws others); a failure found once is kept below
+as an `@example`.
 """
 
 from __future__ import annotations

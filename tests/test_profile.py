@@ -214,8 +214,9 @@ def test_a_profiled_resnet50_s_node_times_cover_the_gpu_s_busy_time(ep_devices, 
     """vkep's kernel events account for the device's work: over a profiled light_resnet50 run the nodes' own GPU
     times sum to within 10% of the time its command buffers ran (vkep's `batch` events: a timestamp pair around
     each whole command buffer). The nodes' pairs are BOTTOM_OF_PIPE, so they partition the busy time; work outside
-    any node's pair (a copy, a node without its pair) shows as less, a node whose pair straddles a submit (its work
-    fills a batch) as more: the wait between the two batches."""
+    any node's pair (a copy, a node without its pair) shows as less. A node whose pair straddles a submit (its work
+    fills a batch) counts only the part batches ran, not the host's wait between them (which a loaded machine
+    stretches)."""
     path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_resnet50.onnx")
     model = onnx.load(path)
     session = profiled_session(model, tmp_path / "trace")
@@ -226,6 +227,19 @@ def test_a_profiled_resnet50_s_node_times_cover_the_gpu_s_busy_time(ep_devices, 
     assert {r["ep"] for r in summary["nodes"]} == {VKEP}
     busy, kernels = summary["gpu_busy_ms"], summary["gpu_kernels_ms"]
     assert busy > 0 and abs(kernels - busy) <= 0.1 * busy, (kernels, busy)
+
+
+def test_a_node_straddling_a_submit_counts_only_what_batches_ran():
+    """Batches [0, 100] and [250, 400] (merged with one overlapping [90, 120]): a pair from 80 to 300 spans the
+    host's wait from 120 to 250, which is not the node's; a pair no batch covers is taken whole."""
+    from vkep.ort.profiler import busy_spans, busy_within
+
+    spans = busy_spans([(250, 400), (0, 100), (90, 120)])
+    assert spans == [(0, 120), (250, 400)]
+    assert busy_within(80, 300, spans) == 40 + 50
+    assert busy_within(260, 300, spans) == 40
+    assert busy_within(500, 530, spans) == 30
+    assert busy_within(0, 400, []) == 400
 
 
 # -- graph capture (EP option enable_graph_capture): a replay runs no node, its command buffers hold the pairs --

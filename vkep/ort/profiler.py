@@ -220,20 +220,20 @@ class Profiler:
             timed = [(record, ns) for record, ns in timed if ns is not None] + self.graph_nodes
             offset = self._gpu_offset(timed)
             gpu_tid = GPU_THREAD + (self.ep.device.info.index if self.ep.device is not None else 0)
+            pairs = [self.ring.results.get(ticket) for ticket in self.batches] if self.ring is not None else []
+            batches = [pair for pair in [*pairs, *self.graph_batches] if pair is not None]
+            busy = busy_spans(batches)
             for (correlation, node, op, _, _, shapes), (begin, end) in timed:
                 parent, op_name = self.parents.get(correlation, ("", op))
                 args = {"op_name": op_name or op, "parent_name": parent, "node_name": node,
-                        "correlation_id": str(correlation), "gpu_duration_ns": str(end - begin),
+                        "correlation_id": str(correlation), "gpu_duration_ns": str(busy_within(begin, end, busy)),
                         "device": self.ep.device.info.name, "input_shapes": shapes}
                 out.append((CATEGORY_KERNEL, gpu_tid, f"{node}_gpu", self._us(begin + offset),
                             round((end - begin) / 1000), args))
             device = self.ep.device.info.name if self.ep.device is not None else ""
-            pairs = [self.ring.results.get(ticket) for ticket in self.batches] if self.ring is not None else []
-            for pair in [*pairs, *self.graph_batches]:  # (on the GPU track: a batch the nodes inside cover)
-                if pair is not None:
-                    begin, end = pair
-                    out.append((CATEGORY_API, gpu_tid, "batch", self._us(begin + offset), round((end - begin) / 1000),
-                                {"gpu_duration_ns": str(end - begin), "device": device}))
+            for begin, end in batches:  # (on the GPU track: a batch the nodes inside cover)
+                out.append((CATEGORY_API, gpu_tid, "batch", self._us(begin + offset), round((end - begin) / 1000),
+                            {"gpu_duration_ns": str(end - begin), "device": device}))
             self.batches.clear()
             self.graph_nodes.clear()
             self.graph_batches.clear()
@@ -271,6 +271,26 @@ class Profiler:
         if (low is None or low <= 0) and (high is None or high >= 0):
             return 0
         return low if low is not None else high
+
+
+def busy_spans(batches: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The device's busy time as sorted, disjoint spans: the union of its command buffers' (begin, end) pairs."""
+    spans: list[tuple[int, int]] = []
+    for begin, end in sorted(batches):
+        if spans and begin <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((begin, end))
+    return spans
+
+
+def busy_within(begin: int, end: int, spans: list[tuple[int, int]]) -> int:
+    """A node's GPU time: the part of its pair's span that command buffers ran. A node whose pair straddles a
+    submit (its begin written as one batch's last command, its work in the next) would otherwise count the idle
+    wait between the two batches. A span no timed batch covers (none recorded) is taken whole."""
+    covered = sum(max(0, min(end, hi) - max(begin, lo)) for lo, hi in spans[max(
+        bisect.bisect_right(spans, (begin, math.inf)) - 1, 0):bisect.bisect_left(spans, (end, -math.inf)) + 1])
+    return covered if covered > 0 else end - begin
 
 
 def input_shapes(kernel, inputs: list) -> str:
