@@ -127,6 +127,29 @@ def test_slice_clamping(ep_devices, starts, ends, axes, steps):
     _check(model, {"x": x}, "Slice")
 
 
+def test_fast_division_is_exact_for_every_32_bit_dividend():
+    """common.glsl's fast_div (strided_copy.comp's index math) in the shader's 32-bit arithmetic, with the host's
+    (magic, shift): n // d for divisors of every size and dividends at the edges (0, multiples and their
+    neighbours, 2^32 - 1) and at random."""
+    from vkep.kernels.base import fast_divisor
+
+    def fast_div(n: int, d: int) -> int:
+        magic, shift = fast_divisor(d)
+        hi = (n * magic) >> 32
+        return n if d == 1 else ((hi + ((n - hi) >> 1)) & 0xFFFFFFFF) >> shift
+
+    rng = np.random.default_rng(5)
+    top = (1 << 32) - 1
+    divisors = [1, 2, 3, 5, 7, 56, 641, 3136, 6700417, 1 << 31, (1 << 31) + 1, top - 1, top,
+                *rng.integers(2, 1 << 32, 300).tolist(), *rng.integers(2, 5000, 300).tolist()]
+    for d in divisors:
+        magic, _ = fast_divisor(d)
+        assert 0 <= magic < 1 << 32
+        edges = [0, 1, d - 1, d, d + 1, top, top - top % d, top - top % d - 1, *rng.integers(0, 1 << 32, 50).tolist()]
+        for n in edges:
+            assert fast_div(n, d) == n // d, (n, d)
+
+
 def test_transpose_rank6_int8(ep_devices):
     x = RNG.integers(-100, 100, (2, 3, 1, 4, 2, 3)).astype(np.int8)
     model = _model("Transpose", [("x", (TensorProto.INT8, x.shape))], perm=[5, 3, 1, 0, 2, 4])

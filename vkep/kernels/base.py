@@ -38,6 +38,15 @@ SHADER_DTYPE = {"float32": 0, "float16": 1, "int32": 2, "int64": 3, "uint8": 4, 
                 "uint4": 4, "int4": 4, "int16": 6, "uint16": 7}
 
 
+def fast_divisor(d: int) -> tuple[int, int]:
+    """(magic, shift) of a divisor for common.glsl's fast_div: n // d = (t + ((n - t) >> 1)) >> shift with
+    t = (n * magic) >> 32, exact for every 32-bit n (Granlund and Montgomery's round-up method); d <= 1: (0, 0)."""
+    if d <= 1:
+        return 0, 0
+    log2 = (d - 1).bit_length()  # (ceil(log2 d))
+    return ((1 << 32) * ((1 << log2) - d)) // d + 1, log2 - 1
+
+
 def tensor_bytes(elements: int, dtype: str) -> int:
     """The bytes `elements` elements of `dtype` take."""
     return -(-elements // 2) if dtype in NIBBLE_TYPES else elements * ITEMSIZE[dtype]

@@ -16,6 +16,7 @@ from vkep.kernels.base import (
     Tensor,
     UnsupportedError,
     axis_in,
+    fast_divisor,
     float_bits,
     grid_1d,
     moved_dtype,
@@ -60,9 +61,13 @@ def _check_size(shape) -> None:
 
 def strided_members(n: int, dims, offset: int = 0, a=(), b=(), c=()) -> dict:
     """strided_copy.comp's push members but the tensors: n, rank, offset, shape, and the per-dim int arrays
-    a, b, c whose meaning the MODE picks (shorter arrays are padded with 0 when encoded)."""
+    a, b, c whose meaning the MODE picks (shorter arrays are padded with 0 when encoded). Where b and c are not
+    given (MODE 0 and 1), they are the dims' divisors for fast_div."""
     if len(dims) > MAX_RANK:
         raise UnsupportedError(f"strided copy needs rank {len(dims)} > {MAX_RANK}")
+    if not b and not c:
+        divisors = [fast_divisor(d) for d in dims]
+        b, c = [int32_bits(m) for m, _ in divisors], [s for _, s in divisors]
     return {"n": n, "rank": len(dims), "offset": offset, "shape": list(dims), "a": list(a), "b": list(b),
             "c": list(c)}
 

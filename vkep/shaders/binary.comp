@@ -237,12 +237,15 @@ double arith_double(uint i, double x, double z) {
 
 void one(uint i) {
     uint ia = 0, ib = 0, rem = i;
-    for (int d = int(pc.rank) - 1; d >= 0; --d) {
+    for (int d = int(pc.rank) - 1; d > 0; --d) {
         uint c = rem % pc.shape[d];
         rem /= pc.shape[d];
         ia += c * pc.stride_a[d];
         ib += c * pc.stride_b[d];
     }
+    // the outermost coordinate is what is left (i < n): no division, none at all in one dimension (rank 0: i = 0)
+    ia += rem * pc.stride_a[0];
+    ib += rem * pc.stride_b[0];
 #ifdef FLOAT64
     double x64 = Doubles(pc.a).v[ia];
 #if DTYPE == 2 || DTYPE == 3

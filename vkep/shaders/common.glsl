@@ -156,6 +156,16 @@ uint flat_index(uint wg_size) {
     return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * wg_size;
 }
 
+// n / d for a divisor the host prepared as (magic, shift) (vkep/kernels/base.py, fast_divisor): a multiply-high,
+// an add and two shifts instead of an integer division, which no CPU's SIMD has (lavapipe splits a vector's
+// division into one per lane) and GPUs emulate in a few dozen instructions. Exact for every 32-bit n; d = 1 has
+// no magic of its own (the host gives (0, 0))
+uint fast_div(uint n, uint d, uint magic, uint shift) {
+    uint hi, lo;
+    umulExtended(n, magic, hi, lo);
+    return d == 1u ? n : (hi + ((n - hi) >> 1)) >> shift;
+}
+
 // An index out of range (Gather*, Scatter*): the shader clamps it so that nothing is read or written out
 // of bounds, and sets the device's error word (`err` in its push constants), which the host checks when
 // it next waits for the device and turns into the run's error, as ORT's CPU EP fails the run.

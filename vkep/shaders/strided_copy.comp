@@ -7,6 +7,7 @@
 //                  0 constant (the int64 in c[0..1]: float32 bits for float types; the input is
 //                  contiguous of shape a), 1 reflect, 2 edge, 3 wrap (the region starts at `offset`
 //                  with element strides c: negative pads crop the input before it is padded)
+//   (MODE 0 and 1: b and c hold each dim's divisor magic and shift, common.glsl's fast_div)
 //   MODE 3 trilu:  shape = [batch, rows, cols], y = x where (col - row >= k) (SUB 1: upper) or
 //                  (col - row <= k) (SUB 0: lower), else 0; k = offset
 #extension GL_GOOGLE_include_directive : require
@@ -48,8 +49,17 @@ void main() {
     }
     uint src = uint(pc.offset), rem = i, step = 1;
     for (int d = int(pc.rank) - 1; d >= 0; --d) {
-        uint c = rem % pc.shape[d];
-        rem /= pc.shape[d];
+        uint c;
+        if (d == 0) {
+            c = rem;  // (the outermost coordinate is what is left: i < n)
+        } else if (MODE <= 1) {
+            uint q = fast_div(rem, pc.shape[d], uint(pc.b[d]), uint(pc.c[d]));
+            c = rem - q * pc.shape[d];
+            rem = q;
+        } else {
+            c = rem % pc.shape[d];
+            rem /= pc.shape[d];
+        }
         if (MODE == 0) {
             src += c * uint(pc.a[d]);
         } else if (MODE == 1) {

@@ -41,13 +41,17 @@ void main() {
             ib += k * t.v[3 * TABLE_RANK + d];
         }
     } else {
-        for (int d = int(pc.rank) - 1; d >= 0; --d) {
+        for (int d = int(pc.rank) - 1; d > 0; --d) {
             uint k = rem % pc.shape[d];
             rem /= pc.shape[d];
             ic += k * pc.stride_c[d];
             ia += k * pc.stride_a[d];
             ib += k * pc.stride_b[d];
         }
+        // (the outermost coordinate is what is left: binary.comp)
+        ic += rem * pc.stride_c[0];
+        ia += rem * pc.stride_a[0];
+        ib += rem * pc.stride_b[0];
     }
     // copy the stored value itself: no conversion through the compute type
     bool take_a = LOAD(Tensor(pc.c), ic) != 0;
