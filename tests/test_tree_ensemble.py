@@ -468,3 +468,40 @@ def test_probit_of_two_classes_scored_by_one(ep_devices, ids, declined):
     assert ("unwritten" in (reason or "")) == declined, reason
     if not declined:
         check(model_of(node, "float32", ["int64", "float32"], 2, 1), "float32", False)
+
+
+def test_probit_near_its_middle_as_the_cpu_ep_rounds_it(ep_devices):
+    """PROBIT of scores near 0.5, where ORT's float ErfInv ends in a cancellation (sqrt(v * v - v2) - v: about 4.3
+    against 1e-4): one tree whose leaf is the score itself (the first feature, one split per leaf). lavapipe's log
+    near 1 (6e-5 relative) and fused multiply-adds moved the result by up to 5e-4 relative (a fuzz case, seed
+    100329 with VKEP_FUZZ_FRESH: 0.03009968 against 0.03008383); with Eigen's log and each step rounded, within
+    float noise of the CPU EP."""
+    scores = np.array([0.5120015, 0.5001, 0.50001, 0.4999, 0.49, 0.505, 0.52, 0.6, 0.9, 0.1], np.float32)
+    n = len(scores)
+    # a chain: node k tests X[0] < k + 0.5, its true child is leaf k, its false child node k + 1 (the last a leaf)
+    modes, trues, falses, ids, values = [], [], [], [], []
+    for k in range(n - 1):
+        modes += ["BRANCH_LT", "LEAF"]
+        ids += [2 * k, 2 * k + 1]
+        trues += [2 * k + 1, 0]
+        falses += [2 * k + 2, 0]
+        values += [k + 0.5, 0.0]
+    modes.append("LEAF")
+    ids.append(2 * (n - 1))
+    trues.append(0)
+    falses.append(0)
+    values.append(0.0)
+    leaves = [2 * k + 1 for k in range(n - 1)] + [2 * (n - 1)]
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, n_targets=1, post_transform="PROBIT",
+                            nodes_treeids=[0] * len(ids), nodes_nodeids=ids, nodes_featureids=[0] * len(ids),
+                            nodes_modes=modes, nodes_values=values, nodes_truenodeids=trues,
+                            nodes_falsenodeids=falses, target_treeids=[0] * n, target_nodeids=leaves,
+                            target_ids=[0] * n, target_weights=scores.tolist())
+    model = model_of(node, "float32", "float32", 1, 1)
+    x = np.zeros((n, FEATURES), np.float32)
+    x[:, 0] = np.arange(n)
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    got = session.run(None, {"X": x})[0]
+    want = runner.cpu_session(model).run(None, {"X": x})[0]
+    assert {ep for _, _, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=0)

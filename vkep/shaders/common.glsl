@@ -188,6 +188,40 @@ float log_any(float v) {
 #define F_INF uintBitsToFloat(0x7f800000u)
 #define F_NAN uintBitsToFloat(0x7fc00000u)
 
+// log as the CPU EP's Log computes it, to the last bit: Eigen's plog for float (ORT's Eigen: a rational (3, 3)
+// approximation of log(1 + x) on [sqrt(1/2) - 1, sqrt(2) - 1], plus the exponent times ln 2; every operation rounded,
+// no multiply-add, as ORT's SSE build runs it). Within about an ulp everywhere, near 1 too, where lavapipe's log is
+// 4e-8 off (6e-5 relative at 0.9994). frexp from the bits, denormals included (lavapipe flushes them); ±0 gives
+// -inf, +inf itself, negatives and NaN NaN.
+float log_eigen(float v) {
+    uint bits = floatBitsToUint(v);
+    if ((bits & 0x7fffffffu) == 0u) return -F_INF;
+    if ((bits >> 31) != 0u || bits > 0x7f800000u) return F_NAN;
+    if (bits == 0x7f800000u) return F_INF;
+    uint field = bits >> 23, mant = bits & 0x7fffffu;
+    int exponent = int(field) - 126;
+    if (field == 0u) {  // a denormal: its significand normalised
+        int top = findMSB(mant);
+        mant = (mant << uint(23 - top)) & 0x7fffffu;
+        exponent = top - 148;
+    }
+    precise float x = uintBitsToFloat(mant | 0x3f000000u);  // in [0.5, 1)
+    precise float e = float(exponent);
+    bool low = x < 0.707106781186547524;
+    precise float tmp = low ? x : 0.0;
+    x = x - 1.0;
+    e = e - (low ? 1.0 : 0.0);
+    x = x + tmp;
+    precise float p = 0.18256296349849254 * x + 1.0000000190281063;
+    p = p * x + 1.0000000190281136;
+    p = x * p;
+    precise float q = 0.049616247954120038 * x + 0.59923249590823520;
+    q = q * x + 1.4999999999999927;
+    q = q * x + 1.0;
+    precise float r = p / q;
+    return e * 0.693147180559945309 + r;
+}
+
 // log2 of a positive finite x, denormals included (their logarithm from the bits: mantissa * 2^-149)
 float log2_positive(float x) {
     uint bits = floatBitsToUint(x);

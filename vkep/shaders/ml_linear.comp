@@ -86,24 +86,7 @@ float feature(uint i) {
     return Floats(pc.x).v[i];
 }
 
-// ORT's float ErfInv and ComputeProbit, ComputeLogistic (ml_common.h)
-float erf_inv(float x) {
-    float sgn = x < 0.0 ? -1.0 : 1.0;
-    precise float x2 = (1.0 - x) * (1.0 + x);
-    float lg = log(x2);
-    precise float v = 2.0 / (3.14159265358979323846 * 0.147) + 0.5 * lg;
-    precise float v2 = 1.0 / 0.147 * lg;
-    precise float v3 = -v + sqrt(v * v - v2);
-    return sgn * sqrt(v3);
-}
-
-float probit(float v) { precise float a = 2.0 * v - 1.0; return 1.41421356237309504880 * erf_inv(a); }
-
-float logistic(float v) {
-    float e = 1.0 / (1.0 + exp(-abs(v)));
-    return v < 0.0 ? 1.0 - e : e;
-}
-
+#include "ml_transforms.glsl"
 #include "mlas_sgemm.glsl"
 uint64_t gemm_w;  // the coefficients (or support vectors) gemm_element reads
 float mlas_a(uint at, uint k) { return feature(at + k); }

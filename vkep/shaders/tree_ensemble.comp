@@ -146,23 +146,7 @@ bool branch_true(uint node, uint row) {
     return take || ((word & 0x100u) != 0u && isnan(v));
 }
 
-// ORT's float ErfInv and ComputeProbit (ml_common.h)
-float erf_inv(float x) {
-    float sgn = x < 0.0 ? -1.0 : 1.0;
-    x = (1.0 - x) * (1.0 + x);
-    float lg = log(x);
-    float v = 2.0 / (3.14159265358979323846 * 0.147) + 0.5 * lg;
-    float v2 = 1.0 / 0.147 * lg;
-    float v3 = -v + sqrt(v * v - v2);
-    return sgn * sqrt(v3);
-}
-
-float probit(float v) { return 1.41421356237309504880 * erf_inv(2.0 * v - 1.0); }
-
-float logistic(float v) {
-    float e = 1.0 / (1.0 + exp(-abs(v)));
-    return v < 0.0 ? 1.0 - e : e;
-}
+#include "ml_transforms.glsl"
 
 // the run of trees (ThreadPool::PartitionWork's chunk) tree j is in
 uint chunk_of(uint j, uint per_chunk, uint extra) {

@@ -224,7 +224,7 @@ float unary_float(uint op, float v, float a, float b) {
     case OP_ABS: return abs(v);
     case OP_NEG: return -v;
     case OP_EXP: return exp(v);
-    case OP_LOG: return log_any(v);
+    case OP_LOG: return log_eigen(v);  // (the CPU EP's, to the last bit)
     case OP_SQRT: return sqrt(v);
     case OP_RECIPROCAL: return 1.0 / v;
     case OP_FLOOR: return floor(v);
