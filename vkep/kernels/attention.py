@@ -160,6 +160,10 @@ def by_products(kernel: Kernel, call, q: Tensor, k: Tensor, v: Tensor, y: Tensor
 
 
 class Attention(Kernel):
+    # the mask holds (bias, mask) pairs, added one after the other (attention.comp MASK 2): com.microsoft Attention's
+    # attention_bias and mask_index, as its CPU EP adds them
+    mask_pairs = False
+
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
         ranks = padded(input_ranks, 7)
@@ -274,7 +278,7 @@ class Attention(Kernel):
         softmax16 = int(round16 and precision in (None, FLOAT16))
         softcap = float(self.attrs.get("softcap") or 0.0)
         constants = {"mode": 0, "local_size_x": wg, "layout3d": int(rank == 3),
-                     "causal": int(bool(self.attrs.get("is_causal", 0))), "mask": int(mask is not None),
+                     "causal": int(bool(self.attrs.get("is_causal", 0))), "mask": (2 if self.mask_pairs else 1) if mask is not None else 0,
                      "qk_mode": QK_NONE, "round16": round16, "softmax16": softmax16,
                      "scale_bits": _float_bits(math.sqrt(scale), dtype),
                      "softcap_bits": _float_bits(softcap, "float32") if softcap > 0 else 0,
@@ -413,6 +417,7 @@ class ContribAttention(Kernel):
             offset += size
         past_kv, present_kv, past_len = self._cache(call, past, batch, heads, seq, sizes)
         additive = self._mask(call, mask, attn_bias, batch, heads, seq, past_len)
+        attention.mask_pairs = additive is not None and additive is not attn_bias and attn_bias is not None
         attention.output_count = 3 if present_kv else 1
         attention.compute(Redirect(call, [*views, additive, *past_kv, None], dict(enumerate(present_kv, 1))))
 
@@ -441,7 +446,9 @@ class ContribAttention(Kernel):
     def _mask(self, call, mask: Tensor | None, attn_bias: Tensor | None, batch: int, heads: int, seq: int,
               past: int) -> Tensor | None:
         """The additive mask attention.comp adds to the scaled scores (keys: the past's, then the new ones):
-        attention_bias as it is, or the merged one."""
+        attention_bias as it is, the mask_index's (and causal) filter values, or with both (attention_bias, filter)
+        pairs, added to the score in that order as the CPU EP adds them (at -10000 the sum rounds to 1e-3: a row the
+        mask covers everywhere is the softmax of those roundings)."""
         total = past + seq
         causal = bool(self.attrs.get("unidirectional", 0)) and seq > 1
         if mask is None and not causal:
@@ -461,14 +468,16 @@ class ContribAttention(Kernel):
             bias_heads = bs[1]
             bias_sh = seq * total if bs[1] > 1 else 0
             bias_sb = bs[1] * seq * total if bs[0] > 1 else 0
-        out = call.scratch((batch, bias_heads, seq, total), "float32")
-        n = out.size
+        pairs = attn_bias is not None
+        shape = (batch, bias_heads, seq, total)
+        out = call.scratch((*shape, 2) if pairs else shape, "float32")
+        n = math.prod(shape)
         if n:
             filter_value = self.attrs.get("mask_filter_value")
             filter_value = -10000.0 if filter_value is None else filter_value
-            call.dispatch("attention_mask.comp", "float32", {"kind": kind, "causal": int(causal)},
+            call.dispatch("attention_mask.comp", "float32", {"kind": kind, "causal": int(causal), "pairs": int(pairs)},
                           {"mask_index": mask, "attention_bias": attn_bias, "y": out, "n": n, "heads": bias_heads,
                            "s": seq, "t": total, "past": past, "bias_sb": bias_sb, "bias_sh": bias_sh,
                            "filter_value": filter_value}, grid_1d(n, 256),
                           [t for t in (mask, attn_bias) if t is not None], [out])
-        return out
+        return out.view(0, shape) if pairs else out  # (pairs: attention.comp reads two floats an element)

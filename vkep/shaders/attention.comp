@@ -25,7 +25,7 @@ layout(constant_id = 2) const uint LAYOUT3D = 0;     // Q, K, V, Y are [B, S, he
 // CAUSAL 1: query i attends keys j <= i + offset; 2 and 3: keys j <= offset (a padded prompt's rows past its
 // length offset + 1, or bidirectional), the local window ending at i + offset + 1 (2) or at offset (3)
 layout(constant_id = 3) const uint CAUSAL = 0;
-layout(constant_id = 4) const uint MASK = 0;         // attn_mask given
+layout(constant_id = 4) const uint MASK = 0;         // attn_mask given; 2: as pairs (bias_of)
 layout(constant_id = 5) const uint QK_MODE = 4;      // qk_matmul_output: 0 q.k, 1 softcapped, 2 with bias, 3 softmax, 4 none
 layout(constant_id = 6) const uint ROUND16 = 0;
 layout(constant_id = 7) const uint SOFTMAX16 = 0;
@@ -98,9 +98,12 @@ uint64_t kv_row(uint64_t past_t, uint64_t new_t, uint dim, uint b, uint kh, uint
     return (j < pc.past ? past_t : new_t) + uint64_t(index) * ELEM_BYTES;
 }
 
-// the additive bias of key j: attn_mask (keys past its length are masked), causal frontier, padding
-float bias_of(uint b, uint h, uint i, uint j, int offset, uint valid) {
-    float bias = 0.0;
+// the additive bias of key j, in two parts added one after the other (biased): attn_mask (keys past its length are
+// masked), or with MASK 2 its pairs (com.microsoft Attention's attention_bias, then the mask_index's filter value: its
+// CPU EP adds the score and the bias, then the mask, which at -10000 rounds to 1e-3), then the causal frontier,
+// local window and nonpad_kv_seqlen padding
+vec2 bias_of(uint b, uint h, uint i, uint j, int offset, uint valid) {
+    vec2 bias = vec2(0.0);
     if (MASK != 0) {
         // read at a key inside the mask whatever j (a driver may perform a load under a branch anyway: common.glsl
         // PRESENT_OR; an empty mask reads Q's first element), then choose: keys past its length are masked
@@ -108,17 +111,27 @@ float bias_of(uint b, uint h, uint i, uint j, int offset, uint valid) {
         TensorY M = TensorY(pc.mask_len != 0 ? pc.mask : pc.q);
         mi = pc.mask_len != 0 ? mi : 0u;
 #if DTYPE_Y == 4
-        bias = M.v[mi] != uint8_t(0) ? 0.0 : NEG_INF;
+        bias.x = M.v[mi] != uint8_t(0) ? 0.0 : NEG_INF;
 #else
-        bias = float(M.v[mi]);
+        if (MASK == 2) {
+            bias = vec2(float(M.v[2u * mi]), float(M.v[2u * mi + 1u]));
+        } else {
+            bias.x = float(M.v[mi]);
+        }
 #endif
-        bias = j < pc.mask_len ? bias : NEG_INF;
+        bias.x = j < pc.mask_len ? bias.x : NEG_INF;
     }
     int frontier = (CAUSAL == 1 ? int(i) : 0) + offset;
-    if (CAUSAL != 0 && int(j) > frontier) bias += NEG_INF;
-    if (pc.window != 0 && int(j) <= (CAUSAL == 2 ? int(i) + offset + 1 : frontier) - int(pc.window)) bias += NEG_INF;
-    if (j >= valid) bias += NEG_INF;
+    if (CAUSAL != 0 && int(j) > frontier) bias.y += NEG_INF;
+    if (pc.window != 0 && int(j) <= (CAUSAL == 2 ? int(i) + offset + 1 : frontier) - int(pc.window)) bias.y += NEG_INF;
+    if (j >= valid) bias.y += NEG_INF;
     return bias;
+}
+
+// a score plus its bias: the first part, then the second (adding a zero second part changes nothing)
+float biased(float s, vec2 bias) {
+    precise float first = s + bias.x;
+    return first + bias.y;
 }
 
 // the scaled score of key j (q k^T * scale), q already scaled in shared memory
@@ -143,7 +156,8 @@ float softcap(float s) {
 // finite scores), unless qk_matmul_output wants the score itself
 float biased_score(uint b, uint h, uint kh, uint i, uint j, int offset, uint valid, uint qk_row, float sqs,
                    out float bias) {
-    bias = bias_of(b, h, i, j, offset, valid);
+    vec2 parts = bias_of(b, h, i, j, offset, valid);
+    bias = parts.x + parts.y;
     if (bias == NEG_INF && QK_MODE > 1) {
         if (QK_MODE == 2) STORE(Tensor(pc.qk), qk_row + j, NEG_INF);
         return NEG_INF;
@@ -152,7 +166,7 @@ float biased_score(uint b, uint h, uint kh, uint i, uint j, int offset, uint val
     if (QK_MODE == 0) STORE(Tensor(pc.qk), qk_row + j, s);  // mode 0: before softcap (the spec; ORT agrees)
     s = softcap(s);
     if (QK_MODE == 1) STORE(Tensor(pc.qk), qk_row + j, s);
-    s = r16(s + bias);
+    s = r16(biased(s, parts));
     if (QK_MODE == 2) STORE(Tensor(pc.qk), qk_row + j, s);
     return s;
 }
@@ -213,19 +227,19 @@ void softmax_rows() {
     uint first = row * total;
     float m = NEG_INF, bmax = NEG_INF;
     for (uint j = t; j < total; j += WG) {
-        float bias = bias_of(b, h, i, j, offset, valid);
-        bmax = max(bmax, bias);
-        m = max(m, LOAD(S, first + j) + bias);
+        vec2 bias = bias_of(b, h, i, j, offset, valid);
+        bmax = max(bmax, bias.x + bias.y);
+        m = max(m, biased(LOAD(S, first + j), bias));
     }
     vec2 maxes = max_over_workgroup(m, bmax);
     m = maxes.x;
     // a row whose bias masks every key gives zeros, as does a row whose scores are all -inf (MODE 0's guard)
     bool zero_row = maxes.y == NEG_INF || m == NEG_INF;
     float l = 0.0;
-    for (uint j = t; j < total; j += WG) l += exp(LOAD(S, first + j) + bias_of(b, h, i, j, offset, valid) - m);
+    for (uint j = t; j < total; j += WG) l += exp(biased(LOAD(S, first + j), bias_of(b, h, i, j, offset, valid)) - m);
     l = sum_over_workgroup(l);
     for (uint j = t; j < total; j += WG) {
-        float p = exp(LOAD(S, first + j) + bias_of(b, h, i, j, offset, valid) - m) / l;
+        float p = exp(biased(LOAD(S, first + j), bias_of(b, h, i, j, offset, valid)) - m) / l;
         STORE(S, first + j, zero_row ? 0.0 : p);
     }
 }
@@ -243,16 +257,16 @@ void softmax_row_serial() {
     uint first = row * total;
     float m = NEG_INF, bmax = NEG_INF;
     for (uint j = 0; j < total; j++) {
-        float bias = bias_of(b, h, i, j, offset, valid);
-        bmax = max(bmax, bias);
-        m = max(m, LOAD(S, first + j) + bias);
+        vec2 bias = bias_of(b, h, i, j, offset, valid);
+        bmax = max(bmax, bias.x + bias.y);
+        m = max(m, biased(LOAD(S, first + j), bias));
     }
     // a row whose bias masks every key gives zeros, as does a row whose scores are all -inf (MODE 0's guard)
     bool zero_row = bmax == NEG_INF || m == NEG_INF;
     float l = 0.0;
-    for (uint j = 0; j < total; j++) l += exp(LOAD(S, first + j) + bias_of(b, h, i, j, offset, valid) - m);
+    for (uint j = 0; j < total; j++) l += exp(biased(LOAD(S, first + j), bias_of(b, h, i, j, offset, valid)) - m);
     for (uint j = 0; j < total; j++) {
-        float p = exp(LOAD(S, first + j) + bias_of(b, h, i, j, offset, valid) - m) / l;
+        float p = exp(biased(LOAD(S, first + j), bias_of(b, h, i, j, offset, valid)) - m) / l;
         STORE(S, first + j, zero_row ? 0.0 : p);
     }
 }

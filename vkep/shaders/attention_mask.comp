@@ -5,13 +5,15 @@
 // raw mask; 4: a [B, S, T] raw mask; raw values 0 mask), and -inf where (CAUSAL) t is past the query's position
 // (t > past + s). The padding bias is finite: a row it masks everywhere is the softmax of its biased scores, as
 // on the CPU EP (measured: a row masked by both attends its causal keys). One invocation per element of bias
-// [B, heads, S, T].
+// [B, heads, S, T]. PAIRS: y holds (attention_bias, mask) pairs, [B, heads, S, T, 2], which attention.comp (MASK 2)
+// adds one after the other as the CPU EP adds them: the score plus the bias, then the mask.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint KIND = 0;
 layout(constant_id = 1) const uint CAUSAL = 0;
+layout(constant_id = 2) const uint PAIRS = 0;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t mask_index, attention_bias, y;
@@ -42,7 +44,13 @@ void main() {
     float bias = Floats(PRESENT_OR(pc.attention_bias, pc.y)).v[PRESENT_AT(pc.attention_bias,
                                                                           b * pc.bias_sb + h * pc.bias_sh + s * pc.t + t)];
     float v = pc.attention_bias != 0 ? bias : 0.0;
-    precise float sum = v + (masked ? pc.filter_value : 0.0);
-    if (CAUSAL != 0 && t > pc.past + s) sum = uintBitsToFloat(0xff800000u);
-    Floats(pc.y).v[i] = sum;
+    float masking = masked ? pc.filter_value : 0.0;
+    bool future = CAUSAL != 0 && t > pc.past + s;
+    if (PAIRS != 0) {
+        Floats(pc.y).v[2u * i] = v;
+        Floats(pc.y).v[2u * i + 1u] = future ? uintBitsToFloat(0xff800000u) : masking;
+        return;
+    }
+    precise float sum = v + masking;
+    Floats(pc.y).v[i] = future ? uintBitsToFloat(0xff800000u) : sum;
 }
