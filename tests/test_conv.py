@@ -484,3 +484,40 @@ def test_conv_dilations_and_strides_past_1024(ep_devices, inputs, attrs):
     assert {ep for *_, ep in runner.placement(session)} == {"VulkanExecutionProvider"}
     np.testing.assert_allclose(session.run(None, {"x": x})[0], runner.cpu_session(reference).run(None, {"x": x})[0],
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", [
+    # (channels, size, kernel, stride, dilation, pad, multiplier, dims, relu, dtype, channels a group)
+    (16, 14, 3, 1, 1, 1, 1, 2, False, np.float32, 1), (16, 15, 3, 2, 1, 1, 1, 2, True, np.float32, 1),
+    (8, 13, 5, 1, 2, 4, 1, 2, False, np.float32, 1), (8, 9, 3, 1, 1, 0, 2, 2, True, np.float32, 1),
+    (4, 21, 3, 1, 1, 1, 1, 1, False, np.float32, 1), (4, 7, 3, 1, 1, 1, 1, 3, True, np.float32, 1),
+    (16, 14, 3, 1, 1, 1, 1, 2, True, np.float16, 1), (6, 10, 3, 1, 1, 1, 3, 2, False, np.float32, 2),
+    (16, 6, 7, 1, 1, 3, 1, 2, False, np.float32, 1)], ids=str)
+def test_depthwise_runs_of_a_row_sum_as_one_output_a_thread(ep_devices, monkeypatch, case):
+    """conv.comp's MODE 4 (DIRECT_RUN outputs of a row a thread, the input row's window loaded once where stride and
+    dilation are 1) gives MODE 2's values bit for bit (one output a thread, the same order of sums): depthwise and
+    few-channel groups, strides, dilations, pads, 1-D to 3-D, a fused Relu (the epilogue's block ends at the row),
+    float16; and both within float noise of the CPU EP."""
+    from vkep.kernels import conv
+
+    channels, size, k, stride, dilation, pad, mult, dims, relu, dtype, cg = case
+    shape = [2, channels * cg] + [size] * dims
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal([channels * mult, cg] + [k] * dims).astype(dtype)
+    b = rng.standard_normal([channels * mult]).astype(dtype)
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if relu else "y"], group=channels, strides=[stride] * dims,
+                              dilations=[dilation] * dims, pads=[pad] * 2 * dims, kernel_shape=[k] * dims)]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    graph = helper.make_graph(nodes, "depthwise", [helper.make_tensor_value_info("x", elem, shape)],
+                              [helper.make_tensor_value_info("y", elem, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.standard_normal(shape).astype(dtype)
+    runs = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
+    monkeypatch.setattr(conv, "DIRECT_RUN", 1 << 30)  # (no row is that long: MODE 2)
+    one = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(runs, one)
+    if dtype == np.float32:
+        np.testing.assert_allclose(runs, runner.cpu_session(model).run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)

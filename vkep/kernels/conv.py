@@ -35,7 +35,8 @@ MAX_SPATIAL = 3
 GEMM_WG, GEMM_TM, GEMM_TN = 64, 16, 8  # conv.comp: threads per workgroup, channels and pixels per thread
 
 WORKGROUP = 256
-MODE_GEMM, MODE_POINTWISE, MODE_DIRECT, MODE_BROADCAST = 0, 1, 2, 3
+MODE_GEMM, MODE_POINTWISE, MODE_DIRECT, MODE_BROADCAST, MODE_DIRECT_RUN = 0, 1, 2, 3, 4
+DIRECT_RUN = 4  # conv.comp's RUN: MODE_DIRECT_RUN's outputs a thread along a row, for rows of at least as many
 # conv.comp's MODE_BROADCAST (CPU devices with 8-wide subgroups, float32): a workgroup's block of output channels
 # and pixels (BR, 8 BC there). 16 channels against 32: the light models 0.98-0.99x the time on Mesa 25 (resnet50's
 # 7x7 stem slower, its layer-4 1x1 convs faster), and lavapipe compiles the pipeline in 0.52 s instead of 1.19 s
@@ -327,8 +328,9 @@ class Conv(ConvBase):
         if self.weight_row:  # (pack pads W only where the plan takes the branch above)
             raise UnsupportedError(f"Conv: a weight packed for the broadcast GEMM, planned otherwise for X {xs}")
         if mg < DIRECT_MAX_CHANNELS:
-            mode = MODE_DIRECT
-            groups = grid_1d(group * mg * pixels, GEMM_WG)
+            mode = MODE_DIRECT_RUN if out[-1] >= DIRECT_RUN else MODE_DIRECT
+            runs = pixels // out[-1] * -(-out[-1] // DIRECT_RUN) if mode == MODE_DIRECT_RUN else pixels
+            groups = grid_1d(group * mg * runs, GEMM_WG)
             wn = GEMM_WG
             groups = (groups[0], groups[1], batch)
         else:
@@ -347,7 +349,7 @@ class Conv(ConvBase):
         members = _conv_members(cg, mg, group, xs, out, strides, dilations, begin, k3, wn)
         # the GEMM modes read the kernel's size and the workgroup's shape from the push constants: one pipeline
         # per mode for every conv of a model (conv.comp's header says why)
-        kd, kh, kw = k3 if mode == MODE_DIRECT else [1, 1, 1]
+        kd, kh, kw = k3 if mode in (MODE_DIRECT, MODE_DIRECT_RUN) else [1, 1, 1]
         return out_shape, {"mode": mode, "kd": kd, "kh": kh, "kw": kw, "tm": GEMM_TM, "tn": GEMM_TN}, members, groups
 
 

@@ -7,6 +7,7 @@
 //         fly (no im2col buffer) and each thread accumulates a TM x TN block in registers (see gemm()).
 // MODE 1: the same GEMM for 1x1 kernels with stride 1 and no padding: X is the GEMM's B matrix as is.
 // MODE 2: direct: one thread per output, for convs with few output channels per group (depthwise).
+// MODE 4: MODE 2 with a run of RUN outputs along a row per thread (direct_run()).
 // MODE 3: the GEMM of MODE 0 for CPU devices with 8-wide subgroups (lavapipe), float32, 1-D and 2-D, one group
 //         (broadcast_gemm()); 1x1 convs with stride 1 and no padding over an even pixel count go to matmul.comp's
 //         broadcast mode instead (pair loads of X).
@@ -163,6 +164,66 @@ void direct() {
     STORE_OR_KEEP(0, Tensor(pc.y), bat * per_batch + i, float(acc));
 }
 
+// MODE 4: the direct mode with RUN neighbouring outputs of a row an invocation (depthwise convs over rows of at
+// least RUN): the index math and the weights' loads once for RUN outputs, and where the row's stride and dilation
+// are 1, each kernel row's RUN + KW - 1 inputs loaded once (lavapipe loads lane by lane: loads are its cost). Each
+// output sums in MODE 2's order (the bias, then the channels' taps in order): the same values.
+#define RUN 4u
+void direct_run() {
+    uint runs = (pc.ow + RUN - 1u) / RUN, rows = pc.od * pc.oh, N = rows * pc.ow;
+    uint per_batch = pc.groups * pc.mg * rows * runs;
+    uint i = FLAT_ID(WG);
+    if (i >= per_batch) return;
+    uint bat = WORKGROUP_ID.z;
+    uint run = i % runs, t = i / runs;
+    uint q = t % rows, oc = t / rows, g = oc / pc.mg;
+    uint ow0 = run * RUN;
+    int w0 = int(ow0 * STR_W) - pc.pw;
+    int h0 = int((q % pc.oh) * STR_H) - pc.ph;
+    int d0 = int((q / pc.oh) * STR_D) - pc.pd;
+    uint isz = pc.id * pc.ih * pc.iw;
+    Tensor X = Tensor(pc.x), W = Tensor(pc.w);
+    uint xbase = (bat * pc.groups + g) * pc.cg * isz;
+    uint wbase = oc * pc.cg * KSZ;
+    MAC_T bias = LOAD_MAC(Tensor(PRESENT_OR(pc.b, pc.w)), PRESENT_AT(pc.b, oc));
+    bias = pc.b != 0 ? bias : MAC_T(0.0);
+    MAC_T acc[RUN];
+    [[unroll]] for (uint j = 0; j < RUN; ++j) acc[j] = bias;
+    bool unit = STR_W == 1u && DIL_W == 1u;
+    for (uint c = 0; c < pc.cg; ++c) {
+        [[unroll]] for (uint kd = 0; kd < KD; ++kd) {
+            [[unroll]] for (uint kh = 0; kh < KH; ++kh) {
+                int d = d0 + int(kd * DIL_D), h = h0 + int(kh * DIL_H);
+                bool inside = uint(d) < pc.id && uint(h) < pc.ih;
+                uint row = xbase + c * isz + (uint(max(d, 0)) * pc.ih + uint(max(h, 0))) * pc.iw;
+                uint tap = wbase + c * KSZ + (kd * KH + kh) * KW;
+                if (unit) {
+                    float window[RUN + KW - 1u];
+                    [[unroll]] for (uint k = 0; k < RUN + KW - 1u; ++k) {
+                        int w = w0 + int(k);
+                        window[k] = inside && uint(w) < pc.iw ? LOAD(X, row + uint(w)) : 0.0;
+                    }
+                    [[unroll]] for (uint kw = 0; kw < KW; ++kw) {
+                        MAC_T wv = LOAD_MAC(W, tap + kw);
+                        [[unroll]] for (uint j = 0; j < RUN; ++j) acc[j] += wv * MAC_T(window[j + kw]);
+                    }
+                } else {
+                    [[unroll]] for (uint kw = 0; kw < KW; ++kw) {
+                        MAC_T wv = LOAD_MAC(W, tap + kw);
+                        [[unroll]] for (uint j = 0; j < RUN; ++j) {
+                            int w = w0 + int(j * STR_W + kw * DIL_W);
+                            acc[j] += wv * MAC_T(inside && uint(w) < pc.iw ? LOAD(X, row + uint(w)) : 0.0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    uint ybase = bat * pc.groups * pc.mg * N + oc * N + q * pc.ow + ow0;
+    [[unroll]] for (uint j = 0; j < RUN; ++j)
+        if (ow0 + j < pc.ow) STORE_OR_KEEP(j, Tensor(pc.y), ybase + j, float(acc[j]));
+}
+
 // MODE 3: a workgroup is one subgroup of 8 invocations (lavapipe runs a workgroup as 8-lane SIMD rows, dead lanes
 // included); an invocation sums all of K for BR output channels x BC pixels. Lavapipe's time follows the number
 // of loads (each a loop over the 8 lanes), so the 8 lanes share their channels: lane l loads W's rows
@@ -252,6 +313,12 @@ EpilogueBlock stored_block() {
         uint i = FLAT_ID(WG), per_batch = pc.groups * pc.mg * N;
         return EpilogueBlock(WORKGROUP_ID.z * per_batch, N, 0, 1, i / N, 1, 1, pc.groups * pc.mg, i % N, 1, 1, N, 1);
     }
+    if (MODE == 4) {  // (its run of a row: the row's end bounds it)
+        uint runs = (pc.ow + RUN - 1u) / RUN, rows = pc.od * pc.oh, i = FLAT_ID(WG);
+        uint run = i % runs, t = i / runs, q = t % rows, start = q * pc.ow;
+        return EpilogueBlock(WORKGROUP_ID.z * pc.groups * pc.mg * N, N, 0, 1, t / rows, 1, 1, pc.groups * pc.mg,
+                             start + run * RUN, 1, RUN, start + pc.ow, 1);
+    }
     uint lane = gl_LocalInvocationIndex % pc.wn, row = gl_LocalInvocationIndex / pc.wn;
     uint bat = WORKGROUP_ID.z / pc.groups, g = WORKGROUP_ID.z % pc.groups;
     uint m0 = (WORKGROUP_ID.y * (WG / pc.wn) + row) * TM, n0 = WORKGROUP_ID.x * (pc.wn * TN) + lane;
@@ -261,6 +328,7 @@ EpilogueBlock stored_block() {
 
 void main() {
     if (MODE == 3) broadcast_gemm();
+    else if (MODE == 4) direct_run();
     else if (MODE == 2) direct();
     else gemm();
 #ifdef EPILOGUE
