@@ -85,7 +85,7 @@ class BiasSplitGelu(Kernel):
         rows = y.size // half
         left = Tensor(s.addr, (rows, half), s.dtype, s.io)
         right = Tensor(s.addr + half * ITEMSIZE[s.dtype], (rows, half), s.dtype, s.io)
-        members = broadcast_members(y.size, (rows, half), [(width, 1), (width, 1)])
+        members = broadcast_members(y.size, (rows, half), [(width, 1), (width, 1)], divisor=True)
         dispatch_wide(call, "binary.comp", self.constants["op"], y.size, shader_dtype(x),
                       {**members, "scale": 1.0, "a": left, "b": right, "y": y}, [s], [y])
 

@@ -17,6 +17,7 @@ from vkep.kernels.base import (
     Tensor,
     UnsupportedError,
     declines_float64,
+    fast_divisor,
     grid_1d,
     moved_dtype,
     moved_type,
@@ -97,9 +98,9 @@ def collapse(out: tuple[int, ...], *operand_strides: list[int]) -> tuple[list[in
 
 
 def broadcast_plan(shapes: list[tuple[int, ...]], out: tuple[int, ...] | None = None, max_rank: int = MAX_RANK,
-                   names: tuple[str, ...] = ("a", "b")) -> tuple[tuple[int, ...], int, dict]:
-    """(output shape, element count, push members n, rank, shape and stride_<name> per operand) for reading
-    every operand broadcast to `out` (default: their common shape)."""
+                   names: tuple[str, ...] = ("a", "b"), divisor: bool = False) -> tuple[tuple[int, ...], int, dict]:
+    """(output shape, element count, push members n, rank, shape and stride_<name> per operand, and with `divisor`
+    binary.comp's inner_divisor) for reading every operand broadcast to `out` (default: their common shape)."""
     out = broadcast_shape(*shapes) if out is None else out
     n = math.prod(out)
     if n > MAX_ELEMENTS:
@@ -107,13 +108,18 @@ def broadcast_plan(shapes: list[tuple[int, ...]], out: tuple[int, ...] | None = 
     dims, strides = collapse(out, *(broadcast_strides(s, out) for s in shapes))
     if len(dims) > max_rank:
         raise UnsupportedError(f"broadcast of {shapes} needs rank {len(dims)} > {max_rank}")
-    return out, n, broadcast_members(n, dims, strides, names)
+    return out, n, broadcast_members(n, dims, strides, names, divisor)
 
 
-def broadcast_members(n: int, dims, strides: list, names: tuple[str, ...] = ("a", "b")) -> dict:
+def broadcast_members(n: int, dims, strides: list, names: tuple[str, ...] = ("a", "b"), divisor: bool = False) -> dict:
     """The push members of binary.comp (and where.comp) that say how to read broadcast operands: n, rank,
-    shape, and each operand's element strides over that shape (stride_<name>); the output is contiguous."""
-    return {"n": n, "rank": len(dims), "shape": dims, **{f"stride_{k}": s for k, s in zip(names, strides, strict=True)}}
+    shape, and each operand's element strides over that shape (stride_<name>); the output is contiguous. With
+    `divisor` (binary.comp), inner_divisor: the innermost dimension's (magic, shift) for fast_div."""
+    members = {"n": n, "rank": len(dims), "shape": dims,
+               **{f"stride_{k}": s for k, s in zip(names, strides, strict=True)}}
+    if divisor:
+        members["inner_divisor"] = list(fast_divisor(dims[-1] if dims else 1))
+    return members
 
 
 def variant(x: str, y: str) -> str | tuple[str, str]:
@@ -159,7 +165,7 @@ class Binary(Kernel):
         """(output shape, element count, push members but the tensors) of a OP b, broadcast to `out` (default:
         their shape)."""
         def make():
-            shape, n, members = broadcast_plan([sa, sb], out)
+            shape, n, members = broadcast_plan([sa, sb], out, divisor=True)
             return shape, n, {**members, "scale": scale}
 
         return self.planned((sa, sb, out, scale), make)
@@ -374,7 +380,7 @@ def dispatch_unary(call, shader: str, constants: dict[str, int], x: Tensor, y: T
 
 def dispatch_binary(call, code: int, a: Tensor, b: Tensor, y: Tensor, scale: float = 1.0) -> None:
     """y = a OP b (binary.comp's op `code`; `scale` its parameter), broadcast to y's shape, in one dispatch."""
-    _, n, members = broadcast_plan([a.shape, b.shape], y.shape)
+    _, n, members = broadcast_plan([a.shape, b.shape], y.shape, divisor=True)
     dispatch_wide(call, "binary.comp", code, n, tensor_variant(a, y),
                   {**members, "scale": scale, "a": a, "b": b, "y": y}, [a, b], [y])
 

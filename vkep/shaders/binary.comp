@@ -25,6 +25,7 @@ layout(push_constant, scalar) uniform Push {
     uint stride_a[MAX_RANK];
     uint stride_b[MAX_RANK];
     float scale;
+    uint inner_divisor[2];  // the innermost dimension's (magic, shift) for fast_div (common.glsl)
     GROUP_BASE;
 } pc;
 
@@ -237,7 +238,14 @@ double arith_double(uint i, double x, double z) {
 
 void one(uint i) {
     uint ia = 0, ib = 0, rem = i;
-    for (int d = int(pc.rank) - 1; d > 0; --d) {
+    if (pc.rank > 1) {  // the innermost dimension, the one every broadcast has, without a division
+        uint last = pc.rank - 1, q = fast_div(rem, pc.shape[last], pc.inner_divisor[0], pc.inner_divisor[1]);
+        uint c = rem - q * pc.shape[last];
+        ia += c * pc.stride_a[last];
+        ib += c * pc.stride_b[last];
+        rem = q;
+    }
+    for (int d = int(pc.rank) - 2; d > 0; --d) {
         uint c = rem % pc.shape[d];
         rem /= pc.shape[d];
         ia += c * pc.stride_a[d];
