@@ -397,6 +397,40 @@ def test_qlinear_add_rounding(ep_devices, dtype, shapes):
         np.testing.assert_array_equal(session.run(None, feeds)[0], cpu.run(None, feeds)[0])
 
 
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shapes", [0, 1, 2, 12, 14])
+def test_qlinear_binary_looked_up_where_its_scales_are_constants(ep_devices, op, dtype, shapes):
+    """Scales and zero points as initializers: the node builds the table of every byte pair once (its first run,
+    not replayed) and later runs look results up (QLinearBinary.TABLE_FROM elements and more). Every value pair under
+    three sets of scales and zero points, each of ORT's span kinds (a table each) and broadcasts past the shader's
+    rank: the first run and the replays equal the CPU EP's bit for bit. (Scales fed as inputs, the other tests,
+    take the computing path.)"""
+    from vkep.kernels.quantize import QLinearBinary
+
+    a_shape, b_shape = BINARY_SHAPES[shapes]
+    rng = np.random.default_rng(70 + shapes)
+    a, b = _table(a_shape, dtype, rng), _table(b_shape, dtype, rng)
+    assert np.broadcast(a, b).size >= QLinearBinary.TABLE_FROM
+    for trial in range(3):
+        scales = [np.asarray(rng.uniform(0.001, 0.1) * 10 ** rng.uniform(-1.5, 1.5), np.float32) for _ in range(3)]
+        zps = [_ints(rng, (), dtype) for _ in range(3)]
+        consts = {"a_scale": scales[0], "a_zp": zps[0], "b_scale": scales[1], "b_zp": zps[1], "c_scale": scales[2],
+                  "c_zp": zps[2]}
+        node = helper.make_node(op, ["a", "a_scale", "a_zp", "b", "b_scale", "b_zp", "c_scale", "c_zp"], ["y"],
+                                domain=MS)
+        graph = helper.make_graph([node], op, [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(
+            v.dtype), v.shape) for k, v in (("a", a), ("b", b))], [onnx.ValueInfoProto(name="y")],
+            [numpy_helper.from_array(v, k) for k, v in consts.items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10), helper.make_opsetid(MS, 1)],
+                                  ir_version=10)
+        session = runner.vkep_session(model, disable_cpu_fallback=True)
+        assert {ep for _, _, ep in runner.placement(session)} == {VKEP}
+        want = runner.cpu_session(model).run(None, {"a": a, "b": b})[0]
+        for _ in range(3):  # (the first builds the table, the second makes the plan, the third replays it)
+            np.testing.assert_array_equal(session.run(None, {"a": a, "b": b})[0], want, err_msg=f"trial {trial}")
+
+
 # ---- a QOperator model from ORT's quantizer --------------------------------------------------------------------
 
 def _small_cnn(seed: int = 0) -> onnx.ModelProto:

@@ -246,6 +246,11 @@ class Call(Protocol):
         """Device memory of this kernel's own, zeroed when first asked for, that its shaders read and write from
         run to run (a random generator's draws); the same tensor on every call."""
 
+    def fills_state(self) -> bool:
+        """This call's work fills memory that later calls read (`state`: a table built once): the call is not
+        replayed, so a later one, which skips that work, makes the plan. True where its work runs; False where
+        nothing runs (a dry run), so the kernel must not count on it."""
+
     def copy(self, src: Tensor, dst: Tensor) -> None: ...
 
     def read_host(self, tensor: Tensor) -> bytes: ...

@@ -366,6 +366,10 @@ class KernelCall:
             kernel.persistent[("state", nbytes)] = weight
         return Tensor(weight.address, (nbytes,), "uint8", Tensor.PERSISTENT)
 
+    def fills_state(self) -> bool:
+        self.replayable = False
+        return True
+
     def upload(self, host: Tensor, dst: Tensor) -> None:
         self.replayable = False
         transfer.upload(self.kernel.gpu, host.addr, dst.addr, host.nbytes)

@@ -90,6 +90,9 @@ class DryCall:
     def state(self, nbytes: int) -> Tensor:
         return Tensor(0, (nbytes,), "uint8", Tensor.PERSISTENT)
 
+    def fills_state(self) -> bool:
+        return False
+
     def write_host(self, tensor: Tensor, data: bytes) -> None:
         pass
 

@@ -19,6 +19,9 @@
 layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint SIGNED = 0;
+// MODE 0: each element computed; 1: the table of every pair of bytes (a << 8 | b: n = 65536, y the table, a and b
+// unread); 2: each element looked up in that table, whose address comes in a_scale (the scales unread)
+layout(constant_id = 2) const uint MODE = 0;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp, y;
@@ -75,21 +78,11 @@ int zero_point(uint64_t t) {  // (read from a valid address whether given or not
     return t != 0 ? z ^ FLIP : FLIP;
 }
 
-void main() {
-    uint i = flat_index(WG);
-    if (i >= pc.n) return;
-    uint rank = pc.rank_flags & 0xffu, flags = pc.rank_flags >> 8;
-    uint ia = 0, ib = 0, rest = i;
-    for (int d = int(rank) - 1; d >= 0; --d) {
-        uint coord = rest % pc.dims[d];
-        rest /= pc.dims[d];
-        ia += coord * pc.a_strides[d];
-        ib += coord * pc.b_strides[d];
-    }
+// the stored byte of a OP b, for the operands' values (as rq_byte reads them, FLIP applied)
+uint result(int a, int b, uint flags) {
     bool s = S;
     float sa = RqFloats(pc.a_scale).v[0], sb = RqFloats(pc.b_scale).v[0], sc = RqFloats(pc.c_scale).v[0];
     int za = zero_point(pc.a_zp), zb = zero_point(pc.b_zp), zc = zero_point(pc.c_zp);
-    int a = rq_byte(pc.a, ia, s) ^ FLIP, b = rq_byte(pc.b, ib, s) ^ FLIP;
     precise float c;
     if (OP == 0) {
         float ra = precise_div(sa, sc), rb = precise_div(sb, sc);
@@ -103,5 +96,32 @@ void main() {
         c = float((a - za) * (b - zb)) * ratio + float(zc);
     }
     int q = (isnan(c) || abs(c) >= 2147483648.0) ? -2147483647 - 1 : int(roundEven(c));
-    RqBytes(pc.y).v[i] = uint8_t((clamp(q, s ? -128 : 0, s ? 127 : 255) ^ FLIP) & 0xff);
+    return uint((clamp(q, s ? -128 : 0, s ? 127 : 255) ^ FLIP) & 0xff);
+}
+
+void main() {
+    uint i = flat_index(WG);
+    if (i >= pc.n) return;
+    uint rank = pc.rank_flags & 0xffu, flags = pc.rank_flags >> 8;
+    if (MODE == 1) {  // (a byte's value as rq_byte reads it: sign-extended for int8)
+        int a = S ? int(i << 16) >> 24 : int(i >> 8), b = S ? int(i << 24) >> 24 : int(i & 0xffu);
+        RqBytes(pc.y).v[i] = uint8_t(result(a ^ FLIP, b ^ FLIP, flags));
+        return;
+    }
+    uint ia = 0, ib = 0, rest = i;
+    for (int d = int(rank) - 1; d > 0; --d) {
+        uint coord = rest % pc.dims[d];
+        rest /= pc.dims[d];
+        ia += coord * pc.a_strides[d];
+        ib += coord * pc.b_strides[d];
+    }
+    ia += rest * pc.a_strides[0];  // (the outermost coordinate is what is left: binary.comp)
+    ib += rest * pc.b_strides[0];
+    if (MODE == 2) {
+        uint pair = (uint(RqBytes(pc.a).v[ia]) << 8) | uint(RqBytes(pc.b).v[ib]);
+        RqBytes(pc.y).v[i] = RqBytes(pc.a_scale).v[pair];
+        return;
+    }
+    int a = rq_byte(pc.a, ia, S) ^ FLIP, b = rq_byte(pc.b, ib, S) ^ FLIP;
+    RqBytes(pc.y).v[i] = uint8_t(result(a, b, flags));
 }
