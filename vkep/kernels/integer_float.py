@@ -12,7 +12,8 @@ import math
 from vkep.kernels import conv, matmul
 from vkep.kernels.base import Kernel, Tensor, grid_1d
 
-MODE_WIDEN, MODE_SUM = 0, 1  # integer_float.comp's
+MODE_WIDEN, MODE_SUM, MODE_REQUANTIZE = 0, 1, 2  # integer_float.comp's
+NO_SCALES = {"bias": None, "xs": None, "ws": None, "ys": None}  # (MODE 2's push members, unread by the others)
 WG = 256  # integer_float.comp's workgroup
 FLOAT_SLICE_K = (1 << 24) // (255 * 255)  # 258: the longest run of K whose float32 sums are exact
 # smaller products keep the integer shaders: the float path widens B each run (K x N), which few rows of A do not
@@ -38,7 +39,8 @@ def applies(rows: int, n: int, k: int, saturates: bool, largest: int | None) -> 
 def widen(call, x: Tensor, zp: Tensor | None, y: Tensor, zp_div: int = 1, zp_mod: int = 1) -> None:
     """y (float32) = the 8-bit x less its zero point (element i's: zp[(i / zp_div) % zp_mod])."""
     call.dispatch("integer_float.comp", "uint8", {"mode": MODE_WIDEN, "signed": int(x.dtype == "int8")},
-                  {"x": x, "zp": zp, "y": y, "count": x.size, "zp_div": zp_div, "zp_mod": zp_mod, "slices": 0},
+                  {"x": x, "zp": zp, "y": y, "count": x.size, "zp_div": zp_div, "zp_mod": zp_mod, "slices": 0,
+                   **NO_SCALES},
                   grid_1d(x.size, WG), [x] + ([zp] if zp is not None else []), [y])
 
 
@@ -50,7 +52,8 @@ def product(kernel: Kernel, call, a: Tensor, b: Tensor, y: Tensor, members: dict
     partials = call.scratch((slices * batches, members["M"], members["N"]), "float32")
     matmul.sliced_product(kernel, call, a, b, partials, members, batches, slices)
     call.dispatch("integer_float.comp", "uint8", {"mode": MODE_SUM},
-                  {"x": partials, "zp": None, "y": y, "count": count, "zp_div": 1, "zp_mod": 1, "slices": slices},
+                  {"x": partials, "zp": None, "y": y, "count": count, "zp_div": 1, "zp_mod": 1, "slices": slices,
+                   **NO_SCALES},
                   grid_1d(count, WG), [partials], [y])
 
 
@@ -89,3 +92,15 @@ def conv_integer(kernel: Kernel, call, x: Tensor, w: Tensor, xzp: Tensor | None,
     members = matmul.product_members(m, pixels, rows, batch_inner=batch, a=(0, 0, rows, 1),
                                      b=(0, rows * pitch, pitch, 1))
     product(kernel, call, w_f, col, y, members, batch)
+
+
+def requantize(call, acc: Tensor, bias: Tensor | None, x_scale: Tensor, w_scale: Tensor, y_scale: Tensor,
+               yzp: Tensor | None, y: Tensor) -> None:
+    """QLinearConv's y [N, M, ...] (8-bit) = its int32 accumulators `acc` plus the bias, requantized as
+    conv_integer.comp requantizes them (W's scale per tensor or per output channel)."""
+    m, pixels = y.shape[1], math.prod(y.shape[2:])
+    ins = {"bias": bias, "xs": x_scale, "ws": w_scale, "ys": y_scale, "zp": yzp}
+    call.dispatch("integer_float.comp", "uint8", {"mode": MODE_REQUANTIZE, "signed": int(y.dtype == "int8")},
+                  {"x": acc, **ins, "y": y, "count": y.size, "zp_div": pixels, "zp_mod": m,
+                   "slices": int(w_scale.size > 1)}, grid_1d(y.size, WG),
+                  [acc, *(t for t in ins.values() if t is not None)], [y])

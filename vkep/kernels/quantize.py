@@ -323,8 +323,12 @@ class ConvInteger(ConvBase):
         y = call.output(0, out_shape, out_type)
         if y.size == 0:
             return
-        if patches is not None:  # (ConvInteger of one group, large enough: through float32 GEMMs)
-            return integer_float.conv_integer(self, call, x, w, xzp, wzp, y, patches)
+        if patches is not None:  # (one group, large enough, no product the CPU EP saturates: through float32 GEMMs)
+            if not requant:
+                return integer_float.conv_integer(self, call, x, w, xzp, wzp, y, patches)
+            acc = call.scratch(out_shape, "int32")
+            integer_float.conv_integer(self, call, x, w, xzp, wzp, acc, patches)
+            return integer_float.requantize(call, acc, bias, x_scale, w_scale, y_scale, yzp, y)
         depthwise = members["cg"] == 1 and members["mg"] == 1
         saturate = saturating(x.dtype, w.dtype, self.as_uint8) if requant and not depthwise else 0
         constants = {"requant": requant, "x_signed": int(x.dtype == "int8"), "w_signed": int(w.dtype == "int8"),
@@ -381,8 +385,8 @@ class ConvInteger(ConvBase):
                    "steps": steps}
         rows, pitch = c * kh * kw, oh * ow + (oh * ow) % 2  # (the float path's patches: K rows, pairs along pixels)
         patches = None
-        if not self.constants["requant"] and group == 1 and integer_float.conv_applies(m, oh * ow, rows,
-                                                                                     batch * rows * pitch * 4):
+        exact = not self.constants["requant"] or not saturating(x.dtype, w.dtype, self.as_uint8)
+        if exact and group == 1 and integer_float.conv_applies(m, oh * ow, rows, batch * rows * pitch * 4):
             patches = conv.im2col_plan((batch, c, ih, iw), [oh, ow], [1, kh, kw], [sh, sw], [dh, dw], [ph, pw], rows,
                                        pitch)
         return out_shape, members, (grid[0], grid[1], batch), tm, patches
