@@ -81,6 +81,10 @@ def einsum(rng) -> Case:
     equation = str(rng.choice(EQUATIONS))
     dims = {c: int(rng.integers(0 if rng.random() < 0.05 else 1, 6)) for c in "abcdhijkq"}
     lhs = equation.split("->")[0].split(",")
+    if len(lhs) == 2:
+        # (no zero-sized letter in a product of two operands: ORT's CPU EP divides by zero on some, a SIGFPE that ends
+        # the process: bhqd,bhkd->bhqk with b, h or d 0, ij,kj->ik with j 0; fresh sweeps' seeds 555 and 957)
+        dims = {c: max(d, 1) for c, d in dims.items()}
     ell = shape_of(rng, int(rng.integers(0, 3)), high=4)
     shapes = [(ell if term.startswith("...") else []) + [dims[c] for c in term.replace("...", "")] for term in lhs]
     dtype = _float(rng)
