@@ -38,6 +38,7 @@ from vkep.kernels.elementwise import (
     broadcast_strides,
     collapse,
     declines_rank,
+    wide_grid,
 )
 from vkep.kernels.pool import window_loops
 
@@ -107,9 +108,11 @@ def dispatch_quantize(call, mode: int, x: Tensor, scale: Tensor, zp: Tensor | No
     A 4-bit integer side (NIBBLES) holds two elements a byte; quantizing, an invocation writes one byte."""
     nibbles = NIBBLE_TYPES.get(y.dtype if mode == MODE_QUANTIZE else x.dtype, 0)
     work = -(-x.size // 2) if nibbles and mode == MODE_QUANTIZE else x.size
-    call.dispatch("quantize.comp", (shader_dtype(x), shader_dtype(y)), {"mode": mode, "nibbles": nibbles},
+    wide, grid = wide_grid(work)
+    call.dispatch("quantize.comp", (shader_dtype(x), shader_dtype(y)), {"mode": mode, "nibbles": nibbles,
+                                                                        "wide": wide},
                   {"x": x, "scale": scale, "zp": zp, "y": y, "n": x.size, "div": div, "mod": mod, "block": block,
-                   "blocks": blocks}, grid_1d(work, WG), [t for t in (x, scale, zp) if t is not None], [y])
+                   "blocks": blocks}, grid, [t for t in (x, scale, zp) if t is not None], [y])
 
 
 class DynamicQuantizeLinear(Kernel):

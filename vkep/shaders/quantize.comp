@@ -15,6 +15,7 @@
 layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint NIBBLES = 0;
+layout(constant_id = 2) const uint WIDE = 0;  // 0: one element (or byte) a lane; else the ones a workgroup covers
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, scale, zp, y;
@@ -22,7 +23,8 @@ layout(push_constant, scalar) uniform Push {
     GROUP_BASE;
 } pc;
 
-uint channel(uint i) {  // the index of element i's scale and zero point
+uint channel(uint i) {  // the index of element i's scale and zero point (per tensor: no division)
+    if (pc.block == 0 && pc.mod == 1u) return 0u;
     return pc.block == 0 ? (i / pc.div) % pc.mod
                          : ((i / (pc.mod * pc.div)) * pc.blocks + (i / pc.div) % pc.mod / pc.block) * pc.div + i % pc.div;
 }
@@ -60,8 +62,7 @@ int quantized(uint i) {  // element i of y, clamped to its type (NaN: the lowest
 }
 #endif
 
-void main() {
-    uint i = FLAT_ID(WG);
+void one(uint i) {
     if (MODE == 0) {
 #if DTYPE_Y >= 4
 #if DTYPE_Y == 4
@@ -91,5 +92,19 @@ void main() {
         zp = pc.zp != 0 ? zp : 0.0;
 #endif
         STORE_Y(TensorY(pc.y), i, (x - zp) * scale);
+    }
+}
+
+void main() {
+    if (WIDE == 0) {
+        one(FLAT_ID(WG));
+        return;
+    }
+    // (binary.comp's WIDE: fewer workgroups, each of which costs lavapipe a fixed setup)
+    uint first = FLAT_GROUP * WIDE, lane = gl_LocalInvocationID.x;
+    for (uint k = 0; k < WIDE / WG; ++k) {
+        uint i = first + k * WG + lane;
+        if (i >= pc.n) break;
+        one(i);
     }
 }
