@@ -20,6 +20,10 @@ FLOAT_SLICE_K = (1 << 24) // (255 * 255)  # 258: the longest run of K whose floa
 # repay (16 x 768 by 768 x 768 on lavapipe: 9.8 ms in int32, 20.6 through float; 64 rows by 3072 columns: 115 / 81)
 FLOAT_MIN_MACS, FLOAT_MIN_ROWS = 1 << 22, 64
 FLOAT_MIN_CHANNELS = 16  # ConvInteger's output channels: widening X and its patches cost 1 / M of the product
+# QLinearConv's K (channels x taps) from which the float path pays: conv_integer.comp requantizes in registers, the
+# float path writes int32 accumulators and requantizes in a pass of its own. Paired on lavapipe (loaded): K 27 (a
+# 3 x 3 stem over 224 x 224) 1.7 ms there, 6.6 through float; K 576 36 / 34; K 1152 38 / 24; K 2304 36 / 25
+QLINEAR_FLOAT_MIN_K = 1024
 NEVER_SATURATES = 64  # the largest |B| of int8 weights whose pairs with uint8 values fit int16: 2 * 255 * 64
 
 

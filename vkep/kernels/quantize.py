@@ -388,8 +388,10 @@ class ConvInteger(ConvBase):
                    "steps": steps}
         rows, pitch = c * kh * kw, oh * ow + (oh * ow) % 2  # (the float path's patches: K rows, pairs along pixels)
         patches = None
-        exact = not self.constants["requant"] or not saturating(x.dtype, w.dtype, self.as_uint8)
-        if exact and group == 1 and integer_float.conv_applies(m, oh * ow, rows, batch * rows * pitch * 4):
+        requant = self.constants["requant"]
+        paid = not requant or (not saturating(x.dtype, w.dtype, self.as_uint8)
+                               and rows >= integer_float.QLINEAR_FLOAT_MIN_K)
+        if paid and group == 1 and integer_float.conv_applies(m, oh * ow, rows, batch * rows * pitch * 4):
             patches = conv.im2col_plan((batch, c, ih, iw), [oh, ow], [1, kh, kw], [sh, sw], [dh, dw], [ph, pw], rows,
                                        pitch)
         return out_shape, members, (grid[0], grid[1], batch), tm, patches
