@@ -142,6 +142,38 @@ def test_qlinear_conv_through_float_equals_the_cpu_ep(ep_devices, float_products
     assert set(float_products) == (set() if saturates else {128 * 9})
 
 
+@pytest.mark.parametrize("types", [("uint8", "uint8"), ("int8", "int8"), ("uint8", "int8")])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_qlinear_matmul_through_float_equals_the_cpu_ep(ep_devices, float_products, types, per_column):
+    """QLinearMatMul (2-D B) through float32 (MatMulInteger's path into int32 accumulators, then integer_float.comp
+    MODE 2 requantizes as matmul_integer.comp does, B's scale and zero point per column or per tensor), where the CPU
+    EP's products do not saturate; full-range values, outputs saturating both ways. 256 x 768 by 768 x 768: 37 -> 24
+    ms on lavapipe."""
+    a_type, b_type = (np.dtype(t) for t in types)
+    rng = np.random.default_rng(7)
+    info_a, info_b = np.iinfo(a_type), np.iinfo(b_type)
+    a = rng.integers(info_a.min, info_a.max + 1, (2, 48, 520)).astype(a_type)
+    b = rng.integers(info_b.min, info_b.max + 1, (520, 96)).astype(b_type)
+    shape = (96,) if per_column else ()
+    mid = (int(info_b.min) + int(info_b.max) + 1) // 2
+    consts = {"a_scale": np.array(0.02, np.float32), "a_zp": np.array(info_a.min + 90, a_type), "b": b,
+              "b_scale": (rng.uniform(0.5, 2, shape) * 1e-3).astype(np.float32),
+              "b_zp": (rng.integers(mid - 3, mid + 4, shape) if per_column else np.array(mid)).astype(b_type),
+              "y_scale": np.array(0.01, np.float32), "y_zp": np.array(info_a.min + 120, a_type)}
+    names = ["a", "a_scale", "a_zp", "b", "b_scale", "b_zp", "y_scale", "y_zp"]
+    graph = helper.make_graph([helper.make_node("QLinearMatMul", names, ["y"])], "qmm", [helper.make_tensor_value_info(
+        "a", helper.np_dtype_to_tensor_dtype(a_type), a.shape)], [helper.make_tensor_value_info(
+            "y", helper.np_dtype_to_tensor_dtype(a_type), None)], [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    want = runner.cpu_session(model).run(None, {"a": a})[0]
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    for _ in range(2):  # (the second run replays the plan)
+        np.testing.assert_array_equal(session.run(None, {"a": a})[0], want)
+    assert (want == info_a.min).any() and (want == info_a.max).any()
+    saturates = types == ("uint8", "int8") and quantize.cpu_ep_saturates()
+    assert set(float_products) == (set() if saturates else {520})
+
+
 def test_a_session_reads_the_manifest_at_most_once(ep_devices, float_products, monkeypatch):
     """Kernels that compose others (ConvInteger through MatMul's product) look their entries up in the manifest the
     process registered, not in the file: a dynamically quantized ISNet of 119 ConvIntegers took 19.8 s to create a

@@ -99,12 +99,12 @@ def conv_integer(kernel: Kernel, call, x: Tensor, w: Tensor, xzp: Tensor | None,
 
 
 def requantize(call, acc: Tensor, bias: Tensor | None, x_scale: Tensor, w_scale: Tensor, y_scale: Tensor,
-               yzp: Tensor | None, y: Tensor) -> None:
-    """QLinearConv's y [N, M, ...] (8-bit) = its int32 accumulators `acc` plus the bias, requantized as
-    conv_integer.comp requantizes them (W's scale per tensor or per output channel)."""
-    m, pixels = y.shape[1], math.prod(y.shape[2:])
+               yzp: Tensor | None, y: Tensor, channel_div: int, channels: int) -> None:
+    """y (8-bit) = the int32 accumulators `acc` plus the bias, requantized as conv_integer.comp and matmul_integer.comp
+    requantize them; element i's output channel (its bias and W's scale, where W has one a channel) is
+    (i / channel_div) % channels: QLinearConv's [N, M, pixels] (pixels, M), QLinearMatMul's [..., N] (1, N)."""
     ins = {"bias": bias, "xs": x_scale, "ws": w_scale, "ys": y_scale, "zp": yzp}
     call.dispatch("integer_float.comp", "uint8", {"mode": MODE_REQUANTIZE, "signed": int(y.dtype == "int8")},
-                  {"x": acc, **ins, "y": y, "count": y.size, "zp_div": pixels, "zp_mod": m,
+                  {"x": acc, **ins, "y": y, "count": y.size, "zp_div": channel_div, "zp_mod": channels,
                    "slices": int(w_scale.size > 1)}, grid_1d(y.size, WG),
                   [acc, *(t for t in ins.values() if t is not None)], [y])
