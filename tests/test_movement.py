@@ -547,3 +547,46 @@ def test_dropout_at_inference(ep_devices, opset, outputs, ratio, dtype):
     training = _model("Dropout", [("x", (TensorProto.DOUBLE, x.shape)), ("r", (F, [])), ("t", (TensorProto.BOOL, []))],
                       2, 22, {"r": np.array(0.5, np.float32), "t": np.array(True)})
     assert {ep for _, _, ep in runner.placement(runner.vkep_session(training))} == {"CPUExecutionProvider"}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "bool", "int64"])
+def test_gathers_move_whole_words_where_they_can(ep_devices, monkeypatch, dtype):
+    """Transpose, Slice and Split whose innermost run, strides and offset are whole 8-byte words move words
+    (movement.words_of: the int64 variant over fewer elements), the others elements; every output equal to numpy's,
+    bit for bit: a channel shuffle, a slice of whole rows and one at an odd column, a split along the last axis, and
+    runs of 1, 2, 4 and 8 elements."""
+    from vkep.kernels import movement
+
+    moved = []
+    real = movement.words_of
+
+    def spy(members, x, y):
+        words = real(members, x, y)
+        moved.append(words is not None)
+        return words
+
+    monkeypatch.setattr(movement, "words_of", spy)
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((2, 4, 6, 8, 8)) * 50).astype(dtype)
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    nodes = [helper.make_node("Transpose", ["x"], ["shuffled"], perm=[0, 2, 1, 3, 4]),
+             helper.make_node("Transpose", ["x"], ["last"], perm=[0, 1, 2, 4, 3]),
+             helper.make_node("Slice", ["x", "s0", "e0", "a0"], ["rows"]),
+             helper.make_node("Slice", ["x", "s1", "e1", "a1"], ["odd"]),
+             helper.make_node("Split", ["x", "parts"], ["left", "right"], axis=4)]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             (("s0", [2]), ("e0", [6]), ("a0", [3]), ("s1", [1]), ("e1", [7]), ("a1", [4]), ("parts", [2, 6]))]
+    outs = ["shuffled", "last", "rows", "odd", "left", "right"]
+    graph = helper.make_graph(nodes, "moves", [helper.make_tensor_value_info("x", elem, x.shape)],
+                              [helper.make_tensor_value_info(n, elem, None) for n in outs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    session = runner.vkep_session(model, disable_cpu_fallback=True)
+    got = dict(zip(outs, session.run(None, {"x": x}), strict=True))
+    want = {"shuffled": x.transpose(0, 2, 1, 3, 4), "last": x.transpose(0, 1, 2, 4, 3), "rows": x[:, :, :, 2:6],
+            "odd": x[..., 1:7], "left": x[..., :2], "right": x[..., 2:]}
+    for name in outs:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    if x.itemsize < movement.WORD:  # (words where the run allows, elements elsewhere; int64 elements are words)
+        assert any(moved) and not all(moved), moved
+    else:
+        assert moved and not any(moved), moved

@@ -11,7 +11,9 @@ import math
 import struct
 
 from vkep.kernels.base import (
+    ITEMSIZE,
     MAX_ELEMENTS,
+    NIBBLE_TYPES,
     Kernel,
     Tensor,
     UnsupportedError,
@@ -95,6 +97,33 @@ def gather_members(out_shape, strides, offset: int) -> dict:
     return strided_members(math.prod(out_shape), dims, offset, st)
 
 
+WORD = 8  # bytes a gather moves at once where it can (words_of)
+
+
+def words_of(members: dict, x: Tensor, y: Tensor) -> tuple[dict, str] | None:
+    """A gather's members (MODE 0) over 8-byte words, and the variant moving them (int64), where its innermost run,
+    every other stride and the offset are whole words and both tensors start on one: a channel shuffle's Transpose
+    or a Slice of whole rows moves 2 floats (8 bytes) a lane, and lavapipe's time is its lane loads and stores."""
+    size = ITEMSIZE[x.dtype]
+    if x.dtype in NIBBLE_TYPES or size >= WORD or WORD % size or x.addr % WORD or y.addr % WORD:
+        return None
+    per = WORD // size
+    dims, strides = list(members["shape"]), list(members["a"])
+    if (not dims or strides[-1] != 1 or dims[-1] % per or members["offset"] % per
+            or any(st % per for st in strides[:-1])):
+        return None
+    return strided_members(members["n"] // per, dims[:-1] + [dims[-1] // per], members["offset"] // per,
+                           [st // per for st in strides[:-1]] + [1]), "int64"
+
+
+def dispatch_gather_members(call, x: Tensor, y: Tensor, members: dict) -> None:
+    """y = strided_copy.comp's gather (MODE 0) of x by `members`, in words where it can (words_of)."""
+    words = words_of(members, x, y)
+    members, dtype = words if words is not None else (members, moved_dtype(x))
+    call.dispatch("strided_copy.comp", dtype, {"mode": GATHER, "sub": 0}, {**members, "x": x, "y": y},
+                  grid_1d(members["n"], WG), [x], [y])
+
+
 def dispatch_gather(call, x: Tensor, y: Tensor, shape, strides) -> None:
     """y (contiguous, `shape`) = x read at element `strides`, in one dispatch of strided_copy.comp: for kernels that
     move a layout in their own work (a transpose into scratch memory and back)."""
@@ -113,7 +142,9 @@ class Strided(Kernel):
         x = call.inputs[0]
         shape, members, (mode, sub) = self.planned(self._key(call), lambda: self._plan(call))
         y = call.output(0, shape)
-        if y.size:
+        if y.size and mode == GATHER:
+            dispatch_gather_members(call, x, y, members)
+        elif y.size:
             call.dispatch("strided_copy.comp", moved_dtype(x), {"mode": mode, "sub": sub}, {**members, "x": x, "y": y},
                           grid_1d(y.size, WG), [x], [y])
 
@@ -368,8 +399,7 @@ class Split(Kernel):
         for j, (shape, members) in enumerate(plans):
             y = call.output(j, shape)
             if y.size:
-                call.dispatch("strided_copy.comp", moved_dtype(x), {"mode": GATHER, "sub": 0},
-                              {**members, "x": x, "y": y}, grid_1d(y.size, WG), [x], [y])
+                dispatch_gather_members(call, x, y, members)
 
     def _plan(self, call, shape) -> list:
         axis = axis_in(self.attrs.get("axis", 0), len(shape), "Split")
