@@ -552,9 +552,10 @@ def test_dropout_at_inference(ep_devices, opset, outputs, ratio, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "bool", "int64"])
 def test_gathers_move_whole_words_where_they_can(ep_devices, monkeypatch, dtype):
     """Transpose, Slice and Split whose innermost run, strides and offset are whole 8-byte words move words
-    (movement.words_of: the int64 variant over fewer elements), the others elements; every output equal to numpy's,
-    bit for bit: a channel shuffle, a slice of whole rows and one at an odd column, a split along the last axis, and
-    runs of 1, 2, 4 and 8 elements."""
+    (movement.words_of: the int64 variant over fewer elements), the others elements, and Concat likewise by its
+    inner run; every output equal to numpy's, bit for bit: a channel shuffle, a slice of whole rows and one at an odd
+    column, a split along the last axis, concatenations of whole rows and of odd runs, and runs of 1, 2, 4 and 8
+    elements."""
     from vkep.kernels import movement
 
     moved = []
@@ -573,17 +574,20 @@ def test_gathers_move_whole_words_where_they_can(ep_devices, monkeypatch, dtype)
              helper.make_node("Transpose", ["x"], ["last"], perm=[0, 1, 2, 4, 3]),
              helper.make_node("Slice", ["x", "s0", "e0", "a0"], ["rows"]),
              helper.make_node("Slice", ["x", "s1", "e1", "a1"], ["odd"]),
-             helper.make_node("Split", ["x", "parts"], ["left", "right"], axis=4)]
+             helper.make_node("Split", ["x", "parts"], ["left", "right"], axis=4),
+             helper.make_node("Concat", ["x", "rows"], ["joined"], axis=3),
+             helper.make_node("Concat", ["x", "odd"], ["widened"], axis=4)]
     inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
              (("s0", [2]), ("e0", [6]), ("a0", [3]), ("s1", [1]), ("e1", [7]), ("a1", [4]), ("parts", [2, 6]))]
-    outs = ["shuffled", "last", "rows", "odd", "left", "right"]
+    outs = ["shuffled", "last", "rows", "odd", "left", "right", "joined", "widened"]
     graph = helper.make_graph(nodes, "moves", [helper.make_tensor_value_info("x", elem, x.shape)],
                               [helper.make_tensor_value_info(n, elem, None) for n in outs], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     got = dict(zip(outs, session.run(None, {"x": x}), strict=True))
     want = {"shuffled": x.transpose(0, 2, 1, 3, 4), "last": x.transpose(0, 1, 2, 4, 3), "rows": x[:, :, :, 2:6],
-            "odd": x[..., 1:7], "left": x[..., :2], "right": x[..., 2:]}
+            "odd": x[..., 1:7], "left": x[..., :2], "right": x[..., 2:],
+            "joined": np.concatenate([x, x[:, :, :, 2:6]], axis=3), "widened": np.concatenate([x, x[..., 1:7]], axis=4)}
     for name in outs:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
     if x.itemsize < movement.WORD:  # (words where the run allows, elements elsewhere; int64 elements are words)

@@ -452,10 +452,15 @@ class Concat(Kernel):
         y = call.output(0, out)
         if not y.size:
             return
+        size = ITEMSIZE[y.dtype]
         for inputs, push in groups:
             ins = [xs[j] for j in inputs]  # (x's unused slots are null addresses, their ends 0: never read)
-            call.dispatch("concat.comp", moved_dtype(xs[0]), {}, {**push, "y": y, "x": ins}, grid_1d(push["n"], WG),
-                          ins, [y])
+            dtype = moved_dtype(xs[0])
+            if (y.dtype not in NIBBLE_TYPES and size < WORD and (push["inner"] * size) % WORD == 0
+                    and all(t.addr % WORD == 0 for t in (y, *ins))):  # (whole words a run: words_of's reason)
+                per = WORD // size
+                push, dtype = {**push, "n": push["n"] // per, "inner": push["inner"] // per}, "int64"
+            call.dispatch("concat.comp", dtype, {}, {**push, "y": y, "x": ins}, grid_1d(push["n"], WG), ins, [y])
 
 
 class ReverseSequence(Kernel):
