@@ -71,6 +71,21 @@ def test_qlinear_softmax_as_the_cpu_ep(ep_devices, case):
         np.testing.assert_array_equal(session.run(None, {"x": x})[0], want)
 
 
+def test_qlinear_softmax_ties_under_many_scales(ep_devices):
+    """Rows of equal values (each output the row length's share, times floor(1 / y_scale): a rounding tie whenever
+    that is a half) under 40 x scales and row lengths 2 to 5: the CPU EP's table shift is C's logf of
+    FLT_MAX / length, and a double log moved its entries by an ulp and the ties with them (a fresh fuzz sweep's
+    int8 row [-56, -56] with x_scale 0.448, seed 360, gave 21 for the CPU EP's 22)."""
+    rng = np.random.default_rng(8)
+    for length in (2, 3, 4, 5):
+        for x_scale in [0.44842252, *rng.uniform(0.001, 2.0, 9)]:
+            model = _qlinear_softmax(np.int8, [6, length], 15, -1, float(x_scale), 0.266274, 0, 20)
+            x = np.repeat(rng.integers(-128, 128, (6, 1)), length, axis=1).astype(np.int8)
+            want = runner.cpu_session(model).run(None, {"x": x})[0]
+            got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
+            np.testing.assert_array_equal(got, want, err_msg=f"x_scale {x_scale}, length {length}")
+
+
 def test_qlinear_softmax_with_a_computed_scale_stays_on_the_cpu_ep(ep_devices):
     """vkep builds the exponential table from X's scale when packing it: a scale known only at run time leaves
     the node to the CPU EP (manifest `constant_inputs`)."""
