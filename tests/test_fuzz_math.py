@@ -511,7 +511,11 @@ def attention(rng) -> Case | None:
         attrs["scale"] = float(rng.choice([0.1, 1.0]))
     if rng.random() < 0.2:
         attrs["softcap"] = float(rng.choice([2.0, 30.0]))
-    return Case("Attention", 23, inputs, attrs, tol={"rtol": 2e-3, "atol": 1e-3})
+    # (float16: the two EPs round scores, probabilities and sums to float16 in different places, each about 1e-3
+    # from float64's answer over values of V near 1 to 3, where float16's ulp is 1e-3 to 2e-3: seed 864 of a fresh
+    # sweep, vkep 9.3e-4 and the CPU EP 7.3e-4 from it, 1.6e-3 apart)
+    atol = 4e-3 if dtype == "float16" else 1e-3
+    return Case("Attention", 23, inputs, attrs, tol={"rtol": 2e-3, "atol": atol})
 
 
 def rotary(rng) -> Case | None:
