@@ -20,10 +20,15 @@ float tanh_safe(float v) {
     return x * p / q;
 }
 
-// log(1 + y) accurate for small y (Goldberg's trick: the rounding of 1 + y cancels out)
+// log(1 + y) accurate for small y (Goldberg's trick: the rounding of 1 + y cancels out), with common.glsl's log_eigen:
+// lavapipe's log is 4e-8 off near 1, which the trick would carry into a small y's result. `precise`, or the
+// compiler folds (1 + y) - 1 to y and the trick with it (asinh of 4.5e-5 was 3e-4 relative off)
 float log1p_accurate(float y) {
-    float u = 1.0 + y;
-    return u == 1.0 ? y : log(u) * (y / (u - 1.0));
+    precise float u = 1.0 + y;
+    precise float d = u - 1.0;
+    if (u == 1.0) return y;
+    if (isinf(u)) return log_eigen(u);  // (inf, or NaN for -inf: not inf / inf)
+    return log_eigen(u) * (y / d);
 }
 
 // log(1 + exp(v)) without overflow

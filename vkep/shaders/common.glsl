@@ -188,6 +188,21 @@ float log_any(float v) {
 #define F_INF uintBitsToFloat(0x7f800000u)
 #define F_NAN uintBitsToFloat(0x7fc00000u)
 
+// p 2^m rounded as x86 rounds it, for p normal in [0.5, 2): exact where the result is normal (in two steps: 2^m itself
+// need not be a float), and from the bits where it is denormal, rounded to nearest even (lavapipe flushes denormal
+// results of its arithmetic; MLAS's and Eigen's exps give them below -87.3)
+float ldexp_exact(float p, int m) {
+    uint bits = floatBitsToUint(p);
+    int e = int((bits >> 23) & 0xffu) - 127 + m;
+    if (e >= -126) return ldexp(ldexp(p, m / 2), m - m / 2);
+    uint mant = (bits & 0x7fffffu) | 0x800000u;
+    int shift = -126 - e;  // (the denormal's bits: the significand moved right)
+    if (shift > 24) return 0.0;
+    uint kept = mant >> uint(shift), rest = mant & ((1u << uint(shift)) - 1u), half_ulp = 1u << uint(shift - 1);
+    if (rest > half_ulp || (rest == half_ulp && (kept & 1u) != 0u)) kept += 1u;
+    return uintBitsToFloat(kept);  // (a carry into bit 23 is the smallest normal's bits: still right)
+}
+
 // log as the CPU EP's Log computes it, to the last bit: Eigen's plog for float (ORT's Eigen: a rational (3, 3)
 // approximation of log(1 + x) on [sqrt(1/2) - 1, sqrt(2) - 1], plus the exponent times ln 2; every operation rounded,
 // no multiply-add, as ORT's SSE build runs it). Within about an ulp everywhere, near 1 too, where lavapipe's log is
@@ -220,6 +235,25 @@ float log_eigen(float v) {
     q = q * x + 1.0;
     precise float r = p / q;
     return e * 0.693147180559945309 + r;
+}
+
+// exp as Eigen's float pexp computes it (the CPU EP's Elu, Selu and Celu: Eigen expressions; its Exp op is MLAS's,
+// mlas_logistic.glsl), to the last bit: m = floor(x log2(e) + 1/2), r = x - m ln 2 in two parts, a degree-6
+// polynomial in r and r^2, times 2^m (from the bits where that is denormal); each step rounded, no multiply-add
+float exp_eigen(float v) {
+    if (isnan(v)) return v;
+    precise float x = min(v, 88.723);
+    precise float m = floor(x * 1.44269504088896341 + 0.5);
+    precise float r = m * -0.693359375 + x;
+    r = m * 2.12194440e-4 + r;
+    precise float r2 = r * r;
+    precise float p_even = r2 * 1.37449637986719608306884765625e-3 + 4.166965186595916748046875e-2;
+    precise float p_odd = r2 * 8.36894474923610687255859375e-3 + 0.16666518151760101318359375;
+    p_even = p_even * r2 + 0.49999988079071044921875;
+    precise float p_low = r + 1.0;
+    precise float y = p_odd * r + p_even;
+    y = y * r2 + p_low;
+    return v < -104.0 ? 0.0 : max(ldexp_exact(y, int(m)), v);
 }
 
 // log2 of a positive finite x, denormals included (their logarithm from the bits: mantissa * 2^-149)

@@ -2,9 +2,36 @@
 // bit: MlasLogisticKernelFma3's rational polynomial (what x86-64 machines with AVX2 run), its fused multiply-adds
 // exact (precise.glsl's fma_exact: lavapipe does not fuse GLSL's fma()). Used by qlinear_lookup.comp and
 // unary_ops.glsl, and with mlas_tanh (below: also unary_ops.glsl's Tanh and tanh Gelu) by recurrent.comp's LSTM.
+// MLAS's exp too: the Exp op's (unary_ops.glsl) and, from x - max, Softmax's (softmax.comp).
 #ifndef VKEP_MLAS_LOGISTIC_GLSL
 #define VKEP_MLAS_LOGISTIC_GLSL
 #include "precise.glsl"
+
+// MLAS's exp range reduction and polynomial (MlasExpConstants; products and sums as its vfmadd and vaddps) of an x
+// already clamped: exp(x) = p 2^m, returned as p, with t = x / ln 2 plus the rounding bias (m in its low bits)
+precise float mlas_exp_reduced(float x, out float m, out float t) {
+    float bias = uintBitsToFloat(0x4b400000u);  // RoundingBias, 1.5 * 2^23
+    t = fma_exact(uintBitsToFloat(0x3fb8aa3bu), x, bias);  // x / ln 2 plus the bias
+    precise float rounded = t - bias;  // round(x / ln 2)
+    m = rounded;
+    x = fma_exact(m, uintBitsToFloat(0xbf317200u), x);  // x - m ln2_high
+    x = fma_exact(m, uintBitsToFloat(0xb5bfbe8eu), x);  // x - m ln2_low
+    float p = fma_exact(uintBitsToFloat(0x3ab4a000u), x, uintBitsToFloat(0x3c092f6eu));
+    p = fma_exact(p, x, uintBitsToFloat(0x3d2aadadu));
+    p = fma_exact(p, x, uintBitsToFloat(0x3e2aaa28u));
+    p = fma_exact(p, x, uintBitsToFloat(0x3efffffbu));
+    p = fma_exact(p, x, 1.0);
+    return fma_exact(p, x, 1.0);
+}
+
+// MLAS's exp (MlasComputeExp: ORT's CPU EP's Exp of float32) to the last bit: x clamped to [LowerRange, UpperRange]
+float mlas_exp(float x) {
+    if (isnan(x)) return x;
+    x = clamp(x, uintBitsToFloat(0xc2cff1b5u), 88.7762626647950);  // (-103.97: below it exp is 0 in float)
+    float m, t;
+    float p = mlas_exp_reduced(x, m, t);
+    return ldexp_exact(p, int(m));
+}
 
 precise float mlas_logistic(float x) {
     x = isnan(x) ? x : clamp(x, -18.0, 18.0);

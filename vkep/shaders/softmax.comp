@@ -5,7 +5,7 @@
 // ends a shader's loops after 65535 iterations in all).
 // ORDER 1 (Softmax, float32): as ORT's CPU EP computes it on x86-64 with AVX2 and FMA, to the last bit (MLAS's
 // MlasComputeSoftmax): the row's max; each exp(x - max) by MlasComputeSumExpF32KernelFma3's range reduction and
-// polynomial (mlas_exp); their sum in eight lanes (element k in lane k % 8, in order: a workgroup of 8 here, one
+// polynomial (mlas_sum_exp); their sum in eight lanes (element k in lane k % 8, in order: a workgroup of 8 here, one
 // invocation a lane), then ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)); y = exp * (1 / sum). Its multiply-adds
 // exact on any device (precise.glsl's fma_exact). LogSoftmax (MODE 1) in that order takes the FLOAT64 variant: the
 // same sum, its log as the C library's logf (glibc_logf: double arithmetic), then y = (x - max) - log.
@@ -15,6 +15,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "precise.glsl"
+#include "mlas_logistic.glsl"
 
 #define WG gl_WorkGroupSize.x
 layout(local_size_x_id = 1) in;
@@ -30,22 +31,14 @@ layout(push_constant, scalar) uniform Push {
 shared float partial[1024];
 shared uint first_max[1024];
 
-// MLAS's exp(v + neg_max) in a softmax's sum (MlasExpConstants; products and sums as its vfmadd and vaddps)
-float mlas_exp(float v, float neg_max) {
+// MLAS's exp(v + neg_max) in a softmax's sum (mlas_logistic.glsl's reduction, clamped at LowerRangeSumExp; 2^m
+// from the bits, as its normal-only scaling)
+float mlas_sum_exp(float v, float neg_max) {
     precise float x = v + neg_max;
     float lower = uintBitsToFloat(ORDER == 2 ? 0xc2cff1b5u : 0xc2b0c0a5u);  // LowerRange -103.97, LowerRangeSumExp -88.38
     x = lower > x ? lower : x;
-    float bias = uintBitsToFloat(0x4b400000u);  // RoundingBias, 1.5 * 2^23
-    float t = fma_exact(uintBitsToFloat(0x3fb8aa3bu), x, bias);  // x / ln 2 plus the bias
-    precise float m = t - bias;  // round(x / ln 2)
-    x = fma_exact(m, uintBitsToFloat(0xbf317200u), x);  // x - m ln2_high
-    x = fma_exact(m, uintBitsToFloat(0xb5bfbe8eu), x);  // x - m ln2_low
-    float p = fma_exact(uintBitsToFloat(0x3ab4a000u), x, uintBitsToFloat(0x3c092f6eu));
-    p = fma_exact(p, x, uintBitsToFloat(0x3d2aadadu));
-    p = fma_exact(p, x, uintBitsToFloat(0x3e2aaa28u));
-    p = fma_exact(p, x, uintBitsToFloat(0x3efffffbu));
-    p = fma_exact(p, x, 1.0);
-    p = fma_exact(p, x, 1.0);
+    float m, t;
+    float p = mlas_exp_reduced(x, m, t);
     if (ORDER == 2) return ldexp(p, int(m));  // (vscalefps: exact, below 2^-126 too)
     precise float e = p * intBitsToFloat((floatBitsToInt(t) << 23) + 0x3f800000);  // times 2^m
     return e;
@@ -119,7 +112,7 @@ void main() {
     if (ORDER != 0) {  // (WG = 8 or 16: invocation t is MLAS's lane t; LogSoftmax only in the FLOAT64 variant)
         precise float lane = 0.0;
         for (uint k = t; k < pc.axis_len; k += WG) {  // (Softmax keeps the exps in y, as MLAS keeps them in its
-            float e = mlas_exp(LOAD(X, base + k * pc.inner), -m);  // output; LogSoftmax's sum does not keep them)
+            float e = mlas_sum_exp(LOAD(X, base + k * pc.inner), -m);  // output; LogSoftmax's sum does not keep them)
             if (MODE == 0) STORE(Y, base + k * pc.inner, e);
             lane = lane + e;
         }

@@ -215,6 +215,7 @@ float unary_float(uint op, float v, float a, float b) {
     }
 #if DTYPE == 0
     if (op == OP_SIN || op == OP_COS) return eigen_sin_cos(v, op == OP_COS);  // (float16: below)
+    if (op == OP_EXP) return mlas_exp(v);  // (MlasComputeExp, as the CPU EP's float32 Exp; float16: below)
 #endif
 #endif
     switch (op) {
@@ -239,25 +240,34 @@ float unary_float(uint op, float v, float a, float b) {
     case OP_ATAN: return atan(v);
     case OP_SINH: return sinh_accurate(v);
     case OP_COSH: return cosh(v);
-    // the inverse hyperbolics written out: accurate for negative and large arguments
-    // (past 1e18, v * v overflows and sqrt(v * v ± 1) is |v| anyway: log(2|v|))
-    case OP_ASINH: return sign(v) * (abs(v) > 1e18 ? log(abs(v)) + LN2 : log(abs(v) + sqrt(v * v + 1.0)));
+    // the inverse hyperbolics written out: accurate for negative, small and large arguments, through log1p where
+    // the logarithm's argument is near 1 (within a few ulps of C's; lavapipe's log near 1 was 8e-4 relative off
+    // for asinh, 1e-2 for atanh); past 1e18, v * v overflows and sqrt(v * v ± 1) is |v| anyway: log(2|v|)
+    case OP_ASINH: {
+        float a = abs(v);
+        return sign(v) * (a > 1e18 ? log_eigen(a) + LN2 : log1p_accurate(a + a * a / (1.0 + sqrt(a * a + 1.0))));
+    }
     case OP_ACOSH:
         if (v < 1.0) return uintBitsToFloat(0x7FC00000u);  // NaN, as the CPU EP
-        return v > 1e18 ? log(v) + LN2 : log(v + sqrt(v * v - 1.0));
-    case OP_ATANH: return 0.5 * log((1.0 + v) / (1.0 - v));
+        return v > 1e18 ? log_eigen(v) + LN2 : log1p_accurate((v - 1.0) + sqrt((v - 1.0) * (v + 1.0)));
+    case OP_ATANH: return abs(v) > 1.0 ? uintBitsToFloat(0x7FC00000u) : 0.5 * log1p_accurate(2.0 * v / (1.0 - v));
     case OP_ERF: return erf_approx(v);
     case OP_ISNAN: return isnan(v) ? 1.0 : 0.0;
     // alpha = detect_negative, beta = detect_positive
     case OP_ISINF: return isinf(v) && (v > 0.0 ? b != 0.0 : a != 0.0) ? 1.0 : 0.0;
     case OP_LEAKY_RELU: return v >= 0.0 ? v : a * v;
-    case OP_ELU: return v >= 0.0 ? v : a * (exp(v) - 1.0);
-    case OP_SELU: return v > 0.0 ? b * v : b * (a * exp(v) - a);  // beta = gamma
-    case OP_CELU: return max(v, 0.0) + min(0.0, a * (exp(v / a) - 1.0));
+    // Elu, Selu, Celu and HardSwish as the CPU EP's Eigen expressions compute them, to the last bit (Eigen's exp,
+    // gamma alpha folded first, a sixth multiplied): near 0 the exp's last bit is the result's first
+    case OP_ELU: { precise float e = exp_eigen(v) - 1.0; return v >= 0.0 ? v : a * e; }
+    case OP_SELU: {  // beta = gamma
+        precise float ga = b * a, e = exp_eigen(v) - 1.0;
+        return v > 0.0 ? b * v : ga * e;
+    }
+    case OP_CELU: { precise float e = a * (exp_eigen(v / a) - 1.0); return max(v, 0.0) + min(0.0, e); }
     case OP_HARD_SIGMOID: return clamp(a * v + b, 0.0, 1.0);
-    case OP_HARD_SWISH: return v * clamp(v / 6.0 + 0.5, 0.0, 1.0);
+    case OP_HARD_SWISH: { precise float t = v * (1.0 / 6.0) + 0.5; return v * clamp(t, 0.0, 1.0); }
     case OP_SOFTPLUS: return softplus(v);
-    case OP_SOFTSIGN: return v / (1.0 + abs(v));
+    case OP_SOFTSIGN: { precise float r = 1.0 / (1.0 + abs(v)); return v * r; }  // (the CPU EP's: times the reciprocal)
     case OP_MISH: return v * tanh_safe(softplus(v));
     case OP_GELU:  // alpha = 1: the tanh approximation
         if (a != 0.0) return 0.5 * v * (1.0 + tanh_safe(0.7978845608028654 * (v + 0.044715 * v * v * v)));
