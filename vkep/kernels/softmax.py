@@ -23,6 +23,10 @@ MLAS_ORDER = True  # float32 Softmax and LogSoftmax in the CPU EP's order where 
 # softmax.comp's ORDER and workgroup (MLAS's lanes) on a host whose CPU EP sums exps with MLAS's FMA3 kernel, and
 # with its AVX-512F kernel
 ORDER_FMA3, ORDER_AVX512F = (1, 8), (2, 16)
+# rows of at most SERIAL_LENGTH, SERIAL_WG of them or more: one invocation a row (softmax.comp SERIAL), SERIAL_WG rows a
+# workgroup; a detector's DFL Softmax, 86,016 rows of 16, ran a workgroup of 8 a row. (3 passes of the row within
+# lavapipe's loop count)
+SERIAL_LENGTH, SERIAL_WG = 256, 64
 
 
 def mlas_lanes() -> tuple[int, int]:
@@ -90,6 +94,10 @@ class Softmax(Kernel):
         ordered = mlas_order(self, x.dtype, length)
         if ordered is not None:
             order, lanes = mlas_lanes()
+            if length <= SERIAL_LENGTH and rows >= SERIAL_WG:  # (a row an invocation: the same values)
+                return call.dispatch(self.spec.shader, ordered, {**self.constants, "local_size_x": SERIAL_WG,
+                                                                 "order": order, "serial": 1},
+                                     push, grid_1d(rows, SERIAL_WG), [x], [y])
             return call.dispatch(self.spec.shader, ordered, {**self.constants, "local_size_x": lanes, "order": order},
                                  push, grid_1d(rows, 1), [x], [y])
         wg = row_workgroup(length, 3)

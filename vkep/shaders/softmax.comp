@@ -21,6 +21,9 @@
 layout(local_size_x_id = 1) in;
 layout(constant_id = 0) const uint MODE = 0;  // 0 softmax, 1 log-softmax, 2 hardmax
 layout(constant_id = 2) const uint ORDER = 0;  // 0 the workgroup's tree, 1 MLAS's FMA3 (a workgroup of 8), 2 AVX-512F (16)
+// ORDER 1 and 2: one invocation a row (serial_row), its lanes an array: many short rows (a detector's 86,016 rows of
+// 16 bins) cost lavapipe a workgroup each otherwise, more than their work
+layout(constant_id = 3) const uint SERIAL = 0;
 
 layout(push_constant, scalar) uniform Push {
     uint64_t x, y;
@@ -76,7 +79,55 @@ float glibc_logf(float x) {
 }
 #endif
 
+// ORDER 1 and 2 for one row in one invocation: MLAS's lanes (k in lane k % lanes) as an array, each max, exp and sum
+// in the order and tree main() gives them across a workgroup, so the same values
+void serial_row() {
+    const uint LANES = ORDER == 2 ? 16u : 8u;
+    uint row = FLAT_ID(WG);
+    if (row >= pc.rows) return;
+    uint base = (row / pc.inner) * pc.axis_len * pc.inner + row % pc.inner;
+    Tensor X = Tensor(pc.x), Y = Tensor(pc.y);
+    float lane_max[16];
+    for (uint t = 0; t < LANES; ++t) {
+        float m = uintBitsToFloat(0xff800000u);  // -inf
+        for (uint k = t; k < pc.axis_len; k += LANES) m = max(m, LOAD(X, base + k * pc.inner));
+        lane_max[t] = m;
+    }
+    for (uint s = LANES / 2; s > 0; s >>= 1)
+        for (uint t = 0; t < s; ++t) lane_max[t] = max(lane_max[t], lane_max[t + s]);
+    float m = lane_max[0];
+    precise float lane[16];
+    for (uint t = 0; t < LANES; ++t) lane[t] = 0.0;
+    for (uint k = 0; k < pc.axis_len; ++k) {
+        float e = mlas_sum_exp(LOAD(X, base + k * pc.inner), -m);
+        if (MODE == 0) STORE(Y, base + k * pc.inner, e);
+        lane[k % LANES] = lane[k % LANES] + e;
+    }
+    precise float l[8];
+    for (uint j = 0; j < 8; ++j) l[j] = ORDER == 2 ? lane[j] + lane[j + 8] : lane[j];
+    precise float sum8 = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+#ifdef FLOAT64
+    if (MODE == 1) {
+        float lg = glibc_logf(sum8);
+        for (uint k = 0; k < pc.axis_len; ++k) {
+            precise float y = (LOAD(X, base + k * pc.inner) + -m) - lg;
+            STORE(Y, base + k * pc.inner, y);
+        }
+        return;
+    }
+#endif
+    precise float scale = precise_div(1.0, sum8);
+    for (uint k = 0; k < pc.axis_len; ++k) {
+        precise float y = LOAD(Y, base + k * pc.inner) * scale;
+        STORE(Y, base + k * pc.inner, y);
+    }
+}
+
 void main() {
+    if (SERIAL != 0) {
+        serial_row();
+        return;
+    }
     uint row = FLAT_GROUP;
     if (row >= pc.rows) return;
     uint t = gl_LocalInvocationID.x;
