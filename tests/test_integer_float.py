@@ -124,22 +124,32 @@ def test_qlinear_conv_through_float_equals_the_cpu_ep(ep_devices, float_products
     x = rng.integers(info_x.min, info_x.max + 1, (2, 128, 12, 12)).astype(x_type)
     w = rng.integers(info_w.min, info_w.max + 1, (32, 128, 3, 3)).astype(w_type)
     w_scale = (rng.uniform(0.5, 2, 32) if per_channel else np.array(1.3)).astype(np.float32) * 1e-3
+    w_zp = np.full(w_scale.shape, (int(info_w.min) + int(info_w.max) + 1) // 2, w_type)
     consts = {"x_scale": np.array(0.02, np.float32), "x_zp": np.array(info_x.min + 100, x_type), "w": w,
-              "w_scale": w_scale, "w_zp": np.full(w_scale.shape, (int(info_w.min) + int(info_w.max) + 1) // 2, w_type), "y_scale": np.array(0.05, np.float32),
+              "w_scale": w_scale, "w_zp": w_zp, "y_scale": np.array(0.05, np.float32),
               "y_zp": np.array(info_x.min + 120, x_type), "bias": rng.integers(-5000, 5000, 32).astype(np.int32)}
-    names = ["x", "x_scale", "x_zp", "w", "w_scale", "w_zp", "y_scale", "y_zp", "bias"]
-    node = helper.make_node("QLinearConv", names, ["y"], pads=[1, 1, 1, 1])
-    graph = helper.make_graph([node], "qc", [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(
-        x_type), x.shape)], [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(x_type), None)],
-        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    _requantized_as_the_cpu_ep("QLinearConv", x, consts, {"pads": [1, 1, 1, 1]}, types, float_products, 128 * 9)
+
+
+def _requantized_as_the_cpu_ep(op: str, x: np.ndarray, consts: dict, attrs: dict, types: tuple, float_products,
+                               k: int) -> None:
+    """One `op` node over input x and then `consts` (initializers, in the op's input order): on vkep, first run and
+    replay, equal to the CPU EP, with outputs saturating both ways; the float path taken (a product of K = k)
+    unless the CPU EP's products saturate."""
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    node = helper.make_node(op, ["x", *consts], ["y"], **attrs)
+    graph = helper.make_graph([node], op, [helper.make_tensor_value_info("x", elem, x.shape)],
+                              [helper.make_tensor_value_info("y", elem, None)],
+                              [numpy_helper.from_array(v, name) for name, v in consts.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     want = runner.cpu_session(model).run(None, {"x": x})[0]
     session = runner.vkep_session(model, disable_cpu_fallback=True)
     for _ in range(2):  # (the second run replays the plan)
         np.testing.assert_array_equal(session.run(None, {"x": x})[0], want)
-    assert (want == info_x.min).any() and (want == info_x.max).any()
+    info = np.iinfo(x.dtype)
+    assert (want == info.min).any() and (want == info.max).any()
     saturates = types == ("uint8", "int8") and quantize.cpu_ep_saturates()
-    assert set(float_products) == (set() if saturates else {128 * 9})
+    assert set(float_products) == (set() if saturates else {k})
 
 
 @pytest.mark.parametrize("types", [("uint8", "uint8"), ("int8", "int8"), ("uint8", "int8")])
@@ -160,18 +170,7 @@ def test_qlinear_matmul_through_float_equals_the_cpu_ep(ep_devices, float_produc
               "b_scale": (rng.uniform(0.5, 2, shape) * 1e-3).astype(np.float32),
               "b_zp": (rng.integers(mid - 3, mid + 4, shape) if per_column else np.array(mid)).astype(b_type),
               "y_scale": np.array(0.01, np.float32), "y_zp": np.array(info_a.min + 120, a_type)}
-    names = ["a", "a_scale", "a_zp", "b", "b_scale", "b_zp", "y_scale", "y_zp"]
-    graph = helper.make_graph([helper.make_node("QLinearMatMul", names, ["y"])], "qmm", [helper.make_tensor_value_info(
-        "a", helper.np_dtype_to_tensor_dtype(a_type), a.shape)], [helper.make_tensor_value_info(
-            "y", helper.np_dtype_to_tensor_dtype(a_type), None)], [numpy_helper.from_array(v, k) for k, v in consts.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-    want = runner.cpu_session(model).run(None, {"a": a})[0]
-    session = runner.vkep_session(model, disable_cpu_fallback=True)
-    for _ in range(2):  # (the second run replays the plan)
-        np.testing.assert_array_equal(session.run(None, {"a": a})[0], want)
-    assert (want == info_a.min).any() and (want == info_a.max).any()
-    saturates = types == ("uint8", "int8") and quantize.cpu_ep_saturates()
-    assert set(float_products) == (set() if saturates else {520})
+    _requantized_as_the_cpu_ep("QLinearMatMul", a, consts, {}, types, float_products, 520)
 
 
 def test_a_session_reads_the_manifest_at_most_once(ep_devices, float_products, monkeypatch):
