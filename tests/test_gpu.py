@@ -54,7 +54,8 @@ def _host_view(dev, addr, n):
 def _add(dev, stream, a, b, y, n):
     pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, {"op": 0})
     push = dev.pipelines.push_layout(pipeline).pack({"a": a, "b": b, "y": y, "n": n, "rank": 1, "shape": [n],
-                                                     "stride_a": [1], "stride_b": [1], "scale": 1.0})
+                                                     "stride_a": [1], "stride_b": [1], "scale": 1.0,
+                                                     "inner_divisor": [0, 0]})  # (one dimension: no division)
     stream.dispatch(pipeline, push, ((n + WORKGROUP - 1) // WORKGROUP, 1, 1),
                     pack_spans([(a, a + 4 * n), (b, b + 4 * n)], [(y, y + 4 * n)]), 2, 1)
 

@@ -90,14 +90,15 @@ def test_a_push_block_is_read_by_name_and_filled_by_name():
     assert [(m.name, m.offset, m.format, m.count) for m in members] == [
         ("a", 0, "Q", 1), ("b", 8, "Q", 1), ("y", 16, "Q", 1), ("n", 24, "I", 1), ("rank", 28, "I", 1),
         ("shape", 32, "I", 6), ("stride_a", 56, "I", 6), ("stride_b", 80, "I", 6), ("scale", 104, "f", 1),
-        ("vkep_group_base", 116, "I", 3)]
+        ("inner_divisor", 108, "I", 2), ("vkep_group_base", 116, "I", 3)]
     layout = PushLayout("binary.comp", members)
     a, b, y = object(), None, object()
     values = {"a": a, "b": b, "y": y, "n": 6, "rank": 2, "shape": [2, 3], "stride_a": [3, 1], "stride_b": [0, 1],
-              "scale": 0.5}
+              "scale": 0.5, "inner_divisor": [1431655766, 1]}
     addresses, tail = layout.encode(values)
-    assert addresses == [a, None, y] and layout.bytes == 108
-    assert tail == struct.pack("<2I6I6I6If", 6, 2, 2, 3, 0, 0, 0, 0, 3, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0.5)
+    assert addresses == [a, None, y] and layout.bytes == 116
+    assert tail == struct.pack("<2I6I6I6If2I", 6, 2, 2, 3, 0, 0, 0, 0, 3, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0.5,
+                               1431655766, 1)
     assert layout.pack({**values, "a": 16, "y": 32})[:24] == struct.pack("<3Q", 16, 0, 32)
     with pytest.raises(PushError, match=r"binary.comp's push constants: no member scales; scale not given"):
         layout.encode({**{k: v for k, v in values.items() if k != "scale"}, "scales": 1.0})

@@ -71,7 +71,8 @@ def test_memory_from_another_process_is_read_and_written_in_place(dev, tmp_path)
         x, y, n = imported.address, imported.address + 1024, 256
         pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, {"op": 0})
         push = dev.pipelines.push_layout(pipeline).pack({"a": x, "b": x, "y": y, "n": n, "rank": 1, "shape": [n],
-                                                         "stride_a": [1], "stride_b": [1], "scale": 1.0})
+                                                         "stride_a": [1], "stride_b": [1], "scale": 1.0,
+                                                         "inner_divisor": [0, 0]})  # (one dimension: no division)
         stream = dev.default_stream()
         stream.dispatch(pipeline, push, grid_1d(n, WORKGROUP), pack_spans([(x, x + 4 * n)], [(y, y + 4 * n)]), 1, 1)
         stream.finish()
@@ -122,7 +123,8 @@ def test_external_timeline_semaphores_where_supported(dev):
         x, y, n = pool.alloc(1024), pool.alloc(1024), 256
         pipeline = dev.pipelines.get("binary.comp", {"DTYPE": 0}, {"op": 0})
         push = dev.pipelines.push_layout(pipeline).pack({"a": x, "b": x, "y": y, "n": n, "rank": 1, "shape": [n],
-                                                         "stride_a": [1], "stride_b": [1], "scale": 1.0})
+                                                         "stride_a": [1], "stride_b": [1], "scale": 1.0,
+                                                         "inner_divisor": [0, 0]})  # (one dimension: no division)
         stream = dev.new_stream()
         stream.wait_external(imported.semaphore, 1)  # the work below starts once the producer says 1
         stream.dispatch(pipeline, push, grid_1d(n, WORKGROUP), pack_spans([(x, x + 1024)], [(y, y + 1024)]), 1, 1)
