@@ -71,19 +71,22 @@ def test_qlinear_softmax_as_the_cpu_ep(ep_devices, case):
         np.testing.assert_array_equal(session.run(None, {"x": x})[0], want)
 
 
-def test_qlinear_softmax_ties_under_many_scales(ep_devices):
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_qlinear_softmax_ties_under_many_scales(ep_devices, dtype):
     """Rows of equal values (each output the row length's share, times floor(1 / y_scale): a rounding tie whenever
-    that is a half) under 40 x scales and row lengths 2 to 5: the CPU EP's table shift is C's logf of
-    FLT_MAX / length, and a double log moved its entries by an ulp and the ties with them (a fresh fuzz sweep's
-    int8 row [-56, -56] with x_scale 0.448, seed 360, gave 21 for the CPU EP's 22)."""
+    that is a half) under 16 x scales, two y scales (floor 3 and 43) and row lengths 2 to 5. The CPU EP multiplies
+    each exponential by (floor(1 / y_scale) / sum); vkep's (e * floor(1 / y_scale)) / sum left 16 of 128 such cases
+    apart (fresh fuzz sweeps' rows [-56, -56], seed 360, and [33, 33], seed 271646)."""
     rng = np.random.default_rng(8)
+    info = np.iinfo(dtype)
     for length in (2, 3, 4, 5):
-        for x_scale in [0.44842252, *rng.uniform(0.001, 2.0, 9)]:
-            model = _qlinear_softmax(np.int8, [6, length], 15, -1, float(x_scale), 0.266274, 0, 20)
-            x = np.repeat(rng.integers(-128, 128, (6, 1)), length, axis=1).astype(np.int8)
-            want = runner.cpu_session(model).run(None, {"x": x})[0]
-            got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
-            np.testing.assert_array_equal(got, want, err_msg=f"x_scale {x_scale}, length {length}")
+        for x_scale in [0.44842252, 0.1545224, *rng.uniform(0.001, 2.0, 14)]:
+            for y_scale, y_zp in ((0.266274, 20), (0.02284328, 43)):
+                model = _qlinear_softmax(dtype, [6, length], 15, -1, float(x_scale), y_scale, 0, y_zp)
+                x = np.repeat(rng.integers(info.min, info.max + 1, (6, 1)), length, axis=1).astype(dtype)
+                want = runner.cpu_session(model).run(None, {"x": x})[0]
+                got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
+                np.testing.assert_array_equal(got, want, err_msg=f"x_scale {x_scale}, y_scale {y_scale}, {length}")
 
 
 def test_qlinear_softmax_with_a_computed_scale_stays_on_the_cpu_ep(ep_devices):

@@ -6,9 +6,6 @@ value is read when packed."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import math
 
 import numpy as np
@@ -20,33 +17,11 @@ FLT_MAX = float(np.finfo(np.float32).max)
 RESERVE_BITS = 5  # the CPU EP's margin below FLT_MAX for a float sum of the row (QlinearBuildLookupTableUint32)
 
 
-@functools.cache
-def _c_logf():
-    """The C library's logf, which the CPU EP's log of a float is, where ctypes finds the library."""
-    for name in (ctypes.util.find_library("m"), ctypes.util.find_library("c"), "ucrtbase", "msvcrt"):
-        try:
-            logf = ctypes.CDLL(name).logf if name else None
-        except (OSError, AttributeError):
-            continue
-        if logf is not None:
-            logf.restype, logf.argtypes = ctypes.c_float, [ctypes.c_float]
-            return logf
-    return None
-
-
-def logf(v: np.float32) -> float:
-    """log of a float in float, as C's logf rounds it (numpy's float32 log where no C library answers)."""
-    c = _c_logf()
-    return float(c(float(v))) if c is not None else float(np.log(np.float32(v)))
-
-
 def exp_table(x_scale: float, length: int) -> np.ndarray:
     """exp((i - 255 + shift) * x_scale) for i in 0..255, in double, rounded to float32; shift keeps a row's sum
-    of `length` entries below FLT_MAX. (The CPU EP's shift is log(FLT_MAX / length) of a float: C's logf, whose
-    rounding moves the table by an ulp against a double log's, and with it a rounding tie of an output: a fresh
-    fuzz sweep's int8 row [-56, -56], seed 360.)"""
+    of `length` entries below FLT_MAX."""
     headroom = np.float32(FLT_MAX) / np.float32(length)  # (a float division there)
-    shift = max(0.0, logf(headroom) - RESERVE_BITS) / x_scale
+    shift = max(0.0, math.log(float(headroom)) - RESERVE_BITS) / x_scale
     i = np.arange(256, dtype=np.float64)
     return np.exp((i - 255 + shift) * np.float64(x_scale)).astype(np.float32)
 
