@@ -1107,11 +1107,8 @@ def test_log_is_the_cpu_ep_s_to_an_ulp_near_one_too(ep_devices):
     x = np.concatenate([rng.uniform(0.999, 1.001, 4000), np.exp(rng.uniform(-87, 88, 4000)),
                         np.frombuffer(rng.integers(1, 1 << 23, 1000, dtype=np.uint32).tobytes(), np.float32),
                         [0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, 1.0, 0.5, 2.0, 3.4e38]]).astype(np.float32)
-    graph = helper.make_graph([helper.make_node("Log", ["x"], ["y"])], "log",
-                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [len(x)])],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [len(x)])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
+    model = _model("Log", {"x": x}, np.float32, 17)
+    got = _run_vkep(model, {"x": x})[0]
     want = runner.cpu_session(model).run(None, {"x": x})[0]
     assert np.array_equal(np.isnan(got), np.isnan(want))
     finite = np.isfinite(want)
@@ -1130,11 +1127,8 @@ def test_exp_is_the_cpu_ep_s_bit_for_bit(ep_devices):
     x = np.concatenate([rng.uniform(-88, 89, 20000), rng.uniform(-1, 1, 5000), rng.uniform(-104.5, -87, 5000),
                         [0.0, -0.0, np.inf, -np.inf, np.nan, 88.72, 88.73, 89.0, -103.9, -104.0, -200.0]]
                        ).astype(np.float32)
-    graph = helper.make_graph([helper.make_node("Exp", ["x"], ["y"])], "exp",
-                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [len(x)])],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [len(x)])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
+    model = _model("Exp", {"x": x}, np.float32, 13)
+    got = _run_vkep(model, {"x": x})[0]
     want = runner.cpu_session(model).run(None, {"x": x})[0]
     assert np.array_equal(np.isnan(got), np.isnan(want))
     apart = ~np.isnan(want) & (got.view(np.uint32) != want.view(np.uint32))
@@ -1158,11 +1152,8 @@ def test_activations_as_the_cpu_ep_computes_them(ep_devices, op, low, high, ulps
     near = (max(low, -0.01), min(high, 0.01)) if low < 0 else (low, low + 0.01)  # (near 0, or near Acosh's 1)
     x = np.concatenate([rng.uniform(low, high, 20000), rng.uniform(*near, 5000)])
     x = x.astype(np.float32)
-    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], op,
-                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [len(x)])],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [len(x)])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    got = runner.vkep_session(model, disable_cpu_fallback=True).run(None, {"x": x})[0]
+    model = _model(op, {"x": x}, np.float32, 18)
+    got = _run_vkep(model, {"x": x})[0]
     want = runner.cpu_session(model).run(None, {"x": x})[0]
     apart = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
     if ulps == 0:

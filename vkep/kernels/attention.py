@@ -278,7 +278,8 @@ class Attention(Kernel):
         softmax16 = int(round16 and precision in (None, FLOAT16))
         softcap = float(self.attrs.get("softcap") or 0.0)
         constants = {"mode": 0, "local_size_x": wg, "layout3d": int(rank == 3),
-                     "causal": int(bool(self.attrs.get("is_causal", 0))), "mask": (2 if self.mask_pairs else 1) if mask is not None else 0,
+                     "causal": int(bool(self.attrs.get("is_causal", 0))),
+                     "mask": (2 if self.mask_pairs else 1) if mask is not None else 0,
                      "qk_mode": QK_NONE, "round16": round16, "softmax16": softmax16,
                      "scale_bits": _float_bits(math.sqrt(scale), dtype),
                      "softcap_bits": _float_bits(softcap, "float32") if softcap > 0 else 0,
@@ -416,8 +417,7 @@ class ContribAttention(Kernel):
             views.append(Tensor(out.addr, (batch, seq, size), "float32", out.io))
             offset += size
         past_kv, present_kv, past_len = self._cache(call, past, batch, heads, seq, sizes)
-        additive = self._mask(call, mask, attn_bias, batch, heads, seq, past_len)
-        attention.mask_pairs = additive is not None and additive is not attn_bias and attn_bias is not None
+        additive, attention.mask_pairs = self._mask(call, mask, attn_bias, batch, heads, seq, past_len)
         attention.output_count = 3 if present_kv else 1
         attention.compute(Redirect(call, [*views, additive, *past_kv, None], dict(enumerate(present_kv, 1))))
 
@@ -444,15 +444,15 @@ class ContribAttention(Kernel):
         return past_kv, _halves(present, (batch, heads, total, head)), past_len
 
     def _mask(self, call, mask: Tensor | None, attn_bias: Tensor | None, batch: int, heads: int, seq: int,
-              past: int) -> Tensor | None:
-        """The additive mask attention.comp adds to the scaled scores (keys: the past's, then the new ones):
-        attention_bias as it is, the mask_index's (and causal) filter values, or with both (attention_bias, filter)
-        pairs, added to the score in that order as the CPU EP adds them (at -10000 the sum rounds to 1e-3: a row the
-        mask covers everywhere is the softmax of those roundings)."""
+              past: int) -> tuple[Tensor | None, bool]:
+        """The additive mask attention.comp adds to the scaled scores (keys: the past's, then the new ones), and
+        whether it holds pairs: attention_bias as it is, the mask_index's (and causal) filter values, or with both
+        (attention_bias, filter) pairs, added to the score in that order as the CPU EP adds them (at -10000 the sum
+        rounds to 1e-3: a row the mask covers everywhere is the softmax of those roundings)."""
         total = past + seq
         causal = bool(self.attrs.get("unidirectional", 0)) and seq > 1
         if mask is None and not causal:
-            return attn_bias
+            return attn_bias, False
         kind = 0
         if mask is not None:
             shapes = {1: ((batch,), (2 * batch,)), 2: ((batch, total),), 3: ((batch, seq, total),)}
@@ -480,4 +480,4 @@ class ContribAttention(Kernel):
                            "s": seq, "t": total, "past": past, "bias_sb": bias_sb, "bias_sh": bias_sh,
                            "filter_value": filter_value}, grid_1d(n, 256),
                           [t for t in (mask, attn_bias) if t is not None], [out])
-        return out.view(0, shape) if pairs else out  # (pairs: attention.comp reads two floats an element)
+        return (out.view(0, shape) if pairs else out), pairs  # (pairs: attention.comp reads two floats an element)

@@ -100,16 +100,22 @@ def gather_members(out_shape, strides, offset: int) -> dict:
 WORD = 8  # bytes a gather moves at once where it can (words_of)
 
 
+def word_elements(dtype: str, tensors) -> int:
+    """Elements of `dtype` an 8-byte word holds where a move may take words instead (the int64 variant: lavapipe's
+    time is its lane loads and stores, whatever their width) and every tensor starts on a word, else 0."""
+    size = ITEMSIZE[dtype]
+    if dtype in NIBBLE_TYPES or size >= WORD or WORD % size or any(t.addr % WORD for t in tensors):
+        return 0
+    return WORD // size
+
+
 def words_of(members: dict, x: Tensor, y: Tensor) -> tuple[dict, str] | None:
     """A gather's members (MODE 0) over 8-byte words, and the variant moving them (int64), where its innermost run,
-    every other stride and the offset are whole words and both tensors start on one: a channel shuffle's Transpose
-    or a Slice of whole rows moves 2 floats (8 bytes) a lane, and lavapipe's time is its lane loads and stores."""
-    size = ITEMSIZE[x.dtype]
-    if x.dtype in NIBBLE_TYPES or size >= WORD or WORD % size or x.addr % WORD or y.addr % WORD:
-        return None
-    per = WORD // size
+    every other stride and the offset are whole words and both tensors start on one (word_elements): a channel
+    shuffle's Transpose or a Slice of whole rows moves 2 floats a lane."""
+    per = word_elements(x.dtype, (x, y))
     dims, strides = list(members["shape"]), list(members["a"])
-    if (not dims or strides[-1] != 1 or dims[-1] % per or members["offset"] % per
+    if (not per or not dims or strides[-1] != 1 or dims[-1] % per or members["offset"] % per
             or any(st % per for st in strides[:-1])):
         return None
     return strided_members(members["n"] // per, dims[:-1] + [dims[-1] // per], members["offset"] // per,
@@ -452,13 +458,11 @@ class Concat(Kernel):
         y = call.output(0, out)
         if not y.size:
             return
-        size = ITEMSIZE[y.dtype]
         for inputs, push in groups:
             ins = [xs[j] for j in inputs]  # (x's unused slots are null addresses, their ends 0: never read)
             dtype = moved_dtype(xs[0])
-            if (y.dtype not in NIBBLE_TYPES and size < WORD and (push["inner"] * size) % WORD == 0
-                    and all(t.addr % WORD == 0 for t in (y, *ins))):  # (whole words a run: words_of's reason)
-                per = WORD // size
+            per = word_elements(y.dtype, (y, *ins))
+            if per and push["inner"] % per == 0:  # (whole words a run)
                 push, dtype = {**push, "n": push["n"] // per, "inner": push["inner"] // per}, "int64"
             call.dispatch("concat.comp", dtype, {}, {**push, "y": y, "x": ins}, grid_1d(push["n"], WG), ins, [y])
 

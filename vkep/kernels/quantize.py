@@ -420,15 +420,17 @@ class QLinearBinary(Kernel):
     # int64), CPU EP 0.02 ms.
     TABLE_FROM = 4096  # elements from which a node looks its results up (the first run builds the table)
     TABLE_BYTES = 1 << 16
+    packed_inputs: frozenset[int] = frozenset()  # the inputs pack saw: constants
+    tables_built: frozenset[int] = frozenset()  # the span orders whose tables a run has built
 
     def pack(self, index: int, weight: np.ndarray) -> tuple[np.ndarray, str]:
-        self.__dict__.setdefault("constant_inputs", set()).add(index)
+        self.packed_inputs = self.packed_inputs | {index}
         return super().pack(index, weight)
 
     def _tabled(self, call, n: int) -> bool:
         """Whether this node looks its results up: large enough, and its scales and zero points constants."""
         given = {i for i in (1, 2, 4, 5, 6, 7) if i < len(call.inputs) and call.inputs[i] is not None}
-        return n >= self.TABLE_FROM and given <= self.__dict__.get("constant_inputs", set())
+        return n >= self.TABLE_FROM and given <= self.packed_inputs
 
     @classmethod
     def declines(cls, spec, attrs: dict, since_version: int, input_ranks, input_types) -> str | None:
@@ -452,13 +454,12 @@ class QLinearBinary(Kernel):
         if self._tabled(call, y.size):
             flags = members["rank_flags"] >> 8  # (QLinearAdd's span order: a table each)
             table = call.state(4 * self.TABLE_BYTES).view(flags * self.TABLE_BYTES, (self.TABLE_BYTES,))
-            built = self.__dict__.setdefault("tables_built", set())
-            if flags not in built:
+            if flags not in self.tables_built:
                 call.dispatch(self.spec.shader, "uint8", {**constants, "mode": 1},
                               {**members, **params, "n": self.TABLE_BYTES, "a": table, "b": table, "y": table},
                               grid_1d(self.TABLE_BYTES, WG), reads, [table])
                 if call.fills_state():
-                    built.add(flags)
+                    self.tables_built = self.tables_built | {flags}
             constants["mode"] = 2
             params = {**dict.fromkeys(params), "a_scale": table}  # (MODE 2 reads the table at a_scale)
             reads = [table]

@@ -79,6 +79,36 @@ float glibc_logf(float x) {
 }
 #endif
 
+// ORDER 1 and 2: the row's sum from MLAS's lanes (ORDER 2: sixteen lanes, k and k + 8 added first)
+float mlas_lanes_sum(float lane[16]) {
+    precise float l[8];
+    for (uint j = 0; j < 8; ++j) l[j] = ORDER == 2 ? lane[j] + lane[j + 8] : lane[j];
+    precise float sum8 = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    return sum8;
+}
+
+// ORDER 1 and 2: the row's outputs k = first, first + step, ... from its max and sum: LogSoftmax (the FLOAT64
+// variant) glibc's logf of the sum, then (x + -max) - log (MlasComputeLogSoftmaxOutputF32Kernel); Softmax the exps
+// it stored in y, times 1 / sum (the same invocation's own stores)
+void mlas_row_outputs(uint base, float m, float sum8, uint first, uint step) {
+    Tensor X = Tensor(pc.x), Y = Tensor(pc.y);
+#ifdef FLOAT64
+    if (MODE == 1) {
+        float lg = glibc_logf(sum8);
+        for (uint k = first; k < pc.axis_len; k += step) {
+            precise float y = (LOAD(X, base + k * pc.inner) + -m) - lg;
+            STORE(Y, base + k * pc.inner, y);
+        }
+        return;
+    }
+#endif
+    precise float scale = precise_div(1.0, sum8);
+    for (uint k = first; k < pc.axis_len; k += step) {
+        precise float y = LOAD(Y, base + k * pc.inner) * scale;
+        STORE(Y, base + k * pc.inner, y);
+    }
+}
+
 // ORDER 1 and 2 for one row in one invocation: MLAS's lanes (k in lane k % lanes) as an array, each max, exp and sum
 // in the order and tree main() gives them across a workgroup, so the same values
 void serial_row() {
@@ -97,30 +127,13 @@ void serial_row() {
         for (uint t = 0; t < s; ++t) lane_max[t] = max(lane_max[t], lane_max[t + s]);
     float m = lane_max[0];
     precise float lane[16];
-    for (uint t = 0; t < LANES; ++t) lane[t] = 0.0;
+    for (uint t = 0; t < 16u; ++t) lane[t] = 0.0;
     for (uint k = 0; k < pc.axis_len; ++k) {
         float e = mlas_sum_exp(LOAD(X, base + k * pc.inner), -m);
         if (MODE == 0) STORE(Y, base + k * pc.inner, e);
         lane[k % LANES] = lane[k % LANES] + e;
     }
-    precise float l[8];
-    for (uint j = 0; j < 8; ++j) l[j] = ORDER == 2 ? lane[j] + lane[j + 8] : lane[j];
-    precise float sum8 = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-#ifdef FLOAT64
-    if (MODE == 1) {
-        float lg = glibc_logf(sum8);
-        for (uint k = 0; k < pc.axis_len; ++k) {
-            precise float y = (LOAD(X, base + k * pc.inner) + -m) - lg;
-            STORE(Y, base + k * pc.inner, y);
-        }
-        return;
-    }
-#endif
-    precise float scale = precise_div(1.0, sum8);
-    for (uint k = 0; k < pc.axis_len; ++k) {
-        precise float y = LOAD(Y, base + k * pc.inner) * scale;
-        STORE(Y, base + k * pc.inner, y);
-    }
+    mlas_row_outputs(base, m, mlas_lanes_sum(lane), 0, 1);
 }
 
 void main() {
@@ -169,24 +182,9 @@ void main() {
         }
         partial[t] = lane;
         barrier();
-        precise float l[8];  // (ORDER 2: sixteen lanes, k and k + 8 added first)
-        for (uint j = 0; j < 8; ++j) l[j] = ORDER == 2 ? partial[j] + partial[j + 8] : partial[j];
-        precise float sum8 = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-#ifdef FLOAT64
-        if (MODE == 1) {  // glibc's logf of the sum, then (x + -max) - log (MlasComputeLogSoftmaxOutputF32Kernel)
-            float lg = glibc_logf(sum8);
-            for (uint k = t; k < pc.axis_len; k += WG) {
-                precise float y = (LOAD(X, base + k * pc.inner) + -m) - lg;
-                STORE(Y, base + k * pc.inner, y);
-            }
-            return;
-        }
-#endif
-        precise float scale = precise_div(1.0, sum8);
-        for (uint k = t; k < pc.axis_len; k += WG) {  // (this invocation's own stores)
-            precise float y = LOAD(Y, base + k * pc.inner) * scale;
-            STORE(Y, base + k * pc.inner, y);
-        }
+        float lanes[16];
+        for (uint j = 0; j < 16; ++j) lanes[j] = j < WG ? partial[j] : 0.0;
+        mlas_row_outputs(base, m, mlas_lanes_sum(lanes), t, WG);
         return;
     }
 
